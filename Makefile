@@ -1,0 +1,124 @@
+# weir: plain GNU make, out-of-tree objects under $(BUILD).
+#
+#   make                 build every program into $(BUILD)/bin
+#   make check           build and run every test (unit + integration)
+#   make demo            inject sample mail into a scratch queue and list it
+#   make install DESTDIR= PREFIX=
+#   make bench-inject    injection benchmark (scripts/bench/inject.sh)
+#
+# Sources are found by folder: src/lib and src/mail make libweir.a; each
+# folder in PROGRAMS is one program whose main.c is thin, and whose other
+# files are also linked into the test binaries.
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+LIBEXECDIR ?= $(PREFIX)/lib/weir
+SYSCONFDIR ?= /etc/weir
+DESTDIR    ?=
+BUILD      ?= build
+
+CC       ?= gcc
+CFLAGS   ?= -O2 -g
+WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
+DEFS     := -D_GNU_SOURCE -DSYSCONFDIR='"$(SYSCONFDIR)"' -DLIBEXECDIR='"$(LIBEXECDIR)"'
+ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(CPPFLAGS)
+LDLIBS   := -lconfuse
+TESTLIBS := -lcriterion
+
+# program name : source folder (a folder without main.c is not built yet)
+ALL_PROGRAMS := weir-queue:queue weir:weir sendmail:sendmail
+PROGRAMS := $(foreach p,$(ALL_PROGRAMS),$(if $(wildcard src/$(word 2,$(subst :, ,$(p)))/main.c),$(p)))
+
+LIB_SRC  := $(wildcard src/lib/*.c src/mail/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIBWEIR  := $(BUILD)/libweir.a
+
+prog_name = $(word 1,$(subst :, ,$(1)))
+prog_dir  = $(word 2,$(subst :, ,$(1)))
+BINS     := $(foreach p,$(PROGRAMS),$(BUILD)/bin/$(call prog_name,$(p)))
+
+# Non-main objects of every program, for the tests to link directly.
+PROG_LOGIC_SRC := $(filter-out %/main.c,$(foreach p,$(PROGRAMS),$(wildcard src/$(call prog_dir,$(p))/*.c)))
+PROG_LOGIC_OBJ := $(PROG_LOGIC_SRC:%.c=$(BUILD)/%.o)
+LIBPROGS := $(BUILD)/libprogs.a
+
+UNIT_SRC   := $(wildcard tests/unit/*_test.c)
+INTEG_SRC  := $(wildcard tests/integration/*_test.c)
+TESTLIB_SRC := $(wildcard tests/lib/*.c)
+TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/%.o)
+TEST_BINS  := $(UNIT_SRC:%.c=$(BUILD)/%) $(INTEG_SRC:%.c=$(BUILD)/%)
+FAULTINJ   := $(if $(wildcard tests/fault/faultinj.c),$(BUILD)/tests/faultinj.so)
+MAILQ      := $(if $(filter sendmail:%,$(PROGRAMS)),$(BUILD)/bin/mailq)
+
+.PHONY: all check test-run demo demo-run install clean bench-inject
+all: $(BINS)
+
+# V=1 shows the full commands.
+Q := $(if $(V),,@)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(V),,echo "  CC  $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(LIBWEIR): $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(LIBPROGS): $(PROG_LOGIC_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+define program_rule
+$(BUILD)/bin/$(call prog_name,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/$(call prog_dir,$(1))/*.c)) $(LIBWEIR)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) -o $$@ $$^ $$(LDLIBS)
+endef
+$(foreach p,$(PROGRAMS),$(eval $(call program_rule,$(p))))
+
+$(BUILD)/bin/mailq: $(BUILD)/bin/sendmail
+	ln -sf sendmail $@
+
+$(BUILD)/tests/%.o: ALL_CFLAGS += -Itests/lib
+
+$(BUILD)/tests/%_test: $(BUILD)/tests/%_test.o $(TESTLIB_OBJ) $(LIBPROGS) $(LIBWEIR)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(TESTLIBS)
+
+$(FAULTINJ): tests/fault/faultinj.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< -ldl
+
+# The two README commands first make sure the Debian packages are there.
+check:
+	@scripts/deps.sh check
+	@$(MAKE) --no-print-directory test-run
+
+test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
+	@BUILD=$(BUILD) tests/run.sh $(TEST_BINS)
+
+demo:
+	@scripts/deps.sh build
+	@$(MAKE) --no-print-directory demo-run
+
+demo-run: all $(MAILQ)
+	@BUILD=$(BUILD) scripts/demo.sh
+
+bench-inject:
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) scripts/bench/inject.sh
+
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
+	install -m 0755 $(BUILD)/bin/weir $(DESTDIR)$(SBINDIR)/weir
+	install -m 0755 $(BUILD)/bin/weir-queue $(DESTDIR)$(LIBEXECDIR)/weir-queue
+	install -m 0755 $(BUILD)/bin/sendmail $(DESTDIR)$(SBINDIR)/sendmail
+	ln -sf ../sbin/sendmail $(DESTDIR)$(BINDIR)/mailq
+	install -d $(DESTDIR)$(SYSCONFDIR)
+	install -m 0644 etc/weir.conf $(DESTDIR)$(SYSCONFDIR)/weir.conf
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,40 @@
+#!/bin/sh
+# scripts/deps.sh build|check|bench: make sure the Debian packages weir
+# needs are installed.  As root, installs what is missing with apt-get;
+# otherwise prints the exact apt-get command to run and fails.
+set -eu
+what=${1:-build}
+
+build="gcc make libc6-dev pkg-config libssl-dev libsasl2-dev libconfuse-dev"
+check="$build libcriterion-dev util-linux"
+bench="$build strace"
+
+case $what in
+build) pkgs=$build ;;
+check) pkgs=$check ;;
+bench) pkgs=$bench ;;
+*) echo "usage: $0 build|check|bench" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $pkgs; do
+	st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	case $st in
+	*" installed") ;;
+	*) missing="$missing $p" ;;
+	esac
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "weir: missing Debian packages:$missing" >&2
+	echo "weir: install them with:  sudo apt-get install$missing" >&2
+	exit 1
+fi
+echo "weir: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine has no package lists; refresh them once if needed.
+if ! apt-get install -y -q --no-install-recommends $missing; then
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends $missing
+fi

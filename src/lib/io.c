@@ -1,0 +1,120 @@
+/* io.c: see io.h.  Short reads and writes are normal; only errors stop. */
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "lib/io.h"
+
+int
+full_write(int fd, const void *p, size_t n)
+{
+	const char *s = p;
+	ssize_t r;
+
+	while (n > 0) {
+		r = write(fd, s, n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0) {
+			errno = EIO;
+			return -1;
+		}
+		s += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+ssize_t
+read_retry(int fd, void *p, size_t n)
+{
+	ssize_t r;
+
+	do
+		r = read(fd, p, n);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+ssize_t
+full_read(int fd, void *p, size_t n)
+{
+	char *s = p;
+	size_t got = 0;
+	ssize_t r;
+
+	while (got < n) {
+		r = read_retry(fd, s + got, n - got);
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+int
+fsync_dir(int dirfd, const char *path)
+{
+	int fd, r, saved;
+
+	fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	r = fsync(fd);
+	saved = errno;
+	if (close(fd) < 0 && r == 0)
+		return -1;
+	errno = saved;
+	return r;
+}
+
+int
+read_file_at(int dirfd, const char *path, struct buf *b, size_t max)
+{
+	char chunk[65536];
+	ssize_t r;
+	int fd, saved;
+
+	buf_reset(b);
+	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		r = read_retry(fd, chunk, sizeof chunk);
+		if (r < 0) {
+			saved = errno;
+			close(fd);
+			errno = saved;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		if (b->len + (size_t)r > max) {
+			close(fd);
+			return -2;
+		}
+		buf_add(b, chunk, (size_t)r);
+	}
+	if (close(fd) < 0)
+		return -1;
+	return 0;
+}
+
+static int
+fd_flag(int fd, int get, int set, int flag, int on)
+{
+	int fl = fcntl(fd, get);
+
+	if (fl < 0)
+		return -1;
+	fl = on ? fl | flag : fl & ~flag;
+	return fcntl(fd, set, fl) < 0 ? -1 : 0;
+}
+
+int fd_nonblock(int fd, int on) { return fd_flag(fd, F_GETFL, F_SETFL, O_NONBLOCK, on); }
+int fd_cloexec(int fd, int on) { return fd_flag(fd, F_GETFD, F_SETFD, FD_CLOEXEC, on); }

@@ -1,0 +1,32 @@
+/*
+ * io.h: safe I/O.  full_write() loops over short writes and EINTR;
+ * full_read() loops until n bytes or end of file; every result must be
+ * checked.  fsync_dir() makes a directory's entries durable, which Linux
+ * needs after link/rename/unlink and which qmail left out.
+ */
+#ifndef WEIR_IO_H
+#define WEIR_IO_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "lib/buf.h"
+
+#define MUST_CHECK __attribute__((warn_unused_result))
+
+/* 0 on success, -1 with errno set. */
+int full_write(int fd, const void *p, size_t n) MUST_CHECK;
+/* Bytes read (< n only at end of file), or -1 with errno set. */
+ssize_t full_read(int fd, void *p, size_t n) MUST_CHECK;
+/* One read(2), retried on EINTR. */
+ssize_t read_retry(int fd, void *p, size_t n) MUST_CHECK;
+/* fsync the directory at path (relative to dirfd, or AT_FDCWD). */
+int fsync_dir(int dirfd, const char *path) MUST_CHECK;
+/* Read a whole file (relative to dirfd) into b, at most max bytes:
+ * 0 ok, -1 error (errno), -2 larger than max. */
+int read_file_at(int dirfd, const char *path, struct buf *b, size_t max) MUST_CHECK;
+/* Set or clear O_NONBLOCK / FD_CLOEXEC. */
+int fd_nonblock(int fd, int on) MUST_CHECK;
+int fd_cloexec(int fd, int on) MUST_CHECK;
+
+#endif

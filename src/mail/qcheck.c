@@ -1,0 +1,331 @@
+/*
+ * qcheck.c: see qcheck.h.  Reads each folder once, keeps the ids of each
+ * in a sorted array, then checks every message against the state table
+ * of QUEUE.md:
+ *
+ *   S2  +mess -intd -todo -info -local -remote -bounce   note (leftover)
+ *   S3  +mess +intd -todo ...                             note (leftover)
+ *   S4  +mess ?intd +todo ?info ?local ?remote -bounce   todo parsed
+ *   S5  +mess -intd -todo +info ?local ?remote ?bounce   all parsed
+ *
+ * Anything else, and any file whose bytes do not parse, is a problem.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "mail/envelope.h"
+#include "mail/qcheck.h"
+
+struct idset {
+	unsigned long *v;
+	size_t n, cap;
+};
+
+struct ctx {
+	struct queue *q;
+	FILE *out;
+	struct qcheck_result *res;
+	struct idset ids[Q_NDIRS];
+};
+
+static void
+report(struct ctx *c, int problem, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs(problem ? "problem: " : "note: ", c->out);
+	va_start(ap, fmt);
+	vfprintf(c->out, fmt, ap);
+	va_end(ap);
+	fputc('\n', c->out);
+	if (problem)
+		c->res->problems++;
+	else
+		c->res->notes++;
+}
+
+static void
+idset_add(struct idset *s, unsigned long id)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 64;
+		s->v = xrealloc(s->v, s->cap * sizeof *s->v);
+	}
+	s->v[s->n++] = id;
+}
+
+static int
+cmp_ul(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int
+idset_has(const struct idset *s, unsigned long id)
+{
+	return s->n && bsearch(&id, s->v, s->n, sizeof id, cmp_ul) != NULL;
+}
+
+static DIR *
+open_dir(struct ctx *c, const char *path)
+{
+	int fd = openat(c->q->dfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+
+	if (fd < 0) {
+		report(c, 1, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	d = fdopendir(fd);
+	if (d == NULL) {
+		report(c, 1, "%s: %s", path, strerror(errno));
+		close(fd);
+	}
+	return d;
+}
+
+/* Read one flat folder (or one split subfolder) into ids[d]. */
+static void
+scan_folder(struct ctx *c, enum qdir d, const char *path, long split_slot)
+{
+	struct dirent *e;
+	struct stat st;
+	unsigned long id;
+	DIR *dir = open_dir(c, path);
+
+	if (dir == NULL)
+		return;
+	while ((errno = 0, e = readdir(dir)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (queue_parse_id(e->d_name, &id) < 0) {
+			report(c, 1, "%s/%s: not a message number", path, e->d_name);
+			continue;
+		}
+		if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			report(c, 1, "%s/%s: %s", path, e->d_name, strerror(errno));
+			continue;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			report(c, 1, "%s/%s: not a regular file", path, e->d_name);
+			continue;
+		}
+		if (split_slot >= 0 && id % c->q->split != (unsigned long)split_slot) {
+			report(c, 1, "%s/%s: in the wrong split folder (expected %s/%lu)",
+			    path, e->d_name, qdir_name[d], id % c->q->split);
+			continue;
+		}
+		if (d == Q_MESS && st.st_ino != id) {
+			report(c, 1, "%s/%s: inode %lu does not match its name", path,
+			    e->d_name, (unsigned long)st.st_ino);
+			continue;
+		}
+		idset_add(&c->ids[d], id);
+	}
+	if (errno)
+		report(c, 1, "%s: readdir: %s", path, strerror(errno));
+	closedir(dir);
+}
+
+static void
+scan_split(struct ctx *c, enum qdir d)
+{
+	struct dirent *e;
+	unsigned long slot;
+	char sub[QPATH_MAX];
+	unsigned s;
+	DIR *dir = open_dir(c, qdir_name[d]);
+
+	if (dir == NULL)
+		return;
+	while ((e = readdir(dir)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (queue_parse_id(e->d_name, &slot) < 0 || slot >= c->q->split)
+			report(c, 1, "%s/%s: unexpected entry (queue_split is %u)",
+			    qdir_name[d], e->d_name, c->q->split);
+	}
+	closedir(dir);
+	for (s = 0; s < c->q->split; s++) {
+		snprintf(sub, sizeof sub, "%s/%u", qdir_name[d], s);
+		scan_folder(c, d, sub, s);
+	}
+}
+
+static void
+check_layout(struct ctx *c)
+{
+	struct stat st;
+	size_t i;
+
+	for (i = 0; i < queue_layout_len; i++) {
+		const struct qnode *n = &queue_layout[i];
+		int ok;
+
+		if (fstatat(c->q->dfd, n->path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			report(c, 1, "%s: %s", n->path, strerror(errno));
+			continue;
+		}
+		ok = n->kind == QK_FILE ? S_ISREG(st.st_mode) :
+		     n->kind == QK_FIFO ? S_ISFIFO(st.st_mode) : S_ISDIR(st.st_mode);
+		if (!ok)
+			report(c, 1, "%s: wrong file type", n->path);
+		else if ((st.st_mode & 07777) != n->mode)
+			report(c, 0, "%s: mode %04o, expected %04o", n->path,
+			    (unsigned)(st.st_mode & 07777), (unsigned)n->mode);
+	}
+}
+
+/* Parse one message file with the given parser kind; 0 ok. */
+static int
+check_file(struct ctx *c, enum qdir d, unsigned long id, struct buf *b)
+{
+	char path[QPATH_MAX];
+	struct buf why = BUF_INIT;
+	struct todo_env te;
+	struct qrec sender;
+	size_t t, done;
+	int r = 0;
+
+	queue_path(path, c->q, d, id);
+	if (read_file_at(c->q->dfd, path, b, 1 << 30) != 0) {
+		report(c, 1, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	switch (d) {
+	case Q_TODO:
+		r = todo_parse(b->s, b->len, &te, &why);
+		break;
+	case Q_INFO:
+		r = info_parse(b->s, b->len, &sender, &why);
+		break;
+	case Q_LOCAL:
+	case Q_REMOTE:
+		r = rcptfile_parse(b->s, b->len, &t, &done, &why);
+		if (r == 0 && t + done == 0) {
+			buf_adds(&why, "no recipients");
+			r = -1;
+		}
+		break;
+	default:
+		break;
+	}
+	if (r < 0)
+		report(c, 1, "%s: %s", path, why.s);
+	buf_free(&why);
+	return r;
+}
+
+static void
+check_message(struct ctx *c, unsigned long id, struct buf *b)
+{
+	int todo = idset_has(&c->ids[Q_TODO], id);
+	int intd = idset_has(&c->ids[Q_INTD], id);
+	int info = idset_has(&c->ids[Q_INFO], id);
+
+	if (todo) {
+		/* S4: preprocessing may have written info/local/remote partly. */
+		check_file(c, Q_TODO, id, b);
+		if (idset_has(&c->ids[Q_BOUNCE], id))
+			report(c, 1, "message %lu: bounce/ exists before preprocessing", id);
+		return;
+	}
+	if (intd && info) {
+		report(c, 1, "message %lu: intd/ and info/ without todo/", id);
+		return;
+	}
+	if (intd) {
+		report(c, 0, "message %lu: state S3 (being injected, or a leftover "
+		    "weir-send removes after 36 hours)", id);
+		return;
+	}
+	if (!info) {
+		if (idset_has(&c->ids[Q_LOCAL], id) || idset_has(&c->ids[Q_REMOTE], id) ||
+		    idset_has(&c->ids[Q_BOUNCE], id))
+			report(c, 1, "message %lu: local/, remote/ or bounce/ without info/", id);
+		else
+			report(c, 0, "message %lu: state S2 (being injected or eliminated, "
+			    "or a leftover)", id);
+		return;
+	}
+	/* S5 */
+	check_file(c, Q_INFO, id, b);
+	if (idset_has(&c->ids[Q_LOCAL], id))
+		check_file(c, Q_LOCAL, id, b);
+	if (idset_has(&c->ids[Q_REMOTE], id))
+		check_file(c, Q_REMOTE, id, b);
+}
+
+/* Files of other folders whose message has no mess/ file. */
+static void
+check_orphans(struct ctx *c)
+{
+	enum qdir d;
+	size_t i;
+
+	for (d = Q_INFO; d < Q_NDIRS; d++) {
+		if (d == Q_PID)
+			continue;
+		for (i = 0; i < c->ids[d].n; i++)
+			if (!idset_has(&c->ids[Q_MESS], c->ids[d].v[i]))
+				report(c, 1, "%s: message %lu has no mess/ file",
+				    qdir_name[d], c->ids[d].v[i]);
+	}
+}
+
+static void
+check_pid(struct ctx *c)
+{
+	struct dirent *e;
+	DIR *dir = open_dir(c, "pid");
+
+	if (dir == NULL)
+		return;
+	while ((e = readdir(dir)) != NULL)
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			report(c, 0, "pid/%s: injection in progress, or a leftover "
+			    "weir-send removes after 36 hours", e->d_name);
+	closedir(dir);
+}
+
+void
+qcheck_run(struct queue *q, FILE *out, struct qcheck_result *res)
+{
+	struct ctx c;
+	struct buf b = BUF_INIT;
+	enum qdir d;
+	size_t i;
+
+	memset(&c, 0, sizeof c);
+	memset(res, 0, sizeof *res);
+	c.q = q;
+	c.out = out;
+	c.res = res;
+	check_layout(&c);
+	for (d = 0; d < Q_NDIRS; d++) {
+		if (d == Q_PID)
+			continue;
+		if (qdir_is_split(d))
+			scan_split(&c, d);
+		else
+			scan_folder(&c, d, qdir_name[d], -1);
+		qsort(c.ids[d].v, c.ids[d].n, sizeof *c.ids[d].v, cmp_ul);
+	}
+	check_pid(&c);
+	check_orphans(&c);
+	for (i = 0; i < c.ids[Q_MESS].n; i++)
+		check_message(&c, c.ids[Q_MESS].v[i], &b);
+	res->messages = c.ids[Q_MESS].n;
+	buf_free(&b);
+	for (d = 0; d < Q_NDIRS; d++)
+		free(c.ids[d].v);
+}

@@ -1,0 +1,25 @@
+/*
+ * qcheck.h: verify a queue's structure and every file's format without
+ * changing anything (`weir queue-check`).  Problems are states the queue
+ * can never legitimately be in (a corrupt file, an info/ without mess/,
+ * a file in the wrong split folder); notes are states a crash or a running
+ * injector can leave (S2/S3 leftovers, pid/ files) and the scheduler
+ * cleans up.
+ */
+#ifndef WEIR_QCHECK_H
+#define WEIR_QCHECK_H
+
+#include <stdio.h>
+
+#include "mail/queue.h"
+
+struct qcheck_result {
+	unsigned long messages;	/* mess/ files */
+	unsigned long problems;
+	unsigned long notes;
+};
+
+/* Check the queue at q, printing one line per problem or note to out. */
+void qcheck_run(struct queue *q, FILE *out, struct qcheck_result *res);
+
+#endif

@@ -1,0 +1,188 @@
+/*
+ * queue.c: queue paths and creation.  See queue.h and QUEUE.md.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "mail/queue.h"
+
+const char *const qdir_name[Q_NDIRS] = {
+	"mess", "info", "local", "remote", "pid", "intd", "todo", "bounce",
+};
+
+/* Modes as qmail 1.03 installs them (hier.c); owners by role. */
+const struct qnode queue_layout[] = {
+	{ ".",              QK_DIR,      0750, ROLE_QUEUE },
+	{ "pid",            QK_DIR,      0700, ROLE_QUEUE },
+	{ "intd",           QK_DIR,      0700, ROLE_QUEUE },
+	{ "todo",           QK_DIR,      0750, ROLE_QUEUE },
+	{ "bounce",         QK_DIR,      0700, ROLE_SEND },
+	{ "mess",           QK_SPLITDIR, 0750, ROLE_QUEUE },
+	{ "info",           QK_SPLITDIR, 0700, ROLE_SEND },
+	{ "local",          QK_SPLITDIR, 0700, ROLE_SEND },
+	{ "remote",         QK_SPLITDIR, 0700, ROLE_SEND },
+	{ "lock",           QK_DIR,      0750, ROLE_QUEUE },
+	{ "lock/sendmutex", QK_FILE,     0600, ROLE_SEND },
+	{ "lock/trigger",   QK_FIFO,     0622, ROLE_SEND },
+};
+const size_t queue_layout_len = sizeof queue_layout / sizeof queue_layout[0];
+
+int
+queue_open(struct queue *q, const char *path, unsigned split)
+{
+	q->dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (q->dfd < 0)
+		return -1;
+	q->split = split;
+	q->path = xstrdup(path);
+	return 0;
+}
+
+void
+queue_close(struct queue *q)
+{
+	if (q->dfd >= 0)
+		close(q->dfd);
+	q->dfd = -1;
+	free(q->path);
+	q->path = NULL;
+}
+
+void
+queue_path(char buf[QPATH_MAX], const struct queue *q, enum qdir d, unsigned long id)
+{
+	if (qdir_is_split(d))
+		snprintf(buf, QPATH_MAX, "%s/%lu/%lu", qdir_name[d], id % q->split, id);
+	else
+		snprintf(buf, QPATH_MAX, "%s/%lu", qdir_name[d], id);
+}
+
+void
+queue_dirpath(char buf[QPATH_MAX], const struct queue *q, enum qdir d, unsigned long id)
+{
+	if (qdir_is_split(d))
+		snprintf(buf, QPATH_MAX, "%s/%lu", qdir_name[d], id % q->split);
+	else
+		snprintf(buf, QPATH_MAX, "%s", qdir_name[d]);
+}
+
+int
+queue_parse_id(const char *name, unsigned long *id)
+{
+	unsigned long v = 0;
+	const char *p;
+
+	if (name[0] < '0' || name[0] > '9' || (name[0] == '0' && name[1] != '\0'))
+		return -1;
+	for (p = name; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		if (v > (ULONG_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (unsigned long)(*p - '0');
+	}
+	*id = v;
+	return 0;
+}
+
+/* Create one node if missing; check the kind if present. */
+static int
+make_node(int dfd, const char *path, enum qkind kind, mode_t mode, struct buf *why)
+{
+	struct stat st;
+	int fd;
+
+	if (fstatat(dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if ((kind == QK_FILE && S_ISREG(st.st_mode)) ||
+		    (kind == QK_FIFO && S_ISFIFO(st.st_mode)) ||
+		    ((kind == QK_DIR || kind == QK_SPLITDIR) && S_ISDIR(st.st_mode)))
+			return 0;
+		buf_printf(why, "%s exists but is not a %s", path,
+		    kind == QK_FILE ? "regular file" : kind == QK_FIFO ? "FIFO" : "directory");
+		return -1;
+	}
+	if (errno != ENOENT) {
+		buf_printf(why, "stat %s: %s", path, strerror(errno));
+		return -1;
+	}
+	switch (kind) {
+	case QK_DIR:
+	case QK_SPLITDIR:
+		if (mkdirat(dfd, path, mode) < 0)
+			goto fail;
+		break;
+	case QK_FIFO:
+		if (mkfifoat(dfd, path, mode) < 0)
+			goto fail;
+		break;
+	case QK_FILE:
+		fd = openat(dfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+		if (fd < 0)
+			goto fail;
+		if (close(fd) < 0)
+			goto fail;
+		break;
+	}
+	/* The umask must not narrow the table's modes. */
+	if (fchmodat(dfd, path, mode, 0) < 0)
+		goto fail;
+	return 0;
+fail:
+	buf_printf(why, "create %s: %s", path, strerror(errno));
+	return -1;
+}
+
+int
+queue_init(const char *path, unsigned split, struct buf *why)
+{
+	char sub[QPATH_MAX];
+	size_t i;
+	unsigned s;
+	int dfd, rc = -1;
+
+	if (split == 0 || split > QUEUE_SPLIT_MAX) {
+		buf_printf(why, "queue_split %u out of range 1..%d", split, QUEUE_SPLIT_MAX);
+		return -1;
+	}
+	if (mkdir(path, 0750) < 0 && errno != EEXIST) {
+		buf_printf(why, "mkdir %s: %s", path, strerror(errno));
+		return -1;
+	}
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		buf_printf(why, "open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < queue_layout_len; i++) {
+		const struct qnode *n = &queue_layout[i];
+
+		if (strcmp(n->path, ".") == 0) {
+			continue;
+		}
+		if (make_node(dfd, n->path, n->kind, n->mode, why) < 0)
+			goto out;
+		for (s = 0; n->kind == QK_SPLITDIR && s < split; s++) {
+			snprintf(sub, sizeof sub, "%s/%u", n->path, s);
+			if (make_node(dfd, sub, QK_DIR, n->mode, why) < 0)
+				goto out;
+		}
+	}
+	/* Make the new entries durable: every folder we may have added to. */
+	for (i = 0; i < queue_layout_len; i++)
+		if (queue_layout[i].kind == QK_DIR || queue_layout[i].kind == QK_SPLITDIR)
+			if (fsync_dir(dfd, queue_layout[i].path) < 0) {
+				buf_printf(why, "fsync %s: %s", queue_layout[i].path, strerror(errno));
+				goto out;
+			}
+	rc = 0;
+out:
+	close(dfd);
+	return rc;
+}

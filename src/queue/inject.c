@@ -1,0 +1,258 @@
+/*
+ * inject.c: weir-queue's work, following the state table in
+ * src/mail/QUEUE.md step by step:
+ *
+ *   S1  create pid/<pid>.<time>.<seq>; its inode number is the id N
+ *   S2  link it as mess/<N%split>/N, unlink the pid/ name; write the
+ *       Received line and the message; fsync the file
+ *   S3  create intd/N; write u, p, F and T records; fsync the file;
+ *       fsync the mess/<N%split> folder (the mess entry must be durable
+ *       before todo/N can be)
+ *   S4  link intd/N as todo/N; fsync todo/: only now is the message
+ *       queued, and only now may we exit 0.  Pull the trigger.
+ *
+ * On a failure before the todo link, the files made so far are truncated
+ * and removed (S2/S3 back to S1), as qmail-queue does.  After the link
+ * nothing is undone: weir-send may already be working on todo/N.
+ *
+ * Trusts: nothing it reads on fd 0 or fd 1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/buf.h"
+#include "lib/io.h"
+#include "lib/log.h"
+#include "lib/timefmt.h"
+#include "mail/envelope.h"
+#include "mail/qqcode.h"
+#include "queue/inject.h"
+
+#define CHUNK 65536
+#define PID_TRIES 9
+
+struct inj {
+	const struct inject_params *p;
+	int dfd;
+	unsigned long id;
+	char pidfn[64];
+	char messfn[QPATH_MAX];
+	char intdfn[QPATH_MAX];
+	char todofn[QPATH_MAX];
+	int messfd, intdfd;
+	int made_mess, made_intd, made_pid;
+};
+
+/* Undo S3 and S2, then log and return code. */
+static int
+fail(struct inj *in, int code, int err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	log_line("fatal", err, "%s", msg);
+	if (in->made_intd) {
+		if (ftruncate(in->intdfd, 0) < 0 || unlinkat(in->dfd, in->intdfn, 0) < 0)
+			log_warn("cleanup of %s", in->intdfn);
+	}
+	if (in->made_mess) {
+		if (ftruncate(in->messfd, 0) < 0 || unlinkat(in->dfd, in->messfn, 0) < 0)
+			log_warn("cleanup of %s", in->messfn);
+	}
+	if (in->made_pid && unlinkat(in->dfd, in->pidfn, 0) < 0)
+		log_warn("cleanup of %s", in->pidfn);
+	return code;
+}
+
+/* S1: a fresh pid/ file gives the message its number. */
+static int
+make_pid_file(struct inj *in)
+{
+	struct stat st;
+	time_t now = time(NULL);
+	int seq;
+
+	for (seq = 1; seq <= PID_TRIES; seq++) {
+		snprintf(in->pidfn, sizeof in->pidfn, "pid/%ld.%lld.%d",
+		    (long)in->p->pid, (long long)now, seq);
+		in->messfd = openat(in->dfd, in->pidfn,
+		    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (in->messfd >= 0)
+			break;
+		if (errno != EEXIST)
+			return fail(in, QQ_PID, errno, "create %s", in->pidfn);
+	}
+	if (in->messfd < 0)
+		return fail(in, QQ_PID, 0, "no free name in pid/ after %d tries", PID_TRIES);
+	in->made_pid = 1;
+	if (fstat(in->messfd, &st) < 0)
+		return fail(in, QQ_PID, errno, "fstat %s", in->pidfn);
+	in->id = (unsigned long)st.st_ino;
+	queue_path(in->messfn, in->p->q, Q_MESS, in->id);
+	queue_path(in->intdfn, in->p->q, Q_INTD, in->id);
+	queue_path(in->todofn, in->p->q, Q_TODO, in->id);
+	return 0;
+}
+
+/* S2: the message file, durable. */
+static int
+write_mess(struct inj *in)
+{
+	char date[DATE_QMAIL_MAX];
+	static char chunk[CHUNK];
+	struct buf b = BUF_INIT;
+	ssize_t r;
+	int rc;
+
+	if (linkat(in->dfd, in->pidfn, in->dfd, in->messfn, 0) < 0)
+		return fail(in, QQ_MESS, errno, "link %s to %s", in->pidfn, in->messfn);
+	in->made_mess = 1;
+	if (unlinkat(in->dfd, in->pidfn, 0) < 0)
+		return fail(in, QQ_PID, errno, "unlink %s", in->pidfn);
+	in->made_pid = 0;
+
+	date_qmail(date, time(NULL));
+	buf_printf(&b, "Received: (weir %ld invoked by uid %lu); %s\n",
+	    (long)in->p->pid, (unsigned long)in->p->uid, date);
+	rc = full_write(in->messfd, b.s, b.len);
+	buf_free(&b);
+	if (rc < 0)
+		return fail(in, QQ_WRITE, errno, "write %s", in->messfn);
+	for (;;) {
+		r = full_read(in->p->msgfd, chunk, sizeof chunk);
+		if (r < 0)
+			return fail(in, QQ_READ, errno, "read the message (fd 0)");
+		if (r > 0 && full_write(in->messfd, chunk, (size_t)r) < 0)
+			return fail(in, QQ_WRITE, errno, "write %s", in->messfn);
+		if ((size_t)r < sizeof chunk)
+			break;
+	}
+	if (fsync(in->messfd) < 0)
+		return fail(in, QQ_WRITE, errno, "fsync %s", in->messfn);
+	return 0;
+}
+
+/* S3: the envelope, read from fd 1 and checked as it comes. */
+static int
+write_intd(struct inj *in)
+{
+	static char chunk[CHUNK];
+	struct env_parser ep;
+	struct buf out = BUF_INIT;
+	enum env_status st = ENV_MORE;
+	char dir[QPATH_MAX];
+	size_t used;
+	ssize_t r;
+	int code = 0;
+
+	in->intdfd = openat(in->dfd, in->intdfn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (in->intdfd < 0)
+		return fail(in, QQ_INTD, errno, "create %s", in->intdfn);
+	in->made_intd = 1;
+
+	buf_printf(&out, "u%lu%cp%ld%c", (unsigned long)in->p->uid, 0, (long)in->p->pid, 0);
+	env_parser_init(&ep);
+	while (st == ENV_MORE) {
+		r = read_retry(in->p->envfd, chunk, sizeof chunk);
+		if (r < 0) {
+			code = fail(in, QQ_READ, errno, "read the envelope (fd 1)");
+			goto out;
+		}
+		if (r == 0) {
+			code = fail(in, QQ_READ, 0, "envelope truncated after %zu bytes "
+			    "(end of file before the final NUL)", ep.pos);
+			goto out;
+		}
+		st = env_parser_feed(&ep, chunk, (size_t)r, &used, &out);
+		if (st == ENV_TOOLONG) {
+			code = fail(in, QQ_ADDR_TOO_LONG, 0, "%s", ep.why);
+			goto out;
+		}
+		if (st == ENV_FORMAT) {
+			code = fail(in, QQ_ENVELOPE, 0, "bad envelope: %s", ep.why);
+			goto out;
+		}
+		/* Flush big envelopes as they come; memory stays bounded. */
+		if (out.len >= CHUNK || st == ENV_DONE) {
+			if (full_write(in->intdfd, out.s, out.len) < 0) {
+				code = fail(in, QQ_WRITE, errno, "write %s", in->intdfn);
+				goto out;
+			}
+			buf_reset(&out);
+		}
+	}
+	if (fsync(in->intdfd) < 0) {
+		code = fail(in, QQ_WRITE, errno, "fsync %s", in->intdfn);
+		goto out;
+	}
+	queue_dirpath(dir, in->p->q, Q_MESS, in->id);
+	if (fsync_dir(in->dfd, dir) < 0)
+		code = fail(in, QQ_MESS, errno, "fsync folder %s", dir);
+out:
+	buf_free(&out);
+	return code;
+}
+
+/* Pull weir-send's trigger: one byte, never blocking; failure is fine. */
+static void
+pull_trigger(int dfd)
+{
+	int fd = openat(dfd, "lock/trigger", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (write(fd, "", 1) < 0) {
+		/* Nobody listening, or the FIFO is full: weir-send rescans. */
+	}
+	close(fd);
+}
+
+int
+inject(const struct inject_params *p)
+{
+	struct inj in;
+	sigset_t alrm;
+	int code;
+
+	memset(&in, 0, sizeof in);
+	in.p = p;
+	in.dfd = p->q->dfd;
+	in.messfd = in.intdfd = -1;
+
+	if ((code = make_pid_file(&in)) != 0)
+		return code;
+	if ((code = write_mess(&in)) != 0)
+		return code;
+	if ((code = write_intd(&in)) != 0)
+		return code;
+
+	/* From the link on, a timeout must not report failure for a message
+	 * that is queued: hold SIGALRM off until we exit. */
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	if (sigprocmask(SIG_BLOCK, &alrm, NULL) < 0)
+		return fail(&in, QQ_BUG, errno, "sigprocmask");
+	if (linkat(in.dfd, in.intdfn, in.dfd, in.todofn, 0) < 0)
+		return fail(&in, QQ_TODO, errno, "link %s to %s", in.intdfn, in.todofn);
+	if (fsync_dir(in.dfd, "todo") < 0) {
+		/* S4 may or may not survive a crash; say so, do not undo. */
+		log_line("fatal", errno, "fsync folder todo after linking %s; the message "
+		    "may be queued and may be delivered even though this injection failed",
+		    in.todofn);
+		return QQ_WRITE;
+	}
+	pull_trigger(in.dfd);
+	close(in.messfd);
+	close(in.intdfd);
+	return QQ_OK;
+}

@@ -1,0 +1,217 @@
+/* testlib.c: see testlib.h. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/io.h"
+#include "testlib.h"
+
+char *
+tl_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR");
+	char *t = xasprintf("%s/weir-test.XXXXXX", base && *base ? base : "/tmp");
+
+	cr_assert(mkdtemp(t) != NULL, "mkdtemp: %s", strerror(errno));
+	return t;
+}
+
+static int
+rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st; (void)flag; (void)ftw;
+	remove(path);
+	return 0;
+}
+
+void
+tl_rmtree(const char *path)
+{
+	if (path)
+		nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS);
+}
+
+char *
+tl_bin(const char *name)
+{
+	const char *dir = getenv("WEIR_BIN");
+
+	return xasprintf("%s/%s", dir && *dir ? dir : "build/bin", name);
+}
+
+int
+tl_is_root(void)
+{
+	return geteuid() == 0;
+}
+
+static void
+drain(int fd, struct buf *b, int *open_flag)
+{
+	char chunk[8192];
+	ssize_t r = read(fd, chunk, sizeof chunk);
+
+	if (r > 0)
+		buf_add(b, chunk, (size_t)r);
+	else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+		close(fd);
+		*open_flag = 0;
+	}
+}
+
+void
+tl_run(const struct tl_run *run, struct tl_result *r)
+{
+	int in[2], out[2], err[2];
+	const char *inp = run->in, *envp = run->fd1in;
+	size_t inleft = run->inlen, envleft = run->fd1len;
+	int in_open = 1, out_open = 1, err_open = 1, status, i;
+	time_t deadline = time(NULL) + (run->timeout_s ? run->timeout_s : 30);
+	pid_t pid;
+
+	memset(r, 0, sizeof *r);
+	cr_assert(pipe(in) == 0 && pipe(out) == 0 && pipe(err) == 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		/* fd 1 is either the envelope pipe (read end) or stdout. */
+		dup2(in[0], 0);
+		dup2(run->fd1in ? out[0] : out[1], 1);
+		dup2(err[1], 2);
+		for (i = 3; i < 64; i++)
+			close(i);
+		for (i = 0; run->env && run->env[i]; i++)
+			putenv((char *)run->env[i]);
+		execv(run->argv[0], (char *const *)run->argv);
+		_exit(127);
+	}
+	close(in[0]); close(out[run->fd1in ? 0 : 1]); close(err[1]);
+	signal(SIGPIPE, SIG_IGN);
+	if (fd_nonblock(in[1], 1) < 0 || fd_nonblock(out[run->fd1in ? 1 : 0], 1) < 0 ||
+	    fd_nonblock(err[0], 1) < 0)
+		cr_assert_fail("fcntl");
+	if (inleft == 0 && !run->close_in_early) {
+		close(in[1]);
+		in_open = 0;
+	}
+	if (run->fd1in && envleft == 0) {
+		close(out[1]);
+		out_open = 0;
+	}
+	while (out_open || err_open || (in_open && !run->close_in_early)) {
+		struct pollfd p[3];
+		int n = 0, outfd = run->fd1in ? out[1] : out[0];
+
+		if (time(NULL) > deadline) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (in_open && inleft > 0)
+			p[n++] = (struct pollfd){ in[1], POLLOUT, 0 };
+		if (out_open)
+			p[n++] = (struct pollfd){ outfd, run->fd1in ? POLLOUT : POLLIN, 0 };
+		if (err_open)
+			p[n++] = (struct pollfd){ err[0], POLLIN, 0 };
+		if (n == 0)
+			break;
+		if (poll(p, (nfds_t)n, 200) < 0 && errno != EINTR)
+			cr_assert_fail("poll: %s", strerror(errno));
+		for (i = 0; i < n; i++) {
+			if (!p[i].revents)
+				continue;
+			if (p[i].fd == in[1]) {
+				ssize_t w = write(in[1], inp, inleft);
+				if (w > 0) {
+					inp += w;
+					inleft -= (size_t)w;
+				}
+				if (w < 0 && errno != EAGAIN && errno != EINTR)
+					inleft = 0;
+				if (inleft == 0 && !run->close_in_early) {
+					close(in[1]);
+					in_open = 0;
+				}
+			} else if (p[i].fd == outfd && run->fd1in) {
+				ssize_t w = write(out[1], envp, envleft);
+				if (w > 0) {
+					envp += w;
+					envleft -= (size_t)w;
+				}
+				if (w < 0 && errno != EAGAIN && errno != EINTR)
+					envleft = 0;
+				if (envleft == 0) {
+					close(out[1]);
+					out_open = 0;
+				}
+			} else if (p[i].fd == outfd) {
+				drain(out[0], &r->out, &out_open);
+			} else {
+				drain(err[0], &r->err, &err_open);
+			}
+		}
+	}
+	if (in_open)
+		close(in[1]);
+	if (out_open)
+		close(run->fd1in ? out[1] : out[0]);
+	if (err_open)
+		close(err[0]);
+	while (waitpid(pid, &status, 0) < 0)
+		cr_assert(errno == EINTR, "waitpid: %s", strerror(errno));
+	r->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void
+tl_result_free(struct tl_result *r)
+{
+	buf_free(&r->out);
+	buf_free(&r->err);
+}
+
+void
+tl_read(const char *path, struct buf *b)
+{
+	cr_assert(read_file_at(AT_FDCWD, path, b, 1 << 30) == 0, "read %s: %s", path,
+	    strerror(errno));
+}
+
+void
+tl_write(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+	cr_assert(full_write(fd, data, len) == 0);
+	cr_assert(close(fd) == 0);
+}
+
+static int nfiles;
+
+static int
+count_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path; (void)ftw;
+	if (flag == FTW_F && S_ISREG(st->st_mode))
+		nfiles++;
+	return 0;
+}
+
+int
+tl_count_files(const char *dir)
+{
+	nfiles = 0;
+	nftw(dir, count_one, 32, FTW_PHYS);
+	return nfiles;
+}

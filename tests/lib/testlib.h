@@ -1,0 +1,52 @@
+/*
+ * testlib.h: helpers shared by the Criterion tests: scratch folders,
+ * running the real binaries with given stdin / fd 1 input and captured
+ * output, reading files.  Binaries are found in $WEIR_BIN (set by
+ * tests/run.sh to build/bin); the fault-injection shim is $WEIR_FAULTINJ.
+ */
+#ifndef WEIR_TESTLIB_H
+#define WEIR_TESTLIB_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "lib/buf.h"
+
+/* A fresh folder under $TMPDIR (or /tmp), removed by tl_rmtree(). */
+char *tl_tmpdir(void);
+void tl_rmtree(const char *path);
+
+/* Path of a built program: $WEIR_BIN/name. */
+char *tl_bin(const char *name);
+
+struct tl_run {
+	const char *const *argv;	/* argv[0] is a path */
+	const char *const *env;		/* extra "NAME=value" entries, NULL-ended, or NULL */
+	const char *in;			/* bytes for fd 0 */
+	size_t inlen;
+	const char *fd1in;		/* if set, fd 1 is a pipe we write this into
+					   (qmail-queue's envelope); stdout is then not captured */
+	size_t fd1len;
+	int close_in_early;		/* leave fd 0 open without writing (timeouts) */
+	int timeout_s;			/* kill after this long; 0 = 30 s */
+};
+
+struct tl_result {
+	int status;		/* exit code, or 128+signal */
+	struct buf out;		/* stdout (when fd 1 is not the envelope pipe) */
+	struct buf err;		/* stderr */
+};
+
+/* Run and wait.  Never fails the test itself; result in r. */
+void tl_run(const struct tl_run *run, struct tl_result *r);
+void tl_result_free(struct tl_result *r);
+
+/* Whole file into b (cr_assert on failure). */
+void tl_read(const char *path, struct buf *b);
+/* Write a file (cr_assert on failure). */
+void tl_write(const char *path, const char *data, size_t len);
+/* Number of regular files under dir, recursively. */
+int tl_count_files(const char *dir);
+int tl_is_root(void);
+
+#endif

@@ -1,0 +1,205 @@
+/*
+ * qcheck_test.c: queue-init and queue-check on hand-made queues in each
+ * state of QUEUE.md, sound and broken.  The files are written with the
+ * byte formats a stock qmail-queue and qmail-send produce.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "mail/qcheck.h"
+#include "testlib.h"
+
+static char *top, *dir;
+static struct queue q;
+
+static void
+setup(void)
+{
+	struct buf why = BUF_INIT;
+
+	top = tl_tmpdir();
+	dir = xasprintf("%s/queue", top);	/* made by queue_init, mode 0750 */
+	cr_assert_eq(queue_init(dir, 23, &why), 0, "%s", why.s);
+	cr_assert_eq(queue_open(&q, dir, 23), 0);
+}
+
+static void teardown(void) { queue_close(&q); tl_rmtree(top); free(top); free(dir); }
+
+TestSuite(qcheck, .init = setup, .fini = teardown);
+
+/* Make a mess file the way qmail-queue does; returns its id. */
+static unsigned long
+make_mess(void)
+{
+	char tmp[QPATH_MAX + 64], path[QPATH_MAX];
+	struct stat st;
+	char *p = xasprintf("%s/pid/t.%d", dir, getpid());
+	static const char body[] = "Received: (qmail 1 invoked by uid 0); 1 Jan 2026 00:00:00 -0000\nSubject: x\n\nhi\n";
+
+	tl_write(p, body, sizeof body - 1);
+	cr_assert(stat(p, &st) == 0);
+	queue_path(path, &q, Q_MESS, st.st_ino);
+	snprintf(tmp, sizeof tmp, "%s/%s", dir, path);
+	cr_assert(link(p, tmp) == 0);
+	cr_assert(unlink(p) == 0);
+	free(p);
+	return st.st_ino;
+}
+
+static void
+put(enum qdir d, unsigned long id, const char *data, size_t n)
+{
+	char path[QPATH_MAX];
+	char *full;
+
+	queue_path(path, &q, d, id);
+	full = xasprintf("%s/%s", dir, path);
+	tl_write(full, data, n);
+	free(full);
+}
+
+static struct qcheck_result
+check(struct buf *text)
+{
+	struct qcheck_result r;
+	char *mem = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&mem, &len);
+
+	qcheck_run(&q, f, &r);
+	fclose(f);
+	buf_reset(text);
+	buf_add(text, mem, len);
+	free(mem);
+	return r;
+}
+
+#define PUT(d, id, lit) put(d, id, lit, sizeof(lit) - 1)
+
+Test(qcheck, empty_queue_is_sound)
+{
+	struct buf t = BUF_INIT;
+	struct qcheck_result r = check(&t);
+
+	cr_assert_eq(r.problems, 0, "%s", t.s);
+	cr_assert_eq(r.notes, 0, "%s", t.s);
+}
+
+Test(qcheck, init_is_idempotent_and_repairs)
+{
+	struct buf why = BUF_INIT, t = BUF_INIT;
+	char *p = xasprintf("%s/mess/5", dir);
+
+	cr_assert(rmdir(p) == 0);
+	cr_assert_eq(check(&t).problems, 1, "%s", t.s);
+	cr_assert_eq(queue_init(dir, 23, &why), 0, "%s", why.s);
+	cr_assert_eq(queue_init(dir, 23, &why), 0, "%s", why.s);
+	cr_assert_eq(check(&t).problems, 0, "%s", t.s);
+	free(p);
+}
+
+Test(qcheck, init_refuses_a_file_in_the_way)
+{
+	struct buf why = BUF_INIT;
+	char *p = xasprintf("%s/lock/trigger", dir);
+
+	cr_assert(unlink(p) == 0);
+	tl_write(p, "x", 1);
+	cr_assert_eq(queue_init(dir, 23, &why), -1);
+	cr_assert(strstr(why.s, "lock/trigger exists but is not a FIFO"), "%s", why.s);
+	free(p);
+}
+
+Test(qcheck, every_sound_state)
+{
+	struct buf t = BUF_INIT;
+	unsigned long s2 = make_mess(), s3 = make_mess(), s4 = make_mess(), s5 = make_mess();
+	struct qcheck_result r;
+
+	(void)s2;
+	PUT(Q_INTD, s3, "u0\0p1\0Fa@b\0");		/* partial: fine in S3 */
+	PUT(Q_INTD, s4, "u0\0p1\0Fa@b\0Tc@d\0");
+	PUT(Q_TODO, s4, "u0\0p1\0Fa@b\0Tc@d\0");
+	PUT(Q_INFO, s4, "Fa@");				/* preprocessing cut short */
+	PUT(Q_INFO, s5, "Fa@b\0");
+	PUT(Q_REMOTE, s5, "Dc@d\0Te@f\0");
+	PUT(Q_BOUNCE, s5, "<c@d>:\nno such user\n");
+	r = check(&t);
+	cr_assert_eq(r.messages, 4);
+	cr_assert_eq(r.problems, 0, "%s", t.s);
+	cr_assert_eq(r.notes, 2, "%s", t.s);	/* the S2 and the S3 message */
+	cr_assert(strstr(t.s, "S2"), "%s", t.s);
+	cr_assert(strstr(t.s, "S3"), "%s", t.s);
+}
+
+Test(qcheck, corrupt_files_are_problems)
+{
+	struct buf t = BUF_INIT;
+	unsigned long a = make_mess(), b = make_mess(), c = make_mess();
+	struct qcheck_result r;
+
+	PUT(Q_TODO, a, "u0\0p1\0Xa@b\0");		/* bad record type */
+	PUT(Q_INFO, b, "Fa@b\0");
+	PUT(Q_REMOTE, b, "Tc@d\0Te@");			/* truncated */
+	PUT(Q_INFO, c, "Fa@b");				/* no terminator */
+	r = check(&t);
+	cr_assert_eq(r.problems, 3, "%s", t.s);
+	cr_assert(strstr(t.s, "expected F<sender>"), "%s", t.s);
+	cr_assert(strstr(t.s, "truncated"), "%s", t.s);
+}
+
+Test(qcheck, inconsistent_states_are_problems)
+{
+	struct buf t = BUF_INIT;
+	unsigned long a = make_mess(), b = make_mess();
+	struct qcheck_result r;
+	char *wrong = xasprintf("%s/info/%lu/%lu", dir, (a + 1) % 23, a);
+
+	PUT(Q_REMOTE, a, "Tc@d\0");			/* remote without info */
+	PUT(Q_INFO, 999999999UL, "Fa@b\0");		/* info without mess */
+	tl_write(wrong, "Fa@b\0", 5);			/* wrong split folder */
+	PUT(Q_INFO, b, "Fa@b\0");
+	PUT(Q_INTD, b, "u0\0p1\0Fa@b\0Tc@d\0");		/* intd + info, no todo */
+	r = check(&t);
+	cr_assert_eq(r.problems, 4, "%s", t.s);
+	cr_assert(strstr(t.s, "wrong split folder"), "%s", t.s);
+	cr_assert(strstr(t.s, "has no mess/ file"), "%s", t.s);
+	free(wrong);
+}
+
+Test(qcheck, mess_inode_must_match_name)
+{
+	struct buf t = BUF_INIT;
+	char *p = xasprintf("%s/mess/0/23", dir);	/* 23 % 23 == 0, inode differs */
+
+	tl_write(p, "x", 1);
+	cr_assert_eq(check(&t).problems, 1, "%s", t.s);
+	cr_assert(strstr(t.s, "does not match its name"), "%s", t.s);
+	free(p);
+}
+
+Test(qcheck, split_mismatch)
+{
+	struct buf t = BUF_INIT;
+
+	q.split = 22;		/* the queue was made with 23 */
+	cr_assert_geq(check(&t).problems, 4, "%s", t.s);
+	cr_assert(strstr(t.s, "queue_split is 22"), "%s", t.s);
+}
+
+Test(qcheck, junk_names)
+{
+	struct buf t = BUF_INIT;
+	char *p = xasprintf("%s/todo/0042", dir);
+
+	tl_write(p, "x", 1);
+	cr_assert_eq(check(&t).problems, 1, "%s", t.s);
+	cr_assert(strstr(t.s, "not a message number"), "%s", t.s);
+	free(p);
+}
