@@ -21,7 +21,11 @@ BUILD      ?= build
 CC       ?= gcc
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
-DEFS     := -D_GNU_SOURCE -DSYSCONFDIR='"$(SYSCONFDIR)"' -DLIBEXECDIR='"$(LIBEXECDIR)"'
+# Installation paths reach the code through a generated header, rewritten
+# only when a path changes, so `make install PREFIX=...` after a plain
+# `make` rebuilds what embeds the old path.
+PATHS_H  := $(BUILD)/paths.h
+DEFS     := -D_GNU_SOURCE -include $(PATHS_H)
 ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(CPPFLAGS)
 LDLIBS   := -lconfuse
 TESTLIBS := -lcriterion
@@ -51,29 +55,39 @@ TEST_BINS  := $(UNIT_SRC:%.c=$(BUILD)/%) $(INTEG_SRC:%.c=$(BUILD)/%)
 FAULTINJ   := $(if $(wildcard tests/fault/faultinj.c),$(BUILD)/tests/faultinj.so)
 MAILQ      := $(if $(filter sendmail:%,$(PROGRAMS)),$(BUILD)/bin/mailq)
 
-.PHONY: all check test-run demo demo-run install clean bench-inject
+.SECONDARY:
+.PHONY: FORCE all check test-run demo demo-run install clean bench-inject
 all: $(BINS)
 
 # V=1 shows the full commands.
 Q := $(if $(V),,@)
 
-$(BUILD)/%.o: %.c
+$(PATHS_H): FORCE
+	@mkdir -p $(dir $@)
+	@printf '#define SYSCONFDIR "%s"\n#define LIBEXECDIR "%s"\n' '$(SYSCONFDIR)' '$(LIBEXECDIR)' >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
+FORCE:
+
+$(BUILD)/%.o: %.c | $(PATHS_H)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  CC  $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(LIBWEIR): $(LIB_OBJ)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	@$(if $(V),,echo "  AR  $@")
+	$(Q)$(AR) rcs $@ $^
 
 $(LIBPROGS): $(PROG_LOGIC_OBJ)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	@$(if $(V),,echo "  AR  $@")
+	$(Q)$(AR) rcs $@ $^
 
 define program_rule
 $(BUILD)/bin/$(call prog_name,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/$(call prog_dir,$(1))/*.c)) $(LIBWEIR)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) -o $$@ $$^ $$(LDLIBS)
+	@$$(if $$(V),,echo "  LD  $$@")
+	$$(Q)$$(CC) $$(CFLAGS) -o $$@ $$^ $$(LDLIBS)
 endef
 $(foreach p,$(PROGRAMS),$(eval $(call program_rule,$(p))))
 
@@ -83,9 +97,10 @@ $(BUILD)/bin/mailq: $(BUILD)/bin/sendmail
 $(BUILD)/tests/%.o: ALL_CFLAGS += -Itests/lib
 
 $(BUILD)/tests/%_test: $(BUILD)/tests/%_test.o $(TESTLIB_OBJ) $(LIBPROGS) $(LIBWEIR)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(TESTLIBS)
+	@$(if $(V),,echo "  LD  $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(TESTLIBS)
 
-$(FAULTINJ): tests/fault/faultinj.c
+$(FAULTINJ): tests/fault/faultinj.c | $(PATHS_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< -ldl
 

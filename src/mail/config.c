@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
@@ -190,6 +191,7 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 	int explicit = 1, rc = -1;
 	size_t i;
 	cfg_t *cfg = NULL;
+	struct stat st;
 
 	set_defaults(c);
 	if (path == NULL && !config_untrusted_env() && (env = getenv("WEIR_CONFIG")) && *env)
@@ -209,8 +211,18 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 	}
 	opts[NKEYS] = (cfg_opt_t)CFG_END();
 
-	if (access(path, F_OK) < 0 && errno == ENOENT && !explicit)
-		goto env_override;	/* no file: every default */
+	if (stat(path, &st) < 0) {
+		if (errno == ENOENT && !explicit)
+			goto env_override;	/* no file: every default */
+		buf_printf(err, "%s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	/* libconfuse's scanner exits the process on a read error, such as
+	 * reading a folder: refuse anything but a regular file first. */
+	if (!S_ISREG(st.st_mode)) {
+		buf_printf(err, "%s: not a regular file\n", path);
+		return -1;
+	}
 	cfg = cfg_init(opts, CFGF_NONE);
 	if (cfg == NULL) {
 		buf_printf(err, "%s: cannot initialise the config parser\n", path);

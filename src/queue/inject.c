@@ -12,8 +12,10 @@
  *       queued, and only now may we exit 0.  Pull the trigger.
  *
  * On a failure before the todo link, the files made so far are truncated
- * and removed (S2/S3 back to S1), as qmail-queue does.  After the link
- * nothing is undone: weir-send may already be working on todo/N.
+ * and removed (S2/S3 back to S1), as qmail-queue does; on a timeout they
+ * are removed by inject_abort() from the SIGALRM handler (qmail-queue
+ * leaves them to qmail-send's 36-hour cleanup).  After the link nothing
+ * is undone: weir-send may already be working on todo/N.
  *
  * Trusts: nothing it reads on fd 0 or fd 1.
  */
@@ -47,8 +49,12 @@ struct inj {
 	char intdfn[QPATH_MAX];
 	char todofn[QPATH_MAX];
 	int messfd, intdfd;
-	int made_mess, made_intd, made_pid;
+	/* Read by inject_abort() from a signal handler. */
+	volatile sig_atomic_t made_mess, made_intd, made_pid;
 };
+
+/* The one injection of this process, for inject_abort(). */
+static struct inj *current;
 
 /* Undo S3 and S2, then log and return code. */
 static int
@@ -197,10 +203,28 @@ write_intd(struct inj *in)
 	}
 	queue_dirpath(dir, in->p->q, Q_MESS, in->id);
 	if (fsync_dir(in->dfd, dir) < 0)
-		code = fail(in, QQ_MESS, errno, "fsync folder %s", dir);
+		code = fail(in, QQ_WRITE, errno, "fsync folder %s", dir);
 out:
 	buf_free(&out);
 	return code;
+}
+
+void
+inject_abort(void)
+{
+	struct inj *in = current;
+
+	/* Only async-signal-safe calls: unlinkat of names fixed before the
+	 * flags were set.  SIGALRM is blocked from the todo link on, so this
+	 * never removes a queued message. */
+	if (in == NULL)
+		return;
+	if (in->made_intd)
+		(void)unlinkat(in->dfd, in->intdfn, 0);
+	if (in->made_mess)
+		(void)unlinkat(in->dfd, in->messfn, 0);
+	if (in->made_pid)
+		(void)unlinkat(in->dfd, in->pidfn, 0);
 }
 
 /* Pull weir-send's trigger: one byte, never blocking; failure is fine. */
@@ -228,6 +252,7 @@ inject(const struct inject_params *p)
 	in.p = p;
 	in.dfd = p->q->dfd;
 	in.messfd = in.intdfd = -1;
+	current = &in;
 
 	if ((code = make_pid_file(&in)) != 0)
 		return code;
@@ -244,6 +269,7 @@ inject(const struct inject_params *p)
 		return fail(&in, QQ_BUG, errno, "sigprocmask");
 	if (linkat(in.dfd, in.intdfn, in.dfd, in.todofn, 0) < 0)
 		return fail(&in, QQ_TODO, errno, "link %s to %s", in.intdfn, in.todofn);
+	current = NULL;
 	if (fsync_dir(in.dfd, "todo") < 0) {
 		/* S4 may or may not survive a crash; say so, do not undo. */
 		log_line("fatal", errno, "fsync folder todo after linking %s; the message "

@@ -21,4 +21,8 @@ struct inject_params {
 
 int inject(const struct inject_params *p);
 
+/* Remove what the running injection has made so far (S3/S2 to S1).
+ * Async-signal-safe: for the SIGALRM handler. */
+void inject_abort(void);
+
 #endif

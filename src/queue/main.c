@@ -21,10 +21,10 @@
 static void
 on_alarm(int sig)
 {
+	static const char msg[] = "weir-queue: fatal: inject_timeout expired; nothing queued\n";
+
 	(void)sig;
-	/* Like qmail-queue: no cleanup here; weir-send removes the S2/S3
-	 * leftovers after 36 hours. */
-	static const char msg[] = "weir-queue: fatal: inject_timeout expired\n";
+	inject_abort();
 	if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0)
 		_exit(QQ_TIMEOUT);
 	_exit(QQ_TIMEOUT);

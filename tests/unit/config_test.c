@@ -91,3 +91,13 @@ Test(config, errors_name_file_line_and_problem)
 	bad("queue_dir = \"\"\n", "must not be empty");
 	bad("queue_dir = \"/q\n", "weir.conf:");
 }
+
+Test(config, a_folder_is_refused_not_fatal)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+
+	cr_assert_eq(config_load(&c, dir, &err), -1);
+	cr_assert(strstr(err.s, "not a regular file"), "%s", err.s);
+	buf_free(&err);
+}
