@@ -1,0 +1,189 @@
+/*
+ * qqclient.c: see qqclient.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "lib/io.h"
+#include "mail/qqcode.h"
+#include "sendmail/qqclient.h"
+
+#define QQ_CHUNK 65536
+
+const char *
+qq_program(void)
+{
+	const char *p = getenv("QMAILQUEUE");
+
+	return p && *p ? p : LIBEXECDIR "/weir-queue";
+}
+
+static void
+close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);	/* a pipe: nothing to lose on close */
+	*fd = -1;
+}
+
+int
+qq_start(struct qq_child *c, const char *prog, struct buf *why)
+{
+	int msg[2] = { -1, -1 }, env[2] = { -1, -1 }, st[2] = { -1, -1 }, err = 0;
+	const char *base = strrchr(prog, '/');
+	char *argv[2];
+	ssize_t r;
+
+	memset(c, 0, sizeof *c);
+	c->msgfd = c->envfd = -1;
+	c->pid = -1;
+	if (pipe2(msg, O_CLOEXEC) < 0 || pipe2(env, O_CLOEXEC) < 0 ||
+	    pipe2(st, O_CLOEXEC) < 0) {
+		buf_printf(why, "cannot make a pipe: %s", strerror(errno));
+		goto fail;
+	}
+	c->pid = fork();
+	if (c->pid < 0) {
+		buf_printf(why, "cannot fork: %s", strerror(errno));
+		goto fail;
+	}
+	if (c->pid == 0) {
+		/* fds 0-2 are open (sm_stdfds), so the pipes are all >= 3. */
+		if (dup2(msg[0], 0) < 0 || dup2(env[0], 1) < 0)
+			err = errno;
+		signal(SIGPIPE, SIG_DFL);
+		argv[0] = (char *)(base ? base + 1 : prog);
+		argv[1] = NULL;
+		if (err == 0) {
+			execv(prog, argv);
+			err = errno;
+		}
+		/* Tell the parent why; it reports. */
+		if (write(st[1], &err, sizeof err) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close_fd(&msg[0]);
+	close_fd(&env[0]);
+	close_fd(&st[1]);
+	c->msgfd = msg[1];
+	c->envfd = env[1];
+	/* The status pipe closes on a successful exec: EOF means it runs. */
+	do
+		r = read(st[0], &err, sizeof err);
+	while (r < 0 && errno == EINTR);
+	close_fd(&st[0]);
+	if (r > 0) {
+		buf_printf(why, "cannot run %s: %s", prog, strerror(err));
+		qq_abort(c);
+		return EX_TEMPFAIL;
+	}
+	return 0;
+fail:
+	close_fd(&msg[0]); close_fd(&msg[1]);
+	close_fd(&env[0]); close_fd(&env[1]);
+	close_fd(&st[0]); close_fd(&st[1]);
+	return EX_TEMPFAIL;
+}
+
+static void
+flush(struct qq_child *c)
+{
+	if (c->out.len > 0 && c->werr == 0 && full_write(c->msgfd, c->out.s, c->out.len) < 0)
+		c->werr = errno ? errno : EIO;
+	buf_reset(&c->out);
+}
+
+void
+qq_put(struct qq_child *c, const void *p, size_t n)
+{
+	buf_add(&c->out, p, n);
+	if (c->out.len >= QQ_CHUNK)
+		flush(c);
+}
+
+void
+qq_putc(struct qq_child *c, char ch)
+{
+	if (c->out.len + 1 >= c->out.cap)
+		buf_reserve(&c->out, QQ_CHUNK);
+	c->out.s[c->out.len++] = ch;	/* buf_reserve keeps room for the NUL */
+	c->out.s[c->out.len] = '\0';
+	if (c->out.len >= QQ_CHUNK)
+		flush(c);
+}
+
+static int
+reap(struct qq_child *c, int *status)
+{
+	pid_t r;
+
+	do
+		r = waitpid(c->pid, status, 0);
+	while (r < 0 && errno == EINTR);
+	c->pid = -1;
+	return r < 0 ? -1 : 0;
+}
+
+int
+qq_finish(struct qq_child *c, const char *sender, char *const *rcpt, size_t nrcpt,
+    struct buf *why)
+{
+	struct buf env = BUF_INIT;
+	size_t i;
+	int status, code;
+
+	flush(c);
+	buf_free(&c->out);
+	close_fd(&c->msgfd);
+	if (c->werr == 0) {
+		buf_addc(&env, 'F');
+		buf_adds(&env, sender);
+		buf_addc(&env, '\0');
+		for (i = 0; i < nrcpt; i++) {
+			buf_addc(&env, 'T');
+			buf_adds(&env, rcpt[i]);
+			buf_addc(&env, '\0');
+		}
+		buf_addc(&env, '\0');
+		if (full_write(c->envfd, env.s, env.len) < 0)
+			c->werr = errno;
+		buf_free(&env);
+	}
+	close_fd(&c->envfd);
+	if (reap(c, &status) < 0) {
+		buf_printf(why, "weir-queue: cannot wait for it: %s", strerror(errno));
+		return EX_TEMPFAIL;
+	}
+	if (WIFSIGNALED(status)) {
+		buf_printf(why, "weir-queue: killed by signal %d (temporary)", WTERMSIG(status));
+		return EX_TEMPFAIL;
+	}
+	code = WIFEXITED(status) ? WEXITSTATUS(status) : QQ_BUG;
+	if (code == 0)
+		return 0;
+	buf_printf(why, "weir-queue: %s", qq_describe(code));
+	return qq_permanent(code) ? EX_DATAERR : EX_TEMPFAIL;
+}
+
+void
+qq_abort(struct qq_child *c)
+{
+	int status;
+
+	if (c->pid > 0) {
+		kill(c->pid, SIGKILL);
+		close_fd(&c->msgfd);
+		close_fd(&c->envfd);
+		(void)reap(c, &status);
+	}
+	close_fd(&c->msgfd);
+	close_fd(&c->envfd);
+	buf_free(&c->out);
+}

@@ -1,0 +1,46 @@
+/*
+ * qqclient.h: running weir-queue (or any qmail-queue) as a child: the
+ * message into its fd 0, then the envelope into its fd 1, then its exit
+ * code mapped to sendmail's.  Write errors (EPIPE when it died) stop the
+ * writing and leave the verdict to its exit status: only an exit 0 is
+ * success.
+ *
+ * Which program: $QMAILQUEUE if set and not empty (qmail's convention),
+ * else LIBEXECDIR "/weir-queue".  The child inherits the environment
+ * ($WEIR_CONFIG, $WEIR_QUEUE).  The caller ignores SIGPIPE.
+ *
+ * Trusts: the program it runs, for its exit code only.  Config keys: none.
+ */
+#ifndef WEIR_SENDMAIL_QQCLIENT_H
+#define WEIR_SENDMAIL_QQCLIENT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "lib/buf.h"
+
+struct qq_child {
+	pid_t pid;
+	int msgfd;		/* its fd 0 */
+	int envfd;		/* its fd 1 */
+	int werr;		/* errno of the first failed write, or 0 */
+	struct buf out;		/* message bytes not yet written */
+};
+
+/* The program to run. */
+const char *qq_program(void);
+
+/* Start it.  0 ok; else the exit code (75) with the reason in why. */
+int qq_start(struct qq_child *c, const char *prog, struct buf *why);
+/* Queue message bytes (written in large chunks). */
+void qq_put(struct qq_child *c, const void *p, size_t n);
+void qq_putc(struct qq_child *c, char ch);
+/* End the message, send the envelope (F sender, T rcpts, NUL), wait.
+ * Returns sendmail's exit code: 0, 65 (permanent) or 75; on failure the
+ * reason, "weir-queue: ...", in why. */
+int qq_finish(struct qq_child *c, const char *sender, char *const *rcpt, size_t nrcpt,
+    struct buf *why);
+/* Kill it so that nothing is queued, and reap it. */
+void qq_abort(struct qq_child *c);
+
+#endif

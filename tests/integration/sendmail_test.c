@@ -1,0 +1,521 @@
+/*
+ * sendmail_test.c: the real sendmail binary against a scratch queue,
+ * with $QMAILQUEUE the built weir-queue: the envelope (todo/) and the
+ * message (mess/, less weir-queue's Received line) checked byte by byte
+ * for each flag, the header rules, refusals (nothing queued), weir-queue
+ * failures mapped to exit codes, and a 5 MB body streamed through.
+ */
+#include <criterion/criterion.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "sendmail_helpers.h"
+
+static struct qt q;
+
+static void setup(void) { smt_setup(&q); }
+static void teardown(void) { qt_teardown(&q); }
+
+TestSuite(sendmail, .init = setup, .fini = teardown, .timeout = 120);
+
+#define S(x) x, sizeof(x) - 1
+#define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+/* Send, check envelope and message, empty the queue for the next case. */
+static void
+send_check(const char *const *args, const char *in, size_t inlen, const char *sender,
+    const char *const *rcpts, const char *want)
+{
+	struct qt_msg m;
+
+	smt_send(&q, args, in, inlen, &m);
+	smt_assert_env(&m, sender, rcpts);
+	if (want)
+		smt_assert_like(&m.body, want, "message");
+	qt_msg_free(&m);
+	tl_rmtree(q.qdir);
+	qt_init_queue(&q);
+}
+
+static void
+refused(const char *const *args, const char *in, size_t inlen, int code, const char *what)
+{
+	struct tl_result r;
+
+	smt_run(&q, "sendmail", args, in, inlen, NULL, &r);
+	smt_assert_refused(&q, &r, code, what);
+	tl_result_free(&r);
+}
+
+Test(sendmail, plain_message_gets_date_msgid_from)
+{
+	char *login = smt_login_addr(), *gecos = smt_gecos();
+	char *want = *gecos
+	    ? xasprintf("Date: *\nMessage-ID: <*\nFrom: \"%s\" <%s>\nSubject: hi\n\nbody\n", gecos, login)
+	    : xasprintf("Date: *\nMessage-ID: <*\nFrom: %s\nSubject: hi\n\nbody\n", login);
+
+	send_check(ARGS("bob@example.net"), S("Subject: hi\n\nbody\n"), login,
+	    ARGS("bob@example.net"), want);
+	free(want);
+	free(login);
+	free(gecos);
+}
+
+Test(sendmail, date_and_message_id_formats)
+{
+	struct qt_msg m;
+	regex_t re;
+	char id1[200] = "", *p;
+
+	cr_assert(regcomp(&re,
+	    "^Date: (Mon|Tue|Wed|Thu|Fri|Sat|Sun), [1-9][0-9]? "
+	    "(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) 2[0-9]{3} "
+	    "[0-2][0-9]:[0-5][0-9]:[0-6][0-9] [-+][0-9]{4}\n"
+	    "Message-ID: <[0-9]{14}\\.[0-9]+\\.[0-9a-f]{16}@test\\.example>\n",
+	    REG_EXTENDED | REG_NOSUB) == 0);
+	smt_send(&q, ARGS("-F", "X", "a@b.example"), S("\n"), &m);
+	cr_assert(regexec(&re, m.body.s, 0, NULL, 0) == 0, "got: %s", m.body.s);
+	p = strstr(m.body.s, "Message-ID: ");
+	snprintf(id1, sizeof id1, "%.*s", (int)strcspn(p, "\n"), p);
+	qt_msg_free(&m);
+	tl_rmtree(q.qdir);
+	qt_init_queue(&q);
+	smt_send(&q, ARGS("-F", "X", "a@b.example"), S("\n"), &m);
+	p = strstr(m.body.s, "Message-ID: ");
+	cr_assert(strncmp(p, id1, strlen(id1)) != 0, "same Message-ID twice: %s", id1);
+	qt_msg_free(&m);
+	regfree(&re);
+}
+
+Test(sendmail, present_headers_kept_not_added)
+{
+	const char *in = "from: Me <me@example.org>\nDATE: Thu, 1 Jan 2026 00:00:00 +0000\n"
+	    "Message-Id: <x@y>\nSubject: s\n\nb\n";
+	char *login = smt_login_addr();
+	char *want = xasprintf("%s", in);
+
+	send_check(ARGS("-F", "Ignored", "r@example.net"), in, strlen(in), login,
+	    ARGS("r@example.net"), want);
+	free(want);
+	free(login);
+}
+
+Test(sendmail, extract_to_cc_bcc_groups_bcc_removed)
+{
+	const char *in =
+	    "To: Bob <bob@example.net>, team: a@example.net,\n"
+	    "  \"c, d\"@example.net;, undisclosed-recipients:;\n"
+	    "Subject: s\n"
+	    "CC: \"Carol, C.\" <carol@example.net> (work), bob@example.net\n"
+	    "Bcc: hidden@example.net,\n"
+	    "\thidden2@example.net\n"
+	    "X-After: y\n"
+	    "\n"
+	    "body\n";
+	const char *want =
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\n"
+	    "To: Bob <bob@example.net>, team: a@example.net,\n"
+	    "  \"c, d\"@example.net;, undisclosed-recipients:;\n"
+	    "Subject: s\n"
+	    "CC: \"Carol, C.\" <carol@example.net> (work), bob@example.net\n"
+	    "X-After: y\n"
+	    "\n"
+	    "body\n";
+
+	send_check(ARGS("-t", "-F", "F", "-f", "s@example.org", "cmd@example.net"), in,
+	    strlen(in), "s@example.org",
+	    ARGS("cmd@example.net", "bob@example.net", "a@example.net", "c, d@example.net",
+	        "carol@example.net", "hidden@example.net", "hidden2@example.net"),
+	    want);
+}
+
+Test(sendmail, bcc_removed_without_t)
+{
+	const char *in = "To: x@example.net\nBcc: secret@example.net\nSubject: s\n\nb\n";
+
+	send_check(ARGS("-F", "F", "-f", "s@example.org", "r@example.net"), in, strlen(in),
+	    "s@example.org", ARGS("r@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\n"
+	    "To: x@example.net\nSubject: s\n\nb\n");
+}
+
+Test(sendmail, bare_names_get_hostname)
+{
+	const char *in = "To: root, Admin <admin>\n\nb\n";
+
+	send_check(ARGS("-t", "-f", "cron", "-F", "F", "postmaster"), in, strlen(in),
+	    "cron@" SMT_HOST,
+	    ARGS("postmaster@" SMT_HOST, "root@" SMT_HOST, "admin@" SMT_HOST), NULL);
+}
+
+Test(sendmail, sender_flag_forms)
+{
+	static const struct { const char *a, *b; const char *sender; } c[] = {
+		{ "-f", "a@example.org", "a@example.org" },
+		{ "-fa@example.org", NULL, "a@example.org" },
+		{ "-r", "r@example.org", "r@example.org" },
+		{ "-rr@example.org", NULL, "r@example.org" },
+		{ "-f", "", "" },
+		{ "-f", "<>", "" },
+		{ "-f<>", NULL, "" },
+		{ "-f", "<b@example.org>", "b@example.org" },
+		{ "-f", "Bee <b@example.org>", "b@example.org" },
+		{ "-f", "bob", "bob@" SMT_HOST },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof c / sizeof c[0]; i++) {
+		const char *args[6] = { c[i].a, c[i].b ? c[i].b : "-i",
+			"-FN", "x@example.net", NULL };
+
+		send_check(args, S("\nb\n"), c[i].sender, ARGS("x@example.net"), NULL);
+	}
+}
+
+Test(sendmail, null_sender_from_header_is_the_user)
+{
+	char *login = smt_login_addr();
+	char *want = xasprintf("Date: *\nMessage-ID: *\nFrom: \"N\" <%s>\n\nb\n", login);
+
+	send_check(ARGS("-f", "", "-F", "N", "x@example.net"), S("\nb\n"), "",
+	    ARGS("x@example.net"), want);
+	free(want);
+	free(login);
+}
+
+Test(sendmail, fullname_forms)
+{
+	send_check(ARGS("-FJoe Q. Public", "-f", "j@example.org", "x@example.net"), S("\nb\n"),
+	    "j@example.org", ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"Joe Q. Public\" <j@example.org>\n\nb\n");
+	send_check(ARGS("-F", "Say \"hi\" \\o/", "-f", "j@example.org", "x@example.net"),
+	    S("\nb\n"), "j@example.org", ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"Say \\\"hi\\\" \\\\o/\" <j@example.org>\n\nb\n");
+}
+
+Test(sendmail, dot_line_ends_input_without_i)
+{
+	send_check(ARGS("-F", "F", "-f", "s@example.org", "x@example.net"),
+	    S("Subject: s\n\none\n..two\n.\nnot sent\n"), "s@example.org",
+	    ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\nSubject: s\n\none\n..two\n");
+	/* In the header too, and as a final line without newline. */
+	send_check(ARGS("-F", "F", "-f", "s@example.org", "x@example.net"),
+	    S("Subject: s\n.\nnot sent\n"), "s@example.org", ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\nSubject: s\n");
+	send_check(ARGS("-F", "F", "-f", "s@example.org", "x@example.net"),
+	    S("Subject: s\n\nbody\n."), "s@example.org", ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\nSubject: s\n\nbody\n");
+}
+
+Test(sendmail, dot_line_kept_with_i_and_oi)
+{
+	const char *want = "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\n"
+	    "Subject: s\n\none\n.\nmore\n";
+
+	send_check(ARGS("-i", "-F", "F", "-f", "s@example.org", "x@example.net"),
+	    S("Subject: s\n\none\n.\nmore\n"), "s@example.org", ARGS("x@example.net"), want);
+	send_check(ARGS("-oi", "-F", "F", "-f", "s@example.org", "x@example.net"),
+	    S("Subject: s\n\none\n.\nmore\n"), "s@example.org", ARGS("x@example.net"), want);
+	send_check(ARGS("-tiFF", "-f", "s@example.org"),
+	    S("To: x@example.net\nSubject: s\n\none\n.\nmore\n"), "s@example.org",
+	    ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\n"
+	    "To: x@example.net\nSubject: s\n\none\n.\nmore\n");
+}
+
+Test(sendmail, crlf_input)
+{
+	send_check(ARGS("-F", "F", "-f", "s@example.org", "-t"),
+	    S("To: x@example.net\r\nSubject: a\r\n b\r\n\r\nline\r\nlone\rcr\r\n.\r\nnot sent\r\n"),
+	    "s@example.org", ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\n"
+	    "To: x@example.net\nSubject: a\n b\n\nline\nlone\rcr\n");
+}
+
+Test(sendmail, last_line_gets_newline)
+{
+	send_check(ARGS("-F", "F", "-f", "s@example.org", "x@example.net"),
+	    S("Subject: s\n\nno newline"), "s@example.org", ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\nSubject: s\n\nno newline\n");
+}
+
+Test(sendmail, body_without_header_gets_separator)
+{
+	send_check(ARGS("-F", "F", "-f", "s@example.org", "x@example.net"),
+	    S("hello world\nsecond: line\n"), "s@example.org", ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\n\nhello world\nsecond: line\n");
+	send_check(ARGS("-F", "F", "-f", "s@example.org", "x@example.net"),
+	    S("Subject: s\nnot a header\n"), "s@example.org", ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\nSubject: s\n\nnot a header\n");
+}
+
+Test(sendmail, mbox_from_line_dropped)
+{
+	send_check(ARGS("-F", "F", "-f", "s@example.org", "x@example.net"),
+	    S("From someone Sat Nov 21 00:00:00 2026\nSubject: s\n\nb\n"), "s@example.org",
+	    ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\nSubject: s\n\nb\n");
+}
+
+Test(sendmail, duplicates_sent_once)
+{
+	send_check(ARGS("-t", "-F", "F", "-f", "s@example.org", "a@example.net"),
+	    S("To: a@example.net, b@example.net\nCc: b@example.net\n\nb\n"), "s@example.org",
+	    ARGS("a@example.net", "b@example.net"), NULL);
+}
+
+Test(sendmail, ignored_options_accepted)
+{
+	send_check(ARGS("-oem", "-oee", "-odb", "-odi", "-om", "-v", "-bm", "-o", "i",
+	    "-F", "F", "-f", "s@example.org", "--", "x@example.net"),
+	    S("\nb\n.\nc\n"), "s@example.org", ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"F\" <s@example.org>\n\nb\n.\nc\n");
+}
+
+Test(sendmail, double_dash_ends_options)
+{
+	send_check(ARGS("-F", "F", "-f", "s@example.org", "--", "-odd@example.net"),
+	    S("\nb\n"), "s@example.org", ARGS("-odd@example.net"), NULL);
+}
+
+Test(sendmail, unknown_and_refused_options)
+{
+	struct tl_result r;
+
+	smt_run(&q, "sendmail", ARGS("-X", "a@b"), S(""), NULL, &r);
+	cr_assert_eq(r.status, EX_USAGE);
+	cr_assert_str_eq(buf_cstr(&r.err), "sendmail: unknown option -X\n");
+	tl_result_free(&r);
+	refused(ARGS("-tX", "a@b"), S(""), EX_USAGE, "unknown option -X");
+	refused(ARGS("-oQ/tmp", "a@b"), S(""), EX_USAGE, "unknown option -oQ/tmp");
+	refused(ARGS("-bd"), S(""), EX_USAGE, "unknown option -bd");
+	refused(ARGS("-bs"), S(""), EX_USAGE, "-bs (SMTP on standard input) is not supported");
+	refused(ARGS("-q"), S(""), EX_USAGE, "-q (queue processing) is not supported");
+	refused(ARGS("-q30m"), S(""), EX_USAGE, "-q30m (queue processing) is not supported");
+	refused(ARGS("-f"), S(""), EX_USAGE, "option -f needs a value");
+	refused(ARGS("-bp", "x@example.net"), S(""), EX_USAGE, "takes no addresses");
+}
+
+Test(sendmail, no_recipients)
+{
+	refused(NULL, S("Subject: s\n\nb\n"), EX_USAGE, "sendmail: no recipients given");
+	refused(ARGS("-t"), S("Subject: s\n\nb\n"), EX_USAGE, "sendmail: no recipients given");
+	refused(ARGS("-t"), S("To: undisclosed-recipients:;\n\nb\n"), EX_USAGE,
+	    "no recipients given");
+}
+
+Test(sendmail, bad_addresses)
+{
+	refused(ARGS("a@b@example.net"), S("\nb\n"), EX_USAGE, "bad recipient address");
+	refused(ARGS("<a@example.net"), S("\nb\n"), EX_USAGE, "unclosed '<'");
+	refused(ARGS("a@example.net, b@example.net"), S("\nb\n"), EX_USAGE, "one address only");
+	refused(ARGS("x@example.net\n"), S("\nb\n"), EX_USAGE,
+	    "bad recipient address x@example.net\\n: line break");
+	refused(ARGS(""), S("\nb\n"), EX_USAGE, "empty address");
+	refused(ARGS("-f", "a b", "x@example.net"), S("\nb\n"), EX_USAGE, "bad sender address");
+	refused(ARGS("-t"), S("To: a@@example.net\n\nb\n"), EX_DATAERR,
+	    "bad address in the To header");
+	refused(ARGS("-t"), S("To: ok@example.net\nCc: \"unclosed@example.net\n\nb\n"),
+	    EX_DATAERR, "bad address in the Cc header: unclosed quoted string");
+	refused(ARGS("-t"), S("To: John Smith\n\nb\n"), EX_DATAERR, "found a name");
+}
+
+Test(sendmail, long_address_limit)
+{
+	char a[1100];
+	struct qt_msg m;
+
+	/* 1002 bytes fit (qmail's limit), 1003 do not. */
+	memset(a, 'a', 990);
+	strcpy(a + 990, "@example.net");
+	cr_assert_eq(strlen(a), 1002u);
+	smt_send(&q, ARGS("-FF", a), S("\nb\n"), &m);
+	qt_msg_free(&m);
+	tl_rmtree(q.qdir);
+	qt_init_queue(&q);
+	strcpy(a + 990, "a@example.net");
+	refused(ARGS(a), S("\nb\n"), EX_USAGE, "longer than 1002");
+}
+
+Test(sendmail, header_errors)
+{
+	struct buf big = BUF_INIT;
+	size_t i;
+
+	refused(ARGS("x@example.net"), S("Subject: a\0b\n\nb\n"), EX_DATAERR, "NUL");
+	buf_adds(&big, "Subject: ");
+	for (i = 0; i < 990; i++)
+		buf_addc(&big, 'x');
+	buf_adds(&big, "\n\nb\n");
+	refused(ARGS("x@example.net"), big.s, big.len, EX_DATAERR, "longer than 998");
+	/* 998 bytes exactly is fine. */
+	buf_reset(&big);
+	buf_adds(&big, "Subject: ");
+	for (i = 0; i < 989; i++)
+		buf_addc(&big, 'x');
+	buf_adds(&big, "\n\nb\n");
+	{
+		struct qt_msg m;
+
+		smt_send(&q, ARGS("-FF", "x@example.net"), big.s, big.len, &m);
+		qt_msg_free(&m);
+		tl_rmtree(q.qdir);
+		qt_init_queue(&q);
+	}
+	/* A header block over 1 MB, in lines of 900 bytes. */
+	buf_reset(&big);
+	for (i = 0; i < 1200; i++) {
+		buf_printf(&big, "X-H%zu: ", i);
+		while (big.len % 901 != 900)
+			buf_addc(&big, 'y');
+		buf_addc(&big, '\n');
+	}
+	buf_adds(&big, "\nb\n");
+	refused(ARGS("x@example.net"), big.s, big.len, EX_DATAERR, "larger than");
+	buf_free(&big);
+}
+
+Test(sendmail, weir_queue_temporary_failure)
+{
+	char *s = smt_script(&q, "qq53", "exit 53");
+	char *e = xasprintf("QMAILQUEUE=%s", s);
+	struct tl_result r;
+
+	smt_run(&q, "sendmail", ARGS("x@example.net"), S("Subject: s\n\nb\n"),
+	    (const char *const[]){ e, NULL }, &r);
+	cr_assert_eq(r.status, EX_TEMPFAIL, "exit %d: %s", r.status, buf_cstr(&r.err));
+	cr_assert_str_eq(buf_cstr(&r.err),
+	    "sendmail: weir-queue: write error, e.g. disk full (temporary)\n");
+	tl_result_free(&r);
+	free(e);
+	free(s);
+}
+
+Test(sendmail, weir_queue_permanent_failure)
+{
+	char *s = smt_script(&q, "qq11", "cat >/dev/null; exit 11");
+	char *e = xasprintf("QMAILQUEUE=%s", s);
+	struct tl_result r;
+
+	smt_run(&q, "sendmail", ARGS("x@example.net"), S("Subject: s\n\nb\n"),
+	    (const char *const[]){ e, NULL }, &r);
+	cr_assert_eq(r.status, EX_DATAERR, "exit %d: %s", r.status, buf_cstr(&r.err));
+	cr_assert_str_eq(buf_cstr(&r.err), "sendmail: weir-queue: address too long (permanent)\n");
+	tl_result_free(&r);
+	free(e);
+	free(s);
+}
+
+Test(sendmail, weir_queue_killed_or_missing)
+{
+	char *s = smt_script(&q, "qqkill", "kill -9 $$");
+	char *e = xasprintf("QMAILQUEUE=%s", s);
+	char *missing = xasprintf("QMAILQUEUE=%s/nonexistent", q.tmp);
+	struct tl_result r;
+
+	smt_run(&q, "sendmail", ARGS("x@example.net"), S("Subject: s\n\nb\n"),
+	    (const char *const[]){ e, NULL }, &r);
+	cr_assert_eq(r.status, EX_TEMPFAIL, "exit %d: %s", r.status, buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.err), "sendmail: weir-queue: killed by signal 9"),
+	    "%s", r.err.s);
+	tl_result_free(&r);
+	smt_run(&q, "sendmail", ARGS("x@example.net"), S("Subject: s\n\nb\n"),
+	    (const char *const[]){ missing, NULL }, &r);
+	cr_assert_eq(r.status, EX_TEMPFAIL, "exit %d: %s", r.status, buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.err), "cannot run"), "%s", r.err.s);
+	tl_result_free(&r);
+	/* A "queue" that exits 0 without reading: sendmail must not lose the
+	 * write error silently, but the exit code is the verdict. */
+	free(e);
+	free(s);
+	free(missing);
+}
+
+Test(sendmail, weir_queue_sees_what_sendmail_wrote)
+{
+	/* A stand-in queue that records fd 0 and fd 1 (the envelope pipe). */
+	char *rec = xasprintf("cat >%s/msg; cat <&1 >%s/env; exit 0", q.tmp, q.tmp);
+	char *s = smt_script(&q, "qqrec", rec);
+	char *e = xasprintf("QMAILQUEUE=%s", s);
+	char *pm = xasprintf("%s/msg", q.tmp), *pe = xasprintf("%s/env", q.tmp);
+	struct tl_result r;
+	struct buf got = BUF_INIT;
+
+	smt_run(&q, "sendmail", ARGS("-f", "s@example.org", "x@example.net", "y"),
+	    S("Date: d\nMessage-ID: <m@x>\nFrom: f\n\nb\n"), (const char *const[]){ e, NULL }, &r);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, buf_cstr(&r.err));
+	tl_read(pm, &got);
+	cr_assert_str_eq(buf_cstr(&got), "Date: d\nMessage-ID: <m@x>\nFrom: f\n\nb\n");
+	buf_reset(&got);
+	tl_read(pe, &got);
+	cr_assert_eq(got.len, sizeof "Fs@example.org\0Tx@example.net\0Ty@" SMT_HOST "\0");
+	cr_assert(memcmp(got.s, "Fs@example.org\0Tx@example.net\0Ty@" SMT_HOST "\0\0",
+	    got.len) == 0);
+	buf_free(&got);
+	tl_result_free(&r);
+	free(rec); free(s); free(e); free(pm); free(pe);
+}
+
+Test(sendmail, large_body_streamed)
+{
+	size_t n = 5 * 1024 * 1024, i, inlen;
+	char *in = xmalloc(n + 64), *p;
+	struct qt_msg m;
+	const char *hdr = "Subject: big\n\n";
+
+	strcpy(in, hdr);
+	p = in + strlen(hdr);
+	for (i = 0; p + 80 <= in + n; i++) {
+		memset(p, 'a' + (char)(i % 26), 79);
+		p[79] = '\n';
+		p += 80;
+	}
+	smt_send(&q, ARGS("-F", "F", "-f", "s@example.org", "x@example.net"), in,
+	    (size_t)(p - in), &m);
+	inlen = (size_t)(p - in);
+	cr_assert(m.body.len > inlen && m.body.len < inlen + 200, "message size %zu", m.body.len);
+	cr_assert(strncmp(m.body.s, "Date: ", 6) == 0);
+	cr_assert(memcmp(m.body.s + m.body.len - inlen, in, inlen) == 0, "body differs");
+	qt_msg_free(&m);
+	free(in);
+}
+
+Test(sendmail, refused_stdin_not_needed_for_usage_errors)
+{
+	/* A usage error is reported even when stdin never ends. */
+	const char *argv[] = { NULL, "-X", NULL };
+	char *bin = tl_bin("sendmail");
+	struct tl_run run = { .argv = argv, .close_in_early = 1, .timeout_s = 10 };
+	struct tl_result r;
+
+	argv[0] = bin;
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, EX_USAGE);
+	tl_result_free(&r);
+	free(bin);
+}
+
+Test(sendmail, read_error_on_stdin)
+{
+	/* read(2) on a directory fails with EISDIR: exit 74, nothing queued. */
+	char *bin = tl_bin("sendmail");
+	char *body = xasprintf("exec '%s' -FF x@example.net </", bin);
+	char *s = smt_script(&q, "readerr", body);
+	const char *argv[] = { s, NULL };
+	const char *env[] = { q.envs[0], q.envs[1], q.envs[2], NULL };
+	struct tl_run run = { .argv = argv, .env = env };
+	struct tl_result r;
+
+	tl_run(&run, &r);
+	smt_assert_refused(&q, &r, EX_IOERR, "read error on standard input: Is a directory");
+	tl_result_free(&r);
+	free(s);
+	free(body);
+	free(bin);
+}

@@ -1,0 +1,167 @@
+/* sendmail_helpers.c: see sendmail_helpers.h. */
+#include <criterion/criterion.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "sendmail_helpers.h"
+
+void
+smt_setup(struct qt *q)
+{
+	char *qq = tl_bin("weir-queue");
+	char *e = xasprintf("QMAILQUEUE=%s", qq);
+
+	qt_setup(q, 23, "hostname = \"" SMT_HOST "\"\n");
+	qt_setenv(q, e);
+	free(e);
+	free(qq);
+}
+
+void
+smt_run(struct qt *q, const char *prog, const char *const *args, const char *in,
+    size_t inlen, const char *const *extra, struct tl_result *r)
+{
+	const char *argv[64], *env[16];
+	char *bin = tl_bin(prog);
+	size_t i, n = 0, k = 0;
+
+	argv[n++] = bin;
+	for (i = 0; args && args[i]; i++) {
+		cr_assert(n < 63);
+		argv[n++] = args[i];
+	}
+	argv[n] = NULL;
+	for (i = 0; i < 8 && q->envs[i]; i++)
+		env[k++] = q->envs[i];
+	for (i = 0; extra && extra[i]; i++) {
+		cr_assert(k < 15);
+		env[k++] = extra[i];
+	}
+	env[k] = NULL;
+	{
+		struct tl_run run = { .argv = argv, .env = env, .in = in, .inlen = inlen,
+			.timeout_s = 60 };
+
+		tl_run(&run, r);
+	}
+	free(bin);
+}
+
+void
+smt_send(struct qt *q, const char *const *args, const char *in, size_t inlen,
+    struct qt_msg *m)
+{
+	struct tl_result r;
+	time_t t0 = time(NULL), t1;
+
+	smt_run(q, "sendmail", args, in, inlen, NULL, &r);
+	t1 = time(NULL);
+	cr_assert_eq(r.status, 0, "sendmail exit %d; stderr: %s", r.status, buf_cstr(&r.err));
+	cr_assert_eq(r.err.len, 0, "stderr on success: %s", buf_cstr(&r.err));
+	cr_assert_eq(r.out.len, 0, "stdout on success: %s", buf_cstr(&r.out));
+	qt_load_only(q, t0, t1, m);
+	tl_result_free(&r);
+}
+
+void
+smt_assert_refused(struct qt *q, struct tl_result *r, int code, const char *what)
+{
+	const char *e = buf_cstr(&r->err);
+	const char *nl = strchr(e, '\n');
+
+	cr_assert_eq(r->status, code, "exit %d, expected %d; stderr: %s", r->status, code, e);
+	cr_assert(strncmp(e, "sendmail: ", 10) == 0, "stderr: \"%s\"", e);
+	cr_assert(nl && nl[1] == '\0', "not exactly one line: \"%s\"", e);
+	cr_assert(strstr(e, what), "\"%s\" not in \"%s\"", what, e);
+	qt_assert_clean(q, "refused message");
+}
+
+void
+smt_assert_like(const struct buf *got, const char *want, const char *what)
+{
+	const char *g = got->s ? got->s : "", *gend = g + got->len, *w = want;
+	size_t line = 1;
+
+	while (*w) {
+		const char *wnl = strchr(w, '\n');
+		size_t wl = wnl ? (size_t)(wnl - w) : strlen(w);
+		const char *gnl = memchr(g, '\n', (size_t)(gend - g));
+		size_t gl = gnl ? (size_t)(gnl - g) : (size_t)(gend - g);
+
+		cr_assert(g < gend, "%s: line %zu missing (want \"%.*s\")\n--- got:\n%s", what,
+		    line, (int)wl, w, got->s ? got->s : "");
+		if (wl > 0 && w[wl - 1] == '*') {
+			cr_assert(gl >= wl - 1 && memcmp(g, w, wl - 1) == 0,
+			    "%s: line %zu: got \"%.*s\", want \"%.*s\"", what, line, (int)gl, g,
+			    (int)wl, w);
+		} else {
+			cr_assert(gl == wl && memcmp(g, w, wl) == 0,
+			    "%s: line %zu: got \"%.*s\", want \"%.*s\"\n--- got:\n%s", what, line,
+			    (int)gl, g, (int)wl, w, got->s);
+		}
+		cr_assert_eq(gnl != NULL, wnl != NULL, "%s: line %zu: newline mismatch", what,
+		    line);
+		g += gl + (gnl != NULL);
+		w += wl + (wnl != NULL);
+		line++;
+	}
+	cr_assert(g == gend, "%s: extra text after line %zu: \"%.*s\"", what, line,
+	    (int)(gend - g), g);
+}
+
+void
+smt_assert_env(const struct qt_msg *m, const char *sender, const char *const *rcpts)
+{
+	struct buf want = BUF_INIT;
+	size_t i;
+
+	qt_env_start(&want, sender);
+	for (i = 0; rcpts[i]; i++)
+		qt_env_rcpt(&want, rcpts[i]);
+	/* todo files have no final NUL: the list ends with the file. */
+	cr_assert_eq(m->env.len, want.len, "envelope length %zu, want %zu", m->env.len,
+	    want.len);
+	for (i = 0; i < want.len; i++)
+		cr_assert_eq(m->env.s[i], want.s[i], "envelope byte %zu: got 0x%02x want 0x%02x",
+		    i, (unsigned char)m->env.s[i], (unsigned char)want.s[i]);
+	buf_free(&want);
+}
+
+char *
+smt_login_addr(void)
+{
+	struct passwd *pw = getpwuid(getuid());
+
+	cr_assert(pw != NULL, "no passwd entry for uid %u", (unsigned)getuid());
+	return xasprintf("%s@%s", pw->pw_name, SMT_HOST);
+}
+
+char *
+smt_gecos(void)
+{
+	struct passwd *pw = getpwuid(getuid());
+	const char *g;
+
+	cr_assert(pw != NULL);
+	g = pw->pw_gecos ? pw->pw_gecos : "";
+	cr_assert(strchr(g, '&') == NULL, "GECOS with '&': test not written for it");
+	return xstrndup(g, strcspn(g, ","));
+}
+
+char *
+smt_script(struct qt *q, const char *name, const char *body)
+{
+	char *path = xasprintf("%s/%s", q->tmp, name);
+	char *text = xasprintf("#!/bin/sh\n%s\n", body);
+
+	tl_write(path, text, strlen(text));
+	cr_assert(chmod(path, 0755) == 0);
+	free(text);
+	return path;
+}
