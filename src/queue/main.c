@@ -33,7 +33,12 @@ on_alarm(int sig)
 static void
 on_bug(int sig)
 {
+	static const char msg[] = "weir-queue: fatal: crashed (internal bug); nothing queued\n";
+
 	(void)sig;
+	inject_abort();
+	if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0)
+		_exit(QQ_BUG);
 	_exit(QQ_BUG);
 }
 
