@@ -15,6 +15,7 @@ BINDIR     ?= $(PREFIX)/bin
 SBINDIR    ?= $(PREFIX)/sbin
 LIBEXECDIR ?= $(PREFIX)/lib/weir
 SYSCONFDIR ?= /etc/weir
+MANDIR     ?= $(PREFIX)/share/man
 DESTDIR    ?=
 BUILD      ?= build
 
@@ -27,11 +28,11 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmiss
 PATHS_H  := $(BUILD)/paths.h
 DEFS     := -D_GNU_SOURCE -include $(PATHS_H)
 ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(CPPFLAGS)
-LDLIBS   := -lconfuse
+LDLIBS   := -lconfuse -lssl -lcrypto -lsasl2 -lm
 TESTLIBS := -lcriterion
 
 # program name : source folder (a folder without main.c is not built yet)
-ALL_PROGRAMS := weir-queue:queue weir:weir sendmail:sendmail
+ALL_PROGRAMS := weir-queue:queue weir:weir sendmail:sendmail weir-send:send weir-remote:remote weir-gate:gate
 PROGRAMS := $(foreach p,$(ALL_PROGRAMS),$(if $(wildcard src/$(word 2,$(subst :, ,$(p)))/main.c),$(p)))
 
 LIB_SRC  := $(wildcard src/lib/*.c src/mail/*.c)
@@ -132,6 +133,12 @@ install: all
 	ln -sf ../sbin/sendmail $(DESTDIR)$(BINDIR)/mailq
 	install -d $(DESTDIR)$(SYSCONFDIR)
 	install -m 0644 etc/weir.conf $(DESTDIR)$(SYSCONFDIR)/weir.conf
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	install -m 0644 src/sendmail/mailq.1 $(DESTDIR)$(MANDIR)/man1/mailq.1
+	install -m 0644 etc/weir.conf.5 $(DESTDIR)$(MANDIR)/man5/weir.conf.5
+	install -m 0644 src/queue/weir-queue.8 $(DESTDIR)$(MANDIR)/man8/weir-queue.8
+	install -m 0644 src/sendmail/sendmail.8 $(DESTDIR)$(MANDIR)/man8/sendmail.8
+	install -m 0644 src/weir/weir.8 $(DESTDIR)$(MANDIR)/man8/weir.8
 
 clean:
 	rm -rf $(BUILD)

@@ -178,6 +178,8 @@ todo_parse(const char *s, size_t n, struct todo_env *e, struct buf *why)
 	start = off;
 	if (qrec_next(s, n, &off, &r, &w) != 1 || r.type != 'F')
 		BAD("byte %zu: expected F<sender>", start);
+	if ((w = envelope_addr_problem(r.addr, r.len)) != NULL)
+		BAD("byte %zu: sender: %s", start, w);
 	e->sender = r;
 	e->rcpt_off = off;
 	for (;;) {
@@ -190,6 +192,9 @@ todo_parse(const char *s, size_t n, struct todo_env *e, struct buf *why)
 		if (r.type != 'T')
 			BAD("byte %zu: expected T<recipient>, got type 0x%02x", start,
 			    (unsigned char)r.type);
+		/* A stock qmail-queue lets these through; weir never sends them. */
+		if ((w = envelope_addr_problem(r.addr, r.len)) != NULL)
+			BAD("byte %zu: recipient: %s", start, w);
 		e->nrcpt++;
 	}
 	return 0;

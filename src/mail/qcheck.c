@@ -197,8 +197,9 @@ check_file(struct ctx *c, enum qdir d, unsigned long id, struct buf *b)
 	int r = 0;
 
 	queue_path(path, c->q, d, id);
-	if (read_file_at(c->q->dfd, path, b, 1 << 30) != 0) {
-		report(c, 1, "%s: %s", path, strerror(errno));
+	r = read_file_at(c->q->dfd, path, b, 1 << 30);
+	if (r != 0) {
+		report(c, 1, "%s: %s", path, r == -2 ? "larger than 1 GB" : strerror(errno));
 		return -1;
 	}
 	switch (d) {

@@ -1,6 +1,7 @@
 /*
  * queue.c: queue paths and creation.  See queue.h and QUEUE.md.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -139,6 +140,35 @@ fail:
 	return -1;
 }
 
+/* An existing queue's mess/ split must be the one asked for: adding
+ * folders to a queue made with another split would hide its messages. */
+static int
+split_in_use(int dfd, unsigned split, struct buf *why)
+{
+	struct dirent *e;
+	unsigned long n, top = 0;
+	int fd = openat(dfd, "mess", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+
+	if (fd < 0)
+		return 0;	/* a new queue */
+	d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		buf_printf(why, "open mess: %s", strerror(errno));
+		return -1;
+	}
+	while ((e = readdir(d)) != NULL)
+		if (queue_parse_id(e->d_name, &n) == 0 && n + 1 > top)
+			top = n + 1;
+	closedir(d);
+	if (top != 0 && top != split) {
+		buf_printf(why, "the queue exists with queue_split %lu, not %u", top, split);
+		return -1;
+	}
+	return 0;
+}
+
 int
 queue_init(const char *path, unsigned split, struct buf *why)
 {
@@ -151,7 +181,23 @@ queue_init(const char *path, unsigned split, struct buf *why)
 		buf_printf(why, "queue_split %u out of range 1..%d", split, QUEUE_SPLIT_MAX);
 		return -1;
 	}
-	if (mkdir(path, 0750) < 0 && errno != EEXIST) {
+	if (mkdir(path, 0750) == 0) {
+		/* The queue's own entry must be durable too. */
+		char *parent = xstrdup(path), *slash = strrchr(parent, '/');
+
+		if (slash == parent)
+			slash[1] = '\0';
+		else if (slash)
+			*slash = '\0';
+		else
+			strcpy(parent, ".");
+		if (fsync_dir(AT_FDCWD, parent) < 0) {
+			buf_printf(why, "fsync %s: %s", parent, strerror(errno));
+			free(parent);
+			return -1;
+		}
+		free(parent);
+	} else if (errno != EEXIST) {
 		buf_printf(why, "mkdir %s: %s", path, strerror(errno));
 		return -1;
 	}
@@ -160,6 +206,8 @@ queue_init(const char *path, unsigned split, struct buf *why)
 		buf_printf(why, "open %s: %s", path, strerror(errno));
 		return -1;
 	}
+	if (split_in_use(dfd, split, why) < 0)
+		goto out;
 	for (i = 0; i < queue_layout_len; i++) {
 		const struct qnode *n = &queue_layout[i];
 

@@ -1,7 +1,7 @@
 /*
  * weir-queue: qmail-queue(8) compatible injector.  Message on fd 0,
  * envelope on fd 1, exit codes as qmail-queue's (mail/qqcode.h); errors
- * as one line on stderr.  No arguments.
+ * as one line on stderr.  Arguments are ignored, as by qmail-queue.
  *
  * Config: queue_dir (or $WEIR_QUEUE), queue_split, inject_timeout, from
  * $WEIR_CONFIG or SYSCONFDIR/weir.conf.  When installed set-id the
@@ -63,7 +63,9 @@ main(int argc, char **argv)
 	struct inject_params p;
 	sigset_t none;
 
+	/* Arguments are ignored, as qmail-queue ignores them. */
 	(void)argc;
+	(void)argv;
 	log_init("weir-queue");
 	alloc_set_exit_status(QQ_NOMEM);
 	umask(033);
@@ -76,8 +78,6 @@ main(int argc, char **argv)
 	catch(SIGBUS, on_bug);
 	catch(SIGILL, on_bug);
 	catch(SIGFPE, on_bug);
-	if (argv[0] && argv[1])
-		fatalx(QQ_BUG, "usage: weir-queue (no arguments; message on fd 0, envelope on fd 1)");
 
 	if (config_load(&cfg, NULL, &err) < 0)
 		fatalx(QQ_CONFIG, "%s", strtok(err.s, "\n"));

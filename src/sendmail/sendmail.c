@@ -27,7 +27,8 @@
 #include "mail/address.h"
 #include "mail/envelope.h"
 #include "sendmail/input.h"
-#include "sendmail/qqclient.h"
+#include "mail/qqclient.h"
+#include "mail/qqcode.h"
 #include "sendmail/sendmail.h"
 
 struct job {
@@ -369,13 +370,17 @@ sendmail_run(const struct sm_opts *o, const struct weir_config *cfg)
 		buf_adds(&why, "no recipients given");
 		goto out;
 	}
-	if ((rc = qq_start(&c, qq_program(), &why)) != 0)
+	if (qq_start(&c, qq_program(), &why) != 0) {
+		rc = EX_TEMPFAIL;
 		goto out;
+	}
 	if ((rc = send_message(&j, rd, &c, &why)) != 0) {
 		qq_abort(&c);	/* a truncated message must not be queued */
 		goto out;
 	}
 	rc = qq_finish(&c, buf_cstr(&j.sender), j.rcpt.v, j.rcpt.n, &why);
+	if (rc != 0)
+		rc = qq_permanent(rc) ? EX_DATAERR : EX_TEMPFAIL;
 out:
 	if (rc != 0)
 		sm_say("%s", buf_cstr(&why));

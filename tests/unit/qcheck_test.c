@@ -203,3 +203,21 @@ Test(qcheck, junk_names)
 	cr_assert(strstr(t.s, "not a message number"), "%s", t.s);
 	free(p);
 }
+
+Test(qcheck, init_refuses_another_split)
+{
+	struct buf why = BUF_INIT;
+
+	cr_assert_eq(queue_init(dir, 7, &why), -1);
+	cr_assert(strstr(why.s, "exists with queue_split 23, not 7"), "%s", why.s);
+}
+
+Test(qcheck, control_bytes_in_a_stock_todo_are_a_problem)
+{
+	struct buf t = BUF_INIT;
+	unsigned long a = make_mess();
+
+	PUT(Q_TODO, a, "u0\0p1\0Fa@b\0Tc@d\r\nDATA\0");
+	cr_assert_eq(check(&t).problems, 1, "%s", t.s);
+	cr_assert(strstr(t.s, "control character"), "%s", t.s);
+}

@@ -7,21 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <sysexits.h>
 #include <unistd.h>
 
 #include "lib/io.h"
 #include "mail/qqcode.h"
-#include "sendmail/qqclient.h"
+#include "mail/libexec.h"
+#include "mail/qqclient.h"
 
 #define QQ_CHUNK 65536
 
 const char *
 qq_program(void)
 {
+	static char *path;
 	const char *p = getenv("QMAILQUEUE");
 
-	return p && *p ? p : LIBEXECDIR "/weir-queue";
+	if (p && *p)
+		return p;
+	if (path == NULL)
+		path = libexec_path("weir-queue");
+	return path;
 }
 
 static void
@@ -82,14 +87,14 @@ qq_start(struct qq_child *c, const char *prog, struct buf *why)
 	if (r > 0) {
 		buf_printf(why, "cannot run %s: %s", prog, strerror(err));
 		qq_abort(c);
-		return EX_TEMPFAIL;
+		return -1;
 	}
 	return 0;
 fail:
 	close_fd(&msg[0]); close_fd(&msg[1]);
 	close_fd(&env[0]); close_fd(&env[1]);
 	close_fd(&st[0]); close_fd(&st[1]);
-	return EX_TEMPFAIL;
+	return -1;
 }
 
 static void
@@ -159,17 +164,16 @@ qq_finish(struct qq_child *c, const char *sender, char *const *rcpt, size_t nrcp
 	close_fd(&c->envfd);
 	if (reap(c, &status) < 0) {
 		buf_printf(why, "weir-queue: cannot wait for it: %s", strerror(errno));
-		return EX_TEMPFAIL;
+		return QQ_BUG;
 	}
 	if (WIFSIGNALED(status)) {
 		buf_printf(why, "weir-queue: killed by signal %d (temporary)", WTERMSIG(status));
-		return EX_TEMPFAIL;
+		return QQ_BUG;
 	}
 	code = WIFEXITED(status) ? WEXITSTATUS(status) : QQ_BUG;
-	if (code == 0)
-		return 0;
-	buf_printf(why, "weir-queue: %s", qq_describe(code));
-	return qq_permanent(code) ? EX_DATAERR : EX_TEMPFAIL;
+	if (code != 0)
+		buf_printf(why, "weir-queue: %s", qq_describe(code));
+	return code;
 }
 
 void

@@ -1,18 +1,18 @@
 /*
  * qqclient.h: running weir-queue (or any qmail-queue) as a child: the
  * message into its fd 0, then the envelope into its fd 1, then its exit
- * code mapped to sendmail's.  Write errors (EPIPE when it died) stop the
- * writing and leave the verdict to its exit status: only an exit 0 is
- * success.
+ * code (mail/qqcode.h).  Used by sendmail, and by weir-send for bounces.
+ * Write errors (EPIPE when it died) stop the writing and leave the verdict
+ * to its exit status: only an exit 0 is success.
  *
  * Which program: $QMAILQUEUE if set and not empty (qmail's convention),
- * else LIBEXECDIR "/weir-queue".  The child inherits the environment
+ * else weir-queue where libexec_path() finds it.  The child inherits the environment
  * ($WEIR_CONFIG, $WEIR_QUEUE).  The caller ignores SIGPIPE.
  *
  * Trusts: the program it runs, for its exit code only.  Config keys: none.
  */
-#ifndef WEIR_SENDMAIL_QQCLIENT_H
-#define WEIR_SENDMAIL_QQCLIENT_H
+#ifndef WEIR_QQCLIENT_H
+#define WEIR_QQCLIENT_H
 
 #include <stddef.h>
 #include <sys/types.h>
@@ -30,14 +30,15 @@ struct qq_child {
 /* The program to run. */
 const char *qq_program(void);
 
-/* Start it.  0 ok; else the exit code (75) with the reason in why. */
+/* Start it.  0 ok; -1 with the reason in why. */
 int qq_start(struct qq_child *c, const char *prog, struct buf *why);
 /* Queue message bytes (written in large chunks). */
 void qq_put(struct qq_child *c, const void *p, size_t n);
 void qq_putc(struct qq_child *c, char ch);
 /* End the message, send the envelope (F sender, T rcpts, NUL), wait.
- * Returns sendmail's exit code: 0, 65 (permanent) or 75; on failure the
- * reason, "weir-queue: ...", in why. */
+ * Returns the qmail-queue exit code: 0 queued; otherwise the reason,
+ * "weir-queue: ...", is in why, and a crash or a failure to wait is
+ * reported as QQ_BUG (temporary). */
 int qq_finish(struct qq_child *c, const char *sender, char *const *rcpt, size_t nrcpt,
     struct buf *why);
 /* Kill it so that nothing is queued, and reap it. */
