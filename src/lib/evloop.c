@@ -112,7 +112,10 @@ evloop_unwatch(struct evloop *ev, int fd)
 		}
 }
 
-/* Heap helpers: parent (i-1)/2, children 2i+1, 2i+2. */
+/* Heap helpers: parent (i-1)/2, children 2i+1, 2i+2.  A timer out of the
+ * heap (firing) has slot SLOT_NONE. */
+#define SLOT_NONE ((size_t)-1)
+
 static void
 heap_set(struct evloop *ev, size_t i, struct evtimer *t)
 {
@@ -166,6 +169,7 @@ heap_remove(struct evloop *ev, struct evtimer *t)
 		heap_up(ev, i);
 		heap_down(ev, last->slot);
 	}
+	t->slot = SLOT_NONE;
 }
 
 struct evtimer *
@@ -189,6 +193,10 @@ void
 evloop_timer_cancel(struct evloop *ev, struct evtimer *t)
 {
 	if (t == NULL)
+		return;
+	/* Out of the heap: its callback is running, and the loop frees it
+	 * when the callback returns. */
+	if (t->slot == SLOT_NONE)
 		return;
 	heap_remove(ev, t);
 	free(t);

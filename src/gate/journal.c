@@ -1,0 +1,490 @@
+/*
+ * journal.c: see journal.h.  The file is read whole at start (it is kept
+ * small by compaction), replayed, and replaced by a compacted copy; after
+ * that it is only appended to.
+ *
+ * Trusts: nothing in the file that fails its CRC or the strict parse;
+ * everything after the first such line is dropped, with a log line.
+ * Config keys: none (the path comes from weir-gate's -j option).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gate/journal.h"
+#include "lib/alloc.h"
+#include "lib/log.h"
+
+#define JOURNAL_MAX	(256u << 20)	/* refuse to read more than this */
+#define COMPACT_MIN	(256 << 10)	/* never compact a file smaller than this */
+#define FIELDS_MAX	8
+#define RECORD_EST	96		/* bytes, an upper bound for L and G records */
+
+uint32_t
+journal_crc32(const void *p, size_t n)
+{
+	const unsigned char *s = p;
+	uint32_t c = 0xffffffffu;
+	int k;
+
+	while (n--) {
+		c ^= *s++;
+		for (k = 0; k < 8; k++)
+			c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+	}
+	return c ^ 0xffffffffu;
+}
+
+void
+journal_boot_id(char *out, size_t n)
+{
+	struct buf b = BUF_INIT;
+	size_t i;
+
+	snprintf(out, n, "unknown");
+	if (read_file_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", &b, 128) == 0) {
+		for (i = 0; i < b.len && b.s[i] != '\n'; i++)
+			if (!((b.s[i] >= '0' && b.s[i] <= '9') || (b.s[i] >= 'a' && b.s[i] <= 'f') ||
+			    b.s[i] == '-'))
+				break;
+		if (i > 0 && i < n && (i == b.len || b.s[i] == '\n'))
+			snprintf(out, n, "%.*s", (int)i, b.s);
+	}
+	buf_free(&b);
+}
+
+/* Append one record: the fields, a space, the CRC of the fields, "\n". */
+static void
+record(struct buf *b, const char *fmt, ...) PRINTFLIKE(2, 3);
+
+static void
+record(struct buf *b, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof line)
+		panic("journal: record too long");
+	buf_printf(b, "%s %08" PRIx32 "\n", line, journal_crc32(line, (size_t)n));
+}
+
+void
+journal_grant(struct journal *j, const struct wg_req *r, int64_t mono, int64_t wall)
+{
+	record(&j->pending, "G %" PRIu64 " %s %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRId64 " %" PRId64,
+	    r->id, r->up->name, r->w[UNIT_MESSAGES], r->w[UNIT_RECIPIENTS],
+	    r->w[UNIT_CONNECTIONS], wall, mono);
+}
+
+void
+journal_end(struct journal *j, uint64_t id, char type, int64_t mono, int64_t wall)
+{
+	record(&j->pending, "%c %" PRIu64 " %" PRId64 " %" PRId64, type, id, wall, mono);
+}
+
+static void
+suspend_rec(struct buf *b, const struct wg_up *u, int64_t mono, int64_t wall)
+{
+	char reason[200];
+	size_t i;
+
+	/* The reason came through the protocol: printable already. */
+	snprintf(reason, sizeof reason, "%s", u->susp_reason && *u->susp_reason ?
+	    u->susp_reason : "-");
+	for (i = 0; reason[i]; i++)
+		if (reason[i] < 0x20 || reason[i] > 0x7e)
+			reason[i] = '?';
+	record(b, "U %s %" PRId64 " %" PRId64 " %" PRId64 " %s", u->name,
+	    u->susp_until - mono + wall, u->susp_until, u->susp_len, reason);
+}
+
+void
+journal_suspend(struct journal *j, const struct wg_up *u, int64_t mono, int64_t wall)
+{
+	suspend_rec(&j->pending, u, mono, wall);
+}
+
+int
+journal_write(struct journal *j)
+{
+	if (j->pending.len > 0) {
+		if (full_write(j->fd, j->pending.s, j->pending.len) < 0)
+			return -1;
+		j->size += (off_t)j->pending.len;
+		buf_reset(&j->pending);
+		j->dirty = 1;
+	}
+	return 0;
+}
+
+int
+journal_sync(struct journal *j)
+{
+	if (journal_write(j) < 0)
+		return -1;
+	if (j->dirty) {
+		if (fdatasync(j->fd) < 0)
+			return -1;
+		j->dirty = 0;
+	}
+	return 0;
+}
+
+int
+journal_wants_compaction(const struct journal *j, size_t live_records)
+{
+	/* A compacted record is under RECORD_EST bytes. */
+	return j->size > COMPACT_MIN && (uint64_t)j->size > 4 * RECORD_EST * (uint64_t)live_records;
+}
+
+/* ---- replay ---- */
+
+struct open_grant {
+	uint64_t id;
+	char up[POLICY_NAME_MAX + 1];
+	uint32_t w[UNIT_COUNT];
+};
+
+struct replay {
+	struct wgate *g;
+	int64_t now_mono, now_wall;
+	const char *boot;
+	int same_boot;
+	struct open_grant *open;
+	size_t nopen, capopen;
+	uint64_t max_id;
+	size_t records;
+	int64_t grace;
+};
+
+static int
+num64(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (*s == '\0' || (*s == '0' && s[1]) || (*s == '-' && (s[1] == '\0' || s[1] == '0')))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int
+u32(const char *s, uint32_t *out)
+{
+	int64_t v;
+
+	if (num64(s, &v) < 0 || v < 0 || v > UINT32_MAX)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* A journal time on today's monotonic axis (see journal.h). */
+static int64_t
+place(const struct replay *rp, int64_t wall, int64_t mono)
+{
+	int64_t age;
+
+	if (rp->same_boot)
+		return mono;	/* later than now: a send that may be in flight */
+	age = rp->now_wall - wall;
+	if (age < 0)
+		age = 0;
+	if (age > rp->now_mono)
+		age = rp->now_mono;	/* all this boot can prove */
+	return rp->now_mono - age;
+}
+
+static struct open_grant *
+find_open(struct replay *rp, uint64_t id)
+{
+	size_t i;
+
+	for (i = rp->nopen; i > 0; i--)
+		if (rp->open[i - 1].id == id)
+			return &rp->open[i - 1];
+	return NULL;
+}
+
+static void
+close_open(struct replay *rp, struct open_grant *o)
+{
+	*o = rp->open[--rp->nopen];
+}
+
+/* Grants of an earlier run never reported: their clients may have gone
+ * on sending for up to the grace period after that run ended, which was
+ * at the latest `at`. */
+static void
+flush_open(struct replay *rp, int64_t at)
+{
+	size_t i;
+
+	for (i = 0; i < rp->nopen; i++)
+		wg_replay_send(rp->g, rp->open[i].up, at + rp->grace, rp->open[i].w);
+	rp->nopen = 0;
+}
+
+/* One record without its CRC.  0 ok, -1 malformed. */
+static int
+replay_record(struct replay *rp, char *line)
+{
+	char *f[FIELDS_MAX + 1], *save = NULL, *reason = NULL;
+	size_t n = 0;
+	int64_t a, b, c;
+	uint32_t w[UNIT_COUNT];
+	struct open_grant *o;
+
+	if (line[0] == 'U') {
+		/* The reason, last, may hold spaces: cut it off first. */
+		char *p = line;
+		int k;
+
+		for (k = 0; k < 5 && p; k++)
+			p = strchr(p + 1, ' ');
+		if (p == NULL)
+			return -1;
+		*p = '\0';
+		reason = p + 1;
+	}
+	for (f[n] = strtok_r(line, " ", &save); f[n]; f[n] = strtok_r(NULL, " ", &save))
+		if (++n > FIELDS_MAX)
+			return -1;
+	if (n == 0 || strlen(f[0]) != 1)
+		return -1;
+	switch (f[0][0]) {
+	case 'B':
+		if (n != 4 || num64(f[2], &a) < 0 || num64(f[3], &b) < 0)
+			return -1;
+		/* The previous run ended before this one began. */
+		flush_open(rp, place(rp, a, b));
+		rp->same_boot = strcmp(f[1], rp->boot) == 0 && strcmp(f[1], "unknown") != 0;
+		return 0;
+	case 'G':
+		if (n != 8 || num64(f[1], &a) < 0 || a <= 0 || !policy_valid_name(f[2]) ||
+		    u32(f[3], &w[0]) < 0 || u32(f[4], &w[1]) < 0 || u32(f[5], &w[2]) < 0 ||
+		    num64(f[6], &b) < 0 || num64(f[7], &c) < 0)
+			return -1;
+		if (rp->nopen == rp->capopen) {
+			rp->capopen = rp->capopen ? rp->capopen * 2 : 64;
+			rp->open = xrealloc(rp->open, rp->capopen * sizeof *rp->open);
+		}
+		o = &rp->open[rp->nopen++];
+		o->id = (uint64_t)a;
+		snprintf(o->up, sizeof o->up, "%s", f[2]);
+		memcpy(o->w, w, sizeof w);
+		if ((uint64_t)a > rp->max_id)
+			rp->max_id = (uint64_t)a;
+		return 0;
+	case 'S':
+	case 'R':
+		if (n != 4 || num64(f[1], &a) < 0 || num64(f[2], &b) < 0 || num64(f[3], &c) < 0)
+			return -1;
+		o = find_open(rp, (uint64_t)a);
+		if (o == NULL)
+			return 0;	/* its grant was compacted away: harmless */
+		if (f[0][0] == 'S')
+			wg_replay_send(rp->g, o->up, place(rp, b, c), o->w);
+		close_open(rp, o);
+		return 0;
+	case 'L':
+		if (n != 7 || !policy_valid_name(f[1]) || u32(f[2], &w[0]) < 0 || u32(f[3], &w[1]) < 0 ||
+		    u32(f[4], &w[2]) < 0 || num64(f[5], &b) < 0 || num64(f[6], &c) < 0)
+			return -1;
+		wg_replay_send(rp->g, f[1], place(rp, b, c), w);
+		return 0;
+	case 'U':
+		if (n != 5 || !policy_valid_name(f[1]) || num64(f[2], &a) < 0 || num64(f[3], &b) < 0 ||
+		    num64(f[4], &c) < 0 || c < 0 || !reason || *reason == '\0')
+			return -1;
+		if (rp->same_boot)
+			wg_replay_suspend(rp->g, f[1], b, c, reason);
+		else	/* another boot: what the wall clock says is left */
+			wg_replay_suspend(rp->g, f[1], rp->now_mono + (a - rp->now_wall), c, reason);
+		return 0;
+	}
+	return -1;
+}
+
+/* Replay the bytes; returns how many were good. */
+static size_t
+replay(struct replay *rp, struct buf *data)
+{
+	size_t off = 0;
+
+	while (off < data->len) {
+		char *line = data->s + off, *nl = memchr(line, '\n', data->len - off), *sp;
+		size_t len;
+		uint32_t crc;
+		char want[9];
+
+		if (nl == NULL)
+			break;	/* torn: no newline */
+		len = (size_t)(nl - line);
+		*nl = '\0';
+		if (memchr(line, '\0', len) != NULL)
+			break;
+		sp = strrchr(line, ' ');
+		if (sp == NULL || strlen(sp + 1) != 8)
+			break;
+		crc = journal_crc32(line, (size_t)(sp - line));
+		snprintf(want, sizeof want, "%08" PRIx32, crc);
+		if (strcmp(want, sp + 1) != 0)
+			break;
+		*sp = '\0';
+		if (replay_record(rp, line) < 0)
+			break;
+		rp->records++;
+		off += len + 1;
+	}
+	return off;
+}
+
+static int
+write_new(struct journal *j, const struct buf *content)
+{
+	char *tmp = xasprintf("%s.tmp", j->path), *dcopy = xstrdup(j->path);
+	int fd, rc = -1, saved;
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_APPEND, 0600);
+	if (fd < 0)
+		goto out;
+	if (full_write(fd, content->s, content->len) < 0 || fsync(fd) < 0 ||
+	    rename(tmp, j->path) < 0 || fsync_dir(AT_FDCWD, dirname(dcopy)) < 0) {
+		saved = errno;
+		close(fd);
+		unlink(tmp);
+		errno = saved;
+		goto out;
+	}
+	if (j->fd >= 0 && close(j->fd) < 0)
+		log_warn("journal: close %s", j->path);
+	j->fd = fd;
+	j->size = (off_t)content->len;
+	j->dirty = 0;
+	rc = 0;
+out:
+	free(tmp);
+	free(dcopy);
+	return rc;
+}
+
+int
+journal_compact_begin(struct journal *j, struct wgate *g, int64_t mono, int64_t wall)
+{
+	struct wg_up *u;
+	uint64_t s;
+
+	buf_reset(&j->compact);
+	record(&j->compact, "B %s %" PRId64 " %" PRId64, j->boot, wall, mono);
+	for (u = g->ups; u; u = u->next) {
+		for (s = u->lseq; s < u->lseq + u->ln; s++) {
+			const struct wg_send *e = wg_log_at(u, s);
+
+			record(&j->compact, "L %s %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRId64
+			    " %" PRId64, u->name, e->w[0], e->w[1], e->w[2], e->t - mono + wall, e->t);
+		}
+		if (u->susp_until > mono)
+			suspend_rec(&j->compact, u, mono, wall);
+	}
+	return 0;
+}
+
+void
+journal_compact_grant(struct journal *j, const struct wg_req *r, int64_t mono, int64_t wall)
+{
+	record(&j->compact, "G %" PRIu64 " %s %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRId64
+	    " %" PRId64, r->id, r->up->name, r->w[UNIT_MESSAGES], r->w[UNIT_RECIPIENTS],
+	    r->w[UNIT_CONNECTIONS], r->since - mono + wall, r->since);
+}
+
+int
+journal_compact_commit(struct journal *j)
+{
+	/* What was pending is part of the snapshot already. */
+	if (write_new(j, &j->compact) < 0)
+		return -1;
+	buf_reset(&j->pending);
+	buf_free(&j->compact);
+	return 0;
+}
+
+int
+journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_mono,
+    int64_t now_wall, int64_t grace_ms)
+{
+	struct buf data = BUF_INIT;
+	struct replay rp;
+	size_t good;
+	int r;
+
+	memset(j, 0, sizeof *j);
+	j->fd = -1;
+	j->path = xstrdup(path);
+	journal_boot_id(j->boot, sizeof j->boot);
+	memset(&rp, 0, sizeof rp);
+	rp.g = g;
+	rp.now_mono = now_mono;
+	rp.now_wall = now_wall;
+	rp.boot = j->boot;
+	rp.grace = grace_ms;
+	r = read_file_at(AT_FDCWD, path, &data, JOURNAL_MAX);
+	if (r == -2) {
+		log_warnx("journal %s: larger than %u bytes", path, JOURNAL_MAX);
+		goto fail;
+	}
+	if (r < 0 && errno != ENOENT) {
+		log_warn("journal %s", path);
+		goto fail;
+	}
+	good = replay(&rp, &data);
+	if (good < data.len)
+		log_warnx("journal %s: dropped %zu bytes of torn or corrupt records at offset %zu "
+		    "(after %zu good records)", path, data.len - good, good, rp.records);
+	/* What never got a report: sent by now plus the grace period. */
+	flush_open(&rp, now_mono);
+	if (rp.max_id >= g->next_id)
+		g->next_id = rp.max_id + 1;
+	free(rp.open);
+	buf_free(&data);
+	if (rp.records)
+		log_info("journal %s: replayed %zu records", path, rp.records);
+	if (journal_compact_begin(j, g, now_mono, now_wall) < 0 || journal_compact_commit(j) < 0) {
+		log_warn("journal %s: cannot write", path);
+		goto fail_nodata;
+	}
+	return 0;
+fail:
+	buf_free(&data);
+fail_nodata:
+	free(j->path);
+	j->path = NULL;
+	return -1;
+}
+
+void
+journal_close(struct journal *j)
+{
+	if (j->fd >= 0 && close(j->fd) < 0)
+		log_warn("journal: close");
+	j->fd = -1;
+	free(j->path);
+	j->path = NULL;
+	buf_free(&j->pending);
+	buf_free(&j->compact);
+}

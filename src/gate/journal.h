@@ -1,0 +1,90 @@
+/*
+ * journal.h: weir-gate's append-only journal, so that a restart or a
+ * crash keeps the windows.  One record per line, each ending in a CRC-32
+ * of the line, so a torn or corrupt tail is recognised and dropped:
+ *
+ *   B <boot id> <wall ms> <mono ms>                 a run of the gate starts
+ *   G <id> <upstream> <msgs> <rcpts> <conns> <wall> <mono>   a grant
+ *   S <id> <wall> <mono>                            sent (or client gone)
+ *   R <id> <wall> <mono>                            refunded
+ *   L <upstream> <msgs> <rcpts> <conns> <wall> <mono>  a logged send (compaction)
+ *   U <upstream> <until wall> <until mono> <len ms> <reason>  suspension
+ *
+ * Times belong to the boot of the last B record before them.  Grants are
+ * made durable (fdatasync, batched) before the gate answers them; the
+ * other records ride along with the next sync: losing one only makes the
+ * replay more conservative.
+ *
+ * Replay places each time on today's monotonic axis: the same boot, its
+ * monotonic time; another boot, "now" minus the time this boot has
+ * provably been up (or less, if the wall clock says so): after a reboot
+ * an entry may look younger than it is, never older.  A grant with no
+ * report counts as sent at replay time plus a grace period (its client
+ * may still be sending).
+ *
+ * Compaction rewrites the live state (sends still inside a window, held
+ * grants, suspensions) to a new file, fsyncs it, renames it over the
+ * journal and fsyncs the directory.
+ *
+ * Trusts: the journal file only after its CRC and strict parsing.
+ * Config keys: none (weir-gate's -j and -g).
+ */
+#ifndef WEIR_GATE_JOURNAL_H
+#define WEIR_GATE_JOURNAL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gate/window.h"
+#include "lib/buf.h"
+#include "lib/io.h"
+
+struct journal {
+	int fd;
+	char *path;
+	char boot[40];
+	off_t size;		/* bytes in the file, written or pending */
+	struct buf pending;	/* records not yet written */
+	int dirty;		/* written but not synced */
+	struct buf compact;	/* the next file, while compacting */
+};
+
+/* The boot id (/proc/sys/kernel/random/boot_id), or "unknown". */
+void journal_boot_id(char *out, size_t n);
+
+/* Open (creating) path, replay it into g (before any policy is set: the
+ * policy counts the history afterwards), then compact.  now_mono, now_wall:
+ * the caller's clocks in ms.  grace_ms: how long a grant left without a
+ * report by a stopped gate may still be in flight (its client does not
+ * stop sending because the gate did); such a send is logged at
+ * now + grace_ms.  0 ok; -1 with a log line. */
+int journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_mono,
+    int64_t now_wall, int64_t grace_ms) MUST_CHECK;
+void journal_close(struct journal *j);
+
+/* Queue records. */
+void journal_grant(struct journal *j, const struct wg_req *r, int64_t mono, int64_t wall);
+void journal_end(struct journal *j, uint64_t id, char type, int64_t mono, int64_t wall);
+void journal_suspend(struct journal *j, const struct wg_up *u, int64_t mono, int64_t wall);
+
+/* Write what is queued (journal_write), and make everything written
+ * durable (journal_sync).  0 ok, -1 (errno). */
+int journal_write(struct journal *j) MUST_CHECK;
+int journal_sync(struct journal *j) MUST_CHECK;
+
+/* Should the journal be compacted now, with this many records of live
+ * state (sends still in a window, held grants, suspensions)? */
+int journal_wants_compaction(const struct journal *j, size_t live_records);
+
+/* Compaction in three steps: begin writes the sends and suspensions of g
+ * to path.tmp; the caller adds each held grant; commit makes it durable
+ * and renames it over the journal.  0 ok; -1 (errno) and the old journal
+ * stays in use. */
+int journal_compact_begin(struct journal *j, struct wgate *g, int64_t mono, int64_t wall) MUST_CHECK;
+void journal_compact_grant(struct journal *j, const struct wg_req *r, int64_t mono, int64_t wall);
+int journal_compact_commit(struct journal *j) MUST_CHECK;
+
+/* For tests: the CRC-32 used in the records. */
+uint32_t journal_crc32(const void *p, size_t n);
+
+#endif

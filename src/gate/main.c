@@ -1,0 +1,110 @@
+/*
+ * weir-gate: the send-rate coordinator (see server.h, window.h).
+ *
+ *   weir-gate [-c weir.conf] [-p policy.conf] [-s socket] [-j journal] [-g grace]
+ *   weir-gate [-c weir.conf] [-s socket] status [json]
+ *
+ * The first form runs the daemon in the foreground until SIGTERM; the
+ * second asks a running gate for its status.  Exit codes: 0 stopped
+ * cleanly, 2 bad usage, configuration or policy, 111 temporary trouble
+ * (socket, journal).
+ *
+ * Trusts: its invoker (the administrator, or weir run).
+ * Config keys: gate_socket, policy_file (weir.conf; -s and -p override).
+ * The journal is -j, by default JOURNAL_DEFAULT.  -g (a duration, default
+ * 10m, RFC 5321's wait for the reply to the final dot) is how long a
+ * grant the gate could not see reported, because it stopped, may still be
+ * in flight.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gate/server.h"
+#include "lib/log.h"
+#include "lib/timefmt.h"
+#include "mail/config.h"
+#include "mail/gateclient.h"
+
+#ifndef JOURNAL_DEFAULT
+#define JOURNAL_DEFAULT "/var/lib/weir/gate.journal"
+#endif
+
+static int
+usage(void)
+{
+	fprintf(stderr, "usage: weir-gate [-c FILE] [-p POLICY] [-s SOCKET] [-j JOURNAL] [-g GRACE]\n"
+	    "       weir-gate [-c FILE] [-s SOCKET] status [json]\n");
+	return 2;
+}
+
+static int
+status(const char *sock, int json)
+{
+	struct gate_client gc;
+	struct gp_reply r;
+	const char *why = "connection closed";
+
+	if (gc_connect(&gc, sock) < 0)
+		fatal(111, "connect %s", sock);
+	if (gc_status(&gc, json) < 0)
+		fatal(111, "write %s", sock);
+	if (gc_wait_reply(&gc, &r, &why) != 1 || r.verb != GP_R_STATUS)
+		fatalx(111, "status: %s", why);
+	if (fwrite(gc.status.s, 1, gc.status.len, stdout) != gc.status.len || fflush(stdout) != 0)
+		fatal(111, "write");
+	gc_close(&gc);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct weir_config cfg;
+	struct buf err = BUF_INIT;
+	struct gate_opts o;
+	int rc;
+	const char *cfile = NULL, *policy = NULL, *sock = NULL, *journal = JOURNAL_DEFAULT;
+	const char *grace = "10m", *why;
+	long long gsecs;
+	int ch;
+
+	log_init("weir-gate");
+	while ((ch = getopt(argc, argv, "c:p:s:j:g:")) != -1) {
+		switch (ch) {
+		case 'c': cfile = optarg; break;
+		case 'p': policy = optarg; break;
+		case 's': sock = optarg; break;
+		case 'j': journal = optarg; break;
+		case 'g': grace = optarg; break;
+		default: return usage();
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (strcmp(grace, "0") == 0)
+		gsecs = 0;
+	else if (duration_parse(grace, &gsecs, &why) < 0)
+		fatalx(2, "-g %s: %s", grace, why);
+	if (config_load(&cfg, cfile, &err) < 0) {
+		fputs(err.s, stderr);
+		return 2;
+	}
+	if (argc > 0) {
+		if (strcmp(argv[0], "status") != 0 || argc > 2 ||
+		    (argc == 2 && strcmp(argv[1], "json") != 0))
+			return usage();
+		rc = status(sock ? sock : cfg.gate_socket, argc == 2);
+		config_free(&cfg);
+		return rc;
+	}
+	umask(007);
+	o.socket = sock ? sock : cfg.gate_socket;
+	o.policy = policy ? policy : cfg.policy_file;
+	o.journal = journal;
+	o.grace = gsecs;
+	rc = gate_run(&o);
+	config_free(&cfg);
+	return rc;
+}

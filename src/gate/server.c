@@ -1,0 +1,840 @@
+/*
+ * server.c: weir-gate's daemon (see server.h).  The events of one round
+ * of the loop (clients' bytes, the timer, a signal, a policy file change)
+ * are handled, then settle() grants what now fits, makes the grants
+ * durable in the journal with one fdatasync for the whole batch, answers
+ * them, and sets the one timer to the exact instant the next waiting
+ * request could fit.  A waiting request costs nothing until then.
+ *
+ * Clients: non-blocking, input bounded to a few lines, output bounded
+ * (a client that does not read its answers is dropped), a bounded number
+ * of requests each.  A framing error (over-long line, NUL, control byte)
+ * is answered and the connection closed; a well-framed bad request is
+ * answered and the connection kept.  A client that goes away loses its
+ * waiting requests, and its grants count as sent at that moment.
+ *
+ * Policy: re-read on SIGHUP and when the file changes (inotify on its
+ * folder, so editors that rename are seen too); a policy with errors is
+ * logged with file:line and the old one stays in force.
+ *
+ * Trusts: clients only through gateproto.c's parser.  Config keys:
+ * gate_socket, policy_file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gate/journal.h"
+#include "gate/server.h"
+#include "gate/status.h"
+#include "gate/window.h"
+#include "lib/alloc.h"
+#include "lib/evloop.h"
+#include "lib/io.h"
+#include "lib/log.h"
+#include "mail/gateproto.h"
+#include "mail/policy.h"
+
+#define CLIENTS_MAX	1024
+#define CLIENT_REQS_MAX	4096
+#define OUT_MAX		(4 << 20)	/* unread answers before a client is dropped */
+
+struct client;
+
+struct creq {
+	uint32_t tag;
+	struct wg_req *r;
+	struct client *c;
+	struct creq *next;	/* in the client's list */
+	struct creq *gnext;	/* in the list of grants to answer */
+};
+
+struct server;
+
+struct client {
+	struct server *s;
+	int fd;
+	struct buf in, out;
+	size_t outoff;
+	struct creq *reqs;
+	size_t nreqs;
+	int closing;		/* answer what is queued, then close */
+	struct client *next;
+};
+
+struct server {
+	const struct gate_opts *o;
+	struct evloop *ev;
+	int lfd, ifd;
+	struct wgate g;
+	struct policy *pol;
+	struct stat pol_st;
+	struct journal j;
+	struct client *clients;
+	size_t nclients;
+	struct evtimer *timer;
+	int64_t timer_at;
+	struct creq *ghead, *gtail;	/* granted, answer after the journal sync */
+	int64_t wmm;			/* wall ms minus monotonic ms */
+	int stopping;
+	int accept_paused;		/* out of fds: wait for a client to go */
+};
+
+static int64_t
+now_mono(void)
+{
+	return (int64_t)clock_mono_ms();
+}
+
+/* The same clock rounded up: the time a report or a disconnect is logged
+ * at.  A send reported at 1000.3 ms is logged at 1001, so it leaves a
+ * window of T no sooner than 1000.3 + T; grants are checked at the time
+ * rounded down.  Sub-millisecond exactness for sliding windows. */
+static int64_t
+now_mono_ceil(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+		panic("clock_gettime(CLOCK_MONOTONIC) failed");
+	return (int64_t)ts.tv_sec * 1000 + (ts.tv_nsec + 999999) / 1000000;
+}
+
+static int64_t
+now_wall(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_REALTIME, &ts) < 0)
+		panic("clock_gettime(CLOCK_REALTIME) failed");
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void drop_client(struct server *s, struct client *c, const char *why);
+static void on_accept(struct evloop *ev, int fd, int events, void *arg);
+
+/* ---- output ---- */
+
+static void on_client(struct evloop *ev, int fd, int events, void *arg);
+
+/* Write what we can.  0 ok (maybe more to write), -1 the client is gone. */
+static int
+flush_client(struct server *s, struct client *c)
+{
+	ssize_t n;
+
+	while (c->outoff < c->out.len) {
+		n = write(c->fd, c->out.s + c->outoff, c->out.len - c->outoff);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			drop_client(s, c, strerror(errno));
+			return -1;
+		}
+		c->outoff += (size_t)n;
+	}
+	if (c->outoff == c->out.len) {
+		buf_reset(&c->out);
+		c->outoff = 0;
+		if (c->closing) {
+			drop_client(s, c, NULL);
+			return -1;
+		}
+	}
+	if (c->out.len - c->outoff > OUT_MAX) {
+		drop_client(s, c, "does not read its answers");
+		return -1;
+	}
+	evloop_watch(s->ev, c->fd, (c->closing ? 0 : EV_READ) |
+	    (c->out.len > c->outoff ? EV_WRITE : 0), on_client, c);
+	return 0;
+}
+
+static void
+reply_err(struct client *c, uint32_t tag, enum gp_code code, const char *text)
+{
+	struct gp_reply r;
+
+	memset(&r, 0, sizeof r);
+	r.verb = GP_R_ERR;
+	r.tag = tag;
+	r.code = code;
+	snprintf(r.text, sizeof r.text, "%s", text);
+	gp_fmt_reply(&c->out, &r);
+}
+
+static void
+reply_simple(struct client *c, enum gp_rverb verb, uint32_t tag, uint64_t secs)
+{
+	struct gp_reply r;
+
+	memset(&r, 0, sizeof r);
+	r.verb = verb;
+	r.tag = tag;
+	r.secs = secs;
+	gp_fmt_reply(&c->out, &r);
+}
+
+/* ---- requests ---- */
+
+static struct creq *
+find_req(struct client *c, uint32_t tag, struct creq ***link)
+{
+	struct creq **pp;
+
+	for (pp = &c->reqs; *pp; pp = &(*pp)->next)
+		if ((*pp)->tag == tag) {
+			if (link)
+				*link = pp;
+			return *pp;
+		}
+	return NULL;
+}
+
+static void
+forget_req(struct client *c, struct creq *q)
+{
+	struct creq **pp;
+
+	if (find_req(c, q->tag, &pp) != q)
+		panic("server: request %u not on its client", q->tag);
+	*pp = q->next;
+	c->nreqs--;
+	free(q);
+}
+
+static const char *
+code_text(enum wg_code code)
+{
+	switch (code) {
+	case WG_NOPOLICY: return "no policy for that upstream";
+	case WG_NOCLASS: return "no such class";
+	case WG_TOOBIG: return "larger than a window's limit or a cap: it can never be granted";
+	case WG_BADWEIGHT: return "every weight is zero";
+	default: return "refused";
+	}
+}
+
+static enum gp_code
+wire_code(enum wg_code code)
+{
+	switch (code) {
+	case WG_NOPOLICY: return GP_NOPOLICY;
+	case WG_NOCLASS: return GP_NOCLASS;
+	case WG_TOOBIG: return GP_TOOBIG;
+	case WG_BADWEIGHT: return GP_BADWEIGHT;
+	default: return GP_INTERNAL;
+	}
+}
+
+static void
+on_granted(void *arg, struct wg_req *r)
+{
+	struct server *s = arg;
+	struct creq *q = r->owner;
+
+	journal_grant(&s->j, r, r->since, r->since + s->wmm);
+	q->gnext = NULL;
+	if (s->gtail)
+		s->gtail->gnext = q;
+	else
+		s->ghead = q;
+	s->gtail = q;
+}
+
+static void
+on_refused(void *arg, struct wg_req *r, enum wg_code code)
+{
+	struct creq *q = r->owner;
+
+	(void)arg;
+	reply_err(q->c, q->tag, wire_code(code), code_text(code));
+	forget_req(q->c, q);
+}
+
+static void
+do_acquire(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
+{
+	struct creq *q;
+	enum wg_code code;
+
+	if (find_req(c, rq->tag, NULL)) {
+		reply_err(c, rq->tag, GP_DUPTAG, "tag already in use on this connection");
+		return;
+	}
+	if (c->nreqs >= CLIENT_REQS_MAX) {
+		reply_err(c, rq->tag, GP_LIMIT, "too many requests on this connection");
+		return;
+	}
+	q = xcalloc(1, sizeof *q);
+	q->tag = rq->tag;
+	q->c = c;
+	code = wg_acquire(&s->g, rq->upstream, rq->cls[0] ? rq->cls : NULL,
+	    rq->sender[0] ? rq->sender : NULL, rq->w, q, now, &q->r);
+	if (code != WG_OK) {
+		free(q);
+		reply_err(c, rq->tag, wire_code(code), code_text(code));
+		return;
+	}
+	q->next = c->reqs;
+	c->reqs = q;
+	c->nreqs++;
+}
+
+static void
+do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
+{
+	struct creq *q = find_req(c, rq->tag, NULL);
+	struct wg_up *u;
+	uint64_t id;
+	int64_t until;
+
+	if (q == NULL) {
+		reply_err(c, rq->tag, GP_TAG, "no such request");
+		return;
+	}
+	if (!q->r->granted) {
+		reply_err(c, rq->tag, GP_STATE, "not granted yet: CANCEL it instead");
+		return;
+	}
+	u = q->r->up;
+	id = q->r->id;
+	switch (rq->outcome) {
+	case GP_SENT:
+		wg_report(&s->g, q->r, WG_SENT, NULL, now);
+		journal_end(&s->j, id, 'S', now, now + s->wmm);
+		reply_simple(c, GP_R_OK, rq->tag, 0);
+		break;
+	case GP_REFUND:
+		wg_report(&s->g, q->r, WG_REFUND, NULL, now);
+		journal_end(&s->j, id, 'R', now, now + s->wmm);
+		reply_simple(c, GP_R_OK, rq->tag, 0);
+		break;
+	case GP_THROTTLED:
+		until = wg_report(&s->g, q->r, WG_THROTTLED, rq->text, now);
+		journal_end(&s->j, id, 'S', now, now + s->wmm);
+		journal_suspend(&s->j, u, now, now + s->wmm);
+		log_warnx("upstream %s suspended for %lld s: %s", u->name,
+		    (long long)((until - now + 999) / 1000), rq->text);
+		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((until - now + 999) / 1000));
+		break;
+	}
+	q->r = NULL;
+	forget_req(c, q);
+}
+
+static void
+do_cancel(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
+{
+	struct creq *q = find_req(c, rq->tag, NULL);
+
+	if (q == NULL) {
+		reply_err(c, rq->tag, GP_TAG, "no such request");
+		return;
+	}
+	if (q->r->granted) {
+		reply_err(c, rq->tag, GP_STATE, "already granted: REPORT it instead");
+		return;
+	}
+	wg_cancel(&s->g, q->r, now);
+	forget_req(c, q);
+	reply_simple(c, GP_R_OK, rq->tag, 0);
+}
+
+static void
+do_status(struct server *s, struct client *c, int json, int64_t now)
+{
+	struct buf body = BUF_INIT;
+	struct gp_reply r;
+
+	gate_status(&body, &s->g, json, now, s->wmm);
+	memset(&r, 0, sizeof r);
+	r.verb = GP_R_STATUS;
+	r.length = body.len;
+	gp_fmt_reply(&c->out, &r);
+	buf_add(&c->out, body.s, body.len);
+	buf_free(&body);
+}
+
+/* One line, without its "\n". */
+static void
+handle_line(struct server *s, struct client *c, const char *line, size_t len)
+{
+	struct gp_req rq;
+	const char *why = "bad request";
+	enum gp_code code;
+	int64_t now = now_mono();
+
+	code = gp_parse_request(line, len, &rq, &why);
+	if (code != GP_OK) {
+		reply_err(c, 0, code, why);
+		if (code == GP_NUL || code == GP_BYTE || code == GP_TOOLONG)
+			c->closing = 1;
+		return;
+	}
+	switch (rq.verb) {
+	case GP_ACQUIRE: do_acquire(s, c, &rq, now); break;
+	case GP_REPORT:  do_report(s, c, &rq, now_mono_ceil()); break;
+	case GP_CANCEL:  do_cancel(s, c, &rq, now); break;
+	case GP_STATUS:  do_status(s, c, rq.json, now); break;
+	}
+}
+
+/* ---- clients ---- */
+
+static void
+drop_client(struct server *s, struct client *c, const char *why)
+{
+	struct client **pp;
+	struct creq *q, *n;
+	int64_t now = now_mono_ceil();	/* grants held are logged: see now_mono_ceil */
+
+	if (why)
+		log_info("client on fd %d dropped: %s", c->fd, why);
+	for (q = c->reqs; q; q = n) {
+		n = q->next;
+		if (q->r->granted)
+			journal_end(&s->j, q->r->id, 'S', now, now + s->wmm);
+		wg_cancel(&s->g, q->r, now);
+		free(q);
+	}
+	evloop_unwatch(s->ev, c->fd);
+	if (close(c->fd) < 0)
+		log_warn("close client");
+	for (pp = &s->clients; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	s->nclients--;
+	if (s->accept_paused) {
+		s->accept_paused = 0;
+		evloop_watch(s->ev, s->lfd, EV_READ, on_accept, s);
+	}
+	buf_free(&c->in);
+	buf_free(&c->out);
+	free(c);
+}
+
+static void
+read_client(struct server *s, struct client *c)
+{
+	ssize_t n;
+	size_t ll, off = 0;
+	int f;
+
+	buf_reserve(&c->in, GP_LINE_MAX);
+	n = read_retry(c->fd, c->in.s + c->in.len, GP_LINE_MAX);
+	if (n < 0) {
+		if (errno != EAGAIN)
+			drop_client(s, c, strerror(errno));
+		return;
+	}
+	if (n == 0) {
+		drop_client(s, c, NULL);
+		return;
+	}
+	c->in.len += (size_t)n;
+	while (!c->closing && (f = gp_frame(c->in.s + off, c->in.len - off, &ll)) != 0) {
+		if (f < 0) {
+			reply_err(c, 0, GP_TOOLONG, "line longer than 1024 bytes");
+			c->closing = 1;
+			break;
+		}
+		handle_line(s, c, c->in.s + off, ll - 1);
+		off += ll;
+	}
+	memmove(c->in.s, c->in.s + off, c->in.len - off);
+	c->in.len -= off;
+	if (c->closing)
+		buf_reset(&c->in);
+}
+
+static void
+on_client(struct evloop *ev, int fd, int events, void *arg)
+{
+	struct client *c = arg;
+	struct server *s = c->s;
+
+	(void)fd; (void)ev;
+	if ((events & EV_READ) && !c->closing) {
+		struct client *p;
+
+		read_client(s, c);
+		for (p = s->clients; p && p != c; p = p->next)
+			;
+		if (p == NULL)
+			return;	/* dropped */
+	}
+	(void)flush_client(s, c);
+}
+
+static void
+on_accept(struct evloop *ev, int fd, int events, void *arg)
+{
+	struct server *s = arg;
+	struct client *c;
+	int cfd;
+
+	(void)events;
+	for (;;) {
+		cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (cfd < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EMFILE || errno == ENFILE) {
+				/* The connection stays pending; stop watching
+				 * the socket (or the loop would spin) until a
+				 * client goes. */
+				log_warn("accept: pausing until a client goes");
+				evloop_unwatch(ev, fd);
+				s->accept_paused = 1;
+			} else if (errno != EAGAIN && errno != ECONNABORTED) {
+				log_warn("accept");
+			}
+			break;
+		}
+		if (s->nclients >= CLIENTS_MAX) {
+			log_warnx("more than %d clients: refusing one", CLIENTS_MAX);
+			if (close(cfd) < 0)
+				log_warn("close");
+			continue;
+		}
+		c = xcalloc(1, sizeof *c);
+		c->fd = cfd;
+		c->s = s;
+		c->next = s->clients;
+		s->clients = c;
+		s->nclients++;
+		evloop_watch(ev, cfd, EV_READ, on_client, c);
+	}
+}
+
+/* ---- policy ---- */
+
+static int
+policy_changed(struct server *s)
+{
+	struct stat st;
+
+	if (stat(s->o->policy, &st) < 0)
+		return 0;
+	return st.st_mtim.tv_sec != s->pol_st.st_mtim.tv_sec ||
+	    st.st_mtim.tv_nsec != s->pol_st.st_mtim.tv_nsec || st.st_ino != s->pol_st.st_ino ||
+	    st.st_size != s->pol_st.st_size;
+}
+
+static void
+reload(struct server *s, const char *why)
+{
+	struct policy *np = xcalloc(1, sizeof *np);
+	struct buf err = BUF_INIT;
+	struct stat st;
+	char *line, *save = NULL;
+
+	if (stat(s->o->policy, &st) < 0)
+		memset(&st, 0, sizeof st);
+	if (policy_load(np, s->o->policy, &err) < 0) {
+		for (line = strtok_r(err.s, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			log_warnx("policy not reloaded: %s", line);
+		log_warnx("policy not reloaded (%s): the old one stays in force", why);
+		free(np);
+		buf_free(&err);
+		s->pol_st = st;	/* do not retry until it changes again */
+		return;
+	}
+	s->wmm = now_wall() - now_mono();
+	wg_set_policy(&s->g, np, s->wmm, now_mono());
+	if (s->pol) {
+		policy_free(s->pol);
+		free(s->pol);
+	}
+	s->pol = np;
+	s->pol_st = st;
+	log_info("policy %s loaded (%s): %zu upstreams, %zu classes", s->o->policy, why,
+	    np->nup, np->ncls);
+	buf_free(&err);
+}
+
+static void
+on_inotify(struct evloop *ev, int fd, int events, void *arg)
+{
+	struct server *s = arg;
+	char chunk[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
+
+	(void)ev; (void)events;
+	for (;;) {
+		n = read_retry(fd, chunk, sizeof chunk);
+		if (n <= 0)
+			break;
+	}
+	if (policy_changed(s))
+		reload(s, "file changed");
+}
+
+static void
+on_signal(struct evloop *ev, int signo, void *arg)
+{
+	struct server *s = arg;
+
+	(void)ev;
+	if (signo == SIGHUP) {
+		reload(s, "SIGHUP");
+		return;
+	}
+	log_info("signal %d: stopping", signo);
+	s->stopping = 1;
+}
+
+static void
+watch_policy(struct server *s)
+{
+	char *copy = xstrdup(s->o->policy);
+
+	s->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (s->ifd < 0) {
+		log_warn("inotify: policy changes need SIGHUP");
+	} else if (inotify_add_watch(s->ifd, dirname(copy), IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
+		/* Only a finished file: not a half-written one (IN_CREATE,
+		 * IN_MODIFY), which may parse as a valid, smaller policy. */
+		log_warn("inotify on the folder of %s: policy changes need SIGHUP", s->o->policy);
+		if (close(s->ifd) < 0)
+			log_warn("close");
+		s->ifd = -1;
+	} else {
+		evloop_watch(s->ev, s->ifd, EV_READ, on_inotify, s);
+	}
+	free(copy);
+}
+
+/* ---- the heart ---- */
+
+static void
+on_timer(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct server *s = arg;
+
+	(void)ev; (void)t;
+	s->timer = NULL;	/* freed by the loop after this call */
+	s->timer_at = -1;
+}
+
+static void
+compact(struct server *s, int64_t now)
+{
+	struct client *c;
+	struct creq *q;
+
+	if (journal_compact_begin(&s->j, &s->g, now, now + s->wmm) < 0)
+		goto fail;
+	for (c = s->clients; c; c = c->next)
+		for (q = c->reqs; q; q = q->next)
+			if (q->r->granted)
+				journal_compact_grant(&s->j, q->r, now, now + s->wmm);
+	if (journal_compact_commit(&s->j) < 0)
+		goto fail;
+	return;
+fail:
+	log_warn("journal %s: compaction failed, keeping the old file", s->o->journal);
+}
+
+/* Records a compacted journal would hold now. */
+static size_t
+live_records(struct server *s)
+{
+	struct wg_up *u;
+	size_t n = 1;
+
+	for (u = s->g.ups; u; u = u->next)
+		n += u->ln + u->nheld + 1;
+	return n;
+}
+
+static void
+settle(struct server *s)
+{
+	int64_t now = now_mono(), next;
+	struct creq *q, *n;
+	struct client *c, *cn;
+	struct gp_reply r;
+
+	wg_pump(&s->g, now);
+	if (s->ghead) {
+		/* Durable before answered: one sync for the whole batch. */
+		if (journal_sync(&s->j) < 0)
+			fatal(111, "journal %s: cannot make grants durable", s->o->journal);
+		for (q = s->ghead; q; q = n) {
+			n = q->gnext;
+			memset(&r, 0, sizeof r);
+			r.verb = GP_R_GRANT;
+			r.tag = q->tag;
+			r.id = q->r->id;
+			r.max_rcpt = (uint32_t)q->r->up->max_rcpt;
+			r.msgs_per_conn = (uint32_t)q->r->up->msgs_per_conn;
+			gp_fmt_reply(&q->c->out, &r);
+			q->gnext = NULL;
+		}
+		s->ghead = s->gtail = NULL;
+	} else if (journal_write(&s->j) < 0) {
+		fatal(111, "journal %s: write", s->o->journal);
+	}
+	for (c = s->clients; c; c = cn) {
+		cn = c->next;
+		if (c->out.len > c->outoff || c->closing)
+			(void)flush_client(s, c);
+	}
+	if (journal_wants_compaction(&s->j, live_records(s)))
+		compact(s, now);
+	next = wg_next_wake(&s->g, now);
+	if (next != s->timer_at) {
+		if (s->timer)
+			evloop_timer_cancel(s->ev, s->timer);
+		s->timer = NULL;
+		s->timer_at = next;
+		if (next >= 0)
+			s->timer = evloop_timer_at(s->ev, (uint64_t)next, on_timer, s);
+	}
+}
+
+static int
+listen_socket(const char *path)
+{
+	struct sockaddr_un sa;
+	int fd, probe;
+
+	if (strlen(path) >= sizeof sa.sun_path)
+		fatalx(111, "socket path too long: %s", path);
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	strcpy(sa.sun_path, path);
+	/* A socket file left by a dead gate is removed; a live gate is not. */
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe < 0)
+		fatal(111, "socket");
+	if (connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0)
+		fatalx(111, "another weir-gate is serving %s", path);
+	if (close(probe) < 0)
+		fatal(111, "close");
+	if (unlink(path) < 0 && errno != ENOENT)
+		fatal(111, "unlink %s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		fatal(111, "socket");
+	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+		fatal(111, "bind %s", path);
+	if (chmod(path, 0660) < 0)
+		fatal(111, "chmod %s", path);
+	if (listen(fd, 128) < 0)
+		fatal(111, "listen %s", path);
+	return fd;
+}
+
+int
+gate_run(const struct gate_opts *o)
+{
+	struct server s;
+	struct buf err = BUF_INIT;
+	struct wg_ops ops;
+	struct client *c;
+	struct rlimit rl;
+	char *line, *save = NULL;
+	int rc = 0;
+
+	memset(&s, 0, sizeof s);
+	s.o = o;
+	/* As many clients as the system lets us have. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_warn("setrlimit(RLIMIT_NOFILE)");
+	}
+	s.ifd = -1;
+	s.timer_at = -1;
+	signal(SIGPIPE, SIG_IGN);
+	s.pol = xcalloc(1, sizeof *s.pol);
+	if (stat(o->policy, &s.pol_st) < 0 && errno == ENOENT) {
+		/* No limits known: refuse every request (the mail waits in the
+		 * queue) until the file appears. */
+		log_warnx("policy %s does not exist: every request is refused until it does",
+		    o->policy);
+	} else if (policy_load(s.pol, o->policy, &err) < 0) {
+		for (line = strtok_r(err.s, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			log_line("fatal", 0, "policy: %s", line);
+		return 2;
+	}
+	buf_free(&err);
+	if (stat(o->policy, &s.pol_st) < 0)
+		memset(&s.pol_st, 0, sizeof s.pol_st);
+	ops.granted = on_granted;
+	ops.refused = on_refused;
+	ops.arg = &s;
+	wg_init(&s.g, &ops);
+	s.wmm = now_wall() - now_mono();
+	if (journal_open(&s.j, o->journal, &s.g, now_mono(), now_wall(), o->grace * 1000) < 0)
+		return 111;
+	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());
+	s.ev = evloop_new();
+	s.lfd = listen_socket(o->socket);
+	evloop_watch(s.ev, s.lfd, EV_READ, on_accept, &s);
+	watch_policy(&s);
+	evloop_signal(s.ev, SIGHUP, on_signal, &s);
+	evloop_signal(s.ev, SIGTERM, on_signal, &s);
+	evloop_signal(s.ev, SIGINT, on_signal, &s);
+	log_info("serving %s; policy %s; journal %s", o->socket, o->policy, o->journal);
+	/* One settle() per round of the loop: the grants of every client that
+	 * spoke in the round share one journal sync. */
+	settle(&s);
+	while (!s.stopping) {
+		if (evloop_once(s.ev, -1) < 0) {
+			log_warn("event loop");
+			rc = 111;
+			break;
+		}
+		settle(&s);
+	}
+	/* Grants still held stay open in the journal: their clients may go
+	 * on sending after we stop, so the next start counts them with the
+	 * grace period instead of as sent now. */
+	while ((c = s.clients) != NULL) {
+		struct creq *q, *n;
+
+		for (q = c->reqs; q; q = n) {
+			n = q->next;
+			if (q->r->granted)
+				free(q->r);	/* waiting ones: wg_free */
+			free(q);
+		}
+		c->reqs = NULL;
+		drop_client(&s, c, NULL);
+	}
+	if (journal_sync(&s.j) < 0) {
+		log_warn("journal %s: final sync", o->journal);
+		rc = 111;
+	}
+	if (unlink(o->socket) < 0)
+		log_warn("unlink %s", o->socket);
+	if (close(s.lfd) < 0)
+		log_warn("close");
+	if (s.ifd >= 0 && close(s.ifd) < 0)
+		log_warn("close");
+	journal_close(&s.j);
+	wg_free(&s.g);
+	policy_free(s.pol);
+	free(s.pol);
+	evloop_free(s.ev);
+	return rc;
+}

@@ -1,0 +1,183 @@
+/*
+ * status.c: weir-gate's status, for people and as JSON: every window's
+ * use, grants held, waiting requests per class, the next grant time, the
+ * suspension with its reason and end, and counters.
+ *
+ * Trusts: the engine's state.  Config keys: none.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "gate/status.h"
+#include "lib/alloc.h"
+
+static void
+wall_str(char *out, size_t n, int64_t wall_ms)
+{
+	time_t t = (time_t)(wall_ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(out, n, "%Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
+static void
+json_str(struct buf *b, const char *s)
+{
+	buf_addc(b, '"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			buf_addc(b, '\\');
+		if ((unsigned char)*s < 0x20)
+			buf_printf(b, "\\u%04x", (unsigned)(unsigned char)*s);
+		else
+			buf_addc(b, *s);
+	}
+	buf_addc(b, '"');
+}
+
+/* Waiting requests per class, in queue order of first appearance. */
+struct cls_count {
+	const char *name;
+	size_t n;
+};
+
+static size_t
+count_classes(const struct wg_up *u, struct cls_count *out, size_t max)
+{
+	const struct wg_req *r;
+	size_t n = 0, i;
+
+	for (r = u->wait_head; r; r = r->next) {
+		const char *c = r->cls[0] ? r->cls : "default";
+
+		for (i = 0; i < n; i++)
+			if (strcmp(out[i].name, c) == 0)
+				break;
+		if (i == n) {
+			if (n == max)
+				continue;
+			out[n].name = c;
+			out[n++].n = 0;
+		}
+		out[i].n++;
+	}
+	return n;
+}
+
+static void
+text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
+{
+	struct cls_count cc[32];
+	size_t i, ncc;
+	int64_t next;
+	char when[64];
+
+	buf_printf(b, "upstream %s:%s", u->name, u->in_policy ? "" : " (not in the policy)");
+	if (u->susp_until > now) {
+		wall_str(when, sizeof when, u->susp_until + wmm);
+		buf_printf(b, " suspended until %s (%lld s): %s\n", when,
+		    (long long)((u->susp_until - now + 999) / 1000),
+		    u->susp_reason ? u->susp_reason : "");
+	} else {
+		buf_adds(b, " active\n");
+	}
+	for (i = 0; i < u->nwin; i++) {
+		const struct wg_win *w = &u->win[i];
+
+		buf_printf(b, "  window %lld %s per %llds%s: %lld logged + %lld held = %lld of %lld\n",
+		    (long long)w->limit, policy_unit_name(w->unit), (long long)(w->per / 1000),
+		    w->calendar ? " (calendar)" : "", (long long)w->sum,
+		    (long long)u->held[w->unit], (long long)wg_win_used(u, i), (long long)w->limit);
+	}
+	buf_printf(b, "  grants held: %zu", u->nheld);
+	if (u->max_conn)
+		buf_printf(b, " (max %lld)", (long long)u->max_conn);
+	buf_printf(b, "; waiting: %zu", u->nwait);
+	ncc = count_classes(u, cc, 32);
+	for (i = 0; i < ncc; i++)
+		buf_printf(b, "%s%s %zu", i ? ", " : " (", cc[i].name, cc[i].n);
+	buf_adds(b, ncc ? ")\n" : "\n");
+	next = wg_head_fit(u, now);
+	if (next == -1)
+		buf_adds(b, "  next grant: when a held grant is reported\n");
+	else if (next >= 0) {
+		wall_str(when, sizeof when, next + wmm);
+		buf_printf(b, "  next grant: %s (in %lld ms)\n", when, (long long)(next - now));
+	}
+	buf_printf(b, "  totals: granted %llu, sent %llu, refunded %llu, throttled %llu\n",
+	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
+	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled);
+}
+
+static void
+json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
+{
+	struct cls_count cc[32];
+	size_t i, ncc;
+	int64_t next;
+
+	buf_adds(b, "{\"name\":");
+	json_str(b, u->name);
+	buf_printf(b, ",\"in_policy\":%s,\"suspended\":%s", u->in_policy ? "true" : "false",
+	    u->susp_until > now ? "true" : "false");
+	if (u->susp_until > now) {
+		buf_printf(b, ",\"suspended_until_ms\":%lld,\"suspend_reason\":",
+		    (long long)(u->susp_until + wmm));
+		json_str(b, u->susp_reason ? u->susp_reason : "");
+	}
+	buf_adds(b, ",\"windows\":[");
+	for (i = 0; i < u->nwin; i++) {
+		const struct wg_win *w = &u->win[i];
+
+		buf_printf(b, "%s{\"limit\":%lld,\"per_s\":%lld,\"unit\":\"%s\",\"calendar\":%s,"
+		    "\"logged\":%lld,\"held\":%lld,\"used\":%lld}", i ? "," : "",
+		    (long long)w->limit, (long long)(w->per / 1000), policy_unit_name(w->unit),
+		    w->calendar ? "true" : "false", (long long)w->sum,
+		    (long long)u->held[w->unit], (long long)wg_win_used(u, i));
+	}
+	buf_printf(b, "],\"held\":%zu,\"max_connections\":%lld,\"waiting\":%zu,\"waiting_by_class\":{",
+	    u->nheld, (long long)u->max_conn, u->nwait);
+	ncc = count_classes(u, cc, 32);
+	for (i = 0; i < ncc; i++) {
+		buf_adds(b, i ? "," : "");
+		json_str(b, cc[i].name);
+		buf_printf(b, ":%zu", cc[i].n);
+	}
+	next = wg_head_fit(u, now);
+	buf_adds(b, "},\"next_grant_ms\":");
+	if (next >= 0)
+		buf_printf(b, "%lld", (long long)(next + wmm));
+	else
+		buf_adds(b, "null");
+	buf_printf(b, ",\"granted\":%llu,\"sent\":%llu,\"refunded\":%llu,\"throttled\":%llu}",
+	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
+	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled);
+}
+
+void
+gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_minus_mono)
+{
+	struct wg_up *u;
+	char when[64];
+
+	if (json)
+		buf_printf(b, "{\"now_ms\":%lld,\"upstreams\":[", (long long)(now + wall_minus_mono));
+	else {
+		wall_str(when, sizeof when, now + wall_minus_mono);
+		buf_printf(b, "weir-gate status at %s\n", when);
+	}
+	for (u = g->ups; u; u = u->next) {
+		wg_expire(u, now);
+		if (json) {
+			if (u != g->ups)
+				buf_addc(b, ',');
+			json_up(b, u, now, wall_minus_mono);
+		} else {
+			text_up(b, u, now, wall_minus_mono);
+		}
+	}
+	if (json)
+		buf_adds(b, "]}\n");
+}

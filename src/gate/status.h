@@ -1,0 +1,16 @@
+/*
+ * status.h: weir-gate's status report (text for people, or JSON).
+ * Trusts: the engine's state.  Config keys: none.
+ */
+#ifndef WEIR_GATE_STATUS_H
+#define WEIR_GATE_STATUS_H
+
+#include "gate/window.h"
+#include "lib/buf.h"
+
+/* Append the status of every upstream at `now` (monotonic ms); wall times
+ * are now + wall_minus_mono. */
+void gate_status(struct buf *b, struct wgate *g, int json, int64_t now,
+    int64_t wall_minus_mono);
+
+#endif

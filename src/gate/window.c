@@ -1,0 +1,530 @@
+/*
+ * window.c: see window.h.  Sizes: one ring of sends per upstream, kept
+ * only as long as its longest window needs it; per window a start
+ * sequence number and a running sum, so checking a request is O(windows)
+ * and finding the instant it will fit walks the entries that must leave.
+ *
+ * Trusts: its caller (the daemon, the tests).  No I/O.  Config keys: none
+ * directly (struct policy, from policy.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gate/window.h"
+#include "lib/alloc.h"
+#include "lib/log.h"
+
+void
+wg_init(struct wgate *g, const struct wg_ops *ops)
+{
+	memset(g, 0, sizeof *g);
+	g->ops = *ops;
+	g->next_id = 1;
+}
+
+static void
+free_up(struct wg_up *u)
+{
+	struct wg_req *r, *n;
+
+	for (r = u->wait_head; r; r = n) {
+		n = r->next;
+		free(r);
+	}
+	free(u->name);
+	free(u->win);
+	free(u->log);
+	free(u->susp_reason);
+	free(u);
+}
+
+void
+wg_free(struct wgate *g)
+{
+	struct wg_up *u, *n;
+
+	for (u = g->ups; u; u = n) {
+		n = u->next;
+		free_up(u);
+	}
+	g->ups = NULL;
+}
+
+struct wg_up *
+wg_find(struct wgate *g, const char *name)
+{
+	struct wg_up *u;
+
+	for (u = g->ups; u; u = u->next)
+		if (strcmp(u->name, name) == 0)
+			return u;
+	return NULL;
+}
+
+static struct wg_up *
+get_up(struct wgate *g, const char *name)
+{
+	struct wg_up *u = wg_find(g, name), **pp;
+
+	if (u)
+		return u;
+	u = xcalloc(1, sizeof *u);
+	u->name = xstrdup(name);
+	/* Keep the list in creation order: status reads better. */
+	for (pp = &g->ups; *pp; pp = &(*pp)->next)
+		;
+	*pp = u;
+	return u;
+}
+
+/* ---- the log ---- */
+
+const struct wg_send *
+wg_log_at(const struct wg_up *u, uint64_t s)
+{
+	if (s < u->lseq || s >= u->lseq + u->ln)
+		panic("window: log entry %llu outside %llu+%zu",
+		    (unsigned long long)s, (unsigned long long)u->lseq, u->ln);
+	return &u->log[(u->lhead + (size_t)(s - u->lseq)) % u->lcap];
+}
+
+static uint64_t
+log_end(const struct wg_up *u)
+{
+	return u->lseq + u->ln;
+}
+
+static void
+log_append(struct wg_up *u, int64_t t, const uint32_t w[UNIT_COUNT])
+{
+	struct wg_send *nl;
+	size_t i;
+
+	if (u->ln == u->lcap) {
+		size_t ncap = u->lcap ? u->lcap * 2 : 64;
+
+		nl = xcalloc(ncap, sizeof *nl);
+		for (i = 0; i < u->ln; i++)
+			nl[i] = u->log[(u->lhead + i) % u->lcap];
+		free(u->log);
+		u->log = nl;
+		u->lcap = ncap;
+		u->lhead = 0;
+	}
+	if (t < u->last_t)
+		t = u->last_t;	/* keep the log ordered */
+	u->last_t = t;
+	nl = &u->log[(u->lhead + u->ln) % u->lcap];
+	nl->t = t;
+	memcpy(nl->w, w, sizeof nl->w);
+	u->ln++;
+	for (i = 0; i < u->nwin; i++)
+		u->win[i].sum += w[u->win[i].unit];
+}
+
+static int64_t
+mod_pos(int64_t a, int64_t m)
+{
+	int64_t r = a % m;
+
+	return r < 0 ? r + m : r;
+}
+
+/* Calendar: the last boundary at or before now. */
+static int64_t
+bucket_start(const struct wg_win *w, int64_t now)
+{
+	return now - mod_pos(now - w->phase, w->per);
+}
+
+/* Is an entry logged at t still counted at now? */
+static int
+in_window(const struct wg_win *w, int64_t t, int64_t now)
+{
+	if (w->calendar)
+		return t >= bucket_start(w, now);
+	return t > now - w->per;
+}
+
+void
+wg_expire(struct wg_up *u, int64_t now)
+{
+	uint64_t keep = log_end(u), end = log_end(u);
+	size_t i;
+
+	for (i = 0; i < u->nwin; i++) {
+		struct wg_win *w = &u->win[i];
+
+		while (w->first < end) {
+			const struct wg_send *e = wg_log_at(u, w->first);
+
+			if (in_window(w, e->t, now))
+				break;
+			w->sum -= e->w[w->unit];
+			w->first++;
+		}
+		if (w->first < keep)
+			keep = w->first;
+	}
+	/* Without windows nothing needs the history. */
+	while (u->lseq < keep) {
+		u->lhead = (u->lhead + 1) % u->lcap;
+		u->lseq++;
+		u->ln--;
+	}
+}
+
+int64_t
+wg_win_used(const struct wg_up *u, size_t i)
+{
+	return u->win[i].sum + u->held[u->win[i].unit];
+}
+
+/* ---- policy ---- */
+
+static void
+set_windows(struct wgate *g, struct wg_up *u, const struct policy_upstream *pu, int64_t now)
+{
+	size_t i;
+	uint64_t s;
+
+	free(u->win);
+	u->win = NULL;
+	u->nwin = 0;
+	u->in_policy = pu != NULL;
+	u->max_rcpt = u->max_conn = u->msgs_per_conn = 0;
+	if (pu == NULL)
+		return;
+	u->max_rcpt = pu->max_recipients;
+	u->max_conn = pu->max_connections;
+	u->msgs_per_conn = pu->messages_per_connection;
+	u->nwin = pu->nwin;
+	u->win = xcalloc(pu->nwin + 1, sizeof *u->win);
+	for (i = 0; i < pu->nwin; i++) {
+		struct wg_win *w = &u->win[i];
+
+		w->limit = pu->win[i].limit;
+		w->per = pu->win[i].per * 1000;
+		w->unit = pu->win[i].unit;
+		w->calendar = pu->win[i].calendar;
+		w->phase = mod_pos(pu->win[i].align * 1000 - g->wall_minus_mono, w->per);
+		/* Count the existing history at once. */
+		w->first = u->lseq;
+		w->sum = 0;
+		for (s = u->lseq; s < log_end(u); s++)
+			w->sum += wg_log_at(u, s)->w[w->unit];
+	}
+	wg_expire(u, now);
+}
+
+/* Can a request of weight w ever fit on u (with nothing held)? */
+static enum wg_code
+fits_ever(const struct wg_up *u, const uint32_t w[UNIT_COUNT])
+{
+	size_t i;
+
+	for (i = 0; i < u->nwin; i++)
+		if ((int64_t)w[u->win[i].unit] > u->win[i].limit)
+			return WG_TOOBIG;
+	if (u->max_rcpt && (int64_t)w[UNIT_RECIPIENTS] > u->max_rcpt)
+		return WG_TOOBIG;
+	if (u->msgs_per_conn && (int64_t)w[UNIT_MESSAGES] > u->msgs_per_conn)
+		return WG_TOOBIG;
+	return WG_OK;
+}
+
+static void
+unlink_wait(struct wg_up *u, struct wg_req *r)
+{
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		u->wait_head = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		u->wait_tail = r->prev;
+	r->prev = r->next = NULL;
+	u->nwait--;
+}
+
+void
+wg_set_policy(struct wgate *g, const struct policy *pol, int64_t wall_minus_mono, int64_t now)
+{
+	struct wg_up *u;
+	struct wg_req *r, *n;
+	enum wg_code code;
+	size_t i;
+
+	g->pol = pol;
+	g->wall_minus_mono = wall_minus_mono;
+	for (i = 0; i < pol->nup; i++)
+		(void)get_up(g, pol->up[i].name);
+	for (u = g->ups; u; u = u->next) {
+		set_windows(g, u, policy_upstream(pol, u->name), now);
+		for (r = u->wait_head; r; r = n) {
+			n = r->next;
+			code = u->in_policy ? fits_ever(u, r->w) : WG_NOPOLICY;
+			if (code == WG_OK)
+				continue;
+			unlink_wait(u, r);
+			if (g->ops.refused)
+				g->ops.refused(g->ops.arg, r, code);
+			free(r);
+		}
+	}
+}
+
+/* ---- requests ---- */
+
+enum wg_code
+wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *sender,
+    const uint32_t w[UNIT_COUNT], void *owner, int64_t now, struct wg_req **out)
+{
+	const struct policy_class *c = NULL;
+	struct wg_up *u = wg_find(g, upstream);
+	struct wg_req *r, *p;
+	enum wg_code code;
+
+	*out = NULL;
+	if (w[UNIT_MESSAGES] == 0 && w[UNIT_RECIPIENTS] == 0 && w[UNIT_CONNECTIONS] == 0)
+		return WG_BADWEIGHT;
+	if (u == NULL || !u->in_policy)
+		return WG_NOPOLICY;
+	if (g->pol) {
+		c = policy_class_for(g->pol, cls, sender, w[UNIT_RECIPIENTS]);
+		if (cls && c == NULL)
+			return WG_NOCLASS;
+	} else if (cls) {
+		return WG_NOCLASS;
+	}
+	if ((code = fits_ever(u, w)) != WG_OK)
+		return code;
+	r = xcalloc(1, sizeof *r);
+	r->id = g->next_id++;
+	r->up = u;
+	r->prio = c ? c->priority : 0;
+	if (c)
+		snprintf(r->cls, sizeof r->cls, "%s", c->name);
+	memcpy(r->w, w, sizeof r->w);
+	r->since = now;
+	r->owner = owner;
+	/* Behind every request of the same or higher priority. */
+	for (p = u->wait_tail; p && p->prio < r->prio; p = p->prev)
+		;
+	r->prev = p;
+	r->next = p ? p->next : u->wait_head;
+	if (r->next)
+		r->next->prev = r;
+	else
+		u->wait_tail = r;
+	if (p)
+		p->next = r;
+	else
+		u->wait_head = r;
+	u->nwait++;
+	*out = r;
+	return WG_OK;
+}
+
+int64_t
+wg_head_fit(struct wg_up *u, int64_t now)
+{
+	struct wg_req *r = u->wait_head;
+	int64_t at = now, excess, acc, t;
+	uint64_t s;
+	size_t i;
+
+	if (r == NULL)
+		return -2;
+	if (u->susp_until > now)
+		at = u->susp_until;
+	if (u->max_conn && (int64_t)u->nheld >= u->max_conn)
+		return -1;
+	for (i = 0; i < u->nwin; i++) {
+		struct wg_win *w = &u->win[i];
+		int64_t need = u->held[w->unit] + r->w[w->unit];
+
+		if (r->w[w->unit] == 0)
+			continue;
+		if (need > w->limit)
+			return -1;
+		excess = w->sum + need - w->limit;
+		if (excess <= 0)
+			continue;
+		if (w->calendar) {
+			t = bucket_start(w, now) + w->per;
+		} else {
+			t = -1;
+			acc = 0;
+			for (s = w->first; s < log_end(u); s++) {
+				const struct wg_send *e = wg_log_at(u, s);
+
+				acc += e->w[w->unit];
+				if (acc >= excess) {
+					t = e->t + w->per;
+					break;
+				}
+			}
+			if (t < 0)
+				panic("window: sum %lld does not match the log",
+				    (long long)w->sum);
+		}
+		if (t > at)
+			at = t;
+	}
+	return at;
+}
+
+static void
+grant(struct wgate *g, struct wg_up *u, struct wg_req *r, int64_t now)
+{
+	size_t i;
+
+	unlink_wait(u, r);
+	for (i = 0; i < UNIT_COUNT; i++)
+		u->held[i] += r->w[i];
+	u->nheld++;
+	u->n_granted++;
+	r->granted = 1;
+	r->since = now;
+	if (g->ops.granted)
+		g->ops.granted(g->ops.arg, r);
+}
+
+size_t
+wg_pump(struct wgate *g, int64_t now)
+{
+	struct wg_up *u;
+	size_t n = 0;
+
+	for (u = g->ups; u; u = u->next) {
+		wg_expire(u, now);
+		while (u->wait_head && wg_head_fit(u, now) == now) {
+			grant(g, u, u->wait_head, now);
+			n++;
+		}
+	}
+	return n;
+}
+
+int64_t
+wg_next_wake(struct wgate *g, int64_t now)
+{
+	struct wg_up *u;
+	int64_t best = -1, t;
+
+	for (u = g->ups; u; u = u->next) {
+		wg_expire(u, now);
+		t = wg_head_fit(u, now);
+		if (t < 0)
+			continue;
+		if (t <= now)
+			t = now + 1;	/* pump first; never a timer in the past */
+		if (best < 0 || t < best)
+			best = t;
+	}
+	return best;
+}
+
+static void
+release(struct wg_up *u, struct wg_req *r)
+{
+	size_t i;
+
+	for (i = 0; i < UNIT_COUNT; i++)
+		u->held[i] -= r->w[i];
+	if (u->nheld == 0)
+		panic("window: release without a held grant");
+	u->nheld--;
+}
+
+static void
+suspend(struct wgate *g, struct wg_up *u, const char *reply, int64_t now)
+{
+	const struct policy_throttle *th = g->pol ? policy_throttle_match(g->pol, reply) : NULL;
+	int64_t base = th ? th->suspend * 1000 : 300 * 1000;
+	int64_t max = th ? th->max_suspend * 1000 : 4 * 3600 * 1000;
+	int64_t len = u->susp_len ? u->susp_len * 2 : base;
+
+	if (len > max)
+		len = max;
+	if (len < base)
+		len = base;
+	u->susp_len = len;
+	if (now + len > u->susp_until)
+		u->susp_until = now + len;
+	free(u->susp_reason);
+	u->susp_reason = xstrdup(reply ? reply : "");
+}
+
+int64_t
+wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *reply, int64_t now)
+{
+	struct wg_up *u = r->up;
+	int64_t until = 0;
+
+	if (!r->granted)
+		panic("window: report of a request never granted");
+	release(u, r);
+	switch (o) {
+	case WG_REFUND:
+		u->n_refunded++;
+		break;
+	case WG_SENT:
+		log_append(u, now, r->w);
+		u->n_sent++;
+		u->susp_len = 0;	/* a success ends the growth */
+		break;
+	case WG_THROTTLED:
+		/* The attempt reached the upstream: it may well count it. */
+		log_append(u, now, r->w);
+		u->n_throttled++;
+		suspend(g, u, reply, now);
+		until = u->susp_until;
+		break;
+	}
+	free(r);
+	return until;
+}
+
+void
+wg_cancel(struct wgate *g, struct wg_req *r, int64_t now)
+{
+	struct wg_up *u = r->up;
+
+	(void)g;
+	if (r->granted) {
+		release(u, r);
+		log_append(u, now, r->w);
+		u->n_sent++;
+	} else {
+		unlink_wait(u, r);
+	}
+	free(r);
+}
+
+void
+wg_replay_send(struct wgate *g, const char *upstream, int64_t t,
+    const uint32_t w[UNIT_COUNT])
+{
+	struct wg_up *u = get_up(g, upstream);
+
+	log_append(u, t, w);
+}
+
+void
+wg_replay_suspend(struct wgate *g, const char *upstream, int64_t until, int64_t len,
+    const char *reason)
+{
+	struct wg_up *u = get_up(g, upstream);
+
+	if (until > u->susp_until) {
+		u->susp_until = until;
+		free(u->susp_reason);
+		u->susp_reason = xstrdup(reason);
+	}
+	if (len > u->susp_len)
+		u->susp_len = len;
+}

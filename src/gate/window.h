@@ -1,0 +1,183 @@
+/*
+ * window.h: weir-gate's rate engine, pure: no I/O, no clock of its own.
+ * Every function that needs the time takes `now`, milliseconds on one
+ * monotonic axis chosen by the caller (the daemon: CLOCK_MONOTONIC; the
+ * tests: a simulated clock).
+ *
+ * Per upstream it keeps one log of completed sends (time, weight per
+ * unit), the weight held by grants not yet reported, a queue of waiting
+ * requests and a suspension.  A request of weight w is granted only when,
+ * for every window (N, T, unit) of its upstream,
+ *
+ *     logged weight in (now - T, now]  +  held weight  +  w  <=  N
+ *
+ * (calendar windows: logged weight since the last boundary).  A grant
+ * holds its weight until reported; a report logs the send at the report's
+ * time; a refund (nothing reached the upstream) logs nothing; a grant
+ * whose client disappears is logged at that moment.  Hence, as the
+ * upstream sees it, for every window and every instant s the weight of
+ * sends in [s, s + T) is at most N, whatever the network delay.
+ *
+ * Order: the head of an upstream's queue is the oldest request of the
+ * highest priority, and nothing behind it is granted before it (no
+ * starvation of big requests, no overtaking by lower classes).
+ *
+ * Trusts: its caller to pass non-decreasing `now` (it clamps log times so
+ * the log stays ordered even if not).  Config keys: those of policy.h,
+ * through struct policy.
+ */
+#ifndef WEIR_GATE_WINDOW_H
+#define WEIR_GATE_WINDOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mail/policy.h"
+
+/* Why a request was refused or ended; the protocol's error words. */
+enum wg_code {
+	WG_OK = 0,
+	WG_NOPOLICY,	/* no such upstream in the policy */
+	WG_NOCLASS,	/* no such class */
+	WG_TOOBIG,	/* bigger than a window's limit or a cap: can never fit */
+	WG_BADWEIGHT,	/* all weights zero */
+};
+
+enum wg_outcome {
+	WG_SENT,	/* something reached the upstream: log it now */
+	WG_REFUND,	/* nothing reached the upstream: give the slot back */
+	WG_THROTTLED,	/* the upstream said "slow down": log it and suspend */
+};
+
+struct wg_send {
+	int64_t t;
+	uint32_t w[UNIT_COUNT];
+};
+
+struct wg_win {
+	int64_t limit;
+	int64_t per;		/* ms */
+	enum policy_unit unit;
+	int calendar;
+	int64_t phase;		/* calendar: boundaries at now == phase (mod per) */
+	uint64_t first;		/* sequence number of the oldest entry counted */
+	int64_t sum;		/* logged weight from first to the end */
+};
+
+struct wg_req;
+
+struct wg_up {
+	char *name;
+	int in_policy;		/* 0: removed by a reload, kept for its history */
+	int64_t max_rcpt, max_conn, msgs_per_conn;	/* 0: no cap */
+	struct wg_win *win;
+	size_t nwin;
+	/* Log of sends: a ring; entry with sequence s is at
+	 * log[(lhead + (s - lseq)) % lcap]. */
+	struct wg_send *log;
+	size_t lcap, lhead, ln;
+	uint64_t lseq;
+	int64_t last_t;
+	int64_t held[UNIT_COUNT];
+	size_t nheld;
+	struct wg_req *wait_head, *wait_tail;
+	size_t nwait;
+	/* Suspension. */
+	int64_t susp_until;
+	int64_t susp_len;	/* last period applied; 0 after a success */
+	char *susp_reason;
+	/* Counters for status. */
+	uint64_t n_granted, n_sent, n_refunded, n_throttled;
+	struct wg_up *next;
+};
+
+struct wg_req {
+	uint64_t id;
+	struct wg_up *up;
+	long long prio;
+	char cls[POLICY_NAME_MAX + 1];	/* "" for the default class */
+	uint32_t w[UNIT_COUNT];
+	int granted;
+	int64_t since;			/* queued at; granted at once granted */
+	void *owner;			/* the caller's */
+	struct wg_req *prev, *next;	/* in the wait queue while waiting */
+};
+
+/* Called by wg_pump() for each request it grants (in grant order), and
+ * by wg_set_policy() for each waiting request a new policy refuses (the
+ * request is freed right after the call). */
+struct wg_ops {
+	void (*granted)(void *arg, struct wg_req *r);
+	void (*refused)(void *arg, struct wg_req *r, enum wg_code code);
+	void *arg;
+};
+
+struct wgate {
+	struct wg_up *ups;
+	const struct policy *pol;
+	int64_t wall_minus_mono;	/* ms; places calendar boundaries */
+	uint64_t next_id;
+	struct wg_ops ops;
+};
+
+void wg_init(struct wgate *g, const struct wg_ops *ops);
+/* Frees the upstreams and the waiting requests; a granted request belongs
+ * to the caller until wg_report or wg_cancel. */
+void wg_free(struct wgate *g);
+
+/* Install a policy (the caller keeps it alive until the next call).
+ * History is kept per upstream name and re-counted against the new
+ * windows at once; waiting requests that can no longer ever fit, or whose
+ * upstream is gone, are refused through ops.  wall_minus_mono: wall-clock
+ * ms minus `now` ms, for calendar boundaries. */
+void wg_set_policy(struct wgate *g, const struct policy *pol, int64_t wall_minus_mono,
+    int64_t now);
+
+/* A new request.  WG_OK: *out is queued (call wg_pump to grant it);
+ * otherwise refused and nothing is kept.  cls: a class name or NULL (then
+ * chosen by sender and the recipient weight). */
+enum wg_code wg_acquire(struct wgate *g, const char *upstream, const char *cls,
+    const char *sender, const uint32_t w[UNIT_COUNT], void *owner, int64_t now,
+    struct wg_req **out);
+
+/* Grant, in order, every request that fits now. Returns how many. */
+size_t wg_pump(struct wgate *g, int64_t now);
+
+/* The earliest time (> now) at which some waiting request could be
+ * granted if nothing else happens, or -1 when only a report (or a
+ * reload) can let one through. */
+int64_t wg_next_wake(struct wgate *g, int64_t now);
+
+/* End a granted request.  accepted is informational.  For WG_THROTTLED,
+ * reply is the upstream's reply (matched against throttle_reply). Returns
+ * the suspension end (ms on the `now` axis) when the report suspended the
+ * upstream, else 0.  Frees r. */
+int64_t wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o,
+    const char *reply, int64_t now);
+
+/* Forget a request: a waiting one is dropped; a granted one is logged as
+ * sent now (its client went away).  Frees r. */
+void wg_cancel(struct wgate *g, struct wg_req *r, int64_t now);
+
+/* Journal replay: a send of weights w logged at t on upstream (created if
+ * unknown, kept out of policy until a policy names it).  t may lie in the
+ * future (a send that may still be in flight): it then counts until
+ * t + T, and later sends are logged no earlier than t. */
+void wg_replay_send(struct wgate *g, const char *upstream, int64_t t,
+    const uint32_t w[UNIT_COUNT]);
+/* Journal replay: a suspension until `until`. */
+void wg_replay_suspend(struct wgate *g, const char *upstream, int64_t until,
+    int64_t len, const char *reason);
+
+struct wg_up *wg_find(struct wgate *g, const char *name);
+/* Drop log entries no window needs any more; called by wg_pump. */
+void wg_expire(struct wg_up *u, int64_t now);
+/* Weight counted now in window i: logged since first, plus held. */
+int64_t wg_win_used(const struct wg_up *u, size_t i);
+/* When the head of u's queue could be granted: now if at once, > now if
+ * by time alone, -1 if only a report can help, -2 if nothing waits. */
+int64_t wg_head_fit(struct wg_up *u, int64_t now);
+/* Entry with sequence number s (lseq <= s < lseq + ln). */
+const struct wg_send *wg_log_at(const struct wg_up *u, uint64_t s);
+
+#endif

@@ -1,0 +1,221 @@
+/*
+ * gateclient.c: see gateclient.h.
+ *
+ * Trusts: the gate's replies only after gp_parse_reply.  Config keys:
+ * none (the caller passes gate_socket).
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "mail/gateclient.h"
+
+int
+gc_connect(struct gate_client *gc, const char *path)
+{
+	struct sockaddr_un sa;
+	int fd, saved;
+
+	memset(gc, 0, sizeof *gc);
+	gc->fd = -1;
+	if (strlen(path) >= sizeof sa.sun_path) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	while (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		if (errno == EINTR)
+			continue;
+		saved = errno;
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	gc->fd = fd;
+	return 0;
+}
+
+void
+gc_close(struct gate_client *gc)
+{
+	if (gc->fd >= 0)
+		close(gc->fd);	/* nothing to do about an error here */
+	gc->fd = -1;
+	buf_free(&gc->in);
+	buf_free(&gc->status);
+	gc->off = 0;
+}
+
+static int
+send_req(struct gate_client *gc, const struct gp_req *r)
+{
+	struct buf b = BUF_INIT;
+	int rc;
+
+	gp_fmt_request(&b, r);
+	rc = full_write(gc->fd, b.s, b.len);
+	buf_free(&b);
+	return rc;
+}
+
+int
+gc_acquire(struct gate_client *gc, uint32_t tag, const char *upstream, const char *cls,
+    const char *sender, uint32_t messages, uint32_t recipients, uint32_t connections)
+{
+	struct gp_req r;
+
+	memset(&r, 0, sizeof r);
+	r.verb = GP_ACQUIRE;
+	r.tag = tag;
+	if (!gp_valid_name(upstream) || (cls && *cls && !gp_valid_name(cls)) ||
+	    (sender && *sender && !gp_valid_word(sender, GP_SENDER_MAX)) || tag == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	strcpy(r.upstream, upstream);
+	if (cls)
+		strcpy(r.cls, cls);
+	if (sender)
+		strcpy(r.sender, sender);
+	r.w[UNIT_MESSAGES] = messages;
+	r.w[UNIT_RECIPIENTS] = recipients;
+	r.w[UNIT_CONNECTIONS] = connections;
+	return send_req(gc, &r);
+}
+
+static int
+report(struct gate_client *gc, uint32_t tag, enum gp_outcome o, uint32_t accepted,
+    const char *text)
+{
+	struct gp_req r;
+	size_t i;
+
+	if (tag == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&r, 0, sizeof r);
+	r.verb = GP_REPORT;
+	r.tag = tag;
+	r.outcome = o;
+	r.accepted = accepted;
+	if (o == GP_THROTTLED) {
+		for (i = 0; text && text[i] && i < GP_TEXT_MAX; i++)
+			r.text[i] = (text[i] < 0x20 || text[i] > 0x7e) ? '?' : text[i];
+		if (i == 0)
+			r.text[i++] = '?';
+		r.text[i] = '\0';
+	}
+	return send_req(gc, &r);
+}
+
+int gc_report_sent(struct gate_client *gc, uint32_t tag, uint32_t accepted)
+{ return report(gc, tag, GP_SENT, accepted, NULL); }
+int gc_report_refund(struct gate_client *gc, uint32_t tag)
+{ return report(gc, tag, GP_REFUND, 0, NULL); }
+int gc_report_throttled(struct gate_client *gc, uint32_t tag, const char *reply)
+{ return report(gc, tag, GP_THROTTLED, 0, reply); }
+
+int
+gc_cancel(struct gate_client *gc, uint32_t tag)
+{
+	struct gp_req r;
+
+	if (tag == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&r, 0, sizeof r);
+	r.verb = GP_CANCEL;
+	r.tag = tag;
+	return send_req(gc, &r);
+}
+
+int
+gc_status(struct gate_client *gc, int json)
+{
+	struct gp_req r;
+
+	memset(&r, 0, sizeof r);
+	r.verb = GP_STATUS;
+	r.json = json;
+	return send_req(gc, &r);
+}
+
+int
+gc_fill(struct gate_client *gc)
+{
+	ssize_t n;
+
+	/* Drop what has been parsed before growing. */
+	if (gc->off > 0) {
+		memmove(gc->in.s, gc->in.s + gc->off, gc->in.len - gc->off);
+		gc->in.len -= gc->off;
+		gc->off = 0;
+	}
+	buf_reserve(&gc->in, 4096);
+	n = read_retry(gc->fd, gc->in.s + gc->in.len, 4096);
+	if (n < 0)
+		return -1;
+	if (n == 0)
+		return 0;
+	gc->in.len += (size_t)n;
+	gc->in.s[gc->in.len] = '\0';
+	return 1;
+}
+
+int
+gc_next_reply(struct gate_client *gc, struct gp_reply *r, const char **why)
+{
+	const char *p = gc->in.s + gc->off;
+	size_t avail = gc->in.len - gc->off, ll;
+	int f;
+
+	if (avail == 0)
+		return 0;
+	f = gp_frame(p, avail, &ll);
+	if (f == 0)
+		return 0;
+	if (f < 0) {
+		*why = "reply line too long";
+		return -1;
+	}
+	if (gp_parse_reply(p, ll - 1, r, why) != GP_OK)
+		return -1;
+	if (r->verb == GP_R_STATUS) {
+		if (avail - ll < r->length)
+			return 0;	/* the whole body first */
+		buf_reset(&gc->status);
+		buf_add(&gc->status, p + ll, r->length);
+		ll += r->length;
+	}
+	gc->off += ll;
+	return 1;
+}
+
+int
+gc_wait_reply(struct gate_client *gc, struct gp_reply *r, const char **why)
+{
+	int n;
+
+	for (;;) {
+		n = gc_next_reply(gc, r, why);
+		if (n != 0)
+			return n;
+		n = gc_fill(gc);
+		if (n < 0) {
+			*why = strerror(errno);
+			return -1;
+		}
+		if (n == 0)
+			return 0;
+	}
+}

@@ -1,0 +1,55 @@
+/*
+ * gateclient.h: the only client of weir-gate (see gateproto.h for the
+ * wire format).  One connection carries any number of requests, each
+ * named by a tag the caller chooses.  Blocking use: gc_connect, then
+ * gc_acquire / gc_report / ... and gc_wait_reply.  Event-loop use: make
+ * the fd non-blocking, call gc_fill when it is readable and gc_next_reply
+ * until it returns 0.  Requests are written with full_write (they are
+ * small; a non-blocking caller sees EAGAIN as an error and reconnects).
+ *
+ * Closing the connection gives up every waiting request; a granted one
+ * is then counted by the gate as sent.
+ *
+ * Trusts: the gate only as far as gateproto.c's parser.  Config keys:
+ * gate_socket (the caller passes the path).
+ */
+#ifndef WEIR_GATECLIENT_H
+#define WEIR_GATECLIENT_H
+
+#include "lib/buf.h"
+#include "lib/io.h"
+#include "mail/gateproto.h"
+
+struct gate_client {
+	int fd;
+	struct buf in;
+	size_t off;		/* parsed up to here */
+	struct buf status;	/* the body of the last STATUS reply */
+};
+
+/* 0 ok, -1 with errno. */
+int gc_connect(struct gate_client *gc, const char *path) MUST_CHECK;
+void gc_close(struct gate_client *gc);
+
+/* Send one request.  0 ok, -1 with errno.  cls, sender: NULL or "" for none. */
+int gc_acquire(struct gate_client *gc, uint32_t tag, const char *upstream,
+    const char *cls, const char *sender, uint32_t messages, uint32_t recipients,
+    uint32_t connections) MUST_CHECK;
+int gc_report_sent(struct gate_client *gc, uint32_t tag, uint32_t accepted) MUST_CHECK;
+int gc_report_refund(struct gate_client *gc, uint32_t tag) MUST_CHECK;
+/* reply: the upstream's reply; bytes that cannot travel are replaced
+ * by '?' and it is cut to GP_TEXT_MAX. */
+int gc_report_throttled(struct gate_client *gc, uint32_t tag, const char *reply) MUST_CHECK;
+int gc_cancel(struct gate_client *gc, uint32_t tag) MUST_CHECK;
+int gc_status(struct gate_client *gc, int json) MUST_CHECK;
+
+/* One read(2) into the buffer: 1 bytes came, 0 end of file, -1 error
+ * (errno; EAGAIN on a non-blocking fd). */
+int gc_fill(struct gate_client *gc) MUST_CHECK;
+/* Take one complete reply from the buffer: 1 got one (for STATUS the body
+ * is in gc->status), 0 need more bytes, -1 protocol error (*why). */
+int gc_next_reply(struct gate_client *gc, struct gp_reply *r, const char **why) MUST_CHECK;
+/* Block until one reply: 1 got one, 0 the gate closed, -1 error (*why). */
+int gc_wait_reply(struct gate_client *gc, struct gp_reply *r, const char **why) MUST_CHECK;
+
+#endif

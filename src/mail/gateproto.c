@@ -1,0 +1,400 @@
+/*
+ * gateproto.c: see gateproto.h.  Parsing is in two steps: the line is
+ * checked byte by byte (NUL, control, non-ASCII), then split on single
+ * spaces into at most a fixed number of fields, each checked for its
+ * kind; any field left over is an error.
+ *
+ * Trusts: nothing it parses.
+ */
+#include <string.h>
+
+#include "lib/log.h"
+#include "mail/gateproto.h"
+
+static const char *const code_names[GP_NCODES] = {
+	"OK", "SYNTAX", "VERB", "TOOLONG", "NUL", "BYTE", "TAG", "DUPTAG",
+	"NOPOLICY", "NOCLASS", "TOOBIG", "BADWEIGHT", "STATE", "LIMIT", "INTERNAL",
+};
+
+const char *
+gp_code_name(enum gp_code c)
+{
+	return (unsigned)c < GP_NCODES ? code_names[c] : "INTERNAL";
+}
+
+int
+gp_frame(const char *buf, size_t len, size_t *linelen)
+{
+	size_t max = len < GP_LINE_MAX ? len : GP_LINE_MAX;
+	const char *nl = memchr(buf, '\n', max);
+
+	if (nl) {
+		*linelen = (size_t)(nl - buf) + 1;
+		return 1;
+	}
+	return len >= GP_LINE_MAX ? -1 : 0;
+}
+
+int
+gp_valid_name(const char *s)
+{
+	return policy_valid_name(s);
+}
+
+int
+gp_valid_word(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > max)
+		return 0;
+	for (; *s; s++)
+		if (*s < 0x21 || *s > 0x7e)
+			return 0;
+	return 1;
+}
+
+int
+gp_valid_text(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > max)
+		return 0;
+	for (; *s; s++)
+		if (*s < 0x20 || *s > 0x7e)
+			return 0;
+	return 1;
+}
+
+/* Check every byte of the line. */
+static enum gp_code
+check_bytes(const char *line, size_t len, const char **why)
+{
+	size_t i;
+
+	if (len + 1 > GP_LINE_MAX) {
+		*why = "line too long";
+		return GP_TOOLONG;
+	}
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)line[i];
+
+		if (c == 0) {
+			*why = "NUL byte in line";
+			return GP_NUL;
+		}
+		if (c < 0x20 || c > 0x7e) {
+			*why = "control or non-ASCII byte in line";
+			return GP_BYTE;
+		}
+	}
+	return GP_OK;
+}
+
+#define MAXF 9
+
+struct fields {
+	char buf[GP_LINE_MAX];
+	char *f[MAXF];
+	size_t n;
+	const char *rest[MAXF];	/* where field i starts in the original line */
+};
+
+/* Split on single spaces into at most max fields; the last field takes the
+ * rest of the line when rest_last.  -1 on an empty field or too many. */
+static int
+split(const char *line, size_t len, struct fields *fs, size_t max)
+{
+	size_t i, start = 0;
+
+	memcpy(fs->buf, line, len);
+	fs->buf[len] = '\0';
+	fs->n = 0;
+	for (i = 0; i <= len; i++) {
+		if (i < len && fs->buf[i] != ' ')
+			continue;
+		if (i == start)
+			return -1;	/* empty field: double, leading or trailing space */
+		if (fs->n == max)
+			return -1;
+		fs->rest[fs->n] = line + start;
+		fs->f[fs->n++] = fs->buf + start;
+		fs->buf[i] = '\0';
+		start = i + 1;
+	}
+	return 0;
+}
+
+/* "<f1> ... <fn> <text>": the first n fields, then the rest of the line
+ * as a text that may hold spaces but must not be empty or longer than
+ * GP_TEXT_MAX.  -1 if the line has no such shape. */
+static int
+split_head(const char *line, size_t len, size_t n, struct fields *fs, char *text)
+{
+	const char *p = line, *end = line + len;
+	size_t i, tl;
+
+	for (i = 0; i < n; i++) {
+		p = memchr(p, ' ', (size_t)(end - p));
+		if (p == NULL)
+			return -1;
+		p++;
+	}
+	tl = (size_t)(end - p);
+	if (tl == 0 || tl > GP_TEXT_MAX)
+		return -1;
+	if (split(line, (size_t)(p - 1 - line), fs, n) < 0 || fs->n != n)
+		return -1;
+	memcpy(text, p, tl);
+	text[tl] = '\0';
+	return 0;
+}
+
+/* Decimal, no sign, no leading zero, at most max. */
+static int
+num(const char *s, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (*s == '\0' || (s[0] == '0' && s[1] != '\0'))
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		if (v > (max - (uint64_t)(*s - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static int
+tag(const char *s, uint32_t *out)
+{
+	uint64_t v;
+
+	if (num(s, UINT32_MAX, &v) < 0 || v == 0)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static enum gp_code
+bad(const char **why, const char *what)
+{
+	*why = what;
+	return GP_SYNTAX;
+}
+
+enum gp_code
+gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **why)
+{
+	struct fields fs;
+	enum gp_code c;
+	uint64_t v;
+	size_t i;
+
+	memset(r, 0, sizeof *r);
+	if ((c = check_bytes(line, len, why)) != GP_OK)
+		return c;
+	/* REPORT <tag> THROTTLED <reply text, which may hold spaces> */
+	if (len > 7 && memcmp(line, "REPORT ", 7) == 0 && split_head(line, len, 3, &fs, r->text) == 0 &&
+	    strcmp(fs.f[2], "THROTTLED") == 0) {
+		if (tag(fs.f[1], &r->tag) < 0)
+			return bad(why, "REPORT <tag> THROTTLED <reply text>");
+		r->verb = GP_REPORT;
+		r->outcome = GP_THROTTLED;
+		return GP_OK;
+	}
+	r->text[0] = '\0';
+	if (split(line, len, &fs, MAXF) < 0)
+		return bad(why, "empty field or too many fields");
+	if (strcmp(fs.f[0], "ACQUIRE") == 0) {
+		if (fs.n != 8)
+			return bad(why, "ACQUIRE <tag> <upstream> <class|-> <sender|-> "
+			    "<messages> <recipients> <connections>");
+		if (tag(fs.f[1], &r->tag) < 0)
+			return bad(why, "bad tag");
+		if (!gp_valid_name(fs.f[2]))
+			return bad(why, "bad upstream name");
+		strcpy(r->upstream, fs.f[2]);
+		if (strcmp(fs.f[3], "-") != 0) {
+			if (!gp_valid_name(fs.f[3]))
+				return bad(why, "bad class name");
+			strcpy(r->cls, fs.f[3]);
+		}
+		if (strcmp(fs.f[4], "-") != 0) {
+			if (!gp_valid_word(fs.f[4], GP_SENDER_MAX))
+				return bad(why, "bad sender");
+			strcpy(r->sender, fs.f[4]);
+		}
+		for (i = 0; i < UNIT_COUNT; i++) {
+			if (num(fs.f[5 + i], GP_WEIGHT_MAX, &v) < 0)
+				return bad(why, "bad weight");
+			r->w[i] = (uint32_t)v;
+		}
+		r->verb = GP_ACQUIRE;
+		return GP_OK;
+	}
+	if (strcmp(fs.f[0], "REPORT") == 0) {
+		if (fs.n < 3 || tag(fs.f[1], &r->tag) < 0)
+			return bad(why, "REPORT <tag> SENT <accepted> | REFUND | THROTTLED <text>");
+		r->verb = GP_REPORT;
+		if (strcmp(fs.f[2], "SENT") == 0 && fs.n == 4 &&
+		    num(fs.f[3], GP_WEIGHT_MAX, &v) == 0) {
+			r->outcome = GP_SENT;
+			r->accepted = (uint32_t)v;
+			return GP_OK;
+		}
+		if (strcmp(fs.f[2], "REFUND") == 0 && fs.n == 3) {
+			r->outcome = GP_REFUND;
+			return GP_OK;
+		}
+		return bad(why, "REPORT <tag> SENT <accepted> | REFUND | THROTTLED <text>");
+	}
+	if (strcmp(fs.f[0], "CANCEL") == 0) {
+		if (fs.n != 2 || tag(fs.f[1], &r->tag) < 0)
+			return bad(why, "CANCEL <tag>");
+		r->verb = GP_CANCEL;
+		return GP_OK;
+	}
+	if (strcmp(fs.f[0], "STATUS") == 0) {
+		if (fs.n != 2 || (strcmp(fs.f[1], "TEXT") != 0 && strcmp(fs.f[1], "JSON") != 0))
+			return bad(why, "STATUS TEXT|JSON");
+		r->verb = GP_STATUS;
+		r->json = strcmp(fs.f[1], "JSON") == 0;
+		return GP_OK;
+	}
+	*why = "unknown verb";
+	return GP_VERB;
+}
+
+enum gp_code
+gp_parse_reply(const char *line, size_t len, struct gp_reply *r, const char **why)
+{
+	struct fields fs;
+	enum gp_code c;
+	uint64_t v;
+	size_t i;
+
+	memset(r, 0, sizeof *r);
+	if ((c = check_bytes(line, len, why)) != GP_OK)
+		return c;
+	if (len > 4 && memcmp(line, "ERR ", 4) == 0) {
+		/* ERR <tag|-> <CODE> <text, which may hold spaces> */
+		if (split_head(line, len, 3, &fs, r->text) < 0)
+			return bad(why, "ERR <tag|-> <CODE> <text>");
+		if (strcmp(fs.f[1], "-") != 0 && tag(fs.f[1], &r->tag) < 0)
+			return bad(why, "bad tag");
+		for (i = 1; i < GP_NCODES; i++)
+			if (strcmp(fs.f[2], code_names[i]) == 0)
+				break;
+		if (i == GP_NCODES)
+			return bad(why, "unknown error code");
+		r->code = (enum gp_code)i;
+		r->verb = GP_R_ERR;
+		return GP_OK;
+	}
+	if (split(line, len, &fs, MAXF) < 0)
+		return bad(why, "empty field or too many fields");
+	if (strcmp(fs.f[0], "GRANT") == 0 && fs.n == 5 && tag(fs.f[1], &r->tag) == 0 &&
+	    num(fs.f[2], UINT64_MAX, &r->id) == 0 && num(fs.f[3], UINT32_MAX, &v) == 0) {
+		r->max_rcpt = (uint32_t)v;
+		if (num(fs.f[4], UINT32_MAX, &v) < 0)
+			return bad(why, "GRANT <tag> <id> <max_recipients> <messages_per_connection>");
+		r->msgs_per_conn = (uint32_t)v;
+		r->verb = GP_R_GRANT;
+		return GP_OK;
+	}
+	if (strcmp(fs.f[0], "OK") == 0 && fs.n == 2 && tag(fs.f[1], &r->tag) == 0) {
+		r->verb = GP_R_OK;
+		return GP_OK;
+	}
+	if (strcmp(fs.f[0], "SUSPENDED") == 0 && fs.n == 3 && tag(fs.f[1], &r->tag) == 0 &&
+	    num(fs.f[2], UINT32_MAX, &r->secs) == 0) {
+		r->verb = GP_R_SUSPENDED;
+		return GP_OK;
+	}
+	if (strcmp(fs.f[0], "STATUS") == 0 && fs.n == 2 && num(fs.f[1], GP_STATUS_MAX, &v) == 0) {
+		r->length = (size_t)v;
+		r->verb = GP_R_STATUS;
+		return GP_OK;
+	}
+	*why = "unknown or malformed reply";
+	return GP_SYNTAX;
+}
+
+static const char *
+dash(const char *s)
+{
+	return *s ? s : "-";
+}
+
+void
+gp_fmt_request(struct buf *b, const struct gp_req *r)
+{
+	size_t start = b->len;
+
+	switch (r->verb) {
+	case GP_ACQUIRE:
+		if (!gp_valid_name(r->upstream) || (*r->cls && !gp_valid_name(r->cls)) ||
+		    (*r->sender && !gp_valid_word(r->sender, GP_SENDER_MAX)))
+			panic("gateproto: invalid ACQUIRE fields");
+		buf_printf(b, "ACQUIRE %u %s %s %s %u %u %u\n", r->tag, r->upstream,
+		    dash(r->cls), dash(r->sender), r->w[UNIT_MESSAGES], r->w[UNIT_RECIPIENTS],
+		    r->w[UNIT_CONNECTIONS]);
+		break;
+	case GP_REPORT:
+		if (r->outcome == GP_SENT)
+			buf_printf(b, "REPORT %u SENT %u\n", r->tag, r->accepted);
+		else if (r->outcome == GP_REFUND)
+			buf_printf(b, "REPORT %u REFUND\n", r->tag);
+		else if (gp_valid_text(r->text, GP_TEXT_MAX))
+			buf_printf(b, "REPORT %u THROTTLED %s\n", r->tag, r->text);
+		else
+			panic("gateproto: invalid REPORT fields");
+		break;
+	case GP_CANCEL:
+		buf_printf(b, "CANCEL %u\n", r->tag);
+		break;
+	case GP_STATUS:
+		buf_printf(b, "STATUS %s\n", r->json ? "JSON" : "TEXT");
+		break;
+	default:
+		panic("gateproto: unknown verb %d", (int)r->verb);
+	}
+	if (r->tag == 0 && r->verb != GP_STATUS)
+		panic("gateproto: tag 0");
+	if (b->len - start > GP_LINE_MAX)
+		panic("gateproto: request line too long");
+}
+
+void
+gp_fmt_reply(struct buf *b, const struct gp_reply *r)
+{
+	switch (r->verb) {
+	case GP_R_GRANT:
+		buf_printf(b, "GRANT %u %llu %u %u\n", r->tag, (unsigned long long)r->id,
+		    r->max_rcpt, r->msgs_per_conn);
+		break;
+	case GP_R_OK:
+		buf_printf(b, "OK %u\n", r->tag);
+		break;
+	case GP_R_SUSPENDED:
+		buf_printf(b, "SUSPENDED %u %llu\n", r->tag, (unsigned long long)r->secs);
+		break;
+	case GP_R_ERR:
+		if (!gp_valid_text(r->text, GP_TEXT_MAX))
+			panic("gateproto: invalid error text");
+		if (r->tag)
+			buf_printf(b, "ERR %u %s %s\n", r->tag, gp_code_name(r->code), r->text);
+		else
+			buf_printf(b, "ERR - %s %s\n", gp_code_name(r->code), r->text);
+		break;
+	case GP_R_STATUS:
+		buf_printf(b, "STATUS %zu\n", r->length);
+		break;
+	}
+}

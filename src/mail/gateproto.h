@@ -1,0 +1,119 @@
+/*
+ * gateproto.h: the weir-gate wire format, both directions.  Only
+ * gateclient.c (clients) and src/gate/ (the gate) use it.
+ *
+ * A local stream socket carrying lines of printable ASCII ending in "\n",
+ * at most GP_LINE_MAX bytes with the "\n", fields separated by exactly one
+ * space, no leading, trailing or empty fields, nothing after the last
+ * field.  NUL, CR and other control bytes are errors.  Requests:
+ *
+ *   ACQUIRE <tag> <upstream> <class|-> <sender|-> <messages> <recipients> <connections>
+ *   REPORT <tag> SENT <accepted>
+ *   REPORT <tag> REFUND                    nothing reached the upstream
+ *   REPORT <tag> THROTTLED <reply text>    the upstream said "slow down"
+ *   CANCEL <tag>                           drop a waiting request
+ *   STATUS TEXT|JSON
+ *
+ * Replies:
+ *
+ *   GRANT <tag> <grant id> <max_recipients> <messages_per_connection>
+ *   OK <tag>                               report or cancel done
+ *   SUSPENDED <tag> <seconds>              report done; upstream suspended
+ *   ERR <tag|-> <CODE> <text>
+ *   STATUS <length>                        then exactly <length> bytes
+ *
+ * <tag> is the client's name for a request, unique among its live requests
+ * on the connection: decimal 1..4294967295, no leading zero.  Numbers are
+ * decimal without sign or leading zeros.  An ACQUIRE is answered only once
+ * it is granted (or refused): waiting is silence, not polling.
+ *
+ * Trusts: nothing; every field is checked here.  Config keys: none.
+ */
+#ifndef WEIR_GATEPROTO_H
+#define WEIR_GATEPROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/buf.h"
+#include "mail/policy.h"
+
+#define GP_LINE_MAX	1024	/* with the "\n" */
+#define GP_SENDER_MAX	320
+#define GP_TEXT_MAX	900
+#define GP_WEIGHT_MAX	1000000
+#define GP_STATUS_MAX	(1 << 24)
+
+/* Error codes, sent as words (gp_code_name). */
+enum gp_code {
+	GP_OK = 0,
+	GP_SYNTAX,	/* well-framed line, bad fields */
+	GP_VERB,	/* unknown verb */
+	GP_TOOLONG,	/* no "\n" within GP_LINE_MAX bytes */
+	GP_NUL,		/* a NUL byte */
+	GP_BYTE,	/* a control or non-ASCII byte */
+	GP_TAG,		/* no such live request */
+	GP_DUPTAG,	/* tag already in use */
+	GP_NOPOLICY,	/* no policy for that upstream */
+	GP_NOCLASS,	/* no such class */
+	GP_TOOBIG,	/* bigger than a window or cap: can never be granted */
+	GP_BADWEIGHT,	/* all weights zero */
+	GP_STATE,	/* e.g. REPORT of a request not granted */
+	GP_LIMIT,	/* too many requests on one connection */
+	GP_INTERNAL,	/* the gate cannot go on (journal) */
+	GP_NCODES
+};
+
+enum gp_verb { GP_ACQUIRE = 1, GP_REPORT, GP_CANCEL, GP_STATUS };
+enum gp_outcome { GP_SENT = 1, GP_REFUND, GP_THROTTLED };
+
+struct gp_req {
+	enum gp_verb verb;
+	uint32_t tag;
+	char upstream[POLICY_NAME_MAX + 1];
+	char cls[POLICY_NAME_MAX + 1];		/* "" for "-" */
+	char sender[GP_SENDER_MAX + 1];		/* "" for "-" */
+	uint32_t w[UNIT_COUNT];
+	enum gp_outcome outcome;
+	uint32_t accepted;
+	char text[GP_TEXT_MAX + 1];
+	int json;
+};
+
+enum gp_rverb { GP_R_GRANT = 1, GP_R_OK, GP_R_SUSPENDED, GP_R_ERR, GP_R_STATUS };
+
+struct gp_reply {
+	enum gp_rverb verb;
+	uint32_t tag;		/* 0 for "-" */
+	uint64_t id;		/* GRANT */
+	uint32_t max_rcpt, msgs_per_conn;	/* GRANT: 0 = no cap */
+	uint64_t secs;		/* SUSPENDED */
+	enum gp_code code;	/* ERR */
+	char text[GP_TEXT_MAX + 1];	/* ERR */
+	size_t length;		/* STATUS: body bytes that follow */
+};
+
+const char *gp_code_name(enum gp_code c);
+
+/* Find one line in buf[0..len): 1 with *linelen (the "\n" included), 0 if
+ * more bytes are needed, -1 (GP_TOOLONG) if there is no "\n" within
+ * GP_LINE_MAX bytes. */
+int gp_frame(const char *buf, size_t len, size_t *linelen);
+
+/* Parse one line, without its "\n".  GP_OK, or an error with *why. */
+enum gp_code gp_parse_request(const char *line, size_t len, struct gp_req *r,
+    const char **why);
+enum gp_code gp_parse_reply(const char *line, size_t len, struct gp_reply *r,
+    const char **why);
+
+/* Append one line, "\n" included.  The caller passes valid fields
+ * (panic otherwise: a bug, not input). */
+void gp_fmt_request(struct buf *b, const struct gp_req *r);
+void gp_fmt_reply(struct buf *b, const struct gp_reply *r);
+
+/* Is s a field of the given kind?  (Used by the formatters and callers.) */
+int gp_valid_name(const char *s);
+int gp_valid_word(const char *s, size_t max);
+int gp_valid_text(const char *s, size_t max);
+
+#endif

@@ -1,0 +1,663 @@
+/*
+ * gate_test.c: the real build/bin/weir-gate over its socket.
+ *   - 50 concurrent clients for 8 s under "5 per 1s", with a SIGTERM
+ *     restart and a kill -9 restart in the middle; the invariant is
+ *     checked over the whole run from the clients' own timestamps
+ *     (grant received .. report sent): for every instant t, the sends
+ *     whose interval meets (t - 1 s, t] are at most 5;
+ *   - CPU time of the gate while 200 requests wait for 10 s < 100 ms;
+ *   - bad input answered and the connection closed, the gate serving on;
+ *   - policy reload on change: a bad file keeps the old policy (error
+ *     with file:line in the log), a good one applies at once;
+ *   - status in text and JSON through `weir-gate status`.
+ * Every gate started is killed in the fixture's fini, and dies with the
+ * test process anyway (PR_SET_PDEATHSIG).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/io.h"
+#include "mail/gateclient.h"
+#include "testlib.h"
+
+static char *dir, *sock, *policy, *journal, *wconf, *gatelog;
+static pid_t gate_pid = -1;
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Microseconds: the invariant is checked finer than the gate's ms. */
+static int64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Wait without spinning. */
+static void
+pause_ms(int ms)
+{
+	poll(NULL, 0, ms);
+}
+
+static void
+stop_gate(int sig)
+{
+	int st;
+
+	if (gate_pid <= 0)
+		return;
+	kill(gate_pid, sig);
+	while (waitpid(gate_pid, &st, 0) < 0 && errno == EINTR)
+		;
+	gate_pid = -1;
+}
+
+static void
+setup(void)
+{
+	dir = tl_tmpdir();
+	sock = xasprintf("%s/gate.sock", dir);
+	policy = xasprintf("%s/policy.conf", dir);
+	journal = xasprintf("%s/journal", dir);
+	wconf = xasprintf("%s/weir.conf", dir);
+	gatelog = xasprintf("%s/gate.log", dir);
+	tl_write(wconf, "", 0);
+}
+
+static void
+teardown(void)
+{
+	stop_gate(SIGKILL);
+	tl_rmtree(dir);
+}
+
+/* Start the gate; nofile > 0 caps its file descriptors. */
+static void
+start_gate_fds(const char *grace, rlim_t nofile)
+{
+	char *bin = tl_bin("weir-gate");
+	int lfd, i;
+	struct gate_client gc;
+
+	gate_pid = fork();
+	cr_assert(gate_pid >= 0);
+	if (gate_pid == 0) {
+		struct rlimit rl = { nofile, nofile };
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (nofile > 0 && setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			_exit(127);
+		lfd = open(gatelog, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (lfd < 0 || dup2(lfd, 2) < 0)
+			_exit(127);
+		execl(bin, bin, "-c", wconf, "-p", policy, "-s", sock, "-j", journal, "-g", grace,
+		    (char *)NULL);
+		_exit(127);
+	}
+	free(bin);
+	for (i = 0; i < 500; i++) {
+		if (gc_connect(&gc, sock) == 0) {
+			gc_close(&gc);
+			return;
+		}
+		pause_ms(10);
+	}
+	cr_assert_fail("weir-gate did not start");
+}
+
+static void
+start_gate(const char *grace)
+{
+	start_gate_fds(grace, 0);
+}
+
+static void
+write_policy(const char *text)
+{
+	char *tmp = xasprintf("%s.tmp", policy);
+
+	tl_write(tmp, text, strlen(text));
+	cr_assert_eq(rename(tmp, policy), 0);
+	free(tmp);
+}
+
+/* ---- 50 clients, restarts, the invariant ---- */
+
+#define NCL 50
+#define MAXSENDS 4096
+
+struct cl {
+	struct gate_client gc;
+	int connected;
+	enum { IDLE, WAIT, HOLD, REPORTED } st;
+	uint32_t tag;
+	int64_t g, due;		/* g in us, due in ms */
+	int held_here;		/* granted on the current connection */
+};
+
+static int64_t sg[MAXSENDS], sr[MAXSENDS];	/* us */
+static size_t nsends;
+
+static void
+record(int64_t g, int64_t r)
+{
+	cr_assert(nsends < MAXSENDS);
+	sg[nsends] = g;
+	sr[nsends++] = r;
+}
+
+static void
+lost(struct cl *c)
+{
+	gc_close(&c->gc);
+	c->connected = 0;
+	c->held_here = 0;
+	if (c->st != HOLD)
+		c->st = IDLE;	/* a held send goes on: recorded when due */
+}
+
+Test(gate, fifty_clients_restarts_invariant, .init = setup, .fini = teardown, .timeout = 50)
+{
+	static struct cl cl[NCL];
+	struct pollfd pf[NCL];
+	int idx[NCL];
+	int64_t t0, now, end;
+	unsigned seed = 12345;
+	int phase = 0, i, n, timeout;
+	size_t a, b;
+
+	write_policy("upstream \"up\" { rate = \"5 per 1s\" }\n");
+	start_gate("1s");
+	memset(cl, 0, sizeof cl);
+	nsends = 0;
+	t0 = now_ms();
+	end = t0 + 8000;
+	while ((now = now_ms()) < end) {
+		if (phase == 0 && now >= t0 + 2500) {
+			stop_gate(SIGTERM);	/* a clean restart */
+			start_gate("1s");
+			phase = 1;
+		} else if (phase == 1 && now >= t0 + 5000) {
+			stop_gate(SIGKILL);	/* a crash */
+			start_gate("1s");
+			phase = 2;
+		}
+		now = now_ms();
+		timeout = 20;
+		for (i = n = 0; i < NCL; i++) {
+			struct cl *c = &cl[i];
+
+			if (c->st == HOLD && now >= c->due) {
+				record(c->g, now_us());
+				if (c->connected && c->held_here &&
+				    gc_report_sent(&c->gc, c->tag, 1) == 0)
+					c->st = REPORTED;
+				else if (c->connected && c->held_here)
+					lost(c), c->st = IDLE;
+				else
+					c->st = IDLE;	/* granted by a gate now gone */
+			}
+			if (!c->connected) {
+				if (gc_connect(&c->gc, sock) < 0)
+					continue;
+				cr_assert_eq(fd_nonblock(c->gc.fd, 1), 0);
+				c->connected = 1;
+			}
+			if (c->st == IDLE) {
+				if (gc_acquire(&c->gc, ++c->tag, "up", NULL, NULL, 1, 1, 0) < 0) {
+					lost(c);
+					continue;
+				}
+				c->st = WAIT;
+			}
+			if (c->st == HOLD && c->due - now < timeout)
+				timeout = (int)(c->due - now);
+			pf[n].fd = c->gc.fd;
+			pf[n].events = POLLIN;
+			idx[n++] = i;
+		}
+		if (poll(pf, (nfds_t)n, timeout < 0 ? 0 : timeout) < 0)
+			cr_assert(errno == EINTR);
+		for (i = 0; i < n; i++) {
+			struct cl *c = &cl[idx[i]];
+			struct gp_reply r;
+			const char *why;
+			int got;
+
+			if (!pf[i].revents)
+				continue;
+			got = gc_fill(&c->gc);
+			if (got <= 0) {
+				if (got < 0 && errno == EAGAIN)
+					continue;
+				lost(c);
+				continue;
+			}
+			while ((got = gc_next_reply(&c->gc, &r, &why)) == 1) {
+				if (r.verb == GP_R_GRANT) {
+					cr_assert_eq(c->st, WAIT);
+					cr_assert_eq(r.tag, c->tag);
+					c->g = now_us();
+					c->due = now_ms() + (int64_t)(rand_r(&seed) % 60);
+					c->st = HOLD;
+					c->held_here = 1;
+				} else if (r.verb == GP_R_OK) {
+					cr_assert_eq(c->st, REPORTED);
+					c->st = IDLE;
+				} else {
+					cr_assert_fail("unexpected reply %d (%s)", (int)r.verb, r.text);
+				}
+			}
+			cr_assert_neq(got, -1, "bad reply: %s", why);
+		}
+	}
+	for (i = 0; i < NCL; i++) {
+		if (cl[i].st == HOLD)
+			record(cl[i].g, now_us());
+		if (cl[i].connected)
+			gc_close(&cl[i].gc);
+	}
+	stop_gate(SIGTERM);
+
+	/* For every instant t (it is enough to look at each grant), the
+	 * sends whose [grant, report] meets (t - 1 s, t], in microseconds. */
+	for (a = 0; a < nsends; a++) {
+		int cnt = 0;
+
+		for (b = 0; b < nsends; b++)
+			if (sg[b] <= sg[a] && sr[b] > sg[a] - 1000000)
+				cnt++;
+		cr_assert_leq(cnt, 5, "%d sends in the second ending at %lld us", cnt,
+		    (long long)(sg[a] - t0 * 1000));
+	}
+	/* And literally: reports in every [s, s + 1 s), s every 100 us. */
+	for (now = t0 * 1000; now < (end + 1000) * 1000; now += 100) {
+		int cnt = 0;
+
+		for (b = 0; b < nsends; b++)
+			if (sr[b] >= now && sr[b] < now + 1000000)
+				cnt++;
+		cr_assert_leq(cnt, 5, "%d reports in [%lld us, +1 s)", cnt,
+		    (long long)(now - t0 * 1000));
+	}
+	/* The window is used, not just respected: 8 s at 5/s, minus the
+	 * restarts' grace periods. */
+	cr_assert_geq(nsends, 20, "only %zu sends in 8 s", nsends);
+	cr_log_info("%zu sends in 8 s with 2 restarts", nsends);
+}
+
+/* ---- idle CPU while 200 requests wait ---- */
+
+static long long
+cpu_ms(pid_t pid)
+{
+	char *path = xasprintf("/proc/%d/stat", (int)pid), *p;
+	struct buf b = BUF_INIT;
+	unsigned long long ut, st;
+	long long ms;
+	int i;
+
+	tl_read(path, &b);
+	p = strrchr(b.s, ')');
+	cr_assert_not_null(p);
+	p += 2;	/* field 3 */
+	for (i = 3; i < 14; i++)
+		p = strchr(p, ' ') + 1;
+	cr_assert_eq(sscanf(p, "%llu %llu", &ut, &st), 2);
+	ms = (long long)((ut + st) * 1000 / (unsigned long long)sysconf(_SC_CLK_TCK));
+	buf_free(&b);
+	free(path);
+	return ms;
+}
+
+Test(gate, idle_cpu_while_200_wait, .init = setup, .fini = teardown, .timeout = 40)
+{
+	static struct gate_client gc[200];
+	struct gp_reply r;
+	const char *why;
+	long long before, after;
+	int i, grants = 0;
+	int64_t t;
+
+	write_policy("upstream \"up\" { rate = \"1 per 5s\" }\n");
+	start_gate("1s");
+	for (i = 0; i < 200; i++) {
+		cr_assert_eq(gc_connect(&gc[i], sock), 0);
+		cr_assert_eq(gc_acquire(&gc[i], 1, "up", NULL, NULL, 1, 1, 0), 0);
+	}
+	/* The first is granted at once; report it, the rest wait. */
+	cr_assert_eq(gc_wait_reply(&gc[0], &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	cr_assert_eq(gc_report_sent(&gc[0], 1, 1), 0);
+	cr_assert_eq(gc_wait_reply(&gc[0], &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_OK);
+	pause_ms(200);
+	before = cpu_ms(gate_pid);
+	t = now_ms();
+	/* 10 s: one grant is due at 5 s (the timer), the rest wait. */
+	while (now_ms() - t < 10000) {
+		struct pollfd pf[199];
+
+		for (i = 1; i < 200; i++)
+			pf[i - 1] = (struct pollfd){ gc[i].fd, POLLIN, 0 };
+		if (poll(pf, 199, (int)(10000 - (now_ms() - t))) <= 0)
+			continue;
+		for (i = 1; i < 200; i++)
+			if (pf[i - 1].revents) {
+				cr_assert_eq(gc_wait_reply(&gc[i], &r, &why), 1);
+				cr_assert_eq(r.verb, GP_R_GRANT);
+				grants++;	/* held: nothing else can be granted */
+			}
+		if (grants)
+			break;
+	}
+	/* The timer fired once, at ~5 s. */
+	cr_assert_eq(grants, 1);
+	cr_assert_geq(now_ms() - t, 4500);
+	pause_ms((int)(10000 - (now_ms() - t)) > 0 ? (int)(10000 - (now_ms() - t)) : 0);
+	after = cpu_ms(gate_pid);
+	cr_log_info("gate CPU while 199 wait for 10 s: %lld ms", after - before);
+	cr_assert_lt(after - before, 100, "gate used %lld ms of CPU while idle", after - before);
+	for (i = 0; i < 200; i++)
+		gc_close(&gc[i]);
+}
+
+/* ---- bad input ---- */
+
+static void
+raw_exchange(const char *data, size_t len, const char *want)
+{
+	struct gate_client gc;
+	struct gp_reply r;
+	const char *why = "";
+
+	cr_assert_eq(gc_connect(&gc, sock), 0);
+	cr_assert_eq(full_write(gc.fd, data, len), 0);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1, "%s", why);
+	cr_assert_eq(r.verb, GP_R_ERR);
+	cr_assert_str_eq(gp_code_name(r.code), want);
+	/* Framing errors close the connection (end of file, or a reset when
+	 * the gate left unread bytes behind). */
+	if (strcmp(want, "TOOLONG") == 0 || strcmp(want, "NUL") == 0 || strcmp(want, "BYTE") == 0)
+		cr_assert_neq(gc_wait_reply(&gc, &r, &why), 1);
+	gc_close(&gc);
+}
+
+Test(gate, bad_input_answered_gate_serves_on, .init = setup, .fini = teardown, .timeout = 20)
+{
+	char big[3000];
+	struct gate_client gc;
+	struct gp_reply r;
+	const char *why;
+
+	write_policy("upstream \"up\" { rate = \"5 per 1s\" max_recipients = 10 }\n");
+	start_gate("1s");
+	memset(big, 'A', sizeof big);
+	raw_exchange(big, sizeof big, "TOOLONG");
+	raw_exchange("CANCEL 1\0\n", 10, "NUL");
+	raw_exchange("CANCEL 1\r\n", 10, "BYTE");
+	raw_exchange("HELO x\n", 7, "VERB");
+	raw_exchange("ACQUIRE 1 up - - 1 1\n", 21, "SYNTAX");
+	raw_exchange("ACQUIRE 1 up - - 1 11 0\n", 24, "TOOBIG");
+	raw_exchange("ACQUIRE 1 up - - 6 1 0\n", 23, "TOOBIG");
+	raw_exchange("ACQUIRE 1 nope - - 1 1 0\n", 25, "NOPOLICY");
+	raw_exchange("REPORT 9 SENT 1\n", 16, "TAG");
+	/* A client that sends half a line and disconnects. */
+	cr_assert_eq(gc_connect(&gc, sock), 0);
+	cr_assert_eq(full_write(gc.fd, "ACQUIRE 1 up", 12), 0);
+	gc_close(&gc);
+	/* Still serving, with a duplicate tag refused. */
+	cr_assert_eq(gc_connect(&gc, sock), 0);
+	cr_assert_eq(gc_acquire(&gc, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	cr_assert_eq(gc_acquire(&gc, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+	cr_assert(r.verb == GP_R_ERR && r.code == GP_DUPTAG);
+	cr_assert_eq(gc_cancel(&gc, 1), 0);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+	cr_assert(r.verb == GP_R_ERR && r.code == GP_STATE);
+	cr_assert_eq(gc_report_throttled(&gc, 1, "421 4.7.0 slow\r\ndown"), 0);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_SUSPENDED);
+	cr_assert_eq(r.secs, 300);	/* built-in 421: 5 minutes */
+	gc_close(&gc);
+}
+
+/* ---- reload ---- */
+
+static int
+log_has(const char *text, int wait_ms)
+{
+	struct buf b = BUF_INIT;
+	int64_t t = now_ms();
+	int found = 0;
+
+	do {
+		if (read_file_at(AT_FDCWD, gatelog, &b, 1 << 20) == 0 && b.s && strstr(b.s, text))
+			found = 1;
+		else
+			pause_ms(20);
+	} while (!found && now_ms() - t < wait_ms);
+	buf_free(&b);
+	return found;
+}
+
+Test(gate, reload_bad_keeps_old_good_applies, .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct gate_client gc;
+	struct gp_reply r;
+	const char *why;
+	char *want;
+	int i;
+	struct pollfd pf;
+
+	write_policy("upstream \"up\" { rate = \"2 per 1h\" }\n");
+	start_gate("1s");
+	cr_assert_eq(gc_connect(&gc, sock), 0);
+	for (i = 1; i <= 3; i++)
+		cr_assert_eq(gc_acquire(&gc, (uint32_t)i, "up", NULL, NULL, 1, 1, 0), 0);
+	for (i = 1; i <= 2; i++) {
+		cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+		cr_assert(r.verb == GP_R_GRANT && r.tag == (uint32_t)i);
+	}
+	for (i = 1; i <= 2; i++) {
+		cr_assert_eq(gc_report_sent(&gc, (uint32_t)i, 1), 0);
+		cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+		cr_assert(r.verb == GP_R_OK && r.tag == (uint32_t)i);
+	}
+	/* A bad policy: logged with file:line, the old one stays. */
+	write_policy("upstream \"up\" {\n  rate = \"0 per 1h\"\n}\n");
+	want = xasprintf("policy not reloaded: %s:2: rate", policy);
+	cr_assert(log_has(want, 3000), "no \"%s\" in the log", want);
+	pf = (struct pollfd){ gc.fd, POLLIN, 0 };
+	cr_assert_eq(poll(&pf, 1, 300), 0, "granted under a bad policy");
+	/* A good one with a higher limit applies at once, on file change. */
+	write_policy("upstream \"up\" { rate = \"3 per 1h\" }\n");
+	cr_assert_eq(poll(&pf, 1, 3000), 1, "not granted after the reload");
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+	cr_assert(r.verb == GP_R_GRANT && r.tag == 3);
+	/* And SIGHUP: back to 2, which the history already exceeds. */
+	cr_assert_eq(gc_report_sent(&gc, 3, 1), 0);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+	tl_write(policy, "upstream \"up\" { rate = \"2 per 1h\" }\n", 36);
+	cr_assert_eq(kill(gate_pid, SIGHUP), 0);
+	cr_assert(log_has("(SIGHUP)", 3000));
+	cr_assert_eq(gc_acquire(&gc, 4, "up", NULL, NULL, 1, 1, 0), 0);
+	cr_assert_eq(poll(&pf, 1, 300), 0, "granted over a lowered limit");
+	gc_close(&gc);
+	free(want);
+}
+
+/* ---- status ---- */
+
+Test(gate, status_text_and_json, .init = setup, .fini = teardown, .timeout = 20)
+{
+	char *bin = tl_bin("weir-gate");
+	const char *argv1[] = { bin, "-c", wconf, "-s", sock, "status", NULL };
+	const char *argv2[] = { bin, "-c", wconf, "-s", sock, "status", "json", NULL };
+	struct tl_run run;
+	struct tl_result res;
+	struct gate_client gc;
+	struct gp_reply r;
+	const char *why;
+
+	write_policy("upstream \"up\" { rate = {\"1 per 1h\", \"100 recipients daily at 00:00 UTC\"} }\n"
+	    "class \"bulk\" { priority = 1 }\n");
+	start_gate("1s");
+	cr_assert_eq(gc_connect(&gc, sock), 0);
+	cr_assert_eq(gc_acquire(&gc, 1, "up", NULL, NULL, 1, 2, 0), 0);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+	cr_assert_eq(gc_acquire(&gc, 2, "up", "bulk", NULL, 1, 1, 0), 0);
+	cr_assert_eq(gc_report_throttled(&gc, 1, "421 4.7.0 Try again later"), 0);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+	memset(&run, 0, sizeof run);
+	run.argv = argv1;
+	tl_run(&run, &res);
+	cr_assert_eq(res.status, 0, "%s", res.err.s);
+	cr_assert(strstr(res.out.s, "upstream up: suspended until ") != NULL, "%s", res.out.s);
+	cr_assert(strstr(res.out.s, "421 4.7.0 Try again later") != NULL);
+	cr_assert(strstr(res.out.s, "window 1 messages per 3600s: 1 logged + 0 held = 1 of 1") != NULL,
+	    "%s", res.out.s);
+	cr_assert(strstr(res.out.s, "(calendar)") != NULL);
+	cr_assert(strstr(res.out.s, "waiting: 1 (bulk 1)") != NULL, "%s", res.out.s);
+	tl_result_free(&res);
+	run.argv = argv2;
+	tl_run(&run, &res);
+	cr_assert_eq(res.status, 0);
+	cr_assert(strstr(res.out.s, "\"name\":\"up\",\"in_policy\":true,\"suspended\":true") != NULL,
+	    "%s", res.out.s);
+	cr_assert(strstr(res.out.s, "\"waiting_by_class\":{\"bulk\":1}") != NULL);
+	cr_assert(strstr(res.out.s, "\"unit\":\"recipients\",\"calendar\":true,\"logged\":2") != NULL,
+	    "%s", res.out.s);
+	tl_result_free(&res);
+	gc_close(&gc);
+	free(bin);
+}
+
+/* ---- out of file descriptors: no spinning, service resumes ---- */
+
+Test(gate, out_of_fds_pauses_accept_without_spinning, .init = setup, .fini = teardown,
+    .timeout = 20)
+{
+	static struct gate_client gc[40];
+	struct gp_reply r;
+	const char *why;
+	long long before, after;
+	int i;
+	struct pollfd pf;
+
+	write_policy("upstream \"up\" { rate = \"5 per 1s\" }\n");
+	start_gate_fds("1s", 24);
+	for (i = 0; i < 40; i++)
+		cr_assert_eq(gc_connect(&gc[i], sock), 0);	/* the backlog takes them */
+	pause_ms(200);
+	before = cpu_ms(gate_pid);
+	pause_ms(1000);
+	after = cpu_ms(gate_pid);
+	cr_assert_lt(after - before, 50, "gate used %lld ms of CPU in 1 s out of fds",
+	    after - before);
+	/* The last connection waits in the backlog ... */
+	cr_assert_eq(gc_status(&gc[39], 0), 0);
+	pf = (struct pollfd){ gc[39].fd, POLLIN, 0 };
+	cr_assert_eq(poll(&pf, 1, 300), 0);
+	/* ... and is served once others go. */
+	for (i = 0; i < 30; i++)
+		gc_close(&gc[i]);
+	cr_assert_eq(gc_wait_reply(&gc[39], &r, &why), 1, "%s", why);
+	cr_assert_eq(r.verb, GP_R_STATUS);
+	for (i = 30; i < 40; i++)
+		gc_close(&gc[i]);
+}
+
+/* ---- clients that go away ---- */
+
+Test(gate, client_gone_grant_counts_waiting_dropped, .init = setup, .fini = teardown,
+    .timeout = 20)
+{
+	struct gate_client a, b, c, st;
+	struct gp_reply r;
+	const char *why;
+	struct pollfd pf;
+	int i;
+
+	write_policy("upstream \"up\" { rate = \"1 per 1h\" }\n");
+	start_gate("1s");
+	cr_assert_eq(gc_connect(&a, sock), 0);
+	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	cr_assert_eq(gc_wait_reply(&a, &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	gc_close(&a);		/* dies holding the grant: counted as sent */
+	cr_assert_eq(gc_connect(&b, sock), 0);
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	cr_assert_eq(gc_connect(&c, sock), 0);
+	cr_assert_eq(gc_acquire(&c, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	pf = (struct pollfd){ b.fd, POLLIN, 0 };
+	cr_assert_eq(poll(&pf, 1, 300), 0, "granted although the window is used");
+	gc_close(&c);		/* loses its waiting request */
+	cr_assert_eq(gc_connect(&st, sock), 0);
+	/* The gate sees c go within a round or two of its loop. */
+	for (i = 0; i < 100; i++) {
+		cr_assert_eq(gc_status(&st, 1), 0);
+		cr_assert_eq(gc_wait_reply(&st, &r, &why), 1);
+		cr_assert_eq(r.verb, GP_R_STATUS);
+		buf_addc(&st.status, '\0');
+		if (strstr(st.status.s, "\"waiting\":1,") != NULL)
+			break;
+		pause_ms(20);
+	}
+	cr_assert(strstr(st.status.s, "\"waiting\":1,") != NULL, "%s", st.status.s);
+	cr_assert(strstr(st.status.s, "\"logged\":1,\"held\":0") != NULL, "%s", st.status.s);
+	gc_close(&st);
+	gc_close(&b);
+}
+
+/* ---- no policy file yet ---- */
+
+Test(gate, missing_policy_refuses_until_it_appears, .init = setup, .fini = teardown,
+    .timeout = 20)
+{
+	struct gate_client gc;
+	struct gp_reply r;
+	const char *why;
+	struct pollfd pf;
+
+	start_gate("1s");	/* policy.conf does not exist */
+	cr_assert(log_has("does not exist: every request is refused", 2000));
+	cr_assert_eq(gc_connect(&gc, sock), 0);
+	cr_assert_eq(gc_acquire(&gc, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+	cr_assert(r.verb == GP_R_ERR && r.code == GP_NOPOLICY);
+	write_policy("upstream \"up\" { rate = \"1 per 1s\" }\n");
+	cr_assert(log_has("loaded (file changed)", 3000));
+	cr_assert_eq(gc_acquire(&gc, 2, "up", NULL, NULL, 1, 1, 0), 0);
+	pf = (struct pollfd){ gc.fd, POLLIN, 0 };
+	cr_assert_eq(poll(&pf, 1, 3000), 1);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
+	cr_assert(r.verb == GP_R_GRANT && r.tag == 2);
+	gc_close(&gc);
+}

@@ -1,0 +1,663 @@
+/*
+ * window_test.c: the rate engine (src/gate/window.c) on a simulated
+ * clock.  Fixed cases for each rule, then randomized schedules (fixed
+ * seeds) with mixed weights, several windows, calendar windows, reloads,
+ * refunds, throttles and disconnects, checked by brute force over every
+ * recorded send:
+ *   - at every grant, for every window of the policy in force, the weight
+ *     logged in the window plus the weight held plus the new grant <= N;
+ *   - for every window (N, T) and every instant s, the weight logged in
+ *     [s, s + T) <= N (calendar: in every [boundary, boundary + T));
+ *   - a wake-up time is exact: nothing fits one ms before it, something
+ *     fits at it.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gate/window.h"
+#include "lib/alloc.h"
+
+/* ---- policies built in memory ---- */
+
+static struct policy_class classes[] = {
+	{ (char *)"hi", 10, NULL, 0, 0, 0, 0 },
+	{ (char *)"lo", 1, NULL, 0, 0, 0, 0 },
+};
+static struct policy_throttle throttles[] = {
+	{ (char *)"421 *", 60, 240, 0 },
+};
+
+struct tpol {
+	struct policy p;
+	struct policy_upstream up;
+	struct policy_window win[4];
+};
+
+static void
+tpol_init(struct tpol *t, const struct policy_window *w, size_t n)
+{
+	memset(t, 0, sizeof *t);
+	memcpy(t->win, w, n * sizeof *w);
+	t->up.name = (char *)"up";
+	t->up.win = t->win;
+	t->up.nwin = n;
+	t->p.up = &t->up;
+	t->p.nup = 1;
+	t->p.cls = classes;
+	t->p.ncls = 2;
+	t->p.thr = throttles;
+	t->p.nthr = 1;
+}
+
+static struct policy_window
+SW(long long limit, long long per, enum policy_unit unit)
+{
+	struct policy_window w = { limit, per, unit, 0, 0, 0 };
+	return w;
+}
+
+static struct policy_window
+CW(long long limit, long long per, enum policy_unit unit, long long align)
+{
+	struct policy_window w = { limit, per, unit, 1, align, 0 };
+	return w;
+}
+
+/* ---- a recorder of grants and refusals ---- */
+
+#define MAXREC 20000
+
+struct rec {
+	struct wg_req *r;
+	uint32_t w[UNIT_COUNT];
+	int64_t g, e;		/* grant, end times */
+	uint64_t gseq, eseq;	/* event order */
+	int ended, logged;
+};
+
+static struct sim {
+	struct rec rec[MAXREC];
+	size_t nrec;
+	uint64_t seq;
+	int64_t now;
+	size_t refused;
+	const struct tpol *pol;	/* in force */
+	int check_each_grant;
+	struct wg_req *waiting[4096];	/* requests not granted yet */
+	size_t nwait;
+} S;
+
+/* A request leaves S.waiting when granted or refused (then freed). */
+static void
+unwait(struct wg_req *r)
+{
+	size_t k;
+
+	for (k = 0; k < S.nwait; k++)
+		if (S.waiting[k] == r) {
+			S.waiting[k] = S.waiting[--S.nwait];
+			return;
+		}
+}
+
+static void check_grant(size_t k);
+
+static void
+on_granted(void *arg, struct wg_req *r)
+{
+	struct rec *x;
+
+	(void)arg;
+	cr_assert(S.nrec < MAXREC);
+	x = &S.rec[S.nrec++];
+	memset(x, 0, sizeof *x);
+	x->r = r;
+	memcpy(x->w, r->w, sizeof x->w);
+	x->g = S.now;
+	x->gseq = ++S.seq;
+	r->owner = x;
+	unwait(r);
+	if (S.check_each_grant)
+		check_grant(S.nrec - 1);
+}
+
+static void
+on_refused(void *arg, struct wg_req *r, enum wg_code code)
+{
+	(void)arg; (void)code;
+	S.refused++;
+	unwait(r);
+}
+
+static const struct wg_ops ops = { on_granted, on_refused, NULL };
+
+static int64_t
+tbucket(const struct policy_window *w, int64_t t)
+{
+	int64_t per = w->per * 1000, ph = w->align * 1000 % per, m = (t - ph) % per;
+
+	return t - (m < 0 ? m + per : m);
+}
+
+/* Brute force: at the grant of rec k, every window of the policy holds. */
+static void
+check_grant(size_t k)
+{
+	const struct rec *x = &S.rec[k];
+	size_t i, j;
+
+	for (i = 0; i < S.pol->up.nwin; i++) {
+		const struct policy_window *w = &S.pol->win[i];
+		int64_t used = 0;
+
+		for (j = 0; j <= k; j++) {
+			const struct rec *y = &S.rec[j];
+			int held = !y->ended || y->eseq > x->gseq;
+
+			if (held) {
+				used += y->w[w->unit];
+			} else if (y->logged) {
+				int in = w->calendar ? y->e >= tbucket(w, x->g)
+				    : y->e > x->g - w->per * 1000;
+				if (in)
+					used += y->w[w->unit];
+			}
+		}
+		cr_assert(used <= w->limit,
+		    "grant %zu at %lld: window %zu (%lld per %llds %s) has %lld",
+		    k, (long long)x->g, i, w->limit, w->per, policy_unit_name(w->unit),
+		    (long long)used);
+	}
+}
+
+/* Brute force over every instant: logged weight in [s, s+T) <= N. */
+static void
+check_every_instant(const struct policy_window *w, long long limit)
+{
+	int64_t tmax = S.now + 1, per = w->per * 1000, s, sum = 0;
+	int64_t *at = xcalloc((size_t)tmax + 1, sizeof *at);
+	size_t j;
+
+	for (j = 0; j < S.nrec; j++)
+		if (S.rec[j].logged) {
+			cr_assert(S.rec[j].e >= 0 && S.rec[j].e < tmax);
+			at[S.rec[j].e] += S.rec[j].w[w->unit];
+		}
+	if (w->calendar) {
+		for (s = 0; s < tmax; s++) {
+			if (s == tbucket(w, s))
+				sum = 0;
+			sum += at[s];
+			cr_assert(sum <= limit, "calendar bucket of %lld: %lld > %lld",
+			    (long long)s, (long long)sum, limit);
+		}
+	} else {
+		/* sum = weight in [s - per + 1, s] == [s', s' + T) with s' = s - per + 1 */
+		for (s = 0; s < tmax; s++) {
+			sum += at[s];
+			if (s - per >= 0)
+				sum -= at[s - per];
+			cr_assert(sum <= limit, "window ending %lld: %lld > %lld",
+			    (long long)s, (long long)sum, limit);
+		}
+	}
+	free(at);
+}
+
+static void
+sim_reset(const struct tpol *p, struct wgate *g, int64_t start)
+{
+	memset(&S, 0, sizeof S);
+	S.pol = p;
+	S.now = start;
+	S.check_each_grant = 1;
+	wg_init(g, &ops);
+	wg_set_policy(g, &p->p, 0, S.now);
+}
+
+static struct wg_req *
+acq(struct wgate *g, const char *cls, uint32_t m, uint32_t r, uint32_t c, enum wg_code want)
+{
+	uint32_t w[UNIT_COUNT] = { m, r, c };
+	struct wg_req *q = NULL;
+
+	cr_assert_eq(wg_acquire(g, "up", cls, NULL, w, NULL, S.now, &q), want);
+	return q;
+}
+
+static void
+end(struct wgate *g, struct rec *x, enum wg_outcome o)
+{
+	x->ended = 1;
+	x->eseq = ++S.seq;
+	x->e = S.now;
+	x->logged = o != WG_REFUND;
+	(void)wg_report(g, x->r, o, o == WG_THROTTLED ? "421 4.7.0 slow down" : NULL, S.now);
+	x->r = NULL;
+}
+
+/* ---- fixed cases ---- */
+
+Test(window, two_per_second_exact_wake)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(2, 1, UNIT_MESSAGES) };
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 5000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	/* Held grants: only reports can help. */
+	cr_assert_eq(wg_next_wake(&g, S.now), -1);
+	S.now = 5100;
+	end(&g, &S.rec[0], WG_SENT);
+	S.now = 5300;
+	end(&g, &S.rec[1], WG_SENT);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	/* The first send leaves (5100 - 1000, 5100] + 1000 = at 6100. */
+	cr_assert_eq(wg_next_wake(&g, S.now), 6100);
+	cr_assert_eq(wg_pump(&g, 6099), 0);
+	S.now = 6100;
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	cr_assert_eq(S.rec[2].g, 6100);
+	wg_free(&g);
+}
+
+Test(window, refund_gives_the_slot_back_disconnect_does_not)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(1, 10, UNIT_MESSAGES) };
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 0);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	S.now = 50;
+	end(&g, &S.rec[0], WG_REFUND);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	/* The client holding the second grant goes away: sent at 70. */
+	S.now = 70;
+	wg_cancel(&g, S.rec[1].r, S.now);
+	S.rec[1].ended = 1; S.rec[1].e = 70; S.rec[1].logged = 1; S.rec[1].eseq = ++S.seq;
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(wg_next_wake(&g, S.now), 10070);
+	wg_free(&g);
+}
+
+Test(window, too_big_and_caps_refused_at_once)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(10, 60, UNIT_RECIPIENTS), SW(3, 60, UNIT_MESSAGES) };
+
+	tpol_init(&p, w, 2);
+	p.up.max_recipients = 8;
+	p.up.messages_per_connection = 2;
+	sim_reset(&p, &g, 0);
+	acq(&g, NULL, 1, 11, 0, WG_TOOBIG);
+	acq(&g, NULL, 1, 9, 0, WG_TOOBIG);	/* max_recipients */
+	acq(&g, NULL, 3, 1, 0, WG_TOOBIG);	/* messages_per_connection */
+	acq(&g, NULL, 0, 0, 0, WG_BADWEIGHT);
+	acq(&g, "nosuch", 1, 1, 0, WG_NOCLASS);
+	{
+		uint32_t wt[UNIT_COUNT] = { 1, 1, 0 };
+		struct wg_req *q;
+		cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, wt, NULL, 0, &q), WG_NOPOLICY);
+	}
+	acq(&g, NULL, 1, 8, 0, WG_OK);
+	wg_free(&g);
+}
+
+Test(window, priority_then_fifo_and_no_overtaking)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(5, 1, UNIT_RECIPIENTS) };
+	struct wg_req *lo1, *hi1, *hi2big, *hi3;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 0);
+	acq(&g, NULL, 1, 5, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, 0), 1);
+	end(&g, &S.rec[0], WG_SENT);	/* window full until 1000 */
+	lo1 = acq(&g, "lo", 1, 1, 0, WG_OK);
+	hi1 = acq(&g, "hi", 1, 1, 0, WG_OK);
+	hi2big = acq(&g, "hi", 1, 4, 0, WG_OK);
+	hi3 = acq(&g, "hi", 1, 1, 0, WG_OK);
+	cr_assert_eq(g.ups->wait_head, hi1);
+	cr_assert_eq(hi1->next, hi2big);
+	cr_assert_eq(hi2big->next, hi3);
+	cr_assert_eq(hi3->next, lo1);
+	S.now = 1000;
+	/* hi1 (1) and hi2big (4) fill the window; hi3 and lo1 wait. */
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	cr_assert_eq(S.rec[1].r, hi1);
+	cr_assert_eq(S.rec[2].r, hi2big);
+	end(&g, &S.rec[1], WG_SENT);
+	S.now = 1200;
+	end(&g, &S.rec[2], WG_SENT);
+	S.now = 2000;
+	cr_assert_eq(wg_pump(&g, S.now), 1);	/* the 1 from t=1000 left */
+	cr_assert_eq(S.rec[3].r, hi3);
+	wg_free(&g);
+}
+
+Test(window, big_head_blocks_smaller_behind)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(10, 1, UNIT_RECIPIENTS) };
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 0);
+	acq(&g, NULL, 1, 6, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, 0), 1);
+	end(&g, &S.rec[0], WG_SENT);
+	acq(&g, NULL, 1, 8, 0, WG_OK);	/* needs the 6 to leave */
+	acq(&g, NULL, 1, 1, 0, WG_OK);	/* would fit now, must not pass */
+	cr_assert_eq(wg_pump(&g, 10), 0);
+	cr_assert_eq(wg_next_wake(&g, 10), 1000);
+	S.now = 1000;
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	wg_free(&g);
+}
+
+Test(window, suspension_grows_and_resets)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 1, UNIT_MESSAGES) };
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 0);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	wg_pump(&g, 0);
+	cr_assert_eq(wg_report(&g, S.rec[0].r, WG_THROTTLED, "421 4.7.0 try later", 0), 60000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, 59999), 0);
+	cr_assert_eq(wg_next_wake(&g, 100), 60000);
+	S.now = 60000;
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	/* Again: 120 s, then 240 s (max_suspend), then 240 s. */
+	cr_assert_eq(wg_report(&g, S.rec[1].r, WG_THROTTLED, "421 busy", 60000), 180000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	S.now = 180000;
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	cr_assert_eq(wg_report(&g, S.rec[2].r, WG_THROTTLED, "421 busy", S.now), 180000 + 240000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	S.now = 420000;
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	cr_assert_eq(wg_report(&g, S.rec[3].r, WG_THROTTLED, "421 busy", S.now), 420000 + 240000);
+	/* A success resets the growth. */
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	S.now = 660000;
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	wg_report(&g, S.rec[4].r, WG_SENT, NULL, S.now);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	/* Unknown reply text: the default suspension (5 min). */
+	cr_assert_eq(wg_report(&g, S.rec[5].r, WG_THROTTLED, "554 odd", S.now), 660000 + 300000);
+	wg_free(&g);
+}
+
+Test(window, max_connections_waits_for_a_report)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 1, UNIT_MESSAGES) };
+
+	tpol_init(&p, w, 1);
+	p.up.max_connections = 2;
+	sim_reset(&p, &g, 0);
+	acq(&g, NULL, 1, 1, 1, WG_OK);
+	acq(&g, NULL, 1, 1, 1, WG_OK);
+	acq(&g, NULL, 1, 1, 1, WG_OK);
+	cr_assert_eq(wg_pump(&g, 0), 2);
+	cr_assert_eq(wg_next_wake(&g, 0), -1);
+	end(&g, &S.rec[0], WG_SENT);
+	cr_assert_eq(wg_pump(&g, 0), 1);
+	wg_free(&g);
+}
+
+Test(window, lowered_limit_applies_to_existing_history)
+{
+	struct tpol p, q;
+	struct wgate g;
+	struct policy_window w[] = { SW(5, 10, UNIT_MESSAGES) };
+	struct policy_window w2[] = { SW(3, 10, UNIT_MESSAGES) };
+	int i;
+
+	tpol_init(&p, w, 1);
+	tpol_init(&q, w2, 1);
+	sim_reset(&p, &g, 0);
+	for (i = 0; i < 5; i++) {
+		S.now = i * 100;
+		acq(&g, NULL, 1, 1, 0, WG_OK);
+		cr_assert_eq(wg_pump(&g, S.now), 1);
+		end(&g, &S.rec[i], WG_SENT);
+	}
+	S.now = 1000;
+	wg_set_policy(&g, &q.p, 0, S.now);
+	S.pol = &q;
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	/* 5 logged at 0..400, limit 3: three must leave (the third at 200). */
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(wg_next_wake(&g, S.now), 10200);
+	cr_assert_eq(wg_pump(&g, 10199), 0);
+	S.now = 10200;
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	/* A reload that makes a waiting request too big refuses it. */
+	acq(&g, NULL, 4, 1, 0, WG_TOOBIG);
+	wg_free(&g);
+}
+
+Test(window, reload_dropping_the_upstream_refuses_waiters)
+{
+	struct tpol p;
+	struct policy empty;
+	struct wgate g;
+	struct policy_window w[] = { SW(1, 10, UNIT_MESSAGES) };
+
+	tpol_init(&p, w, 1);
+	memset(&empty, 0, sizeof empty);
+	sim_reset(&p, &g, 0);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, 0), 1);
+	wg_set_policy(&g, &empty, 0, 1);
+	cr_assert_eq(S.refused, 1);
+	/* The grant still reports fine. */
+	end(&g, &S.rec[0], WG_SENT);
+	acq(&g, NULL, 1, 1, 0, WG_NOPOLICY);
+	/* Back in the policy: the history is still there. */
+	wg_set_policy(&g, &p.p, 0, 2);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, 2), 0);
+	cr_assert_eq(wg_next_wake(&g, 2), 10000);
+	wg_free(&g);
+}
+
+Test(window, calendar_daily_resets_at_the_boundary)
+{
+	struct tpol p;
+	struct wgate g;
+	/* 2 per day, resetting at 01:00 UTC; wall = now + 0. */
+	struct policy_window w[] = { CW(2, 86400, UNIT_MESSAGES, 3600) };
+	int64_t day = 86400000LL, base = 10 * day + 3600000LL;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, base + day - 5000);	/* 5 s before a boundary */
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	end(&g, &S.rec[0], WG_SENT);
+	end(&g, &S.rec[1], WG_SENT);
+	cr_assert_eq(wg_next_wake(&g, S.now), base + day);
+	cr_assert_eq(wg_pump(&g, base + day - 1), 0);
+	S.now = base + day;
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	wg_free(&g);
+}
+
+Test(window, calendar_phase_follows_wall_clock_offset)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { CW(1, 3600, UNIT_MESSAGES, 0) };
+
+	tpol_init(&p, w, 1);
+	memset(&S, 0, sizeof S);
+	S.pol = &p;
+	wg_init(&g, &ops);
+	/* wall = mono + 1000 s: the next hour boundary on the wall clock
+	 * (3600 s) is at mono 2600 s. */
+	wg_set_policy(&g, &p.p, 1000000, 0);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, 0), 1);
+	end(&g, &S.rec[0], WG_SENT);
+	cr_assert_eq(wg_next_wake(&g, 0), 2600000);
+	wg_free(&g);
+}
+
+/* ---- randomized schedules ---- */
+
+static uint64_t rng;
+
+static uint32_t
+rnd(uint32_t n)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng % n);
+}
+
+static void
+run_random(uint64_t seed, const struct tpol *pa, const struct tpol *pb, int steps)
+{
+	struct wgate g;
+	size_t i, k;
+	int step;
+	const struct tpol *cur = pa;
+	int64_t wake;
+
+	rng = seed;
+	sim_reset(pa, &g, 0);
+	for (step = 0; step < steps; step++) {
+		uint32_t a = rnd(100);
+
+		/* Time: small steps, or straight to the announced wake-up. */
+		wake = wg_next_wake(&g, S.now);
+		if (wake > 0 && rnd(3) == 0) {
+			cr_assert_eq(wg_pump(&g, wake - 1), 0, "seed %llu step %d: fit before wake",
+			    (unsigned long long)seed, step);
+			S.now = wake;
+			cr_assert(wg_pump(&g, S.now) > 0, "seed %llu step %d: nothing at wake %lld",
+			    (unsigned long long)seed, step, (long long)wake);
+		} else {
+			S.now += rnd(4) == 0 ? rnd(2000) : rnd(40);
+		}
+		if (a < 40 && S.nwait < 4096) {
+			uint32_t w[UNIT_COUNT] = { 1 + (rnd(5) == 0), 1 + rnd(6), rnd(2) };
+			const char *cls = rnd(3) == 0 ? "hi" : rnd(2) ? "lo" : NULL;
+			struct wg_req *q;
+
+			if (wg_acquire(&g, "up", cls, NULL, w, NULL, S.now, &q) == WG_OK)
+				S.waiting[S.nwait++] = q;
+		} else if (a < 80) {
+			/* End a random open grant. */
+			size_t open[64], no = 0;
+
+			for (k = S.nrec; k > 0 && no < 64; k--)
+				if (!S.rec[k - 1].ended)
+					open[no++] = k - 1;
+			if (no) {
+				struct rec *x = &S.rec[open[rnd((uint32_t)no)]];
+				uint32_t o = rnd(20);
+
+				if (o < 3)
+					end(&g, x, WG_REFUND);
+				else if (o == 3)
+					end(&g, x, WG_THROTTLED);
+				else if (o == 4) {
+					wg_cancel(&g, x->r, S.now);
+					x->ended = 1; x->logged = 1; x->e = S.now; x->eseq = ++S.seq;
+				} else
+					end(&g, x, WG_SENT);
+			}
+		} else if (a < 85 && S.nwait) {
+			/* A waiting client goes away. */
+			struct wg_req *q = S.waiting[rnd((uint32_t)S.nwait)];
+
+			unwait(q);
+			wg_cancel(&g, q, S.now);
+		} else if (a < 87 && pb) {
+			cur = cur == pa ? pb : pa;
+			S.pol = cur;
+			S.refused = 0;
+			wg_set_policy(&g, &cur->p, 0, S.now);
+		}
+		wg_pump(&g, S.now);
+	}
+	cr_assert(S.nrec > 50, "seed %llu: only %zu grants", (unsigned long long)seed, S.nrec);
+	for (i = 0; i < pa->up.nwin; i++) {
+		long long lim = pa->win[i].limit;
+
+		if (pb && pb->win[i].limit > lim)
+			lim = pb->win[i].limit;
+		check_every_instant(&pa->win[i], lim);
+	}
+	/* Grants still held belong to us, not to the engine. */
+	for (k = 0; k < S.nrec; k++)
+		if (!S.rec[k].ended)
+			free(S.rec[k].r);
+	wg_free(&g);
+}
+
+Test(window_random, sliding_mixed_weights)
+{
+	struct tpol p;
+	struct policy_window w[] = {
+		SW(5, 1, UNIT_MESSAGES), SW(20, 3, UNIT_RECIPIENTS), SW(2, 1, UNIT_CONNECTIONS),
+	};
+	uint64_t seed;
+
+	tpol_init(&p, w, 3);
+	for (seed = 1; seed <= 12; seed++)
+		run_random(seed * 7919, &p, NULL, 3000);
+}
+
+Test(window_random, calendar_and_sliding)
+{
+	struct tpol p;
+	struct policy_window w[] = {
+		CW(12, 2, UNIT_RECIPIENTS, 1), SW(4, 1, UNIT_MESSAGES),
+	};
+	uint64_t seed;
+
+	tpol_init(&p, w, 2);
+	for (seed = 1; seed <= 12; seed++)
+		run_random(seed * 104729, &p, NULL, 3000);
+}
+
+Test(window_random, reloads_between_limits)
+{
+	struct tpol p, q;
+	struct policy_window w[] = { SW(6, 2, UNIT_MESSAGES), SW(15, 4, UNIT_RECIPIENTS) };
+	struct policy_window w2[] = { SW(3, 2, UNIT_MESSAGES), SW(8, 4, UNIT_RECIPIENTS) };
+	uint64_t seed;
+
+	tpol_init(&p, w, 2);
+	tpol_init(&q, w2, 2);
+	for (seed = 1; seed <= 12; seed++)
+		run_random(seed * 15485863, &p, &q, 3000);
+}
