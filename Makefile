@@ -28,7 +28,11 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmiss
 PATHS_H  := $(BUILD)/paths.h
 DEFS     := -D_GNU_SOURCE -include $(PATHS_H)
 ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(CPPFLAGS)
-LDLIBS   := -lconfuse -lssl -lcrypto -lsasl2 -lm
+LDLIBS   := -lconfuse -lm
+# Libraries only some programs need: weir-queue is set-id when installed
+# and must not load OpenSSL or SASL for nothing.
+LIBS_weir-remote := -lssl -lcrypto -lsasl2
+ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote)
 TESTLIBS := -lcriterion
 
 # program name : source folder (a folder without main.c is not built yet)
@@ -88,7 +92,7 @@ define program_rule
 $(BUILD)/bin/$(call prog_name,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/$(call prog_dir,$(1))/*.c)) $(LIBWEIR)
 	@mkdir -p $$(dir $$@)
 	@$$(if $$(V),,echo "  LD  $$@")
-	$$(Q)$$(CC) $$(CFLAGS) -o $$@ $$^ $$(LDLIBS)
+	$$(Q)$$(CC) $$(CFLAGS) -o $$@ $$^ $$(LDLIBS) $$(LIBS_$(call prog_name,$(1)))
 endef
 $(foreach p,$(PROGRAMS),$(eval $(call program_rule,$(p))))
 
@@ -99,7 +103,7 @@ $(BUILD)/tests/%.o: ALL_CFLAGS += -Itests/lib
 
 $(BUILD)/tests/%_test: $(BUILD)/tests/%_test.o $(TESTLIB_OBJ) $(LIBPROGS) $(LIBWEIR)
 	@$(if $(V),,echo "  LD  $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(TESTLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS) $(TESTLIBS)
 
 $(FAULTINJ): tests/fault/faultinj.c | $(PATHS_H)
 	@mkdir -p $(dir $@)
@@ -129,13 +133,19 @@ install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
 	install -m 0755 $(BUILD)/bin/weir $(DESTDIR)$(SBINDIR)/weir
 	install -m 0755 $(BUILD)/bin/weir-queue $(DESTDIR)$(LIBEXECDIR)/weir-queue
+	for p in $(filter-out weir sendmail weir-queue,$(foreach p,$(PROGRAMS),$(call prog_name,$(p)))); do \
+		install -m 0755 $(BUILD)/bin/$$p $(DESTDIR)$(LIBEXECDIR)/$$p || exit 1; done
 	install -m 0755 $(BUILD)/bin/sendmail $(DESTDIR)$(SBINDIR)/sendmail
 	ln -sf ../sbin/sendmail $(DESTDIR)$(BINDIR)/mailq
 	install -d $(DESTDIR)$(SYSCONFDIR)
 	install -m 0644 etc/weir.conf $(DESTDIR)$(SYSCONFDIR)/weir.conf
+	install -m 0644 etc/policy.conf $(DESTDIR)$(SYSCONFDIR)/policy.conf
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 0644 src/sendmail/mailq.1 $(DESTDIR)$(MANDIR)/man1/mailq.1
 	install -m 0644 etc/weir.conf.5 $(DESTDIR)$(MANDIR)/man5/weir.conf.5
+	install -m 0644 etc/policy.conf.5 $(DESTDIR)$(MANDIR)/man5/weir-policy.conf.5
+	install -m 0644 src/gate/weir-gate.8 $(DESTDIR)$(MANDIR)/man8/weir-gate.8
+	install -m 0644 src/remote/weir-remote.8 $(DESTDIR)$(MANDIR)/man8/weir-remote.8
 	install -m 0644 src/queue/weir-queue.8 $(DESTDIR)$(MANDIR)/man8/weir-queue.8
 	install -m 0644 src/sendmail/sendmail.8 $(DESTDIR)$(MANDIR)/man8/sendmail.8
 	install -m 0644 src/weir/weir.8 $(DESTDIR)$(MANDIR)/man8/weir.8

@@ -6,7 +6,7 @@ set -eu
 what=${1:-build}
 
 build="gcc make libc6-dev pkg-config libssl-dev libsasl2-dev libconfuse-dev"
-check="$build libcriterion-dev util-linux"
+check="$build libcriterion-dev util-linux openssl python3-aiosmtpd libsasl2-modules libsasl2-modules-db"
 bench="$build strace"
 
 case $what in

@@ -1,17 +1,20 @@
 /*
- * config.c: weir.conf.  Every key is declared once, in keys[] below, with
- * its type, default and range; the libconfuse option list is built from
- * that table, and after parsing the values are copied into struct
- * weir_config.  No other file calls cfg_get*().
+ * config.c: weir.conf.  Every key is declared once, in keys[] (top level)
+ * or upkeys[] (the upstream "NAME" { } section) below, with its type,
+ * default and range; the libconfuse option lists are built from those
+ * tables, and after parsing the values are copied into struct
+ * weir_config and struct weir_upstream.  No other file calls cfg_get*().
  *
  * Errors name the file and line: libconfuse's own (syntax, unknown key,
- * bad integer) through errfunc(), ours (ranges, durations) through the
- * validate callbacks, which run while the parser still knows the line.
+ * bad integer) through errfunc(), ours (ranges, durations, choices)
+ * through the validate callbacks, which run while the parser still knows
+ * the line, and the checks across keys of one section after parsing.
  *
  * Trusts: the file's owner (root, or the user running a test queue).
  */
 #include <confuse.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,17 +31,18 @@
 #define SYSCONFDIR "/etc/weir"
 #endif
 
-enum ktype { K_STR, K_INT, K_DURATION };
+enum ktype { K_STR, K_INT, K_DURATION, K_BOOL, K_LIST, K_CHOICE };
 
 struct key {
 	const char *name;
 	enum ktype type;
-	const char *def;	/* K_STR, K_DURATION; NULL: computed */
-	long long idef, min, max; /* K_INT; ranges for K_INT and K_DURATION */
-	size_t off;		/* where the value goes in struct weir_config */
+	const char *def;	/* K_STR, K_DURATION, K_CHOICE; NULL: computed or none */
+	long long idef, min, max; /* K_INT, K_BOOL; ranges for K_INT and K_DURATION */
+	size_t off;		/* where the value goes in the struct */
+	const char *const *choices; /* K_CHOICE: the values, stored as their index */
 };
 
-#define OFF(f) offsetof(struct weir_config, f)
+#define OFF(f) offsetof(struct weir_config, f), NULL
 static const struct key keys[] = {
 	{ "queue_dir",      K_STR,      "/var/spool/weir", 0, 0, 0, OFF(queue_dir) },
 	{ "queue_split",    K_INT,      NULL, QUEUE_SPLIT_DEFAULT, 1, QUEUE_SPLIT_MAX, OFF(queue_split) },
@@ -46,11 +50,43 @@ static const struct key keys[] = {
 	{ "admin",          K_STR,      "postmaster", 0, 0, 0, OFF(admin) },
 	{ "policy_file",    K_STR,      SYSCONFDIR "/policy.conf", 0, 0, 0, OFF(policy_file) },
 	{ "gate_socket",    K_STR,      "/run/weir/gate.sock", 0, 0, 0, OFF(gate_socket) },
+	/* weir-send: deliveries at once per upstream; how long a message may
+	 * stay queued (time spent waiting on weir-gate does not count). */
+	{ "concurrency",    K_INT,      NULL, 4, 1, 1000, OFF(concurrency) },
+	{ "queue_lifetime", K_DURATION, "7d", 0, 3600, 365 * 86400LL, OFF(queue_lifetime) },
 	/* Below the 36 hours after which weir-send removes S2/S3 leftovers
 	 * (QUEUE.md), so an injector still running never loses its files. */
 	{ "inject_timeout", K_DURATION, "24h", 0, 1, 35 * 3600, OFF(inject_timeout) },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
+
+static const char *const tls_choices[] = { "starttls", "smtps", "none", NULL };
+
+#define UOFF(f) offsetof(struct weir_upstream, f)
+static const struct key upkeys[] = {
+	{ "host",           K_STR,      NULL, 0, 0, 0, UOFF(host), NULL },
+	{ "port",           K_INT,      NULL, 0, 1, 65535, UOFF(port), NULL },
+	{ "tls",            K_CHOICE,   "starttls", 0, 0, 0, UOFF(tls), tls_choices },
+	{ "verify",         K_BOOL,     NULL, 1, 0, 1, UOFF(verify), NULL },
+	{ "ca_file",        K_STR,      NULL, 0, 0, 0, UOFF(ca_file), NULL },
+	{ "fingerprint",    K_STR,      NULL, 0, 0, 0, UOFF(fingerprint), NULL },
+	{ "username",       K_STR,      NULL, 0, 0, 0, UOFF(username), NULL },
+	{ "secret_file",    K_STR,      NULL, 0, 0, 0, UOFF(secret_file), NULL },
+	{ "secret_command", K_STR,      NULL, 0, 0, 0, UOFF(secret_command), NULL },
+	{ "mechanisms",     K_LIST,     NULL, 0, 0, 0, UOFF(mechanisms), NULL },
+	{ "senders",        K_LIST,     NULL, 0, 0, 0, UOFF(senders), NULL },
+	{ "max_recipients", K_INT,      NULL, 100, 1, 100000, UOFF(max_recipients), NULL },
+	/* RFC 5321 4.5.3.2; the connect timeout is ours. */
+	{ "timeout_connect",    K_DURATION, "1m",  0, 1, 3600, UOFF(timeout_connect), NULL },
+	{ "timeout_banner",     K_DURATION, "5m",  0, 1, 3600, UOFF(timeout_banner), NULL },
+	{ "timeout_command",    K_DURATION, "5m",  0, 1, 3600, UOFF(timeout_command), NULL },
+	{ "timeout_mail",       K_DURATION, "5m",  0, 1, 3600, UOFF(timeout_mail), NULL },
+	{ "timeout_rcpt",       K_DURATION, "5m",  0, 1, 3600, UOFF(timeout_rcpt), NULL },
+	{ "timeout_data_init",  K_DURATION, "2m",  0, 1, 3600, UOFF(timeout_data_init), NULL },
+	{ "timeout_data_block", K_DURATION, "3m",  0, 1, 3600, UOFF(timeout_data_block), NULL },
+	{ "timeout_data_end",   K_DURATION, "10m", 0, 1, 3600, UOFF(timeout_data_end), NULL },
+};
+#define NUPKEYS (sizeof upkeys / sizeof upkeys[0])
 
 int
 config_untrusted_env(void)
@@ -73,26 +109,56 @@ errfunc(cfg_t *cfg, const char *fmt, va_list ap)
 }
 
 static const struct key *
-find_key(const char *name)
+find_in(const struct key *tab, size_t n, const char *name)
 {
 	size_t i;
 
-	for (i = 0; i < NKEYS; i++)
-		if (strcmp(keys[i].name, name) == 0)
-			return &keys[i];
+	for (i = 0; i < n; i++)
+		if (strcmp(tab[i].name, name) == 0)
+			return &tab[i];
 	return NULL;
 }
 
 static int
-validate(cfg_t *cfg, cfg_opt_t *opt)
+choice_index(const struct key *k, const char *v)
 {
-	const struct key *k = find_key(opt->name);
+	int i;
+
+	for (i = 0; k->choices[i]; i++)
+		if (strcmp(k->choices[i], v) == 0)
+			return i;
+	return -1;
+}
+
+static int
+validate_key(cfg_t *cfg, cfg_opt_t *opt, const struct key *k)
+{
 	const char *why;
 	long long v;
+	unsigned i;
 
 	if (k == NULL)
 		return 0;
 	switch (k->type) {
+	case K_CHOICE:
+		if (choice_index(k, cfg_opt_getnstr(opt, 0)) < 0) {
+			struct buf all = BUF_INIT;
+
+			for (i = 0; k->choices[i]; i++)
+				buf_printf(&all, "%s%s", i ? ", " : "", k->choices[i]);
+			cfg_error(cfg, "%s = \"%s\": must be one of %s", k->name,
+			    cfg_opt_getnstr(opt, 0), all.s);
+			buf_free(&all);
+			return -1;
+		}
+		return 0;
+	case K_LIST:
+		for (i = 0; i < cfg_opt_size(opt); i++)
+			if (*cfg_opt_getnstr(opt, i) == '\0') {
+				cfg_error(cfg, "%s: an empty string in the list", k->name);
+				return -1;
+			}
+		return 0;
 	case K_STR:
 		if (*cfg_opt_getnstr(opt, 0) == '\0') {
 			cfg_error(cfg, "%s must not be empty", k->name);
@@ -119,77 +185,262 @@ validate(cfg_t *cfg, cfg_opt_t *opt)
 	return 0;
 }
 
-static void
-set_defaults(struct weir_config *c)
+static int
+validate(cfg_t *cfg, cfg_opt_t *opt)
 {
-	char host[256];
+	return validate_key(cfg, opt, find_in(keys, NKEYS, opt->name));
+}
+
+static int
+validate_up(cfg_t *cfg, cfg_opt_t *opt)
+{
+	return validate_key(cfg, opt, find_in(upkeys, NUPKEYS, opt->name));
+}
+
+/* Every key of tab at its default, into the struct at base. */
+static void
+table_defaults(const struct key *tab, size_t n, void *base)
+{
 	size_t i;
 	long long v;
 	const char *why;
 
-	memset(c, 0, sizeof *c);
-	for (i = 0; i < NKEYS; i++) {
-		char *field = (char *)c + keys[i].off;
+	for (i = 0; i < n; i++) {
+		char *field = (char *)base + tab[i].off;
 
-		switch (keys[i].type) {
+		switch (tab[i].type) {
 		case K_STR:
-			if (keys[i].def)
-				*(char **)field = xstrdup(keys[i].def);
+			if (tab[i].def)
+				*(char **)field = xstrdup(tab[i].def);
 			break;
 		case K_INT:
-			*(unsigned *)field = (unsigned)keys[i].idef;
+			*(unsigned *)field = (unsigned)tab[i].idef;
+			break;
+		case K_BOOL:
+			*(int *)field = (int)tab[i].idef;
+			break;
+		case K_CHOICE:
+			*(int *)field = choice_index(&tab[i], tab[i].def);
+			break;
+		case K_LIST:
+			memset(field, 0, sizeof(struct strlist));
 			break;
 		case K_DURATION:
-			if (duration_parse(keys[i].def, &v, &why) < 0)
-				panic("config: bad default for %s", keys[i].name);
+			if (duration_parse(tab[i].def, &v, &why) < 0)
+				panic("config: bad default for %s", tab[i].name);
 			*(long long *)field = v;
 			break;
 		}
 	}
+}
+
+static void
+set_defaults(struct weir_config *c)
+{
+	char host[256];
+
+	memset(c, 0, sizeof *c);
+	table_defaults(keys, NKEYS, c);
 	if (gethostname(host, sizeof host) < 0 || host[0] == '\0')
 		strcpy(host, "localhost");
 	host[sizeof host - 1] = '\0';
 	c->hostname = xstrdup(host);
 }
 
+/* The values set in cfg, over the defaults already in base. */
 static void
-copy_values(struct weir_config *c, cfg_t *cfg)
+table_copy(const struct key *tab, size_t n, void *base, cfg_t *cfg)
 {
-	size_t i;
+	size_t i, j;
 	const char *why;
 	long long v;
 
-	for (i = 0; i < NKEYS; i++) {
-		char *field = (char *)c + keys[i].off;
+	for (i = 0; i < n; i++) {
+		char *field = (char *)base + tab[i].off;
+		const char *name = tab[i].name;
+		struct strlist *l;
 
-		if (cfg_size(cfg, keys[i].name) == 0)
+		if (cfg_size(cfg, name) == 0)
 			continue;
-		switch (keys[i].type) {
+		switch (tab[i].type) {
 		case K_STR:
-			if (cfg_getstr(cfg, keys[i].name) == NULL)
+			if (cfg_getstr(cfg, name) == NULL)
 				break;
 			free(*(char **)field);
-			*(char **)field = xstrdup(cfg_getstr(cfg, keys[i].name));
+			*(char **)field = xstrdup(cfg_getstr(cfg, name));
 			break;
 		case K_INT:
-			*(unsigned *)field = (unsigned)cfg_getint(cfg, keys[i].name);
+			*(unsigned *)field = (unsigned)cfg_getint(cfg, name);
+			break;
+		case K_BOOL:
+			*(int *)field = cfg_getbool(cfg, name) ? 1 : 0;
+			break;
+		case K_CHOICE:
+			if (cfg_getstr(cfg, name))
+				*(int *)field = choice_index(&tab[i], cfg_getstr(cfg, name));
+			break;
+		case K_LIST:
+			l = (struct strlist *)field;
+			l->n = cfg_size(cfg, name);
+			l->v = xcalloc(l->n + 1, sizeof *l->v);
+			for (j = 0; j < l->n; j++)
+				l->v[j] = xstrdup(cfg_getnstr(cfg, name, (unsigned)j));
 			break;
 		case K_DURATION:
-			if (cfg_getstr(cfg, keys[i].name) &&
-			    duration_parse(cfg_getstr(cfg, keys[i].name), &v, &why) == 0)
+			if (cfg_getstr(cfg, name) && duration_parse(cfg_getstr(cfg, name), &v, &why) == 0)
 				*(long long *)field = v;
 			break;
 		}
 	}
 }
 
+static void
+table_free(const struct key *tab, size_t n, void *base)
+{
+	size_t i, j;
+
+	for (i = 0; i < n; i++) {
+		char *field = (char *)base + tab[i].off;
+
+		if (tab[i].type == K_STR) {
+			free(*(char **)field);
+			*(char **)field = NULL;
+		} else if (tab[i].type == K_LIST) {
+			struct strlist *l = (struct strlist *)field;
+
+			for (j = 0; j < l->n; j++)
+				free(l->v[j]);
+			free(l->v);
+			l->v = NULL;
+			l->n = 0;
+		}
+	}
+}
+
+/* libconfuse options for a table; opts has room for n + 1. */
+static void
+table_opts(const struct key *tab, size_t n, cfg_opt_t *opts)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		cfg_opt_t o;
+
+		switch (tab[i].type) {
+		case K_INT:
+			o = (cfg_opt_t)CFG_INT((char *)tab[i].name, tab[i].idef, CFGF_NODEFAULT);
+			break;
+		case K_BOOL:
+			o = (cfg_opt_t)CFG_BOOL((char *)tab[i].name, cfg_true, CFGF_NODEFAULT);
+			break;
+		case K_LIST:
+			o = (cfg_opt_t)CFG_STR_LIST((char *)tab[i].name, NULL, CFGF_NODEFAULT);
+			break;
+		default:
+			o = (cfg_opt_t)CFG_STR((char *)tab[i].name, NULL, CFGF_NODEFAULT);
+			break;
+		}
+		opts[i] = o;
+	}
+	opts[n] = (cfg_opt_t)CFG_END();
+}
+
+void
+config_upstream_defaults(struct weir_upstream *u)
+{
+	memset(u, 0, sizeof *u);
+	table_defaults(upkeys, NUPKEYS, u);
+}
+
+void
+config_upstream_free(struct weir_upstream *u)
+{
+	table_free(upkeys, NUPKEYS, u);
+	free(u->name);
+	u->name = NULL;
+}
+
+/* Checks across the keys of one section, after parsing. */
+static void
+check_upstream(const struct weir_upstream *u, const char *file, struct buf *err)
+{
+	const char *f = file;
+
+	if (u->secret_file && u->secret_command)
+		buf_printf(err, "%s:%d: upstream \"%s\": secret_file and secret_command "
+		    "exclude each other\n", f, u->line, u->name);
+	if (u->username && !u->secret_file && !u->secret_command)
+		buf_printf(err, "%s:%d: upstream \"%s\": username needs secret_file or "
+		    "secret_command\n", f, u->line, u->name);
+	if (!u->username && (u->secret_file || u->secret_command))
+		buf_printf(err, "%s:%d: upstream \"%s\": a secret without a username\n",
+		    f, u->line, u->name);
+	if (u->fingerprint) {
+		size_t i, hex = 0;
+
+		for (i = 0; u->fingerprint[i]; i++)
+			if (strchr("0123456789abcdefABCDEF", u->fingerprint[i]))
+				hex++;
+			else if (u->fingerprint[i] != ':')
+				break;
+		if (u->fingerprint[i] != '\0' || hex != 64)
+			buf_printf(err, "%s:%d: upstream \"%s\": fingerprint must be 64 hex "
+			    "digits (SHA-256), colons allowed\n", f, u->line, u->name);
+	}
+}
+
+static void
+copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *err)
+{
+	size_t i, n = cfg_size(cfg, "upstream");
+
+	c->upstreams = xcalloc(n + 1, sizeof *c->upstreams);
+	for (i = 0; i < n; i++) {
+		cfg_t *sec = cfg_getnsec(cfg, "upstream", (unsigned)i);
+		struct weir_upstream *u = &c->upstreams[i];
+
+		config_upstream_defaults(u);
+		u->name = xstrdup(cfg_title(sec));
+		u->line = sec->line;
+		table_copy(upkeys, NUPKEYS, u, sec);
+		c->nupstreams++;
+		check_upstream(u, file, err);
+	}
+}
+
+const struct weir_upstream *
+config_upstream(const struct weir_config *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < c->nupstreams; i++)
+		if (strcmp(c->upstreams[i].name, name) == 0)
+			return &c->upstreams[i];
+	return NULL;
+}
+
+const struct weir_upstream *
+config_upstream_for(const struct weir_config *c, const char *sender)
+{
+	size_t i, j;
+
+	for (i = 0; i < c->nupstreams; i++)
+		for (j = 0; j < c->upstreams[i].senders.n; j++)
+			if (fnmatch(c->upstreams[i].senders.v[j], sender, FNM_CASEFOLD) == 0)
+				return &c->upstreams[i];
+	for (i = 0; i < c->nupstreams; i++)
+		if (c->upstreams[i].senders.n == 0)
+			return &c->upstreams[i];
+	return NULL;
+}
+
 int
 config_load(struct weir_config *c, const char *cfile, struct buf *err)
 {
-	cfg_opt_t opts[NKEYS + 1];
+	cfg_opt_t opts[NKEYS + 2], upopts[NUPKEYS + 1];
 	const char *path = cfile, *env;
 	int explicit = 1, rc = -1;
-	size_t i;
+	size_t i, errlen0 = err->len;
 	cfg_t *cfg = NULL;
 	struct stat st;
 
@@ -200,16 +451,11 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 		path = SYSCONFDIR "/weir.conf";
 		explicit = 0;
 	}
-	for (i = 0; i < NKEYS; i++) {
-		cfg_opt_t o;
-
-		if (keys[i].type == K_INT)
-			o = (cfg_opt_t)CFG_INT((char *)keys[i].name, keys[i].idef, CFGF_NODEFAULT);
-		else
-			o = (cfg_opt_t)CFG_STR((char *)keys[i].name, NULL, CFGF_NODEFAULT);
-		opts[i] = o;
-	}
-	opts[NKEYS] = (cfg_opt_t)CFG_END();
+	table_opts(upkeys, NUPKEYS, upopts);
+	table_opts(keys, NKEYS, opts);
+	opts[NKEYS] = (cfg_opt_t)CFG_SEC("upstream", upopts,
+	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES);
+	opts[NKEYS + 1] = (cfg_opt_t)CFG_END();
 
 	if (stat(path, &st) < 0) {
 		if (errno == ENOENT && !explicit)
@@ -232,6 +478,12 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 	cfg_set_error_function(cfg, errfunc);
 	for (i = 0; i < NKEYS; i++)
 		cfg_set_validate_func(cfg, keys[i].name, validate);
+	for (i = 0; i < NUPKEYS; i++) {
+		char name[64];
+
+		snprintf(name, sizeof name, "upstream|%s", upkeys[i].name);
+		cfg_set_validate_func(cfg, name, validate_up);
+	}
 	switch (cfg_parse(cfg, path)) {
 	case CFG_SUCCESS:
 		break;
@@ -243,8 +495,11 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 			buf_printf(err, "%s: parse error\n", path);
 		goto out;
 	}
-	copy_values(c, cfg);
+	table_copy(keys, NKEYS, c, cfg);
+	copy_upstreams(c, cfg, path, err);
 	c->file = xstrdup(path);
+	if (err->len > errlen0)
+		goto out;
 env_override:
 	if (!config_untrusted_env() && (env = getenv("WEIR_QUEUE")) && *env) {
 		free(c->queue_dir);
@@ -263,12 +518,12 @@ config_free(struct weir_config *c)
 {
 	size_t i;
 
-	for (i = 0; i < NKEYS; i++)
-		if (keys[i].type == K_STR) {
-			char **f = (char **)((char *)c + keys[i].off);
-			free(*f);
-			*f = NULL;
-		}
+	table_free(keys, NKEYS, c);
+	for (i = 0; i < c->nupstreams; i++)
+		config_upstream_free(&c->upstreams[i]);
+	free(c->upstreams);
+	c->upstreams = NULL;
+	c->nupstreams = 0;
 	free(c->file);
 	c->file = NULL;
 }

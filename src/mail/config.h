@@ -6,11 +6,52 @@
  * Which file: -c FILE, else $WEIR_CONFIG, else SYSCONFDIR/weir.conf (which
  * may be absent: then every key has its default).  $WEIR_QUEUE overrides
  * queue_dir.  In a set-id process (AT_SECURE) the environment is ignored.
+ *
+ * Sections: upstream "NAME" { ... } (any number, unique names): where
+ * weir-remote sends mail; see struct weir_upstream for the keys.
  */
 #ifndef WEIR_CONFIG_H
 #define WEIR_CONFIG_H
 
 #include "lib/buf.h"
+
+struct strlist {
+	char **v;
+	size_t n;
+};
+
+enum upstream_tls {
+	UP_TLS_STARTTLS,	/* "starttls": mandatory STARTTLS (default) */
+	UP_TLS_SMTPS,		/* "smtps": implicit TLS */
+	UP_TLS_NONE,		/* "none": plain text, loopback peers only */
+};
+
+/* upstream "NAME" { ... }: one relay weir-remote may send through. */
+struct weir_upstream {
+	char *name;		/* the section's title */
+	int line;		/* where the section ends (its closing brace) */
+	char *host;		/* host: name or address; NULL: the caller's host */
+	unsigned port;		/* port; 0: 587, 465 or 25 by tls */
+	int tls;		/* tls: enum upstream_tls */
+	int verify;		/* verify: check chain and host name (true) */
+	char *ca_file;		/* ca_file; NULL: the system store */
+	char *fingerprint;	/* fingerprint: SHA-256 of the certificate, hex */
+	char *username;		/* username; NULL: no AUTH */
+	char *secret_file;	/* secret_file: mode 0600 or stricter */
+	char *secret_command;	/* secret_command: stdout is the secret */
+	struct strlist mechanisms; /* mechanisms: SASL preference order */
+	struct strlist senders;	/* senders: globs; empty: the default upstream */
+	unsigned max_recipients; /* max_recipients per transaction (100) */
+	/* Timeouts, seconds (RFC 5321 4.5.3.2 defaults). */
+	long long timeout_connect;	/* timeout_connect (1m) */
+	long long timeout_banner;	/* timeout_banner (5m) */
+	long long timeout_command;	/* timeout_command: EHLO, STARTTLS, TLS, AUTH, QUIT (5m) */
+	long long timeout_mail;		/* timeout_mail (5m) */
+	long long timeout_rcpt;		/* timeout_rcpt (5m) */
+	long long timeout_data_init;	/* timeout_data_init (2m) */
+	long long timeout_data_block;	/* timeout_data_block (3m) */
+	long long timeout_data_end;	/* timeout_data_end (10m) */
+};
 
 struct weir_config {
 	char *file;		/* the file read, or NULL: defaults only */
@@ -21,6 +62,10 @@ struct weir_config {
 	char *policy_file;	/* policy_file: weir-gate's windows and caps */
 	char *gate_socket;	/* gate_socket: weir-gate's local socket */
 	long long inject_timeout; /* inject_timeout, seconds */
+	unsigned concurrency;	/* concurrency: deliveries at once per upstream */
+	long long queue_lifetime; /* queue_lifetime, seconds */
+	struct weir_upstream *upstreams; /* upstream sections, in file order */
+	size_t nupstreams;
 };
 
 /* Is this a set-id process whose environment must not be trusted? */
@@ -30,5 +75,16 @@ int config_untrusted_env(void);
  * error, "file:line: what", in err. */
 int config_load(struct weir_config *c, const char *cfile, struct buf *err);
 void config_free(struct weir_config *c);
+
+/* The upstream called name, or NULL. */
+const struct weir_upstream *config_upstream(const struct weir_config *c, const char *name);
+/* The upstream for this envelope sender: the first whose senders glob
+ * matches (case-insensitive), else the first without senders, else NULL. */
+const struct weir_upstream *config_upstream_for(const struct weir_config *c,
+    const char *sender);
+/* Default values for an upstream with no section (weir-remote without
+ * config): every key at its default. */
+void config_upstream_defaults(struct weir_upstream *u);
+void config_upstream_free(struct weir_upstream *u);
 
 #endif

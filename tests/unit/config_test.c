@@ -101,3 +101,99 @@ Test(config, a_folder_is_refused_not_fatal)
 	cr_assert(strstr(err.s, "not a regular file"), "%s", err.s);
 	buf_free(&err);
 }
+
+/* upstream "NAME" { } sections (weir-remote). */
+
+Test(config, upstream_sections_and_defaults)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+	const struct weir_upstream *u;
+	char *p = conf("hostname = h.example\n"
+	    "upstream \"pobox\" {\n"
+	    "  host = \"smtp.pobox.com\"\n  port = 587\n  tls = \"starttls\"\n"
+	    "  verify = true\n  ca_file = \"/etc/ssl/certs/ca-certificates.crt\"\n"
+	    "  username = \"me@example.org\"\n  secret_file = \"/etc/weir/secret.pobox\"\n"
+	    "  mechanisms = {\"SCRAM-SHA-256\", \"PLAIN\"}\n"
+	    "  senders = {\"*@lists.example.org\"}\n"
+	    "  timeout_rcpt = \"2s\"\n  max_recipients = 7\n"
+	    "}\n"
+	    "upstream \"other\" {\n  tls = \"smtps\"\n  verify = false\n"
+	    "  secret_command = \"oauth-helper token\"\n  username = u\n}\n");
+
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
+	cr_assert_eq(c.nupstreams, 2);
+	u = config_upstream(&c, "pobox");
+	cr_assert_not_null(u);
+	cr_assert_str_eq(u->host, "smtp.pobox.com");
+	cr_assert_eq(u->port, 587);
+	cr_assert_eq(u->tls, UP_TLS_STARTTLS);
+	cr_assert_eq(u->verify, 1);
+	cr_assert_str_eq(u->secret_file, "/etc/weir/secret.pobox");
+	cr_assert_eq(u->mechanisms.n, 2);
+	cr_assert_str_eq(u->mechanisms.v[0], "SCRAM-SHA-256");
+	cr_assert_str_eq(u->mechanisms.v[1], "PLAIN");
+	cr_assert_eq(u->timeout_rcpt, 2);
+	cr_assert_eq(u->timeout_data_end, 600);
+	cr_assert_eq(u->timeout_data_init, 120);
+	cr_assert_eq(u->timeout_banner, 300);
+	cr_assert_eq(u->max_recipients, 7);
+	cr_assert_eq(u->line, 14);	/* the closing brace */
+	u = config_upstream(&c, "other");
+	cr_assert_not_null(u);
+	cr_assert_null(u->host);
+	cr_assert_eq(u->port, 0);
+	cr_assert_eq(u->tls, UP_TLS_SMTPS);
+	cr_assert_eq(u->verify, 0);
+	cr_assert_eq(u->max_recipients, 100);
+	cr_assert_eq(u->senders.n, 0);
+	cr_assert_null(config_upstream(&c, "absent"));
+	/* Selection by sender: glob first, else the one without senders. */
+	cr_assert_str_eq(config_upstream_for(&c, "x@Lists.Example.org")->name, "pobox");
+	cr_assert_str_eq(config_upstream_for(&c, "x@example.org")->name, "other");
+	config_free(&c);
+	free(p);
+}
+
+Test(config, no_upstream_is_fine)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+	char *p = conf("queue_dir = \"/q\"\n");
+
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
+	cr_assert_eq(c.nupstreams, 0);
+	cr_assert_null(config_upstream_for(&c, "a@b"));
+	config_free(&c);
+	free(p);
+}
+
+Test(config, upstream_errors_name_file_line_and_problem)
+{
+	bad("upstream \"a\" {\n  tls = \"ssl\"\n}\n", "weir.conf:2: tls = \"ssl\": must be one of starttls, smtps, none");
+	bad("upstream \"a\" {\n\n  port = 70000\n}\n", "weir.conf:3: port = 70000 is out of range");
+	bad("upstream \"a\" {\n  timeout_rcpt = \"soon\"\n}\n", "weir.conf:2: timeout_rcpt");
+	bad("upstream \"a\" {\n  bogus = 1\n}\n", "bogus");
+	bad("upstream \"a\" {\n  verify = perhaps\n}\n", "weir.conf:2:");
+	bad("upstream \"a\" {\n  mechanisms = {\"PLAIN\", \"\"}\n}\n", "empty string");
+	bad("upstream \"a\" { }\nupstream \"a\" { }\n", "weir.conf:2:");
+	bad("upstream \"a\" {\n  username = u\n  secret_file = f\n  secret_command = c\n}\n",
+	    "weir.conf:5: upstream \"a\": secret_file and secret_command exclude each other");
+	bad("upstream \"a\" {\n  username = u\n}\n", "username needs secret_file or secret_command");
+	bad("\nupstream \"b\" {\n  secret_file = f\n}\n", "weir.conf:4: upstream \"b\": a secret without a username");
+	bad("upstream \"a\" {\n  fingerprint = \"abc\"\n}\n", "fingerprint must be 64 hex digits");
+	bad("upstream \"a\" {\n  host = \"\"\n}\n", "must not be empty");
+}
+
+Test(config, upstream_fingerprint_with_colons)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+	char *p = conf("upstream \"a\" {\n  fingerprint = \"AB:cd:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:"
+	    "ee:ff:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd\"\n}\n");
+
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
+	cr_assert_not_null(c.upstreams[0].fingerprint);
+	config_free(&c);
+	free(p);
+}

@@ -1,0 +1,189 @@
+/*
+ * trouble.c: reply and situation to action; the rules are listed in
+ * trouble.h and nowhere else.  Trusts: nothing.  Config keys: none (see
+ * trouble.h for policy.conf's throttle_reply).
+ */
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "mail/trouble.h"
+
+/* The upstream telling us to slow down (DESIGN.md, "Upstream throttling"). */
+static const char *const builtin_throttle[] = {
+	"421 *",			/* closing: service not available */
+	"4?? 4.7.*",			/* transient policy: rate, reputation */
+	"*too many*",
+	"*rate limit*",
+	"*ratelimit*",
+	"*rate-limit*",
+	"*throttl*",
+	"*try again later*",
+	"550 5.4.5 *",			/* Google: daily sending limit */
+	"454 *",			/* SES: throttling; temporary auth failure */
+	"*quota exceeded*",
+	"*sending limit*",
+};
+
+/* A RCPT refusal that is about us, not the recipient. */
+static const char *const builtin_relay[] = {
+	"530 *",
+	"*relay*denied*",
+	"*relaying denied*",
+	"*not permitted to relay*",
+	"*relay not permitted*",
+	"*relay access denied*",
+	"*authentication required*",
+	"*must authenticate*",
+	"*sender*not*authori*",
+	"5?? 5.7.0 *",
+	"5?? 5.7.1 *relay*",
+	"5?? 5.7.8 *",
+};
+
+struct patlist {
+	char **p;
+	size_t n;
+};
+
+struct trouble_rules {
+	struct patlist throttle, relay;
+};
+
+static void
+pat_add(struct patlist *l, const char *p)
+{
+	l->p = xrealloc(l->p, (l->n + 1) * sizeof *l->p);
+	l->p[l->n++] = xstrdup(p);
+}
+
+struct trouble_rules *
+trouble_new(void)
+{
+	struct trouble_rules *t = xcalloc(1, sizeof *t);
+	size_t i;
+
+	for (i = 0; i < sizeof builtin_throttle / sizeof builtin_throttle[0]; i++)
+		pat_add(&t->throttle, builtin_throttle[i]);
+	for (i = 0; i < sizeof builtin_relay / sizeof builtin_relay[0]; i++)
+		pat_add(&t->relay, builtin_relay[i]);
+	return t;
+}
+
+static void
+pat_free(struct patlist *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		free(l->p[i]);
+	free(l->p);
+}
+
+void
+trouble_free(struct trouble_rules *t)
+{
+	if (t == NULL)
+		return;
+	pat_free(&t->throttle);
+	pat_free(&t->relay);
+	free(t);
+}
+
+void trouble_add_throttle(struct trouble_rules *t, const char *p) { pat_add(&t->throttle, p); }
+void trouble_add_relay(struct trouble_rules *t, const char *p) { pat_add(&t->relay, p); }
+
+/* "CODE first-line-text", matched against each pattern. */
+static int
+matches(const struct patlist *l, const struct smtp_reply *r)
+{
+	char line[SMTP_REPLY_LINE_MAX + 8];
+	size_t i, n = 0;
+	int k;
+
+	k = snprintf(line, sizeof line, "%03d ", r->code);
+	if (k < 0)
+		return 0;
+	n = (size_t)k;
+	for (i = 0; i < r->text.len && r->text.s[i] != '\n' && n + 1 < sizeof line; i++)
+		line[n++] = r->text.s[i];
+	line[n] = '\0';
+	for (i = 0; i < l->n; i++)
+		if (fnmatch(l->p[i], line, FNM_CASEFOLD) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+positive(enum smtp_stage st, int code)
+{
+	switch (st) {
+	case STAGE_DATA:
+		return code == 354;
+	case STAGE_AUTH:
+		return code / 100 == 2 || code == 334;
+	default:
+		return code / 100 == 2;
+	}
+}
+
+enum trouble_action
+trouble_reply(const struct trouble_rules *t, enum smtp_stage st, const struct smtp_reply *r)
+{
+	if (positive(st, r->code))
+		return T_ACCEPT;
+	if (matches(&t->throttle, r))
+		return T_SUSPEND;
+	/* A positive-class reply where it is not expected (a 3xx to RCPT, a
+	 * 250 to DATA) is a protocol error: never permanent. */
+	if (r->code / 100 != 5)
+		return T_DEFER;
+	switch (st) {
+	case STAGE_RCPT:
+		return matches(&t->relay, r) ? T_DEFER : T_BOUNCE;
+	case STAGE_DATA:
+	case STAGE_DATA_END:
+		return T_BOUNCE;
+	default:
+		return T_DEFER;	/* the relay refusing us */
+	}
+}
+
+enum trouble_action
+trouble_situation(enum trouble_situation sit)
+{
+	switch (sit) {
+	case SIT_LINE_TOO_LONG:
+	case SIT_TOO_BIG:
+		return T_BOUNCE;
+	default:
+		return T_DEFER;
+	}
+}
+
+int
+trouble_identical_refusals(size_t nrcpt, size_t nsame_5xx, size_t naccepted)
+{
+	return naccepted == 0 && nrcpt >= 2 && nsame_5xx == nrcpt;
+}
+
+const char *
+trouble_action_name(enum trouble_action a)
+{
+	static const char *const names[] = { "accept", "defer", "bounce", "suspend" };
+
+	return (unsigned)a < 4 ? names[a] : "?";
+}
+
+const char *
+trouble_stage_name(enum smtp_stage st)
+{
+	static const char *const names[STAGE_COUNT] = {
+		"connect", "banner", "EHLO", "STARTTLS", "TLS", "AUTH", "MAIL FROM",
+		"RCPT TO", "DATA", "end of data", "QUIT", "local",
+	};
+
+	return (unsigned)st < STAGE_COUNT ? names[st] : "?";
+}

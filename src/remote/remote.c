@@ -1,0 +1,368 @@
+/*
+ * remote.c: weir-remote's logic between main() and the state machine:
+ * arguments, the upstream, the message, the secret, the reports; see
+ * remote.h for the interface.
+ *
+ * The gate (see remote.h) is spoken to only through mail/gateclient.h,
+ * in gate_acquire() and gate_report() below.
+ *
+ * Trusts: the caller's arguments, weir.conf.  Config keys: hostname,
+ * gate_socket, upstream sections.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/evloop.h"
+#include "lib/io.h"
+#include "lib/log.h"
+#include "mail/config.h"
+#include "mail/gateclient.h"
+#include "mail/trouble.h"
+#include "remote/body.h"
+#include "remote/remote.h"
+#include "remote/secret.h"
+#include "remote/smtp.h"
+#include "remote/tls.h"
+
+#define MESSAGE_MAX (1024UL * 1024 * 1024)	/* 1 GiB: beyond it, "Z" */
+
+static void
+add_text(struct buf *out, const char *t)
+{
+	for (; t && *t; t++)
+		buf_addc(out, *t);	/* a C string: no NUL inside by construction */
+}
+
+void
+remote_format(const struct smtp_result *res, struct buf *out)
+{
+	size_t i;
+
+	for (i = 0; i < res->nrcpt; i++) {
+		buf_addc(out, res->rcpt[i].kind);
+		add_text(out, res->rcpt[i].text.s);
+		buf_addc(out, '\0');
+	}
+	buf_addc(out, res->kind);
+	add_text(out, res->text.s);
+	buf_addc(out, '\0');
+}
+
+static int
+emit(const struct smtp_result *res)
+{
+	struct buf out = BUF_INIT;
+	int r;
+
+	remote_format(res, &out);
+	r = full_write(STDOUT_FILENO, out.s, out.len);
+	if (r < 0)
+		log_warn("writing the reports");
+	buf_free(&out);
+	return r < 0 ? 111 : 0;
+}
+
+/* A message-level report with no recipient reports: qmail-remote's way
+ * of saying every recipient shares the fate. */
+static int PRINTFLIKE(2, 3)
+whole(size_t nrcpt, const char *fmt, ...)
+{
+	struct smtp_result res;
+	va_list ap;
+	char text[1024];
+	size_t i;
+	int r;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	memset(&res, 0, sizeof res);
+	res.nrcpt = nrcpt;
+	res.rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *res.rcpt);
+	for (i = 0; i < nrcpt; i++) {
+		res.rcpt[i].kind = 's';
+		buf_adds(&res.rcpt[i].text, text);
+	}
+	res.kind = 'Z';
+	buf_adds(&res.text, text);
+	log_warnx("%s", text);
+	r = emit(&res);
+	smtp_result_free(&res);
+	return r;
+}
+
+struct gate {
+	struct gate_client gc;
+	int on;			/* connected and granted */
+	uint32_t tag;
+	unsigned max_rcpt;
+};
+
+/* 1: go ahead (granted, or no gate here); 0: do not send, reason in why. */
+static int
+gate_acquire(struct gate *g, const char *path, const struct weir_upstream *up,
+    const char *sender, size_t nrcpt, struct buf *why)
+{
+	struct gp_reply r;
+	const char *perr = NULL;
+	int k;
+
+	memset(g, 0, sizeof *g);
+	g->gc.fd = -1;
+	if (up->name == NULL) {
+		log_info("no upstream section: not asking weir-gate");
+		return 1;
+	}
+	if (gc_connect(&g->gc, path) < 0) {
+		if (errno == ENOENT) {
+			log_warnx("no weir-gate at %s: sending without a grant", path);
+			return 1;
+		}
+		buf_printf(why, "weir-gate at %s: %s", path, strerror(errno));
+		return 0;
+	}
+	g->tag = 1;
+	if (gc_acquire(&g->gc, g->tag, up->name, NULL,
+	    gp_valid_word(sender, GP_SENDER_MAX) ? sender : NULL, 1,
+	    nrcpt > GP_WEIGHT_MAX ? GP_WEIGHT_MAX : (uint32_t)nrcpt, 1) < 0) {
+		buf_printf(why, "weir-gate: sending the request: %s", strerror(errno));
+		goto fail;
+	}
+	log_info("waiting for a grant from weir-gate for upstream %s", up->name);
+	k = gc_wait_reply(&g->gc, &r, &perr);
+	if (k <= 0) {
+		buf_printf(why, "weir-gate: %s", k == 0 ? "closed the connection" :
+		    perr ? perr : strerror(errno));
+		goto fail;
+	}
+	if (r.verb == GP_R_ERR) {
+		buf_printf(why, "weir-gate refused: %s %s", gp_code_name(r.code), r.text);
+		goto fail;
+	}
+	if (r.verb != GP_R_GRANT || r.tag != g->tag) {
+		buf_printf(why, "weir-gate: unexpected reply");
+		goto fail;
+	}
+	g->on = 1;
+	g->max_rcpt = r.max_rcpt;
+	log_info("weir-gate granted send %llu (recipients per transaction: %u)",
+	    (unsigned long long)r.id, r.max_rcpt);
+	return 1;
+fail:
+	gc_close(&g->gc);
+	return 0;
+}
+
+/* Tell the gate how it went: throttled, nothing sent, or how many. */
+static void
+gate_report(struct gate *g, const struct smtp_result *res)
+{
+	struct gp_reply r;
+	const char *perr = NULL;
+	int k;
+
+	log_info("outcome: %zu of %zu recipient(s) accepted%s%s%s", res->delivered, res->nrcpt,
+	    res->relay_failure ? ", relay-level failure" : "",
+	    res->suspend ? ", throttled: " : "", res->suspend ? res->throttle.s : "");
+	if (!g->on)
+		return;
+	if (res->suspend)
+		k = gc_report_throttled(&g->gc, g->tag, res->throttle.s ? res->throttle.s : "");
+	else if (res->delivered == 0 && res->transactions == 0)
+		k = gc_report_refund(&g->gc, g->tag);
+	else
+		k = gc_report_sent(&g->gc, g->tag, (uint32_t)res->delivered);
+	if (k < 0)
+		log_warn("weir-gate: reporting (the gate counts the send as made)");
+	else if ((k = gc_wait_reply(&g->gc, &r, &perr)) <= 0)
+		log_warnx("weir-gate: no answer to the report: %s", k == 0 ? "closed" :
+		    perr ? perr : "error");
+	else if (r.verb == GP_R_SUSPENDED)
+		log_warnx("weir-gate suspended the upstream for %llu s",
+		    (unsigned long long)r.secs);
+	else if (r.verb == GP_R_ERR)
+		log_warnx("weir-gate: report refused: %s %s", gp_code_name(r.code), r.text);
+	gc_close(&g->gc);
+	g->on = 0;
+}
+
+static int
+read_message(struct buf *msg, struct buf *err)
+{
+	for (;;) {
+		ssize_t r;
+
+		buf_reserve(msg, 65536);
+		r = read_retry(STDIN_FILENO, msg->s + msg->len, 65536);
+		if (r < 0) {
+			buf_printf(err, "reading the message: %s", strerror(errno));
+			return -1;
+		}
+		if (r == 0)
+			return 0;
+		msg->len += (size_t)r;
+		msg->s[msg->len] = '\0';
+		if (msg->len > MESSAGE_MAX) {
+			buf_printf(err, "the message is over %lu bytes", MESSAGE_MAX);
+			return -1;
+		}
+	}
+}
+
+static unsigned
+default_port(int tls)
+{
+	return tls == UP_TLS_SMTPS ? 465 : tls == UP_TLS_NONE ? 25 : 587;
+}
+
+int
+remote_run(int argc, char **argv)
+{
+	struct weir_config cfg;
+	struct weir_upstream fallback;
+	const struct weir_upstream *up;
+	struct buf err = BUF_INIT, msg = BUF_INIT, wire = BUF_INIT, secret = BUF_INIT;
+	struct body_info info;
+	struct smtp_params p;
+	struct smtp_result res;
+	struct trouble_rules *rules = NULL;
+	const char *cfile = NULL, *upname = NULL, *host, *sender;
+	const char *const *rcpts;
+	struct gate gate;
+	size_t nrcpt;
+	int opt, rc, have_fallback = 0, have_cfg = 0, use_gate = 1;
+
+	memset(&p, 0, sizeof p);
+	memset(&gate, 0, sizeof gate);
+	gate.gc.fd = -1;
+	opterr = 0;
+	while ((opt = getopt(argc, argv, "+c:nu:")) != -1) {
+		switch (opt) {
+		case 'c': cfile = optarg; break;
+		case 'n': use_gate = 0; break;
+		case 'u': upname = optarg; break;
+		default:
+			return whole(0, "weir-remote was invoked improperly: unknown option "
+			    "-%c. (#4.3.5)\n", optopt);
+		}
+	}
+	if (argc - optind < 3)
+		return whole(0, "weir-remote was invoked improperly: usage: weir-remote "
+		    "[-c FILE] [-u UPSTREAM] [-n] host sender recip... (#4.3.5)\n");
+	host = argv[optind];
+	sender = argv[optind + 1];
+	rcpts = (const char *const *)argv + optind + 2;
+	nrcpt = (size_t)(argc - optind - 2);
+
+	if (config_load(&cfg, cfile, &err) < 0) {
+		size_t i;
+
+		/* "file:line: what" lines, on one line of the report. */
+		while (err.len > 0 && err.s[err.len - 1] == '\n')
+			err.s[--err.len] = '\0';
+		for (i = 0; i < err.len; i++)
+			if (err.s[i] == '\n')
+				err.s[i] = ' ';
+		rc = whole(nrcpt, "weir-remote: configuration: %s (#4.3.0)\n", err.s);
+		goto out;
+	}
+	have_cfg = 1;
+	if (upname) {
+		up = config_upstream(&cfg, upname);
+		if (up == NULL) {
+			rc = whole(nrcpt, "weir-remote: no upstream \"%s\" in %s. (#4.3.0)\n",
+			    upname, cfg.file ? cfg.file : "the configuration");
+			goto out;
+		}
+	} else if ((up = config_upstream_for(&cfg, sender)) == NULL) {
+		config_upstream_defaults(&fallback);
+		fallback.port = 25;
+		have_fallback = 1;
+		up = &fallback;
+	}
+	p.up = up;
+	p.host = up->host ? up->host : host;
+	p.port = up->port ? up->port : default_port(up->tls);
+	p.helo = cfg.hostname;
+	log_info("upstream %s: %s:%u, tls %s%s", up->name ? up->name : "(none)", p.host, p.port,
+	    up->tls == UP_TLS_SMTPS ? "smtps" : up->tls == UP_TLS_NONE ? "none" : "starttls",
+	    up->tls != UP_TLS_NONE && !up->verify ? " (not verified)" : "");
+
+	if (read_message(&msg, &err) < 0) {
+		rc = whole(nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
+		goto out;
+	}
+	if (body_encode(msg.s ? msg.s : "", msg.len, &wire, &info) < 0) {
+		struct smtp_result bad;
+		size_t i;
+		int perm;
+
+		memset(&bad, 0, sizeof bad);
+		bad.nrcpt = nrcpt;
+		bad.rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *bad.rcpt);
+		buf_printf(&bad.text, "Line %zu of the message is %zu bytes long; SMTP allows "
+		    "%d (RFC 5322 2.1.1), so it cannot be sent as it is. (#5.6.0)\n",
+		    info.too_long_line, info.too_long_len, BODY_LINE_MAX);
+		perm = trouble_situation(SIT_LINE_TOO_LONG) == T_BOUNCE;
+		for (i = 0; i < nrcpt; i++) {
+			bad.rcpt[i].kind = perm ? 'h' : 's';
+			buf_adds(&bad.rcpt[i].text, bad.text.s);
+		}
+		bad.kind = perm ? 'D' : 'Z';
+		log_warnx("%s", bad.text.s);
+		rc = emit(&bad);
+		smtp_result_free(&bad);
+		goto out;
+	}
+	buf_free(&msg);
+
+	if (up->username) {
+		if (up->secret_file)
+			rc = secret_from_file(up->secret_file, &secret, &err);
+		else
+			rc = secret_from_command(up->secret_command,
+			    clock_mono_ms() + (uint64_t)up->timeout_command * 1000, &secret, &err);
+		if (rc < 0) {
+			rc = whole(nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
+			goto out;
+		}
+		p.secret = secret.s;
+		p.secretlen = secret.len;
+	}
+	if (up->tls != UP_TLS_NONE &&
+	    (p.tls = tls_client_new(up->verify, up->ca_file, up->fingerprint, &err)) == NULL) {
+		rc = whole(nrcpt, "weir-remote: TLS set-up: %s. (#4.3.0)\n", err.s);
+		goto out;
+	}
+	rules = trouble_new();
+	p.rules = rules;
+	if (use_gate && !gate_acquire(&gate, cfg.gate_socket, up, sender, nrcpt, &err)) {
+		rc = whole(nrcpt, "weir-remote: %s; not sending. (#4.3.0)\n", err.s);
+		goto out;
+	}
+	p.max_rcpt = gate.max_rcpt;
+	smtp_deliver(&p, sender, rcpts, nrcpt, &wire, &info, &res);
+	secret_wipe(&secret);
+	gate_report(&gate, &res);
+	rc = emit(&res);
+	smtp_result_free(&res);
+out:
+	if (gate.gc.fd >= 0)
+		gc_close(&gate.gc);
+	secret_wipe(&secret);
+	trouble_free(rules);
+	tls_client_free(p.tls);
+	buf_free(&msg);
+	buf_free(&wire);
+	buf_free(&err);
+	if (have_fallback)
+		config_upstream_free(&fallback);
+	if (have_cfg)
+		config_free(&cfg);
+	return rc;
+}

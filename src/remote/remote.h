@@ -1,0 +1,51 @@
+/*
+ * remote.h: weir-remote, the qmail-remote(8) compatible deliverer.
+ *
+ *   weir-remote [-c FILE] [-u UPSTREAM] [-n] host sender recip...
+ *
+ * The message is read from fd 0 (a qmail mess file).  On fd 1 come one
+ * report per recipient, in argument order: "r" delivered, "h" permanent
+ * failure, "s" temporary failure; then one message report: "K" delivered
+ * (to the recipients reported "r"), "Z" temporary failure, "D"
+ * permanent failure.  Each report is a letter, human text, and a NUL.
+ * The exit status is 0 whenever the reports were written (111 if even
+ * that failed); a crash counts as a temporary failure for the caller.
+ * Our own trouble (bad usage, config, secret, memory) is always "Z":
+ * mail is never bounced because weir-remote could not run.
+ *
+ * The upstream: -u names an upstream section of weir.conf; without -u,
+ * the first whose senders match the sender, else the first without
+ * senders; with no section at all, host itself on port 25 with
+ * tls = starttls and verification.  An upstream without host = uses the
+ * host argument; without port =, 587 (starttls), 465 (smtps) or 25
+ * (none).
+ *
+ * The gate: unless -n says the caller already holds a grant, weir-remote
+ * asks weir-gate (gate_socket) for one before connecting: ACQUIRE for
+ * the upstream's name, 1 message, the recipients, 1 connection; the
+ * grant's recipient cap bounds each transaction.  Afterwards it reports
+ * SENT with the recipients accepted, REFUND if nothing reached the
+ * upstream, or THROTTLED with the upstream's reply.  No socket at
+ * gate_socket (ENOENT) means no gate runs here: weir-remote sends, and
+ * logs that it did so without a grant.  A gate that exists but does not
+ * answer, or refuses, is "Z": never send ungoverned past a gate.  An
+ * upstream without a section (no name) is not gated.
+ *
+ * Trusts: its caller (weir-send or qmail-rspawn) for the arguments; the
+ * administrator for weir.conf and the secret.  Config keys: hostname
+ * (for EHLO), gate_socket (see the gate seam in remote.c), and the
+ * upstream sections.
+ */
+#ifndef WEIR_REMOTE_H
+#define WEIR_REMOTE_H
+
+#include "lib/buf.h"
+#include "remote/smtp.h"
+
+/* Everything after main's set-up: returns the exit status. */
+int remote_run(int argc, char **argv);
+
+/* The reports for res as the NUL-terminated bytes written to fd 1. */
+void remote_format(const struct smtp_result *res, struct buf *out);
+
+#endif

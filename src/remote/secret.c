@@ -1,0 +1,177 @@
+/*
+ * secret.c: reading an upstream's secret; see secret.h.  The bytes live
+ * in one struct buf that is wiped before it is freed, and grown only by
+ * reserving the maximum first, so no copy is left behind by realloc.
+ * Trusts: the administrator's file and command.  Config keys:
+ * secret_file, secret_command.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/io.h"
+#include "remote/secret.h"
+#include "remote/wait.h"
+
+static void
+chomp(struct buf *b)
+{
+	if (b->len > 0 && b->s[b->len - 1] == '\n')
+		b->s[--b->len] = '\0';
+	if (b->len > 0 && b->s[b->len - 1] == '\r')
+		b->s[--b->len] = '\0';
+}
+
+void
+secret_wipe(struct buf *b)
+{
+	if (b->s)
+		explicit_bzero(b->s, b->cap);
+	buf_free(b);
+}
+
+int
+secret_from_file(const char *path, struct buf *out, struct buf *err)
+{
+	struct stat st;
+	ssize_t r;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		buf_printf(err, "secret_file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0) {
+		buf_printf(err, "secret_file %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		buf_printf(err, "secret_file %s: not a regular file", path);
+		goto fail;
+	}
+	if (st.st_mode & 077) {
+		buf_printf(err, "secret_file %s: mode %04o lets group or others in; "
+		    "refusing it (chmod 600 %s)", path, (unsigned)(st.st_mode & 07777), path);
+		goto fail;
+	}
+	if (st.st_size > SECRET_MAX) {
+		buf_printf(err, "secret_file %s: over %d bytes", path, SECRET_MAX);
+		goto fail;
+	}
+	buf_reserve(out, SECRET_MAX + 1);
+	r = full_read(fd, out->s, SECRET_MAX + 1);
+	if (r < 0) {
+		buf_printf(err, "secret_file %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (r > SECRET_MAX) {
+		buf_printf(err, "secret_file %s: over %d bytes", path, SECRET_MAX);
+		goto fail;
+	}
+	out->len = (size_t)r;
+	out->s[out->len] = '\0';
+	if (close(fd) < 0) {
+		buf_printf(err, "secret_file %s: close: %s", path, strerror(errno));
+		secret_wipe(out);
+		return -1;
+	}
+	chomp(out);
+	if (out->len == 0) {
+		buf_printf(err, "secret_file %s: empty", path);
+		secret_wipe(out);
+		return -1;
+	}
+	return 0;
+fail:
+	(void)close(fd);	/* read-only: nothing to lose on the error path */
+	secret_wipe(out);
+	return -1;
+}
+
+int
+secret_from_command(const char *command, uint64_t deadline_ms, struct buf *out,
+    struct buf *err)
+{
+	int p[2], status = 0, devnull, timed_out = 0;
+	size_t e0 = err->len;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		buf_printf(err, "secret_command: pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		buf_printf(err, "secret_command: fork: %s", strerror(errno));
+		(void)close(p[0]);
+		(void)close(p[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		devnull = open("/dev/null", O_RDONLY);
+		if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(p[1], 1) < 0)
+			_exit(127);
+		execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+		_exit(127);
+	}
+	(void)close(p[1]);
+	buf_reserve(out, SECRET_MAX + 1);
+	for (;;) {
+		enum wait_status w = wait_fd(p[0], POLLIN, deadline_ms);
+		ssize_t r;
+
+		if (w == WAIT_TIMEOUT) {
+			timed_out = 1;
+			break;
+		}
+		if (w == WAIT_ERROR) {
+			buf_printf(err, "secret_command: poll: %s", strerror(errno));
+			break;
+		}
+		r = read_retry(p[0], out->s + out->len, SECRET_MAX + 1 - out->len);
+		if (r < 0) {
+			buf_printf(err, "secret_command: read: %s", strerror(errno));
+			break;
+		}
+		if (r == 0)
+			break;
+		out->len += (size_t)r;
+		if (out->len > SECRET_MAX) {
+			buf_printf(err, "secret_command: over %d bytes of output", SECRET_MAX);
+			break;
+		}
+	}
+	(void)close(p[0]);
+	if (err->len > e0 || timed_out)
+		(void)kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			buf_printf(err, "secret_command: waitpid: %s", strerror(errno));
+			secret_wipe(out);
+			return -1;
+		}
+	if (timed_out)
+		buf_printf(err, "secret_command: timed out");
+	else if (err->len == e0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
+		buf_printf(err, "secret_command: exited with %s %d",
+		    WIFEXITED(status) ? "status" : "signal",
+		    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	if (err->len > e0) {
+		secret_wipe(out);
+		return -1;
+	}
+	out->s[out->len] = '\0';
+	chomp(out);
+	if (out->len == 0) {
+		buf_printf(err, "secret_command: no output");
+		secret_wipe(out);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,925 @@
+/*
+ * smtp.c: the SMTP client state machine; see smtp.h for the states and
+ * mail/trouble.h for what each reply means.  One function per state,
+ * each returning the next state; run() logs every transition.
+ *
+ * Security stance: with tls = starttls nothing but EHLO and STARTTLS is
+ * sent before the handshake, and every byte and capability learnt before
+ * it is thrown away (bytes already waiting after the STARTTLS reply make
+ * the session fail: RFC 3207 forbids pipelining past STARTTLS, and such
+ * bytes are the STARTTLS injection attack).  AUTH and mail only go over
+ * TLS, or in the clear to a loopback peer with tls = none.  Commands are
+ * never logged (AUTH lines carry the secret).
+ *
+ * Trusts: nothing the server sends.  Config keys: those of struct
+ * weir_upstream (timeouts, tls, mechanisms, max_recipients).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "lib/alloc.h"
+#include "lib/evloop.h"
+#include "lib/log.h"
+#include "mail/envelope.h"
+#include "remote/conn.h"
+#include "remote/sasl.h"
+#include "remote/smtp.h"
+
+enum state {
+	S_CONNECT, S_TLS_IMPLICIT, S_BANNER, S_EHLO, S_HELO, S_STARTTLS, S_TLS, S_AUTH,
+	S_MAIL, S_RCPT, S_DATA, S_BODY, S_DOT, S_RSET, S_QUIT, S_DONE,
+};
+
+static const char *const state_name[] = {
+	"CONNECT", "TLS", "BANNER", "EHLO", "HELO", "STARTTLS", "TLS", "AUTH",
+	"MAIL", "RCPT", "DATA", "BODY", "DOT", "RSET", "QUIT", "DONE",
+};
+
+struct caps {
+	int starttls, pipelining, size, eightbitmime, enhanced;
+	unsigned long long sizemax;	/* 0: no limit given */
+	char auth[256];			/* mechanisms after AUTH, space-separated */
+	unsigned long rcptmax, mailmax;	/* RFC 9422 LIMITS; 0: not advertised */
+};
+
+/* Recipient states beyond smtp_rcpt.kind while a transaction runs. */
+#define RC_ACCEPTED 'a'
+
+struct sess {
+	const struct smtp_params *p;
+	const struct weir_upstream *up;
+	struct smtp_result *res;
+	const char *sender;
+	const struct buf *wire;
+	const struct body_info *info;
+	struct conn c;
+	int connected, usable, banner_seen, tls_active;
+	struct smtp_reply r;
+	struct caps caps;
+	struct buf err;
+	char peer[80];
+	/* the current transaction */
+	size_t first, count, next;	/* recipients [first, first+count); next to read */
+	size_t accepted, same5xx;
+	char first5xx[SMTP_REPLY_LINE_MAX * 2];
+	int pipelined;
+	/* how the session ended, for recipients still undecided */
+	char fail_kind;			/* 's' or 'h' */
+	struct buf fail_text;
+	struct buf ok_text;
+};
+
+static uint64_t
+deadline(long long seconds)
+{
+	return clock_mono_ms() + (uint64_t)seconds * 1000;
+}
+
+static void
+oneline(struct sess *s, char *out, size_t max)
+{
+	smtp_reply_oneline(&s->r, out, max);
+}
+
+/* Record why the session stops; the first reason wins. */
+static void PRINTFLIKE(3, 4)
+fail(struct sess *s, enum trouble_action a, const char *fmt, ...)
+{
+	va_list ap;
+	char line[1024];
+
+	if (s->fail_kind)
+		return;
+	s->fail_kind = a == T_BOUNCE ? 'h' : 's';
+	if (a == T_SUSPEND)
+		s->res->suspend = 1;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	buf_adds(&s->fail_text, line);
+	log_warnx("%s: %s: %s", s->peer, trouble_action_name(a), line);
+}
+
+/* A failed reply at a stage, in qmail-remote's words. */
+static enum state
+fail_reply(struct sess *s, enum smtp_stage st, enum trouble_action a, const char *what)
+{
+	char line[SMTP_REPLY_LINE_MAX * 2];
+
+	oneline(s, line, sizeof line);
+	if (a == T_SUSPEND) {
+		buf_reset(&s->res->throttle);
+		buf_adds(&s->res->throttle, line);
+	}
+	if (st <= STAGE_MAIL)
+		s->res->relay_failure = 1;
+	fail(s, a, "Connected to %s but %s.\nRemote host said: %s\n", s->peer, what, line);
+	if (s->r.code == 421)
+		s->usable = 0;	/* the server is closing */
+	return s->usable ? S_QUIT : S_DONE;
+}
+
+/* A failure that is not a reply. */
+static enum state
+fail_conn(struct sess *s, enum conn_status cs, enum smtp_stage st)
+{
+	static const char *const why[] = { "ok", "I/O error", "timeout", "connection lost",
+		"malformed reply" };
+	enum trouble_situation sit = cs == CONN_TIMEOUT ? SIT_TIMEOUT :
+	    cs == CONN_BADLINE ? SIT_BADREPLY : SIT_LOST;
+	const char *detail = s->err.len ? s->err.s : "";
+
+	s->usable = 0;
+	if (st == STAGE_QUIT) {		/* everything was decided before QUIT */
+		log_info("%s: %s after QUIT", s->peer, why[-cs]);
+		return S_DONE;
+	}
+	if (st <= STAGE_MAIL)
+		s->res->relay_failure = 1;
+	if (st == STAGE_DATA_END)
+		fail(s, trouble_situation(sit), "%s: %s after the end of data%s%s; the message "
+		    "may be delivered twice.\n", s->peer, why[-cs], *detail ? ": " : "", detail);
+	else
+		fail(s, trouble_situation(sit), "%s: %s at %s%s%s.\n", s->peer, why[-cs],
+		    trouble_stage_name(st), *detail ? ": " : "", detail);
+	return S_DONE;
+}
+
+/* Read one whole reply into s->r: 0, or the next state after a failure. */
+static int
+get_reply(struct sess *s, enum smtp_stage st, long long timeout, enum state *next)
+{
+	char line[SMTP_REPLY_LINE_MAX];
+	uint64_t dl = deadline(timeout);
+	enum reply_status rs;
+	const char *why = NULL;
+
+	smtp_reply_reset(&s->r);
+	buf_reset(&s->err);
+	do {
+		size_t len;
+		enum conn_status cs = conn_read_line(&s->c, line, &len, dl, &s->err);
+
+		if (cs != CONN_OK) {
+			*next = fail_conn(s, cs, st);
+			return -1;
+		}
+		rs = smtp_reply_feed(&s->r, line, len, &why);
+	} while (rs == REPLY_MORE);
+	if (rs == REPLY_BAD) {
+		buf_reset(&s->err);
+		buf_adds(&s->err, why);
+		*next = fail_conn(s, CONN_BADLINE, st);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+put(struct sess *s, const char *data, size_t n, long long timeout, enum smtp_stage st,
+    enum state *next)
+{
+	enum conn_status cs;
+
+	buf_reset(&s->err);
+	cs = conn_write(&s->c, data, n, deadline(timeout), &s->err);
+	if (cs != CONN_OK) {
+		*next = fail_conn(s, cs, st);
+		return -1;
+	}
+	return 0;
+}
+
+static enum state
+st_connect(struct sess *s)
+{
+	enum conn_status cs;
+
+	buf_reset(&s->err);
+	cs = conn_connect(&s->c, s->p->host, s->p->port, deadline(s->up->timeout_connect), &s->err);
+	if (cs != CONN_OK) {
+		s->res->relay_failure = 1;
+		fail(s, trouble_situation(SIT_CONNECT), "Sorry, I wasn't able to establish an "
+		    "SMTP connection to %s:%u: %s.\n", s->p->host, s->p->port,
+		    cs == CONN_TIMEOUT ? "timeout" : s->err.s);
+		return S_DONE;
+	}
+	s->connected = 1;
+	s->usable = 1;
+	snprintf(s->peer, sizeof s->peer, "%s", s->c.peer);
+	if (s->up->tls == UP_TLS_NONE && !conn_peer_is_loopback(&s->c)) {
+		s->usable = 0;
+		s->res->relay_failure = 1;
+		fail(s, T_DEFER, "%s: tls = none is allowed only to a loopback address; "
+		    "not sending in the clear.\n", s->peer);
+		return S_DONE;
+	}
+	return s->up->tls == UP_TLS_SMTPS ? S_TLS_IMPLICIT : S_BANNER;
+}
+
+static enum state
+st_tls(struct sess *s)
+{
+	enum conn_status cs;
+	char desc[128];
+
+	buf_reset(&s->err);
+	cs = conn_start_tls(&s->c, s->p->tls, s->p->host, deadline(s->up->timeout_command),
+	    &s->err);
+	if (cs != CONN_OK) {
+		s->usable = 0;
+		s->res->relay_failure = 1;
+		if (cs == CONN_BADLINE)
+			fail(s, trouble_situation(SIT_INJECTION), "%s: STARTTLS: %s; refusing "
+			    "to go on (STARTTLS injection).\n", s->peer, s->err.s);
+		else
+			fail(s, trouble_situation(cs == CONN_TIMEOUT ? SIT_TIMEOUT : SIT_TLS),
+			    "%s: TLS failed: %s.\n", s->peer,
+			    cs == CONN_TIMEOUT ? "timeout in the handshake" : s->err.s);
+		return S_DONE;
+	}
+	s->tls_active = 1;
+	memset(&s->caps, 0, sizeof s->caps);	/* nothing learnt in the clear survives */
+	log_info("%s: TLS established: %s", s->peer, tls_describe(s->c.tls, desc, sizeof desc));
+	return s->banner_seen ? S_EHLO : S_BANNER;
+}
+
+static enum state
+st_banner(struct sess *s)
+{
+	enum state next;
+	enum trouble_action a;
+
+	if (get_reply(s, STAGE_BANNER, s->up->timeout_banner, &next) < 0)
+		return next;
+	s->banner_seen = 1;
+	a = trouble_reply(s->p->rules, STAGE_BANNER, &s->r);
+	if (a != T_ACCEPT)
+		return fail_reply(s, STAGE_BANNER, a, "greeting failed");
+	return S_EHLO;
+}
+
+static unsigned long
+limit_value(const char *p, const char *name)
+{
+	size_t n = strlen(name);
+	unsigned long v = 0;
+
+	while (*p) {
+		while (*p == ' ')
+			p++;
+		if (strncasecmp(p, name, n) == 0 && p[n] == '=') {
+			const char *d = p + n + 1;
+
+			for (v = 0; *d >= '0' && *d <= '9' && v < 1000000000UL; d++)
+				v = v * 10 + (unsigned long)(*d - '0');
+			return (*d == '\0' || *d == ' ') ? v : 0;
+		}
+		p += strcspn(p, " ");
+	}
+	return 0;
+}
+
+/* EHLO keywords, one per line after the first (RFC 5321 4.1.1.1). */
+static void
+parse_caps(struct sess *s)
+{
+	const char *t = s->r.text.s ? s->r.text.s : "";
+	const char *line = strchr(t, '\n');
+
+	memset(&s->caps, 0, sizeof s->caps);
+	while (line) {
+		char kw[SMTP_REPLY_LINE_MAX];
+		const char *end, *arg;
+		size_t n;
+
+		line++;
+		end = strchr(line, '\n');
+		n = end ? (size_t)(end - line) : strlen(line);
+		if (n >= sizeof kw)
+			n = sizeof kw - 1;
+		memcpy(kw, line, n);
+		kw[n] = '\0';
+		arg = kw + strcspn(kw, " =");
+		if (*arg)
+			arg++;
+		if (strcasecmp(kw, "STARTTLS") == 0)
+			s->caps.starttls = 1;
+		else if (strcasecmp(kw, "PIPELINING") == 0)
+			s->caps.pipelining = 1;
+		else if (strcasecmp(kw, "8BITMIME") == 0)
+			s->caps.eightbitmime = 1;
+		else if (strcasecmp(kw, "ENHANCEDSTATUSCODES") == 0)
+			s->caps.enhanced = 1;
+		else if (strncasecmp(kw, "SIZE", 4) == 0 && (kw[4] == '\0' || kw[4] == ' ')) {
+			s->caps.size = 1;
+			s->caps.sizemax = strtoull(kw[4] ? kw + 5 : "0", NULL, 10);
+		} else if (strncasecmp(kw, "AUTH", 4) == 0 && (kw[4] == ' ' || kw[4] == '=')) {
+			if (s->caps.auth[0] == '\0')
+				snprintf(s->caps.auth, sizeof s->caps.auth, "%s", arg);
+		} else if (strncasecmp(kw, "LIMITS", 6) == 0 && kw[6] == ' ') {
+			s->caps.rcptmax = limit_value(kw + 7, "RCPTMAX");
+			s->caps.mailmax = limit_value(kw + 7, "MAILMAX");
+		}
+		line = end;
+	}
+	log_info("%s: EHLO:%s%s%s%s%s%s%s", s->peer, s->caps.starttls ? " STARTTLS" : "",
+	    s->caps.pipelining ? " PIPELINING" : "", s->caps.size ? " SIZE" : "",
+	    s->caps.eightbitmime ? " 8BITMIME" : "",
+	    s->caps.enhanced ? " ENHANCEDSTATUSCODES" : "", s->caps.auth[0] ? " AUTH " : "",
+	    s->caps.auth);
+}
+
+static enum state
+after_hello(struct sess *s)
+{
+	if (s->up->tls == UP_TLS_STARTTLS && !s->tls_active)
+		return S_STARTTLS;
+	if (s->p->secret)
+		return S_AUTH;
+	return S_MAIL;
+}
+
+/* s if it is one printable ASCII word (it goes on a command line),
+ * else fallback. */
+static const char *
+word_or(const char *s, const char *fallback)
+{
+	const char *p;
+
+	for (p = s; *p; p++)
+		if (*p <= ' ' || *p > '~')
+			return fallback;
+	return p > s ? s : fallback;
+}
+
+static enum state
+st_ehlo(struct sess *s, int helo)
+{
+	char cmd[600];
+	enum state next;
+	enum trouble_action a;
+	const char *name = word_or(s->p->helo, "localhost");
+	int n = snprintf(cmd, sizeof cmd, "%s %s\r\n", helo ? "HELO" : "EHLO", name);
+
+	if (n < 0 || (size_t)n >= sizeof cmd)
+		n = snprintf(cmd, sizeof cmd, "%s localhost\r\n", helo ? "HELO" : "EHLO");
+	if (put(s, cmd, (size_t)n, s->up->timeout_command, STAGE_EHLO, &next) < 0 ||
+	    get_reply(s, STAGE_EHLO, s->up->timeout_command, &next) < 0)
+		return next;
+	a = trouble_reply(s->p->rules, STAGE_EHLO, &s->r);
+	if (a == T_ACCEPT) {
+		if (helo)
+			memset(&s->caps, 0, sizeof s->caps);
+		else
+			parse_caps(s);
+		return after_hello(s);
+	}
+	/* HELO only where nothing EHLO offers is needed. */
+	if (!helo && s->r.code / 100 == 5 && s->r.code != 421 && s->up->tls != UP_TLS_STARTTLS &&
+	    !s->p->secret)
+		return S_HELO;
+	return fail_reply(s, STAGE_EHLO, a, helo ? "HELO was refused" : "EHLO was refused");
+}
+
+static enum state
+st_starttls(struct sess *s)
+{
+	enum state next;
+	enum trouble_action a;
+
+	if (!s->caps.starttls) {
+		s->res->relay_failure = 1;
+		fail(s, trouble_situation(SIT_NO_STARTTLS), "%s does not offer STARTTLS, and "
+		    "tls = starttls requires it; nothing sent in the clear.\n", s->peer);
+		return S_QUIT;
+	}
+	if (put(s, "STARTTLS\r\n", 10, s->up->timeout_command, STAGE_STARTTLS, &next) < 0 ||
+	    get_reply(s, STAGE_STARTTLS, s->up->timeout_command, &next) < 0)
+		return next;
+	a = trouble_reply(s->p->rules, STAGE_STARTTLS, &s->r);
+	if (a != T_ACCEPT || s->r.code != 220)
+		return fail_reply(s, STAGE_STARTTLS, a == T_ACCEPT ? T_DEFER : a,
+		    "STARTTLS was refused");
+	return S_TLS;
+}
+
+/* Send one AUTH line ("AUTH MECH [ir]" or a response) with CRLF. */
+static int
+auth_put(struct sess *s, const char *a, const char *b, enum state *next)
+{
+	struct buf line = BUF_INIT;
+	int r;
+
+	buf_adds(&line, a);
+	if (b)
+		buf_printf(&line, " %s", b);
+	buf_add(&line, "\r\n", 2);
+	r = put(s, line.s, line.len, s->up->timeout_command, STAGE_AUTH, next);
+	explicit_bzero(line.s, line.len);
+	buf_free(&line);
+	return r;
+}
+
+static enum state
+st_auth(struct sess *s)
+{
+	struct saslc *sc = NULL;
+	struct buf ir = BUF_INIT, resp = BUF_INIT, cmd = BUF_INIT, why = BUF_INIT;
+	const char *mech = NULL;
+	int has_ir = 0, held_ir = 0, rounds;
+	enum state next = S_MAIL;
+	enum trouble_action a;
+
+	if (s->caps.auth[0] == '\0') {
+		s->res->relay_failure = 1;
+		fail(s, trouble_situation(SIT_NO_MECH), "%s offers no AUTH, and a username is "
+		    "configured; not sending unauthenticated.\n", s->peer);
+		return S_QUIT;
+	}
+	if (saslc_init(&why) < 0 ||
+	    (sc = saslc_new(s->p->host, s->p->port, s->up->username, s->p->secret,
+	    s->p->secretlen, &why)) == NULL ||
+	    saslc_start(sc, s->caps.auth, &s->up->mechanisms, &mech, &has_ir, &ir, &why) < 0) {
+		s->res->relay_failure = 1;
+		fail(s, trouble_situation(SIT_NO_MECH), "%s: AUTH: %s.\n", s->peer, why.s);
+		next = S_QUIT;
+		goto out;
+	}
+	log_info("%s: AUTH %s as %s", s->peer, mech, s->up->username);
+	buf_printf(&cmd, "AUTH %s", mech);
+	/* RFC 4954 4: an initial response that would make the line too long
+	 * waits for the first (empty) challenge. */
+	if (has_ir && cmd.len + 1 + (ir.len ? ir.len : 1) + 2 > 512)
+		held_ir = 1;
+	if (auth_put(s, cmd.s, has_ir && !held_ir ? (ir.len ? ir.s : "=") : NULL, &next) < 0)
+		goto out;
+	for (rounds = 0; ; rounds++) {
+		if (get_reply(s, STAGE_AUTH, s->up->timeout_command, &next) < 0)
+			goto out;
+		if (s->r.code != 334)
+			break;
+		if (rounds >= 20 || s->r.nlines != 1) {
+			(void)auth_put(s, "*", NULL, &next);
+			s->res->relay_failure = 1;
+			fail(s, T_DEFER, "%s: AUTH %s: the server's challenges make no sense.\n",
+			    s->peer, mech);
+			next = S_DONE;
+			s->usable = 0;
+			goto out;
+		}
+		if (held_ir) {
+			held_ir = 0;
+			if (auth_put(s, ir.len ? ir.s : "=", NULL, &next) < 0)
+				goto out;
+			continue;
+		}
+		buf_reset(&why);
+		if (saslc_step(sc, s->r.text.s ? s->r.text.s : "", s->r.text.len, &resp, &why) < 0) {
+			/* Cancel (RFC 4954 4); the server answers 501. */
+			if (auth_put(s, "*", NULL, &next) == 0)
+				(void)get_reply(s, STAGE_AUTH, s->up->timeout_command, &next);
+			s->res->relay_failure = 1;
+			fail(s, T_DEFER, "%s: AUTH %s: %s.\n", s->peer, mech, why.s);
+			next = s->usable ? S_QUIT : S_DONE;
+			goto out;
+		}
+		if (auth_put(s, resp.s ? resp.s : "", NULL, &next) < 0)
+			goto out;
+	}
+	a = trouble_reply(s->p->rules, STAGE_AUTH, &s->r);
+	if (a != T_ACCEPT || s->r.code / 100 != 2) {
+		char what[96];
+
+		snprintf(what, sizeof what, "AUTH %s was refused", mech);
+		next = fail_reply(s, STAGE_AUTH, a == T_ACCEPT ? T_DEFER : a, what);
+		goto out;
+	}
+	if (!saslc_complete(sc))
+		log_warnx("%s: AUTH %s: the server said yes before the mechanism finished",
+		    s->peer, mech);
+	next = S_MAIL;
+out:
+	saslc_free(sc);
+	if (ir.s)
+		explicit_bzero(ir.s, ir.cap);
+	if (resp.s)
+		explicit_bzero(resp.s, resp.cap);
+	buf_free(&ir);
+	buf_free(&resp);
+	buf_free(&cmd);
+	buf_free(&why);
+	return next;
+}
+
+static size_t
+remaining(const struct sess *s)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < s->res->nrcpt; i++)
+		if (s->res->rcpt[i].kind == 0 || s->res->rcpt[i].kind == RC_ACCEPTED)
+			n++;
+	return n;
+}
+
+static void
+set_rcpt(struct sess *s, size_t i, char kind, const char *fmt, ...) PRINTFLIKE(4, 5);
+
+static void
+set_rcpt(struct sess *s, size_t i, char kind, const char *fmt, ...)
+{
+	va_list ap;
+	char text[1024];
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	s->res->rcpt[i].kind = kind;
+	buf_reset(&s->res->rcpt[i].text);
+	buf_adds(&s->res->rcpt[i].text, text);
+	if (kind == 'r')
+		s->res->delivered++;
+}
+
+static enum state
+st_mail(struct sess *s)
+{
+	struct buf cmd = BUF_INIT;
+	/* SIZE (RFC 1870): the message as sent, without the final ".". */
+	size_t cap = s->up->max_recipients, i, wire = s->wire->len - 3;
+	enum state next = S_RCPT;
+	enum trouble_action a;
+
+	if (s->caps.rcptmax && s->caps.rcptmax < cap)
+		cap = s->caps.rcptmax;
+	if (s->p->max_rcpt && s->p->max_rcpt < cap)
+		cap = s->p->max_rcpt;
+	if (s->caps.mailmax && s->res->transactions >= s->caps.mailmax) {
+		fail(s, T_DEFER, "%s allows %lu transactions per session (LIMITS MAILMAX); "
+		    "the other recipients wait for the next attempt.\n", s->peer, s->caps.mailmax);
+		return S_QUIT;
+	}
+	if (s->caps.sizemax && wire > s->caps.sizemax) {
+		fail(s, trouble_situation(SIT_TOO_BIG), "%s accepts messages of up to %llu "
+		    "bytes (SIZE); this one is %zu bytes.\n", s->peer, s->caps.sizemax, wire);
+		return S_QUIT;
+	}
+	/* The next undecided recipients, up to cap. */
+	for (s->first = 0; s->first < s->res->nrcpt && s->res->rcpt[s->first].kind; s->first++)
+		;
+	for (s->count = 0, i = s->first; i < s->res->nrcpt && s->count < cap; i++, s->count++)
+		;
+	s->next = s->first;
+	s->accepted = s->same5xx = 0;
+	s->first5xx[0] = '\0';
+	s->pipelined = s->caps.pipelining;
+	buf_printf(&cmd, "MAIL FROM:<%s>", s->sender);
+	if (s->caps.size)
+		buf_printf(&cmd, " SIZE=%zu", wire);
+	if (s->caps.eightbitmime && s->info->eightbit)
+		buf_adds(&cmd, " BODY=8BITMIME");
+	buf_adds(&cmd, "\r\n");
+	if (s->pipelined) {
+		for (i = s->first; i < s->first + s->count; i++)
+			buf_printf(&cmd, "RCPT TO:<%s>\r\n", s->res->rcpt[i].addr);
+		buf_adds(&cmd, "DATA\r\n");
+	}
+	if (put(s, cmd.s, cmd.len, s->up->timeout_mail, STAGE_MAIL, &next) < 0 ||
+	    get_reply(s, STAGE_MAIL, s->up->timeout_mail, &next) < 0)
+		goto out;
+	a = trouble_reply(s->p->rules, STAGE_MAIL, &s->r);
+	if (a != T_ACCEPT)
+		next = fail_reply(s, STAGE_MAIL, a, "sender was rejected");
+out:
+	buf_free(&cmd);
+	return next;
+}
+
+static enum state
+after_transaction(struct sess *s, int need_rset)
+{
+	if (remaining(s) == 0)
+		return S_QUIT;
+	return need_rset ? S_RSET : S_MAIL;
+}
+
+static enum state
+st_rcpt(struct sess *s)
+{
+	size_t i = s->next;
+	const char *addr = s->res->rcpt[i].addr;
+	char line[SMTP_REPLY_LINE_MAX * 2];
+	enum state next;
+	enum trouble_action a;
+
+	if (!s->pipelined) {
+		struct buf cmd = BUF_INIT;
+		int r;
+
+		buf_printf(&cmd, "RCPT TO:<%s>\r\n", addr);
+		r = put(s, cmd.s, cmd.len, s->up->timeout_rcpt, STAGE_RCPT, &next);
+		buf_free(&cmd);
+		if (r < 0)
+			return next;
+	}
+	if (get_reply(s, STAGE_RCPT, s->up->timeout_rcpt, &next) < 0)
+		return next;
+	a = trouble_reply(s->p->rules, STAGE_RCPT, &s->r);
+	oneline(s, line, sizeof line);
+	switch (a) {
+	case T_ACCEPT:
+		s->res->rcpt[i].kind = RC_ACCEPTED;
+		s->accepted++;
+		break;
+	case T_BOUNCE:
+		if (s->same5xx == 0)
+			snprintf(s->first5xx, sizeof s->first5xx, "%s", line);
+		if (strcmp(s->first5xx, line) == 0)
+			s->same5xx++;
+		set_rcpt(s, i, 'h', "%s does not like recipient.\nRemote host said: %s\n",
+		    s->peer, line);
+		break;
+	case T_SUSPEND:
+		s->res->suspend = 1;
+		buf_reset(&s->res->throttle);
+		buf_adds(&s->res->throttle, line);
+		/* FALLTHROUGH */
+	default:
+		set_rcpt(s, i, 's', "%s does not like recipient.\nRemote host said: %s\n",
+		    s->peer, line);
+		break;
+	}
+	log_info("%s: RCPT %s: %s", s->peer, addr, trouble_action_name(a));
+	if (s->r.code == 421) {
+		s->usable = 0;
+		return fail_reply(s, STAGE_RCPT, a, "the server closed the session");
+	}
+	if (++s->next < s->first + s->count)
+		return S_RCPT;
+	/* Identical 5xx for every recipient: the relay refusing us. */
+	if (trouble_identical_refusals(s->count, s->same5xx, s->accepted)) {
+		s->res->relay_failure = 1;
+		for (i = s->first; i < s->first + s->count; i++)
+			if (s->res->rcpt[i].kind == 'h') {
+				s->res->rcpt[i].kind = 's';
+				buf_adds(&s->res->rcpt[i].text, "(The same refusal for every "
+				    "recipient: taken as the relay refusing us, not bounced.)\n");
+			}
+	}
+	if (s->accepted > 0)
+		return S_DATA;
+	/* Nobody accepted: a pipelined DATA still has its reply coming. */
+	if (s->pipelined) {
+		if (get_reply(s, STAGE_DATA, s->up->timeout_data_init, &next) < 0)
+			return next;
+		if (s->r.code == 354) {	/* RFC 2920 3.1: end the empty data */
+			if (put(s, ".\r\n", 3, s->up->timeout_data_block, STAGE_DATA, &next) < 0 ||
+			    get_reply(s, STAGE_DATA_END, s->up->timeout_data_end, &next) < 0)
+				return next;
+		}
+	}
+	return after_transaction(s, 1);
+}
+
+/* The accepted recipients of this transaction get kind and text. */
+static void
+settle(struct sess *s, char kind, const char *text)
+{
+	size_t i;
+
+	for (i = s->first; i < s->first + s->count; i++)
+		if (s->res->rcpt[i].kind == RC_ACCEPTED)
+			set_rcpt(s, i, kind, "%s", text);
+}
+
+static enum state
+txn_failed(struct sess *s, enum trouble_action a, const char *what)
+{
+	char line[SMTP_REPLY_LINE_MAX * 2], text[SMTP_REPLY_LINE_MAX * 3];
+
+	oneline(s, line, sizeof line);
+	if (a == T_SUSPEND) {
+		s->res->suspend = 1;
+		buf_reset(&s->res->throttle);
+		buf_adds(&s->res->throttle, line);
+	}
+	snprintf(text, sizeof text, "%s %s.\nRemote host said: %s\n", s->peer, what, line);
+	settle(s, a == T_BOUNCE ? 'h' : 's', text);
+	log_warnx("%s: %s: %s", s->peer, trouble_action_name(a), line);
+	if (s->r.code == 421) {
+		s->usable = 0;
+		return fail_reply(s, STAGE_DATA, a, "the server closed the session");
+	}
+	return after_transaction(s, 1);
+}
+
+static enum state
+st_data(struct sess *s)
+{
+	enum state next;
+	enum trouble_action a;
+
+	if (!s->pipelined && put(s, "DATA\r\n", 6, s->up->timeout_data_init, STAGE_DATA, &next) < 0)
+		return next;
+	if (get_reply(s, STAGE_DATA, s->up->timeout_data_init, &next) < 0)
+		return next;
+	a = trouble_reply(s->p->rules, STAGE_DATA, &s->r);
+	if (a != T_ACCEPT)
+		return txn_failed(s, a, "failed on DATA command");
+	return S_BODY;
+}
+
+static enum state
+st_body(struct sess *s)
+{
+	size_t off = 0, chunk = 65536;
+	enum state next;
+
+	while (off < s->wire->len) {
+		size_t n = s->wire->len - off < chunk ? s->wire->len - off : chunk;
+
+		if (put(s, s->wire->s + off, n, s->up->timeout_data_block, STAGE_DATA, &next) < 0)
+			return next;
+		off += n;
+	}
+	return S_DOT;
+}
+
+static enum state
+st_dot(struct sess *s)
+{
+	char line[SMTP_REPLY_LINE_MAX * 2];
+	enum state next;
+	enum trouble_action a;
+
+	s->res->transactions++;
+	if (get_reply(s, STAGE_DATA_END, s->up->timeout_data_end, &next) < 0)
+		return next;
+	a = trouble_reply(s->p->rules, STAGE_DATA_END, &s->r);
+	if (a != T_ACCEPT)
+		return txn_failed(s, a, "failed after I sent the message");
+	oneline(s, line, sizeof line);
+	buf_reset(&s->ok_text);
+	buf_printf(&s->ok_text, "%s accepted message.\nRemote host said: %s\n", s->peer, line);
+	settle(s, 'r', "");
+	log_info("%s: delivered to %zu recipient(s): %s", s->peer, s->accepted, line);
+	return after_transaction(s, 0);
+}
+
+static enum state
+st_rset(struct sess *s)
+{
+	enum state next;
+
+	if (put(s, "RSET\r\n", 6, s->up->timeout_command, STAGE_MAIL, &next) < 0 ||
+	    get_reply(s, STAGE_MAIL, s->up->timeout_command, &next) < 0)
+		return next;
+	if (s->r.code / 100 != 2)
+		return fail_reply(s, STAGE_MAIL, trouble_reply(s->p->rules, STAGE_MAIL, &s->r),
+		    "RSET was refused");
+	return S_MAIL;
+}
+
+static enum state
+st_quit(struct sess *s)
+{
+	/* The reply does not matter and a failure here changes nothing, so
+	 * it is not worth waiting long for. */
+	long long t = s->up->timeout_command < 10 ? s->up->timeout_command : 10;
+	enum state next;
+
+	if (put(s, "QUIT\r\n", 6, t, STAGE_QUIT, &next) == 0)
+		(void)get_reply(s, STAGE_QUIT, t, &next);
+	return S_DONE;
+}
+
+static enum state
+step(struct sess *s, enum state st)
+{
+	switch (st) {
+	case S_CONNECT:		return st_connect(s);
+	case S_TLS_IMPLICIT:	return st_tls(s);
+	case S_BANNER:		return st_banner(s);
+	case S_EHLO:		return st_ehlo(s, 0);
+	case S_HELO:		return st_ehlo(s, 1);
+	case S_STARTTLS:	return st_starttls(s);
+	case S_TLS:		return st_tls(s);
+	case S_AUTH:		return st_auth(s);
+	case S_MAIL:		return st_mail(s);
+	case S_RCPT:		return st_rcpt(s);
+	case S_DATA:		return st_data(s);
+	case S_BODY:		return st_body(s);
+	case S_DOT:		return st_dot(s);
+	case S_RSET:		return st_rset(s);
+	case S_QUIT:		return st_quit(s);
+	case S_DONE:		break;
+	}
+	panic("smtp: step in state %d", (int)st);
+}
+
+/* Recipients nobody decided on get the session's failure; then the
+ * message report. */
+static void
+conclude(struct sess *s)
+{
+	struct smtp_result *res = s->res;
+	size_t i, nsoft = 0;
+	const char *first_soft = NULL, *first_hard = NULL;
+
+	if (!s->fail_kind && remaining(s) > 0)
+		fail(s, T_DEFER, "%s: the session ended with recipients left (bug).\n", s->peer);
+	for (i = 0; i < res->nrcpt; i++) {
+		struct smtp_rcpt *r = &res->rcpt[i];
+
+		if (r->kind == 0 || r->kind == RC_ACCEPTED)
+			set_rcpt(s, i, s->fail_kind, "%s", s->fail_text.s);
+		if (r->kind == 's') {
+			nsoft++;
+			if (!first_soft)
+				first_soft = r->text.s;
+		}
+		if (r->kind == 'h' && !first_hard)
+			first_hard = r->text.s;
+	}
+	buf_reset(&res->text);
+	if (res->delivered > 0) {
+		res->kind = 'K';
+		buf_adds(&res->text, s->ok_text.s ? s->ok_text.s : "accepted\n");
+	} else if (nsoft > 0) {
+		res->kind = 'Z';
+		buf_adds(&res->text, s->fail_text.len ? s->fail_text.s : first_soft);
+	} else {
+		res->kind = 'D';
+		buf_adds(&res->text, s->fail_text.len ? s->fail_text.s :
+		    first_hard ? first_hard : "no recipients\n");
+	}
+}
+
+void
+smtp_deliver(const struct smtp_params *p, const char *sender, const char *const *rcpts,
+    size_t nrcpt, const struct buf *wire, const struct body_info *info,
+    struct smtp_result *res)
+{
+	struct sess s;
+	enum state st = S_CONNECT, nx;
+	const char *why;
+	size_t i, good = 0;
+
+	memset(res, 0, sizeof *res);
+	res->rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *res->rcpt);
+	res->nrcpt = nrcpt;
+	memset(&s, 0, sizeof s);
+	s.p = p;
+	s.up = p->up;
+	s.res = res;
+	s.sender = sender;
+	s.wire = wire;
+	s.info = info;
+	s.c.fd = -1;
+	smtp_reply_init(&s.r);
+	snprintf(s.peer, sizeof s.peer, "%s:%u", p->host, p->port);
+
+	/* An address with a control byte could smuggle commands. */
+	if ((why = envelope_addr_problem(sender, strlen(sender))) != NULL) {
+		fail(&s, T_BOUNCE, "The sender address is unusable: %s.\n", why);
+		st = S_DONE;
+	}
+	for (i = 0; i < nrcpt; i++) {
+		res->rcpt[i].addr = rcpts[i];
+		if ((why = envelope_addr_problem(rcpts[i], strlen(rcpts[i]))) != NULL)
+			set_rcpt(&s, i, 'h', "The recipient address is unusable: %s.\n", why);
+		else
+			good++;
+	}
+	if (good == 0 && st != S_DONE)
+		st = S_DONE;
+	while (st != S_DONE) {
+		nx = step(&s, st);
+		log_info("%s: %s -> %s", s.peer, state_name[st], state_name[nx]);
+		st = nx;
+	}
+	if (s.connected)
+		conn_close(&s.c);
+	conclude(&s);
+	smtp_reply_free(&s.r);
+	buf_free(&s.err);
+	buf_free(&s.fail_text);
+	buf_free(&s.ok_text);
+}
+
+void
+smtp_result_free(struct smtp_result *res)
+{
+	size_t i;
+
+	for (i = 0; i < res->nrcpt; i++)
+		buf_free(&res->rcpt[i].text);
+	free(res->rcpt);
+	buf_free(&res->text);
+	buf_free(&res->throttle);
+	memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,68 @@
+/*
+ * smtp.h: the SMTP client of weir-remote, an explicit state machine:
+ *
+ *   CONNECT -> BANNER -> EHLO -> [STARTTLS -> TLS -> EHLO] -> [AUTH]
+ *     -> MAIL -> RCPT... -> DATA -> BODY -> DOT -> (MAIL again | QUIT) -> DONE
+ *
+ * (smtps: CONNECT -> TLS -> BANNER -> EHLO -> ...).  Every transition is
+ * logged.  Each wait has its own timeout (struct weir_upstream, RFC 5321
+ * 4.5.3.2 defaults).  With PIPELINING, MAIL, the RCPTs and DATA go out in
+ * one write and their replies are read in order (RFC 2920).  Recipients
+ * go in transactions of at most max_recipients (and RCPTMAX, RFC 9422
+ * LIMITS, when offered), at most MAILMAX transactions per session.
+ *
+ * What each reply means is decided by mail/trouble.c, not here.
+ *
+ * Trusts: nothing the server sends.  Config keys: every key of struct
+ * weir_upstream, through struct smtp_params.
+ */
+#ifndef WEIR_SMTP_H
+#define WEIR_SMTP_H
+
+#include <stddef.h>
+
+#include "lib/buf.h"
+#include "mail/config.h"
+#include "mail/trouble.h"
+#include "remote/body.h"
+#include "remote/tls.h"
+
+struct smtp_params {
+	const struct weir_upstream *up;	/* timeouts, tls, mechanisms, max_recipients */
+	const char *host;		/* where to connect; name checked by TLS */
+	unsigned port;
+	const char *helo;		/* our name for EHLO */
+	struct tls_client *tls;		/* NULL only with tls = none */
+	const char *secret;		/* NULL: no AUTH */
+	size_t secretlen;
+	const struct trouble_rules *rules;
+	unsigned max_rcpt;		/* the gate's cap per transaction; 0: none */
+};
+
+/* One recipient's fate, as qmail-remote reports it. */
+struct smtp_rcpt {
+	const char *addr;
+	char kind;		/* 'r' delivered, 's' deferred, 'h' bounced, 0 undecided */
+	struct buf text;
+};
+
+struct smtp_result {
+	struct smtp_rcpt *rcpt;
+	size_t nrcpt;
+	size_t delivered;
+	char kind;		/* 'K', 'Z' or 'D' */
+	struct buf text;	/* the message report's text */
+	int suspend;		/* a throttle reply was seen: suspend the relay */
+	struct buf throttle;	/* that reply, one line */
+	int relay_failure;	/* connect, TLS, AUTH or MAIL FROM failed */
+	size_t transactions;	/* transactions that reached DATA */
+};
+
+/* Deliver the encoded message (body_encode's output) from sender to
+ * rcpts.  Never fails as a function: everything ends in res. */
+void smtp_deliver(const struct smtp_params *p, const char *sender, const char *const *rcpts,
+    size_t nrcpt, const struct buf *wire, const struct body_info *info,
+    struct smtp_result *res);
+void smtp_result_free(struct smtp_result *res);
+
+#endif

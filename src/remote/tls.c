@@ -1,0 +1,329 @@
+/*
+ * tls.c: the OpenSSL code of weir-remote, and the only file that
+ * includes OpenSSL headers; see tls.h.
+ *
+ * Security stance: TLS 1.2 or later; with verify on, the chain must lead
+ * to the CA file (or the system store) and the certificate must name the
+ * host (SSL_set1_host, or the IP address for a literal), else the
+ * handshake fails; a configured fingerprint (SHA-256 of the DER
+ * certificate) must match as well, verify or not.  No renegotiation, no
+ * compression (OpenSSL 3 defaults).
+ *
+ * Trusts: the CA store.  Config keys: verify, ca_file, fingerprint.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "lib/alloc.h"
+#include "remote/tls.h"
+#include "remote/wait.h"
+
+struct tls_client {
+	SSL_CTX *ctx;
+	int verify;
+	unsigned char pin[32];
+	int pinned;
+};
+
+struct tls_session {
+	SSL *ssl;
+	int fd;
+};
+
+/* The OpenSSL error queue, emptied into err. */
+static void
+ssl_errors(struct buf *err, const char *what)
+{
+	unsigned long e;
+	char line[256];
+	int first = 1;
+
+	buf_printf(err, "%s", what);
+	while ((e = ERR_get_error()) != 0) {
+		ERR_error_string_n(e, line, sizeof line);
+		buf_printf(err, "%s%s", first ? ": " : "; ", line);
+		first = 0;
+	}
+}
+
+static int
+parse_pin(const char *hex, unsigned char out[32])
+{
+	size_t n = 0;
+	int hi = -1;
+
+	for (; *hex; hex++) {
+		int v;
+
+		if (*hex == ':')
+			continue;
+		if (*hex >= '0' && *hex <= '9')
+			v = *hex - '0';
+		else if (*hex >= 'a' && *hex <= 'f')
+			v = *hex - 'a' + 10;
+		else if (*hex >= 'A' && *hex <= 'F')
+			v = *hex - 'A' + 10;
+		else
+			return -1;
+		if (hi < 0) {
+			hi = v;
+			continue;
+		}
+		if (n >= 32)
+			return -1;
+		out[n++] = (unsigned char)(hi << 4 | v);
+		hi = -1;
+	}
+	return n == 32 && hi < 0 ? 0 : -1;
+}
+
+struct tls_client *
+tls_client_new(int verify, const char *ca_file, const char *fingerprint, struct buf *err)
+{
+	struct tls_client *c = xcalloc(1, sizeof *c);
+
+	c->verify = verify;
+	if (fingerprint) {
+		if (parse_pin(fingerprint, c->pin) < 0) {
+			buf_printf(err, "fingerprint: not 64 hex digits");
+			goto fail;
+		}
+		c->pinned = 1;
+	}
+	c->ctx = SSL_CTX_new(TLS_client_method());
+	if (c->ctx == NULL) {
+		ssl_errors(err, "SSL_CTX_new");
+		goto fail;
+	}
+	if (SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION) != 1) {
+		ssl_errors(err, "cannot require TLS 1.2");
+		goto fail;
+	}
+	SSL_CTX_set_mode(c->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	if (ca_file) {
+		if (SSL_CTX_load_verify_locations(c->ctx, ca_file, NULL) != 1) {
+			ssl_errors(err, "");
+			buf_printf(err, " (ca_file %s)", ca_file);
+			goto fail;
+		}
+	} else if (SSL_CTX_set_default_verify_paths(c->ctx) != 1) {
+		ssl_errors(err, "cannot load the system CA store");
+		goto fail;
+	}
+	SSL_CTX_set_verify(c->ctx, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
+	return c;
+fail:
+	tls_client_free(c);
+	return NULL;
+}
+
+void
+tls_client_free(struct tls_client *c)
+{
+	if (c == NULL)
+		return;
+	if (c->ctx)
+		SSL_CTX_free(c->ctx);
+	free(c);
+}
+
+/* Wait for fd to be readable or writable, as OpenSSL asked.  0 ready,
+ * TLS_TIMEOUT, or TLS_ERROR. */
+static int
+wait_ssl(int fd, int want_write, uint64_t deadline, struct buf *err)
+{
+	switch (wait_fd(fd, want_write ? POLLOUT : POLLIN, deadline)) {
+	case WAIT_READY:
+		return 0;
+	case WAIT_TIMEOUT:
+		return TLS_TIMEOUT;
+	default:
+		buf_printf(err, "poll: %s", strerror(errno));
+		return TLS_ERROR;
+	}
+}
+
+/* After an SSL_* call returned r <= 0: 1 to retry (waited), else a
+ * negative enum tls_status with err filled. */
+static int
+ssl_retry(struct tls_session *s, int r, uint64_t deadline, const char *what, struct buf *err)
+{
+	int e = SSL_get_error(s->ssl, r), w;
+
+	switch (e) {
+	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_WRITE:
+		w = wait_ssl(s->fd, e == SSL_ERROR_WANT_WRITE, deadline, err);
+		return w == 0 ? 1 : w;
+	case SSL_ERROR_ZERO_RETURN:
+		return TLS_EOF;
+	case SSL_ERROR_SYSCALL:
+		if (ERR_peek_error() == 0) {
+			if (errno == 0 || errno == ECONNRESET || errno == EPIPE)
+				return TLS_EOF;
+			buf_printf(err, "%s: %s", what, strerror(errno));
+			return TLS_ERROR;
+		}
+		ssl_errors(err, what);
+		return TLS_ERROR;
+	default:
+		if (ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+			ERR_clear_error();
+			return TLS_EOF;
+		}
+		ssl_errors(err, what);
+		return TLS_ERROR;
+	}
+}
+
+static int
+check_pin(struct tls_client *c, struct tls_session *s, struct buf *err)
+{
+	X509 *cert;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	int ok;
+
+	if (!c->pinned)
+		return 0;
+	cert = SSL_get1_peer_certificate(s->ssl);
+	if (cert == NULL) {
+		buf_printf(err, "the server sent no certificate");
+		return -1;
+	}
+	ok = X509_digest(cert, EVP_sha256(), md, &mdlen) == 1 && mdlen == 32 &&
+	    memcmp(md, c->pin, 32) == 0;
+	X509_free(cert);
+	if (!ok)
+		buf_printf(err, "certificate fingerprint does not match the pinned SHA-256");
+	return ok ? 0 : -1;
+}
+
+enum tls_status
+tls_handshake(struct tls_client *c, int fd, const char *host, uint64_t deadline_ms,
+    struct tls_session **out, struct buf *err)
+{
+	struct tls_session *s = xcalloc(1, sizeof *s);
+	unsigned char addr[16];
+	int r, ip;
+	long vr;
+
+	*out = NULL;
+	s->fd = fd;
+	ERR_clear_error();
+	s->ssl = SSL_new(c->ctx);
+	if (s->ssl == NULL || SSL_set_fd(s->ssl, fd) != 1) {
+		ssl_errors(err, "SSL_new");
+		goto fail;
+	}
+	ip = inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
+	if (ip) {
+		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s->ssl), host) != 1) {
+			ssl_errors(err, "cannot set the address to verify");
+			goto fail;
+		}
+	} else if (SSL_set_tlsext_host_name(s->ssl, host) != 1 || SSL_set1_host(s->ssl, host) != 1) {
+		ssl_errors(err, "cannot set the host name to verify");
+		goto fail;
+	}
+	while ((r = SSL_connect(s->ssl)) != 1) {
+		int k = ssl_retry(s, r, deadline_ms, "TLS handshake", err);
+
+		if (k == 1)
+			continue;
+		if (k == TLS_ERROR && (vr = SSL_get_verify_result(s->ssl)) != X509_V_OK) {
+			buf_reset(err);
+			buf_printf(err, "certificate verification failed: %s",
+			    X509_verify_cert_error_string(vr));
+		} else if (k == TLS_EOF) {
+			buf_printf(err, "connection closed during the TLS handshake");
+		} else if (k == TLS_TIMEOUT) {
+			buf_printf(err, "timeout in the TLS handshake");
+		}
+		SSL_free(s->ssl);
+		free(s);
+		return k == TLS_EOF ? TLS_ERROR : (enum tls_status)k;
+	}
+	if (c->verify && (vr = SSL_get_verify_result(s->ssl)) != X509_V_OK) {
+		buf_printf(err, "certificate verification failed: %s",
+		    X509_verify_cert_error_string(vr));
+		goto fail;
+	}
+	if (check_pin(c, s, err) < 0)
+		goto fail;
+	*out = s;
+	return TLS_OK;
+fail:
+	if (s->ssl)
+		SSL_free(s->ssl);
+	free(s);
+	return TLS_ERROR;
+}
+
+ssize_t
+tls_read(struct tls_session *s, void *p, size_t n, uint64_t deadline_ms, struct buf *err)
+{
+	size_t got = 0;
+	int r;
+
+	ERR_clear_error();
+	for (;;) {
+		r = SSL_read_ex(s->ssl, p, n, &got);
+		if (r == 1)
+			return (ssize_t)got;
+		r = ssl_retry(s, r, deadline_ms, "TLS read", err);
+		if (r != 1)
+			return r;
+	}
+}
+
+enum tls_status
+tls_write(struct tls_session *s, const void *p, size_t n, uint64_t deadline_ms, struct buf *err)
+{
+	const char *c = p;
+	size_t done;
+	int r;
+
+	ERR_clear_error();
+	while (n > 0) {
+		done = 0;
+		r = SSL_write_ex(s->ssl, c, n, &done);
+		if (r == 1) {
+			c += done;
+			n -= done;
+			continue;
+		}
+		r = ssl_retry(s, r, deadline_ms, "TLS write", err);
+		if (r != 1)
+			return (enum tls_status)r;
+	}
+	return TLS_OK;
+}
+
+const char *
+tls_describe(const struct tls_session *s, char *buf, size_t max)
+{
+	snprintf(buf, max, "%s %s", SSL_get_version(s->ssl), SSL_get_cipher_name(s->ssl));
+	return buf;
+}
+
+void
+tls_session_free(struct tls_session *s)
+{
+	if (s == NULL)
+		return;
+	(void)SSL_shutdown(s->ssl);	/* close_notify; the reply is not awaited */
+	ERR_clear_error();
+	SSL_free(s->ssl);
+	free(s);
+}

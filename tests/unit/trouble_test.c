@@ -1,0 +1,138 @@
+/* trouble_test.c: the reply/situation to action mapping. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "mail/trouble.h"
+
+static struct trouble_rules *rules;
+
+static void setup(void) { rules = trouble_new(); }
+static void teardown(void) { trouble_free(rules); }
+
+TestSuite(trouble, .init = setup, .fini = teardown);
+
+static enum trouble_action
+act(enum smtp_stage st, const char *reply)
+{
+	struct smtp_reply r;
+	const char *why = NULL;
+	enum trouble_action a;
+
+	smtp_reply_init(&r);
+	cr_assert_eq(smtp_reply_parse(&r, reply, strlen(reply), &why), REPLY_DONE, "%s: %s",
+	    reply, why);
+	a = trouble_reply(rules, st, &r);
+	smtp_reply_free(&r);
+	return a;
+}
+
+Test(trouble, positive_replies_accept)
+{
+	cr_assert_eq(act(STAGE_BANNER, "220 hi\r\n"), T_ACCEPT);
+	cr_assert_eq(act(STAGE_RCPT, "250 ok\r\n"), T_ACCEPT);
+	cr_assert_eq(act(STAGE_RCPT, "251 forwarded\r\n"), T_ACCEPT);
+	cr_assert_eq(act(STAGE_DATA, "354 go\r\n"), T_ACCEPT);
+	cr_assert_eq(act(STAGE_AUTH, "334 \r\n"), T_ACCEPT);
+	cr_assert_eq(act(STAGE_AUTH, "235 ok\r\n"), T_ACCEPT);
+	cr_assert_eq(act(STAGE_DATA_END, "250 queued\r\n"), T_ACCEPT);
+}
+
+Test(trouble, unexpected_positive_classes_defer)
+{
+	cr_assert_eq(act(STAGE_DATA, "250 ok\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_RCPT, "354 what\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_MAIL, "334 what\r\n"), T_DEFER);
+}
+
+Test(trouble, relay_stages_never_bounce)
+{
+	static const enum smtp_stage st[] = { STAGE_BANNER, STAGE_EHLO, STAGE_STARTTLS,
+		STAGE_AUTH, STAGE_MAIL };
+	size_t i;
+
+	for (i = 0; i < sizeof st / sizeof st[0]; i++) {
+		cr_assert_eq(act(st[i], "554 go away\r\n"), T_DEFER, "%s", trouble_stage_name(st[i]));
+		cr_assert_eq(act(st[i], "535 5.7.8 bad credentials\r\n"), T_DEFER);
+		cr_assert_eq(act(st[i], "451 later\r\n"), T_DEFER);
+		cr_assert_eq(act(st[i], "553 sender refused\r\n"), T_DEFER);
+	}
+}
+
+Test(trouble, rcpt_and_data)
+{
+	cr_assert_eq(act(STAGE_RCPT, "550 5.1.1 no such user\r\n"), T_BOUNCE);
+	cr_assert_eq(act(STAGE_RCPT, "450 4.2.0 mailbox busy\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_DATA, "554 no\r\n"), T_BOUNCE);
+	cr_assert_eq(act(STAGE_DATA, "451 local error\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_DATA_END, "554 5.7.1 spam\r\n"), T_BOUNCE);
+	cr_assert_eq(act(STAGE_DATA_END, "452 full\r\n"), T_DEFER);
+}
+
+Test(trouble, rcpt_refusals_about_the_relay_defer)
+{
+	cr_assert_eq(act(STAGE_RCPT, "554 5.7.1 <a@b>: Relay access denied\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_RCPT, "550 5.7.1 Relaying denied\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_RCPT, "530 5.7.0 Authentication required\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_RCPT, "550 Sender not authorized\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_RCPT, "553 5.7.1 you must authenticate first\r\n"), T_DEFER);
+}
+
+Test(trouble, throttle_replies_suspend_whatever_the_stage)
+{
+	cr_assert_eq(act(STAGE_RCPT, "421 4.7.0 closing\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_MAIL, "421 closing\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_BANNER, "421 busy\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_RCPT, "550 5.4.5 Daily user sending quota exceeded.\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_DATA_END, "550 5.4.5 Daily sending limit\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_MAIL, "454 Throttling failure: Maximum sending rate exceeded.\r\n"),
+	    T_SUSPEND);
+	cr_assert_eq(act(STAGE_RCPT, "452 4.5.3 Too many recipients\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_RCPT, "550 Rate limit exceeded\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_RCPT, "451 4.7.1 please slow down\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_DATA_END, "554 TOO MANY messages\r\n"), T_SUSPEND);
+}
+
+Test(trouble, added_patterns)
+{
+	cr_assert_eq(act(STAGE_DATA_END, "554 5.7.0 Spammy\r\n"), T_BOUNCE);
+	trouble_add_throttle(rules, "554 5.7.0 spammy*");
+	cr_assert_eq(act(STAGE_DATA_END, "554 5.7.0 Spammy\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_RCPT, "550 nope\r\n"), T_BOUNCE);
+	trouble_add_relay(rules, "550 nope");
+	cr_assert_eq(act(STAGE_RCPT, "550 nope\r\n"), T_DEFER);
+}
+
+Test(trouble, only_the_first_line_is_matched)
+{
+	cr_assert_eq(act(STAGE_RCPT, "550-no such user\r\n550 rate limit\r\n"), T_BOUNCE);
+}
+
+Test(trouble, situations)
+{
+	cr_assert_eq(trouble_situation(SIT_TIMEOUT), T_DEFER);
+	cr_assert_eq(trouble_situation(SIT_LOST), T_DEFER);
+	cr_assert_eq(trouble_situation(SIT_BADREPLY), T_DEFER);
+	cr_assert_eq(trouble_situation(SIT_CONNECT), T_DEFER);
+	cr_assert_eq(trouble_situation(SIT_TLS), T_DEFER);
+	cr_assert_eq(trouble_situation(SIT_NO_STARTTLS), T_DEFER);
+	cr_assert_eq(trouble_situation(SIT_INJECTION), T_DEFER);
+	cr_assert_eq(trouble_situation(SIT_NO_MECH), T_DEFER);
+	cr_assert_eq(trouble_situation(SIT_SECRET), T_DEFER);
+	cr_assert_eq(trouble_situation(SIT_LOCAL), T_DEFER);
+	cr_assert_eq(trouble_situation(SIT_LINE_TOO_LONG), T_BOUNCE);
+	cr_assert_eq(trouble_situation(SIT_TOO_BIG), T_BOUNCE);
+}
+
+Test(trouble, identical_refusals)
+{
+	cr_assert(trouble_identical_refusals(3, 3, 0));
+	cr_assert(!trouble_identical_refusals(1, 1, 0));
+	cr_assert(!trouble_identical_refusals(3, 2, 0));
+	cr_assert(!trouble_identical_refusals(3, 3, 1));
+}
+
+Test(trouble, names)
+{
+	cr_assert_str_eq(trouble_action_name(T_SUSPEND), "suspend");
+	cr_assert_str_eq(trouble_stage_name(STAGE_RCPT), "RCPT TO");
+}

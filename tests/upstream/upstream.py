@@ -1,0 +1,233 @@
+#!/usr/bin/python3
+"""upstream.py: a test upstream relay for weir-remote's integration tests.
+
+Debian's python3-aiosmtpd with STARTTLS (or implicit TLS) and AUTH PLAIN /
+LOGIN, listening on loopback only, on a port picked by the kernel (printed
+as "PORT <n>" on stdout once listening).
+
+  --cert FILE --key FILE TLS certificate: STARTTLS is offered (and
+                         required) with it
+  --smtps                implicit TLS instead of STARTTLS
+  --auth USER:PASSWORD   AUTH PLAIN and LOGIN, required before MAIL
+  --no-store             record nothing (benchmarks)
+
+Other flags make it misbehave in the ways a real provider can:
+
+  --reply STAGE=REPLY    answer STAGE with REPLY ("550 5.1.1 no"); STAGE is
+                         banner, ehlo, mail, rcpt, rcpt:ADDR, data, dataend
+                         (a 421 reply also closes the connection)
+  --hang STAGE           never answer STAGE (banner, mail, rcpt, dataend)
+  --drop-in-data         close the connection in the middle of the data
+  --no-starttls          do not offer STARTTLS
+  --inject               send a plaintext line right after "220 Ready to
+                         start TLS" (the STARTTLS injection attack)
+  --ehlo-extra LINE      one more EHLO keyword line (e.g. "LIMITS RCPTMAX=2")
+  --cram                 offer AUTH CRAM-MD5 too (a challenge-response
+                         mechanism, for the Cyrus client end to end)
+
+aiosmtpd does not offer PIPELINING: --ehlo-extra PIPELINING does.
+
+Every event goes as one JSON line to --record FILE: EHLO, STARTTLS, AUTH
+(user only), MAIL, RCPT, DATA; the content of the Nth message (N from 1),
+as received after aiosmtpd undid the dot-stuffing, goes to FILE.N.
+
+Trusts: nothing; it is a test peer.  Runs until killed.
+"""
+import argparse
+import asyncio
+import hmac
+import os
+import json
+import ssl
+import sys
+
+from aiosmtpd.smtp import MISSING, SMTP, AuthResult, LoginPassword
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--cert")
+    p.add_argument("--key")
+    p.add_argument("--smtps", action="store_true")
+    p.add_argument("--no-starttls", action="store_true")
+    p.add_argument("--auth", help="USER:PASSWORD; AUTH is then required")
+    p.add_argument("--reply", action="append", default=[])
+    p.add_argument("--hang", action="append", default=[])
+    p.add_argument("--drop-in-data", action="store_true")
+    p.add_argument("--inject", action="store_true")
+    p.add_argument("--cram", action="store_true")
+    p.add_argument("--no-store", action="store_true",
+                   help="record no events and keep no messages (benchmarks)")
+    p.add_argument("--ehlo-extra", action="append", default=[])
+    p.add_argument("--record", help="event log; without it nothing is recorded")
+    return p.parse_args()
+
+
+ARGS = parse_args()
+REPLIES = {}
+for r in ARGS.reply:
+    stage, _, text = r.partition("=")
+    REPLIES[stage] = text
+
+
+def record(**event):
+    if ARGS.no_store or not ARGS.record:
+        return
+    with open(ARGS.record, "a") as f:
+        f.write(json.dumps(event) + "\n")
+
+
+def tls_on(server):
+    return server.transport.get_extra_info("ssl_object") is not None
+
+
+async def hang_forever():
+    await asyncio.sleep(3600)
+
+
+class Handler:
+    def __init__(self):
+        self.server = None
+
+    def closing(self, server, reply):
+        # A 421 means the server closes the channel after saying so.
+        if reply.startswith("421"):
+            asyncio.get_running_loop().call_soon(server.transport.close)
+        return reply
+
+    async def auth_CRAM__MD5(self, server, args):
+        # RFC 2195: the challenge is a unique string; the answer is the
+        # user, a space, and HMAC-MD5(password, challenge) in hex.
+        user, _, password = (ARGS.auth or ":").partition(":")
+        challenge = "<%s.%d@upstream.test>" % (os.urandom(8).hex(), os.getpid())
+        resp = await server.challenge_auth(challenge)
+        if resp is MISSING:
+            return AuthResult(success=False, handled=False)
+        login, _, digest = resp.decode(errors="replace").rpartition(" ")
+        want = hmac.new(password.encode(), challenge.encode(), "md5").hexdigest()
+        ok = bool(ARGS.auth) and login == user and hmac.compare_digest(digest, want)
+        record(event="auth", mechanism="CRAM-MD5", user=login, ok=ok)
+        return AuthResult(success=ok, handled=False,
+                          auth_data=LoginPassword(login.encode(), b""))
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        session.host_name = hostname
+        if "ehlo" in REPLIES:
+            return [self.closing(server, REPLIES["ehlo"])]
+        last = responses[-1]
+        out = responses[:-1] + ["250-" + x for x in ARGS.ehlo_extra]
+        out.append(last)
+        record(event="ehlo", tls=tls_on(server), lines=out)
+        return out
+
+    async def handle_MAIL(self, server, session, envelope, address, options):
+        if "mail" in ARGS.hang:
+            await hang_forever()
+        record(event="mail", sender=address, options=options, tls=tls_on(server),
+               auth=session.authenticated)
+        if "mail" in REPLIES:
+            return self.closing(server, REPLIES["mail"])
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 2.1.0 OK"
+
+    async def handle_RCPT(self, server, session, envelope, address, options):
+        if "rcpt" in ARGS.hang:
+            await hang_forever()
+        record(event="rcpt", rcpt=address)
+        reply = REPLIES.get("rcpt:" + address, REPLIES.get("rcpt"))
+        if reply:
+            return self.closing(server, reply)
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        if "dataend" in ARGS.hang:
+            await hang_forever()
+        self.messages = getattr(self, "messages", 0) + 1
+        if not ARGS.no_store and ARGS.record:
+            with open("%s.%d" % (ARGS.record, self.messages), "wb") as f:
+                f.write(envelope.original_content)
+        record(event="data", sender=envelope.mail_from, rcpts=envelope.rcpt_tos,
+               n=self.messages)
+        if "dataend" in REPLIES:
+            return self.closing(server, REPLIES["dataend"])
+        return "250 2.0.0 OK queued as TEST1"
+
+
+class Upstream(SMTP):
+    async def push(self, status):
+        if isinstance(status, str) and status.startswith("220 ") and not getattr(self, "_greeted", False):
+            self._greeted = True
+            if "banner" in ARGS.hang:
+                await hang_forever()
+            if "banner" in REPLIES:
+                status = REPLIES["banner"]
+        await super().push(status)
+        if ARGS.inject and status == "220 Ready to start TLS":
+            self._writer.write(b"250-injected\r\n250 PIPELINING\r\n")
+            record(event="injected")
+
+    async def smtp_STARTTLS(self, arg):
+        record(event="starttls")
+        await super().smtp_STARTTLS(arg)
+
+    async def smtp_DATA(self, arg):
+        if "data" in REPLIES and self.envelope.rcpt_tos:
+            await self.push(REPLIES["data"])
+            if REPLIES["data"].startswith("421"):
+                self.transport.close()
+            return
+        if ARGS.drop_in_data and self.envelope.rcpt_tos:
+            await self.push("354 End data with <CR><LF>.<CR><LF>")
+            await self._reader.read(10)
+            record(event="dropped")
+            self.transport.close()
+            return
+        await super().smtp_DATA(arg)
+
+
+def authenticator(server, session, envelope, mechanism, auth_data):
+    ok = False
+    if isinstance(auth_data, LoginPassword) and ARGS.auth:
+        user, _, password = ARGS.auth.partition(":")
+        ok = auth_data.login.decode() == user and auth_data.password.decode() == password
+        record(event="auth", mechanism=mechanism, user=auth_data.login.decode(), ok=ok)
+    return AuthResult(success=ok, handled=False)
+
+
+async def main():
+    ctx = None
+    if ARGS.cert:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(ARGS.cert, ARGS.key)
+    loop = asyncio.get_running_loop()
+    handler = Handler()
+
+    def factory():
+        kw = dict(hostname="upstream.test", decode_data=False, data_size_limit=None)
+        if ctx is not None and not ARGS.smtps and not ARGS.no_starttls:
+            kw["tls_context"] = ctx
+            kw["require_starttls"] = True
+        if not ARGS.cram:
+            kw["auth_exclude_mechanism"] = ["CRAM-MD5"]
+        if ARGS.auth:
+            kw["authenticator"] = authenticator
+            kw["auth_required"] = True
+            # aiosmtpd only counts STARTTLS as TLS; with --smtps every
+            # byte is protected already.
+            kw["auth_require_tls"] = ctx is not None and not ARGS.smtps
+        return Upstream(handler, **kw)
+
+    server = await loop.create_server(factory, host=ARGS.host, port=ARGS.port,
+                                      ssl=ctx if ARGS.smtps else None)
+    port = server.sockets[0].getsockname()[1]
+    record(event="listening", port=port)
+    sys.stdout.write("PORT %d\n" % port)
+    sys.stdout.flush()
+    await server.serve_forever()
+
+
+asyncio.run(main())
