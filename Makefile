@@ -2,7 +2,7 @@
 #
 #   make                 build every program into $(BUILD)/bin
 #   make check           build and run every test (unit + integration)
-#   make demo            inject sample mail into a scratch queue and list it
+#   make demo            relay 40 messages to a local stand-in upstream under a limit
 #   make install DESTDIR= PREFIX=
 #   make bench-inject    injection benchmark (scripts/bench/inject.sh)
 #
@@ -118,7 +118,7 @@ test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
 	@BUILD=$(BUILD) tests/run.sh $(TEST_BINS)
 
 demo:
-	@scripts/deps.sh build
+	@scripts/deps.sh demo
 	@$(MAKE) --no-print-directory demo-run
 
 demo-run: all $(MAILQ)

@@ -1,19 +1,22 @@
 #!/bin/sh
-# scripts/deps.sh build|check|bench: make sure the Debian packages weir
+# scripts/deps.sh build|demo|check|bench: make sure the Debian packages weir
 # needs are installed.  As root, installs what is missing with apt-get;
 # otherwise prints the exact apt-get command to run and fails.
 set -eu
 what=${1:-build}
 
 build="gcc make libc6-dev pkg-config libssl-dev libsasl2-dev libconfuse-dev"
-check="$build libcriterion-dev util-linux openssl python3-aiosmtpd libsasl2-modules libsasl2-modules-db"
+peers="openssl python3-aiosmtpd libsasl2-modules libsasl2-modules-db"
+demo="$build $peers"
+check="$build $peers libcriterion-dev util-linux"
 bench="$build strace"
 
 case $what in
 build) pkgs=$build ;;
+demo) pkgs=$demo ;;
 check) pkgs=$check ;;
 bench) pkgs=$bench ;;
-*) echo "usage: $0 build|check|bench" >&2; exit 2 ;;
+*) echo "usage: $0 build|demo|check|bench" >&2; exit 2 ;;
 esac
 
 missing=""

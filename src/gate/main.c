@@ -10,8 +10,8 @@
  * (socket, journal).
  *
  * Trusts: its invoker (the administrator, or weir run).
- * Config keys: gate_socket, policy_file (weir.conf; -s and -p override).
- * The journal is -j, by default JOURNAL_DEFAULT.  -g (a duration, default
+ * Config keys: gate_socket, policy_file, gate_journal (weir.conf; -s, -p
+ * and -j override).  -g (a duration, default
  * 10m, RFC 5321's wait for the reply to the final dot) is how long a
  * grant the gate could not see reported, because it stopped, may still be
  * in flight.
@@ -26,10 +26,6 @@
 #include "lib/timefmt.h"
 #include "mail/config.h"
 #include "mail/gateclient.h"
-
-#ifndef JOURNAL_DEFAULT
-#define JOURNAL_DEFAULT "/var/lib/weir/gate.journal"
-#endif
 
 static int
 usage(void)
@@ -65,7 +61,7 @@ main(int argc, char **argv)
 	struct buf err = BUF_INIT;
 	struct gate_opts o;
 	int rc;
-	const char *cfile = NULL, *policy = NULL, *sock = NULL, *journal = JOURNAL_DEFAULT;
+	const char *cfile = NULL, *policy = NULL, *sock = NULL, *journal = NULL;
 	const char *grace = "10m", *why;
 	long long gsecs;
 	int ch;
@@ -102,7 +98,7 @@ main(int argc, char **argv)
 	umask(007);
 	o.socket = sock ? sock : cfg.gate_socket;
 	o.policy = policy ? policy : cfg.policy_file;
-	o.journal = journal;
+	o.journal = journal ? journal : cfg.gate_journal;
 	o.grace = gsecs;
 	rc = gate_run(&o);
 	config_free(&cfg);

@@ -57,6 +57,27 @@ buf_printf(struct buf *b, const char *fmt, ...)
 }
 
 void
+buf_add_oneline(struct buf *b, const char *s, size_t n)
+{
+	size_t i;
+	int space = 0;
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '\n' || c == '\t' || c == ' ' || c == '\r') {
+			space = 1;
+			continue;
+		}
+		if (space && b->len > 0 && b->s[b->len - 1] != ' ')
+			buf_addc(b, ' ');
+		space = 0;
+		buf_addc(b, c >= 0x21 && c < 0x7f ? (char)c : '?');
+	}
+	buf_reserve(b, 0);
+}
+
+void
 buf_reset(struct buf *b)
 {
 	b->len = 0;

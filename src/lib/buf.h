@@ -22,6 +22,10 @@ void buf_add(struct buf *b, const void *p, size_t n);
 void buf_addc(struct buf *b, char c);
 void buf_adds(struct buf *b, const char *s);
 void buf_printf(struct buf *b, const char *fmt, ...) PRINTFLIKE(2, 3);
+/* Text from outside (an upstream's reply) made safe for one line of a log
+ * or a header field: runs of whitespace become one space, other bytes
+ * outside printable ASCII become '?'. */
+void buf_add_oneline(struct buf *b, const char *s, size_t n);
 void buf_reset(struct buf *b);
 void buf_free(struct buf *b);
 const char *buf_cstr(struct buf *b);

@@ -50,6 +50,7 @@ static const struct key keys[] = {
 	{ "admin",          K_STR,      "postmaster", 0, 0, 0, OFF(admin) },
 	{ "policy_file",    K_STR,      SYSCONFDIR "/policy.conf", 0, 0, 0, OFF(policy_file) },
 	{ "gate_socket",    K_STR,      "/run/weir/gate.sock", 0, 0, 0, OFF(gate_socket) },
+	{ "gate_journal",   K_STR,      "/var/lib/weir/gate.journal", 0, 0, 0, OFF(gate_journal) },
 	/* weir-send: deliveries at once per upstream; how long a message may
 	 * stay queued (time spent waiting on weir-gate does not count). */
 	{ "concurrency",    K_INT,      NULL, 4, 1, 1000, OFF(concurrency) },

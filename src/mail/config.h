@@ -61,6 +61,7 @@ struct weir_config {
 	char *admin;		/* admin: local recipients, double bounces */
 	char *policy_file;	/* policy_file: weir-gate's windows and caps */
 	char *gate_socket;	/* gate_socket: weir-gate's local socket */
+	char *gate_journal;	/* gate_journal: weir-gate's send history */
 	long long inject_timeout; /* inject_timeout, seconds */
 	unsigned concurrency;	/* concurrency: deliveries at once per upstream */
 	long long queue_lifetime; /* queue_lifetime, seconds */

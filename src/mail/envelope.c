@@ -178,8 +178,6 @@ todo_parse(const char *s, size_t n, struct todo_env *e, struct buf *why)
 	start = off;
 	if (qrec_next(s, n, &off, &r, &w) != 1 || r.type != 'F')
 		BAD("byte %zu: expected F<sender>", start);
-	if ((w = envelope_addr_problem(r.addr, r.len)) != NULL)
-		BAD("byte %zu: sender: %s", start, w);
 	e->sender = r;
 	e->rcpt_off = off;
 	for (;;) {
@@ -192,10 +190,24 @@ todo_parse(const char *s, size_t n, struct todo_env *e, struct buf *why)
 		if (r.type != 'T')
 			BAD("byte %zu: expected T<recipient>, got type 0x%02x", start,
 			    (unsigned char)r.type);
-		/* A stock qmail-queue lets these through; weir never sends them. */
+		e->nrcpt++;
+	}
+	return 0;
+}
+
+int
+todo_check_addrs(const char *s, size_t n, const struct todo_env *e, struct buf *why)
+{
+	struct qrec r;
+	const char *w;
+	size_t off = e->rcpt_off, start = off;
+
+	if ((w = envelope_addr_problem(e->sender.addr, e->sender.len)) != NULL)
+		BAD("sender: %s", w);
+	while (qrec_next(s, n, &off, &r, &w) == 1) {
 		if ((w = envelope_addr_problem(r.addr, r.len)) != NULL)
 			BAD("byte %zu: recipient: %s", start, w);
-		e->nrcpt++;
+		start = off;
 	}
 	return 0;
 }

@@ -70,6 +70,11 @@ struct todo_env {
 /* Strict parsers for the four file kinds: 0 ok, -1 with a reason in why. */
 int todo_parse(const char *s, size_t n, struct todo_env *e, struct buf *why);
 int info_parse(const char *s, size_t n, struct qrec *sender, struct buf *why);
+/* The parsers check framing only, so that listings show what a stock
+ * qmail put in a queue.  Before weir sends to or from an address it
+ * checks it (envelope_addr_problem); this does so for a whole todo/ file
+ * parsed into e: 0 clean, -1 with the reason. */
+int todo_check_addrs(const char *s, size_t n, const struct todo_env *e, struct buf *why);
 /* local/ and remote/: counts of not-done (T) and done (D) recipients. */
 int rcptfile_parse(const char *s, size_t n, size_t *todo, size_t *done, struct buf *why);
 

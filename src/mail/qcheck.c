@@ -193,6 +193,7 @@ check_file(struct ctx *c, enum qdir d, unsigned long id, struct buf *b)
 	struct buf why = BUF_INIT;
 	struct todo_env te;
 	struct qrec sender;
+	const char *w;
 	size_t t, done;
 	int r = 0;
 
@@ -205,9 +206,15 @@ check_file(struct ctx *c, enum qdir d, unsigned long id, struct buf *b)
 	switch (d) {
 	case Q_TODO:
 		r = todo_parse(b->s, b->len, &te, &why);
+		if (r == 0)
+			r = todo_check_addrs(b->s, b->len, &te, &why);
 		break;
 	case Q_INFO:
 		r = info_parse(b->s, b->len, &sender, &why);
+		if (r == 0 && (w = envelope_addr_problem(sender.addr, sender.len)) != NULL) {
+			buf_printf(&why, "sender: %s", w);
+			r = -1;
+		}
 		break;
 	case Q_LOCAL:
 	case Q_REMOTE:

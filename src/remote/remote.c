@@ -10,6 +10,7 @@
  * gate_socket, upstream sections.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +159,47 @@ fail:
 	return 0;
 }
 
+/* What the gate must hear: the upstream said slow down; nothing reached
+ * it (no connection was made, so no window of any unit was used); or the
+ * send happened, with this many recipients accepted. */
+enum outcome { OUT_THROTTLED, OUT_REFUND, OUT_SENT };
+
+static enum outcome
+outcome(const struct smtp_result *res)
+{
+	if (res->suspend)
+		return OUT_THROTTLED;
+	return res->connected ? OUT_SENT : OUT_REFUND;
+}
+
+/* For a caller that holds the grant (-n -r FD): one line on FD,
+ *   "refund", "throttled REPLY", "sent N" or "relay N"
+ * where relay means the upstream refused us (connect, TLS, AUTH, MAIL
+ * FROM, relaying denied), not the recipients. */
+static void
+outcome_write(int fd, const struct smtp_result *res)
+{
+	struct buf b = BUF_INIT;
+
+	switch (outcome(res)) {
+	case OUT_THROTTLED:
+		buf_adds(&b, "throttled ");
+		buf_add_oneline(&b, res->throttle.s ? res->throttle.s : "",
+		    res->throttle.s ? res->throttle.len : 0);
+		break;
+	case OUT_REFUND:
+		buf_adds(&b, "refund");
+		break;
+	case OUT_SENT:
+		buf_printf(&b, "%s %zu", res->relay_failure ? "relay" : "sent", res->delivered);
+		break;
+	}
+	buf_addc(&b, '\n');
+	if (full_write(fd, b.s, b.len) < 0)
+		log_warn("writing the outcome to fd %d", fd);
+	buf_free(&b);
+}
+
 /* Tell the gate how it went: throttled, nothing sent, or how many. */
 static void
 gate_report(struct gate *g, const struct smtp_result *res)
@@ -171,12 +213,17 @@ gate_report(struct gate *g, const struct smtp_result *res)
 	    res->suspend ? ", throttled: " : "", res->suspend ? res->throttle.s : "");
 	if (!g->on)
 		return;
-	if (res->suspend)
+	switch (outcome(res)) {
+	case OUT_THROTTLED:
 		k = gc_report_throttled(&g->gc, g->tag, res->throttle.s ? res->throttle.s : "");
-	else if (res->delivered == 0 && res->transactions == 0)
+		break;
+	case OUT_REFUND:
 		k = gc_report_refund(&g->gc, g->tag);
-	else
+		break;
+	default:
 		k = gc_report_sent(&g->gc, g->tag, (uint32_t)res->delivered);
+		break;
+	}
 	if (k < 0)
 		log_warn("weir-gate: reporting (the gate counts the send as made)");
 	else if ((k = gc_wait_reply(&g->gc, &r, &perr)) <= 0)
@@ -235,16 +282,23 @@ remote_run(int argc, char **argv)
 	const char *const *rcpts;
 	struct gate gate;
 	size_t nrcpt;
-	int opt, rc, have_fallback = 0, have_cfg = 0, use_gate = 1;
+	int opt, rc, have_fallback = 0, have_cfg = 0, use_gate = 1, outfd = -1;
+	char *end;
 
 	memset(&p, 0, sizeof p);
 	memset(&gate, 0, sizeof gate);
 	gate.gc.fd = -1;
 	opterr = 0;
-	while ((opt = getopt(argc, argv, "+c:nu:")) != -1) {
+	while ((opt = getopt(argc, argv, "+c:nr:u:")) != -1) {
 		switch (opt) {
 		case 'c': cfile = optarg; break;
 		case 'n': use_gate = 0; break;
+		case 'r':
+			outfd = (int)strtol(optarg, &end, 10);
+			if (*end || outfd < 3 || fcntl(outfd, F_GETFD) < 0)
+				return whole(0, "weir-remote was invoked improperly: -r needs an "
+				    "open descriptor above 2. (#4.3.5)\n");
+			break;
 		case 'u': upname = optarg; break;
 		default:
 			return whole(0, "weir-remote was invoked improperly: unknown option "
@@ -253,7 +307,7 @@ remote_run(int argc, char **argv)
 	}
 	if (argc - optind < 3)
 		return whole(0, "weir-remote was invoked improperly: usage: weir-remote "
-		    "[-c FILE] [-u UPSTREAM] [-n] host sender recip... (#4.3.5)\n");
+		    "[-c FILE] [-u UPSTREAM] [-n [-r FD]] host sender recip... (#4.3.5)\n");
 	host = argv[optind];
 	sender = argv[optind + 1];
 	rcpts = (const char *const *)argv + optind + 2;
@@ -349,6 +403,8 @@ remote_run(int argc, char **argv)
 	smtp_deliver(&p, sender, rcpts, nrcpt, &wire, &info, &res);
 	secret_wipe(&secret);
 	gate_report(&gate, &res);
+	if (outfd >= 0)
+		outcome_write(outfd, &res);
 	rc = emit(&res);
 	smtp_result_free(&res);
 out:

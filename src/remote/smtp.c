@@ -208,6 +208,7 @@ st_connect(struct sess *s)
 		return S_DONE;
 	}
 	s->connected = 1;
+	s->res->connected = 1;
 	s->usable = 1;
 	snprintf(s->peer, sizeof s->peer, "%s", s->c.peer);
 	if (s->up->tls == UP_TLS_NONE && !conn_peer_is_loopback(&s->c)) {

@@ -55,6 +55,7 @@ struct smtp_result {
 	int suspend;		/* a throttle reply was seen: suspend the relay */
 	struct buf throttle;	/* that reply, one line */
 	int relay_failure;	/* connect, TLS, AUTH or MAIL FROM failed */
+	int connected;		/* a connection to the upstream was made */
 	size_t transactions;	/* transactions that reached DATA */
 };
 

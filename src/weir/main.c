@@ -18,6 +18,8 @@ static const struct {
 } cmds[] = {
 	{ "queue-init",  cmd_queue_init,  "[--split N] [DIR]  create a queue (idempotent)" },
 	{ "queue-check", cmd_queue_check, "[DIR]              verify a queue, change nothing" },
+	{ "run",         cmd_run,         "                   run weir-gate and weir-send in the foreground" },
+	{ "flush",       cmd_flush,       "                   try every deferred message now (through the gate)" },
 };
 
 static int

@@ -10,5 +10,7 @@
 
 int cmd_queue_init(int argc, char **argv, struct weir_config *cfg);
 int cmd_queue_check(int argc, char **argv, struct weir_config *cfg);
+int cmd_run(int argc, char **argv, struct weir_config *cfg);
+int cmd_flush(int argc, char **argv, struct weir_config *cfg);
 
 #endif

@@ -1022,7 +1022,7 @@ Test(remote, bad_usage_is_temporary)
 	rr.argv = argv;
 	tl_run(&rr, &r);
 	expect(&r, "Zweir-remote was invoked improperly: usage: weir-remote [-c FILE] [-u UPSTREAM] "
-	    "[-n] host sender recip... (#4.3.5)\n");
+	    "[-n [-r FD]] host sender recip... (#4.3.5)\n");
 	tl_result_free(&r);
 	free(bin);
 }
@@ -1183,9 +1183,61 @@ Test(remote, gate_hears_the_throttle_reply)
 
 Test(remote, gate_refund_when_nothing_sent)
 {
-	static const char *const flags[] = { "--reply", "mail=451 4.3.0 Not now", NULL };
 	struct tl_result r;
 	char *sock, *c;
+
+	/* No connection at all (the port's server is gone): a refund. */
+	start("good", NULL);
+	kill(server, SIGKILL);
+	while (waitpid(server, NULL, 0) < 0 && errno == EINTR)
+		;
+	server = -1;
+	sock = start_gate("upstream \"t\" { rate = \"1 per 1m\" }\n");
+	c = conf_gate(sock, NULL);
+	run(c, msg_default, sizeof msg_default - 1, one, &r);
+	expect(&r, "sSorry, I wasn't able to establish an SMTP connection to %P: %P: Connection "
+	    "refused.\n|ZSorry, I wasn't able to establish an SMTP connection to %P: %P: "
+	    "Connection refused.\n");
+	tl_result_free(&r);
+	/* Refunded: the one send of the minute is still there to take. */
+	start("good", NULL);
+	free(c);
+	c = conf_gate(sock, NULL);
+	run(c, msg_default, sizeof msg_default - 1, one, &r);
+	expect(&r, "r|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
+	tl_result_free(&r);
+	free(sock);
+	free(c);
+}
+
+/* weir-gate's status text, asked of the gate at sock. */
+static char *
+gate_status(const char *sock)
+{
+	char *bin = tl_bin("weir-gate"), *wc = xasprintf("%s/gate-weir.conf", dir), *out;
+	const char *argv[] = { bin, "-c", wc, "-s", sock, "status", NULL };
+	struct tl_run rr;
+	struct tl_result r;
+
+	memset(&rr, 0, sizeof rr);
+	rr.argv = argv;
+	tl_run(&rr, &r);
+	cr_assert_eq(r.status, 0, "weir-gate status: %s", buf_cstr(&r.err));
+	out = xstrdup(buf_cstr(&r.out));
+	tl_result_free(&r);
+	free(bin);
+	free(wc);
+	return out;
+}
+
+/* A session that reached the upstream counts, even if no message was
+ * taken: it used a connection, and the gate cannot tell which unit the
+ * provider counts.  The next send waits for the window. */
+Test(remote, gate_counts_a_session_without_a_message)
+{
+	static const char *const flags[] = { "--reply", "mail=451 4.3.0 Not now", NULL };
+	struct tl_result r;
+	char *sock, *c, *status;
 
 	start("good", flags);
 	sock = start_gate("upstream \"t\" { rate = \"1 per 1m\" }\n");
@@ -1195,17 +1247,9 @@ Test(remote, gate_refund_when_nothing_sent)
 	    "now\n|ZConnected to %P but sender was rejected.\nRemote host said: 451 4.3.0 Not "
 	    "now\n");
 	tl_result_free(&r);
-	/* Refunded: the one send of the minute is still there to take. */
-	kill(server, SIGKILL);
-	while (waitpid(server, NULL, 0) < 0 && errno == EINTR)
-		;
-	server = -1;
-	start("good", NULL);
-	free(c);
-	c = conf_gate(sock, NULL);
-	run(c, msg_default, sizeof msg_default - 1, one, &r);
-	expect(&r, "r|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
-	tl_result_free(&r);
+	status = gate_status(sock);
+	cr_assert(strstr(status, "1 logged"), "%s", status);
+	free(status);
 	free(sock);
 	free(c);
 }

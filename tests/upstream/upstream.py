@@ -40,6 +40,7 @@ import os
 import json
 import ssl
 import sys
+import time
 
 from aiosmtpd.smtp import MISSING, SMTP, AuthResult, LoginPassword
 
@@ -75,6 +76,7 @@ for r in ARGS.reply:
 def record(**event):
     if ARGS.no_store or not ARGS.record:
         return
+    event["time"] = round(time.time(), 6)   # when the upstream saw it
     with open(ARGS.record, "a") as f:
         f.write(json.dumps(event) + "\n")
 

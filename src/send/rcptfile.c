@@ -1,0 +1,152 @@
+/*
+ * rcptfile.c: see rcptfile.h.  The only writes weir-send makes to a
+ * preprocessed message before it is eliminated.
+ *
+ * Trusts: the queue's files, parsed strictly.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/log.h"
+#include "mail/envelope.h"
+#include "send/rcptfile.h"
+
+int
+rcptfile_load(struct queue *q, unsigned long id, struct rcptfile *f)
+{
+	char path[QPATH_MAX];
+	struct buf why = BUF_INIT;
+	size_t todo, done, off = 0, start, i = 0;
+	struct qrec r;
+	const char *w;
+
+	memset(f, 0, sizeof *f);
+	queue_path(path, q, Q_REMOTE, id);
+	if (read_file_at(q->dfd, path, &f->data, 256 << 20) != 0) {
+		if (errno == ENOENT)
+			return 1;
+		log_warn("msg %lu: read %s", id, path);
+		return -1;
+	}
+	if (rcptfile_parse(f->data.s, f->data.len, &todo, &done, &why) < 0) {
+		log_warnx("msg %lu: %s is corrupt (%s); left for the admin", id, path, why.s);
+		buf_free(&why);
+		rcptfile_free(f);
+		return -1;
+	}
+	f->n = todo + done;
+	f->ndone = done;
+	f->v = xcalloc(f->n, sizeof *f->v);
+	for (start = off; qrec_next(f->data.s, f->data.len, &off, &r, &w) == 1; start = off) {
+		f->v[i].off = start;
+		f->v[i].addr = r.addr;
+		f->v[i].len = r.len;
+		f->v[i].done = r.type == 'D';
+		i++;
+	}
+	return 0;
+}
+
+void
+rcptfile_free(struct rcptfile *f)
+{
+	buf_free(&f->data);
+	free(f->v);
+	memset(f, 0, sizeof *f);
+}
+
+int
+rcpt_mark_done(struct queue *q, unsigned long id, const size_t *offs, size_t n)
+{
+	char path[QPATH_MAX];
+	size_t i;
+	int fd;
+
+	if (n == 0)
+		return 0;
+	queue_path(path, q, Q_REMOTE, id);
+	fd = openat(q->dfd, path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		log_warn("msg %lu: open %s", id, path);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		ssize_t w;
+
+		do
+			w = pwrite(fd, "D", 1, (off_t)offs[i]);
+		while (w < 0 && errno == EINTR);
+		if (w != 1) {
+			log_warn("msg %lu: mark done in %s", id, path);
+			close(fd);
+			return -1;
+		}
+	}
+	if (fsync(fd) < 0) {
+		log_warn("msg %lu: fsync %s (a recipient may be tried again)", id, path);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int
+bounce_note(struct queue *q, unsigned long id, const char *addr, const char *text)
+{
+	char path[QPATH_MAX];
+	struct buf b = BUF_INIT;
+	struct stat st;
+	size_t i, start, tlen = strlen(text);
+	int fd, created, rc = -1;
+
+	/* qmail's format: "<addr>:\n", the text, "\n", then a blank line
+	 * that ends the entry, so no blank line may stand inside one. */
+	while (tlen > 0 && text[tlen - 1] == '\n')
+		tlen--;
+	if (tlen == 0) {
+		text = "(no reason given)";
+		tlen = strlen(text);
+	}
+	buf_addc(&b, '<');
+	start = b.len;
+	buf_adds(&b, addr);
+	for (i = start; i < b.len; i++)
+		if (b.s[i] == '\n')
+			b.s[i] = '_';
+	buf_adds(&b, ">:\n");
+	start = b.len - 1;	/* the newline ending "<addr>:" */
+	buf_add(&b, text, tlen);
+	buf_addc(&b, '\n');
+	for (i = start; i + 1 < b.len; i++)
+		if (b.s[i] == '\n' && b.s[i + 1] == '\n')
+			b.s[i + 1] = '/';
+	buf_addc(&b, '\n');
+
+	queue_path(path, q, Q_BOUNCE, id);
+	created = fstatat(q->dfd, path, &st, 0) < 0;
+	fd = openat(q->dfd, path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		log_warn("msg %lu: open %s", id, path);
+		goto out;
+	}
+	if (full_write(fd, b.s, b.len) < 0 || fsync(fd) < 0) {
+		log_warn("msg %lu: write %s", id, path);
+		close(fd);
+		goto out;
+	}
+	close(fd);
+	if (created && fsync_dir(q->dfd, "bounce") < 0) {
+		log_warn("msg %lu: fsync folder bounce", id);
+		goto out;
+	}
+	rc = 0;
+out:
+	buf_free(&b);
+	return rc;
+}

@@ -1,0 +1,483 @@
+/*
+ * sched.c: see sched.h.  State is the queue plus this process's memory:
+ * every preprocessed message has a struct msg with its next attempt as a
+ * timer; when a timer fires the message joins its upstream's FIFO, and
+ * up to `concurrency` deliverers run per upstream.  A restart rebuilds
+ * everything from info/ and todo/: nothing here needs to survive a crash.
+ *
+ * Attempts themselves (batches, grants, deliverers) are deliver.c's and
+ * gatelink.c's; this file keeps the messages, their timing, preprocessing,
+ * the trigger, elimination and cleanup.
+ *
+ * Trusts: the queue, and the deliverer's report only through
+ * report_parse().  Config keys (through struct sched_opts and the
+ * config): hostname, admin, concurrency, queue_lifetime, upstream.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/evloop.h"
+#include "lib/log.h"
+#include "mail/envelope.h"
+#include "send/cleanup.h"
+#include "send/dsn.h"
+#include "send/preproc.h"
+#include "send/sendint.h"
+
+#define TODO_RESCAN_MS	(25 * 60 * 1000)	/* qmail's SLEEP_TODO */
+#define CLEANUP_MS	(60 * 60 * 1000)
+
+long long
+sched_next_retry(long long birth, long long now, unsigned skip)
+{
+	long long n = 0;
+
+	if (now > birth)
+		n = (long long)sqrt((double)(now - birth));
+	n += skip;
+	return birth + n * n;
+}
+
+long long
+wall(void)
+{
+	return (long long)time(NULL);
+}
+
+/* ---- the message table ---- */
+
+static size_t
+slot(const struct sched *s, unsigned long id)
+{
+	return (size_t)(id * 2654435761UL) & (s->tabsize - 1);
+}
+
+static struct msg *
+msg_find(struct sched *s, unsigned long id)
+{
+	struct msg *m;
+
+	for (m = s->tab[slot(s, id)]; m; m = m->hnext)
+		if (m->id == id)
+			return m;
+	return NULL;
+}
+
+static void
+msg_insert(struct sched *s, struct msg *m)
+{
+	size_t i, old = s->tabsize;
+	struct msg **t = s->tab, *n;
+
+	if (s->nmsg + 1 > s->tabsize) {
+		s->tabsize *= 2;
+		s->tab = xcalloc(s->tabsize, sizeof *s->tab);
+		for (i = 0; i < old; i++)
+			for (n = t[i]; n; ) {
+				struct msg *next = n->hnext;
+
+				n->hnext = s->tab[slot(s, n->id)];
+				s->tab[slot(s, n->id)] = n;
+				n = next;
+			}
+		free(t);
+	}
+	m->hnext = s->tab[slot(s, m->id)];
+	s->tab[slot(s, m->id)] = m;
+	s->nmsg++;
+}
+
+static void
+msg_forget(struct sched *s, struct msg *m)
+{
+	struct msg **p;
+
+	for (p = &s->tab[slot(s, m->id)]; *p; p = &(*p)->hnext)
+		if (*p == m) {
+			*p = m->hnext;
+			break;
+		}
+	if (m->queued) {
+		struct upq *u = &s->ups[m->up == NO_UPSTREAM ? s->nups - 1 : m->up];
+		struct msg **q, *prev = NULL;
+
+		for (q = &u->head; *q; prev = *q, q = &(*q)->qnext)
+			if (*q == m) {
+				*q = m->qnext;
+				if (u->tail == m)
+					u->tail = prev;
+				break;
+			}
+	}
+	evloop_timer_cancel(s->ev, m->due);
+	s->nmsg--;
+	free(m->sender);
+	free(m);
+}
+
+/* ---- timing ---- */
+
+static void on_due(struct evloop *ev, struct evtimer *t, void *arg);
+
+static size_t
+upidx(const struct sched *s, const struct msg *m)
+{
+	return m->up == NO_UPSTREAM ? s->nups - 1 : m->up;
+}
+
+void
+enqueue(struct sched *s, struct msg *m)
+{
+	struct upq *u = &s->ups[upidx(s, m)];
+
+	if (m->job || m->queued)
+		return;
+	m->queued = 1;
+	m->qnext = NULL;
+	if (u->tail)
+		u->tail->qnext = m;
+	else
+		u->head = m;
+	u->tail = m;
+	pump(s, upidx(s, m));
+}
+
+/* Attempt m at wall-clock time `when` (now or earlier: at once). */
+void
+schedule(struct sched *s, struct msg *m, long long when)
+{
+	long long now = wall();
+
+	evloop_timer_cancel(s->ev, m->due);
+	m->due = NULL;
+	if (when <= now) {
+		enqueue(s, m);
+		return;
+	}
+	m->due = evloop_timer_at(s->ev, clock_mono_ms() + (uint64_t)(when - now) * 1000,
+	    on_due, m);
+}
+
+static void
+on_due(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct msg *m = arg;
+
+	(void)ev; (void)t;
+	m->due = NULL;	/* freed by the loop after this returns */
+	enqueue(m->s, m);
+}
+
+/* ---- loading messages ---- */
+
+static struct msg *
+load_msg(struct sched *s, unsigned long id)
+{
+	char path[QPATH_MAX];
+	struct buf b = BUF_INIT, why = BUF_INIT;
+	const struct weir_upstream *u;
+	struct qrec sender;
+	struct stat st;
+	struct msg *m;
+	const char *w;
+
+	if ((m = msg_find(s, id)) != NULL)
+		return m;
+	queue_path(path, s->o->q, Q_INFO, id);
+	if (read_file_at(s->o->q->dfd, path, &b, 4096) != 0 ||
+	    fstatat(s->o->q->dfd, path, &st, 0) < 0) {
+		log_warn("msg %lu: read %s", id, path);
+		buf_free(&b);
+		return NULL;
+	}
+	if (info_parse(b.s, b.len, &sender, &why) == 0 &&
+	    (w = envelope_addr_problem(sender.addr, sender.len)) != NULL)
+		buf_printf(&why, "sender: %s", w);	/* a stock qmail let it in */
+	if (why.len > 0) {
+		log_warnx("msg %lu: %s is corrupt (%s); left for the admin", id, path, why.s);
+		buf_free(&b);
+		buf_free(&why);
+		return NULL;
+	}
+	m = xcalloc(1, sizeof *m);
+	m->s = s;
+	m->id = id;
+	m->birth = (long long)st.st_mtime;
+	m->sender = xstrndup(sender.addr, sender.len);
+	u = config_upstream_for(s->o->cfg, m->sender);
+	m->up = u ? (size_t)(u - s->o->cfg->upstreams) : NO_UPSTREAM;
+	msg_insert(s, m);
+	buf_free(&b);
+	return m;
+}
+
+/* ---- elimination: S5 to S1 ---- */
+
+/* Remove one file of m and fsync its folder, so that the next removal can
+ * never reach the disk before this one. */
+static int
+remove_durably(struct sched *s, struct msg *m, enum qdir d)
+{
+	char path[QPATH_MAX], dir[QPATH_MAX];
+	struct queue *q = s->o->q;
+
+	queue_path(path, q, d, m->id);
+	/* Gone already (an earlier try whose fsync failed): fsync anyway. */
+	if (unlinkat(q->dfd, path, 0) < 0 && errno != ENOENT) {
+		log_warn("msg %lu: unlink %s; will try again", m->id, path);
+		return -1;
+	}
+	queue_dirpath(dir, q, d, m->id);
+	if (fsync_dir(q->dfd, dir) < 0) {
+		log_warn("msg %lu: fsync folder %s; will try again", m->id, dir);
+		return -1;
+	}
+	return 0;
+}
+
+/* S5 to S1, as QUEUE.md says: bounce first, then remote/ and local/,
+ * then info/ (S2), then mess/ (S1), each removal durable before the next. */
+void
+finish(struct sched *s, struct msg *m)
+{
+	s->dsn.now = (time_t)wall();
+	if (dsn_send(s->o->q, m->id, &s->dsn) < 0 ||
+	    remove_durably(s, m, Q_REMOTE) < 0 || remove_durably(s, m, Q_LOCAL) < 0 ||
+	    remove_durably(s, m, Q_INFO) < 0 || remove_durably(s, m, Q_MESS) < 0) {
+		schedule(s, m, wall() + SYSFAIL_S);
+		return;
+	}
+	log_info("msg %lu: end", m->id);
+	msg_forget(s, m);
+}
+
+/* ---- todo/ and the trigger ---- */
+
+static void
+scan_todo(struct sched *s)
+{
+	struct queue *q = s->o->q;
+	struct dirent *e;
+	unsigned long id;
+	size_t n;
+	int fd = openat(q->dfd, "todo", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+
+	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+		log_warn("open todo");
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d)) != NULL) {
+		struct msg *m;
+
+		if (queue_parse_id(e->d_name, &id) < 0)
+			continue;
+		if (preprocess(q, id, &s->pre, &n) < 0)
+			continue;
+		if ((m = load_msg(s, id)) != NULL)
+			schedule(s, m, wall());
+	}
+	closedir(d);
+}
+
+static void
+scan_info(struct sched *s)
+{
+	char path[QPATH_MAX];
+	struct queue *q = s->o->q;
+	struct dirent *e;
+	unsigned long id;
+	unsigned k;
+	DIR *d;
+	int fd;
+
+	for (k = 0; k < q->split; k++) {
+		snprintf(path, sizeof path, "info/%u", k);
+		fd = openat(q->dfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+			log_warn("open %s", path);
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		while ((e = readdir(d)) != NULL) {
+			struct msg *m;
+			struct stat st;
+
+			if (queue_parse_id(e->d_name, &id) < 0)
+				continue;
+			queue_path(path, q, Q_TODO, id);
+			if (fstatat(q->dfd, path, &st, 0) == 0)
+				continue;	/* S4: scan_todo preprocesses it */
+			if ((m = load_msg(s, id)) != NULL)
+				schedule(s, m, wall());
+		}
+		closedir(d);
+	}
+}
+
+static int
+open_trigger(struct sched *s)
+{
+	s->trigfd = openat(s->o->q->dfd, "lock/trigger", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (s->trigfd < 0) {
+		log_warn("open lock/trigger");
+		return -1;
+	}
+	return 0;
+}
+
+static void on_trigger(struct evloop *ev, int fd, int events, void *arg);
+
+static void
+rearm_trigger(struct sched *s)
+{
+	if (open_trigger(s) == 0)
+		evloop_watch(s->ev, s->trigfd, EV_READ, on_trigger, s);
+}
+
+/* `weir flush` leaves lock/flush and pulls the trigger: every message
+ * waiting for a retry is tried now (still through the gate). */
+static void
+flush_if_asked(struct sched *s)
+{
+	unsigned long *ids = NULL;
+	struct msg *m;
+	size_t i, n = 0;
+
+	if (unlinkat(s->o->q->dfd, "lock/flush", 0) < 0) {
+		if (errno != ENOENT)
+			log_warn("unlink lock/flush");
+		return;
+	}
+	/* Ids first: starting one message may end (and free) it. */
+	ids = xcalloc(s->nmsg + 1, sizeof *ids);
+	for (i = 0; i < s->tabsize; i++)
+		for (m = s->tab[i]; m; m = m->hnext)
+			if (m->due)
+				ids[n++] = m->id;
+	for (i = 0; i < n; i++)
+		if ((m = msg_find(s, ids[i])) != NULL && m->due) {
+			evloop_timer_cancel(s->ev, m->due);
+			m->due = NULL;
+			enqueue(s, m);
+		}
+	free(ids);
+	log_info("flush: %zu deferred messages to be tried now", n);
+}
+
+static void
+on_trigger(struct evloop *ev, int fd, int events, void *arg)
+{
+	struct sched *s = arg;
+	char junk[256];
+
+	(void)events;
+	while (read(fd, junk, sizeof junk) > 0)
+		;
+	/* A FIFO whose writer left stays readable (EOF): reopen it. */
+	evloop_unwatch(ev, fd);
+	close(fd);
+	rearm_trigger(s);
+	scan_todo(s);
+	flush_if_asked(s);
+}
+
+static void
+on_rescan(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct sched *s = arg;
+
+	(void)t;
+	scan_todo(s);
+	evloop_timer_at(ev, clock_mono_ms() + TODO_RESCAN_MS, on_rescan, s);
+}
+
+static void
+on_cleanup(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct sched *s = arg;
+
+	(void)t;
+	cleanup_pass(s->o->q, (time_t)wall());
+	evloop_timer_at(ev, clock_mono_ms() + CLEANUP_MS, on_cleanup, s);
+}
+
+static void
+on_term(struct evloop *ev, int signo, void *arg)
+{
+	(void)ev; (void)arg;
+	/* Crash-only: the queue is consistent at every instant. */
+	log_info("signal %d: exiting", signo);
+	_exit(0);
+}
+
+static void
+on_hup(struct evloop *ev, int signo, void *arg)
+{
+	(void)ev; (void)signo; (void)arg;
+	/* weir-gate re-reads the policy; weir.conf's upstreams are read at
+	 * start, so a change to them needs a restart of weir-send. */
+	log_info("SIGHUP: nothing to re-read here; restart weir-send for weir.conf changes");
+}
+
+int
+sched_run(const struct sched_opts *o)
+{
+	struct sched s;
+	int lockfd;
+
+	memset(&s, 0, sizeof s);
+	s.o = o;
+	s.pre.hostname = o->cfg->hostname;
+	s.pre.admin = o->cfg->admin;
+	s.dsn.hostname = o->cfg->hostname;
+	s.dsn.admin = o->cfg->admin;
+	s.dsn.qq_program = o->qq_program;
+
+	lockfd = openat(o->q->dfd, "lock/sendmutex", O_WRONLY | O_CLOEXEC);
+	if (lockfd < 0)
+		fatal(111, "open lock/sendmutex");
+	if (flock(lockfd, LOCK_EX | LOCK_NB) < 0)
+		fatal(111, "lock/sendmutex: another weir-send (or qmail-send) runs on %s",
+		    o->q->path);
+
+	s.tabsize = 1024;
+	s.tab = xcalloc(s.tabsize, sizeof *s.tab);
+	s.nups = o->cfg->nupstreams + 1;
+	s.ups = xcalloc(s.nups, sizeof *s.ups);
+	s.ev = evloop_new();
+	evloop_signal(s.ev, SIGCHLD, on_child, &s);
+	evloop_signal(s.ev, SIGTERM, on_term, &s);
+	evloop_signal(s.ev, SIGINT, on_term, &s);
+	evloop_signal(s.ev, SIGHUP, on_hup, &s);
+	signal(SIGPIPE, SIG_IGN);
+	if (o->cfg->nupstreams == 0)
+		log_warnx("no upstream is configured: mail stays queued");
+
+	gate_start(&s);
+	rearm_trigger(&s);
+	cleanup_pass(o->q, (time_t)wall());
+	scan_info(&s);
+	scan_todo(&s);
+	flush_if_asked(&s);	/* everything is due now anyway: just clear it */
+	log_info("started on %s: %zu messages queued", o->q->path, s.nmsg);
+	evloop_timer_at(s.ev, clock_mono_ms() + TODO_RESCAN_MS, on_rescan, &s);
+	evloop_timer_at(s.ev, clock_mono_ms() + CLEANUP_MS, on_cleanup, &s);
+	if (evloop_run(s.ev) < 0)
+		fatal(111, "event loop");
+	return 0;
+}
