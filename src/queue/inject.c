@@ -56,7 +56,49 @@ struct inj {
 /* The one injection of this process, for inject_abort(). */
 static struct inj *current;
 
-/* Undo S3 and S2, then log and return code. */
+/* Is the file at path the one with inode ino?  A name is removed only
+ * when it is ours: a queue restored from a backup can hold a mess/N whose
+ * inode is not N, and that message must survive our failure. */
+static int
+ours(int dfd, const char *path, ino_t ino)
+{
+	struct stat st;
+
+	return ino != 0 && fstatat(dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == ino;
+}
+
+static ino_t
+ino_of(int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+/* S3 and S2 back to S1: remove intd/N, mess/S/N and the pid/ name if
+ * they are ours.  Only async-signal-safe calls (fstat, fstatat, unlinkat,
+ * ftruncate): inject_abort() runs it from signal handlers.  Returns the
+ * number of names it could not remove. */
+static int
+undo(struct inj *in)
+{
+	int bad = 0;
+
+	if (in->made_intd && ours(in->dfd, in->intdfn, ino_of(in->intdfd))) {
+		if (ftruncate(in->intdfd, 0) < 0 || unlinkat(in->dfd, in->intdfn, 0) < 0)
+			bad++;
+	}
+	if (in->made_mess && ours(in->dfd, in->messfn, (ino_t)in->id)) {
+		if (ftruncate(in->messfd, 0) < 0 || unlinkat(in->dfd, in->messfn, 0) < 0)
+			bad++;
+	}
+	/* pid/PID.TIME.SEQ: no other live process can own that name. */
+	if (in->made_pid && unlinkat(in->dfd, in->pidfn, 0) < 0 && errno != ENOENT)
+		bad++;
+	return bad;
+}
+
+/* Undo, then log and return code. */
 static int
 fail(struct inj *in, int code, int err, const char *fmt, ...)
 {
@@ -67,16 +109,9 @@ fail(struct inj *in, int code, int err, const char *fmt, ...)
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	log_line("fatal", err, "%s", msg);
-	if (in->made_intd) {
-		if (ftruncate(in->intdfd, 0) < 0 || unlinkat(in->dfd, in->intdfn, 0) < 0)
-			log_warn("cleanup of %s", in->intdfn);
-	}
-	if (in->made_mess) {
-		if (ftruncate(in->messfd, 0) < 0 || unlinkat(in->dfd, in->messfn, 0) < 0)
-			log_warn("cleanup of %s", in->messfn);
-	}
-	if (in->made_pid && unlinkat(in->dfd, in->pidfn, 0) < 0)
-		log_warn("cleanup of %s", in->pidfn);
+	if (undo(in) > 0)
+		log_warn("cleanup after the failure; weir-send removes what is left "
+		    "after 36 hours");
 	return code;
 }
 
@@ -91,16 +126,18 @@ make_pid_file(struct inj *in)
 	for (seq = 1; seq <= PID_TRIES; seq++) {
 		snprintf(in->pidfn, sizeof in->pidfn, "pid/%ld.%lld.%d",
 		    (long)in->p->pid, (long long)now, seq);
+		/* Flag first: a signal right after the create must find it. */
+		in->made_pid = 1;
 		in->messfd = openat(in->dfd, in->pidfn,
 		    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (in->messfd >= 0)
 			break;
+		in->made_pid = 0;
 		if (errno != EEXIST)
 			return fail(in, QQ_PID, errno, "create %s", in->pidfn);
 	}
 	if (in->messfd < 0)
 		return fail(in, QQ_PID, 0, "no free name in pid/ after %d tries", PID_TRIES);
-	in->made_pid = 1;
 	if (fstat(in->messfd, &st) < 0)
 		return fail(in, QQ_PID, errno, "fstat %s", in->pidfn);
 	in->id = (unsigned long)st.st_ino;
@@ -120,9 +157,9 @@ write_mess(struct inj *in)
 	ssize_t r;
 	int rc;
 
+	in->made_mess = 1;	/* undo() checks the inode: never someone else's */
 	if (linkat(in->dfd, in->pidfn, in->dfd, in->messfn, 0) < 0)
 		return fail(in, QQ_MESS, errno, "link %s to %s", in->pidfn, in->messfn);
-	in->made_mess = 1;
 	if (unlinkat(in->dfd, in->pidfn, 0) < 0)
 		return fail(in, QQ_PID, errno, "unlink %s", in->pidfn);
 	in->made_pid = 0;
@@ -161,10 +198,10 @@ write_intd(struct inj *in)
 	ssize_t r;
 	int code = 0;
 
+	in->made_intd = 1;	/* undo() checks the inode against intdfd */
 	in->intdfd = openat(in->dfd, in->intdfn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (in->intdfd < 0)
 		return fail(in, QQ_INTD, errno, "create %s", in->intdfn);
-	in->made_intd = 1;
 
 	buf_printf(&out, "u%lu%cp%ld%c", (unsigned long)in->p->uid, 0, (long)in->p->pid, 0);
 	env_parser_init(&ep);
@@ -212,19 +249,10 @@ out:
 void
 inject_abort(void)
 {
-	struct inj *in = current;
-
-	/* Only async-signal-safe calls: unlinkat of names fixed before the
-	 * flags were set.  SIGALRM is blocked from the todo link on, so this
-	 * never removes a queued message. */
-	if (in == NULL)
-		return;
-	if (in->made_intd)
-		(void)unlinkat(in->dfd, in->intdfn, 0);
-	if (in->made_mess)
-		(void)unlinkat(in->dfd, in->messfn, 0);
-	if (in->made_pid)
-		(void)unlinkat(in->dfd, in->pidfn, 0);
+	/* SIGALRM is blocked from the todo link on and current is cleared
+	 * after it, so this never removes a queued message. */
+	if (current != NULL)
+		(void)undo(current);
 }
 
 /* Pull weir-send's trigger: one byte, never blocking; failure is fine. */
