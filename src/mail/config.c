@@ -89,6 +89,15 @@ static const struct key upkeys[] = {
 };
 #define NUPKEYS (sizeof upkeys / sizeof upkeys[0])
 
+const char *
+config_key_name(size_t i)
+{
+	if (i < NKEYS)
+		return keys[i].name;
+	i -= NKEYS;
+	return i < NUPKEYS ? upkeys[i].name : NULL;
+}
+
 int
 config_untrusted_env(void)
 {
@@ -131,6 +140,32 @@ choice_index(const struct key *k, const char *v)
 	return -1;
 }
 
+/* Values that end up in headers and SMTP commands (Message-ID, From:,
+ * EHLO, bounces): no byte that could start a new line or field. */
+static const char *
+str_problem(const char *name, const char *v)
+{
+	const char *p;
+
+	if (strcmp(name, "hostname") == 0) {
+		for (p = v; *p; p++)
+			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			    (*p >= '0' && *p <= '9') || *p == '.' || *p == '-'))
+				return "a host name holds only letters, digits, '.' and '-'";
+		return NULL;
+	}
+	if (strcmp(name, "admin") == 0) {
+		for (p = v; *p; p++)
+			if ((unsigned char)*p <= ' ' || *p == 0x7f || *p == '<' || *p == '>')
+				return "an address without spaces, control characters or <>";
+		return NULL;
+	}
+	for (p = v; *p; p++)
+		if ((unsigned char)*p < ' ' || *p == 0x7f)
+			return "control characters are not allowed";
+	return NULL;
+}
+
 static int
 validate_key(cfg_t *cfg, cfg_opt_t *opt, const struct key *k)
 {
@@ -163,6 +198,10 @@ validate_key(cfg_t *cfg, cfg_opt_t *opt, const struct key *k)
 	case K_STR:
 		if (*cfg_opt_getnstr(opt, 0) == '\0') {
 			cfg_error(cfg, "%s must not be empty", k->name);
+			return -1;
+		}
+		if ((why = str_problem(k->name, cfg_opt_getnstr(opt, 0))) != NULL) {
+			cfg_error(cfg, "%s = \"%s\": %s", k->name, cfg_opt_getnstr(opt, 0), why);
 			return -1;
 		}
 		return 0;

@@ -69,6 +69,10 @@ struct weir_config {
 	size_t nupstreams;
 };
 
+/* The i-th key name (top level, then upstream sections), NULL past the
+ * last: for the check that every key is documented. */
+const char *config_key_name(size_t i);
+
 /* Is this a set-id process whose environment must not be trusted? */
 int config_untrusted_env(void);
 

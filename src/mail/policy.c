@@ -843,3 +843,18 @@ policy_throttle_match(const struct policy *p, const char *reply)
 			return &p->thr[i];
 	return NULL;
 }
+
+const char *
+policy_key_name(size_t i)
+{
+	static const struct pkey *const tables[] = {
+		top_keys, upstream_keys, window_keys, class_keys, throttle_keys,
+	};
+	size_t t, k;
+
+	for (t = 0; t < sizeof tables / sizeof tables[0]; t++)
+		for (k = 0; tables[t][k].name; k++)
+			if (i-- == 0)
+				return tables[t][k].name;
+	return NULL;
+}

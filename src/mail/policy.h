@@ -87,6 +87,9 @@ struct policy {
 /* Load path into p.  0 ok; -1 with every error as "file:line: what\n" in
  * err and p left empty (policy_free is still safe). */
 int policy_load(struct policy *p, const char *path, struct buf *err);
+/* The i-th key name of every block, NULL past the last: for the check
+ * that every key is documented. */
+const char *policy_key_name(size_t i);
 void policy_free(struct policy *p);
 
 /* The one-line form: "8 per 1m", "10000 recipients per 1d",

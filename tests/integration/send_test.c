@@ -454,7 +454,8 @@ Test(send, delivers_and_eliminates)
 		cr_assert(got.len > sizeof tail && memcmp(got.s + got.len - (sizeof tail - 1), tail,
 		    sizeof tail - 1) == 0, "message given: %s", buf_cstr(&got));
 	}
-	cr_assert(log_has(": end\n"), "no end logged");
+	/* The line follows the last removal: wait for it. */
+	cr_assert(sh_wait_for(log_has, ": end\n", 5000), "no end logged");
 	assert_queue_sound();
 	/* SIGTERM: exits 0 promptly. */
 	kill(d1.pid, SIGTERM);

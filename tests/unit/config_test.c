@@ -90,6 +90,8 @@ Test(config, errors_name_file_line_and_problem)
 	bad("inject_timeout = \"36h\"\n", "out of range");
 	bad("queue_dir = \"\"\n", "must not be empty");
 	bad("queue_dir = \"/q\n", "weir.conf:");
+	bad("hostname = \"x\\nBcc: y\"\n", "a host name holds only letters");
+	bad("admin = \"me@x <y>\"\n", "an address without spaces");
 }
 
 Test(config, a_folder_is_refused_not_fatal)
