@@ -6,9 +6,10 @@
  * weir_config and struct weir_upstream.  No other file calls cfg_get*().
  *
  * Errors name the file and line: libconfuse's own (syntax, unknown key,
- * bad integer) through errfunc(), ours (ranges, durations, choices)
- * through the validate callbacks, which run while the parser still knows
- * the line, and the checks across keys of one section after parsing.
+ * bad integer) and ours (ranges, durations, choices, from the validate
+ * callbacks, which run while the parser still knows the line) are all
+ * collected by confparse(), which also refuses a file that is not a
+ * regular file; the checks across keys of one section come after.
  *
  * Trusts: the file's owner (root, or the user running a test queue).
  */
@@ -24,6 +25,7 @@
 
 #include "lib/alloc.h"
 #include "lib/timefmt.h"
+#include "mail/confparse.h"
 #include "mail/config.h"
 #include "mail/queue.h"
 
@@ -102,20 +104,6 @@ int
 config_untrusted_env(void)
 {
 	return getauxval(AT_SECURE) != 0;
-}
-
-static struct buf *errbuf;
-
-static void
-errfunc(cfg_t *cfg, const char *fmt, va_list ap)
-{
-	char msg[512];
-
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	if (cfg && cfg->filename)
-		buf_printf(errbuf, "%s:%d: %s\n", cfg->filename, cfg->line, msg);
-	else
-		buf_printf(errbuf, "%s\n", msg);
 }
 
 static const struct key *
@@ -497,25 +485,13 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES);
 	opts[NKEYS + 1] = (cfg_opt_t)CFG_END();
 
-	if (stat(path, &st) < 0) {
-		if (errno == ENOENT && !explicit)
-			goto env_override;	/* no file: every default */
-		buf_printf(err, "%s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	/* libconfuse's scanner exits the process on a read error, such as
-	 * reading a folder: refuse anything but a regular file first. */
-	if (!S_ISREG(st.st_mode)) {
-		buf_printf(err, "%s: not a regular file\n", path);
-		return -1;
-	}
+	if (stat(path, &st) < 0 && errno == ENOENT && !explicit)
+		goto env_override;	/* no file: every default */
 	cfg = cfg_init(opts, CFGF_NONE);
 	if (cfg == NULL) {
 		buf_printf(err, "%s: cannot initialise the config parser\n", path);
 		return -1;
 	}
-	errbuf = err;
-	cfg_set_error_function(cfg, errfunc);
 	for (i = 0; i < NKEYS; i++)
 		cfg_set_validate_func(cfg, keys[i].name, validate);
 	for (i = 0; i < NUPKEYS; i++) {
@@ -524,17 +500,8 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 		snprintf(name, sizeof name, "upstream|%s", upkeys[i].name);
 		cfg_set_validate_func(cfg, name, validate_up);
 	}
-	switch (cfg_parse(cfg, path)) {
-	case CFG_SUCCESS:
-		break;
-	case CFG_FILE_ERROR:
-		buf_printf(err, "%s: %s\n", path, strerror(errno));
+	if (confparse(cfg, path, err) < 0)
 		goto out;
-	default:
-		if (err->len == 0)
-			buf_printf(err, "%s: parse error\n", path);
-		goto out;
-	}
 	table_copy(keys, NKEYS, c, cfg);
 	copy_upstreams(c, cfg, path, err);
 	c->file = xstrdup(path);
@@ -549,7 +516,6 @@ env_override:
 out:
 	if (cfg)
 		cfg_free(cfg);
-	errbuf = NULL;
 	return rc;
 }
 

@@ -26,6 +26,7 @@
 
 #include "lib/alloc.h"
 #include "lib/timefmt.h"
+#include "mail/confparse.h"
 #include "mail/policy.h"
 
 enum kkind { K_INT, K_DUR, K_STR, K_UNIT, K_RESET, K_PATTERNS, K_RATES, K_BOOL };
@@ -324,20 +325,6 @@ out:
 }
 
 /* ---- parsing ---- */
-
-static struct buf *errbuf;
-
-static void
-errfunc(cfg_t *cfg, const char *fmt, va_list ap)
-{
-	char msg[512];
-
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	if (cfg && cfg->filename)
-		buf_printf(errbuf, "%s:%d: %s\n", cfg->filename, cfg->line, msg);
-	else
-		buf_printf(errbuf, "%s\n", msg);
-}
 
 static const struct pkey *
 find_key(const struct pkey *t, const char *name)
@@ -698,8 +685,6 @@ policy_load(struct policy *p, const char *path, struct buf *err)
 		buf_printf(err, "%s: cannot initialise the config parser\n", path);
 		goto out_opts;
 	}
-	errbuf = err;
-	cfg_set_error_function(cfg, errfunc);
 	for (i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
 		for (k = blocks[i].keys; k->name; k++) {
 			char *kpath = xasprintf("%s%s", blocks[i].prefix, k->name);
@@ -712,17 +697,8 @@ policy_load(struct policy *p, const char *path, struct buf *err)
 	cfg_set_validate_func(cfg, "class", validate_class);
 	cfg_set_validate_func(cfg, "throttle_reply", validate_throttle);
 
-	switch (cfg_parse(cfg, path)) {
-	case CFG_SUCCESS:
-		break;
-	case CFG_FILE_ERROR:
-		buf_printf(err, "%s: %s\n", path, strerror(errno));
+	if (confparse(cfg, path, err) < 0)
 		goto out;
-	default:
-		if (err->len == 0)
-			buf_printf(err, "%s: parse error\n", path);
-		goto out;
-	}
 
 	p->file = xstrdup(path);
 	p->nup = cfg_size(cfg, "upstream");
@@ -746,7 +722,6 @@ policy_load(struct policy *p, const char *path, struct buf *err)
 	rc = 0;
 out:
 	cfg_free(cfg);
-	errbuf = NULL;
 out_opts:
 	free(wopts);
 	free(uopts);

@@ -136,6 +136,17 @@ Test(policy, missing_file)
 	buf_free(&err);
 }
 
+/* libconfuse's scanner would exit the process (the gate) on a folder. */
+Test(policy, a_folder_is_refused_not_fatal)
+{
+	struct policy p;
+	struct buf err = BUF_INIT;
+
+	cr_assert_eq(policy_load(&p, DATA, &err), -1);
+	cr_assert(strstr(err.s, "not a regular file") != NULL, "%s", err.s);
+	buf_free(&err);
+}
+
 Test(policy, builtin_throttle_replies)
 {
 	struct policy p;

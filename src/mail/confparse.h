@@ -1,0 +1,19 @@
+/*
+ * confparse.h: running libconfuse the one way weir does, for weir.conf
+ * (config.c) and policy.conf (policy.c): the file must be a regular file
+ * (libconfuse's scanner exits the whole process on a read error, for
+ * instance when given a folder), and every error, libconfuse's own and
+ * those of the validate callbacks (cfg_error), is collected as one line
+ * "file:line: what" in err.
+ */
+#ifndef WEIR_CONFPARSE_H
+#define WEIR_CONFPARSE_H
+
+#include <confuse.h>
+
+#include "lib/buf.h"
+
+/* 0 parsed; -1 with the errors in err. */
+int confparse(cfg_t *cfg, const char *path, struct buf *err);
+
+#endif
