@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -307,6 +308,7 @@ spawn(struct sched *s, struct job *j)
 	const char **argv;
 	int out[2] = { -1, -1 }, oc[2] = { -1, -1 }, mfd;
 	size_t i, k = 0;
+	pid_t parent;
 
 	queue_path(path, o->q, Q_MESS, j->m->id);
 	mfd = openat(o->q->dfd, path, O_RDONLY | O_CLOEXEC);
@@ -339,6 +341,7 @@ spawn(struct sched *s, struct job *j)
 	for (i = 0; i < j->n; i++)
 		argv[k++] = j->addrs[i];
 	argv[k] = NULL;
+	parent = getpid();
 	j->pid = fork();
 	if (j->pid < 0) {
 		log_warn("msg %lu: fork", j->m->id);
@@ -352,6 +355,11 @@ spawn(struct sched *s, struct job *j)
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (setpgid(0, 0) < 0)
+			_exit(111);
+		/* If weir-send dies, so does the delivery: weir-gate logs a
+		 * dropped grant as sent at that instant, so the send must not
+		 * go on for minutes after it (the next weir-send retries it). */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 			_exit(111);
 		/* oc[1] first: it may be 0, 1 or 3 itself only if those were
 		 * closed, which main() does not allow. */
