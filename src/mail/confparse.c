@@ -1,9 +1,12 @@
 /* confparse.c: see confparse.h.  Trusts: the file's owner. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lib/io.h"
 #include "mail/confparse.h"
 
 /* Where errfunc writes while confparse runs: libconfuse's error callback
@@ -24,11 +27,79 @@ errfunc(cfg_t *cfg, const char *fmt, va_list ap)
 		buf_printf(errbuf, "%s\n", msg);
 }
 
+/*
+ * libconfuse 3.3 counts lines wrongly after comments (a "#" or "//" line
+ * adds three to the count, a block comment two), so every error line
+ * after a comment would be wrong.  We give it the file with its comments
+ * turned into spaces, newlines kept: the same tokens, right line numbers.
+ * Comments as libconfuse knows them: "#" anywhere outside quotes, "//"
+ * and "slash-star ... star-slash" where a token would start.
+ */
+static void
+blank_comments(char *s, size_t n)
+{
+	enum { CODE, DQ, SQ, LINE, BLOCK } st = CODE;
+	int start = 1;	/* a token may start here */
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+
+		switch (st) {
+		case CODE:
+			if (c == '"' || c == '\'') {
+				st = c == '"' ? DQ : SQ;
+			} else if (c == '#' || (start && c == '/' && i + 1 < n && s[i + 1] == '/')) {
+				st = LINE;
+				s[i] = ' ';
+			} else if (start && c == '/' && i + 1 < n && s[i + 1] == '*') {
+				st = BLOCK;
+				s[i] = s[i + 1] = ' ';
+				i++;
+			} else {
+				start = strchr(" \t\r\n={}(),", c) != NULL;
+			}
+			break;
+		case DQ:
+		case SQ:
+			if (c == '\\' && i + 1 < n)
+				i++;
+			else if (c == (st == DQ ? '"' : '\'')) {
+				st = CODE;
+				start = 1;
+			}
+			break;
+		case LINE:
+			if (c == '\n') {
+				st = CODE;
+				start = 1;
+			} else {
+				s[i] = ' ';
+			}
+			break;
+		case BLOCK:
+			if (c == '*' && i + 1 < n && s[i + 1] == '/') {
+				s[i] = s[i + 1] = ' ';
+				i++;
+				st = CODE;
+				start = 1;
+			} else if (c != '\n') {
+				s[i] = ' ';
+			}
+			break;
+		}
+	}
+}
+
+#define CONF_MAX (1 << 20)
+
 int
 confparse(cfg_t *cfg, const char *path, struct buf *err)
 {
+	struct buf text = BUF_INIT;
 	struct stat st;
 	size_t len0 = err->len;
+	FILE *fp;
 	int r;
 
 	if (stat(path, &st) < 0) {
@@ -39,19 +110,35 @@ confparse(cfg_t *cfg, const char *path, struct buf *err)
 		buf_printf(err, "%s: not a regular file\n", path);
 		return -1;
 	}
-	errbuf = err;
-	cfg_set_error_function(cfg, errfunc);
-	r = cfg_parse(cfg, path);
-	errbuf = NULL;
-	switch (r) {
-	case CFG_SUCCESS:
-		return 0;
-	case CFG_FILE_ERROR:
-		buf_printf(err, "%s: %s\n", path, strerror(errno));
-		return -1;
-	default:
-		if (err->len == len0)
-			buf_printf(err, "%s: parse error\n", path);
+	r = read_file_at(AT_FDCWD, path, &text, CONF_MAX);
+	if (r != 0) {
+		buf_printf(err, "%s: %s\n", path, r == -2 ? "larger than 1 MB" : strerror(errno));
+		buf_free(&text);
 		return -1;
 	}
+	if (memchr(text.s ? text.s : "", '\0', text.len) != NULL) {
+		buf_printf(err, "%s: a NUL byte in the file\n", path);
+		buf_free(&text);
+		return -1;
+	}
+	blank_comments(text.s, text.len);
+	fp = fmemopen(text.s ? text.s : (char *)"", text.len, "r");
+	if (fp == NULL) {
+		buf_printf(err, "%s: %s\n", path, strerror(errno));
+		buf_free(&text);
+		return -1;
+	}
+	free(cfg->filename);
+	cfg->filename = strdup(path);	/* for the errors: cfg_parse_fp keeps it */
+	errbuf = err;
+	cfg_set_error_function(cfg, errfunc);
+	r = cfg->filename ? cfg_parse_fp(cfg, fp) : CFG_PARSE_ERROR;
+	errbuf = NULL;
+	fclose(fp);
+	buf_free(&text);
+	if (r == CFG_SUCCESS)
+		return 0;
+	if (err->len == len0)
+		buf_printf(err, "%s: parse error\n", path);
+	return -1;
 }

@@ -216,6 +216,8 @@ wanted_code(const struct call *c, int err)
 		return 53;
 	if (strcmp(fn, "write") == 0 || strcmp(fn, "pwrite") == 0)
 		return err == EINTR ? 0 : 53;
+	if (strcmp(fn, "read") == 0 && strstr(c->path, ".conf"))
+		return err == EINTR ? 0 : 55;	/* the configuration file */
 	if (strcmp(fn, "read") == 0)
 		return err == EINTR ? 0 : 54;
 	if (strncmp(fn, "link", 4) == 0 || strncmp(fn, "rename", 6) == 0 ||

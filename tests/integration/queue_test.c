@@ -429,7 +429,8 @@ Test(queue, exit_54_truncated_inside_address)
 	expect_env_code("Fa@b\0Tbob@exam", 14, 54, "envelope ends inside an address");
 }
 
-Test(queue, exit_54_read_error) { expect_fault_code("read=1:EIO", 54); }
+/* The first read of a pipe: the message (the config file is read first). */
+Test(queue, exit_54_read_error) { expect_fault_code("read@pipe:=1:EIO", 54); }
 
 /* A config problem: exit 55 whatever the queue. */
 static void
