@@ -5,6 +5,10 @@
  * each todo file read) before info/, so a message preprocessed meanwhile
  * is found in info/ and its todo entry dropped as a duplicate; a message
  * whose info file has gone when we read it was finished and is skipped.
+ *
+ * The scan builds a struct qlist_msg per message (those of todo/ are
+ * kept until the end, as they are listed last); the renderers below turn
+ * one into text or JSON.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +21,7 @@
 
 #include "lib/alloc.h"
 #include "lib/io.h"
+#include "lib/json.h"
 #include "lib/timefmt.h"
 #include "mail/envelope.h"
 #include "mail/qlist.h"
@@ -29,59 +34,13 @@
 struct qent {
 	unsigned long id;
 	time_t mtime;
-	size_t off, len;	/* todo entries: their text in the todo buffer */
-	int trouble;		/* todo entries: the text is a warning */
+	struct qlist_msg *m;	/* todo entries: the message read, or NULL: gone */
 };
 
 struct qents {
 	struct qent *v;
 	size_t n, cap;
 };
-
-struct out {
-	int fd;
-	struct buf b;
-	int err;		/* errno of a failed write, or 0 */
-};
-
-static void
-out_flush(struct out *o)
-{
-	if (o->b.len > 0 && o->err == 0 && full_write(o->fd, o->b.s, o->b.len) < 0)
-		o->err = errno ? errno : EIO;
-	buf_reset(&o->b);
-}
-
-/* Text as qmail-qread prints it: bytes outside 32..126 become '_'. */
-static void
-clean_add(struct buf *b, const char *s, size_t n)
-{
-	size_t i;
-
-	buf_reserve(b, n);
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		b->s[b->len++] = (c >= 32 && c <= 126) ? (char)c : '_';
-	}
-	b->s[b->len] = '\0';
-}
-
-static void
-out_raw(struct out *o, const char *s)
-{
-	buf_adds(&o->b, s);
-	if (o->b.len >= OUT_FLUSH)
-		out_flush(o);
-}
-
-static void
-out_text(struct out *o, const struct buf *b)
-{
-	buf_add(&o->b, b->s, b->len);
-	if (o->b.len >= OUT_FLUSH)
-		out_flush(o);
-}
 
 static void
 qents_add(struct qents *q, unsigned long id, time_t mtime)
@@ -92,8 +51,7 @@ qents_add(struct qents *q, unsigned long id, time_t mtime)
 	}
 	q->v[q->n].id = id;
 	q->v[q->n].mtime = mtime;
-	q->v[q->n].off = q->v[q->n].len = 0;
-	q->v[q->n].trouble = 0;
+	q->v[q->n].m = NULL;
 	q->n++;
 }
 
@@ -155,45 +113,83 @@ scan_dir(int dfd, const char *dir, struct qents *q, struct buf *why)
 	return 0;
 }
 
-/* "21 Nov 2026 23:35:57 GMT  #457  1234  <sender> [ bouncing]" */
-static void
-stats_line(struct buf *t, unsigned long id, time_t mtime, long long size,
-    const struct qrec *sender, int bouncing)
-{
-	char date[DATE_QMAIL_MAX];
-	size_t dl;
-	struct buf raw = BUF_INIT;
+/* ---- building a message ---- */
 
-	date_qmail(date, mtime);
-	dl = strlen(date);
-	if (dl > 6)
-		date[dl - 6] = '\0';	/* drop " -0000", as qmail-qread */
-	buf_printf(&raw, "%s GMT  #%lu  %lld  <", date, id, size);
-	buf_add(&raw, sender->addr, sender->len);
-	buf_adds(&raw, "> ");
-	if (bouncing)
-		buf_adds(&raw, " bouncing");
-	clean_add(t, raw.s, raw.len);
-	buf_addc(t, '\n');
-	buf_free(&raw);
+static void
+msg_start(struct qlist_msg *m, unsigned long id, time_t mtime, int preprocessed)
+{
+	m->id = id;
+	m->mtime = mtime;
+	m->preprocessed = preprocessed;
+	m->head = m->bouncing = m->trouble = 0;
+	m->size = 0;
+	m->sender_off = m->sender_len = 0;
+	m->nitems = 0;
+	buf_reset(&m->text);
 }
 
 static void
-trouble(struct buf *t, unsigned long id, const char *prefix, const char *path, int err,
+msg_free(struct qlist_msg *m)
+{
+	free(m->items);
+	buf_free(&m->text);
+	memset(m, 0, sizeof *m);
+}
+
+static struct qlist_item *
+msg_item(struct qlist_msg *m)
+{
+	struct qlist_item *it;
+
+	if (m->nitems == m->cap) {
+		m->cap = m->cap ? m->cap * 2 : 16;
+		m->items = xrealloc(m->items, m->cap * sizeof *m->items);
+	}
+	it = &m->items[m->nitems++];
+	memset(it, 0, sizeof *it);
+	it->off = m->text.len;
+	return it;
+}
+
+static void
+msg_head(struct qlist_msg *m, long long size, const struct qrec *sender, int bouncing)
+{
+	m->head = 1;
+	m->size = size;
+	m->bouncing = bouncing;
+	m->sender_off = m->text.len;
+	m->sender_len = sender->len;
+	buf_add(&m->text, sender->addr, sender->len);
+}
+
+static void
+msg_rcpt(struct qlist_msg *m, enum qdir chan, const struct qrec *r)
+{
+	struct qlist_item *it = msg_item(m);
+
+	it->chan = chan;
+	it->done = r->type == 'D';
+	buf_add(&m->text, r->addr, r->len);
+	it->len = r->len;
+}
+
+static void
+msg_trouble(struct qlist_msg *m, const char *prefix, const char *path, int err,
     const char *why)
 {
-	struct buf raw = BUF_INIT;
+	struct qlist_item *it = msg_item(m);
 
-	buf_printf(&raw, "warning: trouble with #%lu: ", id);
-	buf_printf(&raw, "%s%s", prefix, path);
+	it->trouble = 1;
+	m->trouble = 1;
+	buf_printf(&m->text, "%s%s", prefix, path);
 	if (err)
-		buf_printf(&raw, ": %s", strerror(err));
+		buf_printf(&m->text, ": %s", strerror(err));
 	if (why)
-		buf_printf(&raw, ": %s", why);
-	clean_add(t, raw.s, raw.len);
-	buf_addc(t, '\n');
-	buf_free(&raw);
+		buf_printf(&m->text, ": %s", why);
+	it->len = m->text.len - it->off;
 }
+
+/* ---- reading a message ---- */
 
 /* Size of mess/ for id: 0 ok, else errno (ENOENT: message gone). */
 static int
@@ -219,73 +215,64 @@ file_exists(const struct queue *q, enum qdir d, unsigned long id)
 	return fstatat(q->dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-/* Read queue file d/id into file.  0 ok; 1 trouble (a warning appended
- * to t); 2 gone (ENOENT: the caller decides what that means). */
+/* Read queue file d/id into file.  0 ok; 1 trouble (a warning added to
+ * m); 2 gone (ENOENT: the caller decides what that means). */
 static int
-load(const struct queue *q, enum qdir d, unsigned long id, struct buf *t, struct buf *file,
-    size_t max)
+load(const struct queue *q, enum qdir d, struct qlist_msg *m, struct buf *file, size_t max)
 {
 	char path[QPATH_MAX];
 	int rc;
 
-	queue_path(path, q, d, id);
+	queue_path(path, q, d, m->id);
 	rc = read_file_at(q->dfd, path, file, max);
 	if (rc == -1 && errno == ENOENT)
 		return 2;
 	if (rc == -1)
-		trouble(t, id, "cannot read ", path, errno, NULL);
+		msg_trouble(m, "cannot read ", path, errno, NULL);
 	else if (rc == -2)
-		trouble(t, id, "", path, 0, "too large");
+		msg_trouble(m, "", path, 0, "too large");
 	return rc == 0 ? 0 : 1;
 }
 
-/* A parser's verdict on d/id: 0 ok, else 1 with a warning appended. */
+/* A parser's verdict on d/id: 0 ok, else 1 with a warning added. */
 static int
-parsed(const struct queue *q, enum qdir d, unsigned long id, struct buf *t, int rc,
-    struct buf *why)
+parsed(const struct queue *q, enum qdir d, struct qlist_msg *m, int rc, struct buf *why)
 {
 	char path[QPATH_MAX];
 
 	if (rc == 0)
 		return 0;
-	queue_path(path, q, d, id);
-	trouble(t, id, "", path, 0, buf_cstr(why));
+	queue_path(path, q, d, m->id);
+	msg_trouble(m, "", path, 0, buf_cstr(why));
 	buf_free(why);
 	return 1;
 }
 
-/* One channel file (local/ or remote/) of id, appended to t.  0 ok,
- * 1 trouble (a warning appended). */
+/* One channel file (local/ or remote/) of m.  0 ok, 1 trouble. */
 static int
-list_channel(const struct queue *q, unsigned long id, enum qdir d, struct buf *t,
-    struct buf *file)
+read_channel(const struct queue *q, struct qlist_msg *m, enum qdir d, struct buf *file)
 {
-	const char *chan = d == Q_LOCAL ? "\tlocal\t" : "\tremote\t", *w;
 	struct buf why = BUF_INIT;
 	struct qrec r;
 	size_t off = 0, ntodo, ndone;
+	const char *w;
 	int rc;
 
-	rc = load(q, d, id, t, file, RCPTFILE_MAX);
+	rc = load(q, d, m, file, RCPTFILE_MAX);
 	if (rc == 2)
 		return 0;	/* no recipients on this channel */
-	if (rc == 1 || parsed(q, d, id, t,
+	if (rc == 1 || parsed(q, d, m,
 	    rcptfile_parse(file->s, file->len, &ntodo, &ndone, &why), &why))
 		return 1;
-	while (qrec_next(file->s, file->len, &off, &r, &w) == 1) {
-		if (r.type == 'D')
-			buf_adds(t, "  done");
-		buf_adds(t, chan);
-		clean_add(t, r.addr, r.len);
-		buf_addc(t, '\n');
-	}
+	while (qrec_next(file->s, file->len, &off, &r, &w) == 1)
+		msg_rcpt(m, d, &r);
 	return 0;
 }
 
-/* A preprocessed message: its text appended to t.  0 listed, 1 listed
- * or not with trouble, 2 skipped (left the queue). */
+/* A preprocessed message into m.  0 read, 1 read or not with trouble,
+ * 2 skipped (left the queue). */
 static int
-list_info(const struct queue *q, const struct qent *e, struct buf *t, struct buf *file)
+read_info(const struct queue *q, struct qlist_msg *m, struct buf *file)
 {
 	char path[QPATH_MAX];
 	struct buf why = BUF_INIT;
@@ -293,26 +280,26 @@ list_info(const struct queue *q, const struct qent *e, struct buf *t, struct buf
 	long long size = 0;
 	int rc, err, bad = 0;
 
-	if ((rc = load(q, Q_INFO, e->id, t, file, INFO_MAX)) != 0)
+	if ((rc = load(q, Q_INFO, m, file, INFO_MAX)) != 0)
 		return rc;	/* 2: finished since the scan */
-	if (parsed(q, Q_INFO, e->id, t, info_parse(file->s, file->len, &sender, &why), &why))
+	if (parsed(q, Q_INFO, m, info_parse(file->s, file->len, &sender, &why), &why))
 		return 1;
-	if ((err = mess_size(q, e->id, &size)) != 0) {
-		if (err == ENOENT && !file_exists(q, Q_INFO, e->id))
+	if ((err = mess_size(q, m->id, &size)) != 0) {
+		if (err == ENOENT && !file_exists(q, Q_INFO, m->id))
 			return 2;
-		queue_path(path, q, Q_MESS, e->id);
-		trouble(t, e->id, "cannot stat ", path, err, NULL);
+		queue_path(path, q, Q_MESS, m->id);
+		msg_trouble(m, "cannot stat ", path, err, NULL);
 		return 1;
 	}
-	stats_line(t, e->id, e->mtime, size, &sender, file_exists(q, Q_BOUNCE, e->id));
-	bad |= list_channel(q, e->id, Q_LOCAL, t, file);
-	bad |= list_channel(q, e->id, Q_REMOTE, t, file);
+	msg_head(m, size, &sender, file_exists(q, Q_BOUNCE, m->id));
+	bad |= read_channel(q, m, Q_LOCAL, file);
+	bad |= read_channel(q, m, Q_REMOTE, file);
 	return bad;
 }
 
-/* A message in todo/: its text appended to t.  Same results. */
+/* A message in todo/ into m.  Same results. */
 static int
-list_todo(const struct queue *q, struct qent *e, struct buf *t, struct buf *file)
+read_todo(const struct queue *q, struct qlist_msg *m, struct buf *file)
 {
 	char path[QPATH_MAX];
 	struct buf why = BUF_INIT;
@@ -323,21 +310,18 @@ list_todo(const struct queue *q, struct qent *e, struct buf *t, struct buf *file
 	size_t off;
 	int rc, err;
 
-	if ((rc = load(q, Q_TODO, e->id, t, file, RCPTFILE_MAX)) != 0)
+	if ((rc = load(q, Q_TODO, m, file, RCPTFILE_MAX)) != 0)
 		return rc;	/* 2: preprocessed since the scan */
-	if (parsed(q, Q_TODO, e->id, t, todo_parse(file->s, file->len, &env, &why), &why))
+	if (parsed(q, Q_TODO, m, todo_parse(file->s, file->len, &env, &why), &why))
 		return 1;
-	if ((err = mess_size(q, e->id, &size)) != 0) {
-		queue_path(path, q, Q_MESS, e->id);
-		trouble(t, e->id, "cannot stat ", path, err, NULL);
+	if ((err = mess_size(q, m->id, &size)) != 0) {
+		queue_path(path, q, Q_MESS, m->id);
+		msg_trouble(m, "cannot stat ", path, err, NULL);
 		return 1;
 	}
-	stats_line(t, e->id, e->mtime, size, &env.sender, 0);
-	for (off = env.rcpt_off; qrec_next(file->s, file->len, &off, &r, &w) == 1; ) {
-		buf_adds(t, "\ttodo\t");
-		clean_add(t, r.addr, r.len);
-		buf_addc(t, '\n');
-	}
+	msg_head(m, size, &env.sender, 0);
+	for (off = env.rcpt_off; qrec_next(file->s, file->len, &off, &r, &w) == 1; )
+		msg_rcpt(m, Q_TODO, &r);
 	return 0;
 }
 
@@ -357,30 +341,31 @@ scan_info(const struct queue *q, struct qents *info, struct buf *why)
 }
 
 int
-qlist_print(const struct queue *q, int fd, struct qlist_stats *st, struct buf *why)
+qlist_scan(const struct queue *q, qlist_fn fn, void *arg, struct qlist_stats *st,
+    struct buf *why)
 {
 	struct qents todo = { NULL, 0, 0 }, info = { NULL, 0, 0 };
-	struct buf todotext = BUF_INIT, t = BUF_INIT, file = BUF_INIT;
-	struct out o = { fd, BUF_INIT, 0 };
+	struct qlist_msg m;
+	struct buf file = BUF_INIT;
 	unsigned long *ids = NULL;
-	size_t i, start, ntodo = 0;
+	size_t i;
 	int rc = -1, r;
-	char line[128];
 
 	memset(st, 0, sizeof *st);
+	memset(&m, 0, sizeof m);
 	/* todo/ first, read at once: see the comment at the top. */
 	if (scan_dir(q->dfd, qdir_name[Q_TODO], &todo, why) < 0)
 		goto out;
 	for (i = 0; i < todo.n; i++) {
-		start = todotext.len;
-		r = list_todo(q, &todo.v[i], &todotext, &file);
-		if (r == 2) {
-			todo.v[i].id = 0;	/* gone: id 0 is never a message */
-			continue;
+		struct qlist_msg *t = xcalloc(1, sizeof *t);
+
+		msg_start(t, todo.v[i].id, todo.v[i].mtime, 0);
+		if (read_todo(q, t, &file) == 2) {
+			msg_free(t);
+			free(t);
+			continue;	/* gone: m stays NULL */
 		}
-		todo.v[i].off = start;
-		todo.v[i].len = todotext.len - start;
-		todo.v[i].trouble = r;
+		todo.v[i].m = t;
 	}
 	if (scan_info(q, &info, why) < 0)
 		goto out;
@@ -395,34 +380,192 @@ qlist_print(const struct queue *q, int fd, struct qlist_stats *st, struct buf *w
 		qsort(todo.v, todo.n, sizeof *todo.v, qent_cmp);
 
 	for (i = 0; i < info.n; i++) {
-		buf_reset(&t);
-		r = list_info(q, &info.v[i], &t, &file);
+		msg_start(&m, info.v[i].id, info.v[i].mtime, 1);
+		r = read_info(q, &m, &file);
 		if (r == 2)
 			continue;
 		st->queued++;
-		if (r == 1)
+		if (m.trouble)
 			st->trouble++;
-		out_text(&o, &t);
+		fn(&m, arg);
 	}
 	for (i = 0; i < todo.n; i++) {
 		const struct qent *e = &todo.v[i];
 
-		if (e->id == 0 || bsearch(&e->id, ids, info.n, sizeof *ids, id_cmp))
+		if (e->m == NULL || bsearch(&e->id, ids, info.n, sizeof *ids, id_cmp))
 			continue;
-		buf_reset(&t);
-		buf_add(&t, todotext.s + e->off, e->len);
-		out_text(&o, &t);
 		st->queued++;
-		ntodo++;
-		if (e->trouble)
+		st->todo++;
+		if (e->m->trouble)
 			st->trouble++;
+		fn(e->m, arg);
 	}
-	st->todo = ntodo;
-	snprintf(line, sizeof line, "messages in queue: %zu\n", st->queued);
-	out_raw(&o, line);
-	snprintf(line, sizeof line, "messages in queue but not yet preprocessed: %zu\n",
-	    st->todo);
-	out_raw(&o, line);
+	rc = 0;
+out:
+	for (i = 0; i < todo.n; i++)
+		if (todo.v[i].m) {
+			msg_free(todo.v[i].m);
+			free(todo.v[i].m);
+		}
+	msg_free(&m);
+	free(ids);
+	free(todo.v);
+	free(info.v);
+	buf_free(&file);
+	return rc;
+}
+
+/* ---- the listings ---- */
+
+struct out {
+	int fd;
+	enum qlist_format f;
+	size_t n;		/* messages written */
+	struct buf b;
+	int err;		/* errno of a failed write, or 0 */
+};
+
+static void
+out_flush(struct out *o)
+{
+	if (o->b.len > 0 && o->err == 0 && full_write(o->fd, o->b.s, o->b.len) < 0)
+		o->err = errno ? errno : EIO;
+	buf_reset(&o->b);
+}
+
+/* Text as qmail-qread prints it: bytes outside 32..126 become '_'. */
+static void
+clean_add(struct buf *b, const char *s, size_t n)
+{
+	size_t i;
+
+	buf_reserve(b, n);
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		b->s[b->len++] = (c >= 32 && c <= 126) ? (char)c : '_';
+	}
+	b->s[b->len] = '\0';
+}
+
+/* "21 Nov 2026 23:35:57 GMT  #457  1234  <sender> [ bouncing]", then
+ * the recipients and warnings in the order they were read. */
+static void
+render_text(struct buf *t, const struct qlist_msg *m)
+{
+	char date[DATE_QMAIL_MAX];
+	struct buf raw = BUF_INIT;
+	size_t dl, i;
+
+	if (m->head) {
+		date_qmail(date, m->mtime);
+		dl = strlen(date);
+		if (dl > 6)
+			date[dl - 6] = '\0';	/* drop " -0000", as qmail-qread */
+		buf_printf(&raw, "%s GMT  #%lu  %lld  <", date, m->id, m->size);
+		buf_add(&raw, m->text.s + m->sender_off, m->sender_len);
+		buf_adds(&raw, "> ");
+		if (m->bouncing)
+			buf_adds(&raw, " bouncing");
+		clean_add(t, raw.s, raw.len);
+		buf_addc(t, '\n');
+	}
+	for (i = 0; i < m->nitems; i++) {
+		const struct qlist_item *it = &m->items[i];
+
+		if (it->trouble) {
+			buf_reset(&raw);
+			buf_printf(&raw, "warning: trouble with #%lu: ", m->id);
+			buf_add(&raw, m->text.s + it->off, it->len);
+			clean_add(t, raw.s, raw.len);
+		} else {
+			if (it->done)
+				buf_adds(t, "  done");
+			buf_adds(t, it->chan == Q_LOCAL ? "\tlocal\t" :
+			    it->chan == Q_REMOTE ? "\tremote\t" : "\ttodo\t");
+			clean_add(t, m->text.s + it->off, it->len);
+		}
+		buf_addc(t, '\n');
+	}
+	buf_free(&raw);
+}
+
+/* One JSON object per message; see weir(8). */
+static void
+render_json(struct buf *t, const struct qlist_msg *m)
+{
+	struct tm tm;
+	char when[32];
+	size_t i, n;
+
+	gmtime_r(&m->mtime, &tm);
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	buf_printf(t, "{\"id\":%lu,\"queue_time\":\"%s\",\"preprocessed\":%s,", m->id, when,
+	    m->preprocessed ? "true" : "false");
+	if (m->head) {
+		buf_printf(t, "\"size\":%lld,\"sender\":", m->size);
+		json_str(t, m->text.s + m->sender_off, m->sender_len);
+	} else
+		buf_adds(t, "\"size\":null,\"sender\":null");
+	buf_printf(t, ",\"bouncing\":%s,\"recipients\":[", m->bouncing ? "true" : "false");
+	for (i = n = 0; i < m->nitems; i++) {
+		const struct qlist_item *it = &m->items[i];
+
+		if (it->trouble)
+			continue;
+		buf_adds(t, n++ ? ",{\"address\":" : "{\"address\":");
+		json_str(t, m->text.s + it->off, it->len);
+		buf_printf(t, ",\"channel\":%s,\"state\":\"%s\"}",
+		    it->chan == Q_LOCAL ? "\"local\"" : it->chan == Q_REMOTE ? "\"remote\"" : "null",
+		    it->chan == Q_TODO ? "not-preprocessed" : it->done ? "done" : "todo");
+	}
+	buf_adds(t, "],\"trouble\":[");
+	for (i = n = 0; i < m->nitems; i++) {
+		const struct qlist_item *it = &m->items[i];
+
+		if (!it->trouble)
+			continue;
+		if (n++)
+			buf_addc(t, ',');
+		json_str(t, m->text.s + it->off, it->len);
+	}
+	buf_adds(t, "]}");
+}
+
+static void
+write_one(const struct qlist_msg *m, void *arg)
+{
+	struct out *o = arg;
+
+	if (o->f == QLIST_JSON) {
+		buf_adds(&o->b, o->n ? ",\n" : "\n");
+		render_json(&o->b, m);
+	} else
+		render_text(&o->b, m);
+	o->n++;
+	if (o->b.len >= OUT_FLUSH)
+		out_flush(o);
+}
+
+int
+qlist_write(const struct queue *q, int fd, enum qlist_format f, struct qlist_stats *st,
+    struct buf *why)
+{
+	struct out o = { fd, f, 0, BUF_INIT, 0 };
+	int rc = -1;
+
+	if (f == QLIST_JSON)
+		buf_adds(&o.b, "{\"messages\":[");
+	if (qlist_scan(q, write_one, &o, st, why) < 0) {
+		out_flush(&o);
+		goto out;
+	}
+	if (f == QLIST_JSON)
+		buf_printf(&o.b, "%s],\"messages_in_queue\":%zu,\"not_yet_preprocessed\":%zu}\n",
+		    o.n ? "\n" : "", st->queued, st->todo);
+	else
+		buf_printf(&o.b, "messages in queue: %zu\n"
+		    "messages in queue but not yet preprocessed: %zu\n", st->queued, st->todo);
 	out_flush(&o);
 	if (o.err) {
 		buf_printf(why, "write: %s", strerror(o.err));
@@ -430,14 +573,12 @@ qlist_print(const struct queue *q, int fd, struct qlist_stats *st, struct buf *w
 	}
 	rc = st->trouble ? 1 : 0;
 out:
-	if (rc < 0)
-		out_flush(&o);
-	free(ids);
-	free(todo.v);
-	free(info.v);
-	buf_free(&todotext);
-	buf_free(&t);
-	buf_free(&file);
 	buf_free(&o.b);
 	return rc;
+}
+
+int
+qlist_print(const struct queue *q, int fd, struct qlist_stats *st, struct buf *why)
+{
+	return qlist_write(q, fd, QLIST_TEXT, st, why);
 }

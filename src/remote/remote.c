@@ -267,6 +267,101 @@ default_port(int tls)
 	return tls == UP_TLS_SMTPS ? 465 : tls == UP_TLS_NONE ? 25 : 587;
 }
 
+/* The secret (when up has a username) and the TLS client (unless tls =
+ * none) into p.  0 ok; -1 with the reason in err. */
+static int
+prepare(const struct weir_upstream *up, struct smtp_params *p, struct buf *secret,
+    struct buf *err)
+{
+	int rc;
+
+	if (up->username) {
+		if (up->secret_file)
+			rc = secret_from_file(up->secret_file, secret, err);
+		else
+			rc = secret_from_command(up->secret_command,
+			    clock_mono_ms() + (uint64_t)up->timeout_command * 1000, secret, err);
+		if (rc < 0)
+			return -1;
+		p->secret = secret->s;
+		p->secretlen = secret->len;
+	}
+	if (up->tls != UP_TLS_NONE &&
+	    (p->tls = tls_client_new(up->verify, up->ca_file, up->fingerprint, err)) == NULL) {
+		buf_printf(err, " (TLS set-up)");
+		return -1;
+	}
+	return 0;
+}
+
+/* weir-remote -T -u NAME: the probe (see remote.h).  Exit 0 when every
+ * step worked, 1 when one failed (its line says which and why), 2 for
+ * bad usage. */
+static int
+probe(const char *cfile, const char *upname)
+{
+	struct weir_config cfg;
+	const struct weir_upstream *up;
+	struct buf err = BUF_INIT, secret = BUF_INIT, out = BUF_INIT;
+	struct smtp_params p;
+	struct smtp_result res;
+	struct trouble_rules *rules = NULL;
+	int rc = 1, have_cfg = 0;
+	size_t i;
+
+	memset(&p, 0, sizeof p);
+	memset(&res, 0, sizeof res);
+	if (config_load(&cfg, cfile, &err) < 0) {
+		for (i = 0; i < err.len; i++)	/* "file:line: what" lines, on one */
+			if (err.s[i] == '\n')
+				err.s[i] = i + 1 < err.len ? ' ' : '\0';
+		buf_printf(&out, "config failed: %s\n", err.s);
+		goto out;
+	}
+	have_cfg = 1;
+	if ((up = config_upstream(&cfg, upname)) == NULL) {
+		buf_printf(&out, "config failed: no upstream \"%s\" in %s\n", upname,
+		    cfg.file ? cfg.file : "the configuration");
+		goto out;
+	}
+	if (up->host == NULL) {
+		/* A delivery takes the caller's host; the probe has none. */
+		buf_printf(&out, "config failed: upstream \"%s\" has no host to connect to\n",
+		    upname);
+		goto out;
+	}
+	p.up = up;
+	p.host = up->host;
+	p.port = up->port ? up->port : default_port(up->tls);
+	p.helo = cfg.hostname;
+	if (prepare(up, &p, &secret, &err) < 0) {
+		buf_printf(&out, "%s failed: %s\n", up->username && !p.secret ? "secret" : "tls",
+		    err.s);
+		goto out;
+	}
+	rules = trouble_new();
+	p.rules = rules;
+	log_info("probing upstream %s at %s:%u: no mail, no grant", up->name, p.host, p.port);
+	smtp_probe(&p, &res);
+	secret_wipe(&secret);
+	buf_add(&out, res.steps.s ? res.steps.s : "", res.steps.len);
+	rc = res.probe_failed ? 1 : 0;
+out:
+	if (full_write(STDOUT_FILENO, out.s ? out.s : "", out.len) < 0) {
+		log_warn("writing the probe's lines");
+		rc = 1;
+	}
+	smtp_result_free(&res);
+	secret_wipe(&secret);
+	trouble_free(rules);
+	tls_client_free(p.tls);
+	buf_free(&err);
+	buf_free(&out);
+	if (have_cfg)
+		config_free(&cfg);
+	return rc;
+}
+
 int
 remote_run(int argc, char **argv)
 {
@@ -282,17 +377,18 @@ remote_run(int argc, char **argv)
 	const char *const *rcpts;
 	struct gate gate;
 	size_t nrcpt;
-	int opt, rc, have_fallback = 0, have_cfg = 0, use_gate = 1, outfd = -1;
+	int opt, rc, have_fallback = 0, have_cfg = 0, use_gate = 1, outfd = -1, test = 0;
 	char *end;
 
 	memset(&p, 0, sizeof p);
 	memset(&gate, 0, sizeof gate);
 	gate.gc.fd = -1;
 	opterr = 0;
-	while ((opt = getopt(argc, argv, "+c:nr:u:")) != -1) {
+	while ((opt = getopt(argc, argv, "+c:nr:Tu:")) != -1) {
 		switch (opt) {
 		case 'c': cfile = optarg; break;
 		case 'n': use_gate = 0; break;
+		case 'T': test = 1; break;
 		case 'r':
 			outfd = (int)strtol(optarg, &end, 10);
 			if (*end || outfd < 3 || fcntl(outfd, F_GETFD) < 0)
@@ -304,6 +400,13 @@ remote_run(int argc, char **argv)
 			return whole(0, "weir-remote was invoked improperly: unknown option "
 			    "-%c. (#4.3.5)\n", optopt);
 		}
+	}
+	if (test) {
+		if (upname == NULL || optind != argc || use_gate == 0 || outfd >= 0) {
+			log_warnx("usage: weir-remote [-c FILE] -T -u UPSTREAM");
+			return 2;
+		}
+		return probe(cfile, upname);
 	}
 	if (argc - optind < 3)
 		return whole(0, "weir-remote was invoked improperly: usage: weir-remote "
@@ -375,22 +478,8 @@ remote_run(int argc, char **argv)
 	}
 	buf_free(&msg);
 
-	if (up->username) {
-		if (up->secret_file)
-			rc = secret_from_file(up->secret_file, &secret, &err);
-		else
-			rc = secret_from_command(up->secret_command,
-			    clock_mono_ms() + (uint64_t)up->timeout_command * 1000, &secret, &err);
-		if (rc < 0) {
-			rc = whole(nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
-			goto out;
-		}
-		p.secret = secret.s;
-		p.secretlen = secret.len;
-	}
-	if (up->tls != UP_TLS_NONE &&
-	    (p.tls = tls_client_new(up->verify, up->ca_file, up->fingerprint, &err)) == NULL) {
-		rc = whole(nrcpt, "weir-remote: TLS set-up: %s. (#4.3.0)\n", err.s);
+	if (prepare(up, &p, &secret, &err) < 0) {
+		rc = whole(nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
 		goto out;
 	}
 	rules = trouble_new();

@@ -2,6 +2,7 @@
  * remote.h: weir-remote, the qmail-remote(8) compatible deliverer.
  *
  *   weir-remote [-c FILE] [-u UPSTREAM] [-n] host sender recip...
+ *   weir-remote [-c FILE] -T -u UPSTREAM
  *
  * The message is read from fd 0 (a qmail mess file).  On fd 1 come one
  * report per recipient, in argument order: "r" delivered, "h" permanent
@@ -30,6 +31,14 @@
  * logs that it did so without a grant.  A gate that exists but does not
  * answer, or refuses, is "Z": never send ungoverned past a gate.  An
  * upstream without a section (no name) is not gated.
+ *
+ * The probe (-T, for weir test-relay): connect to the upstream, banner,
+ * EHLO, STARTTLS, EHLO, AUTH, QUIT, through the same state machine
+ * (smtp_probe), reading no message, sending no MAIL and asking the gate
+ * for nothing.  On fd 1, one line per step: "STEP ok: what" or "STEP
+ * failed: why" (STEP: config, secret, connect, tls, banner, ehlo, helo,
+ * starttls, auth, quit; "auth skipped: ..." without a username); exit 0
+ * if every step worked, 1 if one failed, 2 for bad usage.
  *
  * Trusts: its caller (weir-send or qmail-rspawn) for the arguments; the
  * administrator for weir.conf and the secret.  Config keys: hostname

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "lib/io.h"
+#include "mail/secretfile.h"
 #include "remote/secret.h"
 #include "remote/wait.h"
 
@@ -51,19 +52,8 @@ secret_from_file(const char *path, struct buf *out, struct buf *err)
 		buf_printf(err, "secret_file %s: %s", path, strerror(errno));
 		goto fail;
 	}
-	if (!S_ISREG(st.st_mode)) {
-		buf_printf(err, "secret_file %s: not a regular file", path);
+	if (secretfile_check(&st, path, err) < 0)	/* shared with weir check-config */
 		goto fail;
-	}
-	if (st.st_mode & 077) {
-		buf_printf(err, "secret_file %s: mode %04o lets group or others in; "
-		    "refusing it (chmod 600 %s)", path, (unsigned)(st.st_mode & 07777), path);
-		goto fail;
-	}
-	if (st.st_size > SECRET_MAX) {
-		buf_printf(err, "secret_file %s: over %d bytes", path, SECRET_MAX);
-		goto fail;
-	}
 	buf_reserve(out, SECRET_MAX + 1);
 	r = full_read(fd, out->s, SECRET_MAX + 1);
 	if (r < 0) {

@@ -15,8 +15,7 @@
 #include <stdint.h>
 
 #include "lib/buf.h"
-
-#define SECRET_MAX 65536
+#include "mail/secretfile.h"	/* SECRET_MAX, and the rule for secret_file */
 
 /* 0 ok (secret in out); -1 with a reason in err. */
 int secret_from_file(const char *path, struct buf *out, struct buf *err);

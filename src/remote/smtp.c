@@ -38,6 +38,12 @@ static const char *const state_name[] = {
 	"MAIL", "RCPT", "DATA", "BODY", "DOT", "RSET", "QUIT", "DONE",
 };
 
+/* The probe's names for the steps (smtp.h). */
+static const char *const step_name[] = {
+	"connect", "tls", "banner", "ehlo", "helo", "starttls", "tls", "auth",
+	"mail", "rcpt", "data", "data", "data", "rset", "quit", "done",
+};
+
 struct caps {
 	int starttls, pipelining, size, eightbitmime, enhanced;
 	unsigned long long sizemax;	/* 0: no limit given */
@@ -70,7 +76,27 @@ struct sess {
 	char fail_kind;			/* 's' or 'h' */
 	struct buf fail_text;
 	struct buf ok_text;
+	/* the probe (smtp_probe): stop after AUTH, say what each step did */
+	int probe;
+	const char *step;		/* the step running now */
 };
+
+/* The probe's line for a step that worked. */
+static void PRINTFLIKE(3, 4)
+probe_ok(struct sess *s, const char *step, const char *fmt, ...)
+{
+	va_list ap;
+	char line[1024];
+
+	if (!s->probe)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	buf_printf(&s->res->steps, "%s ok: ", step);
+	buf_add_oneline(&s->res->steps, line, strlen(line));
+	buf_addc(&s->res->steps, '\n');
+}
 
 static uint64_t
 deadline(long long seconds)
@@ -101,6 +127,16 @@ fail(struct sess *s, enum trouble_action a, const char *fmt, ...)
 	va_end(ap);
 	buf_adds(&s->fail_text, line);
 	log_warnx("%s: %s: %s", s->peer, trouble_action_name(a), line);
+	if (s->probe) {
+		size_t n = strlen(line);
+
+		while (n > 0 && line[n - 1] == '\n')
+			n--;
+		s->res->probe_failed = 1;
+		buf_printf(&s->res->steps, "%s failed: ", s->step ? s->step : "setup");
+		buf_add_oneline(&s->res->steps, line, n);
+		buf_addc(&s->res->steps, '\n');
+	}
 }
 
 /* A failed reply at a stage, in qmail-remote's words. */
@@ -211,6 +247,7 @@ st_connect(struct sess *s)
 	s->res->connected = 1;
 	s->usable = 1;
 	snprintf(s->peer, sizeof s->peer, "%s", s->c.peer);
+	probe_ok(s, "connect", "%s (%s)", s->c.peer, s->p->host);
 	if (s->up->tls == UP_TLS_NONE && !conn_peer_is_loopback(&s->c)) {
 		s->usable = 0;
 		s->res->relay_failure = 1;
@@ -245,6 +282,14 @@ st_tls(struct sess *s)
 	s->tls_active = 1;
 	memset(&s->caps, 0, sizeof s->caps);	/* nothing learnt in the clear survives */
 	log_info("%s: TLS established: %s", s->peer, tls_describe(s->c.tls, desc, sizeof desc));
+	if (s->probe) {
+		char peer[1024];
+
+		probe_ok(s, "tls", "%s; certificate %s; %s%s", desc,
+		    tls_peer_describe(s->c.tls, peer, sizeof peer),
+		    s->up->verify ? "verified (chain and host name)" : "NOT verified (verify = false)",
+		    s->up->fingerprint ? ", pinned fingerprint matches" : "");
+	}
 	return s->banner_seen ? S_EHLO : S_BANNER;
 }
 
@@ -260,6 +305,12 @@ st_banner(struct sess *s)
 	a = trouble_reply(s->p->rules, STAGE_BANNER, &s->r);
 	if (a != T_ACCEPT)
 		return fail_reply(s, STAGE_BANNER, a, "greeting failed");
+	if (s->probe) {
+		char line[SMTP_REPLY_LINE_MAX * 2];
+
+		oneline(s, line, sizeof line);
+		probe_ok(s, "banner", "%s", line);
+	}
 	return S_EHLO;
 }
 
@@ -341,7 +392,34 @@ after_hello(struct sess *s)
 		return S_STARTTLS;
 	if (s->p->secret)
 		return S_AUTH;
+	if (s->probe) {
+		buf_adds(&s->res->steps, "auth skipped: no username in the upstream section\n");
+		return S_QUIT;
+	}
 	return S_MAIL;
+}
+
+/* The probe's line for EHLO: every keyword line after the greeting. */
+static void
+probe_caps(struct sess *s, const char *cmd)
+{
+	const char *t = s->r.text.s ? s->r.text.s : "", *line = strchr(t, '\n');
+	struct buf all = BUF_INIT;
+
+	if (!s->probe)
+		return;
+	while (line) {
+		const char *end = strchr(++line, '\n');
+		size_t n = end ? (size_t)(end - line) : strlen(line);
+
+		if (all.len)
+			buf_adds(&all, ", ");
+		buf_add(&all, line, n);
+		line = end;
+	}
+	probe_ok(s, cmd, "%s%s", all.len ? "capabilities: " : "no capabilities",
+	    all.len ? all.s : "");
+	buf_free(&all);
 }
 
 /* s if it is one printable ASCII word (it goes on a command line),
@@ -377,6 +455,7 @@ st_ehlo(struct sess *s, int helo)
 			memset(&s->caps, 0, sizeof s->caps);
 		else
 			parse_caps(s);
+		probe_caps(s, helo ? "helo" : "ehlo");
 		return after_hello(s);
 	}
 	/* HELO only where nothing EHLO offers is needed. */
@@ -405,6 +484,12 @@ st_starttls(struct sess *s)
 	if (a != T_ACCEPT || s->r.code != 220)
 		return fail_reply(s, STAGE_STARTTLS, a == T_ACCEPT ? T_DEFER : a,
 		    "STARTTLS was refused");
+	if (s->probe) {
+		char line[SMTP_REPLY_LINE_MAX * 2];
+
+		oneline(s, line, sizeof line);
+		probe_ok(s, "starttls", "%s", line);
+	}
 	return S_TLS;
 }
 
@@ -502,7 +587,13 @@ st_auth(struct sess *s)
 	if (!saslc_complete(sc))
 		log_warnx("%s: AUTH %s: the server said yes before the mechanism finished",
 		    s->peer, mech);
-	next = S_MAIL;
+	if (s->probe) {
+		char line[SMTP_REPLY_LINE_MAX * 2];
+
+		oneline(s, line, sizeof line);
+		probe_ok(s, "auth", "%s as %s: %s", mech, s->up->username, line);
+	}
+	next = s->probe ? S_QUIT : S_MAIL;	/* the probe stops here */
 out:
 	saslc_free(sc);
 	if (ir.s)
@@ -793,8 +884,13 @@ st_quit(struct sess *s)
 	long long t = s->up->timeout_command < 10 ? s->up->timeout_command : 10;
 	enum state next;
 
-	if (put(s, "QUIT\r\n", 6, t, STAGE_QUIT, &next) == 0)
-		(void)get_reply(s, STAGE_QUIT, t, &next);
+	if (put(s, "QUIT\r\n", 6, t, STAGE_QUIT, &next) == 0 &&
+	    get_reply(s, STAGE_QUIT, t, &next) == 0 && s->probe && !s->fail_kind) {
+		char line[SMTP_REPLY_LINE_MAX * 2];
+
+		oneline(s, line, sizeof line);
+		probe_ok(s, "quit", "%s", line);
+	}
 	return S_DONE;
 }
 
@@ -860,29 +956,60 @@ conclude(struct sess *s)
 	}
 }
 
+static void
+sess_init(struct sess *s, const struct smtp_params *p, struct smtp_result *res)
+{
+	memset(s, 0, sizeof *s);
+	s->p = p;
+	s->up = p->up;
+	s->res = res;
+	s->c.fd = -1;
+	smtp_reply_init(&s->r);
+	snprintf(s->peer, sizeof s->peer, "%s:%u", p->host, p->port);
+}
+
+static void
+sess_free(struct sess *s)
+{
+	if (s->connected)
+		conn_close(&s->c);
+	smtp_reply_free(&s->r);
+	buf_free(&s->err);
+	buf_free(&s->fail_text);
+	buf_free(&s->ok_text);
+}
+
+/* From st to DONE, one logged transition at a time. */
+static void
+run_machine(struct sess *s, enum state st)
+{
+	enum state nx;
+
+	while (st != S_DONE) {
+		s->step = step_name[st];
+		nx = step(s, st);
+		log_info("%s: %s -> %s", s->peer, state_name[st], state_name[nx]);
+		st = nx;
+	}
+}
+
 void
 smtp_deliver(const struct smtp_params *p, const char *sender, const char *const *rcpts,
     size_t nrcpt, const struct buf *wire, const struct body_info *info,
     struct smtp_result *res)
 {
 	struct sess s;
-	enum state st = S_CONNECT, nx;
+	enum state st = S_CONNECT;
 	const char *why;
 	size_t i, good = 0;
 
 	memset(res, 0, sizeof *res);
 	res->rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *res->rcpt);
 	res->nrcpt = nrcpt;
-	memset(&s, 0, sizeof s);
-	s.p = p;
-	s.up = p->up;
-	s.res = res;
+	sess_init(&s, p, res);
 	s.sender = sender;
 	s.wire = wire;
 	s.info = info;
-	s.c.fd = -1;
-	smtp_reply_init(&s.r);
-	snprintf(s.peer, sizeof s.peer, "%s:%u", p->host, p->port);
 
 	/* An address with a control byte could smuggle commands. */
 	if ((why = envelope_addr_problem(sender, strlen(sender))) != NULL) {
@@ -898,18 +1025,22 @@ smtp_deliver(const struct smtp_params *p, const char *sender, const char *const 
 	}
 	if (good == 0 && st != S_DONE)
 		st = S_DONE;
-	while (st != S_DONE) {
-		nx = step(&s, st);
-		log_info("%s: %s -> %s", s.peer, state_name[st], state_name[nx]);
-		st = nx;
-	}
-	if (s.connected)
-		conn_close(&s.c);
+	run_machine(&s, st);
 	conclude(&s);
-	smtp_reply_free(&s.r);
-	buf_free(&s.err);
-	buf_free(&s.fail_text);
-	buf_free(&s.ok_text);
+	sess_free(&s);
+}
+
+void
+smtp_probe(const struct smtp_params *p, struct smtp_result *res)
+{
+	struct sess s;
+
+	memset(res, 0, sizeof *res);
+	res->rcpt = xcalloc(1, sizeof *res->rcpt);
+	sess_init(&s, p, res);
+	s.probe = 1;
+	run_machine(&s, S_CONNECT);
+	sess_free(&s);
 }
 
 void
@@ -922,5 +1053,6 @@ smtp_result_free(struct smtp_result *res)
 	free(res->rcpt);
 	buf_free(&res->text);
 	buf_free(&res->throttle);
+	buf_free(&res->steps);
 	memset(res, 0, sizeof *res);
 }

@@ -5,7 +5,8 @@
  *     -> MAIL -> RCPT... -> DATA -> BODY -> DOT -> (MAIL again | QUIT) -> DONE
  *
  * (smtps: CONNECT -> TLS -> BANNER -> EHLO -> ...).  Every transition is
- * logged.  Each wait has its own timeout (struct weir_upstream, RFC 5321
+ * logged.  The probe (smtp_probe, weir-remote -T) runs the same machine
+ * and stops after AUTH: ... -> [AUTH] -> QUIT -> DONE, no MAIL.  Each wait has its own timeout (struct weir_upstream, RFC 5321
  * 4.5.3.2 defaults).  With PIPELINING, MAIL, the RCPTs and DATA go out in
  * one write and their replies are read in order (RFC 2920).  Recipients
  * go in transactions of at most max_recipients (and RCPTMAX, RFC 9422
@@ -57,6 +58,11 @@ struct smtp_result {
 	int relay_failure;	/* connect, TLS, AUTH or MAIL FROM failed */
 	int connected;		/* a connection to the upstream was made */
 	size_t transactions;	/* transactions that reached DATA */
+	/* smtp_probe only: one line per step, "STEP ok: what" or "STEP
+	 * failed: why" (STEP: connect, tls, banner, ehlo, helo, starttls,
+	 * auth, quit), and whether one failed. */
+	struct buf steps;
+	int probe_failed;
 };
 
 /* Deliver the encoded message (body_encode's output) from sender to
@@ -64,6 +70,9 @@ struct smtp_result {
 void smtp_deliver(const struct smtp_params *p, const char *sender, const char *const *rcpts,
     size_t nrcpt, const struct buf *wire, const struct body_info *info,
     struct smtp_result *res);
+/* Connect, greet, STARTTLS, AUTH as for a delivery, then QUIT: no MAIL.
+ * What each step did goes to res->steps.  Never fails as a function. */
+void smtp_probe(const struct smtp_params *p, struct smtp_result *res);
 void smtp_result_free(struct smtp_result *res);
 
 #endif

@@ -317,6 +317,43 @@ tls_describe(const struct tls_session *s, char *buf, size_t max)
 	return buf;
 }
 
+const char *
+tls_peer_describe(const struct tls_session *s, char *buf, size_t max)
+{
+	X509 *cert = SSL_get0_peer_certificate(s->ssl);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+	size_t o;
+	char subject[256] = "?", issuer[256] = "?", hex[3 * EVP_MAX_MD_SIZE + 1] = "?";
+	BIO *b;
+
+	if (cert == NULL) {
+		snprintf(buf, max, "no certificate");
+		return buf;
+	}
+	/* RFC 2253 order, one line, UTF-8 kept, no escaping of it. */
+	if ((b = BIO_new(BIO_s_mem())) != NULL) {
+		int n;
+
+		if (X509_NAME_print_ex(b, X509_get_subject_name(cert), 0,
+		    XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) >= 0 &&
+		    (n = BIO_read(b, subject, sizeof subject - 1)) >= 0)
+			subject[n] = '\0';
+		(void)BIO_reset(b);
+		if (X509_NAME_print_ex(b, X509_get_issuer_name(cert), 0,
+		    XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) >= 0 &&
+		    (n = BIO_read(b, issuer, sizeof issuer - 1)) >= 0)
+			issuer[n] = '\0';
+		BIO_free(b);
+	}
+	if (X509_digest(cert, EVP_sha256(), md, &mdlen) == 1)
+		for (i = 0, o = 0; i < mdlen && o + 4 <= sizeof hex; i++)
+			o += (size_t)snprintf(hex + o, sizeof hex - o, "%s%02X", i ? ":" : "", md[i]);
+	ERR_clear_error();
+	snprintf(buf, max, "subject %s, issuer %s, SHA-256 %s", subject, issuer, hex);
+	return buf;
+}
+
 void
 tls_session_free(struct tls_session *s)
 {

@@ -48,6 +48,9 @@ enum tls_status tls_write(struct tls_session *s, const void *p, size_t n, uint64
     struct buf *err);
 /* "TLSv1.3 TLS_AES_256_GCM_SHA384", for the log. */
 const char *tls_describe(const struct tls_session *s, char *buf, size_t max);
+/* The peer's certificate, for weir-remote -T: "subject CN=..., issuer
+ * CN=..., SHA-256 AB:CD:...", or "no certificate". */
+const char *tls_peer_describe(const struct tls_session *s, char *buf, size_t max);
 /* Send close_notify (no waiting) and free. */
 void tls_session_free(struct tls_session *s);
 

@@ -426,6 +426,43 @@ on_term(struct evloop *ev, int signo, void *arg)
 }
 
 static void
+on_lock_timeout(int signo)
+{
+	(void)signo;	/* only to interrupt flock() */
+}
+
+/*
+ * One weir-send per queue.  Right after a weir-send was killed, a child
+ * of it that had not yet reached exec may still hold the lock for a
+ * moment: wait for it (blocked in flock, not polling) up to LOCK_WAIT_S
+ * seconds, then give up.
+ */
+#define LOCK_WAIT_S 3
+
+static void
+take_lock(int fd, const char *queue)
+{
+	struct sigaction sa, old;
+
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return;
+	if (errno != EWOULDBLOCK)
+		fatal(111, "lock lock/sendmutex");
+	log_info("lock/sendmutex is taken; waiting up to %d s", LOCK_WAIT_S);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_lock_timeout;	/* no SA_RESTART: flock returns EINTR */
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, &old) < 0)
+		fatal(111, "sigaction");
+	alarm(LOCK_WAIT_S);
+	if (flock(fd, LOCK_EX) < 0)
+		fatal(111, "lock/sendmutex: another weir-send (or qmail-send) runs on %s", queue);
+	alarm(0);
+	if (sigaction(SIGALRM, &old, NULL) < 0)
+		fatal(111, "sigaction");
+}
+
+static void
 on_hup(struct evloop *ev, int signo, void *arg)
 {
 	(void)ev; (void)signo; (void)arg;
@@ -451,9 +488,7 @@ sched_run(const struct sched_opts *o)
 	lockfd = openat(o->q->dfd, "lock/sendmutex", O_WRONLY | O_CLOEXEC);
 	if (lockfd < 0)
 		fatal(111, "open lock/sendmutex");
-	if (flock(lockfd, LOCK_EX | LOCK_NB) < 0)
-		fatal(111, "lock/sendmutex: another weir-send (or qmail-send) runs on %s",
-		    o->q->path);
+	take_lock(lockfd, o->q->path);
 
 	s.tabsize = 1024;
 	s.tab = xcalloc(s.tabsize, sizeof *s.tab);

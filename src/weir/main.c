@@ -11,15 +11,22 @@
 #include "mail/config.h"
 #include "weir/weir.h"
 
+/* fn gets the loaded config; raw, for a command that loads (and judges)
+ * the config itself, gets the -c argument. */
 static const struct {
 	const char *name;
 	int (*fn)(int, char **, struct weir_config *);
+	int (*raw)(int, char **, const char *);
 	const char *help;
 } cmds[] = {
-	{ "queue-init",  cmd_queue_init,  "[--split N] [DIR]  create a queue (idempotent)" },
-	{ "queue-check", cmd_queue_check, "[DIR]              verify a queue, change nothing" },
-	{ "run",         cmd_run,         "                   run weir-gate and weir-send in the foreground" },
-	{ "flush",       cmd_flush,       "                   try every deferred message now (through the gate)" },
+	{ "queue-init",   cmd_queue_init,  NULL, "[--split N] [DIR]  create a queue (idempotent)" },
+	{ "queue-check",  cmd_queue_check, NULL, "[DIR]              verify a queue, change nothing" },
+	{ "run",          cmd_run,         NULL, "                   run weir-gate and weir-send in the foreground" },
+	{ "flush",        cmd_flush,       NULL, "                   try every deferred message now (through the gate)" },
+	{ "queue",        cmd_queue,       NULL, "[--json]           list the queue, as mailq" },
+	{ "status",       cmd_status,      NULL, "[--json]           the gate, the queue, the time to drain it" },
+	{ "check-config", NULL, cmd_check_config, "                   check weir.conf and the policy, say every error" },
+	{ "test-relay",   cmd_test_relay,  NULL, "[-v] [UPSTREAM...] connect, TLS, AUTH to each upstream; send nothing" },
 };
 
 static int
@@ -29,7 +36,7 @@ usage(void)
 
 	fprintf(stderr, "usage: weir [-c FILE] COMMAND [ARGS]\n");
 	for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-		fprintf(stderr, "  weir %-12s %s\n", cmds[i].name, cmds[i].help);
+		fprintf(stderr, "  weir %-13s%s\n", cmds[i].name, cmds[i].help);
 	return 2;
 }
 
@@ -63,6 +70,8 @@ main(int argc, char **argv)
 		log_warnx("unknown command \"%s\"", argv[0]);
 		return usage();
 	}
+	if (cmds[i].raw)
+		return cmds[i].raw(argc, argv, cfile);
 	if (config_load(&cfg, cfile, &err) < 0) {
 		fputs(err.s, stderr);
 		return 2;

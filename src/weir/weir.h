@@ -1,7 +1,8 @@
 /*
  * weir.h: the operator command's subcommands.  Each takes its own argv
  * (argv[0] is the subcommand name) and the loaded config, and returns the
- * exit status.
+ * exit status; check-config instead loads the config itself, as its
+ * errors are what it reports.
  */
 #ifndef WEIR_WEIR_H
 #define WEIR_WEIR_H
@@ -12,5 +13,10 @@ int cmd_queue_init(int argc, char **argv, struct weir_config *cfg);
 int cmd_queue_check(int argc, char **argv, struct weir_config *cfg);
 int cmd_run(int argc, char **argv, struct weir_config *cfg);
 int cmd_flush(int argc, char **argv, struct weir_config *cfg);
+int cmd_queue(int argc, char **argv, struct weir_config *cfg);
+int cmd_status(int argc, char **argv, struct weir_config *cfg);
+int cmd_test_relay(int argc, char **argv, struct weir_config *cfg);
+/* Loads the config itself (its errors are findings): gets -c's argument. */
+int cmd_check_config(int argc, char **argv, const char *cfile);
 
 #endif

@@ -1,0 +1,376 @@
+/*
+ * checkconfig.c: `weir [-c FILE] check-config`: load weir.conf and its
+ * policy_file with the real parsers (mail/config.c, mail/policy.c) and
+ * print every error, then check what neither parser can see alone:
+ *
+ *   - every upstream of weir.conf has a section in the policy (weir-gate
+ *     refuses requests for one without), and its name can travel in the
+ *     gate protocol; a policy section no upstream uses is a warning;
+ *   - secret_file passes weir-remote's rule (mail/secretfile.h: the same
+ *     function, not a copy), ca_file is a readable file;
+ *   - admin is a fully qualified address that is not local to this host
+ *     (local recipients are rewritten to it), hostname is a sane domain
+ *     name; the queue exists.
+ *
+ * Every finding is one line on standard output, "FILE:LINE: what" for an
+ * error and "FILE:LINE: warning: what" for a warning (without LINE when
+ * the key is not in the file: a default), then a summary line.  Exit 0
+ * when there is no error (warnings allowed), 1 when there is one.
+ *
+ * libconfuse keeps no line for a key, only for a section's end: the line
+ * of a key is found by looking for "key =" at the start of a line (at
+ * the top level, or between "upstream "NAME"" and the section's end);
+ * when that fails (a default, or several keys on one line) the section's
+ * line, or the file alone, is given.
+ *
+ * Trusts: nothing in the files it checks.  Config keys: all of them.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/io.h"
+#include "lib/log.h"
+#include "mail/config.h"
+#include "mail/policy.h"
+#include "mail/secretfile.h"
+#include "weir/weir.h"
+
+struct check {
+	const char *cfile;	/* weir.conf as named, or NULL: defaults only */
+	struct buf text;	/* weir.conf's bytes, for key lines */
+	int errors, warnings;
+};
+
+static void PRINTFLIKE(4, 5)
+finding(struct check *k, int warn, const char *where, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s: %s", where, warn ? "warning: " : "");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	if (warn)
+		k->warnings++;
+	else
+		k->errors++;
+}
+
+/* Each line of a parser's error text ("file:line: what\n" ...). */
+static void
+parser_errors(struct check *k, const struct buf *err)
+{
+	const char *p = err->s, *nl;
+
+	while (p && *p) {
+		nl = strchr(p, '\n');
+		printf("%.*s\n", (int)(nl ? nl - p : (long)strlen(p)), p);
+		k->errors++;
+		p = nl ? nl + 1 : NULL;
+	}
+}
+
+/* Does line p (up to its newline) set key: "key =" after blanks? */
+static int
+sets_key(const char *p, const char *key)
+{
+	size_t n = strlen(key);
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (strncmp(p, key, n) != 0)
+		return 0;
+	p += n;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return *p == '=';
+}
+
+/* Does line p open the section: upstream "name" (the title quoted)? */
+static int
+opens_section(const char *p, const char *name)
+{
+	size_t n = strlen(name);
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (strncmp(p, "upstream", 8) != 0 || (p[8] != ' ' && p[8] != '\t'))
+		return 0;
+	p += 8;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return *p == '"' && strncmp(p + 1, name, n) == 0 && p[1 + n] == '"';
+}
+
+/* The line of key in weir.conf: at the top level (section NULL: the
+ * first line setting it), or in upstream section (from the line opening
+ * it to last, its closing brace); key NULL: the section's first line.
+ * 0 when not found. */
+static int
+find_line(const struct check *k, const char *section, const char *key, int last)
+{
+	const char *p = k->text.s;
+	int line = 1, in = section == NULL;
+
+	for (; p && *p; line++) {
+		if (section && !in && opens_section(p, section)) {
+			in = 1;
+			if (key == NULL)
+				return line;
+		}
+		if (in && key && sets_key(p, key))
+			return line;
+		if (section && in && line >= last)
+			return 0;
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return 0;
+}
+
+/* "weir.conf:12" for a top-level key set in the file, else "weir.conf". */
+static void
+key_where(struct check *k, const char *key, char *out, size_t max)
+{
+	const char *file = k->cfile ? k->cfile : "(defaults)";
+	int line = find_line(k, NULL, key, 0);
+
+	if (line)
+		snprintf(out, max, "%s:%d", file, line);
+	else
+		snprintf(out, max, "%s", file);
+}
+
+/* "weir.conf:12" for key (NULL: the section itself) in upstream u; the
+ * section's closing line if not found. */
+static void
+up_where(struct check *k, const struct weir_upstream *u, const char *key, char *out,
+    size_t max)
+{
+	int line = find_line(k, u->name, key, u->line);
+
+	snprintf(out, max, "%s:%d", k->cfile, line ? line : u->line);
+}
+
+/* RFC 1035 host name: labels of letters, digits and hyphens, 1 to 63
+ * bytes, not starting or ending with a hyphen; at most 253 bytes.  NULL
+ * when sane, else why not. */
+static const char *
+hostname_problem(const char *h)
+{
+	size_t n = strlen(h), lab = 0, i;
+
+	if (n == 0 || n > 253)
+		return "must be 1 to 253 bytes";
+	for (i = 0; i <= n; i++) {
+		char c = h[i];
+
+		if (c == '.' || c == '\0') {
+			if (lab == 0)
+				return "has an empty label";
+			if (h[i - 1] == '-')
+				return "has a label ending in '-'";
+			lab = 0;
+			continue;
+		}
+		if (!isalnum((unsigned char)c) && c != '-')
+			return "may hold only letters, digits, '-' and '.'";
+		if (lab == 0 && c == '-')
+			return "has a label starting with '-'";
+		if (++lab > 63)
+			return "has a label over 63 bytes";
+	}
+	return NULL;
+}
+
+static void
+check_hostname(struct check *k, const struct weir_config *c)
+{
+	char where[512];
+	const char *why;
+
+	key_where(k, "hostname", where, sizeof where);
+	if ((why = hostname_problem(c->hostname)) != NULL)
+		finding(k, 0, where, "hostname \"%s\" %s", c->hostname, why);
+	else if (strchr(c->hostname, '.') == NULL)
+		finding(k, 1, where, "hostname \"%s\" is not fully qualified (mail.example.org): "
+		    "it names this host in EHLO and makes bare addresses user@%s",
+		    c->hostname, c->hostname);
+}
+
+/* Local to this host, as weir-send decides: no domain, localhost or
+ * our host name. */
+static int
+domain_is_local(const char *d, const struct weir_config *c)
+{
+	return strcasecmp(d, "localhost") == 0 || strcasecmp(d, c->hostname) == 0;
+}
+
+static void
+check_admin(struct check *k, const struct weir_config *c)
+{
+	const char *at = strrchr(c->admin, '@');
+	char where[512];
+
+	key_where(k, "admin", where, sizeof where);
+	if (at == NULL || at == c->admin || at[1] == '\0' || strchr(at + 1, '.') == NULL ||
+	    hostname_problem(at + 1) != NULL)
+		finding(k, 1, where, "admin = \"%s\" is not a fully qualified address "
+		    "(postmaster@example.org): local recipients and failed bounces are "
+		    "rewritten to it and sent to the upstream", c->admin);
+	else if (domain_is_local(at + 1, c))
+		finding(k, 1, where, "admin = \"%s\" is local to this host (hostname \"%s\"): "
+		    "local recipients are rewritten to it, so it must be an address "
+		    "elsewhere", c->admin, c->hostname);
+}
+
+static void
+check_queue(struct check *k, const struct weir_config *c)
+{
+	char where[512], *trig;
+	struct stat st;
+
+	key_where(k, "queue_dir", where, sizeof where);
+	if (stat(c->queue_dir, &st) < 0) {
+		finding(k, 1, where, "queue_dir %s: %s (weir queue-init makes it)", c->queue_dir,
+		    strerror(errno));
+		return;
+	}
+	trig = xasprintf("%s/lock/trigger", c->queue_dir);
+	if (stat(trig, &st) < 0 || !S_ISFIFO(st.st_mode))
+		finding(k, 1, where, "queue_dir %s: no lock/trigger FIFO: not a queue yet "
+		    "(weir queue-init makes it)", c->queue_dir);
+	free(trig);
+}
+
+static void
+check_upstream(struct check *k, const struct weir_upstream *u, const struct policy *pol,
+    int have_policy)
+{
+	char where[512];
+	struct buf why = BUF_INIT;
+	struct stat st;
+
+	up_where(k, u, NULL, where, sizeof where);
+	if (!policy_valid_name(u->name))
+		finding(k, 0, where, "upstream \"%s\": a name is 1 to %d of A-Z a-z 0-9 . - _ "
+		    "(it travels in weir-gate's protocol)", u->name, POLICY_NAME_MAX);
+	else if (have_policy && policy_upstream(pol, u->name) == NULL)
+		finding(k, 0, where, "upstream \"%s\" has no upstream \"%s\" section in %s: "
+		    "weir-gate refuses to grant sends through it", u->name, u->name, pol->file);
+	if (u->secret_file) {
+		up_where(k, u, "secret_file", where, sizeof where);
+		if (stat(u->secret_file, &st) < 0)
+			finding(k, 0, where, "upstream \"%s\": secret_file %s: %s", u->name,
+			    u->secret_file, strerror(errno));
+		else if (secretfile_check(&st, u->secret_file, &why) < 0)
+			finding(k, 0, where, "upstream \"%s\": %s", u->name, why.s);
+		else if (st.st_size == 0)
+			finding(k, 0, where, "upstream \"%s\": secret_file %s: empty", u->name,
+			    u->secret_file);
+		buf_free(&why);
+	}
+	if (u->ca_file) {
+		up_where(k, u, "ca_file", where, sizeof where);
+		if (stat(u->ca_file, &st) < 0)
+			finding(k, 0, where, "upstream \"%s\": ca_file %s: %s", u->name, u->ca_file,
+			    strerror(errno));
+		else if (!S_ISREG(st.st_mode))
+			finding(k, 0, where, "upstream \"%s\": ca_file %s: not a regular file",
+			    u->name, u->ca_file);
+		else if (access(u->ca_file, R_OK) < 0)
+			finding(k, 1, where, "upstream \"%s\": ca_file %s: %s (as this user)",
+			    u->name, u->ca_file, strerror(errno));
+	}
+	up_where(k, u, "verify", where, sizeof where);
+	if (u->tls != UP_TLS_NONE && !u->verify && !u->fingerprint)
+		finding(k, 1, where, "upstream \"%s\": verify = false and no fingerprint: "
+		    "anyone on the path can read the secret and the mail", u->name);
+	up_where(k, u, NULL, where, sizeof where);
+	if (u->host == NULL)
+		finding(k, 1, where, "upstream \"%s\": no host: the host given by the caller "
+		    "is used", u->name);
+}
+
+static void
+check_cross(struct check *k, const struct weir_config *c, const struct policy *pol,
+    int have_policy)
+{
+	char where[512];
+	size_t i;
+
+	if (c->nupstreams == 0) {
+		finding(k, 1, k->cfile ? k->cfile : "(defaults)", "no upstream section: "
+		    "weir-remote would send to the host it is given, unauthenticated and "
+		    "ungoverned");
+	}
+	for (i = 0; i < c->nupstreams; i++)
+		check_upstream(k, &c->upstreams[i], pol, have_policy);
+	if (!have_policy)
+		return;
+	for (i = 0; i < pol->nup; i++)
+		if (config_upstream(c, pol->up[i].name) == NULL) {
+			snprintf(where, sizeof where, "%s:%d", pol->file, pol->up[i].line);
+			finding(k, 1, where, "upstream \"%s\" is not an upstream of %s: its limits "
+			    "are never used", pol->up[i].name, k->cfile ? k->cfile : "weir.conf");
+		}
+}
+
+int
+cmd_check_config(int argc, char **argv, const char *cfile)
+{
+	struct weir_config c;
+	struct policy pol;
+	struct buf err = BUF_INIT;
+	struct check k;
+	int cfg_ok, have_policy = 0;
+
+	(void)argv;
+	memset(&k, 0, sizeof k);
+	memset(&pol, 0, sizeof pol);
+	if (argc != 1) {
+		log_warnx("usage: weir [-c FILE] check-config");
+		return 2;
+	}
+	cfg_ok = config_load(&c, cfile, &err) == 0;
+	parser_errors(&k, &err);
+	buf_reset(&err);
+	k.cfile = c.file;
+	if (c.file == NULL && !cfg_ok)
+		goto summary;	/* it did not parse: the policy file it names is unknown */
+	if (c.file && read_file_at(AT_FDCWD, c.file, &k.text, 1 << 24) != 0)
+		buf_reset(&k.text);	/* no lines, then */
+	if (policy_load(&pol, c.policy_file, &err) == 0)
+		have_policy = 1;
+	else
+		parser_errors(&k, &err);
+	check_hostname(&k, &c);
+	check_admin(&k, &c);
+	check_queue(&k, &c);
+	check_cross(&k, &c, &pol, have_policy);
+summary:
+	printf("check-config: %d error%s, %d warning%s", k.errors, k.errors == 1 ? "" : "s",
+	    k.warnings, k.warnings == 1 ? "" : "s");
+	if (c.file == NULL && !cfg_ok)
+		printf(" (the policy file was not checked)\n");
+	else
+		printf(" in %s and %s\n", c.file ? c.file : "the defaults (no weir.conf)",
+		    c.policy_file);
+	policy_free(&pol);
+	config_free(&c);
+	buf_free(&err);
+	buf_free(&k.text);
+	if (fflush(stdout) != 0)
+		return 2;
+	return k.errors ? 1 : 0;
+}

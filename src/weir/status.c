@@ -1,0 +1,512 @@
+/*
+ * status.c: `weir [-c FILE] status [--json]`: what the relay is doing.
+ *
+ *   1. weir-gate's status, asked through mail/gateclient.h (the only way
+ *      to speak to the gate): its windows, grants held, waiting requests,
+ *      suspension with reason and end.  Printed as the gate wrote it (or,
+ *      with --json, its JSON document embedded as "gate").
+ *   2. The queue, through qlist_scan (the scan mailq and `weir queue`
+ *      use): messages, not yet preprocessed, recipients not done, the
+ *      oldest message's queue time and age.
+ *   3. An estimate of the time to drain the backlog at the current
+ *      policy, per upstream (the upstream of a message is the one weir-
+ *      send picks: config_upstream_for its sender):
+ *        sends      = sum over messages of ceil(not-done recipients /
+ *                     recipients per transaction), each one message and
+ *                     one connection for the gate (as weir-remote asks);
+ *        for each window (N per T, U already used): weight B of the
+ *                     backlog in its unit, time = floor((B + U - 1) / N) * T;
+ *        estimate   = the largest of those, plus what is left of a
+ *                     suspension.
+ *      It is a lower bound: it assumes every attempt succeeds, counts no
+ *      time for the deliveries themselves and treats a calendar window
+ *      like a sliding one.  The windows and their use come from the gate
+ *      (what it enforces now); when it does not answer, from policy_file
+ *      with nothing used.
+ *
+ * The gate's text status is read for the numbers of step 3 (lines
+ * "upstream NAME: ..." and "  window N UNIT per Ts...: ... = U of N", as
+ * src/gate/status.c writes them); a line that does not parse leaves that
+ * window out of the estimate, it is never guessed.
+ *
+ * Exit 0; 1 when the gate did not answer or the queue could not be read
+ * (everything else is printed all the same); 2 for bad usage.
+ *
+ * Trusts: the gate's replies as far as gateproto.c parses them, nothing
+ * in the queue.  Config keys: gate_socket, policy_file, queue_dir,
+ * queue_split, upstream sections (names, senders, max_recipients).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/json.h"
+#include "lib/log.h"
+#include "mail/gateclient.h"
+#include "mail/policy.h"
+#include "mail/qlist.h"
+#include "mail/queue.h"
+#include "weir/weir.h"
+
+#define GATE_TIMEOUT_S 5
+
+struct swin {
+	long long limit, per, used;
+	enum policy_unit unit;
+};
+
+/* Per upstream: the backlog, and the windows that pace it. */
+struct sup {
+	char *name;
+	unsigned long long messages, recipients, sends;
+	unsigned cap;			/* recipients per transaction */
+	struct swin *win;
+	size_t nwin;
+	int known;			/* windows known (gate or policy) */
+	long long suspended;		/* seconds left, from the gate */
+	long long estimate;		/* seconds, or -1: no window known */
+	const struct swin *bottleneck;
+};
+
+struct st {
+	const struct weir_config *cfg;
+	struct sup *up;
+	size_t nup;
+	struct sup other;		/* no upstream section for the sender */
+	unsigned long long messages, todo, rcpt_left, trouble;
+	time_t oldest;
+	int have_oldest;
+};
+
+static struct sup *
+sup_find(struct st *s, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < s->nup; i++)
+		if (strcmp(s->up[i].name, name) == 0)
+			return &s->up[i];
+	return NULL;
+}
+
+/* ---- the queue ---- */
+
+static void
+count_one(const struct qlist_msg *m, void *arg)
+{
+	struct st *s = arg;
+	const struct weir_upstream *u;
+	struct sup *sp;
+	unsigned long long left = 0;
+	size_t i;
+	char *sender;
+
+	s->messages++;
+	if (!m->preprocessed)
+		s->todo++;
+	if (m->trouble)
+		s->trouble++;
+	if (!s->have_oldest || m->mtime < s->oldest) {
+		s->oldest = m->mtime;
+		s->have_oldest = 1;
+	}
+	for (i = 0; i < m->nitems; i++)
+		if (!m->items[i].trouble && !m->items[i].done)
+			left++;
+	s->rcpt_left += left;
+	if (!m->head || left == 0)
+		return;
+	sender = xmalloc(m->sender_len + 1);
+	memcpy(sender, m->text.s + m->sender_off, m->sender_len);
+	sender[m->sender_len] = '\0';
+	u = config_upstream_for(s->cfg, sender);
+	free(sender);
+	sp = u ? sup_find(s, u->name) : NULL;
+	if (sp == NULL)
+		sp = &s->other;
+	sp->messages++;
+	sp->recipients += left;
+	sp->sends += sp->cap ? (left + sp->cap - 1) / sp->cap : 1;
+}
+
+/* ---- the gate ---- */
+
+/* One STATUS request; the body into body.  0 ok, -1 with why. */
+static int
+gate_status(struct gate_client *gc, int json, struct buf *body, struct buf *why)
+{
+	struct gp_reply r;
+	const char *perr = "the gate closed the connection";
+	int k;
+
+	if (gc_status(gc, json) < 0) {
+		buf_printf(why, "sending STATUS: %s", strerror(errno));
+		return -1;
+	}
+	k = gc_wait_reply(gc, &r, &perr);
+	if (k <= 0) {
+		buf_printf(why, "%s", k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ?
+		    "no answer within 5 seconds" : perr);
+		return -1;
+	}
+	if (r.verb != GP_R_STATUS) {
+		buf_printf(why, "unexpected reply to STATUS");
+		return -1;
+	}
+	buf_add(body, gc->status.s ? gc->status.s : "", gc->status.len);
+	return 0;
+}
+
+static int
+gate_ask(const char *sock, struct buf *text, struct buf *json, struct buf *why)
+{
+	struct gate_client gc;
+	struct timeval tv = { GATE_TIMEOUT_S, 0 };
+	int rc = -1;
+
+	if (gc_connect(&gc, sock) < 0) {
+		buf_printf(why, "%s", strerror(errno));
+		return -1;
+	}
+	if (setsockopt(gc.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+	    setsockopt(gc.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0) {
+		buf_printf(why, "setsockopt: %s", strerror(errno));
+		goto out;
+	}
+	if (gate_status(&gc, 0, text, why) < 0 || (json && gate_status(&gc, 1, json, why) < 0))
+		goto out;
+	rc = 0;
+out:
+	gc_close(&gc);
+	return rc;
+}
+
+static void
+add_win(struct sup *u, long long limit, enum policy_unit unit, long long per, long long used)
+{
+	u->win = xrealloc(u->win, (u->nwin + 1) * sizeof *u->win);
+	u->win[u->nwin].limit = limit;
+	u->win[u->nwin].unit = unit;
+	u->win[u->nwin].per = per;
+	u->win[u->nwin].used = used;
+	u->nwin++;
+	u->known = 1;
+}
+
+/* The numbers of the gate's text status (see the top of the file). */
+static void
+gate_numbers(struct st *s, const char *text)
+{
+	const char *p = text, *nl, *q;
+	struct sup *cur = NULL;
+	char line[1024], unit[32];
+	long long limit, per, used, of, secs;
+	enum policy_unit pu;
+
+	for (; p && *p; p = nl ? nl + 1 : NULL) {
+		nl = strchr(p, '\n');
+		snprintf(line, sizeof line, "%.*s", (int)(nl ? nl - p : (long)strlen(p)), p);
+		if (strncmp(line, "upstream ", 9) == 0) {
+			char name[POLICY_NAME_MAX + 1];
+			size_t n = strcspn(line + 9, ":");
+
+			cur = NULL;
+			if (n == 0 || n > POLICY_NAME_MAX || line[9 + n] != ':')
+				continue;
+			memcpy(name, line + 9, n);
+			name[n] = '\0';
+			if ((cur = sup_find(s, name)) == NULL)
+				continue;
+			cur->known = 1;
+			if ((q = strstr(line, " suspended until ")) != NULL &&
+			    (q = strchr(q, '(')) != NULL && sscanf(q, "(%lld s)", &secs) == 1)
+				cur->suspended = secs;
+		} else if (cur && sscanf(line, "  window %lld %31s per %llds", &limit, unit,
+		    &per) == 3 && (q = strstr(line, " = ")) != NULL &&
+		    sscanf(q, " = %lld of %lld", &used, &of) == 2 && of == limit &&
+		    policy_unit_parse(unit, &pu) == 0 && limit > 0 && per > 0)
+			add_win(cur, limit, pu, per, used);
+	}
+}
+
+/* ---- the estimate ---- */
+
+static void
+estimate(struct sup *u)
+{
+	size_t i;
+
+	u->estimate = u->known ? 0 : -1;
+	u->bottleneck = NULL;
+	for (i = 0; i < u->nwin; i++) {
+		const struct swin *w = &u->win[i];
+		unsigned long long b = w->unit == UNIT_RECIPIENTS ? u->recipients : u->sends;
+		long long t;
+
+		if (b == 0)
+			continue;
+		t = (long long)((b + (unsigned long long)w->used - 1) / (unsigned long long)w->limit) *
+		    w->per;
+		if (t > u->estimate || (t == u->estimate && u->bottleneck == NULL)) {
+			u->estimate = t;
+			u->bottleneck = w;
+		}
+	}
+	if (u->estimate >= 0 && u->messages > 0)
+		u->estimate += u->suspended;
+}
+
+/* "1d2h", "1m30s", "0s": the parts that are not zero. */
+static void
+fmt_dur(char *out, size_t max, long long s)
+{
+	static const struct { long long secs; char unit; } parts[] = {
+		{ 86400, 'd' }, { 3600, 'h' }, { 60, 'm' }, { 1, 's' },
+	};
+	size_t i, n = 0;
+	int k;
+
+	out[0] = '\0';
+	if (s <= 0) {
+		snprintf(out, max, "0s");
+		return;
+	}
+	for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+		long long v = s / parts[i].secs;
+
+		s %= parts[i].secs;
+		if (v == 0)
+			continue;
+		k = snprintf(out + n, max - n, "%lld%c", v, parts[i].unit);
+		if (k < 0 || (size_t)k >= max - n)
+			return;
+		n += (size_t)k;
+	}
+}
+
+static void
+iso(char *out, size_t max, time_t t)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(out, max, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* ---- output ---- */
+
+static void
+text_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
+    const struct buf *gtext, const struct buf *gwhy, int q_ok, const struct buf *qwhy,
+    const char *winsrc, time_t now)
+{
+	char d[64], when[32];
+	const char *p, *nl;
+	size_t i;
+
+	if (gate_ok) {
+		buf_printf(o, "weir-gate (%s):\n", sock);
+		for (p = gtext->s; p && *p; p = nl ? nl + 1 : NULL) {
+			nl = strchr(p, '\n');
+			buf_printf(o, "  %.*s\n", (int)(nl ? nl - p : (long)strlen(p)), p);
+		}
+	} else
+		buf_printf(o, "weir-gate (%s): not answering: %s\n", sock, gwhy->s);
+	buf_printf(o, "queue %s:\n", s->cfg->queue_dir);
+	if (!q_ok)
+		buf_printf(o, "  cannot be read: %s\n", qwhy->s);
+	buf_printf(o, "  messages: %llu (not yet preprocessed: %llu)\n", s->messages, s->todo);
+	buf_printf(o, "  recipients not done: %llu\n", s->rcpt_left);
+	if (s->trouble)
+		buf_printf(o, "  messages with trouble: %llu (see weir queue)\n", s->trouble);
+	if (s->have_oldest) {
+		fmt_dur(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
+		iso(when, sizeof when, s->oldest);
+		buf_printf(o, "  oldest message: %s old (queued %s)\n", d, when);
+	} else
+		buf_adds(o, "  oldest message: none\n");
+	buf_printf(o, "drain estimate (a lower bound: every attempt succeeding, windows from "
+	    "%s):\n", winsrc);
+	for (i = 0; i < s->nup; i++) {
+		const struct sup *u = &s->up[i];
+
+		buf_printf(o, "  upstream %s: %llu message%s, %llu recipient%s, %llu send%s: ",
+		    u->name, u->messages, u->messages == 1 ? "" : "s", u->recipients,
+		    u->recipients == 1 ? "" : "s", u->sends, u->sends == 1 ? "" : "s");
+		if (u->estimate < 0) {
+			buf_adds(o, "unknown (no windows for it)\n");
+			continue;
+		}
+		fmt_dur(d, sizeof d, u->estimate);
+		buf_printf(o, "about %s", d);
+		if (u->bottleneck) {
+			char per[32];
+
+			fmt_dur(per, sizeof per, u->bottleneck->per);
+			buf_printf(o, " (window %lld %s per %s, %lld used)", u->bottleneck->limit,
+			    policy_unit_name(u->bottleneck->unit), per, u->bottleneck->used);
+		}
+		if (u->suspended > 0) {
+			fmt_dur(d, sizeof d, u->suspended);
+			buf_printf(o, ", of which %s suspended", d);
+		}
+		buf_addc(o, '\n');
+	}
+	if (s->other.messages)
+		buf_printf(o, "  no upstream section: %llu message%s, %llu recipient%s: not "
+		    "paced by the gate\n", s->other.messages, s->other.messages == 1 ? "" : "s",
+		    s->other.recipients, s->other.recipients == 1 ? "" : "s");
+}
+
+static void
+json_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
+    const struct buf *gjson, const struct buf *gwhy, int q_ok, const struct buf *qwhy,
+    const char *winsrc, time_t now)
+{
+	char when[32];
+	size_t i, n;
+
+	buf_adds(o, "{\"gate_socket\":");
+	json_cstr(o, sock);
+	n = gjson->len;
+	while (n > 0 && (gjson->s[n - 1] == '\n' || gjson->s[n - 1] == ' '))
+		n--;
+	/* The gate's own document, if it looks like one. */
+	if (gate_ok && n >= 2 && gjson->s[0] == '{' && gjson->s[n - 1] == '}') {
+		buf_adds(o, ",\"gate\":");
+		buf_add(o, gjson->s, n);
+		buf_adds(o, ",\"gate_error\":null");
+	} else {
+		buf_adds(o, ",\"gate\":null,\"gate_error\":");
+		json_cstr(o, gate_ok ? "the gate's JSON status is not an object" : gwhy->s);
+	}
+	buf_adds(o, ",\n\"queue\":{\"dir\":");
+	json_cstr(o, s->cfg->queue_dir);
+	buf_adds(o, ",\"error\":");
+	json_cstr(o, q_ok ? NULL : qwhy->s);
+	buf_printf(o, ",\"messages\":%llu,\"not_yet_preprocessed\":%llu,"
+	    "\"recipients_not_done\":%llu,\"trouble\":%llu,", s->messages, s->todo,
+	    s->rcpt_left, s->trouble);
+	if (s->have_oldest) {
+		iso(when, sizeof when, s->oldest);
+		buf_printf(o, "\"oldest_queue_time\":\"%s\",\"oldest_age_s\":%lld}", when,
+		    now > s->oldest ? (long long)(now - s->oldest) : 0);
+	} else
+		buf_adds(o, "\"oldest_queue_time\":null,\"oldest_age_s\":null}");
+	buf_adds(o, ",\n\"drain_estimate\":{\"lower_bound\":true,\"windows_from\":");
+	json_cstr(o, winsrc);
+	buf_adds(o, ",\"upstreams\":[");
+	for (i = 0; i < s->nup; i++) {
+		const struct sup *u = &s->up[i];
+
+		buf_adds(o, i ? ",{\"name\":" : "{\"name\":");
+		json_cstr(o, u->name);
+		buf_printf(o, ",\"messages\":%llu,\"recipients\":%llu,\"sends\":%llu,"
+		    "\"suspended_s\":%lld,\"seconds\":", u->messages, u->recipients, u->sends,
+		    u->suspended);
+		if (u->estimate < 0)
+			buf_adds(o, "null");
+		else
+			buf_printf(o, "%lld", u->estimate);
+		buf_adds(o, ",\"limited_by\":");
+		if (u->bottleneck)
+			buf_printf(o, "{\"limit\":%lld,\"unit\":\"%s\",\"per_s\":%lld,\"used\":%lld}",
+			    u->bottleneck->limit, policy_unit_name(u->bottleneck->unit),
+			    u->bottleneck->per, u->bottleneck->used);
+		else
+			buf_adds(o, "null");
+		buf_addc(o, '}');
+	}
+	buf_printf(o, "],\"unpaced\":{\"messages\":%llu,\"recipients\":%llu}}}\n",
+	    s->other.messages, s->other.recipients);
+}
+
+int
+cmd_status(int argc, char **argv, struct weir_config *cfg)
+{
+	struct buf gtext = BUF_INIT, gjson = BUF_INIT, gwhy = BUF_INIT, qwhy = BUF_INIT;
+	struct buf out = BUF_INIT, perr = BUF_INIT;
+	struct qlist_stats qs;
+	struct policy pol;
+	struct queue q;
+	struct st s;
+	const char *winsrc;
+	int json = 0, gate_ok, q_ok = 0, have_pol;
+	time_t now = time(NULL);
+	size_t i, j;
+
+	if (argc == 2 && strcmp(argv[1], "--json") == 0)
+		json = 1;
+	else if (argc != 1) {
+		log_warnx("usage: weir status [--json]");
+		return 2;
+	}
+	memset(&s, 0, sizeof s);
+	s.cfg = cfg;
+	have_pol = policy_load(&pol, cfg->policy_file, &perr) == 0;
+	s.nup = cfg->nupstreams;
+	s.up = xcalloc(s.nup + 1, sizeof *s.up);
+	for (i = 0; i < s.nup; i++) {
+		const struct policy_upstream *pu = have_pol ?
+		    policy_upstream(&pol, cfg->upstreams[i].name) : NULL;
+
+		s.up[i].name = cfg->upstreams[i].name;
+		s.up[i].cap = cfg->upstreams[i].max_recipients;
+		if (pu && pu->max_recipients && (unsigned long long)pu->max_recipients < s.up[i].cap)
+			s.up[i].cap = (unsigned)pu->max_recipients;
+	}
+
+	gate_ok = gate_ask(cfg->gate_socket, &gtext, json ? &gjson : NULL, &gwhy) == 0;
+	if (gate_ok) {
+		gate_numbers(&s, gtext.s ? gtext.s : "");
+		winsrc = "weir-gate";
+	} else if (have_pol) {
+		for (i = 0; i < s.nup; i++) {
+			const struct policy_upstream *pu = policy_upstream(&pol, s.up[i].name);
+
+			for (j = 0; pu && j < pu->nwin; j++)
+				add_win(&s.up[i], pu->win[j].limit, pu->win[j].unit, pu->win[j].per, 0);
+			if (pu)
+				s.up[i].known = 1;
+		}
+		winsrc = cfg->policy_file;
+	} else
+		winsrc = "nowhere (no gate, and the policy file does not load)";
+
+	if (queue_open(&q, cfg->queue_dir, cfg->queue_split) < 0)
+		buf_printf(&qwhy, "%s", strerror(errno));
+	else {
+		q_ok = qlist_scan(&q, count_one, &s, &qs, &qwhy) == 0;
+		queue_close(&q);
+	}
+	for (i = 0; i < s.nup; i++)
+		estimate(&s.up[i]);
+
+	if (json)
+		json_out(&out, &s, cfg->gate_socket, gate_ok, &gjson, &gwhy, q_ok, &qwhy, winsrc,
+		    now);
+	else
+		text_out(&out, &s, cfg->gate_socket, gate_ok, &gtext, &gwhy, q_ok, &qwhy, winsrc,
+		    now);
+	if (fwrite(out.s, 1, out.len, stdout) != out.len || fflush(stdout) != 0) {
+		log_warn("write");
+		q_ok = 0;
+	}
+	for (i = 0; i < s.nup; i++)
+		free(s.up[i].win);
+	free(s.up);
+	policy_free(&pol);
+	buf_free(&gtext);
+	buf_free(&gjson);
+	buf_free(&gwhy);
+	buf_free(&qwhy);
+	buf_free(&perr);
+	buf_free(&out);
+	return gate_ok && q_ok ? 0 : 1;
+}
