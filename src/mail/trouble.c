@@ -129,12 +129,28 @@ positive(enum smtp_stage st, int code)
 	}
 }
 
+/* A RCPT (or end-of-data) reply whose enhanced status code is about the
+ * recipient, not about us: X.1.x addressing, X.2.x mailbox ("552 5.2.2
+ * mailbox full, quota exceeded"), X.5.3 too many recipients (a cap on
+ * one transaction).  Such a reply is never a throttle, whatever its text. */
+static int
+about_recipient(enum smtp_stage st, const struct smtp_reply *r)
+{
+	const char *e = r->esc;
+
+	if (st != STAGE_RCPT && st != STAGE_DATA_END)
+		return 0;
+	if (e[0] == '\0' || e[1] != '.')
+		return 0;
+	return e[2] == '1' || e[2] == '2' || (e[2] == '5' && strcmp(e + 3, ".3") == 0);
+}
+
 enum trouble_action
 trouble_reply(const struct trouble_rules *t, enum smtp_stage st, const struct smtp_reply *r)
 {
 	if (positive(st, r->code))
 		return T_ACCEPT;
-	if (matches(&t->throttle, r))
+	if (!about_recipient(st, r) && matches(&t->throttle, r))
 		return T_SUSPEND;
 	/* A positive-class reply where it is not expected (a 3xx to RCPT, a
 	 * 250 to DATA) is a protocol error: never permanent. */

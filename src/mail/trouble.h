@@ -7,7 +7,10 @@
  * Rules, in order:
  *   1. A positive reply (2xx; 354 to DATA; 334 during AUTH) is ACCEPT.
  *   2. Any other reply matching a throttle pattern is SUSPEND, 4xx and
- *      5xx alike (Google's "550 5.4.5" daily limit is not a bounce).
+ *      5xx alike (Google's "550 5.4.5" daily limit is not a bounce) --
+ *      except a RCPT or end-of-data reply whose enhanced code is about
+ *      the recipient (X.1.x, X.2.x such as "552 5.2.2 quota exceeded",
+ *      X.5.3 too many recipients), which goes on to rules 4 and 5.
  *   3. Anything before the recipients (connect, banner, EHLO, STARTTLS,
  *      TLS, AUTH, MAIL FROM) is the relay refusing us, never the mail:
  *      DEFER for 4xx and 5xx alike.  So is a RCPT reply matching a relay

@@ -492,6 +492,24 @@ tell_gate(struct sched *s, struct job *j)
 	return k;
 }
 
+/* The upstream said "slow down": grants received but not yet used go
+ * back to the gate unused, and their messages ask again (and wait out
+ * the suspension there), so a throttle is never answered by a burst. */
+static void
+give_back_grants(struct sched *s, size_t up)
+{
+	struct upq *u = &s->ups[up];
+	struct job *g;
+
+	while ((g = u->ghead) != NULL) {
+		u->ghead = g->gnext;
+		if (u->ghead == NULL)
+			u->gtail = NULL;
+		gate_tell(s, g, GP_REFUND, 0, NULL);
+		job_drop(s, g);
+	}
+}
+
 /* Apply a finished deliverer's report: D marks, bounce notes, retry. */
 static void
 complete(struct sched *s, struct job *j)
@@ -579,6 +597,8 @@ complete(struct sched *s, struct job *j)
 		schedule(s, m, now);	/* more recipients, or wait out a suspension at the gate */
 	else
 		finish(s, m);		/* needs no job slot */
+	if (throttled)
+		give_back_grants(s, up);
 	/* A run slot is free: a granted job may go, then more may ask. */
 	if (s->ups[up].ghead) {
 		struct job *g = s->ups[up].ghead;

@@ -86,10 +86,24 @@ Test(trouble, throttle_replies_suspend_whatever_the_stage)
 	cr_assert_eq(act(STAGE_DATA_END, "550 5.4.5 Daily sending limit\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_MAIL, "454 Throttling failure: Maximum sending rate exceeded.\r\n"),
 	    T_SUSPEND);
-	cr_assert_eq(act(STAGE_RCPT, "452 4.5.3 Too many recipients\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_RCPT, "550 Rate limit exceeded\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_RCPT, "451 4.7.1 please slow down\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_DATA_END, "554 TOO MANY messages\r\n"), T_SUSPEND);
+}
+
+/* A full mailbox or a per-transaction cap is about the recipient: one
+ * such reply must not suspend the whole relay. */
+Test(trouble, recipient_codes_are_never_a_throttle)
+{
+	cr_assert_eq(act(STAGE_RCPT, "552 5.2.2 Mailbox full, quota exceeded\r\n"), T_BOUNCE);
+	cr_assert_eq(act(STAGE_RCPT, "452 4.2.2 Over quota, try again later\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_RCPT, "550 5.1.1 too many unknown users\r\n"), T_BOUNCE);
+	cr_assert_eq(act(STAGE_RCPT, "452 4.5.3 Too many recipients\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_DATA_END, "552 5.2.2 quota exceeded\r\n"), T_BOUNCE);
+	/* The same words with a policy code still throttle. */
+	cr_assert_eq(act(STAGE_RCPT, "550 5.4.5 Daily user sending quota exceeded.\r\n"),
+	    T_SUSPEND);
+	cr_assert_eq(act(STAGE_MAIL, "452 4.2.2 quota exceeded\r\n"), T_SUSPEND);
 }
 
 Test(trouble, added_patterns)
