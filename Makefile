@@ -5,6 +5,7 @@
 #   make demo            relay 40 messages to a local stand-in upstream under a limit
 #   make install DESTDIR= PREFIX=
 #   make bench-inject    injection benchmark (scripts/bench/inject.sh)
+#   make fuzz            libFuzzer on weir-smtpd's parsers for FUZZ_TIME seconds
 #
 # Sources are found by folder: src/lib and src/mail make libweir.a; each
 # folder in PROGRAMS is one program whose main.c is thin, and whose other
@@ -32,11 +33,12 @@ LDLIBS   := -lconfuse -lm
 # Libraries only some programs need: weir-queue is set-id when installed
 # and must not load OpenSSL or SASL for nothing.
 LIBS_weir-remote := -lssl -lcrypto -lsasl2
-ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote)
+LIBS_weir-smtpd := -lssl -lcrypto -lcrypt
+ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt
 TESTLIBS := -lcriterion
 
 # program name : source folder (a folder without main.c is not built yet)
-ALL_PROGRAMS := weir-queue:queue weir:weir sendmail:sendmail weir-send:send weir-remote:remote weir-gate:gate
+ALL_PROGRAMS := weir-queue:queue weir:weir sendmail:sendmail weir-send:send weir-remote:remote weir-gate:gate weir-smtpd:smtpd
 PROGRAMS := $(foreach p,$(ALL_PROGRAMS),$(if $(wildcard src/$(word 2,$(subst :, ,$(p)))/main.c),$(p)))
 
 LIB_SRC  := $(wildcard src/lib/*.c src/mail/*.c)
@@ -61,7 +63,7 @@ FAULTINJ   := $(if $(wildcard tests/fault/faultinj.c),$(BUILD)/tests/faultinj.so
 MAILQ      := $(if $(filter sendmail:%,$(PROGRAMS)),$(BUILD)/bin/mailq)
 
 .SECONDARY:
-.PHONY: FORCE all check test-run demo demo-run install clean bench-inject
+.PHONY: FORCE all check test-run demo demo-run install clean bench-inject fuzz fuzz-smoke
 all: $(BINS)
 
 # V=1 shows the full commands.
@@ -112,7 +114,34 @@ $(FAULTINJ): tests/fault/faultinj.c | $(PATHS_H)
 # The two README commands first make sure the Debian packages are there.
 check:
 	@scripts/deps.sh check
+	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory test-run
+
+# libFuzzer (clang, Debian's libclang-rt-14-dev) on weir-smtpd's parsers of
+# client input (tests/fuzz/smtpd_fuzz.c).  `make fuzz` runs FUZZ_TIME
+# seconds and keeps what it finds under $(BUILD)/fuzz/corpus; `make check`
+# runs the seed corpus plus a short mutation pass.
+FUZZ_CC   ?= clang
+FUZZ_TIME ?= 60
+FUZZ_BIN  := $(BUILD)/fuzz/smtpd_fuzz
+FUZZ_SRC  := tests/fuzz/smtpd_fuzz.c src/smtpd/dataend.c src/smtpd/path.c src/smtpd/auth.c \
+	src/lib/netaddr.c src/lib/buf.c src/lib/alloc.c src/lib/log.c src/lib/io.c
+
+$(FUZZ_BIN): $(FUZZ_SRC) | $(PATHS_H)
+	@mkdir -p $(dir $@)
+	@$(if $(V),,echo "  FUZZ-LD  $@")
+	$(Q)$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined $(WARN) -Wno-format-nonliteral -std=gnu11 -Isrc $(DEFS) \
+		-o $@ $(FUZZ_SRC) -lcrypt
+
+fuzz: $(FUZZ_BIN)
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_TIME) $(BUILD)/fuzz/corpus tests/fuzz/corpus/smtpd
+
+fuzz-smoke: $(FUZZ_BIN)
+	@rm -rf $(BUILD)/fuzz/smoke && mkdir -p $(BUILD)/fuzz/smoke
+	@$(FUZZ_BIN) -runs=20000 -seed=1 $(BUILD)/fuzz/smoke tests/fuzz/corpus/smtpd >$(BUILD)/fuzz/smoke.log 2>&1 \
+		&& echo "fuzz-smoke: ok (20000 runs over tests/fuzz/corpus/smtpd)" \
+		|| { tail -n 40 $(BUILD)/fuzz/smoke.log; exit 1; }
 
 test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
 	@BUILD=$(BUILD) tests/run.sh $(TEST_BINS)
@@ -146,6 +175,7 @@ install: all
 	install -m 0644 etc/policy.conf.5 $(DESTDIR)$(MANDIR)/man5/weir-policy.conf.5
 	install -m 0644 src/gate/weir-gate.8 $(DESTDIR)$(MANDIR)/man8/weir-gate.8
 	install -m 0644 src/remote/weir-remote.8 $(DESTDIR)$(MANDIR)/man8/weir-remote.8
+	install -m 0644 src/smtpd/weir-smtpd.8 $(DESTDIR)$(MANDIR)/man8/weir-smtpd.8
 	install -m 0644 src/send/weir-send.8 $(DESTDIR)$(MANDIR)/man8/weir-send.8
 	install -m 0644 src/queue/weir-queue.8 $(DESTDIR)$(MANDIR)/man8/weir-queue.8
 	install -m 0644 src/sendmail/sendmail.8 $(DESTDIR)$(MANDIR)/man8/sendmail.8

@@ -4,6 +4,8 @@
  * default and range; the libconfuse option lists are built from those
  * tables, and after parsing the values are copied into struct
  * weir_config and struct weir_upstream.  No other file calls cfg_get*().
+ * The listen { } section (weir-smtpd) has its table, lkeys[]; its list
+ * defaults (addresses, networks) are computed in listen_defaults().
  *
  * Errors name the file and line: libconfuse's own (syntax, unknown key,
  * bad integer) and ours (ranges, durations, choices, from the validate
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/netaddr.h"
 #include "lib/timefmt.h"
 #include "mail/confparse.h"
 #include "mail/config.h"
@@ -91,13 +94,36 @@ static const struct key upkeys[] = {
 };
 #define NUPKEYS (sizeof upkeys / sizeof upkeys[0])
 
+#define LOFF(f) offsetof(struct weir_listen, f), NULL
+static const struct key lkeys[] = {
+	{ "address",         K_LIST,     NULL, 0, 0, 0, LOFF(address) },	/* listen_defaults() */
+	{ "allow",           K_LIST,     NULL, 0, 0, 0, LOFF(allow) },	/* listen_defaults() */
+	{ "max_size",        K_INT,      NULL, 25 * 1024 * 1024, 1024, 1024 * 1024 * 1024, LOFF(max_size) },
+	{ "max_recipients",  K_INT,      NULL, 100, 1, 100000, LOFF(max_recipients) },
+	{ "max_errors",      K_INT,      NULL, 10, 1, 1000, LOFF(max_errors) },
+	{ "max_connections", K_INT,      NULL, 40, 1, 10000, LOFF(max_connections) },
+	{ "max_per_client",  K_INT,      NULL, 10, 1, 10000, LOFF(max_per_client) },
+	/* RFC 5321 4.5.3.2 asks at least 5 minutes of a server. */
+	{ "timeout",         K_DURATION, "5m", 0, 1, 3600, LOFF(timeout) },
+	{ "cert_file",       K_STR,      NULL, 0, 0, 0, LOFF(cert_file) },
+	{ "key_file",        K_STR,      NULL, 0, 0, 0, LOFF(key_file) },
+	{ "password_file",   K_STR,      NULL, 0, 0, 0, LOFF(password_file) },
+};
+#define NLKEYS (sizeof lkeys / sizeof lkeys[0])
+
+static const char *const listen_address_default[] = { "127.0.0.1:25", "[::1]:25", NULL };
+static const char *const listen_allow_default[] = { "127.0.0.0/8", "::1/128", NULL };
+
 const char *
 config_key_name(size_t i)
 {
 	if (i < NKEYS)
 		return keys[i].name;
 	i -= NKEYS;
-	return i < NUPKEYS ? upkeys[i].name : NULL;
+	if (i < NUPKEYS)
+		return upkeys[i].name;
+	i -= NUPKEYS;
+	return i < NLKEYS ? lkeys[i].name : NULL;
 }
 
 int
@@ -225,6 +251,12 @@ validate_up(cfg_t *cfg, cfg_opt_t *opt)
 	return validate_key(cfg, opt, find_in(upkeys, NUPKEYS, opt->name));
 }
 
+static int
+validate_listen(cfg_t *cfg, cfg_opt_t *opt)
+{
+	return validate_key(cfg, opt, find_in(lkeys, NLKEYS, opt->name));
+}
+
 /* Every key of tab at its default, into the struct at base. */
 static void
 table_defaults(const struct key *tab, size_t n, void *base)
@@ -263,12 +295,37 @@ table_defaults(const struct key *tab, size_t n, void *base)
 }
 
 static void
+list_default(struct strlist *l, const char *const *v)
+{
+	size_t i;
+
+	if (l->n > 0)
+		return;
+	free(l->v);
+	for (l->n = 0; v[l->n]; l->n++)
+		;
+	l->v = xcalloc(l->n + 1, sizeof *l->v);
+	for (i = 0; i < l->n; i++)
+		l->v[i] = xstrdup(v[i]);
+}
+
+/* The computed defaults of the listen section: lists the file left
+ * unset (or empty). */
+static void
+listen_defaults(struct weir_listen *l)
+{
+	list_default(&l->address, listen_address_default);
+	list_default(&l->allow, listen_allow_default);
+}
+
+static void
 set_defaults(struct weir_config *c)
 {
 	char host[256];
 
 	memset(c, 0, sizeof *c);
 	table_defaults(keys, NKEYS, c);
+	table_defaults(lkeys, NLKEYS, &c->listen);
 	if (gethostname(host, sizeof host) < 0 || host[0] == '\0')
 		strcpy(host, "localhost");
 	host[sizeof host - 1] = '\0';
@@ -309,6 +366,9 @@ table_copy(const struct key *tab, size_t n, void *base, cfg_t *cfg)
 			break;
 		case K_LIST:
 			l = (struct strlist *)field;
+			for (j = 0; j < l->n; j++)
+				free(l->v[j]);
+			free(l->v);
 			l->n = cfg_size(cfg, name);
 			l->v = xcalloc(l->n + 1, sizeof *l->v);
 			for (j = 0; j < l->n; j++)
@@ -436,6 +496,45 @@ copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *
 	}
 }
 
+static void
+copy_listen(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *err)
+{
+	size_t i, n = cfg_size(cfg, "listen");
+	struct buf why = BUF_INIT;
+	cfg_t *sec;
+
+	if (n == 0)
+		return;
+	sec = cfg_getnsec(cfg, "listen", 0);
+	c->listen.present = 1;
+	c->listen.line = sec->line;
+	if (n > 1)
+		buf_printf(err, "%s:%d: only one listen section is allowed\n", file,
+		    cfg_getnsec(cfg, "listen", 1)->line);
+	table_copy(lkeys, NLKEYS, &c->listen, sec);
+	for (i = 0; i < c->listen.allow.n; i++) {
+		struct cidr net;
+
+		if (cidr_parse(c->listen.allow.v[i], &net, &why) < 0) {
+			buf_printf(err, "%s:%d: listen: allow: %s\n", file, c->listen.line, why.s);
+			buf_reset(&why);
+		}
+	}
+	for (i = 0; i < c->listen.address.n; i++) {
+		struct sockaddr_storage ss;
+		socklen_t len;
+
+		if (hostport_parse(c->listen.address.v[i], &ss, &len, &why) < 0) {
+			buf_printf(err, "%s:%d: listen: address: %s\n", file, c->listen.line, why.s);
+			buf_reset(&why);
+		}
+	}
+	buf_free(&why);
+	if ((c->listen.cert_file == NULL) != (c->listen.key_file == NULL))
+		buf_printf(err, "%s:%d: listen: cert_file and key_file go together\n",
+		    file, c->listen.line);
+}
+
 const struct weir_upstream *
 config_upstream(const struct weir_config *c, const char *name)
 {
@@ -465,7 +564,7 @@ config_upstream_for(const struct weir_config *c, const char *sender)
 int
 config_load(struct weir_config *c, const char *cfile, struct buf *err)
 {
-	cfg_opt_t opts[NKEYS + 2], upopts[NUPKEYS + 1];
+	cfg_opt_t opts[NKEYS + 3], upopts[NUPKEYS + 1], lopts[NLKEYS + 1];
 	const char *path = cfile, *env;
 	int explicit = 1, rc = -1;
 	size_t i, errlen0 = err->len;
@@ -483,7 +582,9 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 	table_opts(keys, NKEYS, opts);
 	opts[NKEYS] = (cfg_opt_t)CFG_SEC("upstream", upopts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES);
-	opts[NKEYS + 1] = (cfg_opt_t)CFG_END();
+	table_opts(lkeys, NLKEYS, lopts);
+	opts[NKEYS + 1] = (cfg_opt_t)CFG_SEC("listen", lopts, CFGF_MULTI);
+	opts[NKEYS + 2] = (cfg_opt_t)CFG_END();
 
 	if (stat(path, &st) < 0 && errno == ENOENT && !explicit)
 		goto env_override;	/* no file: every default */
@@ -500,14 +601,22 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 		snprintf(name, sizeof name, "upstream|%s", upkeys[i].name);
 		cfg_set_validate_func(cfg, name, validate_up);
 	}
+	for (i = 0; i < NLKEYS; i++) {
+		char name[64];
+
+		snprintf(name, sizeof name, "listen|%s", lkeys[i].name);
+		cfg_set_validate_func(cfg, name, validate_listen);
+	}
 	if (confparse(cfg, path, err) < 0)
 		goto out;
 	table_copy(keys, NKEYS, c, cfg);
 	copy_upstreams(c, cfg, path, err);
+	copy_listen(c, cfg, path, err);
 	c->file = xstrdup(path);
 	if (err->len > errlen0)
 		goto out;
 env_override:
+	listen_defaults(&c->listen);
 	if (!config_untrusted_env() && (env = getenv("WEIR_QUEUE")) && *env) {
 		free(c->queue_dir);
 		c->queue_dir = xstrdup(env);
@@ -525,6 +634,7 @@ config_free(struct weir_config *c)
 	size_t i;
 
 	table_free(keys, NKEYS, c);
+	table_free(lkeys, NLKEYS, &c->listen);
 	for (i = 0; i < c->nupstreams; i++)
 		config_upstream_free(&c->upstreams[i]);
 	free(c->upstreams);

@@ -9,6 +9,8 @@
  *
  * Sections: upstream "NAME" { ... } (any number, unique names): where
  * weir-remote sends mail; see struct weir_upstream for the keys.
+ * listen { ... } (at most one): weir-smtpd's addresses, relay networks and
+ * limits; see struct weir_listen.
  */
 #ifndef WEIR_CONFIG_H
 #define WEIR_CONFIG_H
@@ -53,6 +55,24 @@ struct weir_upstream {
 	long long timeout_data_end;	/* timeout_data_end (10m) */
 };
 
+/* listen { ... }: weir-smtpd.  Without the section every key has its
+ * default and present is 0 (then `weir run` does not start weir-smtpd). */
+struct weir_listen {
+	int present;		/* the section is in the file */
+	int line;		/* where the section ends */
+	struct strlist address;	/* address: "IPv4:port" or "[IPv6]:port" */
+	struct strlist allow;	/* allow: CIDR networks that may relay */
+	unsigned max_size;	/* max_size: bytes of message (25 MB) */
+	unsigned max_recipients; /* max_recipients per message (100) */
+	unsigned max_errors;	/* max_errors per session (10) */
+	unsigned max_connections; /* max_connections at once, listener mode (40) */
+	unsigned max_per_client; /* max_per_client: connections per address (10) */
+	long long timeout;	/* timeout: per command and per data block (5m) */
+	char *cert_file;	/* cert_file: PEM chain for STARTTLS; NULL: no TLS */
+	char *key_file;		/* key_file: its private key */
+	char *password_file;	/* password_file: AUTH users; NULL: no AUTH */
+};
+
 struct weir_config {
 	char *file;		/* the file read, or NULL: defaults only */
 	char *queue_dir;	/* queue_dir */
@@ -67,9 +87,10 @@ struct weir_config {
 	long long queue_lifetime; /* queue_lifetime, seconds */
 	struct weir_upstream *upstreams; /* upstream sections, in file order */
 	size_t nupstreams;
+	struct weir_listen listen; /* listen section */
 };
 
-/* The i-th key name (top level, then upstream sections), NULL past the
+/* The i-th key name (top level, upstream, then listen), NULL past the
  * last: for the check that every key is documented. */
 const char *config_key_name(size_t i);
 

@@ -191,3 +191,15 @@ qq_abort(struct qq_child *c)
 	close_fd(&c->envfd);
 	buf_free(&c->out);
 }
+
+void
+qq_cancel(struct qq_child *c)
+{
+	int status;
+
+	buf_free(&c->out);
+	close_fd(&c->msgfd);
+	close_fd(&c->envfd);
+	if (c->pid > 0)
+		(void)reap(c, &status);
+}

@@ -43,5 +43,9 @@ int qq_finish(struct qq_child *c, const char *sender, char *const *rcpt, size_t 
     struct buf *why);
 /* Kill it so that nothing is queued, and reap it. */
 void qq_abort(struct qq_child *c);
+/* End it without an envelope, so that it fails (qmail-queue's 54, or 91)
+ * and removes what it wrote, and reap it: nothing is queued and, unlike
+ * qq_abort(), nothing is left for the 36-hour cleanup. */
+void qq_cancel(struct qq_child *c);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * run.c: `weir [-c FILE] run`: the foreground supervisor.  Starts the
- * daemons (weir-gate, then weir-send), each with the same config file,
+ * daemons (weir-gate, then weir-send, then `weir-smtpd -l` when weir.conf
+ * has a listen section), each with the same config file,
  * restarts one that exits or crashes (crash-only: there is no special
  * shutdown path in them, so restarting is recovery), forwards SIGHUP (re-
  * read config and policy), and on SIGTERM or SIGINT stops them all and
@@ -8,7 +9,7 @@
  * seconds; one that ran for a minute starts again at 1.
  *
  * Programs are found with libexec_path().  Config keys: those of the
- * children; this file reads none itself.
+ * children; this file looks only at whether a listen section exists.
  */
 #include <errno.h>
 #include <signal.h>
@@ -31,6 +32,7 @@ struct run;
 struct child {
 	struct run *r;
 	const char *name;
+	const char *arg;	/* one extra argument, or NULL */
 	char *path;
 	pid_t pid;
 	uint64_t started;
@@ -49,7 +51,7 @@ struct run {
 static void
 start_child(struct run *r, struct child *c)
 {
-	const char *argv[4];
+	const char *argv[5];
 	size_t k = 0;
 	sigset_t none;
 
@@ -58,6 +60,8 @@ start_child(struct run *r, struct child *c)
 		argv[k++] = "-c";
 		argv[k++] = r->cfile;
 	}
+	if (c->arg)
+		argv[k++] = c->arg;
 	argv[k] = NULL;
 	c->pid = fork();
 	if (c->pid < 0) {
@@ -162,7 +166,9 @@ on_hup(struct evloop *ev, int signo, void *arg)
 int
 cmd_run(int argc, char **argv, struct weir_config *cfg)
 {
-	static const char *const daemons[] = { "weir-gate", "weir-send" };
+	static const char *const daemons[][2] = {
+		{ "weir-gate", NULL }, { "weir-send", NULL }, { "weir-smtpd", "-l" },
+	};
 	struct run r;
 	size_t i;
 
@@ -173,6 +179,8 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 	memset(&r, 0, sizeof r);
 	r.cfile = cfg->file;
 	r.n = sizeof daemons / sizeof daemons[0];
+	if (!cfg->listen.present)
+		r.n--;		/* weir-smtpd, last, only with a listen section */
 	r.c = xcalloc(r.n, sizeof *r.c);
 	r.ev = evloop_new();
 	evloop_signal(r.ev, SIGCHLD, on_child, &r);
@@ -181,8 +189,9 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 	evloop_signal(r.ev, SIGHUP, on_hup, &r);
 	for (i = 0; i < r.n; i++) {
 		r.c[i].r = &r;
-		r.c[i].name = daemons[i];
-		r.c[i].path = libexec_path(daemons[i]);
+		r.c[i].name = daemons[i][0];
+		r.c[i].arg = daemons[i][1];
+		r.c[i].path = libexec_path(daemons[i][0]);
 		r.c[i].backoff = BACKOFF_MIN_MS;
 		if (access(r.c[i].path, X_OK) < 0) {
 			log_warn("cannot run %s", r.c[i].path);

@@ -1,0 +1,93 @@
+/*
+ * weir-smtpd: SMTP for the LAN's hosts, into weir's queue.
+ *
+ *   weir-smtpd [-c FILE]        one session on fd 0 / fd 1 (inetd,
+ *                               tcpserver, systemd socket with Accept=yes)
+ *   weir-smtpd [-c FILE] -l     listen on listen.address, one process per
+ *                               connection (what `weir run` starts)
+ *
+ * Exit codes: 0 the session ended with QUIT (or the listener was stopped),
+ * 1 it ended otherwise, 2 bad usage or configuration, 111 temporary
+ * trouble (cannot bind).
+ *
+ * Trusts: its invoker.  Config keys: hostname and the listen section (see
+ * session.h and listener.h); weir-queue reads its own.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "mail/config.h"
+#include "smtpd/listener.h"
+#include "smtpd/session.h"
+
+static int
+usage(void)
+{
+	fprintf(stderr, "usage: weir-smtpd [-c FILE] [-l]\n");
+	return 2;
+}
+
+/* Under inetd or systemd (StandardError=inherit) fd 2 may be the client's
+ * socket: log lines must not go to the client. */
+static void
+stderr_not_client(void)
+{
+	struct stat s0, s2;
+	int fd;
+
+	if (fstat(0, &s0) < 0 || fstat(2, &s2) < 0)
+		return;
+	if (s0.st_dev != s2.st_dev || s0.st_ino != s2.st_ino)
+		return;
+	if ((fd = open("/dev/null", O_WRONLY)) < 0)
+		fatal(111, "open /dev/null");
+	if (dup2(fd, 2) < 0)
+		fatal(111, "dup2");
+	if (fd != 2)
+		close(fd);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct weir_config cfg;
+	struct smtpd_conf conf;
+	struct buf err = BUF_INIT;
+	const char *cfile = NULL;
+	char addr[64];
+	int ch, listen_mode = 0, rc;
+
+	log_init("weir-smtpd");
+	stderr_not_client();
+	while ((ch = getopt(argc, argv, "c:l")) != -1) {
+		switch (ch) {
+		case 'c': cfile = optarg; break;
+		case 'l': listen_mode = 1; break;
+		default: return usage();
+		}
+	}
+	if (optind != argc)
+		return usage();
+	if (config_load(&cfg, cfile, &err) < 0)
+		fatalx(2, "config:\n%s", err.s);
+	if (smtpd_conf_init(&conf, &cfg, &err) < 0)
+		fatalx(2, "listen: %s", err.s);
+	/* A parent that ignored SIGCHLD (swaks --pipe does) would make
+	 * weir-queue's exit status unknowable. */
+	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR || signal(SIGCHLD, SIG_DFL) == SIG_ERR)
+		fatal(111, "signal");
+	if (listen_mode)
+		rc = smtpd_listen(&conf, &cfg.listen);
+	else {
+		smtpd_client_addr(0, addr, sizeof addr);
+		rc = smtpd_session(&conf, 0, 1, addr);
+	}
+	smtpd_conf_free(&conf);
+	config_free(&cfg);
+	buf_free(&err);
+	return rc;
+}

@@ -1,0 +1,51 @@
+/*
+ * session.h: one SMTP session of weir-smtpd, as an explicit state machine
+ * (session.c): greeting, EHLO/HELO, MAIL, RCPT, DATA, RSET, NOOP, VRFY,
+ * HELP, QUIT, with PIPELINING, SIZE, 8BITMIME and ENHANCEDSTATUSCODES.
+ * The message goes to weir-queue (mail/qqclient.h) while it arrives, and
+ * the client hears 250 only after weir-queue exited 0.
+ *
+ * Trusts: nothing from the client.  Config keys (passed in struct
+ * smtpd_conf by main.c): hostname, listen.allow, listen.max_size,
+ * listen.max_recipients, listen.max_errors, listen.timeout,
+ * listen.cert_file and listen.key_file (STARTTLS, through tls.h),
+ * listen.password_file (AUTH, through auth.h).
+ */
+#ifndef WEIR_SMTPD_SESSION_H
+#define WEIR_SMTPD_SESSION_H
+
+#include <stddef.h>
+
+#include "mail/config.h"
+#include "lib/netaddr.h"
+#include "smtpd/tls.h"
+
+struct smtpd_conf {
+	const char *hostname;		/* greeting, EHLO, Received */
+	struct cidr *allow;		/* networks that may relay */
+	size_t nallow;
+	size_t max_size;
+	size_t max_rcpt;
+	unsigned max_errors;
+	int timeout_ms;
+	const char *qqprog;		/* weir-queue or $QMAILQUEUE */
+	struct tls_server *tls;		/* STARTTLS offered; NULL: not */
+	const char *password_file;	/* AUTH offered; NULL: not */
+};
+
+/* Fill conf from the loaded config (allow networks parsed, certificate
+ * loaded).  0 ok; -1 with the reason in why. */
+int smtpd_conf_init(struct smtpd_conf *conf, const struct weir_config *c, struct buf *why);
+void smtpd_conf_free(struct smtpd_conf *conf);
+
+/* The client's address as text: getpeername() on fd if it is an IPv4 or
+ * IPv6 socket; else $TCPREMOTEIP, else $REMOTE_ADDR (tcpserver,
+ * inetd wrappers), checked to be an address; else "unknown".  */
+void smtpd_client_addr(int fd, char *out, size_t n);
+
+/* Run one session on infd/outfd with a client at addr.  Returns when the
+ * session is over (QUIT, EOF, timeout, too many errors, a refused
+ * message ending); the caller exits.  0 after QUIT, 1 otherwise. */
+int smtpd_session(const struct smtpd_conf *conf, int infd, int outfd, const char *addr);
+
+#endif
