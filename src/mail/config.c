@@ -60,6 +60,8 @@ static const struct key keys[] = {
 	 * stay queued (time spent waiting on weir-gate does not count). */
 	{ "concurrency",    K_INT,      NULL, 4, 1, 1000, OFF(concurrency) },
 	{ "queue_lifetime", K_DURATION, "7d", 0, 3600, 365 * 86400LL, OFF(queue_lifetime) },
+	/* qmail's schedule: attempt at birth + (floor(sqrt(age)) + skip)^2 s */
+	{ "retry_skip",     K_INT,      NULL, 20, 1, 10000, OFF(retry_skip) },
 	/* Below the 36 hours after which weir-send removes S2/S3 leftovers
 	 * (QUEUE.md), so an injector still running never loses its files. */
 	{ "inject_timeout", K_DURATION, "24h", 0, 1, 35 * 3600, OFF(inject_timeout) },

@@ -58,7 +58,7 @@ main(int argc, char **argv)
 	o.qq_program = qq_program();
 	o.concurrency = cfg.concurrency;
 	o.lifetime = cfg.queue_lifetime;
-	o.retry_skip = 20;		/* qmail's for remote deliveries */
+	o.retry_skip = cfg.retry_skip;
 	o.remote_timeout = 3600;	/* longer than any SMTP timeout */
 	return sched_run(&o);
 }
