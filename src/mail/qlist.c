@@ -3,7 +3,8 @@
  *
  * Races with weir-send are expected, not errors: todo/ is scanned (and
  * each todo file read) before info/, so a message preprocessed meanwhile
- * is found in info/ and its todo entry dropped as a duplicate; a message
+ * is listed once, from its todo/ file (its info/ file may be half
+ * written while todo/ still exists, so info/ is not read for it); a message
  * whose info file has gone when we read it was finished and is skipped.
  *
  * The scan builds a struct qlist_msg per message (those of todo/ are
@@ -347,7 +348,8 @@ qlist_scan(const struct queue *q, qlist_fn fn, void *arg, struct qlist_stats *st
 	struct qents todo = { NULL, 0, 0 }, info = { NULL, 0, 0 };
 	struct qlist_msg m;
 	struct buf file = BUF_INIT;
-	unsigned long *ids = NULL;
+	unsigned long *tids = NULL;
+	size_t ntids = 0;
 	size_t i;
 	int rc = -1, r;
 
@@ -369,17 +371,20 @@ qlist_scan(const struct queue *q, qlist_fn fn, void *arg, struct qlist_stats *st
 	}
 	if (scan_info(q, &info, why) < 0)
 		goto out;
-	ids = xcalloc(info.n + 1, sizeof *ids);
-	if (info.n > 0) {
+	tids = xcalloc(todo.n + 1, sizeof *tids);
+	if (info.n > 0)
 		qsort(info.v, info.n, sizeof *info.v, qent_cmp);
-		for (i = 0; i < info.n; i++)
-			ids[i] = info.v[i].id;
-		qsort(ids, info.n, sizeof *ids, id_cmp);
-	}
 	if (todo.n > 0)
 		qsort(todo.v, todo.n, sizeof *todo.v, qent_cmp);
 
+	for (i = 0; i < todo.n; i++)
+		if (todo.v[i].m)
+			tids[ntids++] = todo.v[i].id;
+	qsort(tids, ntids, sizeof *tids, id_cmp);
 	for (i = 0; i < info.n; i++) {
+		/* Still in todo/ when we looked: being preprocessed. */
+		if (bsearch(&info.v[i].id, tids, ntids, sizeof *tids, id_cmp))
+			continue;
 		msg_start(&m, info.v[i].id, info.v[i].mtime, 1);
 		r = read_info(q, &m, &file);
 		if (r == 2)
@@ -392,7 +397,7 @@ qlist_scan(const struct queue *q, qlist_fn fn, void *arg, struct qlist_stats *st
 	for (i = 0; i < todo.n; i++) {
 		const struct qent *e = &todo.v[i];
 
-		if (e->m == NULL || bsearch(&e->id, ids, info.n, sizeof *ids, id_cmp))
+		if (e->m == NULL)
 			continue;
 		st->queued++;
 		st->todo++;
@@ -408,7 +413,7 @@ out:
 			free(todo.v[i].m);
 		}
 	msg_free(&m);
-	free(ids);
+	free(tids);
 	free(todo.v);
 	free(info.v);
 	buf_free(&file);

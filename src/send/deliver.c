@@ -36,6 +36,7 @@
 
 #define REPORT_MAX	(1 << 20)
 #define OUTCOME_MAX	2048
+#define THROTTLE_GUARD_MS 5000	/* a throttle holds grants this long at least */
 
 static void spawn_or_wait(struct sched *s, struct job *j);
 
@@ -198,12 +199,24 @@ shrink(struct job *j, size_t n)
 void
 job_granted(struct sched *s, struct job *j, uint32_t cap)
 {
-	uint64_t waited = clock_mono_ms() - j->asked;
+	uint64_t now = clock_mono_ms(), waited = now - j->asked;
+	struct upq *u = upq_of(s, j);
 
 	j->m->waited += (long long)(waited / 1000);
 	j->state = J_GRANTED;
 	if (cap)
-		upq_of(s, j)->cap = cap;
+		u->cap = cap;
+	if (now < u->hold_until) {
+		/* Granted before the gate read our throttle report: give it
+		 * back and ask again once the hold is over (not at once: a
+		 * gate that did not suspend would grant it again at once). */
+		struct msg *m = j->m;
+
+		gate_tell(s, j, GP_REFUND, 0, NULL);
+		job_free(s, j);
+		schedule(s, m, wall() + (long long)((u->hold_until - now + 999) / 1000));
+		return;
+	}
 	/* The grant covers the weight we asked for; a smaller cap only
 	 * shapes the next requests. */
 	spawn_or_wait(s, j);
@@ -597,8 +610,11 @@ complete(struct sched *s, struct job *j)
 		schedule(s, m, now);	/* more recipients, or wait out a suspension at the gate */
 	else
 		finish(s, m);		/* needs no job slot */
-	if (throttled)
+	if (throttled) {
+		/* Until the gate answers the report with the suspension. */
+		s->ups[up].hold_until = clock_mono_ms() + THROTTLE_GUARD_MS;
 		give_back_grants(s, up);
+	}
 	/* A run slot is free: a granted job may go, then more may ask. */
 	if (s->ups[up].ghead) {
 		struct job *g = s->ups[up].ghead;

@@ -50,10 +50,18 @@ on_reply(struct sched *s, const struct gp_reply *r)
 		}
 		job_granted(s, j, r->max_rcpt);
 		return;
-	case GP_R_SUSPENDED:
+	case GP_R_SUSPENDED: {
+		size_t i;
+
 		log_warnx("weir-gate suspended the upstream for %llu s",
 		    (unsigned long long)r->secs);
+		for (i = 0; i < s->nups; i++)
+			if (s->ups[i].throttle_tag == r->tag && r->tag != 0) {
+				s->ups[i].hold_until = clock_mono_ms() + r->secs * 1000;
+				s->ups[i].throttle_tag = 0;
+			}
 		return;
+	}
 	case GP_R_OK:
 		return;
 	case GP_R_ERR:
@@ -194,6 +202,7 @@ gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted
 	switch (how) {
 	case GP_THROTTLED:
 		k = gc_report_throttled(&s->gc, j->tag, reply);
+		s->ups[j->m->up].throttle_tag = j->tag;
 		break;
 	case GP_REFUND:
 		k = gc_report_refund(&s->gc, j->tag);

@@ -64,6 +64,8 @@ struct upq {
 	struct job *ghead, *gtail;	/* granted jobs waiting to run */
 	unsigned jobs, running;
 	size_t cap;			/* recipients per request the gate allows; 0: unknown */
+	uint64_t hold_until;		/* monotonic ms: throttled, run nothing before */
+	uint32_t throttle_tag;		/* the THROTTLED report awaiting its answer */
 };
 
 struct sched {

@@ -1,0 +1,1168 @@
+/*
+ * relay_test.c: the whole relay with real parts only: the real
+ * weir-gate, weir-send and weir-remote (found through $WEIR_LIBEXEC),
+ * mail injected with the real sendmail (QMAILQUEUE = weir-queue), and
+ * the stand-in upstream tests/upstream/upstream.py (STARTTLS, AUTH,
+ * certificates from tests/upstream/mkcerts.sh) told by flags how to
+ * misbehave.  What the upstream accepted comes from its record (one JSON
+ * line per event; a "data" event per accepted transaction with its
+ * time, sender and recipients; the message itself in record.N).
+ *
+ * Covers (issue 5, "Reliability"):
+ *   happy_path          batching by max_recipients, every recipient
+ *                       exactly once, the window invariant with the
+ *                       window fully used, queue empty and sound
+ *   rcpt_550            a 5xx on one RCPT bounces only that recipient; the
+ *                       DSN (from <>, relayed in turn) names only it
+ *   throttle_421, throttle_550_5_4_5
+ *                       a throttle reply on MAIL (421, and Gmail's 5xx
+ *                       daily limit): the gate suspends (weir-gate status),
+ *                       nothing bounced or marked done, one attempt per
+ *                       suspension, everything delivered after recovery
+ *   auth_failure, tls_failure, connection_refused, dropped_in_data
+ *                       relay-level refusals and a connection lost in the
+ *                       data: no bounce, mail kept (mailq), then the cause
+ *                       fixed and `weir flush`: delivered exactly once
+ *   hanging_upstream    --hang dataend with timeout_data_end = 2s:
+ *                       deferred, not bounced; delivered after recovery
+ *   kill9               kill -9 of weir-send (its deliverers die with it) at
+ *                       four moments, of the running weir-remote once and
+ *                       of weir-gate once during a run of 36 transactions:
+ *                       at least once, duplicates only around kills and
+ *                       bounded, queue sound, the window invariant held
+ *   gate_caps_batches   the policy's max_recipients below weir.conf's: no
+ *                       transaction over the gate's cap
+ *   big_list            one message to 1,000 recipients (the issue says
+ *                       10,000; 1,000 keeps make check fast), 7 of them
+ *                       refused with 550: capped batches of 100, weir-send's
+ *                       RSS bounded, one bounce naming exactly those 7
+ *   kill9_deliverers_die_with_weir_send
+ *                       deliverers stopped across a kill -9 of weir-send
+ *                       are dead with it (else a late send breaks the
+ *                       window): the window holds
+ *   mailbox_full_is_not_a_throttle
+ *                       a 552 5.2.2 "quota exceeded" on one RCPT bounces
+ *                       that recipient and suspends nothing
+ *   throttle_holds_granted_jobs
+ *                       grants that arrive after a throttle are given back:
+ *                       nothing more reaches the throttling upstream
+ *   mailq_during_preprocessing
+ *                       mailq never stumbles over a half-written info/
+ *
+ * Ports are picked by the kernel, loopback only; each test has its own
+ * folder; every process is killed at the end, even on failure (see
+ * relay_helpers.h).
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "relay_helpers.h"
+
+#define SENDER "alice@src.example"
+
+
+static struct rt t;
+
+static void
+setup(void)
+{
+	rt_setup(&t, 2);
+}
+
+static void
+teardown(void)
+{
+	rt_teardown(&t);
+}
+
+TestSuite(relay, .init = setup, .fini = teardown, .timeout = 90);
+
+/* ---- helpers ---- */
+
+static double
+now_wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Upstream, weir.conf's upstream section, policy, gate, weir-send. */
+static void
+start_all(const char *cert, const char *const *flags, const char *upconf, const char *policy)
+{
+	rt_upstream_start(&t, cert, flags, 0);
+	rt_conf_upstream(&t, upconf);
+	rt_policy(&t, policy);
+	rt_gate_start(&t, "2s");
+	rt_send_start(&t);
+}
+
+static void
+send1(const char *rcpt, const char *msg)
+{
+	const char *r[] = { rcpt };
+
+	rt_sendmail(&t, SENDER, r, 1, msg);
+}
+
+/* Every address in v[0..n) was delivered exactly once from SENDER. */
+static void
+assert_once(const struct rt_rec *r, char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		size_t c = rt_rec_count(r, SENDER, v[i]);
+
+		cr_assert_eq(c, 1, "<%s> delivered %zu times", v[i], c);
+	}
+}
+
+/* No bounce: no data event from <>, nothing in bounce/, no "failed for"
+ * in weir-send's log. */
+static void
+assert_no_bounce(const struct rt_rec *r)
+{
+	char *logs = rt_send_logs(&t), *bdir = xasprintf("%s/bounce", t.s.qt.qdir);
+	size_t i;
+
+	for (i = 0; i < r->n; i++)
+		cr_assert(strcmp(r->v[i].sender, "<>") != 0, "a bounce went out (data event %zu)", i);
+	cr_assert(strstr(logs, ": failed for <") == NULL, "a recipient failed: ...%.300s",
+	    strstr(logs, ": failed for <"));
+	cr_assert(strstr(logs, "bounce to <") == NULL, "a bounce was queued: ...%.300s",
+	    strstr(logs, "bounce to <"));
+	cr_assert_eq(tl_count_files(bdir), 0, "files in bounce/");
+	free(logs);
+	free(bdir);
+}
+
+static int
+log_count_at_least(struct rt *rt, void *arg)
+{
+	const char *const *what = arg;
+	char *logs = rt_send_logs(rt), *p = logs;
+	long n = 0, want = strtol(what[1], NULL, 10);
+
+	while ((p = strstr(p, what[0])) != NULL) {
+		n++;
+		p++;
+	}
+	free(logs);
+	return n >= want;
+}
+
+/* Within ms, do weir-send's logs hold `what` at least n times? */
+static int
+log_count(const char *what, int n, int ms)
+{
+	char num[16];
+	const char *arg[] = { what, num };
+
+	snprintf(num, sizeof num, "%d", n);
+	return rt_wait(log_count_at_least, &t, (void *)arg, ms);
+}
+
+/* The last 4,000 bytes of weir-send's logs, malloc'ed. */
+static char *
+logs_tail(void)
+{
+	char *l = rt_send_logs(&t), *r;
+	size_t n = strlen(l);
+
+	r = xstrdup(n > 4000 ? l + n - 4000 : l);
+	free(l);
+	return r;
+}
+
+/* Wait until weir-send's logs hold `what` at least n times. */
+static void
+wait_log(const char *what, int n, int ms)
+{
+	cr_assert(log_count(what, n, ms), "\"%s\" not logged %d times in %d ms:\n...%s", what,
+	    n, ms, logs_tail());
+}
+
+static int
+ndata_at_least(struct rt *rt, void *arg)
+{
+	return rt_rec_ndata(rt) >= *(size_t *)arg;
+}
+
+/* n addresses PREFIX<number>@DOMAIN, numbered from `from`, zero-padded
+ * to width digits. */
+static char **
+addrs(const char *prefix, int width, const char *domain, size_t from, size_t n)
+{
+	char **v = xcalloc(n + 1, sizeof *v);
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		v[i] = xasprintf("%s%0*zu@%s", prefix, width, from + i, domain);
+	return v;
+}
+
+static void
+addrs_free(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* The messages mailq lists (its "messages in queue: N" line). */
+static long
+mailq_count(const char *mq)
+{
+	const char *p = strstr(mq, "messages in queue: ");
+
+	cr_assert(p, "mailq said:\n%s", mq);
+	return strtol(p + 19, NULL, 10);
+}
+
+static const char msg_fmt[] =
+    "Subject: note %d\n\nline one of note %d\n.a line that starts with a dot\nlast line\n";
+
+/* ---- 1. the happy path ---- */
+
+Test(relay, happy_path)
+{
+	char **singles = addrs("u", 0, "dest.example", 1, 8);
+	char **list1 = addrs("l", 0, "list.example", 1, 10);
+	char **list2 = addrs("m", 0, "list.example", 1, 10);
+	struct rt_rec r;
+	struct buf copy = BUF_INIT;
+	char msg[256];
+	size_t i, worst;
+	int found = 0;
+
+	start_all("good", NULL, "  max_recipients = 4\n",
+	    "upstream \"isp\" { rate = {\"5 per 2s\"} max_recipients = 4 }\n");
+	for (i = 0; i < 8; i++) {
+		snprintf(msg, sizeof msg, msg_fmt, (int)i + 1, (int)i + 1);
+		send1(singles[i], msg);
+	}
+	rt_sendmail(&t, SENDER, (const char *const *)list1, 10, "Subject: list one\n\nto ten\n");
+	rt_sendmail(&t, SENDER, (const char *const *)list2, 10, "Subject: list two\n\nto ten\n");
+	rt_wait_empty(&t, 30000);
+	rt_rec_load(&t, &r);
+	/* 8 single transactions, and 10 recipients in batches of 4, 4, 2 twice. */
+	cr_assert_eq(r.n, 14, "%zu transactions at the upstream, expected 14", r.n);
+	for (i = 0; i < r.n; i++) {
+		cr_assert_str_eq(r.v[i].sender, SENDER);
+		cr_assert(r.v[i].nrcpt >= 1 && r.v[i].nrcpt <= 4, "a transaction with %zu recipients",
+		    r.v[i].nrcpt);
+		if (r.v[i].nrcpt == 1 && strcmp(r.v[i].rcpts[0], "u3@dest.example") == 0) {
+			/* The message as the upstream got it: ours, dot-stuffing undone. */
+			rt_rec_message(&t, &r.v[i], &copy);
+			cr_assert(strstr(buf_cstr(&copy), "Subject: note 3\r\n"), "copy:\n%s",
+			    buf_cstr(&copy));
+			cr_assert(strstr(buf_cstr(&copy), "\r\nline one of note 3\r\n.a line that "
+			    "starts with a dot\r\nlast line\r\n"), "copy:\n%s", buf_cstr(&copy));
+			cr_assert(strncmp(buf_cstr(&copy), "Received: (weir ", 16) == 0, "copy:\n%s",
+			    buf_cstr(&copy));
+			found = 1;
+		}
+	}
+	cr_assert(found, "no transaction to u3@dest.example alone");
+	assert_once(&r, singles, 8);
+	assert_once(&r, list1, 10);
+	assert_once(&r, list2, 10);
+	assert_no_bounce(&r);
+	worst = rt_assert_window(&r, 5, 2.0);
+	/* A backlog: the window is used to the full, not just respected. */
+	cr_assert_eq(worst, 5, "at most %zu transactions in any 2 s with a backlog", worst);
+	/* Every transaction under TLS and AUTH, as the config says. */
+	cr_assert_eq(r.nmail, 14, "%zu MAIL commands for 14 transactions", r.nmail);
+	cr_assert_eq(r.nmail_unsafe, 0, "%zu MAIL commands without TLS or AUTH", r.nmail_unsafe);
+	cr_assert(r.nstarttls >= 1 && r.nauth >= 1 && r.nauth_fail == 0);
+	rt_assert_queue_empty(&t);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
+	buf_free(&copy);
+	addrs_free(singles, 8);
+	addrs_free(list1, 10);
+	addrs_free(list2, 10);
+}
+
+/* ---- 2. a 5xx on one RCPT ---- */
+
+Test(relay, rcpt_550)
+{
+	const char *flags[] = { "--reply", "rcpt:bad@dest.example=550 5.1.1 no such user", NULL };
+	const char *m1[] = { "a@dest.example", "bad@dest.example", "b@dest.example" };
+	struct rt_rec r;
+	struct buf b = BUF_INIT;
+	size_t i, nb = 0, bi = 0;
+	const char *s;
+
+	start_all("good", flags, NULL, "upstream \"isp\" { rate = {\"10 per 1s\"} }\n");
+	rt_sendmail(&t, SENDER, m1, 3, "Subject: three\n\nhello\n");
+	send1("c@dest.example", "Subject: one\n\nhello\n");
+	rt_wait_empty(&t, 20000);
+	rt_rec_load(&t, &r);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "a@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "b@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "c@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&r, NULL, "bad@dest.example"), 0);
+	/* Exactly one bounce: from <> to the sender, relayed like any mail. */
+	for (i = 0; i < r.n; i++)
+		if (strcmp(r.v[i].sender, "<>") == 0) {
+			nb++;
+			bi = i;
+		}
+	cr_assert_eq(nb, 1, "%zu bounces at the upstream", nb);
+	cr_assert_eq(r.v[bi].nrcpt, 1);
+	cr_assert_str_eq(r.v[bi].rcpts[0], SENDER);
+	cr_assert_eq(r.n, 3, "%zu transactions: two messages and one bounce expected", r.n);
+	rt_rec_message(&t, &r.v[bi], &b);
+	s = buf_cstr(&b);
+	cr_assert(strstr(s, "Content-Type: multipart/report; report-type=delivery-status;"),
+	    "bounce:\n%s", s);
+	cr_assert(strstr(s, "Final-Recipient: rfc822; bad@dest.example\r\n"), "bounce:\n%s", s);
+	cr_assert(strstr(s, "Status: 5.1.1\r\n"), "bounce:\n%s", s);
+	cr_assert(strstr(s, "550 5.1.1 no such user"), "bounce:\n%s", s);
+	cr_assert(strstr(s, "Subject: three\r\n"), "the original header is missing:\n%s", s);
+	/* Only the failed recipient is named. */
+	cr_assert(strstr(s, "a@dest.example") == NULL && strstr(s, "<b@dest.example>") == NULL &&
+	    strstr(s, "c@dest.example") == NULL, "bounce names a delivered recipient:\n%s", s);
+	{
+		const char *p = s;
+		int n = 0;
+
+		while ((p = strstr(p, "Final-Recipient:")) != NULL) {
+			n++;
+			p++;
+		}
+		cr_assert_eq(n, 1, "%d Final-Recipient fields", n);
+	}
+	rt_assert_window(&r, 10, 1.0);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
+	buf_free(&b);
+}
+
+/* ---- 3. upstream throttling ---- */
+
+static int
+gate_suspended(struct rt *rt, void *arg)
+{
+	char *st = rt_gate_status(rt);
+	int r = strstr(st, "suspended until") != NULL;
+
+	if (arg)
+		*(char **)arg = st;
+	else
+		free(st);
+	return r;
+}
+
+/* The T/D state of every remote/ file: no D may appear while throttled. */
+static size_t
+done_marks(void)
+{
+	char *cmd = xasprintf("cat '%s'/remote/*/* 2>/dev/null | tr '\\0' '\\n' | grep -c '^D'",
+	    t.s.qt.qdir);
+	FILE *f = popen(cmd, "r");
+	unsigned long n = 0;
+
+	cr_assert(f);
+	if (fscanf(f, "%lu", &n) != 1)
+		n = 0;
+	pclose(f);
+	free(cmd);
+	return n;
+}
+
+/* The upstream answers MAIL with `reply` (a throttle reply that the
+ * policy's throttle_reply `pattern` suspends for 3 s) until it recovers. */
+static void
+throttle_case(const char *reply)
+{
+	char *flag = xasprintf("mail=%s", reply), *policy;
+	const char *flags[] = { "--reply", flag, NULL };
+	const char *three[] = { "t1@dest.example", "t2@dest.example", "t3@dest.example" };
+	char **singles = addrs("s", 0, "dest.example", 1, 5), *st = NULL, *mq;
+	struct rt_rec r;
+	size_t i;
+	double t_restart;
+	unsigned port;
+
+	/* One grant at a time (max_connections = 1), so the first throttle
+	 * reply is the only one the upstream gives before the suspension. */
+	policy = xasprintf("upstream \"isp\" { rate = {\"20 per 2s\"} max_connections = 1 }\n"
+	    "throttle_reply { pattern = \"%.9s *\" suspend = \"3s\" max_suspend = \"3s\" }\n", reply);
+	start_all("good", flags, NULL, policy);
+	rt_sendmail(&t, SENDER, three, 3, "Subject: three\n\nhello\n");
+	for (i = 0; i < 5; i++)
+		send1(singles[i], "Subject: one\n\nhello\n");
+	cr_assert(rt_wait(gate_suspended, &t, &st, 10000), "no suspension:\n%s\n...%s",
+	    st ? st : "", logs_tail());
+	cr_assert(strstr(st, reply), "status:\n%s", st);
+	/* Throttled: nothing bounced, nothing marked done, all six kept. */
+	mq = rt_mailq(&t);
+	cr_assert_eq(mailq_count(mq), 6, "mailq:\n%s", mq);
+	for (i = 0; i < 3; i++)
+		cr_assert(strstr(mq, three[i]), "mailq does not list <%s>:\n%s", three[i], mq);
+	cr_assert_eq(done_marks(), 0, "a recipient was marked done while throttled");
+	{
+		struct rt_rec r0;
+
+		rt_rec_load(&t, &r0);
+		cr_assert_eq(r0.n, 0);
+		assert_no_bounce(&r0);
+		rt_rec_free(&r0);
+	}
+	/* The upstream recovers (same port), within the 3 s suspension. */
+	port = t.port;
+	rt_upstream_stop(&t);
+	rt_upstream_start(&t, "good", NULL, port);
+	t_restart = now_wall();
+	rt_wait_empty(&t, 30000);
+	rt_rec_load(&t, &r);
+	assert_once(&r, (char **)three, 3);
+	assert_once(&r, singles, 5);
+	assert_no_bounce(&r);
+	cr_assert_eq(r.n, 6, "%zu transactions", r.n);
+	/* One MAIL met the throttle; the next came only after the suspension. */
+	cr_assert_eq(r.nmail, r.n + 1, "%zu MAIL commands for %zu transactions", r.nmail, r.n);
+	cr_assert(r.mail_times[1] - r.mail_times[0] >= 3.0 - 0.05,
+	    "the second MAIL %.3f s after the throttle: the suspension is 3 s",
+	    r.mail_times[1] - r.mail_times[0]);
+	cr_assert(r.mail_times[0] < t_restart && r.mail_times[1] > t_restart);
+	rt_assert_window(&r, 20, 2.0);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
+	free(st);
+	free(mq);
+	free(flag);
+	free(policy);
+	addrs_free(singles, 5);
+}
+
+Test(relay, throttle_421)
+{
+	throttle_case("421 4.7.0 Try again later");
+}
+
+/* A 5xx throttle reply (Gmail's daily limit) is no bounce either. */
+Test(relay, throttle_550_5_4_5)
+{
+	throttle_case("550 5.4.5 Daily user sending quota exceeded");
+}
+
+/*
+ * The same with two deliverers and no max_connections: at most the two
+ * deliveries running when the first 421 came meet the throttling
+ * upstream before the suspension ends.  Commit 6b09397 refunds the
+ * grants weir-send holds unused; a GRANT the gate sent before it read
+ * the THROTTLED report still crosses it on the socket and is run at once
+ * (deliver.c job_granted()), so a third MAIL comes about 2 runs in 5.
+ * Disabled until fixed: see the report (bug "granted jobs run during a
+ * suspension", residual race).
+ */
+Test(relay, throttle_holds_granted_jobs)
+{
+	const char *flags[] = { "--reply", "mail=421 4.7.0 Try again later", NULL };
+	char **singles = addrs("s", 0, "dest.example", 1, 6);
+	struct rt_rec r;
+	size_t i;
+
+	start_all("good", flags, NULL, "upstream \"isp\" { rate = {\"20 per 2s\"} }\n"
+	    "throttle_reply { pattern = \"421 *\" suspend = \"5s\" max_suspend = \"5s\" }\n");
+	for (i = 0; i < 6; i++)
+		send1(singles[i], "Subject: one\n\nhello\n");
+	cr_assert(rt_wait(gate_suspended, &t, NULL, 10000));
+	usleep(1500000);
+	rt_rec_load(&t, &r);
+	/* At most the two that were running when the first 421 came. */
+	cr_assert(r.nmail <= 2, "%zu MAIL commands met the 421 within the suspension", r.nmail);
+	rt_rec_free(&r);
+	addrs_free(singles, 6);
+}
+
+/* ---- 4. relay-level refusals ---- */
+
+/* Two messages in, both deferred (not bounced, kept; the deferral says
+ * why; check() on what the upstream saw); then fix() and `weir flush`:
+ * both delivered exactly once. */
+static void
+refusal_case(const char *why, void (*check)(const struct rt_rec *), void (*fix)(void))
+{
+	const char *two[] = { "x1@dest.example", "x2@dest.example" };
+	struct rt_rec r;
+	char *mq;
+
+	rt_sendmail(&t, SENDER, two, 2, "Subject: two\n\nhello\n");
+	send1("y@dest.example", "Subject: one\n\nhello\n");
+	wait_log(": deferred <", 3, 20000);
+	{
+		char *logs = rt_send_logs(&t);
+
+		cr_assert(strstr(logs, why), "the deferral does not say \"%s\": ...%.600s", why,
+		    strstr(logs, ": deferred <"));
+		free(logs);
+	}
+	rt_rec_load(&t, &r);
+	cr_assert_eq(r.n, 0, "the upstream accepted %zu transactions", r.n);
+	assert_no_bounce(&r);
+	if (check)
+		check(&r);
+	rt_rec_free(&r);
+	mq = rt_mailq(&t);
+	cr_assert_eq(mailq_count(mq), 2, "mailq:\n%s", mq);
+	cr_assert(strstr(mq, "x1@dest.example") && strstr(mq, "x2@dest.example") &&
+	    strstr(mq, "y@dest.example"), "mailq:\n%s", mq);
+	cr_assert_eq(done_marks(), 0, "a recipient was marked done");
+	rt_assert_queue_sound(&t);
+	fix();
+	rt_flush(&t);
+	rt_wait_empty(&t, 20000);
+	rt_rec_load(&t, &r);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "x1@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "x2@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "y@dest.example"), 1);
+	cr_assert_eq(r.n, 2, "%zu transactions", r.n);
+	assert_no_bounce(&r);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
+	free(mq);
+}
+
+static const char policy_fast[] = "upstream \"isp\" { rate = {\"10 per 1s\"} }\n";
+
+static void
+fix_secret(void)
+{
+	tl_write(t.secret, RT_SECRET, strlen(RT_SECRET));
+}
+
+static void
+saw_bad_auth(const struct rt_rec *r)
+{
+	cr_assert(r->nauth_fail >= 1 && r->nauth_fail == r->nauth, "%zu AUTH, %zu failed",
+	    r->nauth, r->nauth_fail);
+	cr_assert_eq(r->nmail, 0, "MAIL after a failed AUTH");
+}
+
+Test(relay, auth_failure)
+{
+	start_all("good", NULL, NULL, policy_fast);
+	tl_write(t.secret, "wrong-secret", 12);
+	refusal_case("but AUTH PLAIN was refused. Remote host said: 535 ", saw_bad_auth, fix_secret);
+}
+
+/* The upstream on the same port, well-behaved. */
+static void
+restart_good(void)
+{
+	unsigned port = t.port;
+
+	rt_upstream_stop(&t);
+	rt_upstream_start(&t, "good", NULL, port);
+}
+
+static void
+saw_no_auth(const struct rt_rec *r)
+{
+	cr_assert(r->nstarttls >= 1, "no STARTTLS");
+	cr_assert_eq(r->nauth, 0, "AUTH over a TLS session to the wrong host");
+	cr_assert_eq(r->nmail, 0);
+}
+
+Test(relay, tls_failure)
+{
+	/* The server shows a certificate for wrong.example, from our CA. */
+	start_all("wrong", NULL, NULL, policy_fast);
+	refusal_case("TLS failed: certificate verification failed", saw_no_auth, restart_good);
+}
+
+static void
+fix_listen(void)
+{
+	rt_upstream_start(&t, "good", NULL, t.port);
+}
+
+Test(relay, connection_refused)
+{
+	/* A port nobody listens on: the upstream's, once it is gone. */
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_upstream_stop(&t);
+	rt_conf_upstream(&t, NULL);
+	rt_policy(&t, policy_fast);
+	rt_gate_start(&t, "2s");
+	rt_send_start(&t);
+	refusal_case("Connection refused", NULL, fix_listen);
+}
+
+static void
+saw_drops(const struct rt_rec *r)
+{
+	cr_assert(r->ndropped >= 2, "%zu connections dropped in the data", r->ndropped);
+}
+
+/* The connection lost in the middle of the data. */
+Test(relay, dropped_in_data)
+{
+	const char *flags[] = { "--drop-in-data", NULL };
+
+	start_all("good", flags, NULL, policy_fast);
+	refusal_case(": connection lost ", saw_drops, restart_good);
+}
+
+/* ---- 5. a hanging upstream ---- */
+
+Test(relay, hanging_upstream)
+{
+	const char *flags[] = { "--hang", "dataend", NULL };
+	const char *two[] = { "h1@dest.example", "h2@dest.example" };
+	struct rt_rec r;
+	char *mq;
+	unsigned port;
+
+	start_all("good", flags, "  timeout_data_end = \"2s\"\n", policy_fast);
+	rt_sendmail(&t, SENDER, two, 2, "Subject: two\n\nhello\n");
+	wait_log(": deferred <", 2, 20000);
+	wait_log(": timeout after the end of data", 2, 1000);
+	rt_rec_load(&t, &r);
+	cr_assert_eq(r.n, 0);
+	cr_assert_eq(r.nmail, 1, "%zu MAIL commands", r.nmail);
+	assert_no_bounce(&r);
+	rt_rec_free(&r);
+	mq = rt_mailq(&t);
+	cr_assert_eq(mailq_count(mq), 1, "mailq:\n%s", mq);
+	cr_assert_eq(done_marks(), 0, "a recipient was marked done");
+	/* Recovery: a well-behaved upstream on the same port. */
+	port = t.port;
+	rt_upstream_stop(&t);
+	rt_upstream_start(&t, "good", NULL, port);
+	rt_flush(&t);
+	rt_wait_empty(&t, 20000);
+	rt_rec_load(&t, &r);
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "h1@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "h2@dest.example"), 1);
+	assert_no_bounce(&r);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
+	free(mq);
+}
+
+/* ---- 6. kill -9 of weir-send, weir-remote and weir-gate during a run ---- */
+
+/* The time of the first data event before i that went to addr, or -1. */
+static double
+earlier(const struct rt_rec *r, size_t i, const char *addr)
+{
+	size_t j, m;
+
+	for (j = 0; j < i; j++)
+		for (m = 0; m < r->v[j].nrcpt; m++)
+			if (strcmp(r->v[j].rcpts[m], addr) == 0)
+				return r->v[j].time;
+	return -1;
+}
+
+/* Send sig to every running deliverer (a weir-remote child of weir-send),
+ * scanning /proc directly so as to be quick about it; how many got it
+ * (their pids in v, up to max, when v is not NULL). */
+static size_t
+signal_deliverers(int sig, pid_t *v, size_t max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	size_t n = 0;
+
+	cr_assert(d);
+	while ((e = readdir(d)) != NULL) {
+		char path[64], buf[256], *p, *q;
+		long ppid;
+		pid_t pid = (pid_t)strtol(e->d_name, &p, 10);
+		FILE *f;
+
+		if (*p || pid <= 0)
+			continue;
+		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		if (fgets(buf, sizeof buf, f) && (p = strchr(buf, '(')) != NULL &&
+		    (q = strrchr(buf, ')')) != NULL && q - p - 1 == 11 &&
+		    strncmp(p + 1, "weir-remote", 11) == 0 &&
+		    sscanf(q + 2, "%*c %ld", &ppid) == 1 && ppid == (long)t.send.pid &&
+		    (v == NULL || n < max) && kill(pid, sig) == 0) {
+			if (v)
+				v[n] = pid;
+			n++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+static size_t
+kill_deliverers(void)
+{
+	return signal_deliverers(SIGKILL, NULL, 0);
+}
+
+/* Nothing in todo/, intd/, info/, remote/ or bounce/. */
+static int
+drained(struct rt *rt, void *arg)
+{
+	static const char *const dirs[] = { "todo", "intd", "info", "remote", "bounce" };
+	size_t i;
+
+	(void)arg;
+	for (i = 0; i < 5; i++) {
+		char *p = xasprintf("%s/%s", rt->s.qt.qdir, dirs[i]);
+		int n = tl_count_files(p);
+
+		free(p);
+		if (n != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * 30 single messages and 2 to 5 recipients (3 batches of <= 2 each): 36
+ * transactions at 8 per 2 s, two deliverers.  When the upstream has seen
+ * at[i] transactions: S kills weir-send with kill -9 (its running
+ * deliverers die with it) and restarts it; R kills the running
+ * weir-remote processes only; G kills weir-gate and restarts it on the
+ * same journal.
+ */
+static void
+kill9_run(const size_t *at, const char *what, size_t nat)
+{
+	enum { NS = 30, NL = 5, NT = 36 };
+	char **singles = addrs("k", 0, "dest.example", 1, NS);
+	char **l1 = addrs("p", 0, "list.example", 1, NL), **l2 = addrs("q", 0, "list.example", 1, NL);
+	double kill_times[16];
+	size_t nk = 0, nsk = 0, nrk = 0, i, dups = 0, s2;
+	struct rt_rec r;
+	char msg[128];
+
+	start_all("good", NULL, "  max_recipients = 2\n",
+	    "upstream \"isp\" { rate = {\"8 per 2s\"} max_recipients = 2 }\n");
+	for (i = 0; i < NS; i++) {
+		snprintf(msg, sizeof msg, "Subject: k%zu\n\nbody %zu\n", i + 1, i + 1);
+		send1(singles[i], msg);
+	}
+	rt_sendmail(&t, SENDER, (const char *const *)l1, NL, "Subject: list 1\n\nhi\n");
+	rt_sendmail(&t, SENDER, (const char *const *)l2, NL, "Subject: list 2\n\nhi\n");
+	for (i = 0; i < nat; i++) {
+		size_t want = at[i];
+
+		cr_assert(rt_wait(ndata_at_least, &t, &want, 30000), "stuck before kill %zu at %zu "
+		    "transactions (%zu seen):\n%s", i, want, rt_rec_ndata(&t), logs_tail());
+		if (what[i] == 'S') {
+			/* A little later each time: at different steps of what runs. */
+			usleep((useconds_t)i * 15000);
+			kill_times[nk++] = now_wall();
+			nsk++;
+			rt_send_kill9(&t);
+			rt_send_start(&t);
+		} else if (what[i] == 'R') {
+			size_t n = 0, tries;
+
+			/* Until one dies of it: a deliverer may finish between
+			 * being found and being killed. */
+			for (tries = 0; tries < 5000; tries++) {
+				kill_times[nk] = now_wall();
+				if ((n = kill_deliverers()) > 0 &&
+				    log_count("the deliverer crashed", 1, 1000))
+					break;
+				usleep(2000);
+			}
+			cr_assert(tries < 5000, "no deliverer was killed");
+			nk++;
+			nrk += n;
+			/* A crashed deliverer is a temporary failure, retried on
+			 * qmail's schedule (minutes): ask for it now. */
+			rt_flush(&t);
+		} else {
+			rt_gate_kill9(&t);
+			rt_gate_start(&t, "2s");
+		}
+	}
+	/* Drained: nothing preprocessed or queued is left.  A kill during
+	 * a message's elimination may leave its mess/ file alone (S2, as
+	 * qmail; weir-send removes it after 36 hours): at most one per kill
+	 * of weir-send, and queue-check notes it without a problem. */
+	cr_assert(rt_wait(drained, &t, NULL, 45000), "not drained after 45 s:\n...%s", logs_tail());
+	s2 = (size_t)qt_leftovers(&t.s.qt);
+	cr_assert(s2 <= nsk, "%zu files left in the queue after %zu kills of weir-send", s2, nsk);
+	rt_rec_load(&t, &r);
+	/* At least once each. */
+	for (i = 0; i < NS; i++)
+		cr_assert(rt_rec_count(&r, SENDER, singles[i]) >= 1, "<%s> never delivered",
+		    singles[i]);
+	for (i = 0; i < NL; i++) {
+		cr_assert(rt_rec_count(&r, SENDER, l1[i]) >= 1, "<%s> never delivered", l1[i]);
+		cr_assert(rt_rec_count(&r, SENDER, l2[i]) >= 1, "<%s> never delivered", l2[i]);
+	}
+	/* A transaction whose recipients all had it already is a duplicate:
+	 * its first copy must have been in flight at a kill of weir-send or
+	 * weir-remote (accepted within a second of it), and there are at
+	 * most 2 (the concurrency) per kill of weir-send, one per killed
+	 * deliverer. */
+	for (i = 0; i < r.n; i++) {
+		const struct rt_data *d = &r.v[i];
+		double first = -1;
+		size_t k, seen = 0;
+
+		cr_assert(d->nrcpt <= 2, "a transaction with %zu recipients", d->nrcpt);
+		for (k = 0; k < d->nrcpt; k++) {
+			double f = earlier(&r, i, d->rcpts[k]);
+
+			if (f >= 0) {
+				seen++;
+				if (first < 0 || f < first)
+					first = f;
+			}
+		}
+		if (seen == 0)
+			continue;
+		cr_assert_eq(seen, d->nrcpt, "transaction %zu partly repeats an earlier one", i);
+		dups++;
+		for (k = 0; k < nk; k++)
+			if (first > kill_times[k] - 1.0 && first < kill_times[k] + 1.0)
+				break;
+		cr_assert(k < nk, "transaction %zu (to <%s>) repeats one accepted at %.3f, not near a"
+		    " kill", i, d->rcpts[0], first);
+	}
+	cr_assert(dups <= nsk * 2 + nrk, "%zu duplicate transactions for %zu kills of weir-send "
+	    "and %zu of weir-remote", dups, nsk, nrk);
+	cr_assert(r.n == NT + dups, "%zu transactions, %zu duplicates", r.n, dups);
+	assert_no_bounce(&r);
+	rt_assert_window(&r, 8, 2.0);
+	rt_assert_queue_sound(&t);
+	cr_log_info("kill9: %zu transactions, %zu duplicates, %zu kills of weir-send, %zu of "
+	    "weir-remote, 1 of weir-gate; %zu S2 leftovers", r.n, dups, nsk, nrk, s2);
+	rt_rec_free(&r);
+	addrs_free(singles, NS);
+	addrs_free(l1, NL);
+	addrs_free(l2, NL);
+}
+
+Test(relay, kill9)
+{
+	static const size_t at[] = { 3, 8, 13, 18, 23, 28 };
+	static const char what[] = { 'S', 'R', 'S', 'G', 'S', 'S' };
+
+	kill9_run(at, what, 6);
+}
+
+/* Has pid exited (a zombie, or gone)? */
+static int
+exited(pid_t pid)
+{
+	char path[64], buf[256], *q;
+	FILE *f;
+	int r = 1;
+
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 1;
+	if (fgets(buf, sizeof buf, f) && (q = strrchr(buf, ')')) != NULL)
+		r = q[2] == 'Z' || q[2] == 'X';
+	fclose(f);
+	return r;
+}
+
+/*
+ * weir-gate counts a dead client's grants as sent at the moment it
+ * disconnected, so a deliverer must not outlive weir-send: one that
+ * finished its transaction later (a slow upstream, played here by
+ * stopping the deliverers across the kill and letting them go 1.5 s
+ * later) would let the upstream see more than N in a window.  The
+ * stopped deliverers are dead once weir-send is (deliver.c,
+ * PR_SET_PDEATHSIG, commit 9389513), and the window holds.
+ */
+Test(relay, kill9_deliverers_die_with_weir_send)
+{
+	enum { NS = 16 };
+	char **singles = addrs("o", 0, "dest.example", 1, NS);
+	pid_t stopped[8];
+	size_t n = 0, i, tries;
+	struct rt_rec r;
+
+	start_all("good", NULL, NULL, "upstream \"isp\" { rate = {\"4 per 2s\"} }\n");
+	for (i = 0; i < NS; i++)
+		send1(singles[i], "Subject: o\n\nhello\n");
+	for (tries = 0; tries < 10000 && n == 0; tries++) {
+		n = signal_deliverers(SIGSTOP, stopped, 8);
+		if (n == 0)
+			usleep(1000);
+	}
+	cr_assert(n > 0, "no deliverer to stop");
+	rt_send_kill9(&t);
+	rt_send_start(&t);
+	for (i = 0; i < n; i++) {
+		size_t k;
+
+		for (k = 0; k < 100 && !exited(stopped[i]); k++)
+			usleep(10000);
+		cr_assert(exited(stopped[i]), "deliverer %ld outlived weir-send", (long)stopped[i]);
+	}
+	usleep(1500000);
+	for (i = 0; i < n; i++)
+		kill(stopped[i], SIGCONT);
+	cr_assert(rt_wait(drained, &t, NULL, 30000), "not drained:\n...%s", logs_tail());
+	rt_rec_load(&t, &r);
+	for (i = 0; i < NS; i++)
+		cr_assert(rt_rec_count(&r, SENDER, singles[i]) >= 1, "<%s> never delivered",
+		    singles[i]);
+	rt_assert_window(&r, 4, 2.0);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
+	addrs_free(singles, NS);
+}
+
+/* ---- 7. one message to 1,000 recipients ---- */
+
+static long
+vmrss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+Test(relay, big_list)
+{
+	enum { N = 1000, NBAD = 7 };
+	static const size_t bad[NBAD] = { 1, 14, 250, 500, 501, 777, 1000 };
+	char **rc = addrs("r", 4, "big.example", 1, N);
+	const char *flags[2 * NBAD + 1];
+	char *reply[NBAD];
+	struct rt_rec r;
+	struct buf b = BUF_INIT;
+	size_t i, k, nb = 0, bi = 0, total = 0, samples = 0;
+	long rss, max_rss = 0;
+
+	for (i = 0; i < NBAD; i++) {
+		reply[i] = xasprintf("rcpt:%s=550 5.1.1 no such user", rc[bad[i] - 1]);
+		flags[2 * i] = "--reply";
+		flags[2 * i + 1] = reply[i];
+	}
+	flags[2 * NBAD] = NULL;
+	start_all("good", flags, "  max_recipients = 100\n",
+	    "upstream \"isp\" { rate = {\"20 per 1s\"} max_recipients = 100 }\n");
+	rt_sendmail(&t, SENDER, (const char *const *)rc, N, "Subject: to a thousand\n\nhello all\n");
+	/* Sample weir-send's memory until the queue is empty. */
+	for (i = 0; i < 3000 && qt_leftovers(&t.s.qt) != 0; i++) {
+		if ((rss = vmrss_kb(t.send.pid)) > 0) {
+			samples++;
+			if (rss > max_rss)
+				max_rss = rss;
+		}
+		usleep(10000);
+	}
+	rt_wait_empty(&t, 1000);
+	cr_assert(samples > 5, "only %zu memory samples", samples);
+	cr_assert(max_rss < 64 * 1024, "weir-send's RSS reached %ld kB", max_rss);
+	cr_log_info("big_list: weir-send's largest RSS %ld kB over %zu samples", max_rss, samples);
+	rt_rec_load(&t, &r);
+	for (i = 0; i < r.n; i++) {
+		if (strcmp(r.v[i].sender, "<>") == 0) {
+			nb++;
+			bi = i;
+			continue;
+		}
+		cr_assert(r.v[i].nrcpt <= 100, "a transaction with %zu recipients", r.v[i].nrcpt);
+		total += r.v[i].nrcpt;
+	}
+	cr_assert_eq(total, N - NBAD, "%zu recipients accepted", total);
+	cr_assert_eq(r.n - nb, 10, "%zu transactions for 1,000 recipients by 100", r.n - nb);
+	for (i = 0, k = 0; i < N; i++) {
+		size_t want = (k < NBAD && bad[k] == i + 1) ? 0 : 1;
+
+		if (want == 0)
+			k++;
+		cr_assert_eq(rt_rec_count(&r, NULL, rc[i]), want, "<%s> delivered %zu times",
+		    rc[i], rt_rec_count(&r, NULL, rc[i]));
+	}
+	/* One bounce, naming exactly the seven. */
+	cr_assert_eq(nb, 1, "%zu bounces", nb);
+	cr_assert_eq(r.v[bi].nrcpt, 1);
+	cr_assert_str_eq(r.v[bi].rcpts[0], SENDER);
+	rt_rec_message(&t, &r.v[bi], &b);
+	{
+		const char *p = buf_cstr(&b);
+		size_t nf = 0;
+
+		while ((p = strstr(p, "Final-Recipient: rfc822; ")) != NULL) {
+			char addr[64];
+
+			p += 25;
+			cr_assert(sscanf(p, "%63[^\r\n]", addr) == 1);
+			for (k = 0; k < NBAD; k++)
+				if (strcmp(addr, rc[bad[k] - 1]) == 0)
+					break;
+			cr_assert(k < NBAD, "the bounce names <%s>, which was delivered", addr);
+			nf++;
+		}
+		cr_assert_eq(nf, NBAD, "the bounce names %zu recipients:\n%s", nf, buf_cstr(&b));
+		for (k = 0; k < NBAD; k++) {
+			char *want = xasprintf("Final-Recipient: rfc822; %s\r\n", rc[bad[k] - 1]);
+
+			cr_assert(strstr(buf_cstr(&b), want), "the bounce misses <%s>", rc[bad[k] - 1]);
+			free(want);
+		}
+	}
+	rt_assert_window(&r, 20, 1.0);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
+	buf_free(&b);
+	for (i = 0; i < NBAD; i++)
+		free(reply[i]);
+	addrs_free(rc, N);
+}
+
+/* ---- a full mailbox is the recipient's trouble, not the relay's ---- */
+
+/*
+ * "552 5.2.2 Mailbox full, quota exceeded" to one RCPT: the recipient's
+ * mailbox is full (RFC 3463 X.2.2), a permanent failure of that
+ * recipient, not the provider's sending quota: no suspension, one bounce
+ * for that recipient, the rest delivered (the built-in throttle pattern
+ * "*quota exceeded*" used to suspend the whole upstream; fixed in
+ * 6b09397).
+ */
+Test(relay, mailbox_full_is_not_a_throttle)
+{
+	const char *flags[] = { "--reply", "rcpt:full@dest.example=552 5.2.2 Mailbox full, "
+		"quota exceeded", NULL };
+	const char *m1[] = { "a@dest.example", "full@dest.example" };
+	struct rt_rec r;
+	struct buf b = BUF_INIT;
+	char *st;
+	size_t i, nb = 0;
+
+	start_all("good", flags, NULL, policy_fast);
+	rt_sendmail(&t, SENDER, m1, 2, "Subject: two\n\nhello\n");
+	send1("c@dest.example", "Subject: one\n\nhello\n");
+	rt_wait_empty(&t, 15000);
+	st = rt_gate_status(&t);
+	cr_assert(strstr(st, "suspended") == NULL, "the upstream was suspended:\n%s", st);
+	rt_rec_load(&t, &r);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "a@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "c@dest.example"), 1);
+	for (i = 0; i < r.n; i++)
+		if (strcmp(r.v[i].sender, "<>") == 0) {
+			nb++;
+			rt_rec_message(&t, &r.v[i], &b);
+		}
+	cr_assert_eq(nb, 1, "%zu bounces", nb);
+	cr_assert(strstr(buf_cstr(&b), "Final-Recipient: rfc822; full@dest.example\r\n"),
+	    "bounce:\n%s", buf_cstr(&b));
+	rt_rec_free(&r);
+	buf_free(&b);
+	free(st);
+}
+
+/* ---- the gate's recipient cap, smaller than weir.conf's ---- */
+
+/* weir.conf leaves max_recipients at 100; the policy allows 4 per
+ * transaction: weir-send learns the cap from the gate's refusal and
+ * grants, and no transaction carries more than 4. */
+Test(relay, gate_caps_batches)
+{
+	char **list = addrs("g", 0, "list.example", 1, 10);
+	struct rt_rec r;
+	size_t i;
+
+	start_all("good", NULL, NULL,
+	    "upstream \"isp\" { rate = {\"20 per 1s\"} max_recipients = 4 }\n");
+	rt_sendmail(&t, SENDER, (const char *const *)list, 10, "Subject: ten\n\nhello\n");
+	rt_wait_empty(&t, 20000);
+	rt_rec_load(&t, &r);
+	for (i = 0; i < r.n; i++)
+		cr_assert(r.v[i].nrcpt >= 1 && r.v[i].nrcpt <= 4, "a transaction with %zu recipients",
+		    r.v[i].nrcpt);
+	assert_once(&r, list, 10);
+	/* 2 (while it halves its way under the cap), then 4 and 4. */
+	cr_assert_eq(r.n, 3, "%zu transactions for 10 recipients, cap 4", r.n);
+	assert_no_bounce(&r);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
+	addrs_free(list, 10);
+}
+
+/* ---- mailq while weir-send preprocesses ---- */
+
+/*
+ * mailq run again and again while 100 messages arrive and are relayed:
+ * every run exits 0.  qlist_scan() (src/mail/qlist.c) reads an info/
+ * file that weir-send is still writing (S4, todo/ present) and reports
+ * "trouble" with exit 1.  Disabled until fixed: see the report (bug
+ * "mailq races weir-send's preprocessing").
+ */
+Test(relay, mailq_during_preprocessing)
+{
+	enum { N = 100 };
+	pid_t inj;
+	size_t i, bad = 0, runs = 0;
+	int st;
+	struct buf first = BUF_INIT;
+
+	start_all("good", NULL, NULL, "upstream \"isp\" { rate = {\"1000 per 1s\"} }\n");
+	inj = fork();
+	cr_assert(inj >= 0);
+	if (inj == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (i = 0; i < N; i++) {
+			char rc[64];
+			const char *args[] = { "-f", SENDER, rc };
+			struct tl_result r;
+
+			snprintf(rc, sizeof rc, "m%zu@dest.example", i);
+			r = rt_run(&t, "sendmail", args, 3, "Subject: m\n\nhello\n");
+			if (r.status != 0)
+				_exit(1);
+			tl_result_free(&r);
+		}
+		_exit(0);
+	}
+	while (waitpid(inj, &st, WNOHANG) == 0 || runs < 50) {
+		const char *args[] = { "-bp" };
+		struct tl_result r = rt_run(&t, "sendmail", args, 1, NULL);
+
+		runs++;
+		if (r.status != 0 && bad++ == 0)
+			buf_printf(&first, "exit %d: %s", r.status, buf_cstr(&r.out));
+		tl_result_free(&r);
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "injection failed");
+	cr_assert_eq(bad, 0, "%zu of %zu mailq runs failed; the first:\n%s", bad, runs,
+	    buf_cstr(&first));
+	buf_free(&first);
+}

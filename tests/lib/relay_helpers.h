@@ -1,0 +1,133 @@
+/*
+ * relay_helpers.h: helpers for the whole-relay tests (relay_test.c):
+ * the real weir-gate, weir-send and weir-remote, mail injected with the
+ * real sendmail (QMAILQUEUE = weir-queue), and the stand-in upstream
+ * tests/upstream/upstream.py (python3-aiosmtpd with STARTTLS and AUTH)
+ * on a loopback port picked by the kernel, with certificates made for
+ * the test by tests/upstream/mkcerts.sh.  Each test has its own folder
+ * (queue, config, policy, gate socket and journal, certificates, the
+ * upstream's record).
+ *
+ * Every process started here is in its own process group and dies with
+ * the test (PR_SET_PDEATHSIG); the test process is also a child
+ * subreaper, so deliverers orphaned by a kill -9 of weir-send come back
+ * to it and rt_teardown() kills them too.  With $WEIR_TEST_KEEP set,
+ * rt_teardown() leaves the folder for a post-mortem and names it.
+ *
+ * Trusts: the processes the test started.  Test code only (Criterion).
+ */
+#ifndef WEIR_RELAY_HELPERS_H
+#define WEIR_RELAY_HELPERS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "lib/buf.h"
+#include "send_helpers.h"
+
+#define RT_USER "relay"
+#define RT_SECRET "s3cret-pw"
+
+struct rt {
+	struct sht s;		/* queue and weir.conf: s.qt.tmp is the folder */
+	char *certs;		/* tmp/certs */
+	char *record;		/* the upstream's event log: tmp/record.jsonl */
+	char *sock, *journal, *policy, *secret;
+	pid_t up;		/* the upstream, or 0 */
+	unsigned port;
+	unsigned up_runs;
+	struct shd send;	/* weir-send */
+	pid_t gate;		/* weir-gate, or 0 */
+	char *gate_log;
+	char *env_libexec, *env_qq;
+};
+
+/* The folder, the queue, certificates, a secret file (RT_SECRET, 0600)
+ * and weir.conf's general part (hostname SH_HOST, admin SH_ADMIN, the
+ * gate's socket, journal and policy file in the folder, concurrency). */
+void rt_setup(struct rt *t, unsigned concurrency);
+/* Kill everything (weir-send, weir-gate, the upstream, orphans), remove
+ * the folder. */
+void rt_teardown(struct rt *t);
+
+/* Start the upstream with the certificate cert ("good", "wrong", ...),
+ * AUTH RT_USER:RT_SECRET, the record, and extra flags (NULL-ended), on
+ * port (0: the kernel picks; t->port gets it). */
+void rt_upstream_start(struct rt *t, const char *cert, const char *const *flags,
+    unsigned port);
+/* SIGKILL and reap the upstream. */
+void rt_upstream_stop(struct rt *t);
+
+/* Append upstream "isp" { host, port = t->port, starttls, ca_file,
+ * username, secret_file, short timeouts, then extra lines }. */
+void rt_conf_upstream(struct rt *t, const char *extra);
+/* Write policy.conf. */
+void rt_policy(struct rt *t, const char *text);
+
+/* weir-gate -c CONF -g grace, in its own process group; waits until its
+ * socket answers. */
+void rt_gate_start(struct rt *t, const char *grace);
+void rt_gate_kill9(struct rt *t);
+/* `weir-gate -c CONF status` (asserts exit 0), malloc'ed. */
+char *rt_gate_status(struct rt *t);
+
+/* weir-send -c CONF with WEIR_LIBEXEC and QMAILQUEUE set; waits until
+ * it logged "started on". */
+void rt_send_start(struct rt *t);
+/* kill -9 weir-send (its process group; its deliverers are in groups
+ * of their own and die through PR_SET_PDEATHSIG). */
+void rt_send_kill9(struct rt *t);
+/* Everything weir-send logged so far (all its runs), malloc'ed. */
+char *rt_send_logs(struct rt *t);
+
+/* Run $WEIR_BIN/prog args[0..nargs) with the queue's environment and
+ * stdin in (NULL: empty); the caller frees the result. */
+struct tl_result rt_run(struct rt *t, const char *prog, const char *const *args, size_t nargs,
+    const char *in);
+/* sendmail -f sender rcpt... < msg (any number of recipients). */
+void rt_sendmail(struct rt *t, const char *sender, const char *const *rcpts, size_t n,
+    const char *msg);
+/* `sendmail -bp` (mailq) once todo/ is empty, malloc'ed; asserts exit 0. */
+char *rt_mailq(struct rt *t);
+/* `weir flush`; asserts exit 0. */
+void rt_flush(struct rt *t);
+/* queue-check exit 0 with " 0 problems", and nothing left in the queue. */
+void rt_assert_queue_sound(struct rt *t);
+void rt_assert_queue_empty(struct rt *t);
+/* Wait up to ms for the queue to be empty; asserts with a listing. */
+void rt_wait_empty(struct rt *t, int ms);
+
+/* ---- the upstream's record ---- */
+
+struct rt_data {
+	double time;
+	char *sender;		/* "<>" for the null sender, as aiosmtpd says */
+	char **rcpts;
+	size_t nrcpt;
+	unsigned n;		/* the stored copy is record.N */
+};
+
+struct rt_rec {
+	struct rt_data *v;	/* "data" events, in record order */
+	size_t n;
+	size_t nmail, nauth, nauth_fail, nstarttls, ndropped;
+	size_t nmail_unsafe;	/* MAIL without TLS or without AUTH */
+	double *mail_times;	/* every "mail" event */
+};
+
+void rt_rec_load(struct rt *t, struct rt_rec *r);
+void rt_rec_free(struct rt_rec *r);
+/* How many "data" events so far (cheap enough to poll). */
+size_t rt_rec_ndata(struct rt *t);
+/* How many times rcpt was in a data event from sender. */
+size_t rt_rec_count(const struct rt_rec *r, const char *sender, const char *rcpt);
+/* Assert no interval [s, s+per) holds more than limit data events.
+ * Returns the largest count seen. */
+size_t rt_assert_window(const struct rt_rec *r, size_t limit, double per);
+/* The stored copy of data event i, into b. */
+void rt_rec_message(struct rt *t, const struct rt_data *d, struct buf *b);
+
+/* Poll until cond or ms; 1 if cond became true. */
+int rt_wait(int (*cond)(struct rt *, void *), struct rt *t, void *arg, int ms);
+
+#endif
