@@ -23,6 +23,7 @@ struct watch {
 
 struct evtimer {
 	uint64_t when;
+	uint64_t round;		/* the loop round it was set in */
 	size_t slot;
 	ev_timer_cb *cb;
 	void *arg;
@@ -42,6 +43,7 @@ struct evloop {
 	struct sigwatch sig[NSIG];
 	sigset_t watched;
 	int stop;
+	uint64_t round;		/* counts run_timers() calls */
 };
 
 static volatile sig_atomic_t sig_pending[NSIG];
@@ -172,20 +174,27 @@ heap_remove(struct evloop *ev, struct evtimer *t)
 	t->slot = SLOT_NONE;
 }
 
-struct evtimer *
-evloop_timer_at(struct evloop *ev, uint64_t when_ms, ev_timer_cb *cb, void *arg)
+static void
+heap_push(struct evloop *ev, struct evtimer *t)
 {
-	struct evtimer *t = xmalloc(sizeof *t);
-
-	t->when = when_ms;
-	t->cb = cb;
-	t->arg = arg;
 	if (ev->nheap == ev->capheap) {
 		ev->capheap = ev->capheap ? ev->capheap * 2 : 16;
 		ev->heap = xrealloc(ev->heap, ev->capheap * sizeof *ev->heap);
 	}
 	heap_set(ev, ev->nheap++, t);
 	heap_up(ev, t->slot);
+}
+
+struct evtimer *
+evloop_timer_at(struct evloop *ev, uint64_t when_ms, ev_timer_cb *cb, void *arg)
+{
+	struct evtimer *t = xmalloc(sizeof *t);
+
+	t->when = when_ms;
+	t->round = ev->round;
+	t->cb = cb;
+	t->arg = arg;
+	heap_push(ev, t);
 	return t;
 }
 
@@ -259,16 +268,30 @@ static int
 run_timers(struct evloop *ev)
 {
 	uint64_t now = clock_mono_ms();
-	struct evtimer *t;
+	struct evtimer *t, **later = NULL;
+	size_t nlater = 0, i;
 	int n = 0;
 
+	/* Only timers set before this round run in it: one that a callback
+	 * sets for "now" (work done a slice at a time) waits for the next
+	 * round, so that file events are served in between; it is set aside
+	 * so that the due timers behind it still run. */
+	ev->round++;
 	while (ev->nheap > 0 && ev->heap[0]->when <= now) {
 		t = ev->heap[0];
 		heap_remove(ev, t);
+		if (t->round == ev->round) {
+			later = xrealloc(later, (nlater + 1) * sizeof *later);
+			later[nlater++] = t;
+			continue;
+		}
 		t->cb(ev, t, t->arg);
 		free(t);
 		n++;
 	}
+	for (i = 0; i < nlater; i++)
+		heap_push(ev, later[i]);
+	free(later);
 	return n;
 }
 

@@ -21,7 +21,7 @@
 #include "lib/log.h"
 #include "send/sendint.h"
 
-#define BACKOFF_MIN_MS	1000
+#define BACKOFF_MIN_MS	100	/* weir run starts the gate a moment before us */
 #define BACKOFF_MAX_MS	30000
 
 static void gate_down(struct sched *s, const char *why);

@@ -264,33 +264,80 @@ finish(struct sched *s, struct msg *m)
 
 /* ---- todo/ and the trigger ---- */
 
+/*
+ * todo/ is read in one pass (names only), then preprocessed a slice at a
+ * time, one slice per turn of the event loop, so that deliveries, gate
+ * replies and the trigger are served while a large backlog is taken in
+ * (qmail-send likewise takes one todo/ entry per pass of its loop).
+ */
+#define TODO_SLICE 32
+
+static void on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg);
+
 static void
 scan_todo(struct sched *s)
 {
 	struct queue *q = s->o->q;
 	struct dirent *e;
 	unsigned long id;
-	size_t n;
-	int fd = openat(q->dfd, "todo", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd;
 	DIR *d;
 
+	if (s->todo_busy) {
+		s->todo_again = 1;	/* after the list in hand */
+		return;
+	}
+	fd = openat(q->dfd, "todo", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
 		log_warn("open todo");
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
+	s->ntodo = s->todo_pos = 0;
 	while ((e = readdir(d)) != NULL) {
-		struct msg *m;
-
 		if (queue_parse_id(e->d_name, &id) < 0)
 			continue;
-		if (preprocess(q, id, &s->pre, &n) < 0)
+		if (s->ntodo == s->todo_cap) {
+			s->todo_cap = s->todo_cap ? s->todo_cap * 2 : 256;
+			s->todo = xrealloc(s->todo, s->todo_cap * sizeof *s->todo);
+		}
+		s->todo[s->ntodo++] = id;
+	}
+	closedir(d);
+	if (s->ntodo == 0)
+		return;
+	s->todo_busy = 1;
+	evloop_timer_at(s->ev, 0, on_todo_slice, s);
+}
+
+static void
+on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct sched *s = arg;
+	size_t n, end = s->todo_pos + TODO_SLICE;
+	struct msg *m;
+
+	(void)t;
+	if (end > s->ntodo)
+		end = s->ntodo;
+	for (; s->todo_pos < end; s->todo_pos++) {
+		unsigned long id = s->todo[s->todo_pos];
+
+		if (preprocess(s->o->q, id, &s->pre, &n) < 0)
 			continue;
 		if ((m = load_msg(s, id)) != NULL)
 			schedule(s, m, wall());
 	}
-	closedir(d);
+	if (s->todo_pos < s->ntodo) {
+		evloop_timer_at(ev, 0, on_todo_slice, s);	/* after what is pending */
+		return;
+	}
+	s->todo_busy = 0;
+	if (s->todo_again) {
+		s->todo_again = 0;
+		scan_todo(s);
+	}
 }
 
 static void

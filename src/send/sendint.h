@@ -77,6 +77,9 @@ struct sched {
 	size_t nups;
 	struct job *jobs;
 	int trigfd;
+	unsigned long *todo;	/* todo/ names being preprocessed, a slice a turn */
+	size_t ntodo, todo_cap, todo_pos;
+	int todo_busy, todo_again;
 	struct dsn_opts dsn;
 	struct preproc_opts pre;
 	/* the gate */

@@ -1124,7 +1124,7 @@ Test(send, control_byte_address_left_in_todo)
 	unsigned long id = sh_put_s4(&s, S(mess), S(todo), 1);
 
 	start_send(&d1, 0);
-	cr_assert(log_has("left for the admin"), "%s", send_log(&d1));
+	cr_assert(sh_wait_for(log_has, "left for the admin", 5000), "%s", send_log(&d1));
 	inject("alice@example.org", rcpts, msg1);
 	wait_calls(1, 5000);
 	usleep(300000);

@@ -187,3 +187,77 @@ Test(evloop, once_times_out)
 	cr_assert_geq(clock_mono_ms() - t0, 29);
 	evloop_free(ev);
 }
+
+/* A timer that sets itself again for "now" (work done a slice at a time)
+ * must not starve file events: each round runs it once, then polls. */
+static int slices, readable = -1, wfd;
+
+static void
+on_slice(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	(void)t; (void)arg;
+	if (++slices == 2 && write(wfd, "x", 1) != 1)
+		cr_assert_fail("write");
+	if (slices < 1000)
+		evloop_timer_at(ev, 0, on_slice, NULL);
+}
+
+static void
+on_readable_fd(struct evloop *ev, int fd, int events, void *arg)
+{
+	char c;
+
+	(void)events; (void)arg;
+	if (read(fd, &c, 1) == 1)
+		readable = slices;
+	evloop_unwatch(ev, fd);
+}
+
+Test(evloop, self_rearming_timer_does_not_starve_fds)
+{
+	struct evloop *ev = evloop_new();
+	int p[2], i;
+
+	cr_assert(pipe(p) == 0);
+	wfd = p[1];
+	evloop_watch(ev, p[0], EV_READ, on_readable_fd, NULL);
+	evloop_timer_at(ev, 0, on_slice, NULL);
+	for (i = 0; i < 5; i++)
+		cr_assert(evloop_once(ev, 100) >= 0);	/* bounded: never hangs */
+	cr_assert_eq(slices, 5, "%d slices in 5 rounds", slices);
+	/* Written by slice 2, read before slice 3 runs. */
+	cr_assert_eq(readable, 2, "the fd was served after slice %d", readable);
+	evloop_free(ev);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* ... nor the other due timers behind it. */
+static int other_fired;
+
+static void
+on_other(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	(void)ev; (void)t; (void)arg;
+	other_fired = slices;
+}
+
+Test(evloop, self_rearming_timer_does_not_starve_timers)
+{
+	struct evloop *ev = evloop_new();
+	int p[2], i;
+
+	cr_assert(pipe(p) == 0);
+	wfd = p[1];
+	slices = 0;
+	other_fired = -1;
+	evloop_timer_at(ev, 0, on_slice, NULL);
+	evloop_timer_at(ev, clock_mono_ms(), on_other, NULL);
+	for (i = 0; i < 5; i++)
+		cr_assert(evloop_once(ev, 100) >= 0);
+	cr_assert(other_fired >= 0 && other_fired <= 2, "the other timer ran after slice %d",
+	    other_fired);
+	evloop_free(ev);
+	close(p[0]);
+	close(p[1]);
+}
