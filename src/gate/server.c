@@ -47,6 +47,7 @@
 #include "mail/policy.h"
 
 #define CLIENTS_MAX	1024
+#define DROP_MARGIN_MS	5000	/* a dropped grant's send is logged this late (or -g) */
 #define CLIENT_REQS_MAX	4096
 #define OUT_MAX		(4 << 20)	/* unread answers before a client is dropped */
 
@@ -87,6 +88,7 @@ struct server {
 	int64_t timer_at;
 	struct creq *ghead, *gtail;	/* granted, answer after the journal sync */
 	int64_t wmm;			/* wall ms minus monotonic ms */
+	int64_t grace_ms;		/* -g: how long a lost grant may still send */
 	int stopping;
 	int accept_paused;		/* out of fds: wait for a client to go */
 };
@@ -400,7 +402,15 @@ drop_client(struct server *s, struct client *c, const char *why)
 {
 	struct client **pp;
 	struct creq *q, *n;
-	int64_t now = now_mono_ceil();	/* grants held are logged: see now_mono_ceil */
+	/* Grants held by a client that went away count as sent, a little
+	 * later than now: the upstream may still be accepting a final dot
+	 * handed to it just before (weir-send's deliverers die with it, so
+	 * nothing is sent after that).  An entry in the future counts in
+	 * every window from now on (in_window), so this only counts more;
+	 * the margin is short because the log keeps its order by moving
+	 * later entries up to it (log_append). */
+	int64_t margin = s->grace_ms < DROP_MARGIN_MS ? s->grace_ms : DROP_MARGIN_MS;
+	int64_t now = now_mono_ceil() + margin;
 
 	if (why)
 		log_info("client on fd %d dropped: %s", c->fd, why);
@@ -784,6 +794,7 @@ gate_run(const struct gate_opts *o)
 	ops.arg = &s;
 	wg_init(&s.g, &ops);
 	s.wmm = now_wall() - now_mono();
+	s.grace_ms = o->grace * 1000;
 	if (journal_open(&s.j, o->journal, &s.g, now_mono(), now_wall(), o->grace * 1000) < 0)
 		return 111;
 	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());

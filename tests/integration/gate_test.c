@@ -636,6 +636,33 @@ Test(gate, client_gone_grant_counts_waiting_dropped, .init = setup, .fini = tear
 	gc_close(&b);
 }
 
+/* A grant whose client went away is logged a little late (here the 2 s
+ * grace, under the 5 s margin): the upstream may still be accepting a
+ * final dot sent just before.  "1 per 1s": the next grant comes about
+ * 3 s after the drop, not 1 s. */
+Test(gate, dropped_grant_logged_with_a_margin, .init = setup, .fini = teardown, .timeout = 20)
+{
+	struct gate_client a, b;
+	struct gp_reply r;
+	const char *why;
+	struct pollfd pf;
+
+	write_policy("upstream \"up\" { rate = \"1 per 1s\" }\n");
+	start_gate("2s");
+	cr_assert_eq(gc_connect(&a, sock), 0);
+	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	cr_assert_eq(gc_wait_reply(&a, &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	gc_close(&a);
+	cr_assert_eq(gc_connect(&b, sock), 0);
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	pf = (struct pollfd){ b.fd, POLLIN, 0 };
+	cr_assert_eq(poll(&pf, 1, 2200), 0, "granted less than 2.2 s after the drop");
+	cr_assert_eq(gc_wait_reply(&b, &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	gc_close(&b);
+}
+
 /* ---- no policy file yet ---- */
 
 Test(gate, missing_policy_refuses_until_it_appears, .init = setup, .fini = teardown,
