@@ -36,49 +36,16 @@ static char *record;		/* the server's event log */
 static pid_t server = -1;
 static unsigned port;
 
-static const char *
-certs(void)
-{
-	const char *c = getenv("WEIR_TEST_CERTS");
-
-	cr_assert(c && *c, "WEIR_TEST_CERTS unset: the PRE_ALL hook did not run");
-	return c;
-}
-
-static char *
-src_path(const char *rel)
-{
-	const char *bin = getenv("WEIR_BIN");
-
-	if (access(rel, F_OK) == 0)
-		return xstrdup(rel);
-	return xasprintf("%s/../../%s", bin && *bin ? bin : "build/bin", rel);
-}
-
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
 {
-	char *d = xasprintf("/tmp/weir-remote-certs.%ld", (long)getpid());
-	char *script = src_path("tests/upstream/mkcerts.sh");
-	char *cmd = xasprintf("%s %s", script, d);
-
 	(void)set;
-	if (system(cmd) != 0) {
-		fprintf(stderr, "remote_test: %s failed\n", cmd);
-		exit(1);
-	}
-	setenv("WEIR_TEST_CERTS", d, 1);
-	free(cmd);
-	free(script);
-	free(d);
+	tl_certs_make_all("remote");
 }
 
 ReportHook(POST_ALL)(struct criterion_global_stats *stats)
 {
-	const char *d = getenv("WEIR_TEST_CERTS");
-
 	(void)stats;
-	if (d && strncmp(d, "/tmp/weir-remote-certs.", 23) == 0)
-		tl_rmtree(d);
+	tl_certs_remove();
 }
 
 static void
@@ -117,7 +84,7 @@ static void
 start(const char *cert, const char *const *flags)
 {
 	const char *argv[64];
-	char *script = src_path("tests/upstream/upstream.py");
+	char *script = tl_src_path("tests/upstream/upstream.py");
 	char *certp = NULL, *keyp = NULL, line[64], *log = xasprintf("%s/server.log", dir);
 	int p[2], n = 0, i, lfd;
 	size_t got = 0;
@@ -128,8 +95,8 @@ start(const char *cert, const char *const *flags)
 	argv[n++] = "--record";
 	argv[n++] = record;
 	if (cert) {
-		certp = xasprintf("%s/%s.pem", certs(), cert);
-		keyp = xasprintf("%s/%s.key", certs(), cert);
+		certp = xasprintf("%s/%s.pem", tl_certs(), cert);
+		keyp = xasprintf("%s/%s.key", tl_certs(), cert);
 		argv[n++] = "--cert";
 		argv[n++] = certp;
 		argv[n++] = "--key";
@@ -185,7 +152,7 @@ conf(const char *extra)
 	struct buf t = BUF_INIT;
 	char *defaults[] = {
 		xasprintf("host = \"127.0.0.1\""), xasprintf("port = %u", port),
-		xasprintf("ca_file = \"%s/ca.pem\"", certs()),
+		xasprintf("ca_file = \"%s/ca.pem\"", tl_certs()),
 		xasprintf("timeout_connect = \"5s\""), xasprintf("timeout_banner = \"10s\""),
 		xasprintf("timeout_command = \"10s\""), xasprintf("timeout_mail = \"10s\""),
 		xasprintf("timeout_rcpt = \"10s\""), xasprintf("timeout_data_init = \"10s\""),
@@ -523,7 +490,7 @@ Test(remote, cert_wrong_host_name_refused)
 
 Test(remote, cert_unknown_ca_refused)
 {
-	char *extra = xasprintf("  ca_file = \"%s/other-ca.pem\"\n", certs());
+	char *extra = xasprintf("  ca_file = \"%s/other-ca.pem\"\n", tl_certs());
 
 	deliver("good", NULL, extra, one,
 	    "s%P: TLS failed: certificate verification failed: unable to get local "
@@ -536,7 +503,7 @@ Test(remote, cert_unknown_ca_refused)
 Test(remote, cert_pinned_fingerprint)
 {
 	struct buf fp = BUF_INIT;
-	char *p = xasprintf("%s/good.sha256", certs()), *extra;
+	char *p = xasprintf("%s/good.sha256", tl_certs()), *extra;
 	struct tl_result r;
 	char *c;
 

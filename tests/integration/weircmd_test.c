@@ -35,49 +35,16 @@ static pid_t server = -1, gate = -1;
 static unsigned port;
 static char *record;
 
-static const char *
-certs(void)
-{
-	const char *c = getenv("WEIR_TEST_CERTS");
-
-	cr_assert(c && *c, "WEIR_TEST_CERTS unset: the PRE_ALL hook did not run");
-	return c;
-}
-
-static char *
-src_path(const char *rel)
-{
-	const char *bin = getenv("WEIR_BIN");
-
-	if (access(rel, F_OK) == 0)
-		return xstrdup(rel);
-	return xasprintf("%s/../../%s", bin && *bin ? bin : "build/bin", rel);
-}
-
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
 {
-	char *d = xasprintf("/tmp/weir-weircmd-certs.%ld", (long)getpid());
-	char *script = src_path("tests/upstream/mkcerts.sh");
-	char *cmd = xasprintf("%s %s", script, d);
-
 	(void)set;
-	if (system(cmd) != 0) {
-		fprintf(stderr, "weircmd_test: %s failed\n", cmd);
-		exit(1);
-	}
-	setenv("WEIR_TEST_CERTS", d, 1);
-	free(cmd);
-	free(script);
-	free(d);
+	tl_certs_make_all("weircmd");
 }
 
 ReportHook(POST_ALL)(struct criterion_global_stats *stats)
 {
-	const char *d = getenv("WEIR_TEST_CERTS");
-
 	(void)stats;
-	if (d && strncmp(d, "/tmp/weir-weircmd-certs.", 24) == 0)
-		tl_rmtree(d);
+	tl_certs_remove();
 }
 
 static void
@@ -498,7 +465,7 @@ sound_config(void)
 	    "  username = \"me\"\n"			/* 8 */
 	    "  secret_file = \"%s\"\n"			/* 9 */
 	    "}\n",					/* 10 */
-	    q.qdir, pol, certs(), sec);
+	    q.qdir, pol, tl_certs(), sec);
 	qt_config(&q, text);
 	free(text);
 	free(pol);
@@ -628,9 +595,9 @@ static void
 start_upstream(const char *cert, const char *const *flags)
 {
 	const char *argv[32];
-	char *script = src_path("tests/upstream/upstream.py"), line[64];
-	char *certp = xasprintf("%s/%s.pem", certs(), cert);
-	char *keyp = xasprintf("%s/%s.key", certs(), cert);
+	char *script = tl_src_path("tests/upstream/upstream.py"), line[64];
+	char *certp = xasprintf("%s/%s.pem", tl_certs(), cert);
+	char *keyp = xasprintf("%s/%s.key", tl_certs(), cert);
 	char *log = xasprintf("%s/server.log", q.tmp);
 	int p[2], n = 0, i, lfd;
 	size_t got = 0;
@@ -698,7 +665,7 @@ relay_config(const char *password, const char *extra)
 	    "upstream \"t\" {\n  host = \"127.0.0.1\"\n  port = %u\n  ca_file = \"%s/ca.pem\"\n"
 	    "  username = \"me\"\n  secret_file = \"%s\"\n  timeout_connect = \"5s\"\n"
 	    "  timeout_banner = \"10s\"\n  timeout_command = \"10s\"\n}\n%s",
-	    q.qdir, q.tmp, port, certs(), sec, extra ? extra : "");
+	    q.qdir, q.tmp, port, tl_certs(), sec, extra ? extra : "");
 	qt_config(&q, text);
 	free(text);
 	free(sec);
@@ -721,7 +688,7 @@ recorded(const char *needle)
 static char *
 fingerprint(void)
 {
-	char *p = xasprintf("%s/good.sha256", certs());
+	char *p = xasprintf("%s/good.sha256", tl_certs());
 	struct buf b = BUF_INIT;
 	char *fp;
 
@@ -825,7 +792,7 @@ Test(weircmd, test_relay_all_named_and_secret_mode)
 	cr_assert(chmod(sec2, 0640) == 0);
 	extra = xasprintf("upstream \"open\" {\n  host = \"127.0.0.1\"\n  port = %u\n"
 	    "  ca_file = \"%s/ca.pem\"\n  username = \"me\"\n  secret_file = \"%s\"\n}\n",
-	    port, certs(), sec2);
+	    port, tl_certs(), sec2);
 	relay_config("pw\n", extra);
 	weir(all, &r);
 	cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.out.s);

@@ -19,23 +19,12 @@
 #include "lib/alloc.h"
 #include "relay_helpers.h"
 
-/* A source file: relative to the current folder (make runs the tests
- * from the top of the tree), else to $WEIR_BIN/../.. */
-static char *
-src_path(const char *rel)
-{
-	const char *bin = getenv("WEIR_BIN");
-
-	if (access(rel, F_OK) == 0)
-		return xstrdup(rel);
-	return xasprintf("%s/../../%s", bin && *bin ? bin : "build/bin", rel);
-}
 
 void
 rt_setup(struct rt *t, unsigned concurrency)
 {
 	struct buf conf = BUF_INIT;
-	char *bin = tl_bin("weir-queue"), *dir, *script, *cmd;
+	char *bin = tl_bin("weir-queue"), *dir;
 
 	memset(t, 0, sizeof *t);
 	/* Deliverers orphaned by a kill -9 of weir-send come back to us. */
@@ -50,9 +39,7 @@ rt_setup(struct rt *t, unsigned concurrency)
 	t->policy = xasprintf("%s/policy.conf", dir);
 	t->secret = xasprintf("%s/secret", dir);
 	t->gate_log = xasprintf("%s/gate.log", dir);
-	script = src_path("tests/upstream/mkcerts.sh");
-	cmd = xasprintf("sh '%s' '%s' >/dev/null 2>&1", script, t->certs);
-	cr_assert(system(cmd) == 0, "%s failed", cmd);
+	cr_assert(tl_make_certs(t->certs) == 0, "making certificates in %s failed", t->certs);
 	tl_write(t->secret, RT_SECRET, strlen(RT_SECRET));
 	cr_assert(chmod(t->secret, 0600) == 0);
 	buf_printf(&conf, "policy_file = \"%s\"\ngate_socket = \"%s\"\ngate_journal = \"%s\"\n"
@@ -70,8 +57,6 @@ rt_setup(struct rt *t, unsigned concurrency)
 	qt_setenv(&t->s.qt, t->env_qq);	/* for sendmail */
 	buf_free(&conf);
 	free(bin);
-	free(script);
-	free(cmd);
 }
 
 static void
@@ -164,7 +149,7 @@ void
 rt_upstream_start(struct rt *t, const char *cert, const char *const *flags, unsigned port)
 {
 	const char *argv[64];
-	char *script = src_path("tests/upstream/upstream.py");
+	char *script = tl_src_path("tests/upstream/upstream.py");
 	char *certp = xasprintf("%s/%s.pem", t->certs, cert);
 	char *keyp = xasprintf("%s/%s.key", t->certs, cert);
 	char *auth = xasprintf("%s:%s", RT_USER, RT_SECRET), portarg[16], line[128];

@@ -51,6 +51,59 @@ tl_bin(const char *name)
 	return xasprintf("%s/%s", dir && *dir ? dir : "build/bin", name);
 }
 
+char *
+tl_src_path(const char *rel)
+{
+	const char *bin = getenv("WEIR_BIN");
+
+	if (access(rel, F_OK) == 0)
+		return xstrdup(rel);
+	return xasprintf("%s/../../%s", bin && *bin ? bin : "build/bin", rel);
+}
+
+int
+tl_make_certs(const char *dir)
+{
+	char *script = tl_src_path("tests/upstream/mkcerts.sh");
+	char *cmd = xasprintf("sh '%s' '%s' >/dev/null 2>&1", script, dir);
+	int r = system(cmd) == 0 ? 0 : -1;
+
+	free(cmd);
+	free(script);
+	return r;
+}
+
+void
+tl_certs_make_all(const char *tag)
+{
+	char *d = xasprintf("/tmp/weir-%s-certs.%ld", tag, (long)getpid());
+
+	if (tl_make_certs(d) < 0) {
+		fprintf(stderr, "%s: making the test certificates in %s failed\n", tag, d);
+		exit(1);
+	}
+	setenv("WEIR_TEST_CERTS", d, 1);
+	free(d);
+}
+
+const char *
+tl_certs(void)
+{
+	const char *c = getenv("WEIR_TEST_CERTS");
+
+	cr_assert(c && *c, "WEIR_TEST_CERTS unset: the PRE_ALL hook did not run");
+	return c;
+}
+
+void
+tl_certs_remove(void)
+{
+	const char *d = getenv("WEIR_TEST_CERTS");
+
+	if (d && strncmp(d, "/tmp/weir-", 10) == 0 && strstr(d, "-certs."))
+		tl_rmtree(d);
+}
+
 int
 tl_is_root(void)
 {

@@ -18,6 +18,17 @@ void tl_rmtree(const char *path);
 
 /* Path of a built program: $WEIR_BIN/name. */
 char *tl_bin(const char *name);
+/* A file of the source tree: relative to the current folder (make runs
+ * the tests from the top of the tree), else to $WEIR_BIN/../.. */
+char *tl_src_path(const char *rel);
+/* The test certificates (tests/upstream/mkcerts.sh) made in dir: 0 ok. */
+int tl_make_certs(const char *dir);
+/* For a whole test binary, from its ReportHooks: make the certificates in
+ * /tmp/weir-TAG-certs.PID and name them in $WEIR_TEST_CERTS (exits on
+ * failure); tl_certs() is that folder; tl_certs_remove() removes it. */
+void tl_certs_make_all(const char *tag);
+const char *tl_certs(void);
+void tl_certs_remove(void);
 
 struct tl_run {
 	const char *const *argv;	/* argv[0] is a path */
