@@ -315,6 +315,13 @@ unlink:
 		log_warn("msg %lu: unlink %s", id, path);
 		goto out;
 	}
+	/* Durable before the message's other files go: else a power cut
+	 * can bring back bounce/N without the message, and a later message
+	 * that gets inode N would inherit its notes. */
+	if (fsync_dir(q->dfd, "bounce") < 0) {
+		log_warn("msg %lu: fsync folder bounce", id);
+		goto out;
+	}
 	rc = 0;
 out:
 	buf_free(&info);
