@@ -1,0 +1,46 @@
+/*
+ * crash.h: the parts of the crash-replay harness (tests/durability/):
+ * workload.c runs weir under the recorder (recorder.c) and leaves the
+ * log; crashreplay.c rebuilds and checks every state a power cut could
+ * leave.  See crashreplay.c for the whole story.
+ *
+ * Trusts: the files it made itself.  Test code only.
+ */
+#ifndef WEIR_CRASH_H
+#define WEIR_CRASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CR_SPLIT 3		/* queue_split of the scratch queue */
+#define CR_HOST "test.example"
+#define CR_ADMIN "postmaster@admin.example"
+
+struct workload {
+	char *root;		/* canonical scratch folder */
+	char *bindir;		/* the built programs */
+	char *recorder;		/* recorder.so */
+	char *log;		/* root/rec.log */
+	char *conf;
+	const char *skip;	/* WEIR_REC_SKIP ("prog:path"), or NULL */
+	pid_t gate_pid;		/* its records are the journal's */
+	unsigned injected, refused;
+};
+
+/* FNV-1a, 64 bits: the deliverer (a python script) computes the same. */
+uint64_t cr_hash(const void *p, size_t n);
+/* The body of a message: the bytes after the first empty line. */
+const char *cr_body(const char *m, size_t n, size_t *blen);
+
+/* Make root, the config, the queue and the deliverer.  Dies on error. */
+void wl_setup(struct workload *w);
+/* Run the workload (gate, injections, weir-send, deliveries); returns
+ * 0 when it reached its expected end, -1 (with a message) if not. */
+int wl_run(struct workload *w);
+/* Stop whatever wl_run left running (idempotent). */
+void wl_stop(struct workload *w);
+
+void cr_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), __noreturn__));
+
+#endif

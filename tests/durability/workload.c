@@ -1,0 +1,498 @@
+/*
+ * workload.c: the representative run the crash-replay harness records.
+ * A scratch queue (split CR_SPLIT) under a fresh root, a real weir-gate
+ * (journal in root/gate), a real weir-send delivering through a scripted
+ * qmail-remote(8) compatible deliverer, and six messages: four injected
+ * before weir-send starts (three with weir-queue, one with sendmail),
+ * two while it runs.  Recipients "bad*" fail permanently (bounce notes,
+ * then bounces, which are delivered in turn), "slow*" are deferred (the
+ * retry is minutes away: those messages stay queued), the others are
+ * delivered; the policy's max_recipients = 2 splits a message into
+ * several transactions.  The run ends when every expected confirmation
+ * came and only the two messages with a deferred recipient are left.
+ *
+ * The recorded programs run with the recorder preloaded; the harness
+ * itself adds the promises it sees: "Q" when an injection exits 0 (after
+ * waitpid), and the deliverer adds "Y" for each recipient it accepted
+ * (r) or refused for good (h), before it tells weir-send.
+ *
+ * Trusts: the scratch folder it made.  Test code only.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/buf.h"
+#include "crash.h"
+
+#define WAIT_MS 120000		/* for the whole delivery phase */
+#define EXPECT_CONFIRMED 12	/* see msgs[] and the two bounces */
+#define EXPECT_LEFT 2		/* messages with a "slow" recipient */
+
+struct msgspec {
+	const char *id, *sender, *rcpts[4];
+	int sendmail;
+};
+
+static const struct msgspec before[] = {
+	{ "m1", "a@src.example", { "ok1@dst.example" }, 0 },
+	{ "m2", "b@src.example", { "ok2@dst.example", "bad2@dst.example", "ok3@dst.example" }, 0 },
+	{ "m3", "c@src.example", { "ok4@dst.example", "slow3@dst.example" }, 0 },
+	{ "m4", "d@src.example", { "bad4@dst.example", "slow4@dst.example" }, 1 },
+};
+static const struct msgspec during[] = {
+	{ "m5", "e@src.example", { "ok5@dst.example" }, 0 },
+	{ "m6", "f@src.example", { "ok6@dst.example", "ok7@dst.example", "ok8@dst.example" }, 1 },
+};
+
+static pid_t send_pid, gate_run;
+
+static const char deliverer_py[] =
+    "#!/usr/bin/python3\n"
+    "# qmail-remote(8) stand-in for the crash-replay harness: logs each\n"
+    "# recipient it accepts or refuses for good before it says so.\n"
+    "import os, sys\n"
+    "LOG = %s\n"
+    "def fnv(b):\n"
+    "    h = 0xcbf29ce484222325\n"
+    "    for c in b:\n"
+    "        h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff\n"
+    "    return h\n"
+    "a = sys.argv[1:]\n"
+    "opts = {}\n"
+    "while a and len(a[0]) == 2 and a[0][0] == '-':\n"
+    "    o = a.pop(0)\n"
+    "    opts[o] = True if o == '-n' else a.pop(0)\n"
+    "ocfd = int(opts['-r']) if '-r' in opts else -1\n"
+    "msg = sys.stdin.buffer.read()\n"
+    "host, sender, rcpts = a[0], a[1], a[2:]\n"
+    "k = '-'\n"
+    "for line in msg.split(b'\\n\\n', 1)[0].split(b'\\n'):\n"
+    "    if line.startswith(b'X-Crash-Id: '):\n"
+    "        k = line[12:].decode()\n"
+    "h = '%%016x' %% fnv(msg)\n"
+    "with open(os.path.join(os.path.dirname(LOG), 'etc', 'delivered', h), 'wb') as f:\n"
+    "    f.write(msg)\n"
+    "out = sys.stdout.buffer\n"
+    "n = 0\n"
+    "for r in rcpts:\n"
+    "    if 'slow' in r:\n"
+    "        out.write(b's127.0.0.1 does not like recipient.\\nRemote host said: 451 4.2.1 try later\\0')\n"
+    "        continue\n"
+    "    code = 'h' if 'bad' in r else 'r'\n"
+    "    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND)\n"
+    "    os.write(fd, ('%%d Y %%s %%s %%s %%s\\n' %% (os.getpid(), h, k, r, code)).encode())\n"
+    "    os.close(fd)\n"
+    "    if code == 'h':\n"
+    "        out.write(b'h127.0.0.1 does not like recipient.\\nRemote host said: 550 5.1.1 <' + r.encode() + b'>: no such user\\0')\n"
+    "    else:\n"
+    "        out.write(b'r\\0')\n"
+    "        n += 1\n"
+    "out.write(b'K127.0.0.1 accepted message.\\nRemote host said: 250 ok\\0' if n else b'DGiving up on 127.0.0.1\\0')\n"
+    "out.flush()\n"
+    "if ocfd >= 0:\n"
+    "    os.write(ocfd, ('sent %%d\\n' %% n).encode())\n";
+
+void
+cr_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("crashreplay: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(2);
+}
+
+uint64_t
+cr_hash(const void *p, size_t n)
+{
+	const unsigned char *s = p;
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	while (n--)
+		h = (h ^ *s++) * 0x100000001b3ULL;
+	return h;
+}
+
+const char *
+cr_body(const char *m, size_t n, size_t *blen)
+{
+	const char *e = memmem(m, n, "\n\n", 2);
+
+	if (e == NULL) {
+		*blen = 0;
+		return m + n;
+	}
+	*blen = n - (size_t)(e + 2 - m);
+	return e + 2;
+}
+
+static void
+write_file(const char *path, const char *data, size_t len, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+
+	if (fd < 0 || write(fd, data, len) != (ssize_t)len || close(fd) < 0)
+		cr_die("write %s: %s", path, strerror(errno));
+}
+
+static void
+append_log(const struct workload *w, const char *line)
+{
+	int fd = open(w->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+
+	if (fd < 0 || write(fd, line, strlen(line)) != (ssize_t)strlen(line) || close(fd) < 0)
+		cr_die("append to %s: %s", w->log, strerror(errno));
+}
+
+/* Fork and exec argv with fds 0 and 1 from files (NULL: /dev/null) and
+ * stderr appended to errlog; in its own process group if group. */
+static pid_t
+spawn(const char *const *argv, const char *in0, const char *in1, const char *errlog, int group)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		cr_die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		int e = open(errlog, O_WRONLY | O_APPEND | O_CREAT, 0644);
+		int a = open(in0 ? in0 : "/dev/null", O_RDONLY);
+		int b = in1 ? open(in1, O_RDONLY) : e;
+
+		if (group) {
+			/* Its own group, stopped as one; and it dies with us. */
+			setpgid(0, 0);
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+		}
+		if (e < 0 || a < 0 || b < 0 || dup2(a, 0) < 0 || dup2(b, 1) < 0 || dup2(e, 2) < 0)
+			_exit(126);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	if (group)
+		setpgid(pid, pid);
+	return pid;
+}
+
+static int
+wait_exit(pid_t pid)
+{
+	int st;
+
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			cr_die("waitpid: %s", strerror(errno));
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* SIGTERM to the group, up to 5 s, then SIGKILL. */
+static void
+stop_group(pid_t *pid)
+{
+	int i, st;
+
+	if (*pid <= 0)
+		return;
+	kill(-*pid, SIGTERM);
+	for (i = 0; i < 500; i++) {
+		if (waitpid(*pid, &st, WNOHANG) == *pid)
+			break;
+		usleep(10000);
+	}
+	kill(-*pid, SIGKILL);
+	if (i == 500)
+		waitpid(*pid, &st, 0);
+	*pid = 0;
+}
+
+static void
+stop_all(void)
+{
+	stop_group(&send_pid);
+	stop_group(&gate_run);
+}
+
+void
+wl_setup(struct workload *w)
+{
+	const char *tmp = getenv("TMPDIR");
+	char *t = xasprintf("%s/weir-crash.XXXXXX", tmp && *tmp ? tmp : "/tmp"), real[PATH_MAX];
+	struct buf b = BUF_INIT;
+	char *p, *q;
+	const char *argv[6];
+	int code;
+
+	if (atexit(stop_all) != 0)
+		cr_die("atexit failed");
+	if (mkdtemp(t) == NULL || realpath(t, real) == NULL)
+		cr_die("mkdtemp %s: %s", t, strerror(errno));
+	free(t);
+	w->root = xstrdup(real);
+	w->log = xasprintf("%s/rec.log", w->root);
+	w->conf = xasprintf("%s/etc/weir.conf", w->root);
+	for (code = 0; code < 4; code++) {
+		static const char *const sub[] = { "etc", "etc/delivered", "gate", "run" };
+
+		p = xasprintf("%s/%s", w->root, sub[code]);
+		if (mkdir(p, 0755) < 0)
+			cr_die("mkdir %s: %s", p, strerror(errno));
+		free(p);
+	}
+	buf_printf(&b, "queue_dir = \"%s/queue\"\nqueue_split = %d\nhostname = \"%s\"\n"
+	    "admin = \"%s\"\nconcurrency = 2\ngate_socket = \"%s/run/gate.sock\"\n"
+	    "policy_file = \"%s/etc/policy.conf\"\ngate_journal = \"%s/gate/gate.journal\"\n"
+	    "upstream \"up1\" {\n  host = \"127.0.0.1\"\n  port = 2525\n  tls = \"none\"\n}\n",
+	    w->root, CR_SPLIT, CR_HOST, CR_ADMIN, w->root, w->root, w->root);
+	write_file(w->conf, b.s, b.len, 0644);
+	buf_reset(&b);
+	buf_adds(&b, "upstream \"up1\" { rate = \"100000 per 1d\" max_recipients = 2 }\n");
+	p = xasprintf("%s/etc/policy.conf", w->root);
+	write_file(p, b.s, b.len, 0644);
+	free(p);
+	buf_reset(&b);
+	q = xasprintf("'%s'", w->log);
+	buf_printf(&b, deliverer_py, q);
+	free(q);
+	p = xasprintf("%s/etc/deliver.py", w->root);
+	write_file(p, b.s, b.len, 0755);
+	buf_free(&b);
+	write_file(w->log, "", 0, 0644);
+
+	if (setenv("WEIR_CONFIG", w->conf, 1) < 0 || unsetenv("WEIR_QUEUE") < 0 ||
+	    setenv("WEIR_REMOTE", p, 1) < 0)
+		cr_die("setenv: %s", strerror(errno));
+	free(p);
+	p = xasprintf("%s/weir-queue", w->bindir);
+	if (setenv("QMAILQUEUE", p, 1) < 0)
+		cr_die("setenv: %s", strerror(errno));
+	free(p);
+
+	p = xasprintf("%s/weir", w->bindir);
+	q = xasprintf("%s/setup.log", w->root);
+	argv[0] = p;
+	argv[1] = "-c";
+	argv[2] = w->conf;
+	argv[3] = "queue-init";
+	argv[4] = NULL;
+	if ((code = wait_exit(spawn(argv, NULL, NULL, q, 0))) != 0)
+		cr_die("weir queue-init exited %d (see %s)", code, q);
+	free(p);
+	free(q);
+}
+
+/* From now on the programs we start record. */
+static void
+record_from_here(const struct workload *w)
+{
+	if (setenv("LD_PRELOAD", w->recorder, 1) < 0 || setenv("WEIR_REC_LOG", w->log, 1) < 0 ||
+	    setenv("WEIR_REC_ROOT", w->root, 1) < 0 || setenv("WEIR_REC_DIRS", "queue:gate", 1) < 0)
+		cr_die("setenv: %s", strerror(errno));
+	if (w->skip && setenv("WEIR_REC_SKIP", w->skip, 1) < 0)
+		cr_die("setenv: %s", strerror(errno));
+}
+
+static int
+sock_answers(const char *path)
+{
+	struct sockaddr_un sa;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+	if (fd < 0)
+		return 0;
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+	ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+	close(fd);
+	return ok;
+}
+
+/* Inject one message; on exit 0 log the promise. */
+static void
+inject(struct workload *w, const struct msgspec *m)
+{
+	char *mp = xasprintf("%s/etc/%s.msg", w->root, m->id);
+	char *ep = xasprintf("%s/etc/%s.env", w->root, m->id);
+	char *elog = xasprintf("%s/inject.log", w->root);
+	char *prog = xasprintf("%s/%s", w->bindir, m->sendmail ? "sendmail" : "weir-queue");
+	const char *argv[12];
+	struct buf msg = BUF_INIT, env = BUF_INIT, rec = BUF_INIT;
+	const char *body;
+	size_t blen;
+	int i, n = 0, code;
+
+	buf_printf(&msg, "From: <%s>\nTo: <%s>\nSubject: crash test %s\nX-Crash-Id: %s\n\n",
+	    m->sender, m->rcpts[0], m->id, m->id);
+	for (i = 1; i <= 12; i++)
+		buf_printf(&msg, "line %d of message %s, long enough to span a few hundred bytes.\n",
+		    i, m->id);
+	write_file(mp, msg.s, msg.len, 0644);
+	buf_printf(&env, "F%s%c", m->sender, 0);
+	for (i = 0; i < 4 && m->rcpts[i]; i++)
+		buf_printf(&env, "T%s%c", m->rcpts[i], 0);
+	buf_addc(&env, '\0');
+	write_file(ep, env.s, env.len, 0644);
+
+	argv[n++] = prog;
+	if (m->sendmail) {
+		argv[n++] = "-oi";
+		argv[n++] = "-f";
+		argv[n++] = m->sender;
+		for (i = 0; i < 4 && m->rcpts[i]; i++)
+			argv[n++] = m->rcpts[i];
+	}
+	argv[n] = NULL;
+	code = wait_exit(spawn(argv, mp, m->sendmail ? NULL : ep, elog, 0));
+	if (code != 0) {
+		fprintf(stderr, "crashreplay: %s of %s exited %d (see %s)\n", prog, m->id, code, elog);
+		w->refused++;
+	} else {
+		body = cr_body(msg.s, msg.len, &blen);
+		buf_printf(&rec, "%ld Q %s %016llx %s ", (long)getpid(), m->id,
+		    (unsigned long long)cr_hash(body, blen), m->sender);
+		for (i = 0; i < 4 && m->rcpts[i]; i++)
+			buf_printf(&rec, "%s%s", i ? "," : "", m->rcpts[i]);
+		buf_addc(&rec, '\n');
+		append_log(w, buf_cstr(&rec));
+		w->injected++;
+	}
+	buf_free(&msg);
+	buf_free(&env);
+	buf_free(&rec);
+	free(mp);
+	free(ep);
+	free(elog);
+	free(prog);
+}
+
+static size_t
+count_in(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t n = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static size_t
+count_mess(const struct workload *w)
+{
+	char *p;
+	size_t n = 0;
+	int s;
+
+	for (s = 0; s < CR_SPLIT; s++) {
+		p = xasprintf("%s/queue/mess/%d", w->root, s);
+		n += count_in(p);
+		free(p);
+	}
+	return n;
+}
+
+static size_t
+count_confirmed(const struct workload *w)
+{
+	FILE *f = fopen(w->log, "r");
+	char line[4096];
+	size_t n = 0;
+
+	if (f == NULL)
+		return 0;
+	/* A data record could hold anything, but not a line like this one. */
+	while (fgets(line, sizeof line, f)) {
+		char hash[17];
+		long pid;
+
+		n += sscanf(line, "%ld Y %16[0-9a-f] ", &pid, hash) == 2 && strlen(hash) == 16;
+	}
+	fclose(f);
+	return n;
+}
+
+static int
+finished(const struct workload *w)
+{
+	char *todo = xasprintf("%s/queue/todo", w->root), *bounce = xasprintf("%s/queue/bounce", w->root);
+	int r = count_confirmed(w) >= EXPECT_CONFIRMED && count_mess(w) == EXPECT_LEFT &&
+	    count_in(todo) == 0 && count_in(bounce) == 0;
+
+	free(todo);
+	free(bounce);
+	return r;
+}
+
+int
+wl_run(struct workload *w)
+{
+	char *gate = xasprintf("%s/weir-gate", w->bindir), *send = xasprintf("%s/weir-send", w->bindir);
+	char *sock = xasprintf("%s/run/gate.sock", w->root);
+	char *glog = xasprintf("%s/gate.log", w->root), *slog = xasprintf("%s/send.log", w->root);
+	const char *argv[4];
+	size_t i;
+	int ms, rc = 0;
+
+	record_from_here(w);
+	argv[0] = gate;
+	argv[1] = "-c";
+	argv[2] = w->conf;
+	argv[3] = NULL;
+	w->gate_pid = gate_run = spawn(argv, NULL, NULL, glog, 1);
+	for (ms = 0; ms < 10000 && !sock_answers(sock); ms += 10)
+		usleep(10000);
+	if (ms >= 10000)
+		cr_die("weir-gate does not answer on %s (see %s)", sock, glog);
+
+	for (i = 0; i < sizeof before / sizeof before[0]; i++)
+		inject(w, &before[i]);
+	argv[0] = send;
+	send_pid = spawn(argv, NULL, NULL, slog, 1);
+	for (i = 0; i < sizeof during / sizeof during[0]; i++)
+		inject(w, &during[i]);
+	for (ms = 0; ms < WAIT_MS && !finished(w); ms += 50)
+		usleep(50000);
+	if (!finished(w)) {
+		fprintf(stderr, "crashreplay: the workload did not finish in %d s: %zu of %d "
+		    "confirmations, %zu messages left (expected %d); see %s\n", WAIT_MS / 1000,
+		    count_confirmed(w), EXPECT_CONFIRMED, count_mess(w), EXPECT_LEFT, slog);
+		rc = -1;
+	}
+	wl_stop(w);
+	if (unsetenv("LD_PRELOAD") < 0)
+		cr_die("unsetenv: %s", strerror(errno));
+	free(gate);
+	free(send);
+	free(sock);
+	free(glog);
+	free(slog);
+	return rc;
+}
+
+void
+wl_stop(struct workload *w)
+{
+	(void)w;	/* w->gate_pid stays: the replay knows the journal by it */
+	stop_all();
+}
