@@ -94,6 +94,7 @@ step "building the package"
 deb=$(tail -n 1 "$work/deb.out")
 grep -v '^N:' "$build/package/lintian.txt" | sed 's/^/  lintian: /'
 check "lintian reports no error" sh -c "! grep -q '^E:' '$build/package/lintian.txt'"
+check "lintian: every warning fixed or overridden" sh -c "! grep -q '^W:' '$build/package/lintian.txt'"
 echo "  $deb"
 
 step "a Debian 12 root (mmdebstrap, minbase, this machine's apt sources)"
@@ -174,6 +175,11 @@ upstream "isp" {
 CONF
 printf 'pkg-secret-42\n' >"$root/etc/weir/secret"
 expect_mode /etc/weir/secret "600 weir-remote:root"
+check "weir-send cannot read the secret" sh -c \
+	"! chroot --userspec=weir-send:weir-send '$root' cat /etc/weir/secret 2>/dev/null"
+# 126: the exec itself was refused (mode 4750, group weir-send).
+check "nobody cannot run weir-remote" sh -c \
+	"chroot --userspec=nobody:nogroup '$root' /usr/libexec/weir/weir-remote 2>/dev/null; test \$? -eq 126"
 check "weir check-config" sh -c "chroot '$root' weir check-config >'$work/check-config.log' 2>&1"
 sed 's/^/    /' "$work/check-config.log"
 
@@ -274,9 +280,9 @@ for m in $mounts; do umount "$m"; done
 mounts=""
 rm -f "$root/tmp/weir.deb"
 file_list >"$work/files.after"
-# What Debian keeps by design: dpkg's and apt's own records and logs, and
-# the backups adduser/deluser leave of the account files.
-kept='^\./(var/lib/dpkg/|var/log/|var/cache/debconf/|etc/(passwd|group|shadow|gshadow)-$)'
+# What Debian keeps by design: dpkg's own records, the logs, the backups
+# adduser/deluser leave of the account files and adduser's lock file.
+kept='^\./(var/lib/dpkg/|var/log/|var/cache/debconf/|etc/(passwd|group|shadow|gshadow)-$|run/adduser$)'
 diff "$work/files.before" "$work/files.after" | sed -n 's/^[<>] //p' | grep -Ev "$kept" >"$work/files.diff" || true
 if [ -s "$work/files.diff" ]; then
 	no "the root's files are as before the install"
