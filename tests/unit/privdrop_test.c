@@ -8,6 +8,8 @@
 #include <criterion/criterion.h>
 #include <grp.h>
 #include <pwd.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/privdrop.h"
@@ -40,18 +42,47 @@ Test(privdrop, becomes_nobody_for_good)
 	cr_assert_eq(setgroups(1, (gid_t[]){ 0 }), -1);
 }
 
-Test(privdrop, no_such_user_is_fatal, .exit_code = 3)
+/* privdrop(user, 3) in a child: its exit status and what it said. */
+static int
+drop_in_child(const char *user, struct buf *said)
 {
-	if (!tl_is_root())
-		cr_skip_test("needs root");
-	privdrop("weir-no-such-user", 3);
+	int p[2], status;
+	char b[512];
+	ssize_t n;
+	pid_t pid;
+
+	cr_assert(pipe(p) == 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		if (dup2(p[1], 2) < 0)
+			_exit(120);
+		privdrop(user, 3);
+		_exit(0);
+	}
+	close(p[1]);
+	while ((n = read(p[0], b, sizeof b)) > 0)
+		buf_add(said, b, (size_t)n);
+	close(p[0]);
+	cr_assert(waitpid(pid, &status, 0) == pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-Test(privdrop, root_is_refused, .exit_code = 4)
+Test(privdrop, no_such_user_or_root_is_fatal)
 {
+	struct buf said = BUF_INIT;
+
 	if (!tl_is_root())
 		cr_skip_test("needs root");
-	privdrop("root", 4);
+	cr_assert_eq(drop_in_child("weir-no-such-user", &said), 3, "%s", buf_cstr(&said));
+	cr_assert(strstr(buf_cstr(&said), "drop privileges: no user \"weir-no-such-user\" on "
+	    "this system") != NULL, "%s", buf_cstr(&said));
+	buf_reset(&said);
+	cr_assert_eq(drop_in_child("root", &said), 3, "%s", buf_cstr(&said));
+	cr_assert(strstr(buf_cstr(&said), "user \"root\" has uid or primary gid 0") != NULL,
+	    "%s", buf_cstr(&said));
+	buf_free(&said);
 }
 
 Test(privdrop, daemon_policy)
