@@ -780,6 +780,51 @@ Test(privsep, setuid_remote_reads_the_secret_its_caller_cannot)
 	rt_teardown(&t);
 }
 
+/* Set-user-id, the caller's environment stays outside, and
+ * secret_command runs wholly as the secret's owner. */
+Test(privsep, setuid_remote_environment_and_secret_command)
+{
+	struct rt t;
+	char *copy, *dump, *text;
+	struct buf b = BUF_INIT;
+	struct tl_result r;
+
+	rt_setup(&t, 1);
+	cr_assert(chmod(t.s.qt.tmp, 0755) == 0);
+	rt_upstream_start(&t, "good", NULL, 0);
+	dump = xasprintf("%s/dump", t.s.qt.tmp);
+	cr_assert(mkdir(dump, 0700) == 0 && chown(dump, 65534, 65534) == 0);
+	text = xasprintf("upstream \"isp\" {\n  host = \"127.0.0.1\"\n  port = %u\n"
+	    "  ca_file = \"%s/ca.pem\"\n  username = \"%s\"\n"
+	    "  secret_command = \"env >%s/env; id -ru >%s/ruid; echo %s\"\n}\n",
+	    t.port, t.certs, RT_USER, dump, dump, RT_SECRET);
+	sh_conf_append(&t.s, text);
+	copy = suid_remote(t.s.qt.tmp, 04750);
+	{
+		const char *argv[] = { SETPRIV, "--reuid=1", "--regid=1", "--clear-groups", "--",
+			"/usr/bin/env", "FOO_FROM_CALLER=1", "TZ=UTC",
+			copy, "-n", "-c", t.s.qt.conf, "-u", "isp", "127.0.0.1", "me@x.example",
+			"you@y.example", NULL };
+
+		run(argv, "Subject: env\n\nbody\n", &r);
+	}
+	cr_assert(r.out.len > 0 && r.out.s[0] == 'r', "%s / %s", r.out.s, r.err.s);
+	tl_result_free(&r);
+	free(text);
+	text = xasprintf("%s/env", dump);
+	tl_read(text, &b);
+	cr_assert(strstr(b.s, "FOO_FROM_CALLER") == NULL, "the caller's variable got in:\n%s", b.s);
+	cr_assert(strstr(b.s, "PATH=/usr/local/bin:/usr/bin:/bin\n") != NULL, "%s", b.s);
+	cr_assert(strstr(b.s, "TZ=UTC\n") != NULL, "%s", b.s);
+	free(text);
+	text = xasprintf("%s/ruid", dump);
+	tl_read(text, &b);
+	cr_assert_str_eq(buf_cstr(&b), "65534\n");
+	buf_free(&b);
+	free(text); free(dump); free(copy);
+	rt_teardown(&t);
+}
+
 Test(privsep, setuid_remote_is_killable_by_its_caller_only_and_dies_with_it)
 {
 	char *copy = suid_remote(top, 04750), *conf = path("weir.conf"), *text;
