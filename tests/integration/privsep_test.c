@@ -899,11 +899,11 @@ Test(privsep, setuid_remote_is_killable_by_its_caller_only_and_dies_with_it)
 		remote = fork();
 		cr_assert(remote >= 0);
 		if (remote == 0) {
-			int fd = open(msgp, O_RDONLY);
+			int fd = open(msgp, O_RDONLY), null = open("/dev/null", O_WRONLY);
 
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
 			setpgid(0, 0);
-			if (fd < 0 || dup2(fd, 0) < 0)
+			if (fd < 0 || dup2(fd, 0) < 0 || null < 0 || dup2(null, 2) < 0)
 				_exit(126);
 			execv(SETPRIV, (char *const *)full);
 			_exit(127);
