@@ -11,8 +11,9 @@ demo="$build $peers"
 check="$build $peers libcriterion-dev util-linux swaks clang libclang-rt-14-dev"
 bench="$build strace"
 # the Debian package: its build, lintian, and the throwaway Debian 12 root
-# of the package test (mmdebstrap; the stand-in upstream runs on the host)
-package="$build debhelper dpkg-dev fakeroot lintian mmdebstrap python3-aiosmtpd"
+# of the package test (mmdebstrap, booted with systemd-nspawn; the
+# stand-in upstream runs on the host)
+package="$build debhelper dpkg-dev fakeroot lintian mmdebstrap systemd-container python3-aiosmtpd"
 
 case $what in
 build) pkgs=$build ;;

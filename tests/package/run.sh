@@ -5,33 +5,39 @@
 #
 #  1. scripts/deb.sh builds the .deb from a copy of the tree; lintian.
 #  2. mmdebstrap makes a minimal bookworm root from this machine's apt
-#     sources, with the package's dependencies; its file list is kept.
-#  3. dpkg -i the .deb: postinst makes the users, the statoverrides, the
-#     queue, /var/lib/weir and (systemd-standalone-tmpfiles) /run/weir.
+#     sources, with the package's dependencies and systemd (installed, not
+#     running); its file list and account files are kept.
+#  3. dpkg -i: postinst makes the users, the statoverrides, the queue,
+#     /var/lib/weir and (systemd-tmpfiles) /run/weir.
 #  4. weir.conf gets an upstream (tests/upstream/upstream.py with STARTTLS
 #     and AUTH, running on this host: the root shares the host's network,
 #     and only loopback is used) and a listen section on a free port;
 #     `weir check-config` must pass.
-#  5. `weir run` in the root (no systemd); one message through
-#     /usr/sbin/sendmail as user nobody (the set-group-id weir-queue),
-#     one over SMTP to weir-smtpd; both must reach the upstream with the
-#     password that only weir-remote can read.  Each daemon must run as
-#     its designed user (/proc/PID/status).
+#  5. Without systemd: `weir run` in the root (chroot); one message
+#     through /usr/sbin/sendmail as user nobody (the set-group-id
+#     weir-queue), one over SMTP to weir-smtpd; both must reach the
+#     upstream with the password only weir-remote can read.  Each daemon
+#     must run as its designed user (/proc/PID/status).
 #  6. Upgrade (dpkg -i again) with a message queued while weir is stopped:
 #     the queue and the gate's journal are kept.
 #  7. dpkg --purge: users, groups, statoverrides, spool, journal and
 #     /etc/weir are gone, and the root's file list is the one of step 2
 #     but for what dpkg and adduser keep by design.
+#  8. With systemd: install again, boot the root with systemd-nspawn
+#     (host network, so loopback again); weir.service must be active with
+#     its hardening, the daemons run as their users, mail sent in the
+#     container arrives, `systemctl reload weir` reloads the policy
+#     without a restart, the journal has a line per delivery.
 #
-# Needs root (chroot, mount) and the packages of `scripts/deps.sh package`.
-# Every process it starts is stopped and every mount undone on exit.
-# Usage: BUILD=build tests/package/run.sh
+# Needs root (chroot, mount, nspawn) and the packages of
+# `scripts/deps.sh package`.  Every process it starts is stopped and
+# every mount undone on exit.  Usage: BUILD=build tests/package/run.sh
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-build}
 case $build in /*) ;; *) build=$top/$build ;; esac
 if [ "$(id -u)" -ne 0 ]; then
-	echo "package-test: needs root (chroot, mount); not run" >&2
+	echo "package-test: needs root (chroot, mount, systemd-nspawn); not run" >&2
 	exit 1
 fi
 
@@ -40,9 +46,13 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/weir-pkgtest.XXXXXX")
 root=$work/root
 pids=""
 mounts=""
+nspawn=""
 passed=0
 failed=0
 
+alive() {	# PID: a running process (not gone, not a zombie)
+	[ -e "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
 chroot_pids() {	# every process whose root is the throwaway root
 	for p in /proc/[0-9]*; do
 		[ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && echo "${p#/proc/}"
@@ -51,6 +61,13 @@ chroot_pids() {	# every process whose root is the throwaway root
 }
 cleanup() {
 	set +e
+	# The container: SIGTERM asks systemd-nspawn to shut it down; if it
+	# does not, SIGKILL ends its PID namespace with it.
+	if [ -n "$nspawn" ] && kill -TERM "$nspawn" 2>/dev/null; then
+		i=0
+		while alive "$nspawn" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+		kill -KILL "$nspawn" 2>/dev/null
+	fi
 	for p in $pids; do kill "$p" 2>/dev/null; done
 	for p in $(chroot_pids); do kill "$p" 2>/dev/null; done
 	i=0
@@ -83,10 +100,99 @@ wait_for() {	# SECONDS COMMAND...: until COMMAND succeeds
 		sleep 0.1
 	done
 }
-# Every path in the root but the kernel's file systems, with its owner.
+# Every path in the root but the kernel's file systems.
 file_list() {
 	(cd "$root" && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev \) -prune \
 		-o -printf '%p\n') | sort
+}
+mode() { chroot "$root" stat -c '%a %U:%G' "$1"; }
+expect_mode() {	# PATH "MODE OWNER:GROUP"
+	check "$1 is $2" test "$(mode "$1")" = "$2"
+}
+free_port() {
+	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+listening() {	# PORT
+	/usr/bin/python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1).close()"
+}
+arrived() {	# N: the upstream accepted N messages in all
+	[ "$(grep -c '"event": "data"' "$work/upstream.log" 2>/dev/null)" -ge "$1" ]
+}
+smtp_send() {	# PORT RCPT TEXT: one message to weir-smtpd
+	/usr/bin/python3 - "$@" <<'PY'
+import smtplib, sys
+with smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=20) as s:
+    s.sendmail("lan@relay.example.org", [sys.argv[2]],
+               "Subject: from the LAN\r\n\r\n" + sys.argv[3] + "\r\n")
+PY
+}
+uid_of() { chroot "$root" id -u "$1"; }
+gid_of() { chroot "$root" getent group "$1" | cut -d: -f3; }
+# The daemon named NAME, among the processes $lister prints, runs with
+# real, effective and saved uid of USER, and (unless root) without group 0.
+runs_as() {
+	for p in $($lister); do
+		[ "$(sed -n 's/^Name:[[:space:]]*//p' "/proc/$p/status")" = "$1" ] || continue
+		want=$(uid_of "$2")
+		got=$(sed -n 's/^Uid:[[:space:]]*//p' "/proc/$p/status" | awk '{print $1, $2, $3}')
+		g=$(sed -n 's/^Groups:[[:space:]]*//p' "/proc/$p/status")
+		echo "    $1 pid $p: Uid $got, Groups $g (want uid $want, $2)"
+		[ "$got" = "$want $want $want" ] || return 1
+		if [ "$2" != root ]; then
+			case " $g " in *" 0 "*) return 1 ;; esac
+		fi
+		return 0
+	done
+	echo "    no process $1"
+	return 1
+}
+has_group() {	# NAME GROUP: the daemon NAME has GROUP among its groups
+	for p in $($lister); do
+		grep -q "^Name:[[:space:]]*$1\$" "/proc/$p/status" || continue
+		case " $(sed -n 's/^Groups:[[:space:]]*//p' "/proc/$p/status") " in
+		*" $(gid_of "$2") "*) return 0 ;;
+		esac
+	done
+	return 1
+}
+check_users() {
+	check "weir run runs as root (it only supervises)" runs_as weir root
+	check "weir-gate runs as weir-gate" runs_as weir-gate weir-gate
+	check "weir-send runs as weir-send" runs_as weir-send weir-send
+	check "weir-smtpd runs as weir-smtpd" runs_as weir-smtpd weir-smtpd
+	check "weir-send has group weir-queue" has_group weir-send weir-queue
+}
+install_deb() {	# LOG
+	in_root dpkg -i /tmp/weir.deb >"$work/$1" 2>&1 || { cat "$work/$1"; exit 1; }
+}
+# As an administrator would: edit the packaged files, and put the
+# password into the packaged secret file (its owner and mode stay).
+configure() {	# SMTPPORT
+	cp "$work/certs/ca.pem" "$root/etc/weir/test-ca.pem"
+	cat >>"$root/etc/weir/weir.conf" <<CONF
+
+hostname = "relay.example.org"
+admin    = "postmaster@example.org"
+upstream "isp" {
+  host        = "127.0.0.1"
+  port        = $port
+  tls         = "starttls"
+  ca_file     = "/etc/weir/test-ca.pem"
+  username    = "pkgtest"
+  secret_file = "/etc/weir/secret"
+}
+listen {
+  address = {"127.0.0.1:$1"}
+  allow   = {"127.0.0.0/8"}
+}
+CONF
+	cat >>"$root/etc/weir/policy.conf" <<'CONF'
+
+upstream "isp" {
+  rate = {"100 per 1m"}
+}
+CONF
+	printf 'pkg-secret-42\n' >"$root/etc/weir/secret"
 }
 
 step "building the package"
@@ -99,12 +205,10 @@ echo "  $deb"
 
 step "a Debian 12 root (mmdebstrap, minbase, this machine's apt sources)"
 # The .deb's dependencies (first alternative, no versions) go in now, so
-# installing it later needs no network; systemd-standalone-tmpfiles runs
-# the package's tmpfiles.d entry as a non-systemd machine does.
+# installing it later needs no network.
 deps=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/[[:space:]]//g' |
 	grep . | tr '\n' ',')
-mmdebstrap --quiet --mode=root --variant=minbase \
-	--include="${deps}systemd-standalone-tmpfiles" \
+mmdebstrap --quiet --mode=root --variant=minbase --include="${deps}systemd" \
 	bookworm "$root" - </etc/apt/sources.list.d/debian.sources >"$work/mmdebstrap.log" 2>&1 || {
 	tail -n 30 "$work/mmdebstrap.log"
 	exit 1
@@ -117,7 +221,7 @@ mount --bind /dev "$root/dev" && mounts="$root/dev $mounts"
 
 step "dpkg -i $(basename "$deb")"
 cp "$deb" "$root/tmp/weir.deb"
-in_root dpkg -i /tmp/weir.deb >"$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
+install_deb install.log
 ok "installed"
 for u in weir-send weir-gate weir-remote weir-smtpd; do
 	check "user $u exists, no login shell" \
@@ -125,10 +229,6 @@ for u in weir-send weir-gate weir-remote weir-smtpd; do
 done
 check "group weir-queue exists" sh -c "chroot '$root' getent group weir-queue >/dev/null"
 check "weir-send is in group weir-queue" sh -c "chroot '$root' id -nG weir-send | grep -qw weir-queue"
-mode() { chroot "$root" stat -c '%a %U:%G' "$1"; }
-expect_mode() {	# PATH "MODE OWNER:GROUP"
-	check "$1 is $2" test "$(mode "$1")" = "$2"
-}
 expect_mode /usr/libexec/weir/weir-queue "2755 root:weir-queue"
 expect_mode /usr/libexec/weir/weir-remote "4750 weir-remote:weir-send"
 expect_mode /etc/weir/secret "600 weir-remote:root"
@@ -146,34 +246,8 @@ sh "$top/tests/upstream/mkcerts.sh" "$work/certs" >/dev/null 2>&1
 pids="$pids $!"
 wait_for 20 grep -q '^PORT ' "$work/upstream.out" || { cat "$work/upstream.err"; exit 1; }
 port=$(sed -n 's/^PORT //p' "$work/upstream.out")
-smtpport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cp "$work/certs/ca.pem" "$root/etc/weir/test-ca.pem"
-# As an administrator would: edit the packaged files, put the password
-# into the packaged secret file (its owner and mode stay).
-cat >>"$root/etc/weir/weir.conf" <<CONF
-
-hostname = "relay.example.org"
-admin    = "postmaster@example.org"
-upstream "isp" {
-  host        = "127.0.0.1"
-  port        = $port
-  tls         = "starttls"
-  ca_file     = "/etc/weir/test-ca.pem"
-  username    = "pkgtest"
-  secret_file = "/etc/weir/secret"
-}
-listen {
-  address = {"127.0.0.1:$smtpport"}
-  allow   = {"127.0.0.0/8"}
-}
-CONF
-cat >>"$root/etc/weir/policy.conf" <<'CONF'
-
-upstream "isp" {
-  rate = {"100 per 1m"}
-}
-CONF
-printf 'pkg-secret-42\n' >"$root/etc/weir/secret"
+smtpport=$(free_port)
+configure "$smtpport"
 expect_mode /etc/weir/secret "600 weir-remote:root"
 check "weir-send cannot read the secret" sh -c \
 	"! chroot --userspec=weir-send:weir-send '$root' cat /etc/weir/secret 2>/dev/null"
@@ -195,57 +269,16 @@ stop_weir() {
 }
 start_weir
 check "weir-gate's socket appears" wait_for 20 test -S "$root/run/weir/gate.sock"
-check "weir-smtpd listens" wait_for 20 /usr/bin/python3 -c "import socket; socket.create_connection(('127.0.0.1', $smtpport), 1).close()"
+check "weir-smtpd listens" wait_for 20 listening "$smtpport"
 check "sendmail as nobody (set-group-id weir-queue)" sh -c \
 	"printf 'Subject: from cron\n\nhello from the package test\n' |
 	chroot --userspec=nobody:nogroup '$root' /usr/sbin/sendmail -f cron@relay.example.org someone@example.com"
-check "SMTP to weir-smtpd" /usr/bin/python3 - "$smtpport" <<'PY'
-import smtplib, sys
-with smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=20) as s:
-    s.sendmail("lan@relay.example.org", ["other@example.net"],
-               "Subject: from the LAN\r\n\r\nhello over SMTP\r\n")
-PY
-arrived() {	# N: the upstream accepted N messages
-	[ "$(grep -c '"event": "data"' "$work/upstream.log" 2>/dev/null)" -ge "$1" ]
-}
+check "SMTP to weir-smtpd" smtp_send "$smtpport" other@example.net "hello over SMTP"
 check "both messages reached the upstream (AUTH with the secret)" wait_for 60 arrived 2
 check "the upstream saw AUTH by pkgtest" grep -q '"user": "pkgtest", "ok": true' "$work/upstream.log"
 check "the sendmail message is intact" grep -rqs 'hello from the package test' "$work"/upstream.log.*
-
-uid_of() { chroot "$root" id -u "$1"; }
-gid_of() { chroot "$root" getent group "$1" | cut -d: -f3; }
-# The daemon named NAME runs with real, effective and saved uid of USER.
-runs_as() {
-	for p in $(chroot_pids); do
-		[ "$(sed -n 's/^Name:[[:space:]]*//p' "/proc/$p/status")" = "$1" ] || continue
-		want=$(uid_of "$2")
-		got=$(sed -n 's/^Uid:[[:space:]]*//p' "/proc/$p/status" | awk '{print $1, $2, $3}')
-		echo "    $1 pid $p: Uid $got (want $want as $2)"
-		[ "$got" = "$want $want $want" ] || return 1
-		if [ "$2" != root ]; then
-			g=$(sed -n 's/^Groups:[[:space:]]*//p' "/proc/$p/status")
-			echo "    $1 pid $p: Groups $g"
-			case " $g " in *" 0 "*) return 1 ;; esac
-		fi
-		return 0
-	done
-	echo "    no process $1 in the root"
-	return 1
-}
-check "weir run runs as root (it only supervises)" runs_as weir root
-check "weir-gate runs as weir-gate" runs_as weir-gate weir-gate
-check "weir-send runs as weir-send" runs_as weir-send weir-send
-check "weir-smtpd runs as weir-smtpd" runs_as weir-smtpd weir-smtpd
-has_group() {	# NAME GROUP: the daemon NAME has GROUP among its groups
-	for p in $(chroot_pids); do
-		grep -q "^Name:[[:space:]]*$1\$" "/proc/$p/status" || continue
-		case " $(sed -n 's/^Groups:[[:space:]]*//p' "/proc/$p/status") " in
-		*" $(gid_of "$2") "*) return 0 ;;
-		esac
-	done
-	return 1
-}
-check "weir-send has group weir-queue" has_group weir-send weir-queue
+lister=chroot_pids
+check_users
 
 step "upgrade (dpkg -i again) with a message queued and weir stopped"
 stop_weir
@@ -254,7 +287,7 @@ check "sendmail as nobody with weir stopped" sh -c \
 	"printf 'Subject: waits\n\nqueued across an upgrade\n' |
 	chroot --userspec=nobody:nogroup '$root' /usr/sbin/sendmail -f cron@relay.example.org late@example.com"
 journal_before=$(md5sum <"$root/var/lib/weir/gate.journal" 2>/dev/null || echo none)
-in_root dpkg -i /tmp/weir.deb >"$work/upgrade.log" 2>&1 || { cat "$work/upgrade.log"; exit 1; }
+install_deb upgrade.log
 ok "upgraded"
 check "the queued message is still there" sh -c "chroot '$root' mailq | grep -q '^messages in queue: 1\$'"
 check "the gate's journal is unchanged" test "$(md5sum <"$root/var/lib/weir/gate.journal" 2>/dev/null || echo gone)" = "$journal_before"
@@ -278,8 +311,7 @@ check "/etc/passwd as before" cmp -s "$work/passwd.before" "$root/etc/passwd"
 check "/etc/group as before" cmp -s "$work/group.before" "$root/etc/group"
 for m in $mounts; do umount "$m"; done
 mounts=""
-rm -f "$root/tmp/weir.deb"
-file_list >"$work/files.after"
+file_list | grep -vx './tmp/weir.deb' >"$work/files.after"
 # What Debian keeps by design: dpkg's own records, the logs, the backups
 # adduser/deluser leave of the account files and adduser's lock file.
 kept='^\./(var/lib/dpkg/|var/log/|var/cache/debconf/|etc/(passwd|group|shadow|gshadow)-$|run/adduser$)'
@@ -289,6 +321,78 @@ if [ -s "$work/files.diff" ]; then
 	sed 's/^/    /' "$work/files.diff"
 else
 	ok "the root's files are as before the install (but dpkg's records, logs, account backups)"
+fi
+
+step "weir.service: install again, boot the root with systemd (systemd-nspawn)"
+install_deb reinstall.log
+smtpport=$(free_port)
+configure "$smtpport"
+# No own network (loopback is the host's), no registration with
+# machined (there may be no system bus here), no console.
+systemd-nspawn --quiet --register=no --keep-unit --console=passive \
+	--machine="weirpkg$$" --directory="$root" --boot >"$work/nspawn.log" 2>&1 &
+nspawn=$!
+ct_init() {	# the container's PID 1, as the host sees it
+	for c in $(cat /proc/"$nspawn"/task/*/children 2>/dev/null); do
+		[ "$(cat /proc/"$c"/comm 2>/dev/null)" = systemd ] && echo "$c" && return 0
+	done
+	return 1
+}
+ct_pids() {	# every process in the container's PID namespace
+	ns=$(readlink "/proc/$init/ns/pid")
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$ns" ] && echo "${p#/proc/}"
+	done
+	return 0
+}
+in_ct() { nsenter --target "$init" --mount --uts --ipc --net --pid --root --wd -- "$@"; }
+booted() {
+	case $(in_ct systemctl is-system-running 2>/dev/null) in
+	running|degraded) return 0 ;;
+	*) return 1 ;;
+	esac
+}
+if ! wait_for 30 ct_init >/dev/null || ! init=$(ct_init) || ! wait_for 90 booted; then
+	no "the root boots with systemd"
+	tail -n 30 "$work/nspawn.log"
+else
+	ok "the root boots with systemd ($(in_ct systemctl is-system-running 2>/dev/null))"
+	check "weir.service is active" wait_for 30 sh -c "[ \"\$(nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- systemctl is-active weir)\" = active ]"
+	check "weir-smtpd listens" wait_for 30 listening "$smtpport"
+	lister=ct_pids
+	check_users
+	check "sendmail as nobody in the container" sh -c \
+		"printf 'Subject: under systemd\n\nhello from weir.service\n' |
+		nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- \
+		runuser -u nobody -- /usr/sbin/sendmail -f cron@relay.example.org unit@example.com"
+	check "SMTP to weir-smtpd under systemd" smtp_send "$smtpport" lan@example.net "over SMTP under systemd"
+	check "both reached the upstream (weir-queue and weir-remote set-id under the unit's hardening)" \
+		wait_for 60 arrived 5
+	check "the journal has a line per delivery with the queue id" \
+		sh -c "nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- journalctl -u weir --no-pager |
+		grep -Eq 'weir-send: info: msg [0-9]+: delivered to <unit@example.com>'"
+	gatepid=$(for p in $(ct_pids); do
+		grep -q '^Name:[[:space:]]*weir-gate$' "/proc/$p/status" && echo "$p"
+	done; true)
+	check "systemctl reload weir" in_ct systemctl reload weir
+	check "weir-gate re-read the policy (SIGHUP)" wait_for 10 sh -c \
+		"nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- journalctl -u weir --no-pager |
+		grep -q 'weir-gate: info: policy /etc/weir/policy.conf loaded (SIGHUP)'"
+	check "reload restarted nothing" sh -c "[ -n '$gatepid' ] && grep -q '^Name:[[:space:]]*weir-gate$' /proc/$gatepid/status"
+	in_ct systemd-analyze security weir.service >"$work/security.txt" 2>&1 || true
+	echo "    systemd-analyze security (in the container): $(tail -n 1 "$work/security.txt")"
+	if [ "$failed" -gt 0 ]; then
+		in_ct journalctl -u weir --no-pager | tail -n 30 | sed 's/^/    journal: /'
+	fi
+	check "systemctl stop weir" in_ct systemctl stop weir
+	in_ct systemctl poweroff >/dev/null 2>&1 || true
+	if wait_for 30 sh -c "! { [ -e /proc/$nspawn/status ] && ! grep -q '^State:[[:space:]]*Z' /proc/$nspawn/status; }"; then
+		ok "the container shut down"
+	else
+		no "the container shut down"
+	fi
+	wait "$nspawn" 2>/dev/null || true
+	nspawn=""
 fi
 
 echo "package-test: $(( $(date +%s) - t0 ))s"
