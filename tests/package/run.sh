@@ -167,14 +167,14 @@ install_deb() {	# LOG
 }
 # As an administrator would: edit the packaged files, and put the
 # password into the packaged secret file (its owner and mode stay).
-configure() {	# SMTPPORT
+configure() {	# SMTPPORT UPSTREAM-HOST
 	cp "$work/certs/ca.pem" "$root/etc/weir/test-ca.pem"
 	cat >>"$root/etc/weir/weir.conf" <<CONF
 
 hostname = "relay.example.org"
 admin    = "postmaster@example.org"
 upstream "isp" {
-  host        = "127.0.0.1"
+  host        = "$2"
   port        = $port
   tls         = "starttls"
   ca_file     = "/etc/weir/test-ca.pem"
@@ -213,6 +213,11 @@ mmdebstrap --quiet --mode=root --variant=minbase --include="${deps}systemd" \
 	tail -n 30 "$work/mmdebstrap.log"
 	exit 1
 }
+# A minbase root may have no /etc/hosts (then "localhost" does not
+# resolve); the installer writes one like this.
+if [ ! -e "$root/etc/hosts" ]; then
+	printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+fi
 file_list >"$work/files.before"
 cp "$root/etc/passwd" "$work/passwd.before"
 cp "$root/etc/group" "$work/group.before"
@@ -247,7 +252,7 @@ pids="$pids $!"
 wait_for 20 grep -q '^PORT ' "$work/upstream.out" || { cat "$work/upstream.err"; exit 1; }
 port=$(sed -n 's/^PORT //p' "$work/upstream.out")
 smtpport=$(free_port)
-configure "$smtpport"
+configure "$smtpport" localhost
 expect_mode /etc/weir/secret "600 weir-remote:root"
 check "weir-send cannot read the secret" sh -c \
 	"! chroot --userspec=weir-send:weir-send '$root' cat /etc/weir/secret 2>/dev/null"
@@ -326,7 +331,9 @@ fi
 step "weir.service: install again, boot the root with systemd (systemd-nspawn)"
 install_deb reinstall.log
 smtpport=$(free_port)
-configure "$smtpport"
+# A name this time: weir-remote resolves it (getaddrinfo, AI_ADDRCONFIG)
+# under the unit's RestrictAddressFamilies=.
+configure "$smtpport" localhost
 # No own network (loopback is the host's), no registration with
 # machined (there may be no system bus here), no console.
 systemd-nspawn --quiet --register=no --keep-unit --console=passive \
