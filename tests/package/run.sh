@@ -241,6 +241,10 @@ expect_mode /var/lib/weir "750 weir-gate:weir-gate"
 expect_mode /run/weir "2750 weir-gate:weir-send"
 check "/usr/sbin/sendmail, /usr/lib/sendmail and /usr/bin/mailq" \
 	sh -c "test -x '$root/usr/sbin/sendmail' && test -x '$root/usr/lib/sendmail' && test -x '$root/usr/bin/mailq'"
+for m in man8/weir.8 man8/weir-queue.8 man8/weir-send.8 man8/weir-gate.8 man8/weir-remote.8 \
+    man8/weir-smtpd.8 man8/sendmail.8 man1/mailq.1 man5/weir.conf.5 man5/weir-policy.conf.5; do
+	check "man page $m" test -s "$root/usr/share/man/$m.gz"
+done
 check "weir queue-check: the queue is sound" sh -c "chroot '$root' weir queue-check >'$work/qcheck.log' 2>&1"
 
 step "a stand-in upstream on this host (STARTTLS, AUTH), weir.conf pointing at it"
