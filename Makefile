@@ -7,6 +7,8 @@
 #   make bench-inject    injection benchmark (scripts/bench/inject.sh)
 #   make fuzz            libFuzzer on weir-smtpd's parsers for FUZZ_TIME seconds
 #   make crashtest       crash-replay durability harness, exhaustive (tests/durability/)
+#   make deb             the Debian package and its lintian report, in $(BUILD)/package
+#   make package-test    install and use the package in a throwaway Debian 12 root (root)
 #
 # Sources are found by folder: src/lib and src/mail make libweir.a; each
 # folder in PROGRAMS is one program whose main.c is thin, and whose other
@@ -207,6 +209,19 @@ install: all
 	install -m 0644 src/queue/weir-queue.8 $(DESTDIR)$(MANDIR)/man8/weir-queue.8
 	install -m 0644 src/sendmail/sendmail.8 $(DESTDIR)$(MANDIR)/man8/sendmail.8
 	install -m 0644 src/weir/weir.8 $(DESTDIR)$(MANDIR)/man8/weir.8
+
+# The Debian package: dpkg-buildpackage on a copy of the tree, then
+# lintian (scripts/deb.sh).  package-test installs it into a throwaway
+# Debian 12 root and uses it there (tests/package/run.sh); it needs root
+# and the network to Debian's mirror, so it is not part of make check.
+.PHONY: deb package-test
+deb:
+	@scripts/deps.sh package
+	@scripts/deb.sh $(BUILD)/package
+
+package-test:
+	@scripts/deps.sh package
+	@BUILD=$(BUILD) tests/package/run.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -1,7 +1,7 @@
 #!/bin/sh
-# scripts/deps.sh build|demo|check|bench: make sure the Debian packages weir
-# needs are installed.  As root, installs what is missing with apt-get;
-# otherwise prints the exact apt-get command to run and fails.
+# scripts/deps.sh build|demo|check|bench|package: make sure the Debian
+# packages weir needs are installed.  As root, installs what is missing
+# with apt-get; otherwise prints the exact apt-get command to run and fails.
 set -eu
 what=${1:-build}
 
@@ -10,13 +10,18 @@ peers="openssl python3-aiosmtpd libsasl2-modules libsasl2-modules-db"
 demo="$build $peers"
 check="$build $peers libcriterion-dev util-linux swaks clang libclang-rt-14-dev"
 bench="$build strace"
+# the Debian package: its build, lintian, and the throwaway Debian 12 root
+# of the package test (mmdebstrap, booted with systemd-nspawn; the
+# stand-in upstream runs on the host)
+package="$build debhelper dpkg-dev fakeroot lintian mmdebstrap systemd-container python3-aiosmtpd"
 
 case $what in
 build) pkgs=$build ;;
 demo) pkgs=$demo ;;
 check) pkgs=$check ;;
 bench) pkgs=$bench ;;
-*) echo "usage: $0 build|demo|check|bench" >&2; exit 2 ;;
+package) pkgs=$package ;;
+*) echo "usage: $0 build|demo|check|bench|package" >&2; exit 2 ;;
 esac
 
 missing=""

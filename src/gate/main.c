@@ -11,7 +11,8 @@
  *
  * Trusts: its invoker (the administrator, or weir run).
  * Config keys: gate_socket, policy_file, gate_journal (weir.conf; -s, -p
- * and -j override).  -g (a duration, default
+ * and -j override), gate_user (started as root, the daemon becomes it
+ * before anything else; see lib/privdrop.h).  -g (a duration, default
  * 10m, RFC 5321's wait for the reply to the final dot) is how long a
  * grant the gate could not see reported, because it stopped, may still be
  * in flight.
@@ -23,6 +24,7 @@
 
 #include "gate/server.h"
 #include "lib/log.h"
+#include "lib/privdrop.h"
 #include "lib/timefmt.h"
 #include "mail/config.h"
 #include "mail/gateclient.h"
@@ -95,6 +97,9 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return rc;
 	}
+	/* The one place weir-gate gives up root: before the socket, the
+	 * journal and the policy are opened, so all are the user's. */
+	privdrop_daemon("gate_user", cfg.gate_user, 2);
 	umask(007);
 	o.socket = sock ? sock : cfg.gate_socket;
 	o.policy = policy ? policy : cfg.policy_file;

@@ -75,31 +75,39 @@ fsync_dir(int dirfd, const char *path)
 }
 
 int
-read_file_at(int dirfd, const char *path, struct buf *b, size_t max)
+read_fd_all(int fd, struct buf *b, size_t max)
 {
 	char chunk[65536];
 	ssize_t r;
-	int fd, saved;
+
+	buf_reset(b);
+	for (;;) {
+		r = read_retry(fd, chunk, sizeof chunk);
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			return 0;
+		if (b->len + (size_t)r > max)
+			return -2;
+		buf_add(b, chunk, (size_t)r);
+	}
+}
+
+int
+read_file_at(int dirfd, const char *path, struct buf *b, size_t max)
+{
+	int fd, r, saved;
 
 	buf_reset(b);
 	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return -1;
-	for (;;) {
-		r = read_retry(fd, chunk, sizeof chunk);
-		if (r < 0) {
-			saved = errno;
-			close(fd);
-			errno = saved;
-			return -1;
-		}
-		if (r == 0)
-			break;
-		if (b->len + (size_t)r > max) {
-			close(fd);
-			return -2;
-		}
-		buf_add(b, chunk, (size_t)r);
+	r = read_fd_all(fd, b, max);
+	if (r != 0) {
+		saved = errno;
+		close(fd);
+		errno = saved;
+		return r;
 	}
 	if (close(fd) < 0)
 		return -1;

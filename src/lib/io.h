@@ -25,6 +25,8 @@ int fsync_dir(int dirfd, const char *path) MUST_CHECK;
 /* Read a whole file (relative to dirfd) into b, at most max bytes:
  * 0 ok, -1 error (errno), -2 larger than max. */
 int read_file_at(int dirfd, const char *path, struct buf *b, size_t max) MUST_CHECK;
+/* The same from an open descriptor, to its end. */
+int read_fd_all(int fd, struct buf *b, size_t max) MUST_CHECK;
 /* Set or clear O_NONBLOCK / FD_CLOEXEC. */
 int fd_nonblock(int fd, int on) MUST_CHECK;
 int fd_cloexec(int fd, int on) MUST_CHECK;

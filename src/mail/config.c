@@ -36,7 +36,8 @@
 #define SYSCONFDIR "/etc/weir"
 #endif
 
-enum ktype { K_STR, K_INT, K_DURATION, K_BOOL, K_LIST, K_CHOICE };
+/* K_ACCOUNT: a user or group name; "" (the default) stores NULL. */
+enum ktype { K_STR, K_INT, K_DURATION, K_BOOL, K_LIST, K_CHOICE, K_ACCOUNT };
 
 struct key {
 	const char *name;
@@ -65,6 +66,13 @@ static const struct key keys[] = {
 	/* Below the 36 hours after which weir-send removes S2/S3 leftovers
 	 * (QUEUE.md), so an injector still running never loses its files. */
 	{ "inject_timeout", K_DURATION, "24h", 0, 1, 35 * 3600, OFF(inject_timeout) },
+	/* Privilege separation (lib/privdrop.h, QUEUE.md): the accounts the
+	 * daemons become when started as root; "" keeps them as started.
+	 * send_user and queue_group also own the queue (weir queue-init). */
+	{ "gate_user",      K_ACCOUNT,  NULL, 0, 0, 0, OFF(gate_user) },
+	{ "send_user",      K_ACCOUNT,  NULL, 0, 0, 0, OFF(send_user) },
+	{ "smtpd_user",     K_ACCOUNT,  NULL, 0, 0, 0, OFF(smtpd_user) },
+	{ "queue_group",    K_ACCOUNT,  NULL, 0, 0, 0, OFF(queue_group) },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -182,6 +190,24 @@ str_problem(const char *name, const char *v)
 	return NULL;
 }
 
+/* An account name as useradd(8) takes it (and "" for none): letters,
+ * digits, '_', '.', '-', not starting with '-', at most 32 bytes. */
+static const char *
+account_problem(const char *v)
+{
+	const char *p;
+
+	if (strlen(v) > 32)
+		return "an account name is at most 32 characters";
+	if (v[0] == '-')
+		return "an account name does not start with '-'";
+	for (p = v; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' || *p == '-'))
+			return "an account name holds only letters, digits, '_', '.' and '-'";
+	return NULL;
+}
+
 static int
 validate_key(cfg_t *cfg, cfg_opt_t *opt, const struct key *k)
 {
@@ -201,6 +227,12 @@ validate_key(cfg_t *cfg, cfg_opt_t *opt, const struct key *k)
 			cfg_error(cfg, "%s = \"%s\": must be one of %s", k->name,
 			    cfg_opt_getnstr(opt, 0), all.s);
 			buf_free(&all);
+			return -1;
+		}
+		return 0;
+	case K_ACCOUNT:
+		if ((why = account_problem(cfg_opt_getnstr(opt, 0))) != NULL) {
+			cfg_error(cfg, "%s = \"%s\": %s", k->name, cfg_opt_getnstr(opt, 0), why);
 			return -1;
 		}
 		return 0;
@@ -287,6 +319,9 @@ table_defaults(const struct key *tab, size_t n, void *base)
 		case K_LIST:
 			memset(field, 0, sizeof(struct strlist));
 			break;
+		case K_ACCOUNT:
+			*(char **)field = NULL;
+			break;
 		case K_DURATION:
 			if (duration_parse(tab[i].def, &v, &why) < 0)
 				panic("config: bad default for %s", tab[i].name);
@@ -356,6 +391,12 @@ table_copy(const struct key *tab, size_t n, void *base, cfg_t *cfg)
 			free(*(char **)field);
 			*(char **)field = xstrdup(cfg_getstr(cfg, name));
 			break;
+		case K_ACCOUNT:
+			free(*(char **)field);
+			*(char **)field = NULL;
+			if (cfg_getstr(cfg, name) && *cfg_getstr(cfg, name))
+				*(char **)field = xstrdup(cfg_getstr(cfg, name));
+			break;
 		case K_INT:
 			*(unsigned *)field = (unsigned)cfg_getint(cfg, name);
 			break;
@@ -392,7 +433,7 @@ table_free(const struct key *tab, size_t n, void *base)
 	for (i = 0; i < n; i++) {
 		char *field = (char *)base + tab[i].off;
 
-		if (tab[i].type == K_STR) {
+		if (tab[i].type == K_STR || tab[i].type == K_ACCOUNT) {
 			free(*(char **)field);
 			*(char **)field = NULL;
 		} else if (tab[i].type == K_LIST) {
@@ -612,6 +653,9 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 	if (confparse(cfg, path, err) < 0)
 		goto out;
 	table_copy(keys, NKEYS, c, cfg);
+	if ((c->send_user == NULL) != (c->queue_group == NULL))
+		buf_printf(err, "%s: send_user and queue_group go together (the queue's "
+		    "owner and the queue writer's group): set both or neither\n", path);
 	copy_upstreams(c, cfg, path, err);
 	copy_listen(c, cfg, path, err);
 	c->file = xstrdup(path);

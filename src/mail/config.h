@@ -86,6 +86,11 @@ struct weir_config {
 	unsigned concurrency;	/* concurrency: deliveries at once per upstream */
 	long long queue_lifetime; /* queue_lifetime, seconds */
 	unsigned retry_skip;	/* retry_skip: qmail's chanskip */
+	/* Accounts (NULL: unset, stay as started; see lib/privdrop.h). */
+	char *gate_user;	/* gate_user: weir-gate becomes it */
+	char *send_user;	/* send_user: weir-send becomes it; owns the queue */
+	char *smtpd_user;	/* smtpd_user: weir-smtpd becomes it */
+	char *queue_group;	/* queue_group: weir-queue's set-group-id group */
 	struct weir_upstream *upstreams; /* upstream sections, in file order */
 	size_t nupstreams;
 	struct weir_listen listen; /* listen section */

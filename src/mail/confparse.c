@@ -1,12 +1,15 @@
-/* confparse.c: see confparse.h.  Trusts: the file's owner. */
+/* confparse.c: see confparse.h.  Trusts: the file's owner; in a set-id
+ * process only root (see config_untrusted_env()). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/io.h"
+#include "mail/config.h"
 #include "mail/confparse.h"
 
 /* Where errfunc writes while confparse runs: libconfuse's error callback
@@ -100,19 +103,36 @@ confparse(cfg_t *cfg, const char *path, struct buf *err)
 	struct stat st;
 	size_t len0 = err->len;
 	FILE *fp;
-	int r;
+	int fd, r, saved;
 
-	if (stat(path, &st) < 0) {
+	/* One open, then fstat and read the same file: what is checked is
+	 * what is parsed. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0 || fstat(fd, &st) < 0) {
 		buf_printf(err, "%s: %s\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		buf_printf(err, "%s: not a regular file\n", path);
+		close(fd);
 		return -1;
 	}
-	r = read_file_at(AT_FDCWD, path, &text, CONF_MAX);
+	/* A set-id program (weir-remote, weir-queue) reads what root wrote,
+	 * never a file its caller could have written or chosen to leak. */
+	if (config_untrusted_env() && (st.st_uid != 0 || (st.st_mode & 022))) {
+		buf_printf(err, "%s: a set-id program reads only a file owned by root "
+		    "and writable by no one else (owner uid %lu, mode %04o)\n", path,
+		    (unsigned long)st.st_uid, (unsigned)(st.st_mode & 07777));
+		close(fd);
+		return -1;
+	}
+	r = read_fd_all(fd, &text, CONF_MAX);
+	saved = errno;
+	close(fd);
 	if (r != 0) {
-		buf_printf(err, "%s: %s\n", path, r == -2 ? "larger than 1 MB" : strerror(errno));
+		buf_printf(err, "%s: %s\n", path, r == -2 ? "larger than 1 MB" : strerror(saved));
 		buf_free(&text);
 		return -1;
 	}

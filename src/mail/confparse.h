@@ -4,7 +4,10 @@
  * (libconfuse's scanner exits the whole process on a read error, for
  * instance when given a folder), and every error, libconfuse's own and
  * those of the validate callbacks (cfg_error), is collected as one line
- * "file:line: what" in err.
+ * "file:line: what" in err.  In a set-id process (AT_SECURE) the file
+ * must also belong to root and be writable by no one else: the caller of
+ * a set-id weir-remote must not be able to make it read a config of its
+ * own (which could name the secret and a host of the caller's choosing).
  */
 #ifndef WEIR_CONFPARSE_H
 #define WEIR_CONFPARSE_H

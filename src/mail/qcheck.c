@@ -30,6 +30,7 @@ struct idset {
 
 struct ctx {
 	struct queue *q;
+	const struct queue_owners *own;	/* NULL: owners not configured */
 	FILE *out;
 	struct qcheck_result *res;
 	struct idset ids[Q_NDIRS];
@@ -161,27 +162,58 @@ scan_split(struct ctx *c, enum qdir d)
 	}
 }
 
+/* One node of the layout: its type is a problem; its mode a note, or a
+ * problem (with its owner) when the queue's owners are configured.  A
+ * missing split subfolder is left to scan_split(), which reports it. */
+static void
+check_node(struct ctx *c, const char *path, enum qkind kind, mode_t mode, enum qrole group,
+    int subfolder)
+{
+	struct stat st;
+	uid_t uid;
+	gid_t gid;
+	int ok, own = c->own != NULL;
+
+	if (fstatat(c->q->dfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (!subfolder || errno != ENOENT)
+			report(c, 1, "%s: %s", path, strerror(errno));
+		return;
+	}
+	ok = kind == QK_FILE ? S_ISREG(st.st_mode) :
+	     kind == QK_FIFO ? S_ISFIFO(st.st_mode) : S_ISDIR(st.st_mode);
+	if (!ok) {
+		report(c, 1, "%s: wrong file type", path);
+		return;
+	}
+	if ((st.st_mode & 07777) != mode)
+		report(c, own, "%s: mode %04o, expected %04o", path,
+		    (unsigned)(st.st_mode & 07777), (unsigned)mode);
+	if (own) {
+		struct qnode n = { path, kind, mode, 0, group };
+
+		queue_node_ids(&n, c->own, &uid, &gid);
+		if (st.st_uid != uid || st.st_gid != gid)
+			report(c, 1, "%s: owner %lu:%lu, expected %lu:%lu (weir queue-init "
+			    "as root sets it)", path, (unsigned long)st.st_uid,
+			    (unsigned long)st.st_gid, (unsigned long)uid, (unsigned long)gid);
+	}
+}
+
 static void
 check_layout(struct ctx *c)
 {
-	struct stat st;
+	char sub[QPATH_MAX];
 	size_t i;
+	unsigned s;
 
 	for (i = 0; i < queue_layout_len; i++) {
 		const struct qnode *n = &queue_layout[i];
-		int ok;
 
-		if (fstatat(c->q->dfd, n->path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			report(c, 1, "%s: %s", n->path, strerror(errno));
-			continue;
+		check_node(c, n->path, n->kind, n->mode, n->group, 0);
+		for (s = 0; n->kind == QK_SPLITDIR && s < c->q->split; s++) {
+			snprintf(sub, sizeof sub, "%s/%u", n->path, s);
+			check_node(c, sub, QK_DIR, n->submode, n->group, 1);
 		}
-		ok = n->kind == QK_FILE ? S_ISREG(st.st_mode) :
-		     n->kind == QK_FIFO ? S_ISFIFO(st.st_mode) : S_ISDIR(st.st_mode);
-		if (!ok)
-			report(c, 1, "%s: wrong file type", n->path);
-		else if ((st.st_mode & 07777) != n->mode)
-			report(c, 0, "%s: mode %04o, expected %04o", n->path,
-			    (unsigned)(st.st_mode & 07777), (unsigned)n->mode);
 	}
 }
 
@@ -306,7 +338,8 @@ check_pid(struct ctx *c)
 }
 
 void
-qcheck_run(struct queue *q, FILE *out, struct qcheck_result *res)
+qcheck_run(struct queue *q, const struct queue_owners *own, FILE *out,
+    struct qcheck_result *res)
 {
 	struct ctx c;
 	struct buf b = BUF_INIT;
@@ -316,6 +349,7 @@ qcheck_run(struct queue *q, FILE *out, struct qcheck_result *res)
 	memset(&c, 0, sizeof c);
 	memset(res, 0, sizeof *res);
 	c.q = q;
+	c.own = own;
 	c.out = out;
 	c.res = res;
 	check_layout(&c);

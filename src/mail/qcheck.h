@@ -19,7 +19,12 @@ struct qcheck_result {
 	unsigned long notes;
 };
 
-/* Check the queue at q, printing one line per problem or note to out. */
-void qcheck_run(struct queue *q, FILE *out, struct qcheck_result *res);
+/* Check the queue at q, printing one line per problem or note to out.
+ * own: the configured owners (send_user, queue_group), whose every
+ * mismatch with the layout table, and every mode that differs from it,
+ * is then a problem; NULL: a mode that differs is a note, owners are
+ * not looked at. */
+void qcheck_run(struct queue *q, const struct queue_owners *own, FILE *out,
+    struct qcheck_result *res);
 
 #endif

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <grp.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
@@ -18,20 +20,22 @@ const char *const qdir_name[Q_NDIRS] = {
 	"mess", "info", "local", "remote", "pid", "intd", "todo", "bounce",
 };
 
-/* Modes as qmail 1.03 installs them (hier.c); owners by role. */
+/* qmail 1.03's layout (hier.c); its two owners qmailq and qmails become
+ * one owner, weir-send, and a group for the set-group-id weir-queue (see
+ * queue.h and QUEUE.md). */
 const struct qnode queue_layout[] = {
-	{ ".",              QK_DIR,      0750, ROLE_QUEUE },
-	{ "pid",            QK_DIR,      0700, ROLE_QUEUE },
-	{ "intd",           QK_DIR,      0700, ROLE_QUEUE },
-	{ "todo",           QK_DIR,      0750, ROLE_QUEUE },
-	{ "bounce",         QK_DIR,      0700, ROLE_SEND },
-	{ "mess",           QK_SPLITDIR, 0750, ROLE_QUEUE },
-	{ "info",           QK_SPLITDIR, 0700, ROLE_SEND },
-	{ "local",          QK_SPLITDIR, 0700, ROLE_SEND },
-	{ "remote",         QK_SPLITDIR, 0700, ROLE_SEND },
-	{ "lock",           QK_DIR,      0750, ROLE_QUEUE },
-	{ "lock/sendmutex", QK_FILE,     0600, ROLE_SEND },
-	{ "lock/trigger",   QK_FIFO,     0622, ROLE_SEND },
+	{ ".",              QK_DIR,      0750,  0,     ROLE_QUEUE },
+	{ "pid",            QK_DIR,      01770, 0,     ROLE_QUEUE },
+	{ "intd",           QK_DIR,      01770, 0,     ROLE_QUEUE },
+	{ "todo",           QK_DIR,      01770, 0,     ROLE_QUEUE },
+	{ "bounce",         QK_DIR,      0700,  0,     ROLE_SEND },
+	{ "mess",           QK_SPLITDIR, 0750,  01770, ROLE_QUEUE },
+	{ "info",           QK_SPLITDIR, 0700,  0700,  ROLE_SEND },
+	{ "local",          QK_SPLITDIR, 0700,  0700,  ROLE_SEND },
+	{ "remote",         QK_SPLITDIR, 0700,  0700,  ROLE_SEND },
+	{ "lock",           QK_DIR,      0750,  0,     ROLE_QUEUE },
+	{ "lock/sendmutex", QK_FILE,     0600,  0,     ROLE_SEND },
+	{ "lock/trigger",   QK_FIFO,     0620,  0,     ROLE_QUEUE },
 };
 const size_t queue_layout_len = sizeof queue_layout / sizeof queue_layout[0];
 
@@ -218,7 +222,7 @@ queue_init(const char *path, unsigned split, struct buf *why)
 			goto out;
 		for (s = 0; n->kind == QK_SPLITDIR && s < split; s++) {
 			snprintf(sub, sizeof sub, "%s/%u", n->path, s);
-			if (make_node(dfd, sub, QK_DIR, n->mode, why) < 0)
+			if (make_node(dfd, sub, QK_DIR, n->submode, why) < 0)
 				goto out;
 		}
 	}
@@ -229,6 +233,147 @@ queue_init(const char *path, unsigned split, struct buf *why)
 				buf_printf(why, "fsync %s: %s", queue_layout[i].path, strerror(errno));
 				goto out;
 			}
+	rc = 0;
+out:
+	close(dfd);
+	return rc;
+}
+
+int
+queue_owners_lookup(const char *send_user, const char *queue_group,
+    struct queue_owners *o, struct buf *why)
+{
+	struct passwd *pw;
+	struct group *gr;
+
+	errno = 0;
+	if ((pw = getpwnam(send_user)) == NULL) {
+		buf_printf(why, "send_user \"%s\": %s", send_user,
+		    errno && errno != ENOENT && errno != ESRCH ? strerror(errno) :
+		    "no such user on this system");
+		return -1;
+	}
+	o->uid = pw->pw_uid;
+	o->send_gid = pw->pw_gid;
+	errno = 0;
+	if ((gr = getgrnam(queue_group)) == NULL) {
+		buf_printf(why, "queue_group \"%s\": %s", queue_group,
+		    errno && errno != ENOENT && errno != ESRCH ? strerror(errno) :
+		    "no such group on this system");
+		return -1;
+	}
+	o->queue_gid = gr->gr_gid;
+	return 0;
+}
+
+void
+queue_node_ids(const struct qnode *n, const struct queue_owners *o, uid_t *uid, gid_t *gid)
+{
+	*uid = o->uid;
+	*gid = n->group == ROLE_QUEUE ? o->queue_gid : o->send_gid;
+}
+
+/* Open path (one or two components below dfd) without following a
+ * symbolic link anywhere in it: the queue's folders belong to weir-send,
+ * and root must not be led out of the queue by a link planted there.
+ * O_NONBLOCK opens the FIFO without waiting for a writer. */
+static int
+open_node(int dfd, const char *path, struct buf *why)
+{
+	const char *slash = strchr(path, '/');
+	int fd, pfd = dfd;
+
+	if (strcmp(path, ".") == 0)
+		fd = dup(dfd);
+	else {
+		if (slash) {
+			char first[QPATH_MAX];
+
+			snprintf(first, sizeof first, "%.*s", (int)(slash - path), path);
+			pfd = openat(dfd, first, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (pfd < 0) {
+				buf_printf(why, "open %s: %s", first, strerror(errno));
+				return -1;
+			}
+			path = slash + 1;
+		}
+		fd = openat(pfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		if (pfd != dfd)
+			close(pfd);
+	}
+	if (fd < 0)
+		buf_printf(why, "open %s: %s", path, strerror(errno));
+	return fd;
+}
+
+static int
+own_node(int dfd, const char *path, enum qkind kind, mode_t mode, uid_t uid, gid_t gid,
+    struct buf *why)
+{
+	struct stat st;
+	int fd = open_node(dfd, path, why), ok;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0) {
+		buf_printf(why, "fstat %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	ok = kind == QK_FILE ? S_ISREG(st.st_mode) && st.st_nlink == 1 :
+	     kind == QK_FIFO ? S_ISFIFO(st.st_mode) : S_ISDIR(st.st_mode);
+	if (!ok) {
+		buf_printf(why, "%s is not a %s", path, kind == QK_FILE ?
+		    "regular file with one link" : kind == QK_FIFO ? "FIFO" : "directory");
+		goto fail;
+	}
+	/* chown first: it clears the set-id bits that chmod then sets. */
+	if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0) {
+		buf_printf(why, "chown %s to %lu:%lu: %s", path, (unsigned long)uid,
+		    (unsigned long)gid, strerror(errno));
+		goto fail;
+	}
+	if (fchmod(fd, mode) < 0) {
+		buf_printf(why, "chmod %s %04o: %s", path, (unsigned)mode, strerror(errno));
+		goto fail;
+	}
+	if (close(fd) < 0) {
+		buf_printf(why, "close %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+fail:
+	close(fd);
+	return -1;
+}
+
+int
+queue_apply_owners(const char *path, unsigned split, const struct queue_owners *o,
+    struct buf *why)
+{
+	char sub[QPATH_MAX];
+	size_t i;
+	unsigned s;
+	uid_t uid;
+	gid_t gid;
+	int dfd, rc = -1;
+
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		buf_printf(why, "open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < queue_layout_len; i++) {
+		const struct qnode *n = &queue_layout[i];
+
+		queue_node_ids(n, o, &uid, &gid);
+		if (own_node(dfd, n->path, n->kind, n->mode, uid, gid, why) < 0)
+			goto out;
+		for (s = 0; n->kind == QK_SPLITDIR && s < split; s++) {
+			snprintf(sub, sizeof sub, "%s/%u", n->path, s);
+			if (own_node(dfd, sub, QK_DIR, n->submode, uid, gid, why) < 0)
+				goto out;
+		}
+	}
 	rc = 0;
 out:
 	close(dfd);

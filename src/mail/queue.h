@@ -52,24 +52,54 @@ int queue_parse_id(const char *name, unsigned long *id);
 
 /*
  * The install table: every folder and special file of a queue, its type,
- * mode and owning role.  queue_init() creates from it and queue-check
- * verifies against it; the package (later) chowns by role from it.
+ * mode and group; the owner of every node is the scheduler's user
+ * (send_user).  queue_init() creates from it, queue_apply_owners() gives
+ * it to the configured accounts, queue-check verifies against it; nothing
+ * else knows owners or modes.  QUEUE.md has the table in prose.
+ *
+ * ROLE_QUEUE nodes are where the set-group-id writer, weir-queue, makes
+ * entries (group queue_group, group-writable, sticky so that one caller's
+ * weir-queue cannot remove another's files; the owner, weir-send, may);
+ * ROLE_SEND nodes are the scheduler's own (group: send_user's primary
+ * group, no group bits).
  */
-enum qrole { ROLE_QUEUE, ROLE_SEND };	/* qmail's qmailq and qmails */
+enum qrole { ROLE_QUEUE, ROLE_SEND };	/* group: queue_group, send_user's group */
 enum qkind { QK_DIR, QK_SPLITDIR, QK_FILE, QK_FIFO };
 
 struct qnode {
 	const char *path;
 	enum qkind kind;
-	mode_t mode;
-	enum qrole owner;
+	mode_t mode;		/* the node itself */
+	mode_t submode;		/* QK_SPLITDIR: its subfolders 0..split-1 */
+	enum qrole group;
 };
 
 extern const struct qnode queue_layout[];
 extern const size_t queue_layout_len;
 
+/* The accounts the queue belongs to (send_user, queue_group). */
+struct queue_owners {
+	uid_t uid;		/* send_user */
+	gid_t send_gid;		/* send_user's primary group */
+	gid_t queue_gid;	/* queue_group */
+};
+
+/* Look the accounts up.  0 ok; -1 with why (no such user or group). */
+int queue_owners_lookup(const char *send_user, const char *queue_group,
+    struct queue_owners *o, struct buf *why);
+/* The uid and gid node n must have. */
+void queue_node_ids(const struct qnode *n, const struct queue_owners *o, uid_t *uid,
+    gid_t *gid);
+
 /* Create whatever of the layout is missing under path (and path itself);
  * existing parts are left alone.  0 ok; -1 with an error in *why. */
 int queue_init(const char *path, unsigned split, struct buf *why);
+
+/* Give every node of the layout (the split subfolders too) its owner,
+ * group and mode from the table; message files are not touched.  Root
+ * only; idempotent.  Symbolic links and hard-linked files are refused,
+ * never followed.  0 ok; -1 with an error in *why. */
+int queue_apply_owners(const char *path, unsigned split, const struct queue_owners *o,
+    struct buf *why);
 
 #endif

@@ -12,9 +12,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
@@ -362,8 +364,21 @@ out:
 	return rc;
 }
 
+/* -n in a set-id process: the kernel cleared the PR_SET_PDEATHSIG
+ * weir-send set (it does so on every set-id exec), and the delivery must
+ * still die with weir-send (remote.h, send/deliver.c).  If the parent is
+ * already gone, it went before the prctl could watch it. */
+static void
+die_with_parent(pid_t parent)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		fatal(111, "prctl PR_SET_PDEATHSIG");
+	if (parent <= 1 || getppid() != parent)
+		fatalx(111, "the caller (pid %ld) is gone; not sending", (long)parent);
+}
+
 int
-remote_run(int argc, char **argv)
+remote_run(int argc, char **argv, pid_t parent)
 {
 	struct weir_config cfg;
 	struct weir_upstream fallback;
@@ -401,6 +416,8 @@ remote_run(int argc, char **argv)
 			    "-%c. (#4.3.5)\n", optopt);
 		}
 	}
+	if (!use_gate && config_untrusted_env())
+		die_with_parent(parent);
 	if (test) {
 		if (upname == NULL || optind != argc || use_gate == 0 || outfd >= 0) {
 			log_warnx("usage: weir-remote [-c FILE] -T -u UPSTREAM");

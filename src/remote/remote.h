@@ -48,11 +48,14 @@
 #ifndef WEIR_REMOTE_H
 #define WEIR_REMOTE_H
 
+#include <sys/types.h>
+
 #include "lib/buf.h"
 #include "remote/smtp.h"
 
-/* Everything after main's set-up: returns the exit status. */
-int remote_run(int argc, char **argv);
+/* Everything after main's set-up: returns the exit status.  parent is
+ * getppid() as main() found it first thing (for -n when set-id). */
+int remote_run(int argc, char **argv, pid_t parent);
 
 /* The reports for res as the NUL-terminated bytes written to fd 1. */
 void remote_format(const struct smtp_result *res, struct buf *out);

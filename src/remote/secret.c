@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "lib/io.h"
+#include "mail/config.h"
 #include "mail/secretfile.h"
 #include "remote/secret.h"
 #include "remote/wait.h"
@@ -106,6 +107,12 @@ secret_from_command(const char *command, uint64_t deadline_ms, struct buf *out,
 	if (pid == 0) {
 		devnull = open("/dev/null", O_RDONLY);
 		if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(p[1], 1) < 0)
+			_exit(127);
+		/* Set-user-id weir-remote: the command runs wholly as the
+		 * secret's owner (dash would otherwise fall back to the real
+		 * uid, weir-send, which must not read the secret). */
+		if (config_untrusted_env() && (setresgid(getegid(), getegid(), getegid()) < 0 ||
+		    setresuid(geteuid(), geteuid(), geteuid()) < 0))
 			_exit(127);
 		execl("/bin/sh", "sh", "-c", command, (char *)NULL);
 		_exit(127);

@@ -6,13 +6,15 @@
  * where libexec_path() finds it; any qmail-remote(8) compatible program
  * will do); $QMAILQUEUE the injector used for bounces (default:
  * weir-queue, likewise).  Config keys: queue_dir, queue_split, hostname, admin,
- * concurrency, queue_lifetime, upstream sections.
+ * concurrency, queue_lifetime, upstream sections, send_user (started as
+ * root, it becomes that user before opening the queue).
  */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/privdrop.h"
 #include "mail/config.h"
 #include "mail/libexec.h"
 #include "mail/qqclient.h"
@@ -42,6 +44,7 @@ main(int argc, char **argv)
 		fatalx(2, "usage: weir-send [-c FILE]");
 	if (config_load(&cfg, cfile, &err) < 0)
 		fatalx(111, "%s", strtok(err.s, "\n"));
+	privdrop_daemon("send_user", cfg.send_user, 111);	/* the one place */
 	if (queue_open(&q, cfg.queue_dir, cfg.queue_split) < 0)
 		fatal(111, "open queue %s", cfg.queue_dir);
 	/* Children (weir-queue for bounces, the deliverer) must use this

@@ -224,7 +224,8 @@ bind_one(struct listener *L, const char *spec)
 }
 
 int
-smtpd_listen(const struct smtpd_conf *conf, const struct weir_listen *l)
+smtpd_listen(const struct smtpd_conf *conf, const struct weir_listen *l,
+    void (*after_bind)(void *), void *arg)
 {
 	struct listener L;
 	size_t i;
@@ -241,6 +242,8 @@ smtpd_listen(const struct smtpd_conf *conf, const struct weir_listen *l)
 			rc = r == -2 ? 2 : 111;
 			goto out;
 		}
+	if (after_bind)
+		after_bind(arg);
 	evloop_signal(L.ev, SIGCHLD, on_child, &L);
 	evloop_signal(L.ev, SIGTERM, on_stop, &L);
 	evloop_signal(L.ev, SIGINT, on_stop, &L);

@@ -21,7 +21,10 @@
 #include "mail/config.h"
 #include "smtpd/session.h"
 
-/* Run the listener; returns the exit code. */
-int smtpd_listen(const struct smtpd_conf *conf, const struct weir_listen *l);
+/* Run the listener; returns the exit code.  after_bind(arg), if not
+ * NULL, runs once every address is bound and before the first accept:
+ * weir-smtpd gives up root there. */
+int smtpd_listen(const struct smtpd_conf *conf, const struct weir_listen *l,
+    void (*after_bind)(void *), void *arg);
 
 #endif

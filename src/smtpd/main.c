@@ -11,7 +11,10 @@
  * trouble (cannot bind).
  *
  * Trusts: its invoker.  Config keys: hostname and the listen section (see
- * session.h and listener.h); weir-queue reads its own.
+ * session.h and listener.h), smtpd_user (started as root, weir-smtpd
+ * becomes it: with -l once its addresses are bound, so that port 25 can
+ * be had and every connection runs unprivileged; without -l at start);
+ * weir-queue reads its own.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -20,6 +23,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/privdrop.h"
 #include "mail/config.h"
 #include "smtpd/listener.h"
 #include "smtpd/session.h"
@@ -51,6 +55,15 @@ stderr_not_client(void)
 		close(fd);
 }
 
+/* The one place weir-smtpd gives up root (lib/privdrop.h). */
+static void
+drop(void *arg)
+{
+	const struct weir_config *cfg = arg;
+
+	privdrop_daemon("smtpd_user", cfg->smtpd_user, 2);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -74,6 +87,8 @@ main(int argc, char **argv)
 		return usage();
 	if (config_load(&cfg, cfile, &err) < 0)
 		fatalx(2, "config:\n%s", err.s);
+	if (!listen_mode)
+		drop(&cfg);
 	if (smtpd_conf_init(&conf, &cfg, &err) < 0)
 		fatalx(2, "listen: %s", err.s);
 	/* A parent that ignored SIGCHLD (swaks --pipe does) would make
@@ -81,7 +96,7 @@ main(int argc, char **argv)
 	if (signal(SIGPIPE, SIG_IGN) == SIG_ERR || signal(SIGCHLD, SIG_DFL) == SIG_ERR)
 		fatal(111, "signal");
 	if (listen_mode)
-		rc = smtpd_listen(&conf, &cfg.listen);
+		rc = smtpd_listen(&conf, &cfg.listen, drop, &cfg);
 	else {
 		smtpd_client_addr(0, addr, sizeof addr);
 		rc = smtpd_session(&conf, 0, 1, addr);

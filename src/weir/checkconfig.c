@@ -10,7 +10,9 @@
  *     function, not a copy), ca_file is a readable file;
  *   - admin is a fully qualified address that is not local to this host
  *     (local recipients are rewritten to it), hostname is a sane domain
- *     name; the queue exists.
+ *     name; the queue exists;
+ *   - the accounts of gate_user, send_user, smtpd_user and queue_group
+ *     exist (a daemon told to become a missing user does not start).
  *
  * Every finding is one line on standard output, "FILE:LINE: what" for an
  * error and "FILE:LINE: warning: what" for a warning (without LINE when
@@ -28,6 +30,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +257,40 @@ check_queue(struct check *k, const struct weir_config *c)
 	free(trig);
 }
 
+/* The accounts the daemons become: a missing one stops its daemon. */
+static void
+check_accounts(struct check *k, const struct weir_config *c)
+{
+	const struct {
+		const char *key, *name, *who;
+	} users[] = {
+		{ "gate_user", c->gate_user, "weir-gate" },
+		{ "send_user", c->send_user, "weir-send" },
+		{ "smtpd_user", c->smtpd_user, "weir-smtpd" },
+	};
+	char where[512];
+	size_t i;
+
+	for (i = 0; i < sizeof users / sizeof users[0]; i++) {
+		if (users[i].name == NULL)
+			continue;
+		errno = 0;
+		if (getpwnam(users[i].name) == NULL) {
+			key_where(k, users[i].key, where, sizeof where);
+			finding(k, 0, where, "%s = \"%s\": %s: %s would not start", users[i].key,
+			    users[i].name, errno && errno != ENOENT ? strerror(errno) :
+			    "no such user on this system", users[i].who);
+		}
+	}
+	errno = 0;
+	if (c->queue_group && getgrnam(c->queue_group) == NULL) {
+		key_where(k, "queue_group", where, sizeof where);
+		finding(k, 0, where, "queue_group = \"%s\": %s: weir queue-init would refuse "
+		    "it", c->queue_group, errno && errno != ENOENT ? strerror(errno) :
+		    "no such group on this system");
+	}
+}
+
 static void
 check_upstream(struct check *k, const struct weir_upstream *u, const struct policy *pol,
     int have_policy)
@@ -357,6 +395,7 @@ cmd_check_config(int argc, char **argv, const char *cfile)
 	check_hostname(&k, &c);
 	check_admin(&k, &c);
 	check_queue(&k, &c);
+	check_accounts(&k, &c);
 	check_cross(&k, &c, &pol, have_policy);
 summary:
 	printf("check-config: %d error%s, %d warning%s", k.errors, k.errors == 1 ? "" : "s",

@@ -6,11 +6,19 @@
  * leftovers are not problems), 1 when it found problems, 2 when it could
  * not check.
  *
- * Config keys: queue_dir, queue_split.
+ * With send_user and queue_group set, queue-init (root only) also gives
+ * every part of the layout the owner, group and mode of the table in
+ * mail/queue.c (each run, so it repairs), and queue-check reports a
+ * part whose owner or mode differs as a problem.  That table is the only
+ * place owners and modes are written down; the package's postinst runs
+ * queue-init and knows nothing of them.
+ *
+ * Config keys: queue_dir, queue_split, send_user, queue_group.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/log.h"
 #include "mail/qcheck.h"
@@ -21,6 +29,7 @@ int
 cmd_queue_init(int argc, char **argv, struct weir_config *cfg)
 {
 	struct buf why = BUF_INIT;
+	struct queue_owners own;
 	unsigned split = cfg->queue_split;
 	const char *dir = cfg->queue_dir;
 	char *end;
@@ -45,12 +54,30 @@ cmd_queue_init(int argc, char **argv, struct weir_config *cfg)
 			return 2;
 		}
 	}
-	if (queue_init(dir, split, &why) < 0) {
+	if (cfg->send_user) {
+		/* Before anything is made: a queue half given away helps no one. */
+		if (geteuid() != 0) {
+			log_warnx("queue-init %s: send_user and queue_group are set: only root "
+			    "can give the queue to them", dir);
+			return 1;
+		}
+		if (queue_owners_lookup(cfg->send_user, cfg->queue_group, &own, &why) < 0) {
+			log_warnx("queue-init %s: %s", dir, why.s);
+			buf_free(&why);
+			return 1;
+		}
+	}
+	if (queue_init(dir, split, &why) < 0 ||
+	    (cfg->send_user && queue_apply_owners(dir, split, &own, &why) < 0)) {
 		log_warnx("queue-init %s: %s", dir, why.s);
 		buf_free(&why);
 		return 1;
 	}
-	printf("queue %s ready (queue_split %u)\n", dir, split);
+	if (cfg->send_user)
+		printf("queue %s ready (queue_split %u, owner %s, group %s for weir-queue)\n",
+		    dir, split, cfg->send_user, cfg->queue_group);
+	else
+		printf("queue %s ready (queue_split %u)\n", dir, split);
 	return 0;
 }
 
@@ -58,6 +85,8 @@ int
 cmd_queue_check(int argc, char **argv, struct weir_config *cfg)
 {
 	struct qcheck_result res;
+	struct queue_owners own;
+	struct buf why = BUF_INIT;
 	struct queue q;
 	const char *dir = cfg->queue_dir;
 
@@ -71,7 +100,14 @@ cmd_queue_check(int argc, char **argv, struct weir_config *cfg)
 		log_warn("queue-check: open %s", dir);
 		return 2;
 	}
-	qcheck_run(&q, stdout, &res);
+	if (cfg->send_user &&
+	    queue_owners_lookup(cfg->send_user, cfg->queue_group, &own, &why) < 0) {
+		log_warnx("queue-check: %s", why.s);
+		buf_free(&why);
+		queue_close(&q);
+		return 2;
+	}
+	qcheck_run(&q, cfg->send_user ? &own : NULL, stdout, &res);
 	queue_close(&q);
 	printf("%s: %lu messages, %lu problems, %lu notes\n", dir, res.messages,
 	    res.problems, res.notes);

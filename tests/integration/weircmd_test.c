@@ -523,6 +523,32 @@ Test(weircmd, check_config_errors_in_the_policy)
 	free(pol);
 }
 
+/* The accounts the daemons become must exist (nobody and nogroup do on
+ * every Debian system; none is created). */
+Test(weircmd, check_config_accounts)
+{
+	char *pol = scratch("policy.conf", "upstream \"t\" { window { limit = 8 per = \"1m\" } }\n");
+	char *text, *want;
+
+	text = xasprintf("queue_dir = \"%s\"\nhostname = \"mail.test.example\"\n"
+	    "admin = \"postmaster@admin.example\"\npolicy_file = \"%s\"\n"
+	    "gate_user = \"nobody\"\n"			/* 5 */
+	    "send_user = \"weir-no-such-user\"\n"		/* 6 */
+	    "smtpd_user = \"nobody\"\n"			/* 7 */
+	    "queue_group = \"weir-no-such-group\"\n"	/* 8 */
+	    "upstream \"t\" {\n  host = \"127.0.0.1\"\n}\n", q.qdir, pol);
+	qt_config(&q, text);
+	want = xasprintf("%s:6: send_user = \"weir-no-such-user\": no such user on this "
+	    "system: weir-send would not start\n"
+	    "%s:8: queue_group = \"weir-no-such-group\": no such group on this system: "
+	    "weir queue-init would refuse it\n"
+	    "check-config: 2 errors, 0 warnings in %s and %s\n", q.conf, q.conf, q.conf, pol);
+	check_config(1, want);
+	free(want);
+	free(text);
+	free(pol);
+}
+
 Test(weircmd, check_config_cross_references)
 {
 	char *sec = scratch("secret", "pw\n"), *pol, *text, *want;

@@ -224,3 +224,55 @@ Test(config, comments_are_not_values)
 	config_free(&c);
 	free(p);
 }
+
+Test(config, account_keys_default_to_unset)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+	char *p = conf("gate_user = \"weir-gate\"\nsmtpd_user = \"\"\n"
+	    "send_user = \"weir-send\"\nqueue_group = \"weir-queue\"\n");
+
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
+	cr_assert_str_eq(c.gate_user, "weir-gate");
+	cr_assert_null(c.smtpd_user, "\"\" means unset");
+	cr_assert_str_eq(c.send_user, "weir-send");
+	cr_assert_str_eq(c.queue_group, "weir-queue");
+	config_free(&c);
+	free(p);
+	p = conf("queue_dir = \"/q\"\n");
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
+	cr_assert_null(c.gate_user);
+	cr_assert_null(c.send_user);
+	cr_assert_null(c.smtpd_user);
+	cr_assert_null(c.queue_group);
+	config_free(&c);
+	free(p);
+}
+
+Test(config, account_key_errors)
+{
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		{ "gate_user = \"weir gate\"\n", "weir.conf:1: gate_user = \"weir gate\": an account "
+		    "name holds only letters, digits, '_', '.' and '-'" },
+		{ "\nsmtpd_user = \"-x\"\n", "weir.conf:2: smtpd_user = \"-x\": an account name "
+		    "does not start with '-'" },
+		{ "gate_user = \"abcdefghijabcdefghijabcdefghijabc\"\n", "at most 32 characters" },
+		{ "send_user = \"weir-send\"\n", "send_user and queue_group go together" },
+		{ "queue_group = \"weir-queue\"\n", "send_user and queue_group go together" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct weir_config c;
+		struct buf err = BUF_INIT;
+		char *p = conf(cases[i].text);
+
+		cr_assert_eq(config_load(&c, p, &err), -1, "%s", cases[i].text);
+		cr_assert(strstr(err.s, cases[i].want) != NULL, "%s: %s", cases[i].text, err.s);
+		config_free(&c);
+		buf_free(&err);
+		free(p);
+	}
+}

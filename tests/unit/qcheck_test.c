@@ -72,7 +72,7 @@ check(struct buf *text)
 	size_t len = 0;
 	FILE *f = open_memstream(&mem, &len);
 
-	qcheck_run(&q, f, &r);
+	qcheck_run(&q, NULL, f, &r);
 	fclose(f);
 	buf_reset(text);
 	buf_add(text, mem, len);

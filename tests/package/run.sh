@@ -1,0 +1,411 @@
+#!/bin/sh
+# tests/package/run.sh: the Debian package, installed and used the way an
+# administrator would, in a throwaway Debian 12 root (not on this machine:
+# the package conflicts with every other MTA).
+#
+#  1. scripts/deb.sh builds the .deb from a copy of the tree; lintian.
+#  2. mmdebstrap makes a minimal bookworm root from this machine's apt
+#     sources, with the package's dependencies and systemd (installed, not
+#     running); its file list and account files are kept.
+#  3. dpkg -i: postinst makes the users, the statoverrides, the queue,
+#     /var/lib/weir and (systemd-tmpfiles) /run/weir.
+#  4. weir.conf gets an upstream (tests/upstream/upstream.py with STARTTLS
+#     and AUTH, running on this host: the root shares the host's network,
+#     and only loopback is used) and a listen section on a free port;
+#     `weir check-config` must pass.
+#  5. Without systemd: `weir run` in the root (chroot); one message
+#     through /usr/sbin/sendmail as user nobody (the set-group-id
+#     weir-queue), one over SMTP to weir-smtpd; both must reach the
+#     upstream with the password only weir-remote can read.  Each daemon
+#     must run as its designed user (/proc/PID/status).
+#  6. Upgrade (dpkg -i again) with a message queued while weir is stopped:
+#     the queue and the gate's journal are kept.
+#  7. dpkg --purge: users, groups, statoverrides, spool, journal and
+#     /etc/weir are gone, and the root's file list is the one of step 2
+#     but for what dpkg and adduser keep by design.
+#  8. With systemd: install again, boot the root with systemd-nspawn
+#     (host network, so loopback again); weir.service must be active with
+#     its hardening, the daemons run as their users, mail sent in the
+#     container arrives, `systemctl reload weir` reloads the policy
+#     without a restart, the journal has a line per delivery.
+#
+# Needs root (chroot, mount, nspawn) and the packages of
+# `scripts/deps.sh package`.  Every process it starts is stopped and
+# every mount undone on exit.  Usage: BUILD=build tests/package/run.sh
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD:-build}
+case $build in /*) ;; *) build=$top/$build ;; esac
+if [ "$(id -u)" -ne 0 ]; then
+	echo "package-test: needs root (chroot, mount, systemd-nspawn); not run" >&2
+	exit 1
+fi
+
+t0=$(date +%s)
+work=$(mktemp -d "${TMPDIR:-/tmp}/weir-pkgtest.XXXXXX")
+root=$work/root
+pids=""
+mounts=""
+nspawn=""
+passed=0
+failed=0
+
+alive() {	# PID: a running process (not gone, not a zombie)
+	[ -e "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+chroot_pids() {	# every process whose root is the throwaway root
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && echo "${p#/proc/}"
+	done
+	return 0
+}
+cleanup() {
+	set +e
+	# The container: SIGTERM asks systemd-nspawn to shut it down; if it
+	# does not, SIGKILL ends its PID namespace with it.
+	if [ -n "$nspawn" ] && kill -TERM "$nspawn" 2>/dev/null; then
+		i=0
+		while alive "$nspawn" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+		kill -KILL "$nspawn" 2>/dev/null
+	fi
+	for p in $pids; do kill "$p" 2>/dev/null; done
+	for p in $(chroot_pids); do kill "$p" 2>/dev/null; done
+	i=0
+	while [ -n "$(chroot_pids)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	for p in $(chroot_pids); do kill -KILL "$p" 2>/dev/null; done
+	for p in $pids; do wait "$p" 2>/dev/null; done
+	for m in $mounts; do umount "$m" || umount -l "$m"; done
+	# Nothing may be mounted below the root before it is removed.
+	if grep -q " $root/" /proc/mounts; then
+		echo "package-test: still mounted below $root; left in place" >&2
+	else
+		rm -rf "$work"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+step() { printf '==> %s (%ds)\n' "$*" $(( $(date +%s) - t0 )); }
+ok() { passed=$((passed + 1)); echo "  ok: $*"; }
+no() { failed=$((failed + 1)); echo "  FAILED: $*"; }
+check() {	# DESCRIPTION COMMAND...: one assertion
+	d=$1; shift
+	if "$@"; then ok "$d"; else no "$d"; fi
+}
+in_root() { chroot "$root" "$@"; }
+wait_for() {	# SECONDS COMMAND...: until COMMAND succeeds
+	n=$(($1 * 10)); shift
+	while ! "$@" 2>/dev/null; do
+		n=$((n - 1)); [ $n -gt 0 ] || return 1
+		sleep 0.1
+	done
+}
+# Every path in the root but the kernel's file systems.
+file_list() {
+	(cd "$root" && find . -xdev \( -path ./proc -o -path ./sys -o -path ./dev \) -prune \
+		-o -printf '%p\n') | sort
+}
+mode() { chroot "$root" stat -c '%a %U:%G' "$1"; }
+expect_mode() {	# PATH "MODE OWNER:GROUP"
+	check "$1 is $2" test "$(mode "$1")" = "$2"
+}
+free_port() {
+	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+listening() {	# PORT
+	/usr/bin/python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1).close()"
+}
+arrived() {	# N: the upstream accepted N messages in all
+	[ "$(grep -c '"event": "data"' "$work/upstream.log" 2>/dev/null)" -ge "$1" ]
+}
+smtp_send() {	# PORT RCPT TEXT: one message to weir-smtpd
+	/usr/bin/python3 - "$@" <<'PY'
+import smtplib, sys
+with smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=20) as s:
+    s.sendmail("lan@relay.example.org", [sys.argv[2]],
+               "Subject: from the LAN\r\n\r\n" + sys.argv[3] + "\r\n")
+PY
+}
+uid_of() { chroot "$root" id -u "$1"; }
+gid_of() { chroot "$root" getent group "$1" | cut -d: -f3; }
+# The daemon named NAME, among the processes $lister prints, runs with
+# real, effective and saved uid of USER, and (unless root) without group 0.
+runs_as() {
+	for p in $($lister); do
+		[ "$(sed -n 's/^Name:[[:space:]]*//p' "/proc/$p/status")" = "$1" ] || continue
+		want=$(uid_of "$2")
+		got=$(sed -n 's/^Uid:[[:space:]]*//p' "/proc/$p/status" | awk '{print $1, $2, $3}')
+		g=$(sed -n 's/^Groups:[[:space:]]*//p' "/proc/$p/status")
+		echo "    $1 pid $p: Uid $got, Groups $g (want uid $want, $2)"
+		[ "$got" = "$want $want $want" ] || return 1
+		if [ "$2" != root ]; then
+			case " $g " in *" 0 "*) return 1 ;; esac
+		fi
+		return 0
+	done
+	echo "    no process $1"
+	return 1
+}
+has_group() {	# NAME GROUP: the daemon NAME has GROUP among its groups
+	for p in $($lister); do
+		grep -q "^Name:[[:space:]]*$1\$" "/proc/$p/status" || continue
+		case " $(sed -n 's/^Groups:[[:space:]]*//p' "/proc/$p/status") " in
+		*" $(gid_of "$2") "*) return 0 ;;
+		esac
+	done
+	return 1
+}
+check_users() {
+	check "weir run runs as root (it only supervises)" runs_as weir root
+	check "weir-gate runs as weir-gate" runs_as weir-gate weir-gate
+	check "weir-send runs as weir-send" runs_as weir-send weir-send
+	check "weir-smtpd runs as weir-smtpd" runs_as weir-smtpd weir-smtpd
+	check "weir-send has group weir-queue" has_group weir-send weir-queue
+}
+install_deb() {	# LOG
+	in_root dpkg -i /tmp/weir.deb >"$work/$1" 2>&1 || { cat "$work/$1"; exit 1; }
+}
+# As an administrator would: edit the packaged files, and put the
+# password into the packaged secret file (its owner and mode stay).
+configure() {	# SMTPPORT UPSTREAM-HOST
+	cp "$work/certs/ca.pem" "$root/etc/weir/test-ca.pem"
+	cat >>"$root/etc/weir/weir.conf" <<CONF
+
+hostname = "relay.example.org"
+admin    = "postmaster@example.org"
+upstream "isp" {
+  host        = "$2"
+  port        = $port
+  tls         = "starttls"
+  ca_file     = "/etc/weir/test-ca.pem"
+  username    = "pkgtest"
+  secret_file = "/etc/weir/secret"
+}
+listen {
+  address = {"127.0.0.1:$1"}
+  allow   = {"127.0.0.0/8"}
+}
+CONF
+	cat >>"$root/etc/weir/policy.conf" <<'CONF'
+
+upstream "isp" {
+  rate = {"100 per 1m"}
+}
+CONF
+	printf 'pkg-secret-42\n' >"$root/etc/weir/secret"
+}
+
+step "building the package"
+"$top/scripts/deb.sh" "$build/package" >"$work/deb.out"
+deb=$(tail -n 1 "$work/deb.out")
+grep -v '^N:' "$build/package/lintian.txt" | sed 's/^/  lintian: /'
+check "lintian reports no error" sh -c "! grep -q '^E:' '$build/package/lintian.txt'"
+check "lintian: every warning fixed or overridden" sh -c "! grep -q '^W:' '$build/package/lintian.txt'"
+echo "  $deb"
+
+step "a Debian 12 root (mmdebstrap, minbase, this machine's apt sources)"
+# The .deb's dependencies (first alternative, no versions) go in now, so
+# installing it later needs no network.
+deps=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/[[:space:]]//g' |
+	grep . | tr '\n' ',')
+mmdebstrap --quiet --mode=root --variant=minbase --include="${deps}systemd" \
+	bookworm "$root" - </etc/apt/sources.list.d/debian.sources >"$work/mmdebstrap.log" 2>&1 || {
+	tail -n 30 "$work/mmdebstrap.log"
+	exit 1
+}
+# A minbase root may have no /etc/hosts (then "localhost" does not
+# resolve); the installer writes one like this.
+if [ ! -e "$root/etc/hosts" ]; then
+	printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+fi
+file_list >"$work/files.before"
+cp "$root/etc/passwd" "$work/passwd.before"
+cp "$root/etc/group" "$work/group.before"
+mount -t proc proc "$root/proc" && mounts="$root/proc $mounts"
+mount --bind /dev "$root/dev" && mounts="$root/dev $mounts"
+
+step "dpkg -i $(basename "$deb")"
+cp "$deb" "$root/tmp/weir.deb"
+install_deb install.log
+ok "installed"
+for u in weir-send weir-gate weir-remote weir-smtpd; do
+	check "user $u exists, no login shell" \
+		sh -c "chroot '$root' getent passwd $u | grep -q ':/nonexistent:/usr/sbin/nologin\$'"
+done
+check "group weir-queue exists" sh -c "chroot '$root' getent group weir-queue >/dev/null"
+check "weir-send is in group weir-queue" sh -c "chroot '$root' id -nG weir-send | grep -qw weir-queue"
+expect_mode /usr/libexec/weir/weir-queue "2755 root:weir-queue"
+expect_mode /usr/libexec/weir/weir-remote "4750 weir-remote:weir-send"
+expect_mode /etc/weir/secret "600 weir-remote:root"
+expect_mode /var/lib/weir "750 weir-gate:weir-gate"
+expect_mode /run/weir "2750 weir-gate:weir-send"
+check "/usr/sbin/sendmail, /usr/lib/sendmail and /usr/bin/mailq" \
+	sh -c "test -x '$root/usr/sbin/sendmail' && test -x '$root/usr/lib/sendmail' && test -x '$root/usr/bin/mailq'"
+for m in man8/weir.8 man8/weir-queue.8 man8/weir-send.8 man8/weir-gate.8 man8/weir-remote.8 \
+    man8/weir-smtpd.8 man8/sendmail.8 man1/mailq.1 man5/weir.conf.5 man5/weir-policy.conf.5; do
+	check "man page $m" test -s "$root/usr/share/man/$m.gz"
+done
+check "weir queue-check: the queue is sound" sh -c "chroot '$root' weir queue-check >'$work/qcheck.log' 2>&1"
+
+step "a stand-in upstream on this host (STARTTLS, AUTH), weir.conf pointing at it"
+sh "$top/tests/upstream/mkcerts.sh" "$work/certs" >/dev/null 2>&1
+/usr/bin/python3 "$top/tests/upstream/upstream.py" --cert "$work/certs/good.pem" \
+	--key "$work/certs/good.key" --auth pkgtest:pkg-secret-42 --record "$work/upstream.log" \
+	>"$work/upstream.out" 2>"$work/upstream.err" &
+pids="$pids $!"
+wait_for 20 grep -q '^PORT ' "$work/upstream.out" || { cat "$work/upstream.err"; exit 1; }
+port=$(sed -n 's/^PORT //p' "$work/upstream.out")
+smtpport=$(free_port)
+configure "$smtpport" localhost
+expect_mode /etc/weir/secret "600 weir-remote:root"
+check "weir-send cannot read the secret" sh -c \
+	"! chroot --userspec=weir-send:weir-send '$root' cat /etc/weir/secret 2>/dev/null"
+# 126: the exec itself was refused (mode 4750, group weir-send).
+check "nobody cannot run weir-remote" sh -c \
+	"chroot --userspec=nobody:nogroup '$root' /usr/libexec/weir/weir-remote 2>/dev/null; test \$? -eq 126"
+check "weir check-config" sh -c "chroot '$root' weir check-config >'$work/check-config.log' 2>&1"
+sed 's/^/    /' "$work/check-config.log"
+
+step "weir run in the root (no systemd), a message through sendmail as nobody, one over SMTP"
+start_weir() {
+	chroot "$root" /usr/sbin/weir run >>"$work/weir.log" 2>&1 &
+	weirpid=$!
+	pids="$pids $weirpid"
+}
+stop_weir() {
+	kill -TERM "$weirpid" 2>/dev/null || true
+	wait "$weirpid" 2>/dev/null || true
+}
+start_weir
+check "weir-gate's socket appears" wait_for 20 test -S "$root/run/weir/gate.sock"
+check "weir-smtpd listens" wait_for 20 listening "$smtpport"
+check "sendmail as nobody (set-group-id weir-queue)" sh -c \
+	"printf 'Subject: from cron\n\nhello from the package test\n' |
+	chroot --userspec=nobody:nogroup '$root' /usr/sbin/sendmail -f cron@relay.example.org someone@example.com"
+check "SMTP to weir-smtpd" smtp_send "$smtpport" other@example.net "hello over SMTP"
+check "both messages reached the upstream (AUTH with the secret)" wait_for 60 arrived 2
+check "the upstream saw AUTH by pkgtest" grep -q '"user": "pkgtest", "ok": true' "$work/upstream.log"
+check "the sendmail message is intact" grep -rqs 'hello from the package test' "$work"/upstream.log.*
+lister=chroot_pids
+check_users
+
+step "upgrade (dpkg -i again) with a message queued and weir stopped"
+stop_weir
+check "weir run stopped its daemons" wait_for 10 sh -c "[ -z \"\$(for p in /proc/[0-9]*; do [ \"\$(readlink \$p/root)\" = '$root' ] && echo x; done)\" ]"
+check "sendmail as nobody with weir stopped" sh -c \
+	"printf 'Subject: waits\n\nqueued across an upgrade\n' |
+	chroot --userspec=nobody:nogroup '$root' /usr/sbin/sendmail -f cron@relay.example.org late@example.com"
+journal_before=$(md5sum <"$root/var/lib/weir/gate.journal" 2>/dev/null || echo none)
+install_deb upgrade.log
+ok "upgraded"
+check "the queued message is still there" sh -c "chroot '$root' mailq | grep -q '^messages in queue: 1\$'"
+check "the gate's journal is unchanged" test "$(md5sum <"$root/var/lib/weir/gate.journal" 2>/dev/null || echo gone)" = "$journal_before"
+check "the queue is sound after the upgrade" sh -c "chroot '$root' weir queue-check >'$work/qcheck2.log' 2>&1"
+check "the password survived the upgrade" grep -qx pkg-secret-42 "$root/etc/weir/secret"
+start_weir
+check "the queued message is delivered after the upgrade" wait_for 60 arrived 3
+stop_weir
+
+step "dpkg --purge weir"
+in_root dpkg --purge weir >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; exit 1; }
+ok "purged"
+for u in weir-send weir-gate weir-remote weir-smtpd; do
+	check "user $u removed" sh -c "! chroot '$root' getent passwd $u >/dev/null"
+done
+for g in weir-queue weir-send weir-gate weir-remote weir-smtpd; do
+	check "group $g removed" sh -c "! chroot '$root' getent group $g >/dev/null"
+done
+check "no statoverride left" sh -c "[ -z \"\$(chroot '$root' dpkg-statoverride --list)\" ]"
+check "/etc/passwd as before" cmp -s "$work/passwd.before" "$root/etc/passwd"
+check "/etc/group as before" cmp -s "$work/group.before" "$root/etc/group"
+for m in $mounts; do umount "$m"; done
+mounts=""
+file_list | grep -vx './tmp/weir.deb' >"$work/files.after"
+# What Debian keeps by design: dpkg's own records, the logs, the backups
+# adduser/deluser leave of the account files and adduser's lock file.
+kept='^\./(var/lib/dpkg/|var/log/|var/cache/debconf/|etc/(passwd|group|shadow|gshadow)-$|run/adduser$)'
+diff "$work/files.before" "$work/files.after" | sed -n 's/^[<>] //p' | grep -Ev "$kept" >"$work/files.diff" || true
+if [ -s "$work/files.diff" ]; then
+	no "the root's files are as before the install"
+	sed 's/^/    /' "$work/files.diff"
+else
+	ok "the root's files are as before the install (but dpkg's records, logs, account backups)"
+fi
+
+step "weir.service: install again, boot the root with systemd (systemd-nspawn)"
+install_deb reinstall.log
+smtpport=$(free_port)
+# A name this time: weir-remote resolves it (getaddrinfo, AI_ADDRCONFIG)
+# under the unit's RestrictAddressFamilies=.
+configure "$smtpport" localhost
+# No own network (loopback is the host's), no registration with
+# machined (there may be no system bus here), no console.
+systemd-nspawn --quiet --register=no --keep-unit --console=passive \
+	--machine="weirpkg$$" --directory="$root" --boot >"$work/nspawn.log" 2>&1 &
+nspawn=$!
+ct_init() {	# the container's PID 1, as the host sees it
+	for c in $(cat /proc/"$nspawn"/task/*/children 2>/dev/null); do
+		[ "$(cat /proc/"$c"/comm 2>/dev/null)" = systemd ] && echo "$c" && return 0
+	done
+	return 1
+}
+ct_pids() {	# every process in the container's PID namespace
+	ns=$(readlink "/proc/$init/ns/pid")
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$ns" ] && echo "${p#/proc/}"
+	done
+	return 0
+}
+in_ct() { nsenter --target "$init" --mount --uts --ipc --net --pid --root --wd -- "$@"; }
+booted() {
+	case $(in_ct systemctl is-system-running 2>/dev/null) in
+	running|degraded) return 0 ;;
+	*) return 1 ;;
+	esac
+}
+if ! wait_for 30 ct_init >/dev/null || ! init=$(ct_init) || ! wait_for 90 booted; then
+	no "the root boots with systemd"
+	tail -n 30 "$work/nspawn.log"
+else
+	ok "the root boots with systemd ($(in_ct systemctl is-system-running 2>/dev/null))"
+	check "weir.service is active" wait_for 30 sh -c "[ \"\$(nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- systemctl is-active weir)\" = active ]"
+	check "weir-smtpd listens" wait_for 30 listening "$smtpport"
+	lister=ct_pids
+	check_users
+	check "sendmail as nobody in the container" sh -c \
+		"printf 'Subject: under systemd\n\nhello from weir.service\n' |
+		nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- \
+		runuser -u nobody -- /usr/sbin/sendmail -f cron@relay.example.org unit@example.com"
+	check "SMTP to weir-smtpd under systemd" smtp_send "$smtpport" lan@example.net "over SMTP under systemd"
+	check "both reached the upstream (weir-queue and weir-remote set-id under the unit's hardening)" \
+		wait_for 60 arrived 5
+	check "the journal has a line per delivery with the queue id" \
+		sh -c "nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- journalctl -u weir --no-pager |
+		grep -Eq 'weir-send: info: msg [0-9]+: delivered to <unit@example.com>'"
+	gatepid=$(for p in $(ct_pids); do
+		grep -q '^Name:[[:space:]]*weir-gate$' "/proc/$p/status" && echo "$p"
+	done; true)
+	check "systemctl reload weir" in_ct systemctl reload weir
+	check "weir-gate re-read the policy (SIGHUP)" wait_for 10 sh -c \
+		"nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- journalctl -u weir --no-pager |
+		grep -q 'weir-gate: info: policy /etc/weir/policy.conf loaded (SIGHUP)'"
+	check "reload restarted nothing" sh -c "[ -n '$gatepid' ] && grep -q '^Name:[[:space:]]*weir-gate$' /proc/$gatepid/status"
+	in_ct systemd-analyze security weir.service >"$work/security.txt" 2>&1 || true
+	echo "    systemd-analyze security (in the container): $(tail -n 1 "$work/security.txt")"
+	if [ "$failed" -gt 0 ]; then
+		in_ct journalctl -u weir --no-pager | tail -n 30 | sed 's/^/    journal: /'
+	fi
+	check "systemctl stop weir" in_ct systemctl stop weir
+	in_ct systemctl poweroff >/dev/null 2>&1 || true
+	if wait_for 30 sh -c "! { [ -e /proc/$nspawn/status ] && ! grep -q '^State:[[:space:]]*Z' /proc/$nspawn/status; }"; then
+		ok "the container shut down"
+	else
+		no "the container shut down"
+	fi
+	wait "$nspawn" 2>/dev/null || true
+	nspawn=""
+fi
+
+echo "package-test: $(( $(date +%s) - t0 ))s"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
