@@ -1308,7 +1308,7 @@ check_state(size_t upto, struct verdict *v)
 	if ((f = open_memstream(&out, &outlen)) == NULL)
 		cr_die("open_memstream: %s", strerror(errno));
 	memset(&res, 0, sizeof res);
-	qcheck_run(&q, f, &res);
+	qcheck_run(&q, NULL, f, &res);
 	fclose(f);
 	load_msgs(&q, &m, &nm);
 	queue_close(&q);
