@@ -5,7 +5,9 @@
  * each todo file read) before info/, so a message preprocessed meanwhile
  * is listed once, from its todo/ file (its info/ file may be half
  * written while todo/ still exists, so info/ is not read for it); a message
- * whose info file has gone when we read it was finished and is skipped.
+ * whose info file has gone when we read it was finished and is skipped;
+ * one that came in after the todo/ scan and is half preprocessed when we
+ * read it is skipped too (it is listed by the next scan).
  *
  * The scan builds a struct qlist_msg per message (those of todo/ are
  * kept until the end, as they are listed last); the renderers below turn
@@ -387,6 +389,14 @@ qlist_scan(const struct queue *q, qlist_fn fn, void *arg, struct qlist_stats *st
 			continue;
 		msg_start(&m, info.v[i].id, info.v[i].mtime, 1);
 		r = read_info(q, &m, &file);
+		if (r == 1) {
+			/* The message may have come in after the todo/ scan
+			 * and been half preprocessed: skipped while todo/N
+			 * is there (listed next time), read again once
+			 * preprocessing has finished. */
+			msg_start(&m, info.v[i].id, info.v[i].mtime, 1);
+			r = file_exists(q, Q_TODO, m.id) ? 2 : read_info(q, &m, &file);
+		}
 		if (r == 2)
 			continue;
 		st->queued++;
