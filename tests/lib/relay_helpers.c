@@ -242,18 +242,28 @@ rt_upstream_stop(struct rt *t)
 void
 rt_conf_upstream(struct rt *t, const char *extra)
 {
+	/* Short timeouts, each unless extra sets it. */
+	static const char *const timeouts[][2] = {
+		{ "timeout_connect", "5s" }, { "timeout_banner", "10s" },
+		{ "timeout_command", "10s" }, { "timeout_mail", "10s" },
+		{ "timeout_rcpt", "10s" }, { "timeout_data_init", "10s" },
+		{ "timeout_data_block", "10s" }, { "timeout_data_end", "10s" },
+	};
 	struct buf b = BUF_INIT;
+	size_t i;
 
 	buf_printf(&b, "upstream \"isp\" {\n  host = \"127.0.0.1\"\n  port = %u\n"
 	    "  tls = \"starttls\"\n  ca_file = \"%s/ca.pem\"\n  username = \"%s\"\n"
-	    "  secret_file = \"%s\"\n  timeout_connect = \"5s\"\n  timeout_banner = \"10s\"\n"
-	    "  timeout_command = \"10s\"\n  timeout_mail = \"10s\"\n  timeout_rcpt = \"10s\"\n"
-	    "  timeout_data_init = \"10s\"\n  timeout_data_block = \"10s\"\n",
-	    t->port, t->certs, RT_USER, t->secret);
+	    "  secret_file = \"%s\"\n", t->port, t->certs, RT_USER, t->secret);
+	for (i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
+		char *key = xasprintf("%s =", timeouts[i][0]);
+
+		if (extra == NULL || strstr(extra, key) == NULL)
+			buf_printf(&b, "  %s = \"%s\"\n", timeouts[i][0], timeouts[i][1]);
+		free(key);
+	}
 	if (extra)
 		buf_adds(&b, extra);
-	if (extra == NULL || strstr(extra, "timeout_data_end") == NULL)
-		buf_adds(&b, "  timeout_data_end = \"10s\"\n");
 	buf_adds(&b, "}\n");
 	sh_conf_append(&t->s, b.s);
 	buf_free(&b);
@@ -370,8 +380,20 @@ send_started(struct rt *t, void *arg)
 void
 rt_send_start(struct rt *t)
 {
-	const char *env[] = { t->env_libexec, t->env_qq, NULL };
+	rt_send_start_env(t, NULL);
+}
 
+void
+rt_send_start_env(struct rt *t, const char *const *extra)
+{
+	const char *env[16] = { t->env_libexec, t->env_qq };
+	size_t n = 2, i;
+
+	for (i = 0; extra && extra[i]; i++) {
+		cr_assert(n < 15, "too many environment entries");
+		env[n++] = extra[i];
+	}
+	env[n] = NULL;
 	cr_assert(t->send.pid == 0, "weir-send runs already");
 	shd_start(&t->send, &t->s, env);
 	cr_assert(rt_wait(send_started, t, NULL, 10000), "weir-send did not start:\n%s",
@@ -409,8 +431,15 @@ rt_send_logs(struct rt *t)
 struct tl_result
 rt_run(struct rt *t, const char *prog, const char *const *args, size_t nargs, const char *in)
 {
+	return rt_run_env(t, prog, args, nargs, in, NULL);
+}
+
+struct tl_result
+rt_run_env(struct rt *t, const char *prog, const char *const *args, size_t nargs,
+    const char *in, const char *const *extra)
+{
 	const char **argv = xcalloc(nargs + 2, sizeof *argv);
-	const char *env[10];
+	const char *env[20];
 	char *bin = tl_bin(prog);
 	struct tl_result r;
 	size_t i, k = 0;
@@ -420,6 +449,10 @@ rt_run(struct rt *t, const char *prog, const char *const *args, size_t nargs, co
 		argv[i + 1] = args[i];
 	for (i = 0; i < 8 && t->s.qt.envs[i]; i++)
 		env[k++] = t->s.qt.envs[i];
+	for (i = 0; extra && extra[i]; i++) {
+		cr_assert(k < 19, "too many environment entries");
+		env[k++] = extra[i];
+	}
 	env[k] = NULL;
 	{
 		struct tl_run run = { .argv = argv, .env = env, .in = in,
@@ -749,4 +782,142 @@ rt_rec_message(struct rt *t, const struct rt_data *d, struct buf *b)
 	buf_reset(b);
 	tl_read(p, b);
 	free(p);
+}
+
+/* ---- shared by the fault matrix and the soak ---- */
+
+double
+rt_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+char **
+rt_addrs(const char *prefix, const char *domain, size_t from, size_t n)
+{
+	char **v = xcalloc(n + 1, sizeof *v);
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		v[i] = xasprintf("%s%zu@%s", prefix, from + i, domain);
+	return v;
+}
+
+void
+rt_addrs_free(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void
+rt_assert_no_bounce(struct rt *t, const struct rt_rec *r)
+{
+	char *logs = rt_send_logs(t), *bdir = xasprintf("%s/bounce", t->s.qt.qdir);
+	size_t i;
+
+	for (i = 0; i < r->n; i++)
+		cr_assert(strcmp(r->v[i].sender, "<>") != 0, "a bounce went out (data event %zu)", i);
+	cr_assert(strstr(logs, ": failed for <") == NULL, "a recipient failed: ...%.300s",
+	    strstr(logs, ": failed for <"));
+	cr_assert(strstr(logs, "bounce to <") == NULL, "a bounce was queued: ...%.300s",
+	    strstr(logs, "bounce to <"));
+	cr_assert_eq(tl_count_files(bdir), 0, "files in bounce/");
+	free(logs);
+	free(bdir);
+}
+
+size_t
+rt_log_count(struct rt *t, const char *what)
+{
+	char *logs = rt_send_logs(t), *p = logs;
+	size_t n = 0;
+
+	while ((p = strstr(p, what)) != NULL) {
+		n++;
+		p++;
+	}
+	free(logs);
+	return n;
+}
+
+struct log_want {
+	const char *what;
+	size_t n;
+};
+
+static int
+log_has_n(struct rt *t, void *arg)
+{
+	const struct log_want *w = arg;
+
+	return rt_log_count(t, w->what) >= w->n;
+}
+
+char *
+rt_send_logs_tail(struct rt *t, size_t max)
+{
+	char *l = rt_send_logs(t), *r;
+	size_t n = strlen(l);
+
+	r = xstrdup(n > max ? l + n - max : l);
+	free(l);
+	return r;
+}
+
+void
+rt_wait_log(struct rt *t, const char *what, size_t n, int ms)
+{
+	struct log_want w = { what, n };
+
+	cr_assert(rt_wait(log_has_n, t, &w, ms), "\"%s\" not logged %zu times in %d ms:\n...%s",
+	    what, n, ms, rt_send_logs_tail(t, 4000));
+}
+
+size_t
+rt_done_marks(struct rt *t)
+{
+	char *cmd = xasprintf("cat '%s'/remote/*/* 2>/dev/null | tr '\\0' '\\n' | grep -c '^D'",
+	    t->s.qt.qdir);
+	FILE *f = popen(cmd, "r");
+	unsigned long n = 0;
+
+	cr_assert(f, "popen: %s", strerror(errno));
+	if (fscanf(f, "%lu", &n) != 1)
+		n = 0;
+	pclose(f);
+	free(cmd);
+	return n;
+}
+
+long
+rt_mailq_count(const char *mq)
+{
+	const char *p = strstr(mq, "messages in queue: ");
+
+	cr_assert(p, "mailq said:\n%s", mq);
+	return strtol(p + 19, NULL, 10);
+}
+
+long
+rt_vmrss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
 }
