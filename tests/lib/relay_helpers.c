@@ -578,6 +578,19 @@ rt_wait_empty(struct rt *t, int ms)
 	}
 }
 
+void
+rt_flush_until_empty(struct rt *t, int ms)
+{
+	int waited;
+
+	for (waited = 0; waited < ms; waited += 3000) {
+		rt_flush(t);
+		if (rt_wait(queue_empty, t, NULL, 3000))
+			return;
+	}
+	rt_wait_empty(t, 0);
+}
+
 int
 rt_wait(int (*cond)(struct rt *, void *), struct rt *t, void *arg, int ms)
 {
@@ -920,4 +933,258 @@ rt_vmrss_kb(pid_t pid)
 			break;
 	fclose(f);
 	return kb;
+}
+
+/* ---- the kill -9 soak ---- */
+
+size_t
+rt_deliverers(struct rt *t, int sig, pid_t *v, size_t max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	size_t n = 0;
+
+	cr_assert(d, "opendir /proc: %s", strerror(errno));
+	while ((e = readdir(d)) != NULL) {
+		char path[64], buf[256], *p, *q;
+		long ppid;
+		pid_t pid = (pid_t)strtol(e->d_name, &p, 10);
+		FILE *f;
+
+		if (*p || pid <= 0)
+			continue;
+		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		if (fgets(buf, sizeof buf, f) && (p = strchr(buf, '(')) != NULL &&
+		    (q = strrchr(buf, ')')) != NULL && q - p - 1 == 11 &&
+		    strncmp(p + 1, "weir-remote", 11) == 0 && q[2] != 'Z' &&
+		    sscanf(q + 2, "%*c %ld", &ppid) == 1 && ppid == (long)t->send.pid &&
+		    (v == NULL || n < max) && (sig == 0 || kill(pid, sig) == 0)) {
+			if (v)
+				v[n] = pid;
+			n++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* xorshift64*: the same seed, the same victims and pauses. */
+static uint64_t
+soak_rand(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ULL;
+}
+
+/* Nothing in todo/, intd/, info/, remote/ or bounce/. */
+static int
+soak_drained(struct rt *t, void *arg)
+{
+	static const char *const dirs[] = { "todo", "intd", "info", "remote", "bounce" };
+	size_t i;
+
+	(void)arg;
+	for (i = 0; i < 5; i++) {
+		char *p = xasprintf("%s/%s", t->s.qt.qdir, dirs[i]);
+		int n = tl_count_files(p);
+
+		free(p);
+		if (n != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* Message i's recipients: every 10th has 1 + i % 5 (batched by the
+ * cap), the others one. */
+static size_t
+soak_nrcpt(size_t i)
+{
+	return i % 10 == 9 ? 1 + i % 5 : 1;
+}
+
+static char *
+soak_rcpt(unsigned round, size_t i, size_t j)
+{
+	return xasprintf("r%um%zuk%zu@dest.example", round, i, j);
+}
+
+/* The injector: a child that queues every message with sendmail, one
+ * after the other, while the kills go on. */
+static pid_t
+soak_inject(struct rt *t, const struct rt_soak *o)
+{
+	pid_t pid = fork();
+	size_t i, j;
+
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid > 0)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (i = 0; i < o->messages; i++) {
+		const char *args[2 + 5];
+		char *rc[5], msg[128];
+		struct tl_result r;
+		size_t n = soak_nrcpt(i);
+
+		args[0] = "-f";
+		args[1] = RT_SOAK_SENDER;
+		for (j = 0; j < n; j++)
+			args[2 + j] = rc[j] = soak_rcpt(o->round, i, j);
+		snprintf(msg, sizeof msg, "Subject: soak %u/%zu\n\nbody of %zu\n", o->round, i, i);
+		r = rt_run(t, "sendmail", args, 2 + n, msg);
+		if (r.status != 0) {
+			fprintf(stderr, "soak: sendmail exit %d: %s\n", r.status, buf_cstr(&r.err));
+			_exit(1);
+		}
+		tl_result_free(&r);
+		for (j = 0; j < n; j++)
+			free(rc[j]);
+	}
+	_exit(0);
+}
+
+/* The first data event before i with addr, or -1. */
+static ssize_t
+soak_earlier(const struct rt_rec *r, size_t i, const char *addr)
+{
+	size_t j, m;
+
+	for (j = 0; j < i; j++)
+		for (m = 0; m < r->v[j].nrcpt; m++)
+			if (strcmp(r->v[j].rcpts[m], addr) == 0)
+				return (ssize_t)j;
+	return -1;
+}
+
+void
+rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
+{
+	char upconf[64], policy[160];
+	double *kill_at = xcalloc(o->kills + 1, sizeof *kill_at);
+	uint64_t rs = o->seed * 2654435761ULL + o->round + 1;
+	size_t i, j, k, nkt = 0, s2;
+	struct rt_rec r;
+	struct timespec t0, t1;
+	pid_t inj;
+	int st;
+
+	memset(res, 0, sizeof *res);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rt_upstream_start(t, "good", NULL, 0);
+	snprintf(upconf, sizeof upconf, "  max_recipients = %u\n", o->cap);
+	rt_conf_upstream(t, upconf);
+	snprintf(policy, sizeof policy, "upstream \"isp\" { rate = {\"%u per %us\"} "
+	    "max_recipients = %u }\n", o->limit, o->per, o->cap);
+	rt_policy(t, policy);
+	rt_gate_start(t, "2s");
+	rt_send_start(t);
+	inj = soak_inject(t, o);
+	for (k = 0; k < o->kills; k++) {
+		/* A pause of up to 2 * mean_gap_ms, then a victim: weir-send
+		 * 2 in 5, a running weir-remote 2 in 5, weir-gate 1 in 5. */
+		unsigned pause = (unsigned)(soak_rand(&rs) % (2 * o->mean_gap_ms + 1));
+		unsigned who = (unsigned)(soak_rand(&rs) % 5);
+
+		usleep(pause * 1000);
+		if (who < 2) {
+			size_t fl = rt_deliverers(t, 0, NULL, 0);
+
+			kill_at[nkt++] = rt_now();
+			rt_send_kill9(t);
+			res->send_kills++;
+			res->in_flight += fl;
+			res->dup_bound += o->concurrency;
+			rt_send_start(t);
+		} else if (who < 4) {
+			size_t n = 0, tries;
+
+			/* Deliveries are short: look for one for up to 0.5 s. */
+			for (tries = 0; tries < 250 && n == 0; tries++)
+				if ((n = rt_deliverers(t, SIGKILL, NULL, 0)) == 0)
+					usleep(2000);
+			if (n > 0)
+				kill_at[nkt++] = rt_now();
+			res->remote_kills += n;
+			res->in_flight += n;
+			res->dup_bound += n;
+			if (n == 0)
+				res->remote_misses++;
+			/* A crashed deliverer is retried on qmail's schedule. */
+			rt_flush(t);
+		} else {
+			rt_gate_kill9(t);
+			res->gate_kills++;
+			rt_gate_start(t, "2s");
+		}
+	}
+	while (waitpid(inj, &st, 0) < 0 && errno == EINTR)
+		;
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "soak: the injection failed (0x%x)", st);
+	/* Drained, with a flush now and then for the crashed deliveries. */
+	for (i = 0; i < 60 && !rt_wait(soak_drained, t, NULL, 3000); i++)
+		rt_flush(t);
+	cr_assert(soak_drained(t, NULL), "soak round %u (seed %llu): not drained after 3 min:\n...%s",
+	    o->round, (unsigned long long)o->seed, rt_send_logs_tail(t, 4000));
+	/* A kill during a message's elimination may leave mess/ alone (S2,
+	 * removed after 36 hours): at most one per kill of weir-send. */
+	s2 = (size_t)qt_leftovers(&t->s.qt);
+	cr_assert(s2 <= res->send_kills, "%zu files left in the queue after %zu kills of weir-send",
+	    s2, res->send_kills);
+	rt_assert_queue_sound(t);
+	rt_rec_load(t, &r);
+	/* Every recipient at least once. */
+	for (i = 0; i < o->messages; i++)
+		for (j = 0; j < soak_nrcpt(i); j++) {
+			char *a = soak_rcpt(o->round, i, j);
+			size_t c = rt_rec_count(&r, RT_SOAK_SENDER, a);
+
+			cr_assert(c >= 1, "soak round %u (seed %llu): <%s> never delivered", o->round,
+			    (unsigned long long)o->seed, a);
+			res->recipients++;
+			res->extra_copies += c - 1;
+			free(a);
+		}
+	/* A transaction that repeats a recipient is a duplicate: its first
+	 * copy was in flight at a kill of weir-send or weir-remote (accepted
+	 * within 2 s of one), and there are at most as many as the
+	 * transactions that could be in flight at those kills. */
+	for (i = 0; i < r.n; i++) {
+		const struct rt_data *d = &r.v[i];
+		double first = -1;
+		size_t m;
+
+		cr_assert(d->nrcpt <= o->cap, "a transaction with %zu recipients", d->nrcpt);
+		for (m = 0; m < d->nrcpt; m++) {
+			ssize_t e = soak_earlier(&r, i, d->rcpts[m]);
+
+			if (e >= 0 && (first < 0 || r.v[e].time < first))
+				first = r.v[e].time;
+		}
+		if (first < 0)
+			continue;
+		res->duplicates++;
+		for (k = 0; k < nkt; k++)
+			if (first > kill_at[k] - 2.0 && first < kill_at[k] + 2.0)
+				break;
+		cr_assert(k < nkt, "soak round %u (seed %llu): transaction %zu (to <%s>) repeats one "
+		    "accepted at %.3f, not near a kill", o->round, (unsigned long long)o->seed, i,
+		    d->rcpts[0], first);
+	}
+	cr_assert(res->duplicates <= res->dup_bound, "soak round %u (seed %llu): %zu duplicate "
+	    "transactions, at most %zu could be in flight at the kills", o->round,
+	    (unsigned long long)o->seed, res->duplicates, res->dup_bound);
+	rt_assert_no_bounce(t, &r);
+	res->worst = rt_assert_window(&r, o->limit, (double)o->per);
+	res->transactions = r.n;
+	res->s2 = s2;
+	rt_rec_free(&r);
+	free(kill_at);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 }

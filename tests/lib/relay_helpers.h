@@ -20,6 +20,7 @@
 #define WEIR_RELAY_HELPERS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "lib/buf.h"
@@ -103,6 +104,9 @@ void rt_assert_queue_sound(struct rt *t);
 void rt_assert_queue_empty(struct rt *t);
 /* Wait up to ms for the queue to be empty; asserts with a listing. */
 void rt_wait_empty(struct rt *t, int ms);
+/* `weir flush` every 3 s until the queue is empty, for up to ms (local
+ * trouble is retried after 5 minutes otherwise); asserts with a listing. */
+void rt_flush_until_empty(struct rt *t, int ms);
 
 /* ---- the upstream's record ---- */
 
@@ -158,5 +162,47 @@ size_t rt_done_marks(struct rt *t);
 long rt_mailq_count(const char *mq);
 /* VmRSS of pid in kB, or -1. */
 long rt_vmrss_kb(pid_t pid);
+
+/* ---- the kill -9 soak ---- */
+
+/* Send sig (0: none) to every running deliverer (a live weir-remote
+ * child of weir-send); how many (their pids in v, up to max). */
+size_t rt_deliverers(struct rt *t, int sig, pid_t *v, size_t max);
+
+#define RT_SOAK_SENDER "soak@src.example"
+
+struct rt_soak {
+	unsigned long long seed;
+	unsigned round;		/* part of the addresses and of the seed */
+	size_t messages;	/* every 10th to 1-5 recipients */
+	size_t kills;
+	unsigned mean_gap_ms;	/* the mean pause before a kill */
+	unsigned limit, per;	/* the policy: limit per `per` seconds */
+	unsigned cap;		/* max_recipients */
+	unsigned concurrency;	/* as given to rt_setup() */
+};
+
+struct rt_soak_result {
+	size_t send_kills, remote_kills, remote_misses, gate_kills;
+	size_t in_flight;	/* deliverers running at the kills */
+	size_t dup_bound;	/* the most that may be repeated */
+	size_t duplicates;	/* transactions repeating a recipient */
+	size_t extra_copies;	/* recipients' copies beyond the first */
+	size_t recipients, transactions, worst, s2;
+	double seconds;
+};
+
+/*
+ * One round on a fresh rt (rt_setup() done, nothing started): the
+ * upstream, weir-gate and weir-send; o->messages injected by a child
+ * with sendmail while o->kills kill -9s hit weir-send (restarted),
+ * the running weir-remotes, or weir-gate (restarted on its journal) at
+ * pseudo-random moments from o->seed.  Then asserts: the queue drains
+ * and passes queue-check, every recipient delivered at least once, each
+ * duplicate transaction near a kill of weir-send or weir-remote and no
+ * more of them than could be in flight, no bounce, the window held over
+ * the whole round.  Figures in res.
+ */
+void rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res);
 
 #endif
