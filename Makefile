@@ -6,6 +6,7 @@
 #   make install DESTDIR= PREFIX=
 #   make bench-inject    injection benchmark (scripts/bench/inject.sh)
 #   make fuzz            libFuzzer on weir-smtpd's parsers for FUZZ_TIME seconds
+#   make soak            the long kill -9 soak (tests/soak; part of make crashtest)
 #
 # Sources are found by folder: src/lib and src/mail make libweir.a; each
 # folder in PROGRAMS is one program whose main.c is thin, and whose other
@@ -145,6 +146,14 @@ fuzz-smoke: $(FUZZ_BIN)
 
 test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
 	@BUILD=$(BUILD) tests/run.sh $(TEST_BINS)
+
+# The long kill -9 soak (tests/soak/soak_test.c); SOAK_ROUNDS, SOAK_MESSAGES,
+# SOAK_KILLS and SOAK_SEED (printed by every run) shape or replay it.
+SOAK_BIN := $(BUILD)/tests/soak/soak_test
+.PHONY: soak crashtest
+soak: all $(MAILQ) $(SOAK_BIN)
+	@BUILD=$(BUILD) TEST_JOBS=1 tests/run.sh $(SOAK_BIN)
+crashtest: soak
 
 demo:
 	@scripts/deps.sh demo

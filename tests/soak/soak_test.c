@@ -61,17 +61,17 @@ Test(soak, rounds)
 	unsigned long rounds = env_num("SOAK_ROUNDS", 4), i;
 	struct rt_soak_result res, sum = { 0 };
 
-	fprintf(stderr, "soak: seed %llu (replay with SOAK_SEED=%llu), %lu rounds of %zu messages "
-	    "and %zu kills\n", o.seed, o.seed, rounds, o.messages, o.kills);
+	cr_log_info("soak: seed %llu (replay with SOAK_SEED=%llu), %lu rounds of %zu messages "
+	    "and %zu kills", o.seed, o.seed, rounds, o.messages, o.kills);
 	for (i = 0; i < rounds; i++) {
 		o.round = (unsigned)i;
 		rt_setup(&t, o.concurrency);
 		live = 1;
 		rt_soak_round(&t, &o, &res);
-		fprintf(stderr, "soak: round %lu: %zu recipients in %zu transactions in %.1f s; kills: "
+		cr_log_info("soak: round %lu: %zu recipients in %zu transactions in %.1f s; kills: "
 		    "%zu weir-send, %zu weir-remote (%zu found none running), %zu weir-gate; %zu "
 		    "in flight; %zu duplicate transactions (bound %zu), %zu extra copies; busiest "
-		    "window %zu of %u; %zu S2 leftovers\n", i, res.recipients, res.transactions,
+		    "window %zu of %u; %zu S2 leftovers", i, res.recipients, res.transactions,
 		    res.seconds, res.send_kills, res.remote_kills, res.remote_misses, res.gate_kills,
 		    res.in_flight, res.duplicates, res.dup_bound, res.extra_copies, res.worst,
 		    o.limit, res.s2);
@@ -85,9 +85,9 @@ Test(soak, rounds)
 		sum.seconds += res.seconds;
 		teardown();
 	}
-	fprintf(stderr, "soak: seed %llu: %lu rounds, %zu messages, %zu recipients, %zu "
+	cr_log_info("soak: seed %llu: %lu rounds, %zu messages, %zu recipients, %zu "
 	    "transactions, kills %zu weir-send + %zu weir-remote + %zu weir-gate, %zu duplicate "
-	    "transactions (bound %zu), %.1f s\n", o.seed, rounds, rounds * o.messages,
+	    "transactions (bound %zu), %.1f s", o.seed, rounds, rounds * o.messages,
 	    sum.recipients, sum.transactions, sum.send_kills, sum.remote_kills, sum.gate_kills,
 	    sum.duplicates, sum.dup_bound, sum.seconds);
 }
