@@ -138,7 +138,7 @@ Test(bigmsg, ten_thousand_recipients)
 	}
 	rt_assert_window(&r, 50, 1.0);
 	rt_assert_queue_sound(&t);
-	cr_log_info("bigmsg: 10,000 recipients: %.1f s from sendmail to an empty queue, %zu "
+	rt_say("bigmsg: 10,000 recipients: %.1f s from sendmail to an empty queue, %zu "
 	    "transactions (and 1 bounce), weir-send's peak RSS %ld kB over %zu samples, %zu "
 	    "refused and bounced\n", secs, r.n - nb, max_rss, samples, nf);
 	free(got);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -936,6 +937,19 @@ rt_vmrss_kb(pid_t pid)
 }
 
 /* ---- the kill -9 soak ---- */
+
+void
+rt_say(const char *fmt, ...)
+{
+	va_list ap;
+
+	/* As Criterion's own lines, which tests/run.sh shows. */
+	fputs("[----] ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
 
 size_t
 rt_deliverers(struct rt *t, int sig, pid_t *v, size_t max)

@@ -169,6 +169,10 @@ long rt_vmrss_kb(pid_t pid);
  * child of weir-send); how many (their pids in v, up to max). */
 size_t rt_deliverers(struct rt *t, int sig, pid_t *v, size_t max);
 
+/* A line on stderr that tests/run.sh shows even for a passing test
+ * (seeds and figures). */
+void rt_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #define RT_SOAK_SENDER "soak@src.example"
 
 struct rt_soak {

@@ -61,14 +61,14 @@ Test(soak, rounds)
 	unsigned long rounds = env_num("SOAK_ROUNDS", 4), i;
 	struct rt_soak_result res, sum = { 0 };
 
-	cr_log_info("soak: seed %llu (replay with SOAK_SEED=%llu), %lu rounds of %zu messages "
+	rt_say("soak: seed %llu (replay with SOAK_SEED=%llu), %lu rounds of %zu messages "
 	    "and %zu kills", o.seed, o.seed, rounds, o.messages, o.kills);
 	for (i = 0; i < rounds; i++) {
 		o.round = (unsigned)i;
 		rt_setup(&t, o.concurrency);
 		live = 1;
 		rt_soak_round(&t, &o, &res);
-		cr_log_info("soak: round %lu: %zu recipients in %zu transactions in %.1f s; kills: "
+		rt_say("soak: round %lu: %zu recipients in %zu transactions in %.1f s; kills: "
 		    "%zu weir-send, %zu weir-remote (%zu found none running), %zu weir-gate; %zu "
 		    "in flight; %zu duplicate transactions (bound %zu), %zu extra copies; busiest "
 		    "window %zu of %u; %zu S2 leftovers", i, res.recipients, res.transactions,
@@ -85,7 +85,7 @@ Test(soak, rounds)
 		sum.seconds += res.seconds;
 		teardown();
 	}
-	cr_log_info("soak: seed %llu: %lu rounds, %zu messages, %zu recipients, %zu "
+	rt_say("soak: seed %llu: %lu rounds, %zu messages, %zu recipients, %zu "
 	    "transactions, kills %zu weir-send + %zu weir-remote + %zu weir-gate, %zu duplicate "
 	    "transactions (bound %zu), %.1f s", o.seed, rounds, rounds * o.messages,
 	    sum.recipients, sum.transactions, sum.send_kills, sum.remote_kills, sum.gate_kills,
