@@ -72,21 +72,25 @@ reap(pid_t *p)
 	}
 }
 
-/* Our children that nobody waits for: deliverers orphaned by a kill -9
- * of weir-send (we are a subreaper).  Kill them and their groups, and
- * reap them; the processes t knows of (NULL: none) are left alone. */
-static int
-kill_orphans(const struct rt *t)
+/* A process, as /proc/PID/stat has it. */
+struct proc_ent {
+	pid_t pid;
+	char state;
+	char comm[32];
+};
+
+/* The children of parent (up to max of them) into v; how many. */
+static size_t
+proc_children(pid_t parent, struct proc_ent *v, size_t max)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	pid_t me = getpid(), got[256];
-	int n = 0, i;
+	size_t n = 0;
 
 	if (d == NULL)
 		return 0;
-	while ((e = readdir(d)) != NULL && n < 256) {
-		char path[64], buf[512], *p;
+	while ((e = readdir(d)) != NULL && n < max) {
+		char path[64], buf[512], *p, *q;
 		long ppid;
 		pid_t pid = (pid_t)strtol(e->d_name, &p, 10);
 		FILE *f;
@@ -96,20 +100,44 @@ kill_orphans(const struct rt *t)
 		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
 		if ((f = fopen(path, "r")) == NULL)
 			continue;
-		if (fgets(buf, sizeof buf, f) && (p = strrchr(buf, ')')) != NULL &&
-		    sscanf(p + 2, "%*c %ld", &ppid) == 1 && ppid == me &&
-		    (t == NULL || (pid != t->up && pid != t->gate && pid != t->send.pid))) {
-			kill(-pid, SIGKILL);
-			kill(pid, SIGKILL);
-			got[n++] = pid;
+		/* "pid (comm) state ppid ...": comm may hold anything. */
+		if (fgets(buf, sizeof buf, f) && (p = strchr(buf, '(')) != NULL &&
+		    (q = strrchr(buf, ')')) != NULL && q > p &&
+		    sscanf(q + 2, "%c %ld", &v[n].state, &ppid) == 2 && ppid == (long)parent) {
+			v[n].pid = pid;
+			snprintf(v[n].comm, sizeof v[n].comm, "%.*s", (int)(q - p - 1), p + 1);
+			n++;
 		}
 		fclose(f);
 	}
 	closedir(d);
-	for (i = 0; i < n; i++)
+	return n;
+}
+
+/* Our children that nobody waits for: deliverers orphaned by a kill -9
+ * of weir-send (we are a subreaper).  Kill them and their groups, and
+ * reap them; the processes t knows of (NULL: none) are left alone. */
+static int
+kill_orphans(const struct rt *t)
+{
+	struct proc_ent v[256];
+	size_t n = proc_children(getpid(), v, 256), i;
+	pid_t got[256];
+	int k = 0;
+
+	for (i = 0; i < n; i++) {
+		pid_t pid = v[i].pid;
+
+		if (t != NULL && (pid == t->up || pid == t->gate || pid == t->send.pid))
+			continue;
+		kill(-pid, SIGKILL);
+		kill(pid, SIGKILL);
+		got[k++] = pid;
+	}
+	for (i = 0; i < (size_t)k; i++)
 		while (waitpid(got[i], NULL, 0) < 0 && errno == EINTR)
 			;
-	return n;
+	return k;
 }
 
 void
@@ -954,34 +982,20 @@ rt_say(const char *fmt, ...)
 size_t
 rt_deliverers(struct rt *t, int sig, pid_t *v, size_t max)
 {
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	size_t n = 0;
+	struct proc_ent c[256];
+	size_t nc, i, n = 0;
 
-	cr_assert(d, "opendir /proc: %s", strerror(errno));
-	while ((e = readdir(d)) != NULL) {
-		char path[64], buf[256], *p, *q;
-		long ppid;
-		pid_t pid = (pid_t)strtol(e->d_name, &p, 10);
-		FILE *f;
-
-		if (*p || pid <= 0)
+	if (t->send.pid <= 0)
+		return 0;
+	nc = proc_children(t->send.pid, c, 256);
+	for (i = 0; i < nc; i++) {
+		if (strcmp(c[i].comm, "weir-remote") != 0 || c[i].state == 'Z' ||
+		    (v != NULL && n >= max) || (sig != 0 && kill(c[i].pid, sig) != 0))
 			continue;
-		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-		if ((f = fopen(path, "r")) == NULL)
-			continue;
-		if (fgets(buf, sizeof buf, f) && (p = strchr(buf, '(')) != NULL &&
-		    (q = strrchr(buf, ')')) != NULL && q - p - 1 == 11 &&
-		    strncmp(p + 1, "weir-remote", 11) == 0 && q[2] != 'Z' &&
-		    sscanf(q + 2, "%*c %ld", &ppid) == 1 && ppid == (long)t->send.pid &&
-		    (v == NULL || n < max) && (sig == 0 || kill(pid, sig) == 0)) {
-			if (v)
-				v[n] = pid;
-			n++;
-		}
-		fclose(f);
+		if (v)
+			v[n] = c[i].pid;
+		n++;
 	}
-	closedir(d);
 	return n;
 }
 
