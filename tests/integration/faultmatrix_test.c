@@ -8,18 +8,20 @@
  * injector.
  *
  * Every test asserts the three promises of issue 8 for its fault:
- *   nothing lost   while the fault lasts the mail is kept (mailq lists
- *                  it, no recipient is marked done); once it is gone
- *                  every recipient is delivered (exactly once where no
- *                  durable step failed; at least once, with a bound,
- *                  where one did);
+ *   nothing lost   once the fault is gone every recipient is delivered
+ *                  (exactly once where no durable step failed; at least
+ *                  once, with a bound, where one did); for the upstream
+ *                  and gate rows, while the fault lasts the mail is kept
+ *                  (mailq lists it, no recipient is marked done); for
+ *                  the disk rows the queue stays sound (queue-check);
  *   no bounce      for relay-level trouble: nothing from <>, nothing in
  *                  bounce/, no "failed for" in weir-send's log;
  *   the window     no interval of 1 s holds more than the policy's 2
  *                  transactions at the upstream (its own timestamps),
- *                  with a backlog that fills the window after recovery.
+ *                  with a backlog after recovery;
  * and what the user sees: the deferral text in weir-send's log (and
- * sendmail's exit code and message for the injector).
+ * sendmail's exit code and message for the injector).  soak_short is
+ * one short round of the kill -9 soak (tests/soak/soak_test.c).
  *
  * The workload: one message to three recipients (two transactions at
  * max_recipients 2) and three to one recipient each: four messages, six
