@@ -6,9 +6,10 @@
 #   make install DESTDIR= PREFIX=
 #   make bench-inject    injection benchmark (scripts/bench/inject.sh)
 #   make fuzz            libFuzzer on weir-smtpd's parsers for FUZZ_TIME seconds
-#   make crashtest       crash-replay durability harness, exhaustive (tests/durability/)
+#   make crashtest       crash-replay harness, exhaustive (tests/durability/), and the soak
 #   make deb             the Debian package and its lintian report, in $(BUILD)/package
 #   make package-test    install and use the package in a throwaway Debian 12 root (root)
+#   make soak            the long kill -9 soak (tests/soak; part of make crashtest)
 #
 # Sources are found by folder: src/lib and src/mail make libweir.a; each
 # folder in PROGRAMS is one program whose main.c is thin, and whose other
@@ -174,6 +175,14 @@ crash-check: all $(RECORDER) $(CRASHREPLAY)
 
 crashtest: all $(RECORDER) $(CRASHREPLAY)
 	@$(CRASHREPLAY) -x -b $(CRASH_BOUND) -B $(BUILD)/bin -R $(RECORDER)
+
+# The long kill -9 soak (tests/soak/soak_test.c); SOAK_ROUNDS, SOAK_MESSAGES,
+# SOAK_KILLS and SOAK_SEED (printed by every run) shape or replay it.
+SOAK_BIN := $(BUILD)/tests/soak/soak_test
+.PHONY: soak crashtest
+soak: all $(MAILQ) $(SOAK_BIN)
+	@BUILD=$(BUILD) TEST_JOBS=1 tests/run.sh $(SOAK_BIN)
+crashtest: soak
 
 demo:
 	@scripts/deps.sh demo

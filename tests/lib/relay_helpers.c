@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,21 +72,25 @@ reap(pid_t *p)
 	}
 }
 
-/* Our children that nobody waits for: deliverers orphaned by a kill -9
- * of weir-send (we are a subreaper).  Kill them and their groups, and
- * reap them; the processes t knows of (NULL: none) are left alone. */
-static int
-kill_orphans(const struct rt *t)
+/* A process, as /proc/PID/stat has it. */
+struct proc_ent {
+	pid_t pid;
+	char state;
+	char comm[32];
+};
+
+/* The children of parent (up to max of them) into v; how many. */
+static size_t
+proc_children(pid_t parent, struct proc_ent *v, size_t max)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	pid_t me = getpid(), got[256];
-	int n = 0, i;
+	size_t n = 0;
 
 	if (d == NULL)
 		return 0;
-	while ((e = readdir(d)) != NULL && n < 256) {
-		char path[64], buf[512], *p;
+	while ((e = readdir(d)) != NULL && n < max) {
+		char path[64], buf[512], *p, *q;
 		long ppid;
 		pid_t pid = (pid_t)strtol(e->d_name, &p, 10);
 		FILE *f;
@@ -95,20 +100,44 @@ kill_orphans(const struct rt *t)
 		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
 		if ((f = fopen(path, "r")) == NULL)
 			continue;
-		if (fgets(buf, sizeof buf, f) && (p = strrchr(buf, ')')) != NULL &&
-		    sscanf(p + 2, "%*c %ld", &ppid) == 1 && ppid == me &&
-		    (t == NULL || (pid != t->up && pid != t->gate && pid != t->send.pid))) {
-			kill(-pid, SIGKILL);
-			kill(pid, SIGKILL);
-			got[n++] = pid;
+		/* "pid (comm) state ppid ...": comm may hold anything. */
+		if (fgets(buf, sizeof buf, f) && (p = strchr(buf, '(')) != NULL &&
+		    (q = strrchr(buf, ')')) != NULL && q > p &&
+		    sscanf(q + 2, "%c %ld", &v[n].state, &ppid) == 2 && ppid == (long)parent) {
+			v[n].pid = pid;
+			snprintf(v[n].comm, sizeof v[n].comm, "%.*s", (int)(q - p - 1), p + 1);
+			n++;
 		}
 		fclose(f);
 	}
 	closedir(d);
-	for (i = 0; i < n; i++)
+	return n;
+}
+
+/* Our children that nobody waits for: deliverers orphaned by a kill -9
+ * of weir-send (we are a subreaper).  Kill them and their groups, and
+ * reap them; the processes t knows of (NULL: none) are left alone. */
+static int
+kill_orphans(const struct rt *t)
+{
+	struct proc_ent v[256];
+	size_t n = proc_children(getpid(), v, 256), i;
+	pid_t got[256];
+	int k = 0;
+
+	for (i = 0; i < n; i++) {
+		pid_t pid = v[i].pid;
+
+		if (t != NULL && (pid == t->up || pid == t->gate || pid == t->send.pid))
+			continue;
+		kill(-pid, SIGKILL);
+		kill(pid, SIGKILL);
+		got[k++] = pid;
+	}
+	for (i = 0; i < (size_t)k; i++)
 		while (waitpid(got[i], NULL, 0) < 0 && errno == EINTR)
 			;
-	return n;
+	return k;
 }
 
 void
@@ -242,18 +271,28 @@ rt_upstream_stop(struct rt *t)
 void
 rt_conf_upstream(struct rt *t, const char *extra)
 {
+	/* Short timeouts, each unless extra sets it. */
+	static const char *const timeouts[][2] = {
+		{ "timeout_connect", "5s" }, { "timeout_banner", "10s" },
+		{ "timeout_command", "10s" }, { "timeout_mail", "10s" },
+		{ "timeout_rcpt", "10s" }, { "timeout_data_init", "10s" },
+		{ "timeout_data_block", "10s" }, { "timeout_data_end", "10s" },
+	};
 	struct buf b = BUF_INIT;
+	size_t i;
 
 	buf_printf(&b, "upstream \"isp\" {\n  host = \"127.0.0.1\"\n  port = %u\n"
 	    "  tls = \"starttls\"\n  ca_file = \"%s/ca.pem\"\n  username = \"%s\"\n"
-	    "  secret_file = \"%s\"\n  timeout_connect = \"5s\"\n  timeout_banner = \"10s\"\n"
-	    "  timeout_command = \"10s\"\n  timeout_mail = \"10s\"\n  timeout_rcpt = \"10s\"\n"
-	    "  timeout_data_init = \"10s\"\n  timeout_data_block = \"10s\"\n",
-	    t->port, t->certs, RT_USER, t->secret);
+	    "  secret_file = \"%s\"\n", t->port, t->certs, RT_USER, t->secret);
+	for (i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
+		char *key = xasprintf("%s =", timeouts[i][0]);
+
+		if (extra == NULL || strstr(extra, key) == NULL)
+			buf_printf(&b, "  %s = \"%s\"\n", timeouts[i][0], timeouts[i][1]);
+		free(key);
+	}
 	if (extra)
 		buf_adds(&b, extra);
-	if (extra == NULL || strstr(extra, "timeout_data_end") == NULL)
-		buf_adds(&b, "  timeout_data_end = \"10s\"\n");
 	buf_adds(&b, "}\n");
 	sh_conf_append(&t->s, b.s);
 	buf_free(&b);
@@ -370,8 +409,20 @@ send_started(struct rt *t, void *arg)
 void
 rt_send_start(struct rt *t)
 {
-	const char *env[] = { t->env_libexec, t->env_qq, NULL };
+	rt_send_start_env(t, NULL);
+}
 
+void
+rt_send_start_env(struct rt *t, const char *const *extra)
+{
+	const char *env[16] = { t->env_libexec, t->env_qq };
+	size_t n = 2, i;
+
+	for (i = 0; extra && extra[i]; i++) {
+		cr_assert(n < 15, "too many environment entries");
+		env[n++] = extra[i];
+	}
+	env[n] = NULL;
 	cr_assert(t->send.pid == 0, "weir-send runs already");
 	shd_start(&t->send, &t->s, env);
 	cr_assert(rt_wait(send_started, t, NULL, 10000), "weir-send did not start:\n%s",
@@ -409,8 +460,15 @@ rt_send_logs(struct rt *t)
 struct tl_result
 rt_run(struct rt *t, const char *prog, const char *const *args, size_t nargs, const char *in)
 {
+	return rt_run_env(t, prog, args, nargs, in, NULL);
+}
+
+struct tl_result
+rt_run_env(struct rt *t, const char *prog, const char *const *args, size_t nargs,
+    const char *in, const char *const *extra)
+{
 	const char **argv = xcalloc(nargs + 2, sizeof *argv);
-	const char *env[10];
+	const char *env[20];
 	char *bin = tl_bin(prog);
 	struct tl_result r;
 	size_t i, k = 0;
@@ -420,6 +478,10 @@ rt_run(struct rt *t, const char *prog, const char *const *args, size_t nargs, co
 		argv[i + 1] = args[i];
 	for (i = 0; i < 8 && t->s.qt.envs[i]; i++)
 		env[k++] = t->s.qt.envs[i];
+	for (i = 0; extra && extra[i]; i++) {
+		cr_assert(k < 19, "too many environment entries");
+		env[k++] = extra[i];
+	}
 	env[k] = NULL;
 	{
 		struct tl_run run = { .argv = argv, .env = env, .in = in,
@@ -543,6 +605,19 @@ rt_wait_empty(struct rt *t, int ms)
 		cr_assert_fail("the queue is not empty after %d ms:\n%s\nweir-send said (end):\n%s",
 		    ms, listing(t), tail);
 	}
+}
+
+void
+rt_flush_until_empty(struct rt *t, int ms)
+{
+	int waited;
+
+	for (waited = 0; waited < ms; waited += 3000) {
+		rt_flush(t);
+		if (rt_wait(queue_empty, t, NULL, 3000))
+			return;
+	}
+	rt_wait_empty(t, 0);
 }
 
 int
@@ -749,4 +824,396 @@ rt_rec_message(struct rt *t, const struct rt_data *d, struct buf *b)
 	buf_reset(b);
 	tl_read(p, b);
 	free(p);
+}
+
+/* ---- shared by the fault matrix and the soak ---- */
+
+double
+rt_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+char **
+rt_addrs(const char *prefix, const char *domain, size_t from, size_t n)
+{
+	char **v = xcalloc(n + 1, sizeof *v);
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		v[i] = xasprintf("%s%zu@%s", prefix, from + i, domain);
+	return v;
+}
+
+void
+rt_addrs_free(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void
+rt_assert_no_bounce(struct rt *t, const struct rt_rec *r)
+{
+	char *logs = rt_send_logs(t), *bdir = xasprintf("%s/bounce", t->s.qt.qdir);
+	size_t i;
+
+	for (i = 0; i < r->n; i++)
+		cr_assert(strcmp(r->v[i].sender, "<>") != 0, "a bounce went out (data event %zu)", i);
+	cr_assert(strstr(logs, ": failed for <") == NULL, "a recipient failed: ...%.300s",
+	    strstr(logs, ": failed for <"));
+	cr_assert(strstr(logs, "bounce to <") == NULL, "a bounce was queued: ...%.300s",
+	    strstr(logs, "bounce to <"));
+	cr_assert_eq(tl_count_files(bdir), 0, "files in bounce/");
+	free(logs);
+	free(bdir);
+}
+
+size_t
+rt_log_count(struct rt *t, const char *what)
+{
+	char *logs = rt_send_logs(t), *p = logs;
+	size_t n = 0;
+
+	while ((p = strstr(p, what)) != NULL) {
+		n++;
+		p++;
+	}
+	free(logs);
+	return n;
+}
+
+struct log_want {
+	const char *what;
+	size_t n;
+};
+
+static int
+log_has_n(struct rt *t, void *arg)
+{
+	const struct log_want *w = arg;
+
+	return rt_log_count(t, w->what) >= w->n;
+}
+
+char *
+rt_send_logs_tail(struct rt *t, size_t max)
+{
+	char *l = rt_send_logs(t), *r;
+	size_t n = strlen(l);
+
+	r = xstrdup(n > max ? l + n - max : l);
+	free(l);
+	return r;
+}
+
+void
+rt_wait_log(struct rt *t, const char *what, size_t n, int ms)
+{
+	struct log_want w = { what, n };
+
+	cr_assert(rt_wait(log_has_n, t, &w, ms), "\"%s\" not logged %zu times in %d ms:\n...%s",
+	    what, n, ms, rt_send_logs_tail(t, 4000));
+}
+
+size_t
+rt_done_marks(struct rt *t)
+{
+	char *cmd = xasprintf("cat '%s'/remote/*/* 2>/dev/null | tr '\\0' '\\n' | grep -c '^D'",
+	    t->s.qt.qdir);
+	FILE *f = popen(cmd, "r");
+	unsigned long n = 0;
+
+	cr_assert(f, "popen: %s", strerror(errno));
+	if (fscanf(f, "%lu", &n) != 1)
+		n = 0;
+	pclose(f);
+	free(cmd);
+	return n;
+}
+
+long
+rt_mailq_count(const char *mq)
+{
+	const char *p = strstr(mq, "messages in queue: ");
+
+	cr_assert(p, "mailq said:\n%s", mq);
+	return strtol(p + 19, NULL, 10);
+}
+
+long
+rt_vmrss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/* ---- the kill -9 soak ---- */
+
+void
+rt_say(const char *fmt, ...)
+{
+	va_list ap;
+
+	/* As Criterion's own lines, which tests/run.sh shows. */
+	fputs("[----] ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+size_t
+rt_deliverers(struct rt *t, int sig, pid_t *v, size_t max)
+{
+	struct proc_ent c[256];
+	size_t nc, i, n = 0;
+
+	if (t->send.pid <= 0)
+		return 0;
+	nc = proc_children(t->send.pid, c, 256);
+	for (i = 0; i < nc; i++) {
+		if (strcmp(c[i].comm, "weir-remote") != 0 || c[i].state == 'Z' ||
+		    (v != NULL && n >= max) || (sig != 0 && kill(c[i].pid, sig) != 0))
+			continue;
+		if (v)
+			v[n] = c[i].pid;
+		n++;
+	}
+	return n;
+}
+
+/* xorshift64*: the same seed, the same victims and pauses. */
+static uint64_t
+soak_rand(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ULL;
+}
+
+/* Nothing in todo/, intd/, info/, remote/ or bounce/. */
+static int
+soak_drained(struct rt *t, void *arg)
+{
+	static const char *const dirs[] = { "todo", "intd", "info", "remote", "bounce" };
+	size_t i;
+
+	(void)arg;
+	for (i = 0; i < 5; i++) {
+		char *p = xasprintf("%s/%s", t->s.qt.qdir, dirs[i]);
+		int n = tl_count_files(p);
+
+		free(p);
+		if (n != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* Message i's recipients: every 10th has 1 + i % 5 (batched by the
+ * cap), the others one. */
+static size_t
+soak_nrcpt(size_t i)
+{
+	return i % 10 == 9 ? 1 + i % 5 : 1;
+}
+
+static char *
+soak_rcpt(unsigned round, size_t i, size_t j)
+{
+	return xasprintf("r%um%zuk%zu@dest.example", round, i, j);
+}
+
+/* The injector: a child that queues every message with sendmail, one
+ * after the other, while the kills go on. */
+static pid_t
+soak_inject(struct rt *t, const struct rt_soak *o)
+{
+	pid_t pid = fork();
+	size_t i, j;
+
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid > 0)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (i = 0; i < o->messages; i++) {
+		const char *args[2 + 5];
+		char *rc[5], msg[128];
+		struct tl_result r;
+		size_t n = soak_nrcpt(i);
+
+		args[0] = "-f";
+		args[1] = RT_SOAK_SENDER;
+		for (j = 0; j < n; j++)
+			args[2 + j] = rc[j] = soak_rcpt(o->round, i, j);
+		snprintf(msg, sizeof msg, "Subject: soak %u/%zu\n\nbody of %zu\n", o->round, i, i);
+		r = rt_run(t, "sendmail", args, 2 + n, msg);
+		if (r.status != 0) {
+			fprintf(stderr, "soak: sendmail exit %d: %s\n", r.status, buf_cstr(&r.err));
+			_exit(1);
+		}
+		tl_result_free(&r);
+		for (j = 0; j < n; j++)
+			free(rc[j]);
+	}
+	_exit(0);
+}
+
+/* The first data event before i with addr, or -1. */
+static ssize_t
+soak_earlier(const struct rt_rec *r, size_t i, const char *addr)
+{
+	size_t j, m;
+
+	for (j = 0; j < i; j++)
+		for (m = 0; m < r->v[j].nrcpt; m++)
+			if (strcmp(r->v[j].rcpts[m], addr) == 0)
+				return (ssize_t)j;
+	return -1;
+}
+
+void
+rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
+{
+	char upconf[64], policy[160];
+	double *kill_at = xcalloc(o->kills + 1, sizeof *kill_at);
+	uint64_t rs = o->seed * 2654435761ULL + o->round + 1;
+	size_t i, j, k, nkt = 0, s2;
+	struct rt_rec r;
+	struct timespec t0, t1;
+	pid_t inj;
+	int st;
+
+	memset(res, 0, sizeof *res);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rt_upstream_start(t, "good", NULL, 0);
+	snprintf(upconf, sizeof upconf, "  max_recipients = %u\n", o->cap);
+	rt_conf_upstream(t, upconf);
+	snprintf(policy, sizeof policy, "upstream \"isp\" { rate = {\"%u per %us\"} "
+	    "max_recipients = %u }\n", o->limit, o->per, o->cap);
+	rt_policy(t, policy);
+	rt_gate_start(t, "2s");
+	rt_send_start(t);
+	inj = soak_inject(t, o);
+	for (k = 0; k < o->kills; k++) {
+		/* A pause of up to 2 * mean_gap_ms, then a victim: weir-send
+		 * 2 in 5, a running weir-remote 2 in 5, weir-gate 1 in 5. */
+		unsigned pause = (unsigned)(soak_rand(&rs) % (2 * o->mean_gap_ms + 1));
+		unsigned who = (unsigned)(soak_rand(&rs) % 5);
+
+		usleep(pause * 1000);
+		if (who < 2) {
+			size_t fl = rt_deliverers(t, 0, NULL, 0);
+
+			kill_at[nkt++] = rt_now();
+			rt_send_kill9(t);
+			res->send_kills++;
+			res->in_flight += fl;
+			res->dup_bound += o->concurrency;
+			rt_send_start(t);
+		} else if (who < 4) {
+			size_t n = 0, tries;
+
+			/* Deliveries are short: look for one for up to 0.5 s. */
+			for (tries = 0; tries < 250 && n == 0; tries++)
+				if ((n = rt_deliverers(t, SIGKILL, NULL, 0)) == 0)
+					usleep(2000);
+			if (n > 0)
+				kill_at[nkt++] = rt_now();
+			res->remote_kills += n;
+			res->in_flight += n;
+			res->dup_bound += n;
+			if (n == 0)
+				res->remote_misses++;
+			/* A crashed deliverer is retried on qmail's schedule. */
+			rt_flush(t);
+		} else {
+			rt_gate_kill9(t);
+			res->gate_kills++;
+			rt_gate_start(t, "2s");
+		}
+	}
+	while (waitpid(inj, &st, 0) < 0 && errno == EINTR)
+		;
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "soak: the injection failed (0x%x)", st);
+	/* Drained, with a flush now and then for the crashed deliveries. */
+	for (i = 0; i < 60 && !rt_wait(soak_drained, t, NULL, 3000); i++)
+		rt_flush(t);
+	cr_assert(soak_drained(t, NULL), "soak round %u (seed %llu): not drained after 3 min:\n...%s",
+	    o->round, (unsigned long long)o->seed, rt_send_logs_tail(t, 4000));
+	/* A kill during a message's elimination may leave mess/ alone (S2,
+	 * removed after 36 hours): at most one per kill of weir-send. */
+	s2 = (size_t)qt_leftovers(&t->s.qt);
+	cr_assert(s2 <= res->send_kills, "%zu files left in the queue after %zu kills of weir-send",
+	    s2, res->send_kills);
+	rt_assert_queue_sound(t);
+	rt_rec_load(t, &r);
+	/* Every recipient at least once. */
+	for (i = 0; i < o->messages; i++)
+		for (j = 0; j < soak_nrcpt(i); j++) {
+			char *a = soak_rcpt(o->round, i, j);
+			size_t c = rt_rec_count(&r, RT_SOAK_SENDER, a);
+
+			cr_assert(c >= 1, "soak round %u (seed %llu): <%s> never delivered", o->round,
+			    (unsigned long long)o->seed, a);
+			res->recipients++;
+			res->extra_copies += c - 1;
+			free(a);
+		}
+	/* A transaction that repeats a recipient is a duplicate: its first
+	 * copy was in flight at a kill of weir-send or weir-remote (accepted
+	 * at most 5 s before one, a generous margin for a loaded machine, or
+	 * 1 s after, for the clocks), and there are at most as many as the
+	 * transactions that could be in flight at those kills. */
+	for (i = 0; i < r.n; i++) {
+		const struct rt_data *d = &r.v[i];
+		double first = -1;
+		size_t m;
+
+		cr_assert(d->nrcpt <= o->cap, "a transaction with %zu recipients", d->nrcpt);
+		for (m = 0; m < d->nrcpt; m++) {
+			ssize_t e = soak_earlier(&r, i, d->rcpts[m]);
+
+			if (e >= 0 && (first < 0 || r.v[e].time < first))
+				first = r.v[e].time;
+		}
+		if (first < 0)
+			continue;
+		res->duplicates++;
+		for (k = 0; k < nkt; k++)
+			if (first > kill_at[k] - 5.0 && first < kill_at[k] + 1.0)
+				break;
+		cr_assert(k < nkt, "soak round %u (seed %llu): transaction %zu (to <%s>) repeats one "
+		    "accepted at %.3f, not near a kill", o->round, (unsigned long long)o->seed, i,
+		    d->rcpts[0], first);
+	}
+	cr_assert(res->duplicates <= res->dup_bound, "soak round %u (seed %llu): %zu duplicate "
+	    "transactions, at most %zu could be in flight at the kills", o->round,
+	    (unsigned long long)o->seed, res->duplicates, res->dup_bound);
+	rt_assert_no_bounce(t, &r);
+	res->worst = rt_assert_window(&r, o->limit, (double)o->per);
+	res->transactions = r.n;
+	res->s2 = s2;
+	rt_rec_free(&r);
+	free(kill_at);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 }

@@ -20,6 +20,7 @@
 #define WEIR_RELAY_HELPERS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "lib/buf.h"
@@ -59,7 +60,8 @@ void rt_upstream_start(struct rt *t, const char *cert, const char *const *flags,
 void rt_upstream_stop(struct rt *t);
 
 /* Append upstream "isp" { host, port = t->port, starttls, ca_file,
- * username, secret_file, short timeouts, then extra lines }. */
+ * username, secret_file, short timeouts (each one extra does not set),
+ * then extra lines }. */
 void rt_conf_upstream(struct rt *t, const char *extra);
 /* Write policy.conf. */
 void rt_policy(struct rt *t, const char *text);
@@ -74,6 +76,9 @@ char *rt_gate_status(struct rt *t);
 /* weir-send -c CONF with WEIR_LIBEXEC and QMAILQUEUE set; waits until
  * it logged "started on". */
 void rt_send_start(struct rt *t);
+/* The same with extra "NAME=value" entries (NULL-ended; at most 13) in
+ * its environment, e.g. the fault shim's. */
+void rt_send_start_env(struct rt *t, const char *const *extra);
 /* kill -9 weir-send (its process group; its deliverers are in groups
  * of their own and die through PR_SET_PDEATHSIG). */
 void rt_send_kill9(struct rt *t);
@@ -84,6 +89,9 @@ char *rt_send_logs(struct rt *t);
  * stdin in (NULL: empty); the caller frees the result. */
 struct tl_result rt_run(struct rt *t, const char *prog, const char *const *args, size_t nargs,
     const char *in);
+/* The same with extra "NAME=value" entries (NULL-ended) in its environment. */
+struct tl_result rt_run_env(struct rt *t, const char *prog, const char *const *args,
+    size_t nargs, const char *in, const char *const *extra);
 /* sendmail -f sender rcpt... < msg (any number of recipients). */
 void rt_sendmail(struct rt *t, const char *sender, const char *const *rcpts, size_t n,
     const char *msg);
@@ -96,6 +104,9 @@ void rt_assert_queue_sound(struct rt *t);
 void rt_assert_queue_empty(struct rt *t);
 /* Wait up to ms for the queue to be empty; asserts with a listing. */
 void rt_wait_empty(struct rt *t, int ms);
+/* `weir flush` every 3 s until the queue is empty, for up to ms (local
+ * trouble is retried after 5 minutes otherwise); asserts with a listing. */
+void rt_flush_until_empty(struct rt *t, int ms);
 
 /* ---- the upstream's record ---- */
 
@@ -129,5 +140,73 @@ void rt_rec_message(struct rt *t, const struct rt_data *d, struct buf *b);
 
 /* Poll until cond or ms; 1 if cond became true. */
 int rt_wait(int (*cond)(struct rt *, void *), struct rt *t, void *arg, int ms);
+
+/* ---- shared by the fault matrix and the soak ---- */
+
+/* The wall clock, as the upstream's record has it. */
+double rt_now(void);
+/* n addresses PREFIX<from+i>@domain (NULL-ended); rt_addrs_free() frees. */
+char **rt_addrs(const char *prefix, const char *domain, size_t from, size_t n);
+void rt_addrs_free(char **v, size_t n);
+/* No bounce: no data event from <>, nothing in bounce/, no "failed for"
+ * nor "bounce to" in weir-send's logs. */
+void rt_assert_no_bounce(struct rt *t, const struct rt_rec *r);
+/* How often weir-send's logs hold what; wait until n times (asserts). */
+size_t rt_log_count(struct rt *t, const char *what);
+void rt_wait_log(struct rt *t, const char *what, size_t n, int ms);
+/* The last max bytes of weir-send's logs, malloc'ed. */
+char *rt_send_logs_tail(struct rt *t, size_t max);
+/* Recipients marked done (D) in remote/. */
+size_t rt_done_marks(struct rt *t);
+/* mailq's "messages in queue: N". */
+long rt_mailq_count(const char *mq);
+/* VmRSS of pid in kB, or -1. */
+long rt_vmrss_kb(pid_t pid);
+
+/* ---- the kill -9 soak ---- */
+
+/* Send sig (0: none) to every running deliverer (a live weir-remote
+ * child of weir-send); how many (their pids in v, up to max). */
+size_t rt_deliverers(struct rt *t, int sig, pid_t *v, size_t max);
+
+/* A line on stderr that tests/run.sh shows even for a passing test
+ * (seeds and figures). */
+void rt_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define RT_SOAK_SENDER "soak@src.example"
+
+struct rt_soak {
+	unsigned long long seed;
+	unsigned round;		/* part of the addresses and of the seed */
+	size_t messages;	/* every 10th to 1-5 recipients */
+	size_t kills;
+	unsigned mean_gap_ms;	/* the mean pause before a kill */
+	unsigned limit, per;	/* the policy: limit per `per` seconds */
+	unsigned cap;		/* max_recipients */
+	unsigned concurrency;	/* as given to rt_setup() */
+};
+
+struct rt_soak_result {
+	size_t send_kills, remote_kills, remote_misses, gate_kills;
+	size_t in_flight;	/* deliverers running at the kills */
+	size_t dup_bound;	/* the most that may be repeated */
+	size_t duplicates;	/* transactions repeating a recipient */
+	size_t extra_copies;	/* recipients' copies beyond the first */
+	size_t recipients, transactions, worst, s2;
+	double seconds;
+};
+
+/*
+ * One round on a fresh rt (rt_setup() done, nothing started): the
+ * upstream, weir-gate and weir-send; o->messages injected by a child
+ * with sendmail while o->kills kill -9s hit weir-send (restarted),
+ * the running weir-remotes, or weir-gate (restarted on its journal) at
+ * pseudo-random moments from o->seed.  Then asserts: the queue drains
+ * and passes queue-check, every recipient delivered at least once, each
+ * duplicate transaction near a kill of weir-send or weir-remote and no
+ * more of them than could be in flight, no bounce, the window held over
+ * the whole round.  Figures in res.
+ */
+void rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res);
 
 #endif

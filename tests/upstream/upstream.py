@@ -16,7 +16,12 @@ Other flags make it misbehave in the ways a real provider can:
   --reply STAGE=REPLY    answer STAGE with REPLY ("550 5.1.1 no"); STAGE is
                          banner, ehlo, mail, rcpt, rcpt:ADDR, data, dataend
                          (a 421 reply also closes the connection)
-  --hang STAGE           never answer STAGE (banner, mail, rcpt, dataend)
+  --reply-file FILE      more --reply values, one STAGE=REPLY a line (for
+                         lists too long for a command line)
+  --hang STAGE           never answer STAGE: banner, ehlo, starttls, tls
+                         (answer STARTTLS, then never do the handshake),
+                         auth, mail, rcpt, data (the DATA command), dataend
+                         (the end of the data); the session just waits
   --drop-in-data         close the connection in the middle of the data
   --no-starttls          do not offer STARTTLS
   --inject               send a plaintext line right after "220 Ready to
@@ -42,7 +47,7 @@ import ssl
 import sys
 import time
 
-from aiosmtpd.smtp import MISSING, SMTP, AuthResult, LoginPassword
+from aiosmtpd.smtp import MISSING, SMTP, AuthResult, LoginPassword, syntax
 
 
 def parse_args():
@@ -55,6 +60,7 @@ def parse_args():
     p.add_argument("--no-starttls", action="store_true")
     p.add_argument("--auth", help="USER:PASSWORD; AUTH is then required")
     p.add_argument("--reply", action="append", default=[])
+    p.add_argument("--reply-file")
     p.add_argument("--hang", action="append", default=[])
     p.add_argument("--drop-in-data", action="store_true")
     p.add_argument("--inject", action="store_true")
@@ -71,6 +77,12 @@ REPLIES = {}
 for r in ARGS.reply:
     stage, _, text = r.partition("=")
     REPLIES[stage] = text
+if ARGS.reply_file:
+    with open(ARGS.reply_file) as f:
+        for r in f.read().splitlines():
+            stage, _, text = r.partition("=")
+            if stage:
+                REPLIES[stage] = text
 
 
 def record(**event):
@@ -116,6 +128,9 @@ class Handler:
 
     async def handle_EHLO(self, server, session, envelope, hostname, responses):
         session.host_name = hostname
+        if "ehlo" in ARGS.hang:
+            record(event="hang", stage="ehlo")
+            await hang_forever()
         if "ehlo" in REPLIES:
             return [self.closing(server, REPLIES["ehlo"])]
         last = responses[-1]
@@ -126,6 +141,7 @@ class Handler:
 
     async def handle_MAIL(self, server, session, envelope, address, options):
         if "mail" in ARGS.hang:
+            record(event="hang", stage="mail")
             await hang_forever()
         record(event="mail", sender=address, options=options, tls=tls_on(server),
                auth=session.authenticated)
@@ -137,6 +153,7 @@ class Handler:
 
     async def handle_RCPT(self, server, session, envelope, address, options):
         if "rcpt" in ARGS.hang:
+            record(event="hang", stage="rcpt")
             await hang_forever()
         record(event="rcpt", rcpt=address)
         reply = REPLIES.get("rcpt:" + address, REPLIES.get("rcpt"))
@@ -147,6 +164,7 @@ class Handler:
 
     async def handle_DATA(self, server, session, envelope):
         if "dataend" in ARGS.hang:
+            record(event="hang", stage="dataend")
             await hang_forever()
         self.messages = getattr(self, "messages", 0) + 1
         if not ARGS.no_store and ARGS.record:
@@ -164,6 +182,7 @@ class Upstream(SMTP):
         if isinstance(status, str) and status.startswith("220 ") and not getattr(self, "_greeted", False):
             self._greeted = True
             if "banner" in ARGS.hang:
+                record(event="hang", stage="banner")
                 await hang_forever()
             if "banner" in REPLIES:
                 status = REPLIES["banner"]
@@ -174,9 +193,27 @@ class Upstream(SMTP):
 
     async def smtp_STARTTLS(self, arg):
         record(event="starttls")
+        if "starttls" in ARGS.hang:
+            record(event="hang", stage="starttls")
+            await hang_forever()
+        if "tls" in ARGS.hang:
+            # Say yes, then leave the client's ClientHello unanswered.
+            await self.push("220 Ready to start TLS")
+            record(event="hang", stage="tls")
+            await hang_forever()
         await super().smtp_STARTTLS(arg)
 
+    @syntax("AUTH <mechanism>")
+    async def smtp_AUTH(self, arg):
+        if "auth" in ARGS.hang:
+            record(event="hang", stage="auth")
+            await hang_forever()
+        await super().smtp_AUTH(arg)
+
     async def smtp_DATA(self, arg):
+        if "data" in ARGS.hang and self.envelope.rcpt_tos:
+            record(event="hang", stage="data")
+            await hang_forever()
         if "data" in REPLIES and self.envelope.rcpt_tos:
             await self.push(REPLIES["data"])
             if REPLIES["data"].startswith("421"):
