@@ -85,6 +85,7 @@ struct weir_config {
 	long long inject_timeout; /* inject_timeout, seconds */
 	unsigned concurrency;	/* concurrency: deliveries at once per upstream */
 	long long queue_lifetime; /* queue_lifetime, seconds */
+	long long delay_warning; /* delay_warning, seconds; 0: none */
 	unsigned retry_skip;	/* retry_skip: qmail's chanskip */
 	struct weir_upstream *upstreams; /* upstream sections, in file order */
 	size_t nupstreams;
