@@ -122,21 +122,6 @@ rebuild_queues(struct sched *s, const struct weir_config *n)
 	s->none = ncfg;
 }
 
-/* Append m to its FIFO without starting anything yet. */
-static void
-append(struct sched *s, struct msg *m)
-{
-	struct upq *u = &s->ups[upidx(s, m)];
-
-	m->queued = 1;
-	m->qnext = NULL;
-	if (u->tail)
-		u->tail->qnext = m;
-	else
-		u->head = m;
-	u->tail = m;
-}
-
 /* A granted job not yet running whose message now maps elsewhere. */
 static struct job *
 misplaced_grant(struct sched *s)
@@ -208,7 +193,7 @@ sched_reload(struct sched *s)
 	    n->retry_skip, n->delay_warning, moved);
 
 	for (i = 0; i < nfifo; i++)
-		append(s, fifo[i]);
+		fifo_append(s, fifo[i]);
 	free(fifo);
 	while ((j = misplaced_grant(s)) != NULL) {
 		gate_tell(s, j, GP_REFUND, 0, NULL);

@@ -149,13 +149,10 @@ msg_forget(struct sched *s, struct msg *m)
 static void on_due(struct evloop *ev, struct evtimer *t, void *arg);
 
 void
-enqueue(struct sched *s, struct msg *m)
+fifo_append(struct sched *s, struct msg *m)
 {
 	struct upq *u = &s->ups[upidx(s, m)];
 
-	if (m->job || m->queued)
-		return;
-	wait_begin(m);
 	m->queued = 1;
 	m->qnext = NULL;
 	if (u->tail)
@@ -163,6 +160,15 @@ enqueue(struct sched *s, struct msg *m)
 	else
 		u->head = m;
 	u->tail = m;
+}
+
+void
+enqueue(struct sched *s, struct msg *m)
+{
+	if (m->job || m->queued)
+		return;
+	wait_begin(m);
+	fifo_append(s, m);
 	pump(s, upidx(s, m));
 }
 

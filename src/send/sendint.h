@@ -127,6 +127,7 @@ void schedule(struct sched *s, struct msg *m, long long when);
  * waiting (credited) until then. */
 void schedule_held(struct sched *s, struct msg *m, long long when);
 void enqueue(struct sched *s, struct msg *m);
+void fifo_append(struct sched *s, struct msg *m);	/* enqueue, but start nothing */
 void finish(struct sched *s, struct msg *m);
 size_t upidx(const struct sched *s, const struct msg *m);
 struct msg *msg_by_id(struct sched *s, unsigned long id);

@@ -994,30 +994,50 @@ Test(send, durable_order_of_steps)
 
 /* ---- concurrency ---- */
 
-/* At most `concurrency` (2) deliverers at once, and that many used. */
-Test(send, concurrency_limit)
+/* Inject n messages from alice, one each to m<i>@example.net. */
+static void
+inject_numbered(size_t n)
 {
-	char name[32], *hang = xasprintf("%s/hang", s.qt.tmp);
-	char *cl = xasprintf("%s/conc.log", s.qt.tmp);
+	char name[32];
 	const char *rcpts[] = { name, NULL };
-	struct buf b = BUF_INIT;
-	size_t i, n = 6;
-	int cur = 0, max = 0;
-	const char *p;
+	size_t i;
 
 	for (i = 0; i < n; i++) {
 		snprintf(name, sizeof name, "m%zu@example.net", i);
 		inject("alice@example.org", rcpts, msg1);
 	}
-	tl_write(hang, "0.3", 3);
-	start_send(&d1, 0);
-	wait_empty(15000);
-	tl_read(cl, &b);
-	for (p = buf_cstr(&b); *p; p = strchr(p, '\n') + 1) {
+}
+
+/* The most deliverers at once, from conc.log's B and E lines. */
+static int
+max_at_once(struct buf *b)
+{
+	const char *p;
+	int cur = 0, max = 0;
+
+	for (p = buf_cstr(b); *p; p = strchr(p, '\n') + 1) {
 		cur += *p == 'B' ? 1 : -1;
 		if (cur > max)
 			max = cur;
 	}
+	return max;
+}
+
+/* At most `concurrency` (2) deliverers at once, and that many used. */
+Test(send, concurrency_limit)
+{
+	char *hang = xasprintf("%s/hang", s.qt.tmp);
+	char *cl = xasprintf("%s/conc.log", s.qt.tmp);
+	struct buf b = BUF_INIT;
+	size_t n = 6;
+	int max;
+
+	inject_numbered(n);
+	tl_write(hang, "0.3", 3);
+	start_send(&d1, 0);
+	wait_empty(15000);
+	tl_read(cl, &b);
+	max = max_at_once(&b);
 	cr_assert_eq(max, 2, "%d deliverers at once, concurrency = 2:\n%s", max, buf_cstr(&b));
 	assert_all_delivered(n);
 	buf_free(&b);
@@ -1168,15 +1188,31 @@ three_not_queued(void *arg)
 	return count_in_log("not queued") >= 3;
 }
 
+/* An injector that fails (exit 71) while *flag exists, as it does on
+ * return; the "QMAILQUEUE=" entry that names it. */
+static char *
+failing_qq(char **flag)
+{
+	char *wrap = xasprintf("%s/qq.sh", s.qt.tmp), *script, *e;
+
+	*flag = xasprintf("%s/qqfail", s.qt.tmp);
+	script = xasprintf("#!/bin/sh\n[ -e '%s' ] && exit 71\nexec '%s'\n", *flag, qq);
+	tl_write(wrap, script, strlen(script));
+	cr_assert(chmod(wrap, 0755) == 0);
+	tl_write(*flag, "", 0);
+	e = xasprintf("QMAILQUEUE=%s", wrap);
+	free(script);
+	free(wrap);
+	return e;
+}
+
 /* Bounces that could not be queued wait for their retry; `weir flush`
  * tries them at once: each message then finishes (and leaves weir-send's
  * table while the flush is walking it).  glibc's tunables make a use of
  * freed memory crash instead of going unnoticed. */
 Test(send, flush_after_failed_bounces)
 {
-	char *wrap = xasprintf("%s/qq.sh", s.qt.tmp), *flag = xasprintf("%s/qqfail", s.qt.tmp);
-	char *script = xasprintf("#!/bin/sh\n[ -e '%s' ] && exit 71\nexec '%s'\n", flag, qq);
-	char *e_qq = xasprintf("QMAILQUEUE=%s", wrap), *weir = tl_bin("weir");
+	char *flag, *e_qq = failing_qq(&flag), *weir = tl_bin("weir");
 	const char *env[] = { env_remote, e_qq, env_conf,
 		"GLIBC_TUNABLES=glibc.malloc.tcache_count=0:glibc.malloc.perturb=165", NULL };
 	const char *rcpts[] = { "bad@example.net", NULL };
@@ -1185,9 +1221,6 @@ Test(send, flush_after_failed_bounces)
 	struct tl_result r;
 	int st, i;
 
-	tl_write(wrap, script, strlen(script));
-	cr_assert(chmod(wrap, 0755) == 0);
-	tl_write(flag, "", 0);
 	for (i = 0; i < 3; i++)
 		inject("alice@example.org", rcpts, msg1);
 	shd_start(&d1, &s, env);
@@ -1213,9 +1246,7 @@ Test(send, flush_after_failed_bounces)
 		cr_assert_str_eq(e, "\talice@example.org");
 		free(e);
 	}
-	free(wrap);
 	free(flag);
-	free(script);
 	free(e_qq);
 	free(weir);
 }
@@ -1985,23 +2016,17 @@ Test(send, delay_warning_only_when_due)
  * refusal sends it. */
 Test(send, delay_warning_retried_when_not_queued)
 {
-	char *wrap, *flag, *script, *e_qq;
+	char *flag, *e_qq;
 	const char *env[] = { NULL, NULL, NULL, NULL };
 	struct schednote n;
 	unsigned long id;
 
 	teardown();
 	setup_with("delay_warning = \"1h\"\n" UP1);
-	wrap = xasprintf("%s/qq.sh", s.qt.tmp);
-	flag = xasprintf("%s/qqfail", s.qt.tmp);
-	script = xasprintf("#!/bin/sh\n[ -e '%s' ] && exit 71\nexec '%s'\n", flag, qq);
-	e_qq = xasprintf("QMAILQUEUE=%s", wrap);
+	e_qq = failing_qq(&flag);
 	env[0] = env_remote;
 	env[1] = e_qq;
 	env[2] = env_conf;
-	tl_write(wrap, script, strlen(script));
-	cr_assert(chmod(wrap, 0755) == 0);
-	tl_write(flag, "", 0);
 	id = aged_s5("alice@example.org", S("Tslow@example.net\0"), 2 * 3600);
 	shd_start(&d1, &s, env);
 	cr_assert(sh_wait_for(log_has, "delay warning to <alice@example.org> not queued", 10000),
@@ -2021,9 +2046,7 @@ Test(send, delay_warning_retried_when_not_queued)
 		cr_assert_str_eq(e, "\talice@example.org");
 		free(e);
 	}
-	free(wrap);
 	free(flag);
-	free(script);
 	free(e_qq);
 }
 
@@ -2155,19 +2178,14 @@ Test(send, reload_bad_file_and_restart_only_keys)
  * at once; the one in flight finishes and is applied. */
 Test(send, reload_concurrency_live)
 {
-	char name[32], *hang = xasprintf("%s/hang", s.qt.tmp);
+	char *hang = xasprintf("%s/hang", s.qt.tmp);
 	char *cl = xasprintf("%s/conc.log", s.qt.tmp);
-	const char *rcpts[] = { name, NULL };
 	struct buf b = BUF_INIT;
-	size_t i, n = 6;
-	int cur = 0, max = 0;
-	const char *p;
+	size_t n = 6;
+	int max;
 
 	sh_conf_append(&s, "concurrency = 1\n");
-	for (i = 0; i < n; i++) {
-		snprintf(name, sizeof name, "m%zu@example.net", i);
-		inject("alice@example.org", rcpts, msg1);
-	}
+	inject_numbered(n);
 	tl_write(hang, "1.5", 3);
 	start_send(&d1, 0);
 	cr_assert(sh_wait_for(log_has, "delivering to", 5000), "%s", send_log(&d1));
@@ -2180,11 +2198,7 @@ Test(send, reload_concurrency_live)
 	hup_and_wait("reloaded");
 	wait_empty(20000);
 	tl_read(cl, &b);
-	for (p = buf_cstr(&b); *p; p = strchr(p, '\n') + 1) {
-		cur += *p == 'B' ? 1 : -1;
-		if (cur > max)
-			max = cur;
-	}
+	max = max_at_once(&b);
 	cr_assert_eq(max, 3, "%d deliveries at once after concurrency = 3:\n%s", max, buf_cstr(&b));
 	assert_all_delivered(n);
 	buf_free(&b);
