@@ -9,9 +9,9 @@
  *   S5  +mess -intd -todo +info ?local ?remote ?bounce   all parsed
  *
  * Anything else, and any file whose bytes do not parse, is a problem.
- * weir's own sched/ (mail/schedfile.h), when there is one: every note
- * must parse; a note whose message is gone or has another birth is a
- * leftover weir-send removes (a note, not a problem).
+ * weir's own sched/ (mail/schedfile.h): every note must parse; a note
+ * whose message is gone or has another birth is a leftover weir-send
+ * removes (a note, not a problem).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -349,7 +349,7 @@ check_sched(struct ctx *c, struct buf *b)
 	DIR *dir;
 
 	if (fstatat(c->q->dfd, SCHED_DIR, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-		return;	/* weir-send has not run on this queue */
+		return;	/* check_layout said so */
 	if ((dir = open_dir(c, SCHED_DIR)) == NULL)
 		return;
 	while ((e = readdir(dir)) != NULL) {
@@ -370,8 +370,6 @@ check_sched(struct ctx *c, struct buf *b)
 	closedir(dir);
 	for (s = 0; s < c->q->split; s++) {
 		snprintf(sub, sizeof sub, SCHED_DIR "/%u", s);
-		if (fstatat(c->q->dfd, sub, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-			continue;	/* made at weir-send's next start */
 		if ((dir = open_dir(c, sub)) == NULL)
 			continue;
 		while ((e = readdir(dir)) != NULL) {

@@ -14,6 +14,21 @@
 #include "lib/log.h"
 #include "send/note.h"
 
+/* mkdir path in the queue unless it exists; *made is set if it did not. */
+static int
+make_dir(struct queue *q, const char *path, int *made)
+{
+	if (mkdirat(q->dfd, path, 0700) == 0) {
+		*made = 1;
+		return 0;
+	}
+	if (errno == EEXIST)
+		return 0;
+	log_warn("create %s in the queue (`weir queue-init` makes it); without it no "
+	    "waiting credit outlives a restart and no delay warning is sent", path);
+	return -1;
+}
+
 int
 note_init(struct queue *q)
 {
@@ -21,20 +36,12 @@ note_init(struct queue *q)
 	unsigned s;
 	int made = 0;
 
-	if (mkdirat(q->dfd, SCHED_DIR, 0700) == 0)
-		made = 1;
-	else if (errno != EEXIST) {
-		log_warn("create %s in the queue", SCHED_DIR);
+	if (make_dir(q, SCHED_DIR, &made) < 0)
 		return -1;
-	}
 	for (s = 0; s < q->split; s++) {
 		snprintf(path, sizeof path, SCHED_DIR "/%u", s);
-		if (mkdirat(q->dfd, path, 0700) == 0)
-			made = 1;
-		else if (errno != EEXIST) {
-			log_warn("create %s in the queue", path);
+		if (make_dir(q, path, &made) < 0)
 			return -1;
-		}
 	}
 	if (made && (fsync_dir(q->dfd, SCHED_DIR) < 0 || fsync_dir(q->dfd, ".") < 0)) {
 		log_warn("fsync %s", SCHED_DIR);

@@ -12,9 +12,9 @@
 #include "mail/queue.h"
 #include "mail/schedfile.h"
 
-/* Create sched/ and sched/0..split-1 where missing (mode 0700), durably.
- * 0 ok; -1 logged (then every note_save fails, and no delay warning is
- * sent: the mark could not be kept). */
+/* Create sched/ and sched/0..split-1 where missing (mode 0700), durably
+ * (`weir queue-init` makes them; a queue taken over from qmail may lack
+ * them).  0 ok; -1 logged: then weir-send runs without notes. */
 int note_init(struct queue *q);
 
 /* Read the note of message id, queued at birth (info/'s mtime).

@@ -2255,3 +2255,25 @@ Test(send, reload_enables_delay_warning)
 	    send_log(&d1));
 	wait_calls(3, 5000);
 }
+
+/* A queue without sched/ (taken over from a stock qmail): queue-check
+ * says it is missing; weir-send makes it (it may here) and works. */
+Test(send, sched_dir_made_if_missing)
+{
+	char *p = xasprintf("%s/sched", s.qt.qdir);
+	const char *rcpts[] = { "bob@example.net", NULL };
+	struct buf out = BUF_INIT;
+	struct stat st;
+
+	tl_rmtree(p);
+	cr_assert_neq(sh_queue_check(&s, &out), 0, "queue-check passed without sched/");
+	cr_assert(strstr(buf_cstr(&out), "sched"), "%s", buf_cstr(&out));
+	start_send(&d1, 0);
+	cr_assert(stat(p, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 0700,
+	    "sched/ not made");
+	inject("alice@example.org", rcpts, msg1);
+	wait_empty(5000);
+	assert_queue_sound();
+	buf_free(&out);
+	free(p);
+}
