@@ -121,8 +121,10 @@ note_restore(struct sched *s, struct msg *m)
 		return;
 	r = note_load(s->o->q, m->id, m->birth, &n);
 	if (r < 0) {
-		/* Unreadable: no credit, and no warning (one may have gone). */
+		/* Unreadable: no credit, and no warning (one may have gone);
+		 * replaced by a sound note that says so. */
 		m->warned = now;
+		(void)save(s, m, 0);
 		return;
 	}
 	if (r == 0)

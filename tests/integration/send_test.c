@@ -1900,9 +1900,18 @@ Test(send, note_leftover_and_malformed)
 	cr_assert_neq(sh_queue_check(&s, &out), 0, "queue-check passed a malformed note:\n%s",
 	    buf_cstr(&out));
 	cr_assert(strstr(buf_cstr(&out), "line 2"), "%s", buf_cstr(&out));
-	/* weir-send takes an unreadable note as "no credit, warned". */
+	/* weir-send takes an unreadable note as "no credit, warned", and
+	 * writes it so. */
 	start_send(&d1, 0);
 	cr_assert(sh_wait_for(log_has, "is malformed", 5000), "%s", send_log(&d1));
+	{
+		struct schednote n;
+
+		cr_assert(read_note(id, &n), "no note");
+		cr_assert(n.warned != 0 && n.waited == 0 && n.birth == birth_of(id),
+		    "note: warned %lld waited %lld", n.warned, n.waited);
+	}
+	assert_queue_sound();
 	buf_free(&out);
 	free(p);
 	free(bad);
