@@ -137,8 +137,9 @@ void upq_unlink(struct sched *s, struct msg *m);	/* out of its FIFO */
 void wait_begin(struct msg *m);
 void wait_end(struct msg *m);
 long long msg_waited(const struct msg *m);	/* credit so far, seconds */
-/* Write sched/S/N if what it says is off by 10 s or more, or says the
- * message waits when it does not.  1 written, 0 not needed or failed. */
+/* Write sched/S/N if what it says is off by 30 s or more, or says the
+ * message waits when it does not.  1 written, 0 not needed, -1 failed
+ * (logged). */
 int note_sync(struct sched *s, struct msg *m);
 /* The credit and mark a note carries into this run, into m. */
 void note_restore(struct sched *s, struct msg *m);

@@ -5,14 +5,16 @@
  * A message's credit is the time it was due but had no deliverer
  * running (sendint.h); queue_lifetime and delay_warning count its age
  * without it.  Writing sched/S/N at every change would cost a file write
- * per second per waiting message, so it is written only when it is 10 s
+ * per second per waiting message, so it is written only when it is 30 s
  * or more behind (a closed wait, or an open wait never recorded), when
  * it says the message waits and it does not, and when the delay warning
- * is queued.  An open wait is recorded once, as the wall time it began;
- * sched/alive, rewritten every 10 s, says until when weir-send ran, and a
- * restart credits a recorded open wait up to that time.  So a crash of
- * weir-send (kill -9) loses at most 20 s of a message's credit: under
- * 10 s never written, plus up to 10 s since the last sched/alive.  The
+ * is queued: a backlog that drains within 30 s writes nothing.  An open
+ * wait is recorded once, as the wall time it began; sched/alive,
+ * rewritten every 10 s, says until when weir-send ran, and a restart
+ * credits a recorded open wait up to that time.  A sweep every 10 s
+ * finds what is behind.  So a crash of weir-send (kill -9) loses at most
+ * 40 s of a message's credit: under 30 s never written, found late by up
+ * to 10 s; or up to 10 s since the last sched/alive.  The
  * credit notes are not fsynced (a rename over the old version, so a
  * reader sees one version or the other): a power cut may also lose what
  * the kernel had not yet written back (Linux writes dirty data back
@@ -36,7 +38,8 @@
 #include "send/rcptfile.h"
 #include "send/sendint.h"
 
-#define NOTE_MS		10000	/* sched/alive; a note this far behind is rewritten */
+#define SWEEP_MS	10000	/* sched/alive, and notes checked */
+#define BEHIND_MS	30000	/* a note this far behind is rewritten */
 #define SWEEP_WRITES	500	/* notes written per turn of the event loop */
 
 void
@@ -103,11 +106,11 @@ note_sync(struct sched *s, struct msg *m)
 		/* It says the message waits, and it does not (or not since
 		 * then: another wait began). */
 		if (m->note.since && (since == 0 || llabs(since - m->note.since) > 1))
-			return save(s, m, 0) == 0;
+			return save(s, m, 0) == 0 ? 1 : -1;
 	}
-	if (credit_ms(m, mono) - ondisk < NOTE_MS)
+	if (credit_ms(m, mono) - ondisk < BEHIND_MS)
 		return 0;
-	return save(s, m, 0) == 0;
+	return save(s, m, 0) == 0 ? 1 : -1;
 }
 
 void
@@ -150,19 +153,22 @@ on_sweep(struct evloop *ev, struct evtimer *t, void *arg)
 	struct sched *s = arg;
 	unsigned writes = 0;
 	struct msg *m;
+	int r = 0;
 
 	(void)t;
 	if (s->sweep_pos == 0 && note_alive_save(s->o->q, wall()) < 0)
 		log_warnx("%s not written: a restart now credits open waits less", SCHED_ALIVE);
-	for (; s->sweep_pos < s->tabsize && writes < SWEEP_WRITES; s->sweep_pos++)
-		for (m = s->tab[s->sweep_pos]; m; m = m->hnext)
-			writes += (unsigned)note_sync(s, m);
-	if (s->sweep_pos < s->tabsize) {
+	for (; s->sweep_pos < s->tabsize && writes < SWEEP_WRITES && r >= 0; s->sweep_pos++)
+		for (m = s->tab[s->sweep_pos]; m && r >= 0; m = m->hnext)
+			if ((r = note_sync(s, m)) > 0)
+				writes++;
+	/* A failed write (logged) ends this round: not one line per message. */
+	if (r >= 0 && s->sweep_pos < s->tabsize) {
 		evloop_timer_at(ev, 0, on_sweep, s);	/* the rest after what is pending */
 		return;
 	}
 	s->sweep_pos = 0;
-	evloop_timer_at(ev, clock_mono_ms() + NOTE_MS, on_sweep, s);
+	evloop_timer_at(ev, clock_mono_ms() + SWEEP_MS, on_sweep, s);
 }
 
 void
@@ -173,7 +179,7 @@ sweep_start(struct sched *s)
 	s->sweep_pos = 0;
 	if (note_alive_save(s->o->q, wall()) < 0)
 		log_warnx("%s not written: a restart now credits open waits less", SCHED_ALIVE);
-	evloop_timer_at(s->ev, clock_mono_ms() + NOTE_MS, on_sweep, s);
+	evloop_timer_at(s->ev, clock_mono_ms() + SWEEP_MS, on_sweep, s);
 }
 
 /* ---- the delay warning ---- */
