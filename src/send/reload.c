@@ -142,7 +142,7 @@ sched_reload(struct sched *s)
 	struct msg **fifo, *m;
 	struct job *j;
 	unsigned long *adopted = NULL;
-	size_t i, nfifo, moved = 0, nadopted = 0;
+	size_t i, nfifo, moved = 0, nadopted = 0, cap = 0;
 	char *line, *save = NULL;
 
 	if (config_load(n, s->o->config_file, &err) < 0) {
@@ -169,7 +169,10 @@ sched_reload(struct sched *s)
 				moved++;
 			/* Mail no upstream took waits for a retry: it may go now. */
 			if (was == NULL && u != NULL && m->due) {
-				adopted = xrealloc(adopted, (nadopted + 1) * sizeof *adopted);
+				if (nadopted == cap) {
+					cap = cap ? cap * 2 : 64;
+					adopted = xrealloc(adopted, cap * sizeof *adopted);
+				}
 				adopted[nadopted++] = m->id;
 			}
 			m->up = up;
