@@ -354,7 +354,10 @@ spawn(struct sched *s, struct job *j)
 	argv[k++] = "-n";	/* weir-send holds the grant */
 	argv[k++] = "-r";
 	argv[k++] = "3";
-	if (s->cfg->file) {
+	if (s->snapfd >= 0) {
+		argv[k++] = "-c";
+		argv[k++] = s->snappath;	/* what weir-send has in force */
+	} else if (s->cfg->file) {
 		argv[k++] = "-c";
 		argv[k++] = s->cfg->file;
 	}

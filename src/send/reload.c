@@ -16,15 +16,105 @@
  * retry keep their time (the new retry_skip applies from their next
  * attempt), except those no upstream took before: they go at once.
  *
+ * What weir-send reads is a snapshot: the file's bytes copied into a
+ * memfd at start and at each reload, parsed from there, and given to
+ * each deliverer as `-c /proc/self/fd/N` (the descriptor is inherited).
+ * So the deliverers use exactly the settings weir-send has in force: an
+ * edit takes effect at the next SIGHUP, and a file with errors neither
+ * changes weir-send nor breaks the deliveries.  Errors still name the
+ * file itself.
+ *
  * Trusts: the config file, through config_load().
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "lib/alloc.h"
 #include "lib/log.h"
 #include "send/sendint.h"
+
+#define SNAPSHOT_MAX	(1 << 20)
+#define SNAPSHOT_FD_MIN	10	/* above 0, 1, 3 and the others a deliverer gets */
+
+/* Copy the file at path into a memfd that children inherit; parse it
+ * into n.  0 ok, with *fd and snap ("/proc/self/fd/N") set; -1 with the
+ * errors in err, naming path. */
+static int
+load_snapshot(const char *path, struct weir_config *n, int *fd, char snap[32], struct buf *err)
+{
+	struct buf b = BUF_INIT, e = BUF_INIT;
+	char *line, *save = NULL;
+	int mfd, r;
+
+	*fd = -1;
+	r = read_file_at(AT_FDCWD, path, &b, SNAPSHOT_MAX);
+	if (r != 0) {
+		buf_printf(err, "%s: %s\n", path, r == -2 ? "larger than 1 MB" : strerror(errno));
+		buf_free(&b);
+		return -1;
+	}
+	mfd = memfd_create("weir.conf", MFD_CLOEXEC);
+	if (mfd < 0 || full_write(mfd, b.s ? b.s : "", b.len) < 0 ||
+	    (*fd = fcntl(mfd, F_DUPFD, SNAPSHOT_FD_MIN)) < 0) {	/* without FD_CLOEXEC */
+		buf_printf(err, "%s: a snapshot for the deliverers: %s\n", path, strerror(errno));
+		if (mfd >= 0)
+			close(mfd);
+		buf_free(&b);
+		return -1;
+	}
+	close(mfd);
+	buf_free(&b);
+	snprintf(snap, 32, "/proc/self/fd/%d", *fd);
+	if (config_load(n, snap, &e) == 0) {
+		free(n->file);
+		n->file = xstrdup(path);
+		buf_free(&e);
+		return 0;
+	}
+	/* The errors, naming the file rather than the snapshot. */
+	for (line = strtok_r(e.s, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (strncmp(line, snap, strlen(snap)) == 0)
+			buf_printf(err, "%s%s\n", path, line + strlen(snap));
+		else
+			buf_printf(err, "%s\n", line);
+	buf_free(&e);
+	close(*fd);
+	*fd = -1;
+	return -1;
+}
+
+void
+config_snapshot_start(struct sched *s)
+{
+	struct weir_config *n;
+	struct buf err = BUF_INIT;
+	char *line, *save = NULL;
+	int fd;
+
+	if (s->o->config_file == NULL)
+		return;	/* defaults only: nothing to snapshot */
+	n = xcalloc(1, sizeof *n);
+	if (load_snapshot(s->o->config_file, n, &fd, s->snappath, &err) < 0) {
+		/* Changed since main() read it: go on with main()'s, and let
+		 * the deliverers read the file. */
+		for (line = strtok_r(err.s, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			log_warnx("%s", line);
+		log_warnx("deliverers read %s themselves", s->o->config_file);
+		config_free(n);
+		free(n);
+		buf_free(&err);
+		return;
+	}
+	buf_free(&err);
+	s->snapfd = fd;
+	s->cfg = s->loaded = n;
+}
 
 /* Keys weir-send uses only at start: keep the old value in n. */
 static void
@@ -143,9 +233,14 @@ sched_reload(struct sched *s)
 	struct job *j;
 	unsigned long *adopted = NULL;
 	size_t i, nfifo, moved = 0, nadopted = 0, cap = 0;
-	char *line, *save = NULL;
+	char *line, *save = NULL, snap[32];
+	int fd = -1, r;
 
-	if (config_load(n, s->o->config_file, &err) < 0) {
+	if (s->o->config_file)
+		r = load_snapshot(s->o->config_file, n, &fd, snap, &err);
+	else
+		r = config_load(n, NULL, &err);	/* the default chain, no file so far */
+	if (r < 0) {
 		for (line = strtok_r(err.s, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 			log_warnx("SIGHUP: %s", line);
 		log_warnx("SIGHUP: the config has errors; the one loaded before stays in force");
@@ -155,6 +250,11 @@ sched_reload(struct sched *s)
 		return;
 	}
 	buf_free(&err);
+	if (s->snapfd >= 0 && close(s->snapfd) < 0)
+		log_warn("close the old config snapshot");
+	s->snapfd = fd;
+	if (fd >= 0)
+		memcpy(s->snappath, snap, sizeof snap);
 	keep_restart_only(s->cfg, n);
 
 	fifo = take_fifos(s, &nfifo);

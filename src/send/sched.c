@@ -570,31 +570,33 @@ sched_run(const struct sched_opts *o)
 	memset(&s, 0, sizeof s);
 	s.o = o;
 	s.cfg = o->cfg;
-	s.concurrency = o->concurrency;
-	s.lifetime = o->lifetime;
-	s.retry_skip = o->retry_skip;
-	s.delay_warning = o->delay_warning;
-	s.pre.hostname = o->cfg->hostname;
-	s.pre.admin = o->cfg->admin;
-	s.dsn.hostname = o->cfg->hostname;
-	s.dsn.admin = o->cfg->admin;
-	s.dsn.qq_program = o->qq_program;
-
+	s.snapfd = -1;
 	lockfd = openat(o->q->dfd, "lock/sendmutex", O_WRONLY | O_CLOEXEC);
 	if (lockfd < 0)
 		fatal(111, "open lock/sendmutex");
 	take_lock(lockfd, o->q->path);
 
+	/* From here on the settings are s.cfg's (o's, or the same file's
+	 * as snapshot for the deliverers): see reload.c. */
+	config_snapshot_start(&s);
+	s.concurrency = s.cfg == o->cfg ? o->concurrency : s.cfg->concurrency;
+	s.lifetime = s.cfg == o->cfg ? o->lifetime : s.cfg->queue_lifetime;
+	s.retry_skip = s.cfg == o->cfg ? o->retry_skip : s.cfg->retry_skip;
+	s.delay_warning = s.cfg == o->cfg ? o->delay_warning : s.cfg->delay_warning;
+	s.pre.hostname = s.dsn.hostname = s.cfg->hostname;
+	s.pre.admin = s.dsn.admin = s.cfg->admin;
+	s.dsn.qq_program = o->qq_program;
+
 	s.tabsize = 1024;
 	s.tab = xcalloc(s.tabsize, sizeof *s.tab);
-	s.nups = o->cfg->nupstreams + 1;
-	s.none = o->cfg->nupstreams;
+	s.nups = s.cfg->nupstreams + 1;
+	s.none = s.cfg->nupstreams;
 	s.ups = xcalloc(s.nups, sizeof *s.ups);
 	{
 		size_t i;
 
-		for (i = 0; i < o->cfg->nupstreams; i++)
-			s.ups[i].name = xstrdup(o->cfg->upstreams[i].name);
+		for (i = 0; i < s.cfg->nupstreams; i++)
+			s.ups[i].name = xstrdup(s.cfg->upstreams[i].name);
 	}
 	s.ev = evloop_new();
 	evloop_signal(s.ev, SIGCHLD, on_child, &s);
@@ -602,7 +604,7 @@ sched_run(const struct sched_opts *o)
 	evloop_signal(s.ev, SIGINT, on_term, &s);
 	evloop_signal(s.ev, SIGHUP, on_hup, &s);
 	signal(SIGPIPE, SIG_IGN);
-	if (o->cfg->nupstreams == 0)
+	if (s.cfg->nupstreams == 0)
 		log_warnx("no upstream is configured: mail stays queued");
 
 	s.notes_ok = note_init(o->q) == 0;

@@ -15,7 +15,7 @@
 struct sched_opts {
 	struct queue *q;
 	const struct weir_config *cfg;
-	const char *config_file;	/* passed to the deliverer as -c */
+	const char *config_file;	/* re-read on SIGHUP; NULL: the default chain */
 	const char *remote_program;	/* weir-remote, or a qmail-remote */
 	const char *qq_program;		/* weir-queue, for bounces */
 	unsigned concurrency;		/* deliveries at once, per upstream */

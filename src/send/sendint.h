@@ -93,6 +93,8 @@ struct sched {
 	/* The settings in force: o's at start, a reload's after SIGHUP. */
 	const struct weir_config *cfg;
 	struct weir_config *loaded;	/* a reload's, freed by the next one */
+	int snapfd;			/* the bytes of cfg's file, for deliverers; -1: none */
+	char snappath[32];		/* "/proc/self/fd/N": their -c */
 	unsigned concurrency;
 	long long lifetime, delay_warning;
 	unsigned retry_skip;
@@ -165,5 +167,8 @@ void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t acc
 
 /* reload.c */
 void sched_reload(struct sched *s);
+/* At start: the config in force becomes the one parsed from a snapshot
+ * of its file (as after a reload). */
+void config_snapshot_start(struct sched *s);
 
 #endif

@@ -84,8 +84,16 @@ static const char deliverer_py[] =
     "if len(a) < 3 or '-c' not in opts or '-u' not in opts:\n"
     "    sys.stderr.write('deliverer: bad arguments %%r %%r\\n' %% (opts, a))\n"
     "    sys.exit(100)\n"
-    "conf, up, host, sender, rcpts = opts['-c'], opts['-u'], a[0], a[1], a[2:]\n"
+    "up, host, sender, rcpts = opts['-u'], a[0], a[1], a[2:]\n"
     "n = len(open(D + '/calls.log', 'rb').read().splitlines()) if os.path.exists(D + '/calls.log') else 0\n"
+    "# -c: weir-send's snapshot of its config; logged as the file's name\n"
+    "# when it holds the file's bytes, and kept as conf.N.\n"
+    "cbytes = open(opts['-c'], 'rb').read()\n"
+    "real = os.environ.get('WEIR_CONFIG', '')\n"
+    "same = real and os.path.exists(real) and open(real, 'rb').read() == cbytes\n"
+    "conf = real if same else 'snapshot ' + opts['-c']\n"
+    "with open(D + '/conf.%%d' %% n, 'wb') as f:\n"
+    "    f.write(cbytes)\n"
     "with open(D + '/msg.%%d' %% n, 'wb') as f:\n"
     "    f.write(msg)\n"
     "line = '\\t'.join([conf, up, host, sender, ','.join(rcpts)]) + '\\n'\n"
@@ -2166,6 +2174,22 @@ Test(send, reload_bad_file_and_restart_only_keys)
 	}
 	wait_calls(2, 5000);
 	wait_empty(5000);
+	/* ...and so did the deliverer: its -c is weir-send's snapshot of
+	 * the file as it was, not the broken file. */
+	{
+		char *c1 = call(1), *cp = xasprintf("%s/conf.1", s.qt.tmp);
+		struct buf got = BUF_INIT;
+
+		cr_assert(strncmp(c1, "snapshot /proc/self/fd/", 23) == 0,
+		    "the deliverer read the file itself: %s", c1);
+		tl_read(cp, &got);
+		cr_assert(strstr(buf_cstr(&got), "upstream \"up1\""), "%s", buf_cstr(&got));
+		cr_assert(!strstr(buf_cstr(&got), "retry_skip = 0"), "the broken config reached "
+		    "the deliverer:\n%s", buf_cstr(&got));
+		buf_free(&got);
+		free(cp);
+		free(c1);
+	}
 	free(ok);
 	/* Fixed, with keys weir-send reads only at start changed. */
 	conf_replace("retry_skip = 0\n", "retry_skip = 30\ngate_socket = \"/nonexistent/gate.sock\"\n"
