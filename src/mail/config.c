@@ -61,6 +61,9 @@ static const struct key keys[] = {
 	 * stay queued (time spent waiting on weir-gate does not count). */
 	{ "concurrency",    K_INT,      NULL, 4, 1, 1000, OFF(concurrency) },
 	{ "queue_lifetime", K_DURATION, "7d", 0, 3600, 365 * 86400LL, OFF(queue_lifetime) },
+	/* weir-send: one RFC 3464 "delayed" DSN to the sender once a message
+	 * has been refused temporarily this long (waits excluded); 0: off. */
+	{ "delay_warning",  K_DURATION, "0s", 0, 0, 365 * 86400LL, OFF(delay_warning) },
 	/* qmail's schedule: attempt at birth + (floor(sqrt(age)) + skip)^2 s */
 	{ "retry_skip",     K_INT,      NULL, 20, 1, 10000, OFF(retry_skip) },
 	/* Below the 36 hours after which weir-send removes S2/S3 leftovers
@@ -273,10 +276,45 @@ validate_key(cfg_t *cfg, cfg_opt_t *opt, const struct key *k)
 	return 0;
 }
 
+/* The value of a duration key as set so far in cfg, else its default. */
+static long long
+duration_now(cfg_t *cfg, const char *name)
+{
+	const struct key *k = find_in(keys, NKEYS, name);
+	const char *v = cfg_size(cfg, name) ? cfg_getstr(cfg, name) : NULL, *why;
+	long long d;
+
+	if (v == NULL || duration_parse(v, &d, &why) < 0)
+		(void)duration_parse(k->def, &d, &why);
+	return d;
+}
+
 static int
 validate(cfg_t *cfg, cfg_opt_t *opt)
 {
-	return validate_key(cfg, opt, find_in(keys, NKEYS, opt->name));
+	long long dw, ql;
+
+	if (validate_key(cfg, opt, find_in(keys, NKEYS, opt->name)) < 0)
+		return -1;
+	/* Checked where the second of the two is set, so the error names
+	 * a line. */
+	if (strcmp(opt->name, "delay_warning") == 0 || strcmp(opt->name, "queue_lifetime") == 0) {
+		const char *why;
+
+		if (strcmp(opt->name, "delay_warning") == 0) {
+			(void)duration_parse(cfg_opt_getnstr(opt, 0), &dw, &why);
+			ql = duration_now(cfg, "queue_lifetime");
+		} else {
+			(void)duration_parse(cfg_opt_getnstr(opt, 0), &ql, &why);
+			dw = duration_now(cfg, "delay_warning");
+		}
+		if (dw != 0 && dw >= ql) {
+			cfg_error(cfg, "delay_warning (%lld s) must be shorter than queue_lifetime "
+			    "(%lld s), or 0s for none", dw, ql);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 static int

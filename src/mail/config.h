@@ -85,6 +85,7 @@ struct weir_config {
 	long long inject_timeout; /* inject_timeout, seconds */
 	unsigned concurrency;	/* concurrency: deliveries at once per upstream */
 	long long queue_lifetime; /* queue_lifetime, seconds */
+	long long delay_warning; /* delay_warning, seconds; 0: none */
 	unsigned retry_skip;	/* retry_skip: qmail's chanskip */
 	/* Accounts (NULL: unset, stay as started; see lib/privdrop.h). */
 	char *gate_user;	/* gate_user: weir-gate becomes it */

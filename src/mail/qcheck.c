@@ -9,6 +9,9 @@
  *   S5  +mess -intd -todo +info ?local ?remote ?bounce   all parsed
  *
  * Anything else, and any file whose bytes do not parse, is a problem.
+ * weir's own sched/ (mail/schedfile.h): every note must parse; a note
+ * whose message is gone or has another birth is a leftover weir-send
+ * removes (a note, not a problem).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,6 +25,7 @@
 #include "lib/alloc.h"
 #include "mail/envelope.h"
 #include "mail/qcheck.h"
+#include "mail/schedfile.h"
 
 struct idset {
 	unsigned long *v;
@@ -337,6 +341,88 @@ check_pid(struct ctx *c)
 	closedir(dir);
 }
 
+/* One note of sched/S: parses, and belongs to a live message. */
+static void
+check_note(struct ctx *c, const char *path, unsigned long id, struct buf *b)
+{
+	char info[QPATH_MAX];
+	struct buf why = BUF_INIT;
+	struct schednote n;
+	struct stat st;
+	int r;
+
+	buf_reset(b);
+	r = read_file_at(c->q->dfd, path, b, SCHEDFILE_MAX);
+	if (r != 0) {
+		report(c, 1, "%s: %s", path, r == -2 ? "too long to be weir's" : strerror(errno));
+		return;
+	}
+	if (schedfile_parse(b->s, b->len, &n, &why) < 0) {
+		report(c, 1, "%s: %s", path, why.s);
+		buf_free(&why);
+		return;
+	}
+	buf_free(&why);
+	queue_path(info, c->q, Q_INFO, id);
+	if (!idset_has(&c->ids[Q_MESS], id) || !idset_has(&c->ids[Q_INFO], id) ||
+	    fstatat(c->q->dfd, info, &st, 0) < 0 || (long long)st.st_mtime != n.birth)
+		report(c, 0, "%s: left by a message that is gone (weir-send removes it)", path);
+}
+
+static void
+check_sched(struct ctx *c, struct buf *b)
+{
+	char sub[QPATH_MAX], path[QPATH_MAX + 256];
+	struct dirent *e;
+	unsigned long v;
+	long long t;
+	struct stat st;
+	unsigned s;
+	DIR *dir;
+
+	if (fstatat(c->q->dfd, SCHED_DIR, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+		return;	/* check_layout said so */
+	if ((dir = open_dir(c, SCHED_DIR)) == NULL)
+		return;
+	while ((e = readdir(dir)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    strcmp(e->d_name, "tmp") == 0)
+			continue;
+		if (strcmp(e->d_name, "alive") == 0) {
+			buf_reset(b);
+			if (read_file_at(c->q->dfd, SCHED_ALIVE, b, 32) != 0 ||
+			    schedfile_parse_alive(b->s, b->len, &t) < 0)
+				report(c, 1, "%s: not one number and a newline", SCHED_ALIVE);
+			continue;
+		}
+		if (queue_parse_id(e->d_name, &v) < 0 || v >= c->q->split)
+			report(c, 1, "%s/%s: unexpected entry (queue_split is %u)", SCHED_DIR,
+			    e->d_name, c->q->split);
+	}
+	closedir(dir);
+	for (s = 0; s < c->q->split; s++) {
+		snprintf(sub, sizeof sub, SCHED_DIR "/%u", s);
+		if ((dir = open_dir(c, sub)) == NULL)
+			continue;
+		while ((e = readdir(dir)) != NULL) {
+			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+				continue;
+			snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+			if (queue_parse_id(e->d_name, &v) < 0 || v % c->q->split != s) {
+				report(c, 1, "%s: not a message number of this folder", path);
+				continue;
+			}
+			if (fstatat(c->q->dfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+			    !S_ISREG(st.st_mode)) {
+				report(c, 1, "%s: not a regular file", path);
+				continue;
+			}
+			check_note(c, path, v, b);
+		}
+		closedir(dir);
+	}
+}
+
 void
 qcheck_run(struct queue *q, const struct queue_owners *own, FILE *out,
     struct qcheck_result *res)
@@ -366,6 +452,7 @@ qcheck_run(struct queue *q, const struct queue_owners *own, FILE *out,
 	check_orphans(&c);
 	for (i = 0; i < c.ids[Q_MESS].n; i++)
 		check_message(&c, c.ids[Q_MESS].v[i], &b);
+	check_sched(&c, &b);
 	res->messages = c.ids[Q_MESS].n;
 	buf_free(&b);
 	for (d = 0; d < Q_NDIRS; d++)

@@ -33,6 +33,7 @@ const struct qnode queue_layout[] = {
 	{ "info",           QK_SPLITDIR, 0700,  0700,  ROLE_SEND },
 	{ "local",          QK_SPLITDIR, 0700,  0700,  ROLE_SEND },
 	{ "remote",         QK_SPLITDIR, 0700,  0700,  ROLE_SEND },
+	{ "sched",          QK_SPLITDIR, 0700,  0700,  ROLE_SEND },	/* weir's own: QUEUE.md */
 	{ "lock",           QK_DIR,      0750,  0,     ROLE_QUEUE },
 	{ "lock/sendmutex", QK_FILE,     0600,  0,     ROLE_SEND },
 	{ "lock/trigger",   QK_FIFO,     0620,  0,     ROLE_QUEUE },

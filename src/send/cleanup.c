@@ -2,7 +2,8 @@
  * cleanup.c: see cleanup.h.  A message is a leftover when mess/S/N is old
  * and neither todo/N nor info/S/N exists (S2 or S3).  A message being
  * eliminated is in S2 for an instant only, and by weir-send itself, which
- * runs this pass between its own steps.
+ * runs this pass between its own steps.  weir's own sched/S/N notes are
+ * removed, whatever their age, once mess/S/N is gone.
  *
  * Trusts: the queue.
  */
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "mail/schedfile.h"
 #include "send/cleanup.h"
 
 static int
@@ -59,6 +61,48 @@ opendir_at(struct queue *q, const char *path)
 		close(fd);
 	}
 	return d;
+}
+
+/* weir's own notes (sched/S/N) of messages that are gone: any age, as
+ * no one but weir-send writes them, and only for messages in S5. */
+static unsigned long
+sched_leftovers(struct queue *q)
+{
+	char path[QPATH_MAX];
+	unsigned long n = 0, id;
+	struct dirent *e;
+	unsigned s;
+	DIR *d;
+	int fd;
+
+	for (s = 0; s < q->split; s++) {
+		snprintf(path, sizeof path, SCHED_DIR "/%u", s);
+		fd = openat(q->dfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno != ENOENT)
+				log_warn("cleanup: open %s", path);
+			continue;
+		}
+		if ((d = fdopendir(fd)) == NULL) {
+			log_warn("cleanup: open %s", path);
+			close(fd);
+			continue;
+		}
+		while ((e = readdir(d)) != NULL) {
+			if (queue_parse_id(e->d_name, &id) < 0 || exists(q, Q_MESS, id))
+				continue;
+			schedfile_path(path, q, id);
+			if (unlinkat(q->dfd, path, 0) < 0) {
+				if (errno != ENOENT)
+					log_warn("cleanup: unlink %s", path);
+				continue;
+			}
+			log_info("msg %lu: cleanup: removed %s, its message is gone", id, path);
+			n++;
+		}
+		closedir(d);
+	}
+	return n;
 }
 
 unsigned long
@@ -119,5 +163,5 @@ cleanup_pass(struct queue *q, time_t now)
 		}
 		closedir(d);
 	}
-	return n;
+	return n + sched_leftovers(q);
 }

@@ -4,6 +4,7 @@
  * hours lose intd/N and then mess/S/N; pid/ files, and intd/ files whose
  * mess/ file is gone, older than 36 hours are removed.  36 hours is longer than any weir-queue may live
  * (inject_timeout is at most 35 hours), so nothing live is touched.
+ * weir's own sched/S/N notes go, at any age, once their mess/S/N is gone.
  */
 #ifndef WEIR_CLEANUP_H
 #define WEIR_CLEANUP_H

@@ -15,7 +15,7 @@
  *
  * Trusts: the deliverer's output only through report_parse() and the
  * strict outcome parser below.  Config keys: concurrency, queue_lifetime,
- * upstream (max_recipients, name, host).
+ * retry_skip, delay_warning, upstream (max_recipients, name, host).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,7 +43,7 @@ static void spawn_or_wait(struct sched *s, struct job *j);
 static struct upq *
 upq_of(struct sched *s, const struct job *j)
 {
-	return &s->ups[j->m->up];
+	return &s->ups[j->up];
 }
 
 static void
@@ -108,8 +108,8 @@ start(struct sched *s, struct msg *m)
 
 	if (m->up == NO_UPSTREAM) {
 		log_warnx("msg %lu: no upstream in %s takes mail from <%s>; will try again",
-		    m->id, s->o->cfg->file ? s->o->cfg->file : "the config", m->sender);
-		schedule(s, m, sched_next_retry(m->birth, wall(), s->o->retry_skip));
+		    m->id, s->cfg->file ? s->cfg->file : "the config", m->sender);
+		schedule(s, m, sched_next_retry(m->birth, wall(), s->retry_skip));
 		return;
 	}
 	r = rcptfile_load(s->o->q, m->id, &f);
@@ -122,12 +122,13 @@ start(struct sched *s, struct msg *m)
 		finish(s, m);
 		return;
 	}
-	u = &s->o->cfg->upstreams[m->up];
+	u = &s->cfg->upstreams[m->up];
 	cap = u->max_recipients ? u->max_recipients : 100;
 	if (s->ups[m->up].cap && s->ups[m->up].cap < cap)
 		cap = s->ups[m->up].cap;
 	j = xcalloc(1, sizeof *j);
 	j->m = m;
+	j->up = m->up;
 	j->state = J_ASKING;
 	j->outfd = j->ocfd = -1;
 	j->offs = xcalloc(cap, sizeof *j->offs);
@@ -175,7 +176,7 @@ pump(struct sched *s, size_t up)
 	struct upq *u = &s->ups[up];
 	struct msg *m;
 
-	while (u->head && u->jobs < s->o->concurrency + LOOKAHEAD) {
+	while (u->head && u->jobs < s->concurrency + LOOKAHEAD) {
 		m = u->head;
 		u->head = m->qnext;
 		if (u->head == NULL)
@@ -199,22 +200,26 @@ shrink(struct job *j, size_t n)
 void
 job_granted(struct sched *s, struct job *j, uint32_t cap)
 {
-	uint64_t now = clock_mono_ms(), waited = now - j->asked;
+	uint64_t now = clock_mono_ms();
 	struct upq *u = upq_of(s, j);
+	struct msg *m = j->m;
 
-	j->m->waited += (long long)(waited / 1000);
 	j->state = J_GRANTED;
 	if (cap)
 		u->cap = cap;
+	if (j->up != m->up) {
+		/* A reload sent the message to another upstream (or none). */
+		gate_tell(s, j, GP_REFUND, 0, NULL);
+		job_drop(s, j);
+		return;
+	}
 	if (now < u->hold_until) {
 		/* Granted before the gate read our throttle report: give it
 		 * back and ask again once the hold is over (not at once: a
 		 * gate that did not suspend would grant it again at once). */
-		struct msg *m = j->m;
-
 		gate_tell(s, j, GP_REFUND, 0, NULL);
 		job_free(s, j);
-		schedule(s, m, wall() + (long long)((u->hold_until - now + 999) / 1000));
+		schedule_held(s, m, wall() + (long long)((u->hold_until - now + 999) / 1000));
 		return;
 	}
 	/* The grant covers the weight we asked for; a smaller cap only
@@ -316,13 +321,19 @@ static int
 spawn(struct sched *s, struct job *j)
 {
 	const struct sched_opts *o = s->o;
-	const struct weir_upstream *u = &o->cfg->upstreams[j->m->up];
+	const struct weir_upstream *u;
 	char path[QPATH_MAX];
 	const char **argv;
 	int out[2] = { -1, -1 }, oc[2] = { -1, -1 }, mfd;
 	size_t i, k = 0;
 	pid_t parent;
 
+	if (j->up >= s->cfg->nupstreams) {
+		log_warnx("msg %lu: upstream %s is no longer configured", j->m->id,
+		    s->ups[j->up].name);
+		return -1;
+	}
+	u = &s->cfg->upstreams[j->up];
 	queue_path(path, o->q, Q_MESS, j->m->id);
 	mfd = openat(o->q->dfd, path, O_RDONLY | O_CLOEXEC);
 	if (mfd < 0) {
@@ -343,9 +354,12 @@ spawn(struct sched *s, struct job *j)
 	argv[k++] = "-n";	/* weir-send holds the grant */
 	argv[k++] = "-r";
 	argv[k++] = "3";
-	if (o->config_file) {
+	if (s->snapfd >= 0) {
 		argv[k++] = "-c";
-		argv[k++] = o->config_file;
+		argv[k++] = s->snappath;	/* what weir-send has in force */
+	} else if (s->cfg->file) {
+		argv[k++] = "-c";
+		argv[k++] = s->cfg->file;
 	}
 	argv[k++] = "-u";
 	argv[k++] = u->name;
@@ -404,6 +418,7 @@ run_job(struct sched *s, struct job *j)
 
 	j->state = J_RUNNING;
 	u->running++;
+	wait_end(j->m);
 	if (spawn(s, j) < 0) {
 		struct msg *m = j->m;
 
@@ -414,7 +429,7 @@ run_job(struct sched *s, struct job *j)
 		return;
 	}
 	log_info("msg %lu: delivering to %zu recipient%s via %s, pid %ld", j->m->id, j->n,
-	    j->n == 1 ? "" : "s", s->o->cfg->upstreams[j->m->up].name, (long)j->pid);
+	    j->n == 1 ? "" : "s", u->name, (long)j->pid);
 }
 
 static void
@@ -422,7 +437,7 @@ spawn_or_wait(struct sched *s, struct job *j)
 {
 	struct upq *u = upq_of(s, j);
 
-	if (u->running < s->o->concurrency) {
+	if (u->running < s->concurrency) {
 		run_job(s, j);
 		return;
 	}
@@ -530,14 +545,14 @@ complete(struct sched *s, struct job *j)
 	struct msg *m = j->m;
 	struct rresult *res = xcalloc(j->n, sizeof *res);
 	size_t *done = xcalloc(j->n, sizeof *done);
-	size_t i, ndone = 0, ntemp = 0, nperm = 0, up = m->up;
+	size_t i, ndone = 0, ntemp = 0, nperm = 0, up = j->up;
 	const char *mtext = "", *why = NULL;
 	int more;
 	long long now = wall();
 	enum oc_kind how = tell_gate(s, j);
 	/* Only a "sent" session can tell a recipient's own failure. */
 	int own = how == OC_SENT, throttled = how == OC_THROTTLED;
-	int expired = now - m->birth - m->waited > s->o->lifetime;
+	int expired = now - m->birth - msg_waited(m) > s->lifetime;
 	struct buf note = BUF_INIT, shown = BUF_INIT;
 
 	if (WIFSIGNALED(j->status))
@@ -598,6 +613,8 @@ complete(struct sched *s, struct job *j)
 		s->dsn.now = (time_t)now;
 		(void)dsn_send(s->o->q, m->id, &s->dsn);	/* kept for later on failure */
 	}
+	if (ntemp && !throttled)
+		maybe_warn(s, m, j, res);
 	buf_free(&note);
 	buf_free(&shown);
 	free(res);
@@ -605,7 +622,7 @@ complete(struct sched *s, struct job *j)
 	more = j->more;
 	job_free(s, j);
 	if (ntemp && !throttled)
-		schedule(s, m, sched_next_retry(m->birth, now, s->o->retry_skip));
+		schedule(s, m, sched_next_retry(m->birth, now, s->retry_skip));
 	else if (ntemp || more)
 		schedule(s, m, now);	/* more recipients, or wait out a suspension at the gate */
 	else
@@ -616,12 +633,19 @@ complete(struct sched *s, struct job *j)
 		give_back_grants(s, up);
 	}
 	/* A run slot is free: a granted job may go, then more may ask. */
-	if (s->ups[up].ghead) {
-		struct job *g = s->ups[up].ghead;
+	kick(s, up);
+}
 
-		s->ups[up].ghead = g->gnext;
-		if (s->ups[up].ghead == NULL)
-			s->ups[up].gtail = NULL;
+void
+kick(struct sched *s, size_t up)
+{
+	struct upq *u = &s->ups[up];
+	struct job *g;
+
+	while ((g = u->ghead) != NULL && u->running < s->concurrency) {
+		u->ghead = g->gnext;
+		if (u->ghead == NULL)
+			u->gtail = NULL;
 		run_job(s, g);
 	}
 	pump(s, up);

@@ -39,15 +39,16 @@ digits(const char *t, size_t n, size_t i)
 	return j > i ? j : 0;
 }
 
-/* The enhanced status code (RFC 3463, "5.1.1") in the reply text, as a
- * permanent code: a 4.x.x reply that expired in our queue is reported
- * as 5.x.x.  5.0.0 when there is none. */
+/* The enhanced status code (RFC 3463, "5.1.1") in the reply text, with
+ * the class given: a 4.x.x reply that expired in our queue is reported
+ * as 5.x.x in a bounce, and every code as 4.x.x in a delay warning.
+ * X.0.0 when there is none. */
 static void
-status_code(const char *t, size_t n, char out[16])
+status_code(const char *t, size_t n, char class, char out[16])
 {
 	size_t i, a, b;
 
-	strcpy(out, "5.0.0");
+	snprintf(out, 16, "%c.0.0", class);
 	for (i = 0; i + 4 < n; i++) {
 		if ((t[i] != '4' && t[i] != '5') || (i > 0 && t[i - 1] != ' ') || t[i + 1] != '.')
 			continue;
@@ -59,22 +60,17 @@ status_code(const char *t, size_t n, char out[16])
 			continue;
 		memcpy(out, t + i, b - i);
 		out[b - i] = '\0';
-		out[0] = '5';
+		out[0] = class;
 		return;
 	}
 }
 
-struct entry {
-	const char *addr, *text;
-	size_t alen, tlen;
-};
-
 /* Entries of a bounce/N that is not in the strict format: every line
  * "<addr>:" starts one, the text up to the next such line is its text. */
 static long
-loose_entries(const char *s, size_t n, struct entry **out)
+loose_entries(const char *s, size_t n, struct dsn_rcpt **out)
 {
-	struct entry *v = NULL;
+	struct dsn_rcpt *v = NULL;
 	const char *p = s, *end = s + n, *nl;
 	size_t nv = 0;
 
@@ -100,14 +96,14 @@ loose_entries(const char *s, size_t n, struct entry **out)
 
 /* Split bounce/N into entries.  Returns the count; -1 if malformed. */
 static long
-entries(const char *s, size_t n, struct entry **out)
+entries(const char *s, size_t n, struct dsn_rcpt **out)
 {
-	struct entry *v = NULL;
+	struct dsn_rcpt *v = NULL;
 	size_t nv = 0, i = 0;
 
 	while (i < n) {
 		const char *gt, *end;
-		struct entry e;
+		struct dsn_rcpt e;
 
 		if (s[i] != '<')
 			goto bad;
@@ -135,17 +131,49 @@ bad:
 	return -1;
 }
 
-int
-dsn_build(struct queue *q, unsigned long id, const struct dsn_opts *o, struct buf *msg)
+/* The parts that differ between a bounce and a delay warning. */
+struct kind {
+	char class;		/* of the Status codes */
+	const char *subject, *double_subject;
+	const char *intro;	/* the text part's first paragraph */
+	const char *action;
+};
+
+static const struct kind failed = {
+	'5', "failure notice", "failure notice (double bounce)",
+	"I could not deliver your message to the recipients below.  These are\n"
+	"permanent failures: I have given up on them.\n\n",
+	"failed",
+};
+static const struct kind delayed = {
+	'4', "delivery delayed (still trying)", NULL,
+	"I have not yet been able to deliver your message to the recipients\n"
+	"below.  This is only a warning: I am still trying, and you do not need\n"
+	"to send it again.  You will hear from me again only if I give up.\n\n",
+	"delayed",
+};
+
+/* A recipient without a reply: not tried yet (a delay warning lists
+ * every recipient still pending). */
+static const char not_tried[] = "No reply yet: it waits for its turn behind other recipients "
+    "of this message.";
+
+/*
+ * Build the DSN for message id: the recipients ev[0..ne), the kind's
+ * wording, and for a delay warning (until != 0) the time weir gives up,
+ * as Will-Retry-Until.
+ */
+static int
+build(struct queue *q, unsigned long id, const struct dsn_opts *o, const struct kind *k,
+    const struct dsn_rcpt *ev, size_t ne, time_t until, struct buf *msg)
 {
 	char path[QPATH_MAX], date[DATE_RFC5322_MAX], arrival[DATE_RFC5322_MAX];
-	char boundary[64], code[16];
-	struct buf info = BUF_INIT, notes = BUF_INIT, why = BUF_INIT;
+	char boundary[64], code[16], retry[DATE_RFC5322_MAX];
+	struct buf info = BUF_INIT, why = BUF_INIT;
 	unsigned char rnd[8];
-	struct entry *ev = NULL;
 	struct qrec sender;
 	struct stat st;
-	long ne, i;
+	size_t i;
 	int fd, rc = -1;
 
 	queue_path(path, q, Q_INFO, id);
@@ -157,23 +185,14 @@ dsn_build(struct queue *q, unsigned long id, const struct dsn_opts *o, struct bu
 		log_warnx("msg %lu: %s is corrupt: %s", id, path, why.s);
 		goto out;
 	}
-	queue_path(path, q, Q_BOUNCE, id);
-	if (read_file_at(q->dfd, path, &notes, 16 << 20) != 0) {
-		log_warn("msg %lu: read %s", id, path);
-		goto out;
-	}
-	ne = entries(notes.s, notes.len, &ev);
-	if (ne < 0) {
-		log_warnx("msg %lu: %s is not in qmail's bounce format; reading it loosely",
-		    id, path);
-		ne = loose_entries(notes.s, notes.len, &ev);
-	}
 	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
 		memset(rnd, 0, sizeof rnd);
 	snprintf(boundary, sizeof boundary, "weir-%lu-%02x%02x%02x%02x%02x%02x%02x%02x", id,
 	    rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
 	date_rfc5322(date, o->now);
 	date_rfc5322(arrival, st.st_mtime);
+	if (until)
+		date_rfc5322(retry, until);
 
 	buf_printf(msg, "From: Mail Delivery System <MAILER-DAEMON@%s>\n", o->hostname);
 	buf_adds(msg, "To: ");
@@ -182,7 +201,8 @@ dsn_build(struct queue *q, unsigned long id, const struct dsn_opts *o, struct bu
 	else
 		buf_add_oneline(msg, sender.addr, sender.len);
 	buf_addc(msg, '\n');
-	buf_printf(msg, "Subject: %s\n", sender.len ? "failure notice" : "failure notice (double bounce)");
+	buf_printf(msg, "Subject: %s\n", sender.len || !k->double_subject ? k->subject :
+	    k->double_subject);
 	buf_printf(msg, "Date: %s\n", date);
 	buf_printf(msg, "Message-ID: <%ld.%lu.%s@%s>\n", (long)o->now, id, boundary + 5, o->hostname);
 	buf_adds(msg, "Auto-Submitted: auto-replied\nMIME-Version: 1.0\n");
@@ -193,11 +213,15 @@ dsn_build(struct queue *q, unsigned long id, const struct dsn_opts *o, struct bu
 	/* Part 1: for people. */
 	buf_printf(msg, "--%s\nContent-Type: text/plain; charset=utf-8\n\n", boundary);
 	buf_printf(msg, "This is weir at %s.\n\n", o->hostname);
-	buf_adds(msg, "I could not deliver your message to the recipients below.  These are\n"
-	    "permanent failures: I have given up on them.\n\n");
+	buf_adds(msg, k->intro);
+	if (until)
+		buf_printf(msg, "I will keep trying until %s.\n\n", retry);
 	for (i = 0; i < ne; i++) {
 		buf_printf(msg, "<%.*s>:\n", (int)ev[i].alen, ev[i].addr);
-		buf_add(msg, ev[i].text, ev[i].tlen);
+		if (ev[i].tlen)
+			buf_add(msg, ev[i].text, ev[i].tlen);
+		else
+			buf_adds(msg, not_tried);
 		buf_adds(msg, "\n\n");
 	}
 
@@ -207,10 +231,15 @@ dsn_build(struct queue *q, unsigned long id, const struct dsn_opts *o, struct bu
 	for (i = 0; i < ne; i++) {
 		buf_adds(msg, "\nFinal-Recipient: rfc822; ");
 		buf_add_oneline(msg, ev[i].addr, ev[i].alen);
-		status_code(ev[i].text, ev[i].tlen, code);
-		buf_printf(msg, "\nAction: failed\nStatus: %s\nDiagnostic-Code: smtp; ", code);
-		buf_add_oneline(msg, ev[i].text, ev[i].tlen);
-		buf_addc(msg, '\n');
+		status_code(ev[i].text, ev[i].tlen, k->class, code);
+		buf_printf(msg, "\nAction: %s\nStatus: %s\n", k->action, code);
+		if (ev[i].tlen) {
+			buf_adds(msg, "Diagnostic-Code: smtp; ");
+			buf_add_oneline(msg, ev[i].text, ev[i].tlen);
+			buf_addc(msg, '\n');
+		}
+		if (until)
+			buf_printf(msg, "Will-Retry-Until: %s\n", retry);
 	}
 	buf_addc(msg, '\n');
 
@@ -242,9 +271,69 @@ dsn_build(struct queue *q, unsigned long id, const struct dsn_opts *o, struct bu
 	buf_printf(msg, "\n--%s--\n", boundary);
 	rc = 0;
 out:
-	free(ev);
 	buf_free(&info);
+	buf_free(&why);
+	return rc;
+}
+
+int
+dsn_build(struct queue *q, unsigned long id, const struct dsn_opts *o, struct buf *msg)
+{
+	char path[QPATH_MAX];
+	struct buf notes = BUF_INIT;
+	struct dsn_rcpt *ev = NULL;
+	long ne;
+	int rc;
+
+	queue_path(path, q, Q_BOUNCE, id);
+	if (read_file_at(q->dfd, path, &notes, 16 << 20) != 0) {
+		log_warn("msg %lu: read %s", id, path);
+		buf_free(&notes);
+		return -1;
+	}
+	ne = entries(notes.s ? notes.s : "", notes.len, &ev);
+	if (ne < 0) {
+		log_warnx("msg %lu: %s is not in qmail's bounce format; reading it loosely",
+		    id, path);
+		ne = loose_entries(notes.s ? notes.s : "", notes.len, &ev);
+	}
+	rc = build(q, id, o, &failed, ev, (size_t)ne, 0, msg);
+	free(ev);
 	buf_free(&notes);
+	return rc;
+}
+
+int
+dsn_build_delayed(struct queue *q, unsigned long id, const struct dsn_opts *o,
+    const struct dsn_rcpt *v, size_t n, time_t until, struct buf *msg)
+{
+	return build(q, id, o, &delayed, v, n, until, msg);
+}
+
+/* Queue msg from <from> to <to> through weir-queue.  0 ok, -1 logged. */
+static int
+inject(const struct dsn_opts *o, unsigned long id, const char *what, const char *from,
+    const char *to, const struct buf *msg)
+{
+	struct buf why = BUF_INIT;
+	struct qq_child c;
+	char *rcpt = xstrdup(to);
+	int code, rc = -1;
+
+	if (qq_start(&c, o->qq_program, &why) < 0) {
+		log_warnx("msg %lu: %s: %s", id, what, why.s);
+		goto out;
+	}
+	qq_put(&c, msg->s, msg->len);
+	code = qq_finish(&c, from, &rcpt, 1, &why);
+	if (code != 0) {
+		log_warnx("msg %lu: %s to <%s> not queued: %s", id, what, rcpt, why.s);
+		goto out;
+	}
+	log_info("msg %lu: %s to <%s> queued", id, what, rcpt);
+	rc = 0;
+out:
+	free(rcpt);
 	buf_free(&why);
 	return rc;
 }
@@ -254,12 +343,11 @@ dsn_send(struct queue *q, unsigned long id, const struct dsn_opts *o)
 {
 	char path[QPATH_MAX];
 	struct buf info = BUF_INIT, why = BUF_INIT, msg = BUF_INIT;
-	struct qq_child c;
 	struct qrec sender;
 	struct stat st;
 	char *to;
 	const char *from;
-	int rc = -1, code;
+	int rc = -1;
 
 	queue_path(path, q, Q_BOUNCE, id);
 	if (fstatat(q->dfd, path, &st, 0) < 0) {
@@ -294,21 +382,12 @@ dsn_send(struct queue *q, unsigned long id, const struct dsn_opts *o)
 		from = "";
 		to = xstrndup(sender.addr, sender.len);
 	}
-	if (qq_start(&c, o->qq_program, &why) < 0) {
-		log_warnx("msg %lu: bounce: %s", id, why.s);
-		free(to);
-		goto out;
-	}
-	qq_put(&c, msg.s, msg.len);
-	code = qq_finish(&c, from, &to, 1, &why);
-	if (code != 0) {
-		log_warnx("msg %lu: bounce to <%s> not queued: %s", id, to, why.s);
-		free(to);
-		goto out;
-	}
-	log_info("msg %lu: bounce to <%s> queued", id, to);
+	rc = inject(o, id, "bounce", from, to, &msg);
 	free(to);
+	if (rc < 0)
+		goto out;
 unlink:
+	rc = -1;
 	queue_path(path, q, Q_BOUNCE, id);
 	if (unlinkat(q->dfd, path, 0) < 0) {
 		/* The bounce is queued: at worst it is sent twice. */
@@ -326,6 +405,29 @@ unlink:
 out:
 	buf_free(&info);
 	buf_free(&why);
+	buf_free(&msg);
+	return rc;
+}
+
+int
+dsn_sender_wants_warning(const char *sender)
+{
+	return *sender != '\0' && strcmp(sender, DOUBLE_BOUNCE_SENDER) != 0;
+}
+
+int
+dsn_send_delayed(struct queue *q, unsigned long id, const struct dsn_opts *o,
+    const char *sender, const struct dsn_rcpt *v, size_t n, time_t until)
+{
+	struct buf msg = BUF_INIT;
+	int rc = -1;
+
+	if (!dsn_sender_wants_warning(sender)) {
+		log_warnx("msg %lu: no delay warning to <%s>", id, sender);
+		return -1;
+	}
+	if (dsn_build_delayed(q, id, o, v, n, until, &msg) == 0)
+		rc = inject(o, id, "delay warning", "", sender, &msg);
 	buf_free(&msg);
 	return rc;
 }

@@ -8,6 +8,9 @@
  *   sender <s>     -> a bounce from <> to <s>
  *   sender <>      -> a double bounce from <#@[]> to the admin address
  *   sender <#@[]>  -> a failed double bounce: logged and dropped
+ *
+ * The same builder makes delay warnings (RFC 3464 Action: delayed, with
+ * Will-Retry-Until), from <> to the sender, never for <> or <#@[]>.
  */
 #ifndef WEIR_DSN_H
 #define WEIR_DSN_H
@@ -24,6 +27,13 @@ struct dsn_opts {
 	time_t now;
 };
 
+/* One recipient in a report; text (the upstream's last reply) may be
+ * NULL with tlen 0 in a delay warning: not tried yet. */
+struct dsn_rcpt {
+	const char *addr, *text;
+	size_t alen, tlen;
+};
+
 /* Build the DSN text for message id from its info/, bounce/ and mess/
  * files into msg.  0 ok, -1 logged. */
 int dsn_build(struct queue *q, unsigned long id, const struct dsn_opts *o, struct buf *msg);
@@ -31,5 +41,19 @@ int dsn_build(struct queue *q, unsigned long id, const struct dsn_opts *o, struc
 /* Inject the bounce for id (if bounce/N exists) and remove bounce/N.
  * 0 done (or nothing to do), -1 trouble, logged: try again later. */
 int dsn_send(struct queue *q, unsigned long id, const struct dsn_opts *o);
+
+/* Build a delay warning for message id listing the n recipients still
+ * pending (until: when weir gives up on them).  0 ok, -1 logged. */
+int dsn_build_delayed(struct queue *q, unsigned long id, const struct dsn_opts *o,
+    const struct dsn_rcpt *v, size_t n, time_t until, struct buf *msg);
+
+/* Does a message from this envelope sender get delay warnings?  Not
+ * from <> (a bounce) nor from <#@[]> (a double bounce). */
+int dsn_sender_wants_warning(const char *sender);
+
+/* Build the delay warning and queue it from <> to sender.  0 queued;
+ * -1 logged (also for a sender that gets none). */
+int dsn_send_delayed(struct queue *q, unsigned long id, const struct dsn_opts *o,
+    const char *sender, const struct dsn_rcpt *v, size_t n, time_t until);
 
 #endif

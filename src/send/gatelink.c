@@ -108,10 +108,10 @@ connect_gate(struct sched *s)
 {
 	struct job *j;
 
-	if (gc_connect(&s->gc, s->o->cfg->gate_socket) < 0 || fd_nonblock(s->gc.fd, 1) < 0) {
+	if (gc_connect(&s->gc, s->cfg->gate_socket) < 0 || fd_nonblock(s->gc.fd, 1) < 0) {
 		if (s->gate_backoff == BACKOFF_MIN_MS)
 			log_warn("weir-gate at %s; nothing is sent until it answers",
-			    s->o->cfg->gate_socket);
+			    s->cfg->gate_socket);
 		if (s->gc.fd >= 0)
 			gc_close(&s->gc);
 		s->gate_retry = evloop_timer_at(s->ev, clock_mono_ms() + s->gate_backoff,
@@ -120,7 +120,7 @@ connect_gate(struct sched *s)
 		    s->gate_backoff * 2;
 		return;
 	}
-	log_info("connected to weir-gate at %s", s->o->cfg->gate_socket);
+	log_info("connected to weir-gate at %s", s->cfg->gate_socket);
 	s->gate_up = 1;
 	s->gate_backoff = BACKOFF_MIN_MS;
 	evloop_watch(s->ev, s->gc.fd, EV_READ, on_readable, s);
@@ -175,7 +175,7 @@ gate_down(struct sched *s, const char *why)
 void
 gate_ask(struct sched *s, struct job *j)
 {
-	const struct weir_upstream *u = &s->o->cfg->upstreams[j->m->up];
+	const char *up = s->ups[j->up].name;
 	/* The gate picks a class by sender; an address it cannot carry is
 	 * classed by its recipient count alone. */
 	const char *sender = gp_valid_word(j->m->sender, GP_SENDER_MAX) ? j->m->sender : NULL;
@@ -187,7 +187,7 @@ gate_ask(struct sched *s, struct job *j)
 		s->next_tag = 1;
 	j->tag = s->next_tag;
 	j->asked = clock_mono_ms();
-	if (gc_acquire(&s->gc, j->tag, u->name, NULL, sender, 1, (uint32_t)j->n, 1) < 0)
+	if (gc_acquire(&s->gc, j->tag, up, NULL, sender, 1, (uint32_t)j->n, 1) < 0)
 		gate_down(s, strerror(errno));
 }
 
@@ -202,7 +202,7 @@ gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted
 	switch (how) {
 	case GP_THROTTLED:
 		k = gc_report_throttled(&s->gc, j->tag, reply);
-		s->ups[j->m->up].throttle_tag = j->tag;
+		s->ups[j->up].throttle_tag = j->tag;
 		break;
 	case GP_REFUND:
 		k = gc_report_refund(&s->gc, j->tag);

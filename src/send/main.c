@@ -6,8 +6,8 @@
  * where libexec_path() finds it; any qmail-remote(8) compatible program
  * will do); $QMAILQUEUE the injector used for bounces (default:
  * weir-queue, likewise).  Config keys: queue_dir, queue_split, hostname, admin,
- * concurrency, queue_lifetime, upstream sections, send_user (started as
- * root, it becomes that user before opening the queue).
+ * concurrency, queue_lifetime, retry_skip, delay_warning, upstream sections,
+ * send_user (started as root, it becomes that user before opening the queue).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +61,7 @@ main(int argc, char **argv)
 	o.qq_program = qq_program();
 	o.concurrency = cfg.concurrency;
 	o.lifetime = cfg.queue_lifetime;
+	o.delay_warning = cfg.delay_warning;
 	o.retry_skip = cfg.retry_skip;
 	o.remote_timeout = 3600;	/* longer than any SMTP timeout */
 	return sched_run(&o);

@@ -3,7 +3,9 @@
  * every preprocessed message has a struct msg with its next attempt as a
  * timer; when a timer fires the message joins its upstream's FIFO, and
  * up to `concurrency` deliverers run per upstream.  A restart rebuilds
- * everything from info/ and todo/: nothing here needs to survive a crash.
+ * everything from info/ and todo/, and from weir's own sched/S/N, which
+ * keeps what must outlive a run: the waiting credit and the delay
+ * warning's mark (wait.c).
  *
  * Attempts themselves (batches, grants, deliverers) are deliver.c's and
  * gatelink.c's; this file keeps the messages, their timing, preprocessing,
@@ -11,7 +13,8 @@
  *
  * Trusts: the queue, and the deliverer's report only through
  * report_parse().  Config keys (through struct sched_opts and the
- * config): hostname, admin, concurrency, queue_lifetime, upstream.
+ * config): hostname, admin, concurrency, queue_lifetime, retry_skip,
+ * delay_warning, upstream.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -32,6 +35,7 @@
 #include "mail/envelope.h"
 #include "send/cleanup.h"
 #include "send/dsn.h"
+#include "send/note.h"
 #include "send/preproc.h"
 #include "send/sendint.h"
 
@@ -63,8 +67,8 @@ slot(const struct sched *s, unsigned long id)
 	return (size_t)(id * 2654435761UL) & (s->tabsize - 1);
 }
 
-static struct msg *
-msg_find(struct sched *s, unsigned long id)
+struct msg *
+msg_by_id(struct sched *s, unsigned long id)
 {
 	struct msg *m;
 
@@ -98,6 +102,31 @@ msg_insert(struct sched *s, struct msg *m)
 	s->nmsg++;
 }
 
+size_t
+upidx(const struct sched *s, const struct msg *m)
+{
+	return m->up == NO_UPSTREAM ? s->none : m->up;
+}
+
+void
+upq_unlink(struct sched *s, struct msg *m)
+{
+	struct upq *u = &s->ups[upidx(s, m)];
+	struct msg **q, *prev = NULL;
+
+	if (!m->queued)
+		return;
+	for (q = &u->head; *q; prev = *q, q = &(*q)->qnext)
+		if (*q == m) {
+			*q = m->qnext;
+			if (u->tail == m)
+				u->tail = prev;
+			break;
+		}
+	m->queued = 0;
+	m->qnext = NULL;
+}
+
 static void
 msg_forget(struct sched *s, struct msg *m)
 {
@@ -108,18 +137,7 @@ msg_forget(struct sched *s, struct msg *m)
 			*p = m->hnext;
 			break;
 		}
-	if (m->queued) {
-		struct upq *u = &s->ups[m->up == NO_UPSTREAM ? s->nups - 1 : m->up];
-		struct msg **q, *prev = NULL;
-
-		for (q = &u->head; *q; prev = *q, q = &(*q)->qnext)
-			if (*q == m) {
-				*q = m->qnext;
-				if (u->tail == m)
-					u->tail = prev;
-				break;
-			}
-	}
+	upq_unlink(s, m);
 	evloop_timer_cancel(s->ev, m->due);
 	s->nmsg--;
 	free(m->sender);
@@ -130,19 +148,11 @@ msg_forget(struct sched *s, struct msg *m)
 
 static void on_due(struct evloop *ev, struct evtimer *t, void *arg);
 
-static size_t
-upidx(const struct sched *s, const struct msg *m)
-{
-	return m->up == NO_UPSTREAM ? s->nups - 1 : m->up;
-}
-
 void
-enqueue(struct sched *s, struct msg *m)
+fifo_append(struct sched *s, struct msg *m)
 {
 	struct upq *u = &s->ups[upidx(s, m)];
 
-	if (m->job || m->queued)
-		return;
 	m->queued = 1;
 	m->qnext = NULL;
 	if (u->tail)
@@ -150,23 +160,50 @@ enqueue(struct sched *s, struct msg *m)
 	else
 		u->head = m;
 	u->tail = m;
+}
+
+void
+enqueue(struct sched *s, struct msg *m)
+{
+	if (m->job || m->queued)
+		return;
+	wait_begin(m);
+	fifo_append(s, m);
 	pump(s, upidx(s, m));
 }
 
-/* Attempt m at wall-clock time `when` (now or earlier: at once). */
-void
-schedule(struct sched *s, struct msg *m, long long when)
+/* Attempt m at wall-clock time `when` (now or earlier: at once).  Until
+ * then it waits (credited) only if held by a suspension. */
+static void
+schedule_at(struct sched *s, struct msg *m, long long when, int held)
 {
 	long long now = wall();
 
 	evloop_timer_cancel(s->ev, m->due);
 	m->due = NULL;
 	if (when <= now) {
+		wait_begin(m);
+		note_sync(s, m);	/* before enqueue, which may end m */
 		enqueue(s, m);
 		return;
 	}
+	if (!held)
+		wait_end(m);
+	note_sync(s, m);
 	m->due = evloop_timer_at(s->ev, clock_mono_ms() + (uint64_t)(when - now) * 1000,
 	    on_due, m);
+}
+
+void
+schedule(struct sched *s, struct msg *m, long long when)
+{
+	schedule_at(s, m, when, 0);
+}
+
+void
+schedule_held(struct sched *s, struct msg *m, long long when)
+{
+	schedule_at(s, m, when, 1);
 }
 
 static void
@@ -192,7 +229,7 @@ load_msg(struct sched *s, unsigned long id)
 	struct msg *m;
 	const char *w;
 
-	if ((m = msg_find(s, id)) != NULL)
+	if ((m = msg_by_id(s, id)) != NULL)
 		return m;
 	queue_path(path, s->o->q, Q_INFO, id);
 	if (read_file_at(s->o->q->dfd, path, &b, 4096) != 0 ||
@@ -215,8 +252,9 @@ load_msg(struct sched *s, unsigned long id)
 	m->id = id;
 	m->birth = (long long)st.st_mtime;
 	m->sender = xstrndup(sender.addr, sender.len);
-	u = config_upstream_for(s->o->cfg, m->sender);
-	m->up = u ? (size_t)(u - s->o->cfg->upstreams) : NO_UPSTREAM;
+	u = config_upstream_for(s->cfg, m->sender);
+	m->up = u ? (size_t)(u - s->cfg->upstreams) : NO_UPSTREAM;
+	note_restore(s, m);
 	msg_insert(s, m);
 	buf_free(&b);
 	return m;
@@ -252,14 +290,21 @@ void
 finish(struct sched *s, struct msg *m)
 {
 	s->dsn.now = (time_t)wall();
-	if (dsn_send(s->o->q, m->id, &s->dsn) < 0 ||
-	    remove_durably(s, m, Q_REMOTE) < 0 || remove_durably(s, m, Q_LOCAL) < 0 ||
-	    remove_durably(s, m, Q_INFO) < 0 || remove_durably(s, m, Q_MESS) < 0) {
-		schedule(s, m, wall() + SYSFAIL_S);
-		return;
-	}
+	if (dsn_send(s->o->q, m->id, &s->dsn) < 0)
+		goto later;
+	/* sched/S/N first, but not durably: one left behind is harmless
+	 * (its birth tells it from a later message's; the cleanup removes
+	 * it once mess/S/N is gone). */
+	if (m->has_note && note_remove(s->o->q, m->id) == 0)
+		m->has_note = 0;
+	if (remove_durably(s, m, Q_REMOTE) < 0 || remove_durably(s, m, Q_LOCAL) < 0 ||
+	    remove_durably(s, m, Q_INFO) < 0 || remove_durably(s, m, Q_MESS) < 0)
+		goto later;
 	log_info("msg %lu: end", m->id);
 	msg_forget(s, m);
+	return;
+later:
+	schedule(s, m, wall() + SYSFAIL_S);
 }
 
 /* ---- todo/ and the trigger ---- */
@@ -417,7 +462,7 @@ flush_if_asked(struct sched *s)
 			if (m->due)
 				ids[n++] = m->id;
 	for (i = 0; i < n; i++)
-		if ((m = msg_find(s, ids[i])) != NULL && m->due) {
+		if ((m = msg_by_id(s, ids[i])) != NULL && m->due) {
 			evloop_timer_cancel(s->ev, m->due);
 			m->due = NULL;
 			enqueue(s, m);
@@ -512,10 +557,8 @@ take_lock(int fd, const char *queue)
 static void
 on_hup(struct evloop *ev, int signo, void *arg)
 {
-	(void)ev; (void)signo; (void)arg;
-	/* weir-gate re-reads the policy; weir.conf's upstreams are read at
-	 * start, so a change to them needs a restart of weir-send. */
-	log_info("SIGHUP: nothing to re-read here; restart weir-send for weir.conf changes");
+	(void)ev; (void)signo;
+	sched_reload(arg);
 }
 
 int
@@ -526,30 +569,47 @@ sched_run(const struct sched_opts *o)
 
 	memset(&s, 0, sizeof s);
 	s.o = o;
-	s.pre.hostname = o->cfg->hostname;
-	s.pre.admin = o->cfg->admin;
-	s.dsn.hostname = o->cfg->hostname;
-	s.dsn.admin = o->cfg->admin;
-	s.dsn.qq_program = o->qq_program;
-
+	s.cfg = o->cfg;
+	s.snapfd = -1;
 	lockfd = openat(o->q->dfd, "lock/sendmutex", O_WRONLY | O_CLOEXEC);
 	if (lockfd < 0)
 		fatal(111, "open lock/sendmutex");
 	take_lock(lockfd, o->q->path);
 
+	/* From here on the settings are s.cfg's (o's, or the same file's
+	 * as snapshot for the deliverers): see reload.c. */
+	config_snapshot_start(&s);
+	s.concurrency = s.cfg == o->cfg ? o->concurrency : s.cfg->concurrency;
+	s.lifetime = s.cfg == o->cfg ? o->lifetime : s.cfg->queue_lifetime;
+	s.retry_skip = s.cfg == o->cfg ? o->retry_skip : s.cfg->retry_skip;
+	s.delay_warning = s.cfg == o->cfg ? o->delay_warning : s.cfg->delay_warning;
+	s.pre.hostname = s.dsn.hostname = s.cfg->hostname;
+	s.pre.admin = s.dsn.admin = s.cfg->admin;
+	s.dsn.qq_program = o->qq_program;
+
 	s.tabsize = 1024;
 	s.tab = xcalloc(s.tabsize, sizeof *s.tab);
-	s.nups = o->cfg->nupstreams + 1;
+	s.nups = s.cfg->nupstreams + 1;
+	s.none = s.cfg->nupstreams;
 	s.ups = xcalloc(s.nups, sizeof *s.ups);
+	{
+		size_t i;
+
+		for (i = 0; i < s.cfg->nupstreams; i++)
+			s.ups[i].name = xstrdup(s.cfg->upstreams[i].name);
+	}
 	s.ev = evloop_new();
 	evloop_signal(s.ev, SIGCHLD, on_child, &s);
 	evloop_signal(s.ev, SIGTERM, on_term, &s);
 	evloop_signal(s.ev, SIGINT, on_term, &s);
 	evloop_signal(s.ev, SIGHUP, on_hup, &s);
 	signal(SIGPIPE, SIG_IGN);
-	if (o->cfg->nupstreams == 0)
+	if (s.cfg->nupstreams == 0)
 		log_warnx("no upstream is configured: mail stays queued");
 
+	s.notes_ok = note_init(o->q) == 0;
+	if (s.notes_ok && note_alive_load(o->q, &s.alive_before) < 0)
+		s.alive_before = 0;
 	gate_start(&s);
 	rearm_trigger(&s);
 	cleanup_pass(o->q, (time_t)wall());
@@ -559,6 +619,7 @@ sched_run(const struct sched_opts *o)
 	log_info("started on %s: %zu messages queued", o->q->path, s.nmsg);
 	evloop_timer_at(s.ev, clock_mono_ms() + TODO_RESCAN_MS, on_rescan, &s);
 	evloop_timer_at(s.ev, clock_mono_ms() + CLEANUP_MS, on_cleanup, &s);
+	sweep_start(&s);
 	if (evloop_run(s.ev) < 0)
 		fatal(111, "event loop");
 	return 0;

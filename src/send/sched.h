@@ -15,17 +15,19 @@
 struct sched_opts {
 	struct queue *q;
 	const struct weir_config *cfg;
-	const char *config_file;	/* passed to the deliverer as -c */
+	const char *config_file;	/* re-read on SIGHUP; NULL: the default chain */
 	const char *remote_program;	/* weir-remote, or a qmail-remote */
 	const char *qq_program;		/* weir-queue, for bounces */
 	unsigned concurrency;		/* deliveries at once, per upstream */
 	long long lifetime;		/* queue_lifetime, seconds */
+	long long delay_warning;	/* delay_warning, seconds; 0: none */
 	unsigned retry_skip;		/* qmail's chanskip: 20 for remote */
 	long long remote_timeout;	/* kill a deliverer after this, seconds */
 };
 
 /* Run until SIGTERM (crash-only: exits at once; the queue is always
- * consistent).  Returns an exit status. */
+ * consistent).  SIGHUP re-reads the config file (reload.c).  Returns an
+ * exit status. */
 int sched_run(const struct sched_opts *o);
 
 /* qmail's retry schedule: birth + (floor(sqrt(age)) + skip)^2, where age

@@ -1,7 +1,8 @@
 /*
  * sendint.h: weir-send's internals, shared by sched.c (messages and
- * their timing), deliver.c (batches and deliverers) and gatelink.c (the
- * conversation with weir-gate).  Not for other programs.
+ * their timing), wait.c (the waiting credit and its note in sched/),
+ * deliver.c (batches and deliverers), gatelink.c (the conversation with
+ * weir-gate) and reload.c (SIGHUP).  Not for other programs.
  */
 #ifndef WEIR_SENDINT_H
 #define WEIR_SENDINT_H
@@ -12,8 +13,10 @@
 #include "lib/buf.h"
 #include "lib/evloop.h"
 #include "mail/gateclient.h"
+#include "mail/schedfile.h"
 #include "send/dsn.h"
 #include "send/preproc.h"
+#include "send/report.h"
 #include "send/sched.h"
 
 #define SYSFAIL_S	300		/* retry after local trouble */
@@ -25,11 +28,23 @@
 struct job;
 struct sched;
 
+/*
+ * A message waits from the moment it is due (new, or its retry time has
+ * come, or a throttle sent it back) until its deliverer starts: for
+ * weir-gate, under a suspension, or for a run slot behind others that
+ * do.  That time is credited: it is not age, for queue_lifetime and
+ * delay_warning.  wait.c keeps the credit in sched/S/N (see there for
+ * when it is written and what a crash may lose).
+ */
 struct msg {
 	struct sched *s;
 	unsigned long id;
 	long long birth;	/* info/ mtime: the queue time */
-	long long waited;	/* seconds spent waiting for grants: not age */
+	long long waited_ms;	/* closed waits, credited */
+	uint64_t wait_since;	/* monotonic ms the open wait began; 0: none */
+	long long warned;	/* wall time the delay warning was queued; 0: not */
+	int has_note;		/* sched/S/N exists, holding `note` */
+	struct schednote note;
 	char *sender;
 	size_t up;		/* index in cfg->upstreams, or NO_UPSTREAM */
 	struct evtimer *due;	/* the next attempt */
@@ -43,6 +58,7 @@ enum jstate { J_ASKING, J_GRANTED, J_RUNNING };
 
 struct job {
 	struct msg *m;
+	size_t up;		/* its queue in s->ups, fixed for the job's life */
 	enum jstate state;
 	uint32_t tag;		/* the gate's name for it; 0: not asked yet */
 	uint64_t asked;		/* monotonic ms of the request */
@@ -59,7 +75,11 @@ struct job {
 	struct job *gnext;	/* granted, waiting for a free run slot */
 };
 
+/* Per upstream: s->ups[i] for cfg->upstreams[i], then one for messages
+ * without an upstream (s->none), then any retired by a reload that still
+ * have deliveries running. */
 struct upq {
+	char *name;			/* the upstream's; NULL for s->none */
 	struct msg *head, *tail;	/* messages waiting for a job */
 	struct job *ghead, *gtail;	/* granted jobs waiting to run */
 	unsigned jobs, running;
@@ -70,11 +90,19 @@ struct upq {
 
 struct sched {
 	const struct sched_opts *o;
+	/* The settings in force: o's at start, a reload's after SIGHUP. */
+	const struct weir_config *cfg;
+	struct weir_config *loaded;	/* a reload's, freed by the next one */
+	int snapfd;			/* the bytes of cfg's file, for deliverers; -1: none */
+	char snappath[32];		/* "/proc/self/fd/N": their -c */
+	unsigned concurrency;
+	long long lifetime, delay_warning;
+	unsigned retry_skip;
 	struct evloop *ev;
 	struct msg **tab;
 	size_t tabsize, nmsg;
-	struct upq *ups;	/* one per upstream, plus one for "none" */
-	size_t nups;
+	struct upq *ups;	/* see struct upq */
+	size_t nups, none;
 	struct job *jobs;
 	int trigfd;
 	unsigned long *todo;	/* todo/ names being preprocessed, a slice a turn */
@@ -82,6 +110,10 @@ struct sched {
 	int todo_busy, todo_again;
 	struct dsn_opts dsn;
 	struct preproc_opts pre;
+	/* wait.c */
+	int notes_ok;		/* sched/ is there */
+	long long alive_before;	/* sched/alive as this run found it; 0: none */
+	size_t sweep_pos;	/* next bucket of tab to sweep */
 	/* the gate */
 	struct gate_client gc;
 	int gate_up;
@@ -93,11 +125,35 @@ struct sched {
 /* sched.c */
 long long wall(void);
 void schedule(struct sched *s, struct msg *m, long long when);
+/* Like schedule(), for a message held back by a suspension: still
+ * waiting (credited) until then. */
+void schedule_held(struct sched *s, struct msg *m, long long when);
 void enqueue(struct sched *s, struct msg *m);
+void fifo_append(struct sched *s, struct msg *m);	/* enqueue, but start nothing */
 void finish(struct sched *s, struct msg *m);
+size_t upidx(const struct sched *s, const struct msg *m);
+struct msg *msg_by_id(struct sched *s, unsigned long id);
+void upq_unlink(struct sched *s, struct msg *m);	/* out of its FIFO */
+
+/* wait.c */
+void wait_begin(struct msg *m);
+void wait_end(struct msg *m);
+long long msg_waited(const struct msg *m);	/* credit so far, seconds */
+/* Write sched/S/N if what it says is off by 30 s or more, or says the
+ * message waits when it does not.  1 written, 0 not needed, -1 failed
+ * (logged). */
+int note_sync(struct sched *s, struct msg *m);
+/* The credit and mark a note carries into this run, into m. */
+void note_restore(struct sched *s, struct msg *m);
+void sweep_start(struct sched *s);
+/* The delay warning, if one is due: j's results res[] are the latest
+ * replies.  Called after the marks of a batch with temporary failures. */
+void maybe_warn(struct sched *s, struct msg *m, const struct job *j,
+    const struct rresult *res);
 
 /* deliver.c */
 void pump(struct sched *s, size_t up);
+void kick(struct sched *s, size_t up);	/* granted jobs to free slots, then pump */
 void job_granted(struct sched *s, struct job *j, uint32_t cap);
 void job_refused(struct sched *s, struct job *j, enum gp_code code, const char *text);
 void job_drop(struct sched *s, struct job *j);	/* back to the FIFO */
@@ -108,5 +164,11 @@ void gate_start(struct sched *s);
 void gate_ask(struct sched *s, struct job *j);
 void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply);
+
+/* reload.c */
+void sched_reload(struct sched *s);
+/* At start: the config in force becomes the one parsed from a snapshot
+ * of its file (as after a reload). */
+void config_snapshot_start(struct sched *s);
 
 #endif

@@ -46,6 +46,8 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/timefmt.h"
+#include "mail/schedfile.h"
 #include "send_helpers.h"
 #include "sendmail_helpers.h"
 
@@ -82,8 +84,16 @@ static const char deliverer_py[] =
     "if len(a) < 3 or '-c' not in opts or '-u' not in opts:\n"
     "    sys.stderr.write('deliverer: bad arguments %%r %%r\\n' %% (opts, a))\n"
     "    sys.exit(100)\n"
-    "conf, up, host, sender, rcpts = opts['-c'], opts['-u'], a[0], a[1], a[2:]\n"
+    "up, host, sender, rcpts = opts['-u'], a[0], a[1], a[2:]\n"
     "n = len(open(D + '/calls.log', 'rb').read().splitlines()) if os.path.exists(D + '/calls.log') else 0\n"
+    "# -c: weir-send's snapshot of its config; logged as the file's name\n"
+    "# when it holds the file's bytes, and kept as conf.N.\n"
+    "cbytes = open(opts['-c'], 'rb').read()\n"
+    "real = os.environ.get('WEIR_CONFIG', '')\n"
+    "same = real and os.path.exists(real) and open(real, 'rb').read() == cbytes\n"
+    "conf = real if same else 'snapshot ' + opts['-c']\n"
+    "with open(D + '/conf.%%d' %% n, 'wb') as f:\n"
+    "    f.write(cbytes)\n"
     "with open(D + '/msg.%%d' %% n, 'wb') as f:\n"
     "    f.write(msg)\n"
     "line = '\\t'.join([conf, up, host, sender, ','.join(rcpts)]) + '\\n'\n"
@@ -992,30 +1002,50 @@ Test(send, durable_order_of_steps)
 
 /* ---- concurrency ---- */
 
-/* At most `concurrency` (2) deliverers at once, and that many used. */
-Test(send, concurrency_limit)
+/* Inject n messages from alice, one each to m<i>@example.net. */
+static void
+inject_numbered(size_t n)
 {
-	char name[32], *hang = xasprintf("%s/hang", s.qt.tmp);
-	char *cl = xasprintf("%s/conc.log", s.qt.tmp);
+	char name[32];
 	const char *rcpts[] = { name, NULL };
-	struct buf b = BUF_INIT;
-	size_t i, n = 6;
-	int cur = 0, max = 0;
-	const char *p;
+	size_t i;
 
 	for (i = 0; i < n; i++) {
 		snprintf(name, sizeof name, "m%zu@example.net", i);
 		inject("alice@example.org", rcpts, msg1);
 	}
-	tl_write(hang, "0.3", 3);
-	start_send(&d1, 0);
-	wait_empty(15000);
-	tl_read(cl, &b);
-	for (p = buf_cstr(&b); *p; p = strchr(p, '\n') + 1) {
+}
+
+/* The most deliverers at once, from conc.log's B and E lines. */
+static int
+max_at_once(struct buf *b)
+{
+	const char *p;
+	int cur = 0, max = 0;
+
+	for (p = buf_cstr(b); *p; p = strchr(p, '\n') + 1) {
 		cur += *p == 'B' ? 1 : -1;
 		if (cur > max)
 			max = cur;
 	}
+	return max;
+}
+
+/* At most `concurrency` (2) deliverers at once, and that many used. */
+Test(send, concurrency_limit)
+{
+	char *hang = xasprintf("%s/hang", s.qt.tmp);
+	char *cl = xasprintf("%s/conc.log", s.qt.tmp);
+	struct buf b = BUF_INIT;
+	size_t n = 6;
+	int max;
+
+	inject_numbered(n);
+	tl_write(hang, "0.3", 3);
+	start_send(&d1, 0);
+	wait_empty(15000);
+	tl_read(cl, &b);
+	max = max_at_once(&b);
 	cr_assert_eq(max, 2, "%d deliverers at once, concurrency = 2:\n%s", max, buf_cstr(&b));
 	assert_all_delivered(n);
 	buf_free(&b);
@@ -1166,15 +1196,31 @@ three_not_queued(void *arg)
 	return count_in_log("not queued") >= 3;
 }
 
+/* An injector that fails (exit 71) while *flag exists, as it does on
+ * return; the "QMAILQUEUE=" entry that names it. */
+static char *
+failing_qq(char **flag)
+{
+	char *wrap = xasprintf("%s/qq.sh", s.qt.tmp), *script, *e;
+
+	*flag = xasprintf("%s/qqfail", s.qt.tmp);
+	script = xasprintf("#!/bin/sh\n[ -e '%s' ] && exit 71\nexec '%s'\n", *flag, qq);
+	tl_write(wrap, script, strlen(script));
+	cr_assert(chmod(wrap, 0755) == 0);
+	tl_write(*flag, "", 0);
+	e = xasprintf("QMAILQUEUE=%s", wrap);
+	free(script);
+	free(wrap);
+	return e;
+}
+
 /* Bounces that could not be queued wait for their retry; `weir flush`
  * tries them at once: each message then finishes (and leaves weir-send's
  * table while the flush is walking it).  glibc's tunables make a use of
  * freed memory crash instead of going unnoticed. */
 Test(send, flush_after_failed_bounces)
 {
-	char *wrap = xasprintf("%s/qq.sh", s.qt.tmp), *flag = xasprintf("%s/qqfail", s.qt.tmp);
-	char *script = xasprintf("#!/bin/sh\n[ -e '%s' ] && exit 71\nexec '%s'\n", flag, qq);
-	char *e_qq = xasprintf("QMAILQUEUE=%s", wrap), *weir = tl_bin("weir");
+	char *flag, *e_qq = failing_qq(&flag), *weir = tl_bin("weir");
 	const char *env[] = { env_remote, e_qq, env_conf,
 		"GLIBC_TUNABLES=glibc.malloc.tcache_count=0:glibc.malloc.perturb=165", NULL };
 	const char *rcpts[] = { "bad@example.net", NULL };
@@ -1183,9 +1229,6 @@ Test(send, flush_after_failed_bounces)
 	struct tl_result r;
 	int st, i;
 
-	tl_write(wrap, script, strlen(script));
-	cr_assert(chmod(wrap, 0755) == 0);
-	tl_write(flag, "", 0);
 	for (i = 0; i < 3; i++)
 		inject("alice@example.org", rcpts, msg1);
 	shd_start(&d1, &s, env);
@@ -1211,9 +1254,7 @@ Test(send, flush_after_failed_bounces)
 		cr_assert_str_eq(e, "\talice@example.org");
 		free(e);
 	}
-	free(wrap);
 	free(flag);
-	free(script);
 	free(e_qq);
 	free(weir);
 }
@@ -1594,4 +1635,678 @@ Test(send, gate_caps_recipients_per_transaction)
 	free(e1);
 	free(e2);
 	assert_queue_sound();
+}
+
+/* ---- weir's own notes (sched/S/N): the waiting credit ---- */
+
+#define UP1 "upstream \"up1\" {\n  host = \"127.0.0.1\"\n  port = 2525\n  tls = \"none\"\n}\n"
+#define WEEK (7 * 86400LL)
+
+/* A message in S5 from this sender ("" for <>), queued age seconds ago. */
+static unsigned long
+aged_s5(const char *sender, const char *rcpts, size_t rlen, long long age)
+{
+	static const char mess[] = "Received: (weir 1 invoked by uid 0); x\nSubject: aged\n\naged\n";
+	unsigned long id = sh_put_mess(&s, S(mess));
+	struct buf info = BUF_INIT;
+	char *ip;
+
+	buf_printf(&info, "F%s", sender);
+	buf_addc(&info, '\0');
+	sh_write(&s, Q_INFO, id, info.s, info.len);
+	sh_write(&s, Q_REMOTE, id, rcpts, rlen);
+	ip = sh_qpath(&s, Q_INFO, id);
+	sh_set_mtime(ip, time(NULL) - age);
+	free(ip);
+	buf_free(&info);
+	return id;
+}
+
+static long long
+birth_of(unsigned long id)
+{
+	char *ip = sh_qpath(&s, Q_INFO, id);
+	long long b = (long long)sh_mtime(ip);
+
+	free(ip);
+	return b;
+}
+
+static char *
+note_path(unsigned long id)
+{
+	return xasprintf("%s/sched/%lu/%lu", s.qt.qdir, id % 23, id);
+}
+
+static void
+make_sched_dirs(void)
+{
+	char *p = xasprintf("%s/sched", s.qt.qdir);
+	unsigned k;
+
+	cr_assert(mkdir(p, 0700) == 0 || errno == EEXIST, "mkdir %s", p);
+	for (k = 0; k < 23; k++) {
+		char *sub = xasprintf("%s/%u", p, k);
+
+		cr_assert(mkdir(sub, 0700) == 0 || errno == EEXIST, "mkdir %s", sub);
+		free(sub);
+	}
+	free(p);
+}
+
+static void
+write_note(unsigned long id, long long birth, long long waited, long long since, long long warned)
+{
+	struct schednote n = { birth, waited, since, warned };
+	struct buf b = BUF_INIT;
+	char *p = note_path(id);
+
+	make_sched_dirs();
+	schedfile_format(&n, &b);
+	tl_write(p, b.s, b.len);
+	buf_free(&b);
+	free(p);
+}
+
+/* Read id's note; 0 if there is none. */
+static int
+read_note(unsigned long id, struct schednote *n)
+{
+	char *p = note_path(id);
+	struct buf b = BUF_INIT, why = BUF_INIT;
+	int r = 0;
+
+	if (access(p, F_OK) == 0) {
+		tl_read(p, &b);
+		cr_assert(schedfile_parse(buf_cstr(&b), b.len, n, &why) == 0, "%s: %s: \"%s\"", p,
+		    buf_cstr(&why), buf_cstr(&b));
+		r = 1;
+	}
+	buf_free(&b);
+	buf_free(&why);
+	free(p);
+	return r;
+}
+
+static long long
+read_alive(void)
+{
+	char *p = xasprintf("%s/sched/alive", s.qt.qdir);
+	struct buf b = BUF_INIT;
+	long long t = 0;
+
+	tl_read(p, &b);
+	cr_assert(schedfile_parse_alive(buf_cstr(&b), b.len, &t) == 0, "sched/alive: \"%s\"",
+	    buf_cstr(&b));
+	buf_free(&b);
+	free(p);
+	return t;
+}
+
+static void
+write_alive(long long t)
+{
+	char *p = xasprintf("%s/sched/alive", s.qt.qdir), *v = xasprintf("%lld\n", t);
+
+	make_sched_dirs();
+	tl_write(p, v, strlen(v));
+	free(p);
+	free(v);
+}
+
+static char *
+delivered_msg(size_t i)
+{
+	char *mp = xasprintf("%s/msg.%zu", s.qt.tmp, i);
+	struct buf b = BUF_INIT;
+
+	tl_read(mp, &b);
+	free(mp);
+	return b.s ? b.s : xstrdup("");
+}
+
+static void
+run_flush(void)
+{
+	char *weir = tl_bin("weir");
+	const char *fargv[] = { weir, "-c", s.qt.conf, "flush", NULL };
+	struct tl_run run = { .argv = fargv };
+	struct tl_result r;
+
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "weir flush: exit %d: %s", r.status, buf_cstr(&r.err));
+	tl_result_free(&r);
+	free(weir);
+}
+
+/* A note says the message waited 600 s, or waited from 900 s ago until
+ * sched/alive said weir-send last ran 300 s ago: either way it is not
+ * yet past queue_lifetime (7d + 300 s old) and a temporary refusal does
+ * not bounce it.  A note left by an earlier message with the same id
+ * (another birth) is ignored and removed: that one bounces. */
+Test(send, credit_from_note_keeps_message_alive)
+{
+	unsigned long a, b, c;
+	long long now = time(NULL);
+	struct schednote n;
+	char *line, *cp, *m;
+
+	a = aged_s5("alice@example.org", S("Tslow1@example.net\0"), WEEK + 300);
+	b = aged_s5("alice@example.org", S("Tslow2@example.net\0"), WEEK + 300);
+	c = aged_s5("alice@example.org", S("Tslow3@example.net\0"), WEEK + 300);
+	write_note(a, birth_of(a), 600, 0, 0);
+	write_note(b, birth_of(b), 0, now - 900, 0);
+	write_alive(now - 300);
+	write_note(c, birth_of(c) - 1, 600, 0, 0);
+	start_send(&d1, 0);
+	wait_calls(4, 10000);	/* three attempts and slow3's bounce */
+	cr_assert(sh_wait_for(log_has, "deferred <slow2@example.net>", 5000), "%s", send_log(&d1));
+	usleep(300000);
+	line = xasprintf("msg %lu: 600 s of waiting carried over\n", a);
+	cr_assert(log_has(line), "no \"%s\":\n%s", line, send_log(&d1));
+	free(line);
+	line = xasprintf("msg %lu: 600 s of waiting carried over\n", b);
+	cr_assert(log_has(line), "no \"%s\":\n%s", line, send_log(&d1));
+	free(line);
+	line = xasprintf("msg %lu: removing sched/%lu/%lu, left by an earlier message", c,
+	    c % 23, c);
+	cr_assert(log_has(line), "no \"%s\":\n%s", line, send_log(&d1));
+	free(line);
+	sh_assert_file(&s, Q_REMOTE, a, S("Tslow1@example.net\0"));
+	sh_assert_file(&s, Q_REMOTE, b, S("Tslow2@example.net\0"));
+	cr_assert(!sh_exists(&s, Q_BOUNCE, a) && !sh_exists(&s, Q_BOUNCE, b));
+	cr_assert(!sh_exists(&s, Q_INFO, c), "slow3 was not bounced:\n%s", send_log(&d1));
+	cr_assert_eq(ncalls(), 4, "%zu calls", ncalls());
+	cp = call_env(3);
+	cr_assert_str_eq(cp, "\talice@example.org");
+	m = delivered_msg(3);
+	cr_assert(strstr(m, "Final-Recipient: rfc822; slow3@example.net\nAction: failed\n"), "%s", m);
+	/* b's open wait is closed now, its credit kept. */
+	cr_assert(read_note(b, &n), "b's note is gone");
+	cr_assert_eq(n.waited, 600, "b's note: waited %lld", n.waited);
+	cr_assert_eq(n.since, 0, "b's note still says it waits (since %lld)", n.since);
+	cr_assert_eq(n.birth, birth_of(b));
+	assert_queue_sound();
+	free(cp);
+	free(m);
+}
+
+static int
+note_has_open_wait(void *arg)
+{
+	struct schednote n;
+
+	return read_note(*(unsigned long *)arg, &n) && n.since != 0;
+}
+
+/* The credit across a real restart: a message waits at weir-gate (the
+ * window is used up); weir-send records the open wait once it has lasted
+ * 30 s, is killed, and the next weir-send credits it up to sched/alive.
+ * Then the window opens and the message goes; its note goes with it. */
+Test(send, credit_survives_restart)
+{
+	const char *r0[] = { "bob@example.net", NULL }, *r1[] = { "carol@example.net", NULL };
+	struct schednote n;
+	unsigned long id;
+	long long alive, carried;
+	char *line;
+
+	policy("upstream \"up1\" { rate = \"1 per 1h\" }\n"
+	    "upstream \"lists\" { rate = \"1 per 1h\" }\nupstream \"main\" { rate = \"1 per 1h\" }\n");
+	usleep(300000);
+	start_send(&d1, 0);
+	inject("alice@example.org", r0, msg1);
+	wait_calls(1, 5000);
+	cr_assert(sh_wait_for(log_has, ": end\n", 5000), "%s", send_log(&d1));
+	inject("alice@example.org", r1, msg1);
+	cr_assert(sh_wait_for(todo_empty, NULL, 5000));
+	id = only_info();
+	cr_assert(sh_wait_for(note_has_open_wait, &id, 60000), "no open wait recorded for %lu:\n%s",
+	    id, send_log(&d1));
+	shd_kill9(&d1);
+	cr_assert_eq(ncalls(), 1, "sent past the gate");
+	cr_assert(read_note(id, &n));
+	alive = read_alive();
+	carried = n.waited + (alive > n.since ? alive - n.since : 0);
+	cr_assert_eq(n.birth, birth_of(id));
+	cr_assert(carried >= 29, "only %lld s to carry over (note: waited %lld since %lld; alive %lld)",
+	    carried, n.waited, n.since, alive);
+	start_send(&d1, 0);
+	line = xasprintf("msg %lu: %lld s of waiting carried over\n", id, carried);
+	cr_assert(sh_wait_for(log_has, line, 5000), "no \"%s\":\n%s", line, send_log(&d1));
+	free(line);
+	policy("upstream \"up1\" { rate = \"1000 per 1s\" }\n"
+	    "upstream \"lists\" { rate = \"1000 per 1s\" }\nupstream \"main\" { rate = \"1000 per 1s\" }\n");
+	wait_calls(2, 10000);
+	wait_empty(5000);
+	cr_assert(sh_wait_for(log_has, ": end\n", 5000));
+	cr_assert(!read_note(id, &n), "the note outlived its message");
+	assert_queue_sound();
+}
+
+/* A note whose message is gone is removed by the cleanup at start;
+ * queue-check reports a malformed note as a problem. */
+Test(send, note_leftover_and_malformed)
+{
+	struct buf out = BUF_INIT;
+	char *p = note_path(4242), *bad;
+	const char *rcpts[] = { "slow@example.net", NULL };
+	unsigned long id;
+
+	write_note(4242, 1700000000, 5, 0, 0);
+	start_send(&d1, 0);
+	cr_assert(sh_wait_for(log_has, "removed sched/", 5000), "%s", send_log(&d1));
+	cr_assert(access(p, F_OK) != 0, "%s is still there", p);
+	assert_queue_sound();
+	/* A message deferred: then a broken note for it is a problem. */
+	inject("alice@example.org", rcpts, msg1);
+	cr_assert(sh_wait_for(log_has, "deferred <slow@example.net>", 5000), "%s", send_log(&d1));
+	shd_stop(&d1);
+	id = only_info();
+	bad = note_path(id);
+	tl_write(bad, "birth 1\nwaited x\n", 17);
+	cr_assert_neq(sh_queue_check(&s, &out), 0, "queue-check passed a malformed note:\n%s",
+	    buf_cstr(&out));
+	cr_assert(strstr(buf_cstr(&out), "line 2"), "%s", buf_cstr(&out));
+	/* weir-send takes an unreadable note as "no credit, warned", and
+	 * writes it so. */
+	start_send(&d1, 0);
+	cr_assert(sh_wait_for(log_has, "is malformed", 5000), "%s", send_log(&d1));
+	{
+		struct schednote n;
+
+		cr_assert(read_note(id, &n), "no note");
+		cr_assert(n.warned != 0 && n.waited == 0 && n.birth == birth_of(id),
+		    "note: warned %lld waited %lld", n.warned, n.waited);
+	}
+	assert_queue_sound();
+	buf_free(&out);
+	free(p);
+	free(bad);
+}
+
+/* ---- the delay warning ---- */
+
+/* One warning, at the first temporary refusal after delay_warning: every
+ * pending recipient (the refused one with its reply, the one not tried
+ * yet), none delivered; Action: delayed, Will-Retry-Until the end of the
+ * lifetime.  Never a second one: not at the next refusal, not after a
+ * kill -9 and restart. */
+Test(send, delay_warning_once)
+{
+	unsigned long id;
+	struct schednote n;
+	char *m, *e, date[DATE_RFC5322_MAX], *want;
+	int k, found = 0;
+
+	teardown();
+	setup_with("delay_warning = \"1h\"\n"
+	    "upstream \"up1\" {\n  host = \"127.0.0.1\"\n  port = 2525\n  tls = \"none\"\n"
+	    "  max_recipients = 2\n}\n");
+	id = aged_s5("alice@example.org", S("Tslow@example.net\0Tok@example.net\0Tlater@example.net\0"),
+	    2 * 3600);
+	start_send(&d1, 0);
+	wait_calls(2, 10000);
+	e = call_env(0);
+	cr_assert_str_eq(e, "alice@example.org\tslow@example.net,ok@example.net");
+	free(e);
+	e = call_env(1);
+	cr_assert_str_eq(e, "\talice@example.org", "the warning went to: %s", e);
+	free(e);
+	m = delivered_msg(1);
+	cr_assert(strstr(m, "\nTo: alice@example.org\n"), "%s", m);
+	cr_assert(strstr(m, "\nSubject: delivery delayed (still trying)\n"), "%s", m);
+	cr_assert(strstr(m, "report-type=delivery-status"), "%s", m);
+	cr_assert(strstr(m, "\nFinal-Recipient: rfc822; slow@example.net\nAction: delayed\n"
+	    "Status: 4.2.1\nDiagnostic-Code: smtp; 127.0.0.1 does not like recipient. Remote host "
+	    "said: 451 4.2.1 try later\nWill-Retry-Until: "), "%s", m);
+	cr_assert(strstr(m, "\nFinal-Recipient: rfc822; later@example.net\nAction: delayed\n"
+	    "Status: 4.0.0\nWill-Retry-Until: "), "%s", m);
+	cr_assert(strstr(m, "<later@example.net>:\nNo reply yet"), "%s", m);
+	cr_assert(!strstr(m, "ok@example.net"), "a delivered recipient is listed:\n%s", m);
+	cr_assert(strstr(m, "\nSubject: aged\n"), "no original header:\n%s", m);
+	/* Will-Retry-Until: birth + queue_lifetime (+ the few seconds waited). */
+	for (k = 0; k < 5 && !found; k++) {
+		date_rfc5322(date, (time_t)(birth_of(id) + WEEK + k));
+		want = xasprintf("Will-Retry-Until: %s\n", date);
+		found = strstr(m, want) != NULL;
+		free(want);
+	}
+	cr_assert(found, "Will-Retry-Until is not the end of the lifetime:\n%s", m);
+	free(m);
+	cr_assert(read_note(id, &n) && n.warned != 0, "no durable mark");
+	cr_assert_eq(count_in_log("delay warning to <alice@example.org> queued"), 1);
+	/* The next refusal: no second warning. */
+	run_flush();
+	wait_calls(3, 5000);
+	e = call_env(2);
+	cr_assert_str_eq(e, "alice@example.org\tslow@example.net,later@example.net");
+	free(e);
+	cr_assert(sh_wait_for(log_has, "delivered to <later@example.net>", 5000));
+	usleep(500000);
+	cr_assert_eq(ncalls(), 3, "a second warning? %zu calls", ncalls());
+	/* kill -9 and restart: tried at once, refused, still no warning. */
+	shd_kill9(&d1);
+	start_send(&d1, 0);
+	wait_calls(4, 5000);
+	cr_assert(sh_wait_for(log_has, "deferred <slow@example.net>", 5000), "%s", send_log(&d1));
+	usleep(500000);
+	cr_assert_eq(ncalls(), 4, "a second warning after a restart? %zu calls", ncalls());
+	cr_assert_eq(count_in_log("delay warning"), 0, "%s", send_log(&d1));
+	assert_queue_sound();
+}
+
+/* Of six messages refused alike, only the one that is a plain message,
+ * old enough once its waits are taken off, gets a warning: not a bounce
+ * (<>), not a double bounce (<#@[]>), not one queued 30 minutes ago, not
+ * one that waited 90 of its 120 minutes. */
+Test(send, delay_warning_only_when_due)
+{
+	unsigned long old;
+	unsigned long w;
+	char *line;
+
+	teardown();
+	setup_with("delay_warning = \"1h\"\n" UP1);
+	aged_s5("", S("Tslow@example.net\0"), 2 * 3600);
+	aged_s5("#@[]", S("Tslow@example.net\0"), 2 * 3600);
+	aged_s5("alice@example.org", S("Tslow@example.net\0"), 1800);
+	w = aged_s5("alice@example.org", S("Tslow@example.net\0"), 2 * 3600);
+	write_note(w, birth_of(w), 5400, 0, 0);
+	old = aged_s5("old@example.org", S("Tslow@example.net\0"), 2 * 3600);
+	start_send(&d1, 0);
+	wait_calls(6, 10000);	/* five attempts, one warning */
+	cr_assert(sh_wait_for(log_has, "delay warning to <old@example.org> queued", 5000), "%s",
+	    send_log(&d1));
+	usleep(500000);
+	cr_assert_eq(count_in_log("deferred <slow@example.net>"), 5, "%s", send_log(&d1));
+	cr_assert_eq(count_in_log("delay warning"), 1, "%s", send_log(&d1));
+	cr_assert_eq(ncalls(), 6, "%zu calls", ncalls());
+	line = xasprintf("msg %lu: 5400 s of waiting carried over", w);
+	cr_assert(log_has(line), "%s", send_log(&d1));
+	free(line);
+	(void)old;
+	assert_queue_sound();
+}
+
+/* The warning cannot be queued: the mark is taken back, and the next
+ * refusal sends it. */
+Test(send, delay_warning_retried_when_not_queued)
+{
+	char *flag, *e_qq;
+	const char *env[] = { NULL, NULL, NULL, NULL };
+	struct schednote n;
+	unsigned long id;
+
+	teardown();
+	setup_with("delay_warning = \"1h\"\n" UP1);
+	e_qq = failing_qq(&flag);
+	env[0] = env_remote;
+	env[1] = e_qq;
+	env[2] = env_conf;
+	id = aged_s5("alice@example.org", S("Tslow@example.net\0"), 2 * 3600);
+	shd_start(&d1, &s, env);
+	cr_assert(sh_wait_for(log_has, "delay warning to <alice@example.org> not queued", 10000),
+	    "%s", send_log(&d1));
+	usleep(300000);
+	cr_assert(read_note(id, &n), "no note");
+	cr_assert_eq(n.warned, 0, "the mark stayed although no warning was queued");
+	cr_assert_eq(ncalls(), 1);
+	cr_assert(unlink(flag) == 0);
+	run_flush();
+	cr_assert(sh_wait_for(log_has, "delay warning to <alice@example.org> queued", 10000),
+	    "%s", send_log(&d1));
+	wait_calls(3, 5000);
+	{
+		char *e = call_env(2);
+
+		cr_assert_str_eq(e, "\talice@example.org");
+		free(e);
+	}
+	free(flag);
+	free(e_qq);
+}
+
+/* ---- SIGHUP: re-reading weir.conf ---- */
+
+static void
+hup_and_wait(const char *what)
+{
+	int before = count_in_log(what), i;
+
+	cr_assert(kill(d1.pid, SIGHUP) == 0);
+	for (i = 0; i < 500 && count_in_log(what) <= before; i++)
+		usleep(10000);
+	cr_assert(count_in_log(what) > before, "no \"%s\" after SIGHUP:\n%s", what, send_log(&d1));
+}
+
+/* Replace the first `from` in the config file by `to`. */
+static void
+conf_replace(const char *from, const char *to)
+{
+	struct buf b = BUF_INIT, n = BUF_INIT;
+	const char *p;
+
+	tl_read(s.qt.conf, &b);
+	p = strstr(buf_cstr(&b), from);
+	cr_assert(p, "\"%s\" not in the config:\n%s", from, buf_cstr(&b));
+	buf_add(&n, b.s, (size_t)(p - b.s));
+	buf_adds(&n, to);
+	buf_adds(&n, p + strlen(from));
+	tl_write(s.qt.conf, n.s, n.len);
+	buf_free(&b);
+	buf_free(&n);
+}
+
+static int
+conf_lines(void)
+{
+	struct buf b = BUF_INIT;
+	size_t i;
+	int n = 0;
+
+	tl_read(s.qt.conf, &b);
+	for (i = 0; i < b.len; i++)
+		n += b.s[i] == '\n';
+	buf_free(&b);
+	return n;
+}
+
+/* No upstream takes alice's mail; a reload adds one: her message goes at
+ * once through it, without waiting for its retry. */
+Test(send, reload_adds_upstream)
+{
+	const char *r1[] = { "x@example.net", NULL };
+	char *c0, *w0;
+
+	teardown();
+	setup_with("upstream \"lists\" {\n  host = \"127.0.0.1\"\n  port = 2525\n  tls = \"none\"\n"
+	    "  senders = {\"*@lists.example.org\"}\n}\n");
+	start_send(&d1, 0);
+	inject("alice@example.org", r1, msg1);
+	cr_assert(sh_wait_for(log_has, "no upstream", 5000), "%s", send_log(&d1));
+	sh_conf_append(&s, "upstream \"main\" {\n  host = \"127.0.0.2\"\n  port = 2525\n"
+	    "  tls = \"none\"\n}\n");
+	hup_and_wait("reloaded");
+	cr_assert(log_has("upstreams 2,"), "%s", send_log(&d1));
+	cr_assert(log_has("messages moved to another upstream: 1\n"), "%s", send_log(&d1));
+	wait_calls(1, 5000);
+	wait_empty(5000);
+	c0 = call(0);
+	w0 = xasprintf("%s\tmain\t127.0.0.2\talice@example.org\tx@example.net", s.qt.conf);
+	cr_assert_str_eq(c0, w0);
+	free(c0);
+	free(w0);
+}
+
+/* A file with errors changes nothing: each error with file and line;
+ * mail still goes.  Keys read at start only are logged and kept. */
+Test(send, reload_bad_file_and_restart_only_keys)
+{
+	const char *r1[] = { "x@example.net", NULL }, *r0[] = { "slow@example.net", NULL };
+	char *want, *ok = xasprintf("%s/slow-ok", s.qt.tmp);
+	int line;
+
+	start_send(&d1, 0);
+	inject("alice@example.org", r0, msg1);
+	cr_assert(sh_wait_for(log_has, "deferred <slow@example.net>", 5000), "%s", send_log(&d1));
+	line = conf_lines() + 2;
+	sh_conf_append(&s, "concurrency = 3\nretry_skip = 0\n");
+	hup_and_wait("stays in force");
+	want = xasprintf("SIGHUP: %s:%d: retry_skip = 0 is out of range", s.qt.conf, line);
+	cr_assert(log_has(want), "no \"%s\":\n%s", want, send_log(&d1));
+	free(want);
+	cr_assert(!log_has("reloaded"), "%s", send_log(&d1));
+	/* weir-send goes on with what it had (weir flush and sendmail read
+	 * the broken file too: do what weir flush does by hand). */
+	tl_write(ok, "", 0);
+	{
+		char *fl = xasprintf("%s/lock/flush", s.qt.qdir);
+		char *tr = xasprintf("%s/lock/trigger", s.qt.qdir);
+		int fd;
+
+		tl_write(fl, "", 0);
+		fd = open(tr, O_WRONLY | O_NONBLOCK);
+		cr_assert(fd >= 0 && write(fd, "", 1) == 1, "pull %s", tr);
+		close(fd);
+		free(fl);
+		free(tr);
+	}
+	wait_calls(2, 5000);
+	wait_empty(5000);
+	/* ...and so did the deliverer: its -c is weir-send's snapshot of
+	 * the file as it was, not the broken file. */
+	{
+		char *c1 = call(1), *cp = xasprintf("%s/conf.1", s.qt.tmp);
+		struct buf got = BUF_INIT;
+
+		cr_assert(strncmp(c1, "snapshot /proc/self/fd/", 23) == 0,
+		    "the deliverer read the file itself: %s", c1);
+		tl_read(cp, &got);
+		cr_assert(strstr(buf_cstr(&got), "upstream \"up1\""), "%s", buf_cstr(&got));
+		cr_assert(!strstr(buf_cstr(&got), "retry_skip = 0"), "the broken config reached "
+		    "the deliverer:\n%s", buf_cstr(&got));
+		buf_free(&got);
+		free(cp);
+		free(c1);
+	}
+	free(ok);
+	/* Fixed, with keys weir-send reads only at start changed. */
+	conf_replace("retry_skip = 0\n", "retry_skip = 30\ngate_socket = \"/nonexistent/gate.sock\"\n"
+	    "queue_split = 7\n");
+	hup_and_wait("reloaded");
+	cr_assert(log_has("gate_socket = \"/nonexistent/gate.sock\" needs a restart of weir-send"),
+	    "%s", send_log(&d1));
+	cr_assert(log_has("queue_split = 7 needs a restart of weir-send"), "%s", send_log(&d1));
+	cr_assert(log_has("concurrency 3, queue_lifetime 604800 s, retry_skip 30,"), "%s",
+	    send_log(&d1));
+	conf_replace("queue_split = 7\n", "");	/* sendmail must agree with the queue */
+	inject("alice@example.org", r1, msg1);
+	wait_calls(3, 5000);
+	wait_empty(5000);
+	assert_queue_sound();
+}
+
+/* concurrency raised live (1 to 3) while a delivery runs: two more start
+ * at once; the one in flight finishes and is applied. */
+Test(send, reload_concurrency_live)
+{
+	char *hang = xasprintf("%s/hang", s.qt.tmp);
+	char *cl = xasprintf("%s/conc.log", s.qt.tmp);
+	struct buf b = BUF_INIT;
+	size_t n = 6;
+	int max;
+
+	sh_conf_append(&s, "concurrency = 1\n");
+	inject_numbered(n);
+	tl_write(hang, "1.5", 3);
+	start_send(&d1, 0);
+	cr_assert(sh_wait_for(log_has, "delivering to", 5000), "%s", send_log(&d1));
+	usleep(300000);
+	tl_read(cl, &b);
+	cr_assert_eq(b.len > 0 && strchr(b.s, '\n') == b.s + b.len - 1, 1,
+	    "more than one delivery before the reload:\n%s", buf_cstr(&b));
+	buf_reset(&b);
+	sh_conf_append(&s, "concurrency = 3\n");
+	hup_and_wait("reloaded");
+	wait_empty(20000);
+	tl_read(cl, &b);
+	max = max_at_once(&b);
+	cr_assert_eq(max, 3, "%d deliveries at once after concurrency = 3:\n%s", max, buf_cstr(&b));
+	assert_all_delivered(n);
+	buf_free(&b);
+	free(hang);
+	free(cl);
+}
+
+/* The upstream of a delivery in flight is renamed away: the delivery
+ * goes on and is applied; the next message uses the new name. */
+Test(send, reload_removes_upstream_in_flight)
+{
+	const char *r1[] = { "x@example.net", NULL }, *r2[] = { "y@example.net", NULL };
+	char *hang = xasprintf("%s/hang", s.qt.tmp), *e, *c1, *w1;
+
+	tl_write(hang, "1.5", 3);
+	start_send(&d1, 0);
+	inject("alice@example.org", r1, msg1);
+	cr_assert(sh_wait_for(log_has, "delivering to", 5000), "%s", send_log(&d1));
+	conf_replace("upstream \"up1\"", "upstream \"main\"");
+	hup_and_wait("reloaded");
+	cr_assert(log_has("upstream up1 is no longer configured; its 1 deliveries in flight go on"),
+	    "%s", send_log(&d1));
+	wait_empty(10000);
+	cr_assert(log_has("delivered to <x@example.net>"), "%s", send_log(&d1));
+	cr_assert(unlink(hang) == 0);
+	inject("alice@example.org", r2, msg1);
+	wait_calls(2, 5000);
+	wait_empty(5000);
+	e = call_env(0);
+	cr_assert_str_eq(e, "alice@example.org\tx@example.net");
+	c1 = call(1);
+	w1 = xasprintf("%s\tmain\t127.0.0.1\talice@example.org\ty@example.net", s.qt.conf);
+	cr_assert_str_eq(c1, w1);
+	assert_queue_sound();
+	free(e);
+	free(c1);
+	free(w1);
+	free(hang);
+}
+
+/* delay_warning turned on by a reload applies at the next refusal. */
+Test(send, reload_enables_delay_warning)
+{
+	aged_s5("alice@example.org", S("Tslow@example.net\0"), 2 * 3600);
+	start_send(&d1, 0);
+	cr_assert(sh_wait_for(log_has, "deferred <slow@example.net>", 5000), "%s", send_log(&d1));
+	usleep(300000);
+	cr_assert_eq(ncalls(), 1);
+	sh_conf_append(&s, "delay_warning = \"1h\"\n");
+	hup_and_wait("reloaded");
+	cr_assert(log_has("delay_warning 3600 s"), "%s", send_log(&d1));
+	run_flush();
+	cr_assert(sh_wait_for(log_has, "delay warning to <alice@example.org> queued", 5000), "%s",
+	    send_log(&d1));
+	wait_calls(3, 5000);
+}
+
+/* A queue without sched/ (taken over from a stock qmail): queue-check
+ * says it is missing; weir-send makes it (it may here) and works. */
+Test(send, sched_dir_made_if_missing)
+{
+	char *p = xasprintf("%s/sched", s.qt.qdir);
+	const char *rcpts[] = { "bob@example.net", NULL };
+	struct buf out = BUF_INIT;
+	struct stat st;
+
+	tl_rmtree(p);
+	cr_assert_neq(sh_queue_check(&s, &out), 0, "queue-check passed without sched/");
+	cr_assert(strstr(buf_cstr(&out), "sched"), "%s", buf_cstr(&out));
+	start_send(&d1, 0);
+	cr_assert(stat(p, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 0700,
+	    "sched/ not made");
+	inject("alice@example.org", rcpts, msg1);
+	wait_empty(5000);
+	assert_queue_sound();
+	buf_free(&out);
+	free(p);
 }

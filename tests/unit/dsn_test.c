@@ -10,7 +10,12 @@
  * routing through the real weir-queue ($WEIR_BIN/weir-queue, with
  * $WEIR_QUEUE): <s> gets a bounce from <>, <> a double bounce from
  * <#@[]> to the admin, <#@[]> is dropped; bounce/N removed only once the
- * bounce is queued.
+ * bounce is queued.  dsn_build_delayed(): the same three parts for a
+ * delay warning: Subject, the text part's wording and the time weir
+ * gives up, Action: delayed, Status 4.x.x (also for a 5.x.x code in a
+ * temporary reply), no Diagnostic-Code for a recipient not tried yet,
+ * Will-Retry-Until per recipient; dsn_send_delayed() queues it from <>
+ * to the sender through the real weir-queue, never for <> or <#@[]>.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -552,5 +557,105 @@ Test(dsn, send_to_unusable_sender)
 	} else {
 		cr_assert_eq(n, 0);
 	}
+	free(ids);
+}
+
+/* ---- delay warnings ---- */
+
+#define UNTIL (ARRIVAL + 7 * 86400)
+
+static void
+build_delayed(unsigned long id, const struct dsn_rcpt *v, size_t n, struct dsn *d)
+{
+	memset(d, 0, sizeof *d);
+	cr_assert_eq(dsn_build_delayed(&s.q, id, &o, v, n, UNTIL, &d->all), 0);
+	split_dsn(d);
+}
+
+static const char greylisted[] = "127.0.0.1 does not like recipient.\n"
+    "Remote host said: 451 4.7.1 greylisted, try again";
+static const char odd[] = "Remote host said: 452 5.2.2 mailbox full";
+
+Test(dsn, delayed_structure)
+{
+	unsigned long id = s5_msg("alice@example.org", S(orig), NULL, 0);
+	struct dsn_rcpt v[] = {
+		{ "bob@example.net", greylisted, 15, sizeof greylisted - 1 },
+		{ "carol@example.net", NULL, 17, 0 },
+		{ "dave@example.net", odd, 16, sizeof odd - 1 },
+	};
+	char until[DATE_RFC5322_MAX], line[128];
+	struct buf want = BUF_INIT;
+	struct dsn d;
+
+	build_delayed(id, v, 3, &d);
+	cr_assert(has_line(d.header, "To: alice@example.org"), "%s", d.header);
+	cr_assert(has_line(d.header, "Subject: delivery delayed (still trying)"), "%s", d.header);
+	cr_assert(has_line(d.header, "Auto-Submitted: auto-replied"), "%s", d.header);
+	cr_assert_eq(d.nparts, 3, "%d parts", d.nparts);
+	date_rfc5322(until, UNTIL);
+	snprintf(line, sizeof line, "I will keep trying until %s.\n\n<bob@example.net>:\n", until);
+	cr_assert(strstr(d.part[0], "This is only a warning"), "%s", d.part[0]);
+	cr_assert(strstr(d.part[0], line), "no \"%s\" in: %s", line, d.part[0]);
+	cr_assert(strstr(d.part[0], "<carol@example.net>:\nNo reply yet"), "%s", d.part[0]);
+	buf_printf(&want,
+	    "\nFinal-Recipient: rfc822; bob@example.net\n"
+	    "Action: delayed\n"
+	    "Status: 4.7.1\n"
+	    "Diagnostic-Code: smtp; 127.0.0.1 does not like recipient. Remote host said: 451 4.7.1 "
+	    "greylisted, try again\n"
+	    "Will-Retry-Until: %s\n"
+	    "\nFinal-Recipient: rfc822; carol@example.net\n"
+	    "Action: delayed\n"
+	    "Status: 4.0.0\n"
+	    "Will-Retry-Until: %s\n"
+	    "\nFinal-Recipient: rfc822; dave@example.net\n"
+	    "Action: delayed\n"
+	    "Status: 4.2.2\n"
+	    "Diagnostic-Code: smtp; Remote host said: 452 5.2.2 mailbox full\n"
+	    "Will-Retry-Until: %s\n", until, until, until);
+	want_status_part(&d, want.s);
+	{
+		struct buf h = BUF_INIT;
+
+		buf_adds(&h, "Content-Type: text/rfc822-headers\n\n");
+		buf_adds(&h, orig_header);
+		sh_assert_bytes(d.part[2], strlen(d.part[2]), h.s, h.len, "headers part");
+		buf_free(&h);
+	}
+	buf_free(&want);
+	dsn_free(&d);
+}
+
+Test(dsn, delayed_sent_to_sender_from_null)
+{
+	unsigned long id = s5_msg("alice@example.org", S(orig), NULL, 0);
+	struct dsn_rcpt v[] = { { "bob@example.net", greylisted, 15, sizeof greylisted - 1 } };
+	time_t t0 = time(NULL);
+	struct qt_msg m;
+
+	cr_assert_eq(dsn_send_delayed(&s.q, id, &o, "alice@example.org", v, 1, UNTIL), 0);
+	queued_bounce(id, &m, t0);
+	sh_assert_bytes(m.env.s, m.env.len, S("F\0Talice@example.org\0"), "the warning's envelope");
+	cr_assert(has_line(buf_cstr(&m.body), "To: alice@example.org"), "%s", buf_cstr(&m.body));
+	cr_assert(strstr(buf_cstr(&m.body), "Action: delayed\n"), "%s", buf_cstr(&m.body));
+	sh_assert_file(&s, Q_MESS, id, S(orig));
+	qt_msg_free(&m);
+}
+
+Test(dsn, delayed_never_for_bounces)
+{
+	struct dsn_rcpt v[] = { { "bob@example.net", greylisted, 15, sizeof greylisted - 1 } };
+	unsigned long *ids;
+	unsigned long id;
+
+	cr_assert(!dsn_sender_wants_warning(""));
+	cr_assert(!dsn_sender_wants_warning("#@[]"));
+	cr_assert(dsn_sender_wants_warning("alice@example.org"));
+	id = s5_msg("", S(orig), NULL, 0);
+	cr_assert_eq(dsn_send_delayed(&s.q, id, &o, "", v, 1, UNTIL), -1);
+	id = s5_msg("#@[]", S(orig), NULL, 0);
+	cr_assert_eq(dsn_send_delayed(&s.q, id, &o, "#@[]", v, 1, UNTIL), -1);
+	cr_assert_eq(qt_list(&s.qt, "todo", &ids), 0, "something was queued");
 	free(ids);
 }

@@ -1,0 +1,51 @@
+/*
+ * schedfile.h: weir's own per-message file beside qmail's (QUEUE.md,
+ * "weir's own files"): sched/S/N, S = N % queue_split, written only by
+ * weir-send, read by weir-send and by `weir queue-check`.  Four lines,
+ * each a name, one space, and a decimal number:
+ *
+ *   birth 1700000000     info/S/N's mtime when written: a file whose
+ *                        birth is not the message's belongs to an earlier
+ *                        message with the same inode number (stale)
+ *   waited 3600          seconds of waiting credited so far (waits for
+ *                        weir-gate, a suspension, a run slot): not age
+ *   since 1700007200     wall time an open wait began; 0: none
+ *   warned 1700014400    wall time the delay warning was queued; 0: not
+ *
+ * sched/alive holds one number and a newline: the last wall time at which
+ * weir-send was known to run; an open wait is credited up to it after a
+ * restart.  sched/tmp is where a new version is written before it is
+ * renamed over sched/S/N or sched/alive.
+ *
+ * Trusts: nothing; parsed strictly.
+ */
+#ifndef WEIR_SCHEDFILE_H
+#define WEIR_SCHEDFILE_H
+
+#include "lib/buf.h"
+#include "mail/queue.h"
+
+#define SCHED_DIR	"sched"
+#define SCHED_ALIVE	"sched/alive"
+#define SCHED_TMP	"sched/tmp"
+#define SCHEDFILE_MAX	128	/* longer is not ours */
+
+struct schednote {
+	long long birth;
+	long long waited;
+	long long since;
+	long long warned;
+};
+
+/* "sched/S/N" and its folder "sched/S". */
+void schedfile_path(char buf[QPATH_MAX], const struct queue *q, unsigned long id);
+void schedfile_dirpath(char buf[QPATH_MAX], const struct queue *q, unsigned long id);
+
+/* Append the file's bytes for n to b. */
+void schedfile_format(const struct schednote *n, struct buf *b);
+/* Parse a file's bytes.  0 ok; -1 with the reason in why. */
+int schedfile_parse(const char *s, size_t len, struct schednote *n, struct buf *why);
+/* sched/alive: one number and a newline.  0 ok; -1 malformed. */
+int schedfile_parse_alive(const char *s, size_t len, long long *t);
+
+#endif
