@@ -9,9 +9,10 @@
  *   S5  +mess -intd -todo +info ?local ?remote ?bounce   all parsed
  *
  * Anything else, and any file whose bytes do not parse, is a problem.
- * weir's own sched/ (mail/schedfile.h): every note must parse; a note
- * whose message is gone or has another birth is a leftover weir-send
- * removes (a note, not a problem).
+ * weir's own sched/ (mail/schedfile.h) holds hints, written without an
+ * fsync: a note that does not parse (a power cut can leave one empty),
+ * or whose message is gone or has another birth, is something weir-send
+ * replaces or removes (a note, not a problem).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -358,7 +359,7 @@ check_note(struct ctx *c, const char *path, unsigned long id, struct buf *b)
 		return;
 	}
 	if (schedfile_parse(b->s, b->len, &n, &why) < 0) {
-		report(c, 1, "%s: %s", path, why.s);
+		report(c, 0, "%s: %s (weir-send replaces it)", path, why.s);
 		buf_free(&why);
 		return;
 	}
@@ -392,7 +393,8 @@ check_sched(struct ctx *c, struct buf *b)
 			buf_reset(b);
 			if (read_file_at(c->q->dfd, SCHED_ALIVE, b, 32) != 0 ||
 			    schedfile_parse_alive(b->s, b->len, &t) < 0)
-				report(c, 1, "%s: not one number and a newline", SCHED_ALIVE);
+				report(c, 0, "%s: not one number and a newline (weir-send "
+				    "rewrites it)", SCHED_ALIVE);
 			continue;
 		}
 		if (queue_parse_id(e->d_name, &v) < 0 || v >= c->q->split)
