@@ -97,6 +97,18 @@ job_drop(struct sched *s, struct job *j)
 	enqueue(s, m);
 }
 
+/* The end of a pass over m's recipients: 1 if one was put off (the
+ * message wants a retry). */
+static int
+pass_over(struct msg *m)
+{
+	int deferred = m->pass_deferred;
+
+	m->pass_off = 0;
+	m->pass_deferred = 0;
+	return deferred;
+}
+
 static void
 start(struct sched *s, struct msg *m)
 {
@@ -136,7 +148,7 @@ start(struct sched *s, struct msg *m)
 	for (i = 0; i < f.n && j->n < cap; i++) {
 		const char *bad;
 
-		if (f.v[i].done)
+		if (f.v[i].done || f.v[i].off < m->pass_off)
 			continue;
 		/* A stock qmail-send may have let such an address in; it must
 		 * never reach an SMTP command line. */
@@ -153,14 +165,20 @@ start(struct sched *s, struct msg *m)
 		j->addrs[j->n] = xstrndup(f.v[i].addr, f.v[i].len);
 		j->n++;
 	}
-	j->more = f.n - f.ndone > j->n;
+	for (; i < f.n && !j->more; i++)
+		j->more = !f.v[i].done;
 	rcptfile_free(&f);
 	if (j->n == 0) {
 		free(j->offs);
 		free(j->addrs);
 		free(j);
-		/* Only bad addresses were left: finish, or retry the notes. */
-		schedule(s, m, trouble ? wall() + SYSFAIL_S : wall());
+		/* Only bad addresses were left in this pass: a retry if an
+		 * earlier batch put one off, else finish (from the top), or
+		 * retry the notes. */
+		if (pass_over(m))
+			schedule(s, m, sched_next_retry(m->birth, wall(), s->retry_skip));
+		else
+			schedule(s, m, trouble ? wall() + SYSFAIL_S : wall());
 		return;
 	}
 	m->job = j;
@@ -548,6 +566,7 @@ complete(struct sched *s, struct job *j)
 	size_t i, ndone = 0, ntemp = 0, nperm = 0, up = j->up;
 	const char *mtext = "", *why = NULL;
 	int more;
+	size_t next_off;
 	long long now = wall();
 	enum oc_kind how = tell_gate(s, j);
 	/* Only a "sent" session can tell a recipient's own failure. */
@@ -620,13 +639,25 @@ complete(struct sched *s, struct job *j)
 	free(res);
 	free(done);
 	more = j->more;
+	next_off = j->offs[j->n - 1] + 1;
 	job_free(s, j);
-	if (ntemp && !throttled)
+	if (throttled) {
+		schedule(s, m, now);	/* the same batch, after the suspension at the gate */
+	} else if (ntemp && !own) {
+		/* Trouble with the relay: the pass goes on from this batch
+		 * at the next attempt. */
 		schedule(s, m, sched_next_retry(m->birth, now, s->retry_skip));
-	else if (ntemp || more)
-		schedule(s, m, now);	/* more recipients, or wait out a suspension at the gate */
-	else
+	} else if (more) {
+		/* The rest of the pass first: recipients put off here must
+		 * not keep the later ones from ever being tried. */
+		m->pass_off = next_off;
+		m->pass_deferred |= ntemp != 0;
+		schedule(s, m, now);
+	} else if (pass_over(m) || ntemp) {
+		schedule(s, m, sched_next_retry(m->birth, now, s->retry_skip));
+	} else {
 		finish(s, m);		/* needs no job slot */
+	}
 	if (throttled) {
 		/* Until the gate answers the report with the suspension. */
 		s->ups[up].hold_until = clock_mono_ms() + THROTTLE_GUARD_MS;

@@ -50,6 +50,12 @@ struct msg {
 	struct evtimer *due;	/* the next attempt */
 	int queued;		/* waiting in its upstream's FIFO */
 	struct job *job;	/* the attempt in flight */
+	/* An attempt is a pass over the not-done recipients, a batch at a
+	 * time: the next batch starts at this offset in remote/S/N, and
+	 * deferred says an earlier batch of the pass had a recipient put
+	 * off (so the pass ends with a retry, not the end). */
+	size_t pass_off;
+	int pass_deferred;
 	struct msg *hnext;	/* hash chain */
 	struct msg *qnext;	/* FIFO */
 };
@@ -67,7 +73,7 @@ struct job {
 	struct buf out, oc;
 	int exited, status;
 	size_t n;		/* recipients in this batch */
-	int more;		/* not-done recipients beyond the batch */
+	int more;		/* not-done recipients after the batch */
 	size_t *offs;		/* their T bytes in remote/S/N */
 	char **addrs;
 	struct evtimer *watchdog;
