@@ -838,7 +838,7 @@ rt_rec_message(struct rt *t, const struct rt_data *d, struct buf *b)
 	free(p);
 }
 
-/* ---- shared by the fault matrix and the soak ---- */
+/* ---- shared by relay_test, the fault matrix and the soak ---- */
 
 double
 rt_now(void)
@@ -1000,7 +1000,7 @@ rt_send_peak_rss(struct rt *t, int ms, size_t *samples)
 	return max;
 }
 
-/* ---- the kill -9 soak ---- */
+/* ---- deliverers, and the kill -9 soak ---- */
 
 void
 rt_say(const char *fmt, ...)

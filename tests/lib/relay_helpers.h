@@ -146,7 +146,7 @@ int rt_wait(int (*cond)(struct rt *, void *), struct rt *t, void *arg, int ms);
  * or bounce/ (arg unused). */
 int rt_drained(struct rt *t, void *arg);
 
-/* ---- shared by the fault matrix and the soak ---- */
+/* ---- shared by relay_test, the fault matrix and the soak ---- */
 
 /* The wall clock, as the upstream's record has it. */
 double rt_now(void);
@@ -174,7 +174,7 @@ long rt_vmrss_kb(pid_t pid);
  * in *samples. */
 long rt_send_peak_rss(struct rt *t, int ms, size_t *samples);
 
-/* ---- the kill -9 soak ---- */
+/* ---- deliverers, and the kill -9 soak ---- */
 
 /* Send sig (0: none) to every running deliverer (a live weir-remote
  * child of weir-send); how many (their pids in v, up to max). */
