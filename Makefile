@@ -160,6 +160,7 @@ test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
 RECORDER    := $(BUILD)/tests/recorder.so
 CRASHREPLAY := $(BUILD)/tests/durability/crashreplay
 CRASH_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out %/recorder.c,$(wildcard tests/durability/*.c)))
+CRASH_OBJ   += $(BUILD)/tests/lib/testlib_sock.o
 CRASH_BOUND ?= 10
 
 $(RECORDER): tests/durability/recorder.c | $(PATHS_H)

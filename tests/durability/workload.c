@@ -28,9 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +36,7 @@
 #include "lib/alloc.h"
 #include "lib/buf.h"
 #include "crash.h"
+#include "testlib.h"
 
 #define WAIT_MS 120000		/* for the whole delivery phase */
 #define EXPECT_CONFIRMED 12	/* see msgs[] and the two bounces */
@@ -72,12 +71,7 @@ static const char deliverer_py[] =
     "    for c in b:\n"
     "        h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff\n"
     "    return h\n"
-    "a = sys.argv[1:]\n"
-    "opts = {}\n"
-    "while a and len(a[0]) == 2 and a[0][0] == '-':\n"
-    "    o = a.pop(0)\n"
-    "    opts[o] = True if o == '-n' else a.pop(0)\n"
-    "ocfd = int(opts['-r']) if '-r' in opts else -1\n"
+    TL_PY_REMOTE_ARGS
     "msg = sys.stdin.buffer.read()\n"
     "host, sender, rcpts = a[0], a[1], a[2:]\n"
     "k = '-'\n"
@@ -308,22 +302,6 @@ record_from_here(const struct workload *w)
 		cr_die("setenv: %s", strerror(errno));
 }
 
-static int
-sock_answers(const char *path)
-{
-	struct sockaddr_un sa;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
-
-	if (fd < 0)
-		return 0;
-	memset(&sa, 0, sizeof sa);
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-	ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-	close(fd);
-	return ok;
-}
-
 /* Inject one message; on exit 0 log the promise. */
 static void
 inject(struct workload *w, const struct msgspec *m)
@@ -460,7 +438,7 @@ wl_run(struct workload *w)
 	argv[2] = w->conf;
 	argv[3] = NULL;
 	w->gate_pid = gate_run = spawn(argv, NULL, NULL, glog, 1);
-	for (ms = 0; ms < 10000 && !sock_answers(sock); ms += 10)
+	for (ms = 0; ms < 10000 && !tl_sock_answers(sock); ms += 10)
 		usleep(10000);
 	if (ms >= 10000)
 		cr_die("weir-gate does not answer on %s (see %s)", sock, glog);

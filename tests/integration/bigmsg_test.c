@@ -53,8 +53,8 @@ Test(bigmsg, ten_thousand_recipients)
 	const char *flags[3];
 	struct buf refuse = BUF_INIT, b = BUF_INIT;
 	struct rt_rec r;
-	size_t i, k, nbad = N / EVERY, ngot = 0, nb = 0, bi = 0, samples = 0, nf = 0;
-	long rss, max_rss = 0;
+	size_t i, k, nbad = N / EVERY, ngot = 0, nb = 0, bi = 0, samples, nf = 0;
+	long max_rss;
 	struct timespec t0, t1;
 	double secs;
 
@@ -76,14 +76,7 @@ Test(bigmsg, ten_thousand_recipients)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rt_sendmail(&t, RT_SOAK_SENDER, (const char *const *)rc, N,
 	    "Subject: to ten thousand\n\nhello all\n");
-	for (i = 0; i < 30000 && qt_leftovers(&t.s.qt) != 0; i++) {
-		if ((rss = rt_vmrss_kb(t.send.pid)) > 0) {
-			samples++;
-			if (rss > max_rss)
-				max_rss = rss;
-		}
-		usleep(10000);
-	}
+	max_rss = rt_send_peak_rss(&t, 300000, &samples);
 	rt_wait_empty(&t, 1000);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;

@@ -54,24 +54,18 @@
  * relay_helpers.h).
  */
 #include <criterion/criterion.h>
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
 #include "relay_helpers.h"
 
 #define SENDER "alice@src.example"
-
 
 static struct rt t;
 
@@ -90,15 +84,6 @@ teardown(void)
 TestSuite(relay, .init = setup, .fini = teardown, .timeout = 90);
 
 /* ---- helpers ---- */
-
-static double
-now_wall(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Upstream, weir.conf's upstream section, policy, gate, weir-send. */
 static void
@@ -132,108 +117,10 @@ assert_once(const struct rt_rec *r, char **v, size_t n)
 	}
 }
 
-/* No bounce: no data event from <>, nothing in bounce/, no "failed for"
- * in weir-send's log. */
-static void
-assert_no_bounce(const struct rt_rec *r)
-{
-	char *logs = rt_send_logs(&t), *bdir = xasprintf("%s/bounce", t.s.qt.qdir);
-	size_t i;
-
-	for (i = 0; i < r->n; i++)
-		cr_assert(strcmp(r->v[i].sender, "<>") != 0, "a bounce went out (data event %zu)", i);
-	cr_assert(strstr(logs, ": failed for <") == NULL, "a recipient failed: ...%.300s",
-	    strstr(logs, ": failed for <"));
-	cr_assert(strstr(logs, "bounce to <") == NULL, "a bounce was queued: ...%.300s",
-	    strstr(logs, "bounce to <"));
-	cr_assert_eq(tl_count_files(bdir), 0, "files in bounce/");
-	free(logs);
-	free(bdir);
-}
-
-static int
-log_count_at_least(struct rt *rt, void *arg)
-{
-	const char *const *what = arg;
-	char *logs = rt_send_logs(rt), *p = logs;
-	long n = 0, want = strtol(what[1], NULL, 10);
-
-	while ((p = strstr(p, what[0])) != NULL) {
-		n++;
-		p++;
-	}
-	free(logs);
-	return n >= want;
-}
-
-/* Within ms, do weir-send's logs hold `what` at least n times? */
-static int
-log_count(const char *what, int n, int ms)
-{
-	char num[16];
-	const char *arg[] = { what, num };
-
-	snprintf(num, sizeof num, "%d", n);
-	return rt_wait(log_count_at_least, &t, (void *)arg, ms);
-}
-
-/* The last 4,000 bytes of weir-send's logs, malloc'ed. */
-static char *
-logs_tail(void)
-{
-	char *l = rt_send_logs(&t), *r;
-	size_t n = strlen(l);
-
-	r = xstrdup(n > 4000 ? l + n - 4000 : l);
-	free(l);
-	return r;
-}
-
-/* Wait until weir-send's logs hold `what` at least n times. */
-static void
-wait_log(const char *what, int n, int ms)
-{
-	cr_assert(log_count(what, n, ms), "\"%s\" not logged %d times in %d ms:\n...%s", what,
-	    n, ms, logs_tail());
-}
-
 static int
 ndata_at_least(struct rt *rt, void *arg)
 {
 	return rt_rec_ndata(rt) >= *(size_t *)arg;
-}
-
-/* n addresses PREFIX<number>@DOMAIN, numbered from `from`, zero-padded
- * to width digits. */
-static char **
-addrs(const char *prefix, int width, const char *domain, size_t from, size_t n)
-{
-	char **v = xcalloc(n + 1, sizeof *v);
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		v[i] = xasprintf("%s%0*zu@%s", prefix, width, from + i, domain);
-	return v;
-}
-
-static void
-addrs_free(char **v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
-/* The messages mailq lists (its "messages in queue: N" line). */
-static long
-mailq_count(const char *mq)
-{
-	const char *p = strstr(mq, "messages in queue: ");
-
-	cr_assert(p, "mailq said:\n%s", mq);
-	return strtol(p + 19, NULL, 10);
 }
 
 static const char msg_fmt[] =
@@ -243,9 +130,9 @@ static const char msg_fmt[] =
 
 Test(relay, happy_path)
 {
-	char **singles = addrs("u", 0, "dest.example", 1, 8);
-	char **list1 = addrs("l", 0, "list.example", 1, 10);
-	char **list2 = addrs("m", 0, "list.example", 1, 10);
+	char **singles = rt_addrs("u", "dest.example", 1, 8);
+	char **list1 = rt_addrs("l", "list.example", 1, 10);
+	char **list2 = rt_addrs("m", "list.example", 1, 10);
 	struct rt_rec r;
 	struct buf copy = BUF_INIT;
 	char msg[256];
@@ -284,7 +171,7 @@ Test(relay, happy_path)
 	assert_once(&r, singles, 8);
 	assert_once(&r, list1, 10);
 	assert_once(&r, list2, 10);
-	assert_no_bounce(&r);
+	rt_assert_no_bounce(&t, &r);
 	worst = rt_assert_window(&r, 5, 2.0);
 	/* A backlog: the window is used to the full, not just respected. */
 	cr_assert_eq(worst, 5, "at most %zu transactions in any 2 s with a backlog", worst);
@@ -296,9 +183,9 @@ Test(relay, happy_path)
 	rt_assert_queue_sound(&t);
 	rt_rec_free(&r);
 	buf_free(&copy);
-	addrs_free(singles, 8);
-	addrs_free(list1, 10);
-	addrs_free(list2, 10);
+	rt_addrs_free(singles, 8);
+	rt_addrs_free(list1, 10);
+	rt_addrs_free(list2, 10);
 }
 
 /* ---- 2. a 5xx on one RCPT ---- */
@@ -373,23 +260,6 @@ gate_suspended(struct rt *rt, void *arg)
 	return r;
 }
 
-/* The T/D state of every remote/ file: no D may appear while throttled. */
-static size_t
-done_marks(void)
-{
-	char *cmd = xasprintf("cat '%s'/remote/*/* 2>/dev/null | tr '\\0' '\\n' | grep -c '^D'",
-	    t.s.qt.qdir);
-	FILE *f = popen(cmd, "r");
-	unsigned long n = 0;
-
-	cr_assert(f);
-	if (fscanf(f, "%lu", &n) != 1)
-		n = 0;
-	pclose(f);
-	free(cmd);
-	return n;
-}
-
 /* The upstream answers MAIL with `reply` (a throttle reply that the
  * policy's throttle_reply `pattern` suspends for 3 s) until it recovers. */
 static void
@@ -398,7 +268,7 @@ throttle_case(const char *reply)
 	char *flag = xasprintf("mail=%s", reply), *policy;
 	const char *flags[] = { "--reply", flag, NULL };
 	const char *three[] = { "t1@dest.example", "t2@dest.example", "t3@dest.example" };
-	char **singles = addrs("s", 0, "dest.example", 1, 5), *st = NULL, *mq;
+	char **singles = rt_addrs("s", "dest.example", 1, 5), *st = NULL, *mq;
 	struct rt_rec r;
 	size_t i;
 	double t_restart;
@@ -413,32 +283,32 @@ throttle_case(const char *reply)
 	for (i = 0; i < 5; i++)
 		send1(singles[i], "Subject: one\n\nhello\n");
 	cr_assert(rt_wait(gate_suspended, &t, &st, 10000), "no suspension:\n%s\n...%s",
-	    st ? st : "", logs_tail());
+	    st ? st : "", rt_send_logs_tail(&t, 4000));
 	cr_assert(strstr(st, reply), "status:\n%s", st);
 	/* Throttled: nothing bounced, nothing marked done, all six kept. */
 	mq = rt_mailq(&t);
-	cr_assert_eq(mailq_count(mq), 6, "mailq:\n%s", mq);
+	cr_assert_eq(rt_mailq_count(mq), 6, "mailq:\n%s", mq);
 	for (i = 0; i < 3; i++)
 		cr_assert(strstr(mq, three[i]), "mailq does not list <%s>:\n%s", three[i], mq);
-	cr_assert_eq(done_marks(), 0, "a recipient was marked done while throttled");
+	cr_assert_eq(rt_done_marks(&t), 0, "a recipient was marked done while throttled");
 	{
 		struct rt_rec r0;
 
 		rt_rec_load(&t, &r0);
 		cr_assert_eq(r0.n, 0);
-		assert_no_bounce(&r0);
+		rt_assert_no_bounce(&t, &r0);
 		rt_rec_free(&r0);
 	}
 	/* The upstream recovers (same port), within the 3 s suspension. */
 	port = t.port;
 	rt_upstream_stop(&t);
 	rt_upstream_start(&t, "good", NULL, port);
-	t_restart = now_wall();
+	t_restart = rt_now();
 	rt_wait_empty(&t, 30000);
 	rt_rec_load(&t, &r);
 	assert_once(&r, (char **)three, 3);
 	assert_once(&r, singles, 5);
-	assert_no_bounce(&r);
+	rt_assert_no_bounce(&t, &r);
 	cr_assert_eq(r.n, 6, "%zu transactions", r.n);
 	/* One MAIL met the throttle; the next came only after the suspension. */
 	cr_assert_eq(r.nmail, r.n + 1, "%zu MAIL commands for %zu transactions", r.nmail, r.n);
@@ -453,7 +323,7 @@ throttle_case(const char *reply)
 	free(mq);
 	free(flag);
 	free(policy);
-	addrs_free(singles, 5);
+	rt_addrs_free(singles, 5);
 }
 
 Test(relay, throttle_421)
@@ -480,7 +350,7 @@ Test(relay, throttle_550_5_4_5)
 Test(relay, throttle_holds_granted_jobs)
 {
 	const char *flags[] = { "--reply", "mail=421 4.7.0 Try again later", NULL };
-	char **singles = addrs("s", 0, "dest.example", 1, 6);
+	char **singles = rt_addrs("s", "dest.example", 1, 6);
 	struct rt_rec r;
 	size_t i;
 
@@ -494,7 +364,7 @@ Test(relay, throttle_holds_granted_jobs)
 	/* At most the two that were running when the first 421 came. */
 	cr_assert(r.nmail <= 2, "%zu MAIL commands met the 421 within the suspension", r.nmail);
 	rt_rec_free(&r);
-	addrs_free(singles, 6);
+	rt_addrs_free(singles, 6);
 }
 
 /* ---- 4. relay-level refusals ---- */
@@ -511,7 +381,7 @@ refusal_case(const char *why, void (*check)(const struct rt_rec *), void (*fix)(
 
 	rt_sendmail(&t, SENDER, two, 2, "Subject: two\n\nhello\n");
 	send1("y@dest.example", "Subject: one\n\nhello\n");
-	wait_log(": deferred <", 3, 20000);
+	rt_wait_log(&t, ": deferred <", 3, 20000);
 	{
 		char *logs = rt_send_logs(&t);
 
@@ -521,15 +391,15 @@ refusal_case(const char *why, void (*check)(const struct rt_rec *), void (*fix)(
 	}
 	rt_rec_load(&t, &r);
 	cr_assert_eq(r.n, 0, "the upstream accepted %zu transactions", r.n);
-	assert_no_bounce(&r);
+	rt_assert_no_bounce(&t, &r);
 	if (check)
 		check(&r);
 	rt_rec_free(&r);
 	mq = rt_mailq(&t);
-	cr_assert_eq(mailq_count(mq), 2, "mailq:\n%s", mq);
+	cr_assert_eq(rt_mailq_count(mq), 2, "mailq:\n%s", mq);
 	cr_assert(strstr(mq, "x1@dest.example") && strstr(mq, "x2@dest.example") &&
 	    strstr(mq, "y@dest.example"), "mailq:\n%s", mq);
-	cr_assert_eq(done_marks(), 0, "a recipient was marked done");
+	cr_assert_eq(rt_done_marks(&t), 0, "a recipient was marked done");
 	rt_assert_queue_sound(&t);
 	fix();
 	rt_flush(&t);
@@ -539,7 +409,7 @@ refusal_case(const char *why, void (*check)(const struct rt_rec *), void (*fix)(
 	cr_assert_eq(rt_rec_count(&r, SENDER, "x2@dest.example"), 1);
 	cr_assert_eq(rt_rec_count(&r, SENDER, "y@dest.example"), 1);
 	cr_assert_eq(r.n, 2, "%zu transactions", r.n);
-	assert_no_bounce(&r);
+	rt_assert_no_bounce(&t, &r);
 	rt_assert_queue_sound(&t);
 	rt_rec_free(&r);
 	free(mq);
@@ -638,16 +508,16 @@ Test(relay, hanging_upstream)
 
 	start_all("good", flags, "  timeout_data_end = \"2s\"\n", policy_fast);
 	rt_sendmail(&t, SENDER, two, 2, "Subject: two\n\nhello\n");
-	wait_log(": deferred <", 2, 20000);
-	wait_log(": timeout after the end of data", 2, 1000);
+	rt_wait_log(&t, ": deferred <", 2, 20000);
+	rt_wait_log(&t, ": timeout after the end of data", 2, 1000);
 	rt_rec_load(&t, &r);
 	cr_assert_eq(r.n, 0);
 	cr_assert_eq(r.nmail, 1, "%zu MAIL commands", r.nmail);
-	assert_no_bounce(&r);
+	rt_assert_no_bounce(&t, &r);
 	rt_rec_free(&r);
 	mq = rt_mailq(&t);
-	cr_assert_eq(mailq_count(mq), 1, "mailq:\n%s", mq);
-	cr_assert_eq(done_marks(), 0, "a recipient was marked done");
+	cr_assert_eq(rt_mailq_count(mq), 1, "mailq:\n%s", mq);
+	cr_assert_eq(rt_done_marks(&t), 0, "a recipient was marked done");
 	/* Recovery: a well-behaved upstream on the same port. */
 	port = t.port;
 	rt_upstream_stop(&t);
@@ -658,88 +528,13 @@ Test(relay, hanging_upstream)
 	cr_assert_eq(r.n, 1);
 	cr_assert_eq(rt_rec_count(&r, SENDER, "h1@dest.example"), 1);
 	cr_assert_eq(rt_rec_count(&r, SENDER, "h2@dest.example"), 1);
-	assert_no_bounce(&r);
+	rt_assert_no_bounce(&t, &r);
 	rt_assert_queue_sound(&t);
 	rt_rec_free(&r);
 	free(mq);
 }
 
 /* ---- 6. kill -9 of weir-send, weir-remote and weir-gate during a run ---- */
-
-/* The time of the first data event before i that went to addr, or -1. */
-static double
-earlier(const struct rt_rec *r, size_t i, const char *addr)
-{
-	size_t j, m;
-
-	for (j = 0; j < i; j++)
-		for (m = 0; m < r->v[j].nrcpt; m++)
-			if (strcmp(r->v[j].rcpts[m], addr) == 0)
-				return r->v[j].time;
-	return -1;
-}
-
-/* Send sig to every running deliverer (a weir-remote child of weir-send),
- * scanning /proc directly so as to be quick about it; how many got it
- * (their pids in v, up to max, when v is not NULL). */
-static size_t
-signal_deliverers(int sig, pid_t *v, size_t max)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	size_t n = 0;
-
-	cr_assert(d);
-	while ((e = readdir(d)) != NULL) {
-		char path[64], buf[256], *p, *q;
-		long ppid;
-		pid_t pid = (pid_t)strtol(e->d_name, &p, 10);
-		FILE *f;
-
-		if (*p || pid <= 0)
-			continue;
-		snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-		if ((f = fopen(path, "r")) == NULL)
-			continue;
-		if (fgets(buf, sizeof buf, f) && (p = strchr(buf, '(')) != NULL &&
-		    (q = strrchr(buf, ')')) != NULL && q - p - 1 == 11 &&
-		    strncmp(p + 1, "weir-remote", 11) == 0 &&
-		    sscanf(q + 2, "%*c %ld", &ppid) == 1 && ppid == (long)t.send.pid &&
-		    (v == NULL || n < max) && kill(pid, sig) == 0) {
-			if (v)
-				v[n] = pid;
-			n++;
-		}
-		fclose(f);
-	}
-	closedir(d);
-	return n;
-}
-
-static size_t
-kill_deliverers(void)
-{
-	return signal_deliverers(SIGKILL, NULL, 0);
-}
-
-/* Nothing in todo/, intd/, info/, remote/ or bounce/. */
-static int
-drained(struct rt *rt, void *arg)
-{
-	static const char *const dirs[] = { "todo", "intd", "info", "remote", "bounce" };
-	size_t i;
-
-	(void)arg;
-	for (i = 0; i < 5; i++) {
-		char *p = xasprintf("%s/%s", rt->s.qt.qdir, dirs[i]);
-		int n = tl_count_files(p);
-
-		free(p);
-		if (n != 0)
-			return 0;
-	}
-	return 1;
-}
 
 /*
  * 30 single messages and 2 to 5 recipients (3 batches of <= 2 each): 36
@@ -753,8 +548,9 @@ static void
 kill9_run(const size_t *at, const char *what, size_t nat)
 {
 	enum { NS = 30, NL = 5, NT = 36 };
-	char **singles = addrs("k", 0, "dest.example", 1, NS);
-	char **l1 = addrs("p", 0, "list.example", 1, NL), **l2 = addrs("q", 0, "list.example", 1, NL);
+	char **singles = rt_addrs("k", "dest.example", 1, NS);
+	char **l1 = rt_addrs("p", "list.example", 1, NL);
+	char **l2 = rt_addrs("q", "list.example", 1, NL);
 	double kill_times[16];
 	size_t nk = 0, nsk = 0, nrk = 0, i, dups = 0, s2;
 	struct rt_rec r;
@@ -772,11 +568,12 @@ kill9_run(const size_t *at, const char *what, size_t nat)
 		size_t want = at[i];
 
 		cr_assert(rt_wait(ndata_at_least, &t, &want, 30000), "stuck before kill %zu at %zu "
-		    "transactions (%zu seen):\n%s", i, want, rt_rec_ndata(&t), logs_tail());
+		    "transactions (%zu seen):\n%s", i, want, rt_rec_ndata(&t),
+		    rt_send_logs_tail(&t, 4000));
 		if (what[i] == 'S') {
 			/* A little later each time: at different steps of what runs. */
 			usleep((useconds_t)i * 15000);
-			kill_times[nk++] = now_wall();
+			kill_times[nk++] = rt_now();
 			nsk++;
 			rt_send_kill9(&t);
 			rt_send_start(&t);
@@ -786,9 +583,9 @@ kill9_run(const size_t *at, const char *what, size_t nat)
 			/* Until one dies of it: a deliverer may finish between
 			 * being found and being killed. */
 			for (tries = 0; tries < 5000; tries++) {
-				kill_times[nk] = now_wall();
-				if ((n = kill_deliverers()) > 0 &&
-				    log_count("the deliverer crashed", 1, 1000))
+				kill_times[nk] = rt_now();
+				if ((n = rt_deliverers(&t, SIGKILL, NULL, 0)) > 0 &&
+				    rt_logged(&t, "the deliverer crashed", 1, 1000))
 					break;
 				usleep(2000);
 			}
@@ -807,7 +604,8 @@ kill9_run(const size_t *at, const char *what, size_t nat)
 	 * a message's elimination may leave its mess/ file alone (S2, as
 	 * qmail; weir-send removes it after 36 hours): at most one per kill
 	 * of weir-send, and queue-check notes it without a problem. */
-	cr_assert(rt_wait(drained, &t, NULL, 45000), "not drained after 45 s:\n...%s", logs_tail());
+	cr_assert(rt_wait(rt_drained, &t, NULL, 45000), "not drained after 45 s:\n...%s",
+	    rt_send_logs_tail(&t, 4000));
 	s2 = (size_t)qt_leftovers(&t.s.qt);
 	cr_assert(s2 <= nsk, "%zu files left in the queue after %zu kills of weir-send", s2, nsk);
 	rt_rec_load(&t, &r);
@@ -831,12 +629,12 @@ kill9_run(const size_t *at, const char *what, size_t nat)
 
 		cr_assert(d->nrcpt <= 2, "a transaction with %zu recipients", d->nrcpt);
 		for (k = 0; k < d->nrcpt; k++) {
-			double f = earlier(&r, i, d->rcpts[k]);
+			ssize_t e = rt_rec_earlier(&r, i, d->rcpts[k]);
 
-			if (f >= 0) {
+			if (e >= 0) {
 				seen++;
-				if (first < 0 || f < first)
-					first = f;
+				if (first < 0 || r.v[e].time < first)
+					first = r.v[e].time;
 			}
 		}
 		if (seen == 0)
@@ -852,15 +650,15 @@ kill9_run(const size_t *at, const char *what, size_t nat)
 	cr_assert(dups <= nsk * 2 + nrk, "%zu duplicate transactions for %zu kills of weir-send "
 	    "and %zu of weir-remote", dups, nsk, nrk);
 	cr_assert(r.n == NT + dups, "%zu transactions, %zu duplicates", r.n, dups);
-	assert_no_bounce(&r);
+	rt_assert_no_bounce(&t, &r);
 	rt_assert_window(&r, 8, 2.0);
 	rt_assert_queue_sound(&t);
 	cr_log_info("kill9: %zu transactions, %zu duplicates, %zu kills of weir-send, %zu of "
 	    "weir-remote, 1 of weir-gate; %zu S2 leftovers", r.n, dups, nsk, nrk, s2);
 	rt_rec_free(&r);
-	addrs_free(singles, NS);
-	addrs_free(l1, NL);
-	addrs_free(l2, NL);
+	rt_addrs_free(singles, NS);
+	rt_addrs_free(l1, NL);
+	rt_addrs_free(l2, NL);
 }
 
 Test(relay, kill9)
@@ -900,7 +698,7 @@ exited(pid_t pid)
 Test(relay, kill9_deliverers_die_with_weir_send)
 {
 	enum { NS = 16 };
-	char **singles = addrs("o", 0, "dest.example", 1, NS);
+	char **singles = rt_addrs("o", "dest.example", 1, NS);
 	pid_t stopped[8];
 	size_t n = 0, i, tries;
 	struct rt_rec r;
@@ -909,7 +707,7 @@ Test(relay, kill9_deliverers_die_with_weir_send)
 	for (i = 0; i < NS; i++)
 		send1(singles[i], "Subject: o\n\nhello\n");
 	for (tries = 0; tries < 10000 && n == 0; tries++) {
-		n = signal_deliverers(SIGSTOP, stopped, 8);
+		n = rt_deliverers(&t, SIGSTOP, stopped, 8);
 		if (n == 0)
 			usleep(1000);
 	}
@@ -926,7 +724,8 @@ Test(relay, kill9_deliverers_die_with_weir_send)
 	usleep(1500000);
 	for (i = 0; i < n; i++)
 		kill(stopped[i], SIGCONT);
-	cr_assert(rt_wait(drained, &t, NULL, 30000), "not drained:\n...%s", logs_tail());
+	cr_assert(rt_wait(rt_drained, &t, NULL, 30000), "not drained:\n...%s",
+	    rt_send_logs_tail(&t, 4000));
 	rt_rec_load(&t, &r);
 	for (i = 0; i < NS; i++)
 		cr_assert(rt_rec_count(&r, SENDER, singles[i]) >= 1, "<%s> never delivered",
@@ -934,39 +733,22 @@ Test(relay, kill9_deliverers_die_with_weir_send)
 	rt_assert_window(&r, 4, 2.0);
 	rt_assert_queue_sound(&t);
 	rt_rec_free(&r);
-	addrs_free(singles, NS);
+	rt_addrs_free(singles, NS);
 }
 
 /* ---- 7. one message to 1,000 recipients ---- */
-
-static long
-vmrss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
 
 Test(relay, big_list)
 {
 	enum { N = 1000, NBAD = 7 };
 	static const size_t bad[NBAD] = { 1, 14, 250, 500, 501, 777, 1000 };
-	char **rc = addrs("r", 4, "big.example", 1, N);
+	char **rc = rt_addrs("r", "big.example", 1, N);
 	const char *flags[2 * NBAD + 1];
 	char *reply[NBAD];
 	struct rt_rec r;
 	struct buf b = BUF_INIT;
-	size_t i, k, nb = 0, bi = 0, total = 0, samples = 0;
-	long rss, max_rss = 0;
+	size_t i, k, nb = 0, bi = 0, total = 0, samples;
+	long max_rss;
 
 	for (i = 0; i < NBAD; i++) {
 		reply[i] = xasprintf("rcpt:%s=550 5.1.1 no such user", rc[bad[i] - 1]);
@@ -978,14 +760,7 @@ Test(relay, big_list)
 	    "upstream \"isp\" { rate = {\"20 per 1s\"} max_recipients = 100 }\n");
 	rt_sendmail(&t, SENDER, (const char *const *)rc, N, "Subject: to a thousand\n\nhello all\n");
 	/* Sample weir-send's memory until the queue is empty. */
-	for (i = 0; i < 3000 && qt_leftovers(&t.s.qt) != 0; i++) {
-		if ((rss = vmrss_kb(t.send.pid)) > 0) {
-			samples++;
-			if (rss > max_rss)
-				max_rss = rss;
-		}
-		usleep(10000);
-	}
+	max_rss = rt_send_peak_rss(&t, 30000, &samples);
 	rt_wait_empty(&t, 1000);
 	cr_assert(samples > 5, "only %zu memory samples", samples);
 	cr_assert(max_rss < 64 * 1024, "weir-send's RSS reached %ld kB", max_rss);
@@ -1044,7 +819,7 @@ Test(relay, big_list)
 	buf_free(&b);
 	for (i = 0; i < NBAD; i++)
 		free(reply[i]);
-	addrs_free(rc, N);
+	rt_addrs_free(rc, N);
 }
 
 /* ---- a full mailbox is the recipient's trouble, not the relay's ---- */
@@ -1096,7 +871,7 @@ Test(relay, mailbox_full_is_not_a_throttle)
  * grants, and no transaction carries more than 4. */
 Test(relay, gate_caps_batches)
 {
-	char **list = addrs("g", 0, "list.example", 1, 10);
+	char **list = rt_addrs("g", "list.example", 1, 10);
 	struct rt_rec r;
 	size_t i;
 
@@ -1111,10 +886,10 @@ Test(relay, gate_caps_batches)
 	assert_once(&r, list, 10);
 	/* 2 (while it halves its way under the cap), then 4 and 4. */
 	cr_assert_eq(r.n, 3, "%zu transactions for 10 recipients, cap 4", r.n);
-	assert_no_bounce(&r);
+	rt_assert_no_bounce(&t, &r);
 	rt_assert_queue_sound(&t);
 	rt_rec_free(&r);
-	addrs_free(list, 10);
+	rt_addrs_free(list, 10);
 }
 
 /* ---- mailq while weir-send preprocesses ---- */

@@ -63,12 +63,7 @@ static const char deliverer_py[] =
     "# A qmail-remote(8) stand-in for weir-send's tests.\n"
     "import os, sys, signal, time\n"
     "D = %s\n"
-    "a = sys.argv[1:]\n"
-    "opts = {}\n"
-    "while a and len(a[0]) == 2 and a[0][0] == '-':\n"
-    "    o = a.pop(0)\n"
-    "    opts[o] = True if o == '-n' else a.pop(0)\n"
-    "ocfd = int(opts['-r']) if '-r' in opts else -1\n"
+    TL_PY_REMOTE_ARGS
     "def outcome(line):\n"
     "    if ocfd >= 0:\n"
     "        os.write(ocfd, line.encode())\n"

@@ -10,9 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -306,22 +304,6 @@ rt_policy(struct rt *t, const char *text)
 
 /* ---- weir-gate ---- */
 
-static int
-sock_answers(const char *path)
-{
-	struct sockaddr_un sa;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
-
-	if (fd < 0)
-		return 0;
-	memset(&sa, 0, sizeof sa);
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-	ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-	close(fd);
-	return ok;
-}
-
 void
 rt_gate_start(struct rt *t, const char *grace)
 {
@@ -352,7 +334,7 @@ rt_gate_start(struct rt *t, const char *grace)
 	for (i = 0; i < 500; i++) {
 		int st;
 
-		if (sock_answers(t->sock))
+		if (tl_sock_answers(t->sock))
 			return;
 		if (waitpid(t->gate, &st, WNOHANG) == t->gate) {
 			struct buf b = BUF_INIT;
@@ -636,6 +618,24 @@ rt_wait(int (*cond)(struct rt *, void *), struct rt *t, void *arg, int ms)
 	}
 }
 
+int
+rt_drained(struct rt *t, void *arg)
+{
+	static const char *const dirs[] = { "todo", "intd", "info", "remote", "bounce" };
+	size_t i;
+
+	(void)arg;
+	for (i = 0; i < 5; i++) {
+		char *p = xasprintf("%s/%s", t->s.qt.qdir, dirs[i]);
+		int n = tl_count_files(p);
+
+		free(p);
+		if (n != 0)
+			return 0;
+	}
+	return 1;
+}
+
 /* ---- the record ---- */
 
 /* The string value of "key": "..." in a JSON line (no escapes expected
@@ -773,6 +773,18 @@ rt_rec_count(const struct rt_rec *r, const char *sender, const char *rcpt)
 	return n;
 }
 
+ssize_t
+rt_rec_earlier(const struct rt_rec *r, size_t i, const char *addr)
+{
+	size_t j, m;
+
+	for (j = 0; j < i; j++)
+		for (m = 0; m < r->v[j].nrcpt; m++)
+			if (strcmp(r->v[j].rcpts[m], addr) == 0)
+				return (ssize_t)j;
+	return -1;
+}
+
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -826,7 +838,7 @@ rt_rec_message(struct rt *t, const struct rt_data *d, struct buf *b)
 	free(p);
 }
 
-/* ---- shared by the fault matrix and the soak ---- */
+/* ---- shared by relay_test, the fault matrix and the soak ---- */
 
 double
 rt_now(void)
@@ -913,12 +925,18 @@ rt_send_logs_tail(struct rt *t, size_t max)
 	return r;
 }
 
-void
-rt_wait_log(struct rt *t, const char *what, size_t n, int ms)
+int
+rt_logged(struct rt *t, const char *what, size_t n, int ms)
 {
 	struct log_want w = { what, n };
 
-	cr_assert(rt_wait(log_has_n, t, &w, ms), "\"%s\" not logged %zu times in %d ms:\n...%s",
+	return rt_wait(log_has_n, t, &w, ms);
+}
+
+void
+rt_wait_log(struct rt *t, const char *what, size_t n, int ms)
+{
+	cr_assert(rt_logged(t, what, n, ms), "\"%s\" not logged %zu times in %d ms:\n...%s",
 	    what, n, ms, rt_send_logs_tail(t, 4000));
 }
 
@@ -964,7 +982,25 @@ rt_vmrss_kb(pid_t pid)
 	return kb;
 }
 
-/* ---- the kill -9 soak ---- */
+long
+rt_send_peak_rss(struct rt *t, int ms, size_t *samples)
+{
+	long rss, max = 0;
+	int i;
+
+	*samples = 0;
+	for (i = 0; i < ms / 10 && qt_leftovers(&t->s.qt) != 0; i++) {
+		if ((rss = rt_vmrss_kb(t->send.pid)) > 0) {
+			(*samples)++;
+			if (rss > max)
+				max = rss;
+		}
+		usleep(10000);
+	}
+	return max;
+}
+
+/* ---- deliverers, and the kill -9 soak ---- */
 
 void
 rt_say(const char *fmt, ...)
@@ -1007,25 +1043,6 @@ soak_rand(uint64_t *s)
 	*s ^= *s << 25;
 	*s ^= *s >> 27;
 	return *s * 2685821657736338717ULL;
-}
-
-/* Nothing in todo/, intd/, info/, remote/ or bounce/. */
-static int
-soak_drained(struct rt *t, void *arg)
-{
-	static const char *const dirs[] = { "todo", "intd", "info", "remote", "bounce" };
-	size_t i;
-
-	(void)arg;
-	for (i = 0; i < 5; i++) {
-		char *p = xasprintf("%s/%s", t->s.qt.qdir, dirs[i]);
-		int n = tl_count_files(p);
-
-		free(p);
-		if (n != 0)
-			return 0;
-	}
-	return 1;
 }
 
 /* Message i's recipients: every 10th has 1 + i % 5 (batched by the
@@ -1075,19 +1092,6 @@ soak_inject(struct rt *t, const struct rt_soak *o)
 			free(rc[j]);
 	}
 	_exit(0);
-}
-
-/* The first data event before i with addr, or -1. */
-static ssize_t
-soak_earlier(const struct rt_rec *r, size_t i, const char *addr)
-{
-	size_t j, m;
-
-	for (j = 0; j < i; j++)
-		for (m = 0; m < r->v[j].nrcpt; m++)
-			if (strcmp(r->v[j].rcpts[m], addr) == 0)
-				return (ssize_t)j;
-	return -1;
 }
 
 void
@@ -1155,9 +1159,9 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 		;
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "soak: the injection failed (0x%x)", st);
 	/* Drained, with a flush now and then for the crashed deliveries. */
-	for (i = 0; i < 60 && !rt_wait(soak_drained, t, NULL, 3000); i++)
+	for (i = 0; i < 60 && !rt_wait(rt_drained, t, NULL, 3000); i++)
 		rt_flush(t);
-	cr_assert(soak_drained(t, NULL), "soak round %u (seed %llu): not drained after 3 min:\n...%s",
+	cr_assert(rt_drained(t, NULL), "soak round %u (seed %llu): not drained after 3 min:\n...%s",
 	    o->round, (unsigned long long)o->seed, rt_send_logs_tail(t, 4000));
 	/* A kill during a message's elimination may leave mess/ alone (S2,
 	 * removed after 36 hours): at most one per kill of weir-send. */
@@ -1190,7 +1194,7 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 
 		cr_assert(d->nrcpt <= o->cap, "a transaction with %zu recipients", d->nrcpt);
 		for (m = 0; m < d->nrcpt; m++) {
-			ssize_t e = soak_earlier(&r, i, d->rcpts[m]);
+			ssize_t e = rt_rec_earlier(&r, i, d->rcpts[m]);
 
 			if (e >= 0 && (first < 0 || r.v[e].time < first))
 				first = r.v[e].time;

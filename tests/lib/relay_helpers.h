@@ -132,6 +132,8 @@ void rt_rec_free(struct rt_rec *r);
 size_t rt_rec_ndata(struct rt *t);
 /* How many times rcpt was in a data event from sender. */
 size_t rt_rec_count(const struct rt_rec *r, const char *sender, const char *rcpt);
+/* The first data event before event i that went to addr, or -1. */
+ssize_t rt_rec_earlier(const struct rt_rec *r, size_t i, const char *addr);
 /* Assert no interval [s, s+per) holds more than limit data events.
  * Returns the largest count seen. */
 size_t rt_assert_window(const struct rt_rec *r, size_t limit, double per);
@@ -140,8 +142,11 @@ void rt_rec_message(struct rt *t, const struct rt_data *d, struct buf *b);
 
 /* Poll until cond or ms; 1 if cond became true. */
 int rt_wait(int (*cond)(struct rt *, void *), struct rt *t, void *arg, int ms);
+/* A condition for rt_wait(): nothing in todo/, intd/, info/, remote/
+ * or bounce/ (arg unused). */
+int rt_drained(struct rt *t, void *arg);
 
-/* ---- shared by the fault matrix and the soak ---- */
+/* ---- shared by relay_test, the fault matrix and the soak ---- */
 
 /* The wall clock, as the upstream's record has it. */
 double rt_now(void);
@@ -151,8 +156,10 @@ void rt_addrs_free(char **v, size_t n);
 /* No bounce: no data event from <>, nothing in bounce/, no "failed for"
  * nor "bounce to" in weir-send's logs. */
 void rt_assert_no_bounce(struct rt *t, const struct rt_rec *r);
-/* How often weir-send's logs hold what; wait until n times (asserts). */
+/* How often weir-send's logs hold what; 1 if they hold it n times
+ * within ms; wait until n times (asserts). */
 size_t rt_log_count(struct rt *t, const char *what);
+int rt_logged(struct rt *t, const char *what, size_t n, int ms);
 void rt_wait_log(struct rt *t, const char *what, size_t n, int ms);
 /* The last max bytes of weir-send's logs, malloc'ed. */
 char *rt_send_logs_tail(struct rt *t, size_t max);
@@ -162,8 +169,12 @@ size_t rt_done_marks(struct rt *t);
 long rt_mailq_count(const char *mq);
 /* VmRSS of pid in kB, or -1. */
 long rt_vmrss_kb(pid_t pid);
+/* Sample weir-send's VmRSS every 10 ms while anything is left in the
+ * queue, for up to ms: the largest in kB (0: none); how many samples
+ * in *samples. */
+long rt_send_peak_rss(struct rt *t, int ms, size_t *samples);
 
-/* ---- the kill -9 soak ---- */
+/* ---- deliverers, and the kill -9 soak ---- */
 
 /* Send sig (0: none) to every running deliverer (a live weir-remote
  * child of weir-send); how many (their pids in v, up to max). */

@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -319,22 +317,6 @@ sh_conf_append(struct sht *s, const char *text)
 	buf_free(&b);
 }
 
-static int
-sock_answers(const char *path)
-{
-	struct sockaddr_un sa;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
-
-	if (fd < 0)
-		return 0;
-	memset(&sa, 0, sizeof sa);
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-	ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-	close(fd);
-	return ok;
-}
-
 void
 shd_start_gate(struct shd *g, struct sht *s, const char *sock)
 {
@@ -366,7 +348,7 @@ shd_start_gate(struct shd *g, struct sht *s, const char *sock)
 	for (i = 0; i < 500; i++) {
 		int st;
 
-		if (sock_answers(sock))
+		if (tl_sock_answers(sock))
 			return;
 		if (waitpid(g->pid, &st, WNOHANG) == g->pid) {
 			struct buf b = BUF_INIT;

@@ -59,5 +59,21 @@ void tl_write(const char *path, const char *data, size_t len);
 /* Number of regular files under dir, recursively. */
 int tl_count_files(const char *dir);
 int tl_is_root(void);
+/* 1 if the Unix stream socket at path accepts a connection (a daemon is
+ * up), else 0.  In testlib_sock.c, free of Criterion: the crash-replay
+ * harness uses it too. */
+int tl_sock_answers(const char *path);
+
+/* Python lines for the qmail-remote(8) stand-ins the tests write: parse
+ * the command line weir-send gives a deliverer (options, then host,
+ * sender, recipients) into opts, the rest in a, and the outcome fd
+ * (-r, else -1) in ocfd.  Needs "import sys". */
+#define TL_PY_REMOTE_ARGS \
+	"a = sys.argv[1:]\n" \
+	"opts = {}\n" \
+	"while a and len(a[0]) == 2 and a[0][0] == '-':\n" \
+	"    o = a.pop(0)\n" \
+	"    opts[o] = True if o == '-n' else a.pop(0)\n" \
+	"ocfd = int(opts['-r']) if '-r' in opts else -1\n"
 
 #endif
