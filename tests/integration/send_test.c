@@ -61,7 +61,7 @@ static char *deliverer, *calls, *qq, *env_remote, *env_qq, *env_conf;
 static const char deliverer_py[] =
     "#!/usr/bin/python3\n"
     "# A qmail-remote(8) stand-in for weir-send's tests.\n"
-    "import os, sys, signal, time\n"
+    "import fcntl, os, sys, signal, time\n"
     "D = %s\n"
     TL_PY_REMOTE_ARGS
     "def outcome(line):\n"
@@ -80,6 +80,9 @@ static const char deliverer_py[] =
     "    sys.stderr.write('deliverer: bad arguments %%r %%r\\n' %% (opts, a))\n"
     "    sys.exit(100)\n"
     "up, host, sender, rcpts = opts['-u'], a[0], a[1], a[2:]\n"
+    "# Deliverers run side by side: N, its files and its line in one go.\n"
+    "lk = os.open(D + '/calls.lock', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+    "fcntl.flock(lk, fcntl.LOCK_EX)\n"
     "n = len(open(D + '/calls.log', 'rb').read().splitlines()) if os.path.exists(D + '/calls.log') else 0\n"
     "# -c: weir-send's snapshot of its config; logged as the file's name\n"
     "# when it holds the file's bytes, and kept as conf.N.\n"
@@ -95,6 +98,7 @@ static const char deliverer_py[] =
     "fd = os.open(D + '/calls.log', os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)\n"
     "os.write(fd, line.encode())\n"
     "os.close(fd)\n"
+    "os.close(lk)\n"
     "out = sys.stdout.buffer\n"
     "ok = False\n"
     "for r in rcpts:\n"
