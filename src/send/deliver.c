@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -335,6 +336,15 @@ on_child(struct evloop *ev, int signo, void *arg)
 	}
 }
 
+/* Is the program installed set-user-id or set-group-id? */
+static int
+program_is_setid(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0;
+}
+
 static int
 spawn(struct sched *s, struct job *j)
 {
@@ -372,9 +382,12 @@ spawn(struct sched *s, struct job *j)
 	argv[k++] = "-n";	/* weir-send holds the grant */
 	argv[k++] = "-r";
 	argv[k++] = "3";
-	if (s->snapfd >= 0) {
+	/* What weir-send has in force; but a set-id weir-remote (the
+	 * package's) reads only a file owned by root, never one weir-send
+	 * could have written: it gets the file itself. */
+	if (s->snapfd >= 0 && !program_is_setid(o->remote_program)) {
 		argv[k++] = "-c";
-		argv[k++] = s->snappath;	/* what weir-send has in force */
+		argv[k++] = s->snappath;
 	} else if (s->cfg->file) {
 		argv[k++] = "-c";
 		argv[k++] = s->cfg->file;

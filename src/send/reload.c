@@ -22,7 +22,9 @@
  * So the deliverers use exactly the settings weir-send has in force: an
  * edit takes effect at the next SIGHUP, and a file with errors neither
  * changes weir-send nor breaks the deliveries.  Errors still name the
- * file itself.
+ * file itself.  Not so for a set-id weir-remote (the Debian package's):
+ * it trusts only a file owned by root, so it is given the file itself
+ * and reads it as it is when it starts.
  *
  * Trusts: the config file, through config_load().
  */
