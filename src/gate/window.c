@@ -453,6 +453,7 @@ suspend(struct wgate *g, struct wg_up *u, const char *reply, int64_t now)
 	if (len < base)
 		len = base;
 	u->susp_len = len;
+	u->susp_start = now;
 	if (now + len > u->susp_until)
 		u->susp_until = now + len;
 	free(u->susp_reason);
@@ -475,13 +476,20 @@ wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *repl
 	case WG_SENT:
 		log_append(u, now, r->w);
 		u->n_sent++;
-		u->susp_len = 0;	/* a success ends the growth */
+		/* A success ends the growth; not one granted before the
+		 * suspension, which says nothing of the upstream since. */
+		if (r->since >= u->susp_start)
+			u->susp_len = 0;
 		break;
 	case WG_THROTTLED:
 		/* The attempt reached the upstream: it may well count it. */
 		log_append(u, now, r->w);
 		u->n_throttled++;
-		suspend(g, u, reply, now);
+		/* Sends granted before the suspension in force began were in
+		 * flight when it came: the same "slow down", which must not
+		 * double it once per connection. */
+		if (r->since >= u->susp_start || u->susp_until <= now)
+			suspend(g, u, reply, now);
 		until = u->susp_until;
 		break;
 	}
@@ -527,4 +535,6 @@ wg_replay_suspend(struct wgate *g, const char *upstream, int64_t until, int64_t 
 	}
 	if (len > u->susp_len)
 		u->susp_len = len;
+	if (u->susp_until - u->susp_len > u->susp_start)
+		u->susp_start = u->susp_until - u->susp_len;
 }

@@ -85,6 +85,8 @@ struct wg_up {
 	/* Suspension. */
 	int64_t susp_until;
 	int64_t susp_len;	/* last period applied; 0 after a success */
+	int64_t susp_start;	/* when it was applied: sends granted before
+				 * are of the same episode */
 	char *susp_reason;
 	/* Counters for status. */
 	uint64_t n_granted, n_sent, n_refunded, n_throttled;

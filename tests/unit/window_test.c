@@ -407,6 +407,37 @@ Test(window, suspension_grows_and_resets)
 	wg_free(&g);
 }
 
+/* Several connections in flight when the upstream says "slow down":
+ * one suspension, not one doubling per throttled report (found by
+ * scripts/bench/compare.sh: six 421s within 20 ms made 60 s into 32
+ * min).  A success granted before the suspension does not reset the
+ * growth either; the next episode, after it, doubles once. */
+Test(window, suspension_once_per_episode)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 1, UNIT_MESSAGES) };
+	size_t i;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 0);
+	for (i = 0; i < 8; i++)
+		acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, 0), 8);
+	cr_assert_eq(wg_report(&g, S.rec[0].r, WG_THROTTLED, "421 4.7.0 try later", 10), 60010);
+	for (i = 1; i < 6; i++)
+		cr_assert_eq(wg_report(&g, S.rec[i].r, WG_THROTTLED, "421 busy", 10 + (int64_t)i),
+		    60010, "report %zu moved the suspension", i);
+	wg_report(&g, S.rec[6].r, WG_SENT, NULL, 20);
+	/* Reported after the suspension ended: a new episode, doubled. */
+	cr_assert_eq(wg_report(&g, S.rec[7].r, WG_THROTTLED, "421 busy", 70000), 70000 + 120000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	S.now = 190000;
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	cr_assert_eq(wg_report(&g, S.rec[8].r, WG_THROTTLED, "421 busy", S.now), 190000 + 240000);
+	wg_free(&g);
+}
+
 Test(window, max_connections_waits_for_a_report)
 {
 	struct tpol p;
