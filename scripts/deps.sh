@@ -9,7 +9,7 @@ build="gcc make libc6-dev pkg-config libssl-dev libsasl2-dev libconfuse-dev"
 peers="openssl python3-aiosmtpd libsasl2-modules libsasl2-modules-db"
 demo="$build $peers"
 check="$build $peers libcriterion-dev util-linux swaks clang libclang-rt-14-dev"
-bench="$build strace"
+bench="$build $peers strace gnuplot-nox"
 
 case $what in
 build) pkgs=$build ;;
