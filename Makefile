@@ -5,7 +5,7 @@
 #   make demo            relay 40 messages to a local stand-in upstream under a limit
 #   make install DESTDIR= PREFIX=
 #   make bench-inject    injection benchmark (scripts/bench/inject.sh)
-#   make bench-compare   weir against Postfix and nullmailer (scripts/bench/compare.sh, root, ~20 min)
+#   make bench-compare   weir against Postfix and nullmailer (scripts/bench/compare.sh, root, ~20-25 min)
 #   make fuzz            libFuzzer on weir-smtpd's parsers for FUZZ_TIME seconds
 #
 # Sources are found by folder: src/lib and src/mail make libweir.a; each

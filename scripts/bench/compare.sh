@@ -7,7 +7,7 @@
 #
 #   make BUILD=build-bench bench-compare           (or:)
 #   make BUILD=build-bench all && BUILD=build-bench scripts/bench/compare.sh
-#   QUICK=1 BUILD=build-bench scripts/bench/compare.sh      (about 6 minutes)
+#   QUICK=1 BUILD=build-bench scripts/bench/compare.sh      (about 10 minutes)
 #
 # Parts (PARTS, default "inject relay limit throttle backlog"):
 #   inject    injection rate: each one's sendmail command (1 and 4
@@ -460,6 +460,14 @@ fsync_smtp() {
 	calc "scale=2; $(strace_fsyncs "$st") / ($n + $base)"
 }
 
+# inj_row SYS PATH PAR LABEL "SECONDS_RETURNED SECONDS_QUEUED" (uses fs).
+inj_row() {
+	local a b
+	read -r a b <<<"$5"
+	printf '%-11s %-26s %9.0f %9.0f %9s  %s\n' "$1" "$4" "$(calc "$N_INJ / $a")" "$(calc "$N_INJ / $b")" \
+		"$fs" "$(load)"
+	echo "inj $1 $2 $3 $(calc "$N_INJ / $b") $fs" >>"$scratch/figures"
+}
 case " $PARTS " in *" inject "*)
 	echo
 	echo "== injection: $N_INJ messages of 1 KB; rates in msg/s (returned: the last sendmail returned;"
@@ -468,17 +476,11 @@ case " $PARTS " in *" inject "*)
 	for sys in $SYSTEMS; do
 		fs=$(fsync_sendmail "$sys")
 		for par in 1 4; do
-			read -r a b <<<"$(inject_run "$sys" "$N_INJ" "$par")"
-			printf '%-11s %-26s %9.0f %9.0f %9s  %s\n' "$sys" "sendmail, $par at once" \
-				"$(calc "$N_INJ / $a")" "$(calc "$N_INJ / $b")" "$fs" "$(load)"
-			echo "inj $sys sendmail $par $(calc "$N_INJ / $b") $fs" >>"$scratch/figures"
+			inj_row "$sys" sendmail "$par" "sendmail, $par at once" "$(inject_run "$sys" "$N_INJ" "$par")"
 		done
 		fs=$(fsync_smtp "$sys")
 		for s in 1 20; do
-			read -r a b <<<"$(smtp_run "$sys" "$s" "$N_INJ")"
-			printf '%-11s %-26s %9.0f %9.0f %9s  %s\n' "$sys" "SMTP (smtp-source -s $s)" \
-				"$(calc "$N_INJ / $a")" "$(calc "$N_INJ / $b")" "$fs" "$(load)"
-			echo "inj $sys smtp $s $(calc "$N_INJ / $b") $fs" >>"$scratch/figures"
+			inj_row "$sys" smtp "$s" "SMTP (smtp-source -s $s)" "$(smtp_run "$sys" "$s" "$N_INJ")"
 		done
 	done
 	echo "   SMTP: weir-smtpd -l; Postfix's smtpd in its master.cf; nullmailer-smtpd, one process per"
@@ -667,21 +669,9 @@ case " $PARTS " in *" limit "*)
 	echo "   worst window: the most messages the upstream accepted in any ${PER} s (sliding, its own clock);"
 	echo "   util: the least first-to-last span the limit allows for that many, over the span seen (>100: over the limit)"
 	mkdir -p "$(dirname "$PLOT")"
-	gnuplot <<-EOF
-	set terminal svg size 720,400 dynamic font "sans,11"
-	set output "$PLOT"
-	set title "Burst of $BURST messages, limit $LIMIT per $PER s: sends in the last $PER s at the upstream"
-	set xlabel "seconds since the first send"
-	set ylabel "sends in the last $PER s"
-	set yrange [0:$((LIMIT * 3))]
-	set key top right
-	set grid
-	plot $LIMIT with lines dt 2 lw 2 lc rgb "black" title "limit ($LIMIT)", \
-	  "$scratch/limit-weir.win" with lines lw 2 lc rgb "#1f77b4" title "weir", \
-	  "$scratch/limit-postfix.win" with lines lw 2 lc rgb "#2ca02c" title "Postfix (rate delay)", \
-	  "$scratch/limit-nullmailer.win" with lines lw 2 lc rgb "#d62728" title "nullmailer (peak $(val worst "$scratch/limit-nullmailer.res"), off the scale)"
-	EOF
-	cp "$scratch"/limit-*.win "$(dirname "$PLOT")/" 2>/dev/null || true
+	cp "$scratch"/limit-*.win "$(dirname "$PLOT")/"
+	gnuplot -e "dir='$(dirname "$PLOT")'; out='$PLOT'; limit=$LIMIT; per=$PER; burst=$BURST; npeak=$(val worst "$scratch/limit-nullmailer.res")" \
+		"$ROOT/scripts/bench/plots/window.gp"
 	echo "   plot: $PLOT"
 	;;
 esac
@@ -757,10 +747,12 @@ case " $PARTS " in *" backlog "*)
 	done
 	for p in $bgjobs; do wait "$p" || { echo "a backlog run failed" >&2; exit 1; }; done
 	bgjobs=""
-	printf '%-11s %10s %10s %9s %9s %6s %8s  %s\n' system "CPU ms" "sent" "RSS kB" "PSS kB" procs queued load
+	printf '%-11s %8s %6s %11s %9s %9s %6s %8s  %s\n' system "CPU ms" sent "ms per sent" "RSS kB" "PSS kB" \
+		procs queued load
 	for sys in $SYSTEMS; do
 		read -r _ cpu _ sent _ rss pss np _ left _ l1 l2 l3 <"$scratch/backlog-$sys.out"
-		printf '%-11s %10.0f %10s %9s %9s %6s %8s  %s %s %s\n' "$sys" "$cpu" "$sent" "$rss" "$pss" "$np" "$left" "$l1" "$l2" "$l3"
+		printf '%-11s %8.0f %6s %11.2f %9s %9s %6s %8s  %s %s %s\n' "$sys" "$cpu" "$sent" \
+			"$(calc "$cpu / ($sent + (0 == $sent))")" "$rss" "$pss" "$np" "$left" "$l1" "$l2" "$l3"
 		echo "blg $sys $cpu $rss $pss $sent" >>"$scratch/figures"
 	done
 	echo "   CPU: utime+stime+cutime+cstime of every process in the system's session (setsid), over $IDLE s;"
@@ -793,8 +785,8 @@ for alt in ("postfix", "nullmailer"):
         if o:
             print("backlog      : weir/%s CPU %s, RSS %s, PSS %s" % (alt, ratio(r[2], o[0][2]), ratio(r[3], o[0][3]), ratio(r[4], o[0][4])))
 for r in find(lambda r: r[0] == "thr"):
-    d = r[6] if r[6] != "-1" else "not drained, %s left" % r[7]
-    print("throttle %-6s: %-10s delivered %s, bounced %s, lost %s, drain after recovery %s s" % (r[1][3:], r[2], r[3], r[4], r[5], d))
+    d = {"-1": "not drained (%s left)" % r[7], "none": "nothing left to send"}.get(r[6], r[6] + " s")
+    print("throttle %-6s: %-10s delivered %s, bounced %s, lost %s, drain after recovery %s" % (r[1][3:], r[2], r[3], r[4], r[5], d))
 for r in find(lambda r: r[0] == "lim"):
     print("limit        : %-10s worst window %s, utilisation %s %%" % (r[1], r[2], r[3]))
 PY

@@ -74,20 +74,27 @@ instance() {
 	"$B/weir" queue-init >/dev/null
 }
 
-# inject_sendmail N: N messages through weir's sendmail, 4 injectors at once.
-inject_sendmail() {
-	local n=$1 j ps=""
-	for j in 1 2 3 4; do
+# loop_inject N PAR CMD...: N messages, PAR shell loops at once, each
+# running `CMD rcptI@example.net <msg` once per message.
+loop_inject() {
+	local n=$1 par=$2 j ps=""
+	shift 2
+	for ((j = 1; j <= par; j++)); do
 		(
-			for ((i = j; i <= n; i += 4)); do
-				"$B/sendmail" -i -f bench@relay.example.org "rcpt$i@example.net" \
-					<"$scratch/msg" || exit 1
+			for ((i = j; i <= n; i += par)); do
+				"$@" "rcpt$i@example.net" <"$scratch/msg" || exit 1
 			done
 		) &
 		ps="$ps $!"
 	done
 	# shellcheck disable=SC2086
-	wait_all $ps || { echo "sendmail failed" >&2; exit 1; }
+	wait_all $ps
+}
+
+# inject_sendmail N: N messages through weir's sendmail, 4 injectors at once.
+inject_sendmail() {
+	loop_inject "$1" 4 "$B/sendmail" -i -f bench@relay.example.org ||
+		{ echo "sendmail failed" >&2; exit 1; }
 }
 
 # inject_queue N: N messages straight into weir-queue, 8 injectors.
@@ -268,18 +275,8 @@ pf_conf() {
 
 # pf_inject DIR N: N messages through Postfix's sendmail -C (4 injectors).
 pf_inject() {
-	local P=$1 n=$2 j ps=""
-	for j in 1 2 3 4; do
-		(
-			for ((i = j; i <= n; i += 4)); do
-				/usr/sbin/sendmail -C "$P/etc" -i -f bench@relay.example.org \
-					"rcpt$i@example.net" <"$scratch/msg" 2>/dev/null || exit 1
-			done
-		) &
-		ps="$ps $!"
-	done
-	# shellcheck disable=SC2086
-	wait_all $ps || { echo "postfix sendmail failed" >&2; exit 1; }
+	loop_inject "$2" 4 /usr/sbin/sendmail -C "$1/etc" -i -f bench@relay.example.org 2>/dev/null ||
+		{ echo "postfix sendmail failed" >&2; exit 1; }
 }
 
 # pf_start DIR [WRAPPER...]: `master -d` of the instance in DIR, in a
