@@ -166,7 +166,7 @@ nm_queued() { find "$scratch/nm-$1/spool/queue" -type f | wc -l; }
 
 # ---- the three systems behind one interface: sys_conf, sys_inject,
 # sys_start (sets SID: the session of its process tree), sys_left,
-# sys_stop, sys_failed (messages it gave up on: bounced or failed) ----
+# sys_stop, sys_failed (the recipients it gave up on) ----
 # sys_conf SYS NAME PORT MODE "LIMIT-CONFIG": LIMIT-CONFIG is "none" or
 # "limit" (LIMIT per PER, with a 1 minute retry after a throttle reply).
 sys_conf() {
@@ -206,8 +206,7 @@ sys_conf() {
 		;;
 	esac
 }
-sys_inject() {	# SYS N [PAR]
-	local par=${3:-4}
+sys_inject() {	# SYS N: N messages through SYS's sendmail, 4 at once
 	case $1 in
 	weir) WEIR_CONFIG=$W_CONF inject_sendmail "$2" ;;
 	postfix) pf_inject "$PF" "$2" ;;
@@ -391,6 +390,7 @@ fsync_sendmail() {
 # SYS's queue; sets SPORT and SRV (a pid to stop with stop_server).
 smtp_server() {
 	local sys=$1 name=$2 tr=()
+	# shellcheck disable=SC2054 # the commas are strace's
 	[ -n "${3:-}" ] && tr=(strace -f -c -o "$3" -e trace=fsync,fdatasync)
 	inject_conf "$sys" "$name"
 	case $sys in
@@ -440,6 +440,7 @@ smtp_run() {
 	smtp-source -s "$2" -m "$3" -l 1024 -f bench@relay.example.org -t rcpt@example.net "127.0.0.1:$SPORT" ||
 		{ echo "$1: smtp-source failed" >&2; exit 1; }
 	t1=$(now)
+	# shellcheck disable=SC2034 # read by wait_until's eval
 	want=$((base + $3))
 	wait_until 120 'test "$(in_queue "$sys")" -ge "$want"' || { echo "$1: only $(in_queue "$1") queued" >&2; exit 1; }
 	local t2
@@ -452,6 +453,7 @@ fsync_smtp() {
 	smtp_server "$1" "fsmtp-$1" "$st"
 	base=$(in_queue "$1")
 	smtp-source -s 1 -m "$n" -l 1024 -f bench@relay.example.org -t rcpt@example.net "127.0.0.1:$SPORT"
+	# shellcheck disable=SC2034 # read by wait_until's eval
 	want=$((base + n))
 	wait_until 60 'test "$(in_queue "$sys")" -ge "$want"' ||
 		{ echo "$1: fsync run queued $(in_queue "$1"), not $((base + n))" >&2; exit 1; }
@@ -549,7 +551,7 @@ accepted() { grep -c '"sender"' "$1" 2>/dev/null | head -1 || true; }
 # sink to throttling after TH_AFTER accepted messages, back after TH_FOR
 # seconds.  Writes $scratch/TAG-SYS.out: "key value" lines.
 scenario() {
-	local sys=$1 tag=$2 n=$3 thr=${4:-} rec t0 tr="" tend left
+	local sys=$1 tag=$2 n=$3 thr=${4:-} rec t0 trec tend left
 	pids="" wtime="" wpid="" stamper=""
 	trap 'lib_cleanup' EXIT
 	trap 'exit 1' TERM
@@ -565,8 +567,8 @@ scenario() {
 		kill -USR1 "$SINK_PID"
 		sleep "$TH_FOR"
 		kill -USR2 "$SINK_PID"
-		tr=$(now)
-		echo "recover $tr" >>"$scratch/$tag-$sys.out"
+		trec=$(now)
+		echo "recover $trec" >>"$scratch/$tag-$sys.out"
 		tend=$(($(date +%s) + DRAIN_MAX))
 	else
 		tend=$(($(date +%s) + 3 * n * PER / LIMIT + 120))

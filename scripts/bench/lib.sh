@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154,SC2034 # variables set by and for the caller
 # scripts/bench/lib.sh: shell code shared by relay.sh and compare.sh
 # (sourced, not run).  The caller sets ROOT (the tree), B ($BUILD/bin),
 # scratch (its scratch folder), CONC (weir's concurrency and
