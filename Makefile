@@ -5,6 +5,7 @@
 #   make demo            relay 40 messages to a local stand-in upstream under a limit
 #   make install DESTDIR= PREFIX=
 #   make bench-inject    injection benchmark (scripts/bench/inject.sh)
+#   make bench-compare   weir against Postfix and nullmailer (scripts/bench/compare.sh, root, ~20-25 min)
 #   make fuzz            libFuzzer on weir-smtpd's parsers for FUZZ_TIME seconds
 #   make crashtest       crash-replay harness, exhaustive (tests/durability/), and the soak
 #   make deb             the Debian package and its lintian report, in $(BUILD)/package
@@ -196,6 +197,13 @@ bench-inject:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) scripts/bench/inject.sh
+
+# As root; QUICK=1 for a short run (scripts/bench/BENCHMARKS.md).
+.PHONY: bench-compare
+bench-compare:
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) scripts/bench/compare.sh
 
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)

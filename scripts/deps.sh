@@ -9,7 +9,9 @@ build="gcc make libc6-dev pkg-config libssl-dev libsasl2-dev libconfuse-dev"
 peers="openssl python3-aiosmtpd libsasl2-modules libsasl2-modules-db"
 demo="$build $peers"
 check="$build $peers libcriterion-dev util-linux swaks clang libclang-rt-14-dev"
-bench="$build strace"
+# postfix for smtp-sink, smtp-source and the private Postfix peers of the
+# benchmarks (installed unconfigured: it must not become an MTA here)
+bench="$build $peers strace gnuplot-nox postfix"
 # the Debian package: its build, lintian, and the throwaway Debian 12 root
 # of the package test (mmdebstrap, booted with systemd-nspawn; the
 # stand-in upstream runs on the host)
@@ -41,6 +43,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "weir: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
+case " $missing " in
+*" postfix "*)
+	echo "postfix postfix/main_mailer_type select No configuration" |
+		debconf-set-selections ;;
+esac
 # A fresh machine has no package lists; refresh them once if needed.
 if ! apt-get install -y -q --no-install-recommends $missing; then
 	apt-get update -q

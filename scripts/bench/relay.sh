@@ -68,162 +68,27 @@ RATE4=${RATE4:-1 per 1m}
 IDLE4=${IDLE4:-60}
 CONC=${CONC:-8}
 PARTS=${PARTS:-1 2 3 4}
-PY=/usr/bin/python3
 B=$ROOT/$BUILD/bin
 for p in weir weir-gate weir-send weir-remote weir-queue sendmail; do
 	[ -x "$B/$p" ] || { echo "build first: make BUILD=$BUILD all ($B/$p missing)" >&2; exit 1; }
 done
 [ -x /usr/bin/time ] || { echo "relay.sh needs GNU time (/usr/bin/time)" >&2; exit 1; }
 export WEIR_LIBEXEC=$B
-HZ=$(getconf CLK_TCK)
+. "$ROOT/scripts/bench/lib.sh"
 
 scratch=$(mktemp -d "$BENCH_DIR/weir-bench-relay.XXXXXX")
 chmod 755 "$scratch"	# the Postfix peer's daemons run as user postfix
 pids=""		# sinks, stand-ins
-wtime=""	# GNU time running `weir run`
-wpid=""		# `weir run`
-stamper=""	# its stderr's reader
 cleanup() {
-	[ -n "$wpid" ] && kill "$wpid" 2>/dev/null
-	[ -n "$wtime" ] && wait "$wtime" 2>/dev/null
-	for p in $pids; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
+	lib_cleanup
 	if [ -n "${KEEP:-}" ]; then echo "kept: $scratch"; else rm -rf "$scratch"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-"$ROOT/tests/upstream/mkcerts.sh" "$scratch/certs" >/dev/null 2>&1
-printf 'pw' >"$scratch/secret"
-chmod 600 "$scratch/secret"
-
-# 1 KB: headers and 76-column lines (sendmail adds Date, Message-ID).
-{
-	printf 'From: bench@relay.example.org\nTo: rcpt@example.net\nSubject: bench\n\n'
-	for i in $(seq 1 12); do printf '%075d\n' "$i"; done
-} | head -c 1024 >"$scratch/msg"
-printf 'Fbench@relay.example.org\0Trcpt@example.net\0\0' >"$scratch/env"
+lib_setup
 
 # sum FIGURE VALUE: a row of the summary table printed at the end.
 sum() { printf '%-62s %s\n' "$1" "$2" >>"$scratch/summary"; }
-
-free_port() {
-	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# stand_in NAME FLAGS...: the aiosmtpd stand-in; sets PORT.
-stand_in() {
-	local out=$scratch/port.$1
-	shift
-	$PY "$ROOT/tests/upstream/upstream.py" "$@" >"$out" 2>"$out.err" &
-	pids="$pids $!"
-	for _ in $(seq 1 100); do
-		grep -q '^PORT ' "$out" 2>/dev/null && break
-		sleep 0.05
-	done
-	PORT=$(sed -n 's/^PORT //p' "$out")
-	[ -n "$PORT" ] || { cat "$out.err" >&2; exit 1; }
-}
-
-# instance NAME PORT TLS(none|starttls) AUTH(0|1) "RATE": a fresh queue,
-# journal and config in $scratch/NAME; sets D and exports WEIR_CONFIG.
-instance() {
-	D=$scratch/$1
-	mkdir -p "$D"
-	{
-		printf 'queue_dir = "%s/queue"\nhostname = "relay.example.org"\n' "$D"
-		printf 'admin = "postmaster@example.org"\npolicy_file = "%s/policy.conf"\n' "$D"
-		printf 'gate_socket = "%s/gate.sock"\ngate_journal = "%s/gate.journal"\n' "$D" "$D"
-		printf 'concurrency = %s\n' "$CONC"
-		printf 'upstream "up" {\n  host = "127.0.0.1"\n  port = %s\n  tls = "%s"\n' "$2" "$3"
-		printf '  ca_file = "%s/certs/ca.pem"\n' "$scratch"
-		[ "$4" = 1 ] && printf '  username = "me"\n  secret_file = "%s/secret"\n' "$scratch"
-		printf '}\n'
-	} >"$D/weir.conf"
-	printf 'upstream "up" {\n  rate = {"%s"}\n  max_connections = %s\n}\n' "$5" "$CONC" \
-		>"$D/policy.conf"
-	export WEIR_CONFIG=$D/weir.conf
-	"$B/weir" queue-init >/dev/null
-}
-
-# inject_sendmail N: N messages through sendmail, 4 injectors at once.
-inject_sendmail() {
-	local n=$1 j
-	for j in 1 2 3 4; do
-		(
-			for ((i = j; i <= n; i += 4)); do
-				"$B/sendmail" -i -f bench@relay.example.org "rcpt$i@example.net" \
-					<"$scratch/msg" || exit 1
-			done
-		) &
-	done
-	for j in 1 2 3 4; do wait -n || { echo "sendmail failed" >&2; exit 1; }; done
-}
-
-# inject_queue N: N messages straight into weir-queue, 8 injectors.
-inject_queue() {
-	local n=$1 j
-	for j in $(seq 1 8); do
-		(
-			for ((i = j; i <= n; i += 8)); do
-				"$B/weir-queue" <"$scratch/msg" 1<"$scratch/env" || exit 1
-			done
-		) &
-	done
-	for j in $(seq 1 8); do wait -n || { echo "weir-queue failed" >&2; exit 1; }; done
-}
-
-queued_files() { find "$D/queue/mess" -type f | wc -l; }
-
-# start_weir: `weir run` under GNU time, its stderr stamped into $D/log;
-# T0 is the release.  Sets wtime, wpid, SEND_PID, GATE_PID.
-start_weir() {
-	local i
-	rm -f "$D/err"
-	mkfifo "$D/err"
-	$PY -u -c '
-import sys, time
-for l in sys.stdin:
-    sys.stdout.write("%.6f %s" % (time.time(), l))
-    sys.stdout.flush()' <"$D/err" >"$D/log" &
-	stamper=$!
-	T0=$(date +%s.%N)
-	/usr/bin/time -f '%U %S %M' -o "$D/time" "$B/weir" run 2>"$D/err" &
-	wtime=$!
-	for i in $(seq 1 250); do
-		wpid=$(pgrep -P "$wtime" || true)
-		[ -n "$wpid" ] && grep -q 'started weir-send' "$D/log" 2>/dev/null && break
-		sleep 0.02
-	done
-	SEND_PID=$(sed -n 's/.*started weir-send, pid \([0-9]*\).*/\1/p' "$D/log" | head -1)
-	GATE_PID=$(sed -n 's/.*started weir-gate, pid \([0-9]*\).*/\1/p' "$D/log" | head -1)
-	[ -n "$wpid" ] && [ -n "$SEND_PID" ] && [ -n "$GATE_PID" ] || { echo "weir run did not start" >&2; exit 1; }
-}
-stop_weir() {
-	kill "$wpid"
-	wait "$wtime" || true
-	wait "$stamper" || true
-	wtime="" wpid="" stamper=""
-}
-
-# wait_log PATTERN COUNT TIMEOUT_S: until COUNT lines of the log match.
-wait_log() {
-	local end=$(($(date +%s) + $3))
-	while [ "$(grep -c -- "$1" "$D/log" 2>/dev/null || true)" -lt "$2" ]; do
-		[ "$(date +%s)" -lt "$end" ] || { echo "timed out waiting for $2 x '$1'" >&2; return 1; }
-		sleep 0.05
-	done
-}
-
-# stamp_of PATTERN N: the stamp of the Nth log line matching PATTERN.
-stamp_of() { grep -- "$1" "$D/log" | sed -n "${2}p" | awk '{ print $1 }'; }
-
-# cpu_of PID: "own children" CPU seconds (utime+stime, cutime+cstime).
-cpu_of() {
-	awk -v hz="$HZ" '{ sub(/^.*\) /, ""); printf "%.2f %.2f\n", ($12 + $13) / hz, ($14 + $15) / hz }' \
-		"/proc/$1/stat"
-}
-kb_of() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
 echo "weir end-to-end benchmark: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "binaries: $B; scratch: $scratch ($(findmnt -n -o FSTYPE -T "$scratch") on $(findmnt -n -o SOURCE -T "$scratch"))"
@@ -263,94 +128,21 @@ rate_row() {	# LABEL
 # cstime of every process in the master's session just before the stop.
 postfix_row() {	# PORT UPSTREAM MODE(plain|starttls+auth)
 	local P=$scratch/postfix n=$N1 t1 left cpu mpid
-	rm -rf "$P"
-	mkdir -p "$P/etc" "$P/spool" "$P/data"
-	chown postfix "$P/data"
-	cat >"$P/etc/main.cf" <<-EOF
-	compatibility_level = 3.6
-	queue_directory = $P/spool
-	data_directory = $P/data
-	daemon_directory = $PF_DAEMONS
-	command_directory = /usr/sbin
-	mail_owner = postfix
-	setgid_group = postdrop
-	myhostname = relay.example.org
-	myorigin = relay.example.org
-	mydestination =
-	inet_interfaces = loopback-only
-	inet_protocols = ipv4
-	relayhost = [127.0.0.1]:$1
-	default_destination_concurrency_limit = $CONC
-	smtp_destination_concurrency_limit = $CONC
-	maillog_file = $P/maillog
-	alias_maps =
-	alias_database =
-	local_recipient_maps =
-	biff = no
-	EOF
-	if [ "$3" = plain ]; then
-		echo "smtp_tls_security_level = none" >>"$P/etc/main.cf"
-	else
-		echo "[127.0.0.1]:$1 me:pw" >"$P/etc/sasl_passwd"
-		cat >>"$P/etc/main.cf" <<-EOF
-		smtp_tls_security_level = secure
-		smtp_tls_secure_cert_match = nexthop
-		smtp_tls_CAfile = $scratch/certs/ca.pem
-		smtp_sasl_auth_enable = yes
-		smtp_sasl_password_maps = texthash:$P/etc/sasl_passwd
-		smtp_sasl_security_options = noanonymous
-		smtp_sasl_tls_security_options = noanonymous
-		EOF
-	fi
-	cat >"$P/etc/master.cf" <<-'EOF'
-	tlsmgr    unix  -       -       n       1000?   1       tlsmgr
-	pickup    unix  n       -       n       60      1       pickup
-	cleanup   unix  n       -       n       -       0       cleanup
-	qmgr      unix  n       -       n       300     1       qmgr
-	rewrite   unix  -       -       n       -       -       trivial-rewrite
-	bounce    unix  -       -       n       -       0       bounce
-	defer     unix  -       -       n       -       0       bounce
-	trace     unix  -       -       n       -       0       bounce
-	verify    unix  -       -       n       -       1       verify
-	proxymap  unix  -       -       n       -       -       proxymap
-	smtp      unix  -       -       n       -       -       smtp
-	relay     unix  -       -       n       -       -       smtp
-	showq     unix  n       -       n       -       -       showq
-	error     unix  -       -       n       -       -       error
-	retry     unix  -       -       n       -       -       error
-	discard   unix  -       -       n       -       -       discard
-	anvil     unix  -       -       n       -       1       anvil
-	scache    unix  -       -       n       -       1       scache
-	postlog   unix-dgram n  -       n       -       1       postlogd
-	EOF
-	postfix -c "$P/etc" check >/dev/null 2>&1 || { echo "postfix check failed" >&2; return 0; }
-	for j in 1 2 3 4; do
-		(
-			for ((i = j; i <= n; i += 4)); do
-				/usr/sbin/sendmail -C "$P/etc" -i -f bench@relay.example.org \
-					"rcpt$i@example.net" <"$scratch/msg" 2>/dev/null || exit 1
-			done
-		) &
-	done
-	for j in 1 2 3 4; do wait -n || { echo "postfix sendmail failed" >&2; exit 1; }; done
-	pf_left() { find "$P/spool/maildrop" "$P/spool/incoming" "$P/spool/active" \
-		"$P/spool/deferred" -type f | wc -l; }
-	[ "$(pf_left)" -eq "$n" ] || { echo "postfix: expected $n in maildrop/" >&2; exit 1; }
+	pf_conf "$P" "$1" "$3"
+	pf_inject "$P" "$n"
+	[ "$(pf_left "$P")" -eq "$n" ] || { echo "postfix: expected $n in maildrop/" >&2; exit 1; }
 	T0=$(date +%s.%N)
-	MAIL_CONFIG=$P/etc setsid "$PF_DAEMONS/master" -c "$P/etc" -d 2>/dev/null &
-	mpid=$!
+	pf_start "$P"
+	mpid=$PF_MASTER
 	local end=$(($(date +%s) + 300))
-	while [ "$(pf_left)" -gt 0 ]; do
+	while [ "$(pf_left "$P")" -gt 0 ]; do
 		[ "$(date +%s)" -lt "$end" ] || { kill "$mpid"; echo "postfix did not drain in 300 s: see $P/maillog" >&2; exit 1; }
 		sleep 0.05
 	done
 	t1=$(date +%s.%N)
-	cpu=$(for f in /proc/[0-9]*/stat; do cat "$f" 2>/dev/null; done |
-		awk -v sid="$mpid" -v hz="$HZ" '{ sub(/^.*\) /, ""); if ($4 == sid) c += $12 + $13 + $14 + $15 }
-		END { printf "%.2f", c / hz }')
-	kill "$mpid"
-	wait "$mpid" 2>/dev/null || true
-	left=$(pf_left)
+	cpu=$(sid_cpu "$mpid")
+	pf_stop
+	left=$(pf_left "$P")
 	[ "$left" -eq 0 ] || { echo "postfix: $left messages left" >&2; exit 1; }
 	[ "$(grep -c 'status=sent' "$P/maillog")" -eq "$n" ] || { echo "postfix: not $n sent" >&2; exit 1; }
 	sum "relay, no limit, $2 $3: Postfix 3.7 (peer) msg/s release->empty" \
@@ -360,8 +152,6 @@ postfix_row() {	# PORT UPSTREAM MODE(plain|starttls+auth)
 		"$cpu" "$(echo "$cpu * 1000 / $n" | bc -l)" - - -
 }
 
-PF_DAEMONS=$(postconf -dh daemon_directory 2>/dev/null || true)
-pf_ok() { [ "$(id -u)" = 0 ] && [ -x "$PF_DAEMONS/master" ] && getent passwd postfix >/dev/null; }
 case " $PARTS " in *" 1 "*)
 	echo
 	echo "1. no limit (1000000 per 1s), concurrency = max_connections = $CONC, $N1 messages of 1 KB queued beforehand"
