@@ -83,61 +83,24 @@ TestSuite(remote, .init = setup, .fini = teardown, .timeout = 30);
 static void
 start(const char *cert, const char *const *flags)
 {
-	const char *argv[64];
-	char *script = tl_src_path("tests/upstream/upstream.py");
-	char *certp = NULL, *keyp = NULL, line[64], *log = xasprintf("%s/server.log", dir);
-	int p[2], n = 0, i, lfd;
-	size_t got = 0;
-	time_t until = time(NULL) + 15;
+	const char *args[64];
+	char *certp = NULL, *keyp = NULL, *log = xasprintf("%s/server.log", dir);
+	int n = 0, i;
 
-	argv[n++] = "/usr/bin/python3";
-	argv[n++] = script;
-	argv[n++] = "--record";
-	argv[n++] = record;
+	args[n++] = "--record";
+	args[n++] = record;
 	if (cert) {
 		certp = xasprintf("%s/%s.pem", tl_certs(), cert);
 		keyp = xasprintf("%s/%s.key", tl_certs(), cert);
-		argv[n++] = "--cert";
-		argv[n++] = certp;
-		argv[n++] = "--key";
-		argv[n++] = keyp;
+		args[n++] = "--cert";
+		args[n++] = certp;
+		args[n++] = "--key";
+		args[n++] = keyp;
 	}
 	for (i = 0; flags && flags[i]; i++)
-		argv[n++] = flags[i];
-	argv[n] = NULL;
-	cr_assert(pipe(p) == 0);
-	server = fork();
-	cr_assert(server >= 0);
-	if (server == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (lfd >= 0)
-			dup2(lfd, 2);
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(p[1]);
-	while (got < sizeof line - 1 && time(NULL) < until) {
-		struct pollfd pf = { p[0], POLLIN, 0 };
-		ssize_t r;
-
-		if (poll(&pf, 1, 1000) <= 0)
-			continue;
-		r = read(p[0], line + got, sizeof line - 1 - got);
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-		line[got] = '\0';
-		if (strchr(line, '\n'))
-			break;
-	}
-	close(p[0]);
-	line[got] = '\0';
-	cr_assert(sscanf(line, "PORT %u", &port) == 1, "upstream did not start: [%s]", line);
-	free(script);
+		args[n++] = flags[i];
+	args[n] = NULL;
+	server = tl_upstream_start(args, log, &port);
 	free(certp);
 	free(keyp);
 	free(log);

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -175,85 +174,34 @@ rt_teardown(struct rt *t)
 void
 rt_upstream_start(struct rt *t, const char *cert, const char *const *flags, unsigned port)
 {
-	const char *argv[64];
-	char *script = tl_src_path("tests/upstream/upstream.py");
+	const char *args[64];
 	char *certp = xasprintf("%s/%s.pem", t->certs, cert);
 	char *keyp = xasprintf("%s/%s.key", t->certs, cert);
-	char *auth = xasprintf("%s:%s", RT_USER, RT_SECRET), portarg[16], line[128];
+	char *auth = xasprintf("%s:%s", RT_USER, RT_SECRET), portarg[16];
 	char *log = xasprintf("%s/upstream.%u.log", t->s.qt.tmp, ++t->up_runs);
-	pid_t parent = getpid();
-	int p[2], n = 0, i;
-	size_t got = 0;
-	time_t until = time(NULL) + 15;
+	int n = 0, i;
 	unsigned got_port = 0;
 
 	cr_assert(t->up == 0, "an upstream runs already");
 	snprintf(portarg, sizeof portarg, "%u", port);
-	argv[n++] = "/usr/bin/python3";
-	argv[n++] = script;
-	argv[n++] = "--port";
-	argv[n++] = portarg;
-	argv[n++] = "--record";
-	argv[n++] = t->record;
-	argv[n++] = "--cert";
-	argv[n++] = certp;
-	argv[n++] = "--key";
-	argv[n++] = keyp;
-	argv[n++] = "--auth";
-	argv[n++] = auth;
+	args[n++] = "--port";
+	args[n++] = portarg;
+	args[n++] = "--record";
+	args[n++] = t->record;
+	args[n++] = "--cert";
+	args[n++] = certp;
+	args[n++] = "--key";
+	args[n++] = keyp;
+	args[n++] = "--auth";
+	args[n++] = auth;
 	for (i = 0; flags && flags[i]; i++) {
 		cr_assert(n < 62);
-		argv[n++] = flags[i];
+		args[n++] = flags[i];
 	}
-	argv[n] = NULL;
-	cr_assert(pipe(p) == 0);
-	t->up = fork();
-	cr_assert(t->up >= 0);
-	if (t->up == 0) {
-		int lfd;
-
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (lfd >= 0)
-			dup2(lfd, 2);
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	setpgid(t->up, t->up);
-	close(p[1]);
-	while (got < sizeof line - 1 && time(NULL) < until) {
-		struct pollfd pf = { p[0], POLLIN, 0 };
-		ssize_t r;
-
-		if (poll(&pf, 1, 1000) <= 0)
-			continue;
-		r = read(p[0], line + got, sizeof line - 1 - got);
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-		line[got] = '\0';
-		if (strchr(line, '\n'))
-			break;
-	}
-	close(p[0]);
-	line[got] = '\0';
-	if (sscanf(line, "PORT %u", &got_port) != 1) {
-		struct buf b = BUF_INIT;
-
-		if (access(log, F_OK) == 0)
-			tl_read(log, &b);
-		cr_assert_fail("upstream did not start on port %u: [%s]\n%s", port, line,
-		    buf_cstr(&b));
-	}
+	args[n] = NULL;
+	t->up = tl_upstream_start(args, log, &got_port);
 	cr_assert(port == 0 || got_port == port, "upstream on %u, asked for %u", got_port, port);
 	t->port = got_port;
-	free(script);
 	free(certp);
 	free(keyp);
 	free(auth);
@@ -307,45 +255,8 @@ rt_policy(struct rt *t, const char *text)
 void
 rt_gate_start(struct rt *t, const char *grace)
 {
-	char *bin = tl_bin("weir-gate");
-	pid_t parent = getpid();
-	int fd, i;
-
 	cr_assert(t->gate == 0, "a gate runs already");
-	fd = open(t->gate_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	cr_assert(fd >= 0, "open %s: %s", t->gate_log, strerror(errno));
-	t->gate = fork();
-	cr_assert(t->gate >= 0, "fork: %s", strerror(errno));
-	if (t->gate == 0) {
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		fd = open("/dev/null", O_RDONLY);
-		dup2(fd, 0);
-		execl(bin, bin, "-c", t->s.qt.conf, "-g", grace, (char *)NULL);
-		_exit(127);
-	}
-	setpgid(t->gate, t->gate);
-	close(fd);
-	free(bin);
-	for (i = 0; i < 500; i++) {
-		int st;
-
-		if (tl_sock_answers(t->sock))
-			return;
-		if (waitpid(t->gate, &st, WNOHANG) == t->gate) {
-			struct buf b = BUF_INIT;
-
-			t->gate = 0;
-			tl_read(t->gate_log, &b);
-			cr_assert_fail("weir-gate exited (status 0x%x):\n%s", st, buf_cstr(&b));
-		}
-		usleep(10000);
-	}
-	cr_assert_fail("weir-gate did not answer on %s", t->sock);
+	t->gate = sh_gate_spawn(t->s.qt.conf, grace, t->gate_log, t->sock);
 }
 
 void

@@ -320,17 +320,23 @@ sh_conf_append(struct sht *s, const char *text)
 void
 shd_start_gate(struct shd *g, struct sht *s, const char *sock)
 {
-	char *bin = tl_bin("weir-gate");
-	pid_t parent = getpid();
-	int fd, i;
-
 	free(g->log);
 	g->log = xasprintf("%s/gate.log", s->qt.tmp);
-	fd = open(g->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	cr_assert(fd >= 0, "open %s: %s", g->log, strerror(errno));
-	g->pid = fork();
-	cr_assert(g->pid >= 0, "fork: %s", strerror(errno));
-	if (g->pid == 0) {
+	g->pid = sh_gate_spawn(s->qt.conf, NULL, g->log, sock);
+}
+
+pid_t
+sh_gate_spawn(const char *conf, const char *grace, const char *log, const char *sock)
+{
+	char *bin = tl_bin("weir-gate");
+	pid_t parent = getpid(), pid;
+	int fd, i, st;
+
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0, "open %s: %s", log, strerror(errno));
+	pid = fork();
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
 		setpgid(0, 0);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
@@ -339,25 +345,29 @@ shd_start_gate(struct shd *g, struct sht *s, const char *sock)
 		dup2(fd, 2);
 		fd = open("/dev/null", O_RDONLY);
 		dup2(fd, 0);
-		execl(bin, bin, "-c", s->qt.conf, (char *)NULL);
+		if (grace)
+			execl(bin, bin, "-c", conf, "-g", grace, (char *)NULL);
+		else
+			execl(bin, bin, "-c", conf, (char *)NULL);
 		_exit(127);
 	}
-	setpgid(g->pid, g->pid);
+	setpgid(pid, pid);
 	close(fd);
 	free(bin);
 	for (i = 0; i < 500; i++) {
-		int st;
-
 		if (tl_sock_answers(sock))
-			return;
-		if (waitpid(g->pid, &st, WNOHANG) == g->pid) {
+			return pid;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
 			struct buf b = BUF_INIT;
 
-			g->pid = 0;
-			tl_read(g->log, &b);
+			tl_read(log, &b);
 			cr_assert_fail("weir-gate exited (status 0x%x):\n%s", st, buf_cstr(&b));
 		}
 		usleep(10000);
 	}
+	kill(-pid, SIGKILL);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
 	cr_assert_fail("weir-gate did not answer on %s", sock);
+	return -1;
 }

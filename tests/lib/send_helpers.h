@@ -83,6 +83,11 @@ void sh_conf_append(struct sht *s, const char *text);
  * gate_journal come from the config) in its own process group, logging
  * to tmp/gate.log; wait until its socket answers. */
 void shd_start_gate(struct shd *g, struct sht *s, const char *sock);
+/* What it does: weir-gate -c conf [-g grace] with stdout and stderr
+ * appended to log, in its own process group, dying with the test; waits
+ * until sock answers (fails the test, showing the log, if the gate exits
+ * or does not answer within 5 s).  Returns its pid. */
+pid_t sh_gate_spawn(const char *conf, const char *grace, const char *log, const char *sock);
 
 /* Poll (every 10 ms) until cond(arg) is true or ms elapse; 1 if true. */
 int sh_wait_for(int (*cond)(void *), void *arg, int ms);

@@ -59,6 +59,12 @@ void tl_write(const char *path, const char *data, size_t len);
 /* Number of regular files under dir, recursively. */
 int tl_count_files(const char *dir);
 int tl_is_root(void);
+/* Start the stand-in upstream tests/upstream/upstream.py with args
+ * (NULL-ended, after the script) in its own process group, dying with
+ * the test, stderr appended to log; wait up to 15 s for its "PORT n"
+ * line.  Returns its pid, the port in *port; fails the test (showing the
+ * log) if it does not start. */
+pid_t tl_upstream_start(const char *const *args, const char *log, unsigned *port);
 /* 1 if the Unix stream socket at path accepts a connection (a daemon is
  * up), else 0.  In testlib_sock.c, free of Criterion: the crash-replay
  * harness uses it too. */
