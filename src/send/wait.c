@@ -45,8 +45,11 @@
 void
 wait_begin(struct msg *m)
 {
+	/* Never 0 (that means no wait); never ahead of the clock either,
+	 * as "| 1" was: a wait ended within the same millisecond then took
+	 * 1 ms off the credit (seen as a note saying 599 for 600). */
 	if (m->wait_since == 0)
-		m->wait_since = clock_mono_ms() | 1;	/* never 0 */
+		m->wait_since = clock_mono_ms() ? clock_mono_ms() : 1;
 }
 
 void

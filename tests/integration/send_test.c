@@ -1825,6 +1825,7 @@ Test(send, credit_from_note_keeps_message_alive)
 	long long now = time(NULL);
 	struct schednote n;
 	char *line, *cp, *m;
+	size_t k;
 
 	a = aged_s5("alice@example.org", S("Tslow1@example.net\0"), WEEK + 300);
 	b = aged_s5("alice@example.org", S("Tslow2@example.net\0"), WEEK + 300);
@@ -1852,13 +1853,20 @@ Test(send, credit_from_note_keeps_message_alive)
 	cr_assert(!sh_exists(&s, Q_BOUNCE, a) && !sh_exists(&s, Q_BOUNCE, b));
 	cr_assert(!sh_exists(&s, Q_INFO, c), "slow3 was not bounced:\n%s", send_log(&d1));
 	cr_assert_eq(ncalls(), 4, "%zu calls", ncalls());
-	cp = call_env(3);
-	cr_assert_str_eq(cp, "\talice@example.org");
-	m = delivered_msg(3);
+	/* The bounce is the last call after slow3's, whatever order the
+	 * three attempts took. */
+	for (k = 0; k < 4; k++) {
+		cp = call_env(k);
+		if (strcmp(cp, "\talice@example.org") == 0)
+			break;
+		free(cp);
+	}
+	cr_assert(k < 4, "no bounce among the calls");
+	m = delivered_msg(k);
 	cr_assert(strstr(m, "Final-Recipient: rfc822; slow3@example.net\nAction: failed\n"), "%s", m);
 	/* b's open wait is closed now, its credit kept. */
 	cr_assert(read_note(b, &n), "b's note is gone");
-	cr_assert_eq(n.waited, 600, "b's note: waited %lld", n.waited);
+	cr_assert_eq(n.waited, 600, "b's note: waited %lld\n%s", n.waited, send_log(&d1));
 	cr_assert_eq(n.since, 0, "b's note still says it waits (since %lld)", n.since);
 	cr_assert_eq(n.birth, birth_of(b));
 	assert_queue_sound();
