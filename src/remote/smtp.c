@@ -23,6 +23,7 @@
 #include "lib/alloc.h"
 #include "lib/evloop.h"
 #include "lib/log.h"
+#include "mail/address.h"
 #include "mail/envelope.h"
 #include "remote/conn.h"
 #include "remote/sasl.h"
@@ -59,6 +60,8 @@ struct sess {
 	const struct weir_upstream *up;
 	struct smtp_result *res;
 	const char *sender;
+	struct buf paths;		/* RFC 5321 paths, mail/address.c: sender's, */
+	size_t *rcpt_path;		/* then each recipient's at these offsets */
 	const struct buf *wire;
 	const struct body_info *info;
 	struct conn c;
@@ -669,7 +672,7 @@ st_mail(struct sess *s)
 	s->accepted = s->same5xx = 0;
 	s->first5xx[0] = '\0';
 	s->pipelined = s->caps.pipelining;
-	buf_printf(&cmd, "MAIL FROM:<%s>", s->sender);
+	buf_printf(&cmd, "MAIL FROM:%s", s->paths.s);
 	if (s->caps.size)
 		buf_printf(&cmd, " SIZE=%zu", wire);
 	if (s->caps.eightbitmime && s->info->eightbit)
@@ -677,7 +680,8 @@ st_mail(struct sess *s)
 	buf_adds(&cmd, "\r\n");
 	if (s->pipelined) {
 		for (i = s->first; i < s->first + s->count; i++)
-			buf_printf(&cmd, "RCPT TO:<%s>\r\n", s->res->rcpt[i].addr);
+			if (s->res->rcpt[i].kind == 0)	/* not one refused before */
+				buf_printf(&cmd, "RCPT TO:%s\r\n", s->paths.s + s->rcpt_path[i]);
 		buf_adds(&cmd, "DATA\r\n");
 	}
 	if (put(s, cmd.s, cmd.len, s->up->timeout_mail, STAGE_MAIL, &next) < 0 ||
@@ -712,7 +716,7 @@ st_rcpt(struct sess *s)
 		struct buf cmd = BUF_INIT;
 		int r;
 
-		buf_printf(&cmd, "RCPT TO:<%s>\r\n", addr);
+		buf_printf(&cmd, "RCPT TO:%s\r\n", s->paths.s + s->rcpt_path[i]);
 		r = put(s, cmd.s, cmd.len, s->up->timeout_rcpt, STAGE_RCPT, &next);
 		buf_free(&cmd);
 		if (r < 0)
@@ -750,7 +754,10 @@ st_rcpt(struct sess *s)
 		s->usable = 0;
 		return fail_reply(s, STAGE_RCPT, a, "the server closed the session");
 	}
-	if (++s->next < s->first + s->count)
+	/* Skip recipients refused before the session (no path). */
+	while (++s->next < s->first + s->count && s->res->rcpt[s->next].kind)
+		;
+	if (s->next < s->first + s->count)
 		return S_RCPT;
 	/* Identical 5xx for every recipient: the relay refusing us. */
 	if (trouble_identical_refusals(s->count, s->same5xx, s->accepted)) {
@@ -977,6 +984,8 @@ sess_free(struct sess *s)
 	buf_free(&s->err);
 	buf_free(&s->fail_text);
 	buf_free(&s->ok_text);
+	buf_free(&s->paths);
+	free(s->rcpt_path);
 }
 
 /* From st to DONE, one logged transition at a time. */
@@ -1011,17 +1020,22 @@ smtp_deliver(const struct smtp_params *p, const char *sender, const char *const 
 	s.wire = wire;
 	s.info = info;
 
-	/* An address with a control byte could smuggle commands. */
-	if ((why = envelope_addr_problem(sender, strlen(sender))) != NULL) {
+	/* Every path is written by one quoting function: nothing in an
+	 * address can add text to MAIL FROM or RCPT TO. */
+	if (addr_write_path(&s.paths, sender, strlen(sender), &why) < 0) {
 		fail(&s, T_BOUNCE, "The sender address is unusable: %s.\n", why);
 		st = S_DONE;
 	}
+	buf_addc(&s.paths, '\0');
+	s.rcpt_path = xcalloc(nrcpt ? nrcpt : 1, sizeof *s.rcpt_path);
 	for (i = 0; i < nrcpt; i++) {
 		res->rcpt[i].addr = rcpts[i];
-		if ((why = envelope_addr_problem(rcpts[i], strlen(rcpts[i]))) != NULL)
+		s.rcpt_path[i] = s.paths.len;
+		if (addr_write_path(&s.paths, rcpts[i], strlen(rcpts[i]), &why) < 0)
 			set_rcpt(&s, i, 'h', "The recipient address is unusable: %s.\n", why);
 		else
 			good++;
+		buf_addc(&s.paths, '\0');
 	}
 	if (good == 0 && st != S_DONE)
 		st = S_DONE;

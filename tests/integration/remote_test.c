@@ -155,10 +155,10 @@ auth_lines(const char *password, mode_t mode)
 
 static const char msg_default[] = "Subject: test\n\nhello\n";
 
-/* Run weir-remote; rcpts NULL-terminated. */
+/* Run weir-remote with this envelope sender; rcpts NULL-terminated. */
 static void
-run(const char *cfg, const char *msg, size_t msglen, const char *const *rcpts,
-    struct tl_result *r)
+run_from(const char *cfg, const char *sender, const char *msg, size_t msglen,
+    const char *const *rcpts, struct tl_result *r)
 {
 	const char *argv[32];
 	char *bin = tl_bin("weir-remote");
@@ -169,7 +169,7 @@ run(const char *cfg, const char *msg, size_t msglen, const char *const *rcpts,
 	argv[n++] = "-c";
 	argv[n++] = cfg;
 	argv[n++] = "ignored.example";
-	argv[n++] = "sender@example.org";
+	argv[n++] = sender;
 	for (i = 0; rcpts[i]; i++)
 		argv[n++] = rcpts[i];
 	argv[n] = NULL;
@@ -180,6 +180,13 @@ run(const char *cfg, const char *msg, size_t msglen, const char *const *rcpts,
 	rr.timeout_s = 25;
 	tl_run(&rr, r);
 	free(bin);
+}
+
+static void
+run(const char *cfg, const char *msg, size_t msglen, const char *const *rcpts,
+    struct tl_result *r)
+{
+	run_from(cfg, "sender@example.org", msg, msglen, rcpts, r);
 }
 
 static void
@@ -347,6 +354,96 @@ Test(remote, starttls_auth_delivers_exact_bytes)
 	cr_assert(recorded("\"rcpts\": [\"a@example.net\", \"b@example.net\"]"));
 	cr_assert(strstr(r.err.s, "STARTTLS -> TLS"), "transitions are logged: %s", r.err.s);
 	cr_assert(!strstr(r.err.s, "s3cret"), "the secret leaked into the log");
+	tl_result_free(&r);
+	free(c);
+}
+
+/* ---- paths: nothing in an address adds to MAIL FROM or RCPT TO ---- */
+
+/* Quoted local parts as qmail-remote writes them; with and without
+ * pipelining.  Failed before: the paths went out unquoted, the upstream
+ * took "RET=HDRS" and "NOTIFY=NEVER" as parameters. */
+static void
+paths_quoted(const char *const *flags)
+{
+	static const char *const rcpts[] = { "evil> NOTIFY=NEVER@remote.example",
+		"john doe@remote.example", "a\"b@remote.example", NULL };
+	struct tl_result r;
+	char *c;
+
+	start(NULL, flags);
+	c = conf("  tls = \"none\"\n");
+	run_from(c, "x> RET=HDRS@client.example", msg_default, sizeof msg_default - 1, rcpts, &r);
+	expect(&r, "r|r|r|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
+	cr_assert(recorded("\"sender\": \"\\\"x> RET=HDRS\\\"@client.example\", \"options\": []"));
+	cr_assert(recorded("\"rcpt\": \"\\\"evil> NOTIFY=NEVER\\\"@remote.example\""));
+	cr_assert(recorded("\"rcpt\": \"\\\"john doe\\\"@remote.example\""));
+	cr_assert(recorded("\"rcpt\": \"\\\"a\\\\\\\"b\\\"@remote.example\""));
+	tl_result_free(&r);
+	free(c);
+}
+
+Test(remote, paths_quoted_pipelined)
+{
+	static const char *const flags[] = { "--ehlo-extra", "PIPELINING", NULL };
+
+	paths_quoted(flags);
+}
+
+Test(remote, paths_quoted_one_at_a_time)
+{
+	paths_quoted(NULL);
+}
+
+/* A recipient whose domain is no domain is bounced, never sent; the
+ * others go.  Failed before: "RCPT TO:<r@remote.example> NOTIFY=...>". */
+static void
+bad_domain_bounced(const char *const *flags)
+{
+	static const char *const rcpts[] = { "r@remote.example> NOTIFY=SUCCESS ORCPT=rfc822;x",
+		"ok@remote.example", "u@under_score.example", NULL };
+	struct tl_result r;
+	char *c;
+
+	start(NULL, flags);
+	c = conf("  tls = \"none\"\n");
+	run(c, msg_default, sizeof msg_default - 1, rcpts, &r);
+	expect(&r, "hThe recipient address is unusable: invalid character in the domain.\n"
+	    "|r|hThe recipient address is unusable: invalid character in the domain.\n"
+	    "|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
+	cr_assert_eq(count_recorded("\"event\": \"rcpt\""), 1);
+	cr_assert(recorded("\"rcpts\": [\"ok@remote.example\"]"));
+	cr_assert(!recorded("NOTIFY"));
+	tl_result_free(&r);
+	free(c);
+}
+
+Test(remote, bad_domain_bounced_pipelined)
+{
+	static const char *const flags[] = { "--ehlo-extra", "PIPELINING", NULL };
+
+	bad_domain_bounced(flags);
+}
+
+Test(remote, bad_domain_bounced_one_at_a_time)
+{
+	bad_domain_bounced(NULL);
+}
+
+Test(remote, bad_sender_domain_bounces_the_message)
+{
+	struct tl_result r;
+	char *c;
+
+	start(NULL, NULL);
+	c = conf("  tls = \"none\"\n");
+	run_from(c, "s@client.example> RET=HDRS", msg_default, sizeof msg_default - 1, one, &r);
+	cr_assert_eq(r.status, 0);
+	cr_assert(r.out.len > 0 && r.out.s[r.out.len - 1] == '\0');
+	static const char want[] = "The sender address is unusable: invalid character in the domain.";
+
+	cr_assert(memmem(r.out.s, r.out.len, want, sizeof want - 1) != NULL, "%s", r.out.s);
+	cr_assert(!recorded("\"event\": \"mail\""));
 	tl_result_free(&r);
 	free(c);
 }
