@@ -2,8 +2,12 @@
  * body.h: the message as it goes on the wire after DATA.  qmail's mess
  * files end lines with LF; mail from elsewhere may hold CRLF, bare CR or
  * bare LF.  Each of CRLF, bare CR and bare LF ends a line and becomes
- * CRLF; a line starting with '.' gets one more (RFC 5321 4.5.2); a last
- * line without an end gets CRLF; ".\r\n" closes the data.  A line over
+ * CRLF, except in the header (up to the first empty line): there a bare
+ * CR is no line end, as for every reader in weir (sendmail refuses it),
+ * and goes out as a space, so the upstream never sees a header field
+ * that was not one (a "Subject: a\rBcc: b" stays the Subject).  A line
+ * starting with '.' gets one more (RFC 5321 4.5.2); a last line without
+ * an end gets CRLF; ".\r\n" closes the data.  A line over
  * 998 bytes (RFC 5322 2.1.1; CRLF not counted) is refused, with its
  * number, before anything is sent.
  *

@@ -448,6 +448,25 @@ Test(remote, bad_sender_domain_bounces_the_message)
 	free(c);
 }
 
+/* A message that did not come through sendmail (qmail-queue) with a bare
+ * CR in its header: one field on the wire, as sendmail would read it.
+ * Failed before: the upstream got Bcc and X-Injected fields. */
+Test(remote, bare_cr_in_the_header_stays_in_its_field)
+{
+	static const char msg[] = "Subject: hi\rBcc: hidden@x\rX-Injected: yes\n\nbody\rend\n";
+	static const char want[] = "Subject: hi Bcc: hidden@x X-Injected: yes\r\n\r\nbody\r\nend\r\n";
+	struct tl_result r;
+	char *c;
+
+	start(NULL, NULL);
+	c = conf("  tls = \"none\"\n");
+	run(c, msg, sizeof msg - 1, one, &r);
+	expect(&r, "r|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
+	expect_message(1, want, sizeof want - 1);
+	tl_result_free(&r);
+	free(c);
+}
+
 Test(remote, without_pipelining_one_command_at_a_time)
 {
 	struct tl_result r;

@@ -22,9 +22,10 @@ Test(body, line_endings)
 {
 	CHECK("a\nb\n", "a\r\nb\r\n.\r\n");
 	CHECK("a\r\nb\r\n", "a\r\nb\r\n.\r\n");
-	CHECK("a\rb\r", "a\r\nb\r\n.\r\n");
-	CHECK("a\r\r\nb", "a\r\n\r\nb\r\n.\r\n");
-	CHECK("a\n\rb", "a\r\n\r\nb\r\n.\r\n");
+	/* in the body (after the empty first line) a bare CR ends a line */
+	CHECK("\na\rb\r", "\r\na\r\nb\r\n.\r\n");
+	CHECK("\na\r\r\nb", "\r\na\r\n\r\nb\r\n.\r\n");
+	CHECK("\na\n\rb", "\r\na\r\n\r\nb\r\n.\r\n");
 	CHECK("no end", "no end\r\n.\r\n");
 	CHECK("", ".\r\n");
 	CHECK("\n\n", "\r\n\r\n.\r\n");
@@ -36,7 +37,7 @@ Test(body, dot_stuffing)
 	CHECK("a\n.\nb\n", "a\r\n..\r\nb\r\n.\r\n");
 	CHECK("..x\r\n", "...x\r\n.\r\n");
 	CHECK("x.\n .y\n", "x.\r\n .y\r\n.\r\n");
-	CHECK("a\r.b", "a\r\n..b\r\n.\r\n");
+	CHECK("\na\r.b", "\r\na\r\n..b\r\n.\r\n");
 	CHECK(".", "..\r\n.\r\n");
 }
 
@@ -65,10 +66,24 @@ Test(body, line_limit)
 	cr_assert_eq(body_encode(msg, 2 + 998 + 1, &out, &info), 0);
 	cr_assert_eq(info.eightbit, 0);
 	buf_reset(&out);
-	msg[2 + 999] = '\r';
-	msg[2 + 998] = 'x';			/* line 2: 999 */
+	msg[0] = '\n';				/* line 1 empty: then body */
+	msg[2 + 999] = '\r';			/* a bare CR ends a body line */
+	msg[2 + 998] = 'x';			/* line 3: 999 */
 	cr_assert_eq(body_encode(msg, 2 + 999 + 1, &out, &info), -1);
-	cr_assert_eq(info.too_long_line, 2);
+	cr_assert_eq(info.too_long_line, 3);
 	cr_assert_eq(info.too_long_len, 999);
 	buf_free(&out);
+}
+
+/* In the header a bare CR is no line end: the upstream sees one field
+ * where sendmail would have seen one.  Failed before: three fields. */
+Test(body, bare_cr_in_the_header_is_no_line_end)
+{
+	CHECK("Subject: hi\rBcc: hidden@x\rX-Injected: yes\n\nbody\rmore\n",
+	    "Subject: hi Bcc: hidden@x X-Injected: yes\r\n\r\nbody\r\nmore\r\n.\r\n");
+	CHECK("Subject: hi\r\nX: y\r\r\n\r\nb\r", "Subject: hi\r\nX: y \r\n\r\nb\r\n.\r\n");
+	CHECK("A: b\n\rBcc: x\n\nc\n", "A: b\r\n Bcc: x\r\n\r\nc\r\n.\r\n");
+	CHECK("A: b\r\n\r\n\rBcc: x\n", "A: b\r\n\r\n\r\nBcc: x\r\n.\r\n");
+	CHECK("A: b\r", "A: b \r\n.\r\n");
+	CHECK("a\rb\r", "a b \r\n.\r\n");
 }
