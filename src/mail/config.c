@@ -535,6 +535,10 @@ check_upstream(const struct weir_upstream *u, const char *file, struct buf *err)
 {
 	const char *f = file;
 
+	/* No default: a caller must never choose where the secret goes. */
+	if (u->host == NULL || u->host[0] == '\0')
+		buf_printf(err, "%s:%d: upstream \"%s\": no host (the relay to connect "
+		    "to must be named; there is no default)\n", f, u->line, u->name);
 	if (u->secret_file && u->secret_command)
 		buf_printf(err, "%s:%d: upstream \"%s\": secret_file and secret_command "
 		    "exclude each other\n", f, u->line, u->name);

@@ -1081,6 +1081,38 @@ Test(remote, bad_usage_is_temporary)
 	free(bin);
 }
 
+/* A section without host is refused: the caller's host argument never
+ * gets the secret.  Failed before: weir-remote connected to the host it
+ * was given and authenticated there. */
+Test(remote, upstream_without_host_is_refused)
+{
+	static const char *const flags[] = { "--auth", "me:pw", NULL };
+	struct tl_result r;
+	char *c = xasprintf("%s/weir.conf", dir), *text;
+	const char *argv[] = { NULL, "-c", NULL, "127.0.0.1", "s@x.example", "r@y.example", NULL };
+	struct tl_run rr;
+
+	start(NULL, flags);
+	text = xasprintf("hostname = \"client.test\"\ngate_socket = \"%s/no-gate.sock\"\n"
+	    "upstream \"t\" {\n  port = %u\n  tls = \"none\"\n%s}\n", dir, port,
+	    auth_lines("pw", 0600));
+	tl_write(c, text, strlen(text));
+	argv[0] = tl_bin("weir-remote");
+	argv[2] = c;
+	memset(&rr, 0, sizeof rr);
+	rr.argv = argv;
+	rr.in = msg_default;
+	rr.inlen = sizeof msg_default - 1;
+	tl_run(&rr, &r);
+	cr_assert_eq(r.status, 0);
+	cr_assert(r.out.s && r.out.s[0] == 's' && strstr(r.out.s, "no host"), "%s", r.out.s);
+	cr_assert(!recorded("\"event\": \"ehlo\""), "weir-remote spoke to the caller's host");
+	tl_result_free(&r);
+	free((char *)argv[0]);
+	free(text);
+	free(c);
+}
+
 Test(remote, unknown_upstream_is_temporary)
 {
 	const char *argv[] = { NULL, "-c", NULL, "-u", "nope", "host", "s@x", "r@y", NULL };
