@@ -23,6 +23,7 @@
 #include "lib/evloop.h"
 #include "lib/io.h"
 #include "lib/log.h"
+#include "lib/privdrop.h"
 #include "mail/config.h"
 #include "mail/gateclient.h"
 #include "mail/trouble.h"
@@ -288,6 +289,9 @@ prepare(const struct weir_upstream *up, struct smtp_params *p, struct buf *secre
 		p->secret = secret->s;
 		p->secretlen = secret->len;
 	}
+	/* Set-user-id: the secret is read; TLS and SMTP run as the caller
+	 * (the change of ids clears the death signal: remote_run asks again). */
+	privdrop_setid(111);
 	if (up->tls != UP_TLS_NONE &&
 	    (p->tls = tls_client_new(up->verify, up->ca_file, up->fingerprint, err)) == NULL) {
 		buf_printf(err, " (TLS set-up)");
@@ -499,6 +503,8 @@ remote_run(int argc, char **argv, pid_t parent)
 		rc = whole(nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
 		goto out;
 	}
+	if (!use_gate && config_untrusted_env())
+		die_with_parent(parent);
 	rules = trouble_new();
 	p.rules = rules;
 	if (use_gate && !gate_acquire(&gate, cfg.gate_socket, up, sender, nrcpt, &err)) {

@@ -527,6 +527,75 @@ Test(remote, secret_from_command)
 	    "r|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
 }
 
+/* 1 while pid lives (a zombie counts as gone). */
+static int
+alive(pid_t pid)
+{
+	char *p = xasprintf("/proc/%ld/stat", (long)pid), st[256], *rp;
+	FILE *f = fopen(p, "r");
+	size_t n;
+
+	free(p);
+	if (f == NULL)
+		return 0;
+	n = fread(st, 1, sizeof st - 1, f);
+	fclose(f);
+	st[n] = '\0';
+	rp = strrchr(st, ')');
+	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+/* secret_command: only fds 0-2 (weir-send's outcome descriptor, here 7,
+ * is not among them), and a child it leaves behind holding the pipe
+ * neither stalls weir-remote nor outlives it.  Failed before: fds
+ * "0 1 2 7", and weir-remote waited for timeout_command, then deferred
+ * ("timed out") and left the sleep running. */
+Test(remote, secret_command_group_and_descriptors)
+{
+	static const char *const flags[] = { "--auth", "me:pw", NULL };
+	struct tl_result r;
+	struct tl_run rr;
+	struct buf b = BUF_INIT;
+	struct timespec t0, t1;
+	char *extra, *c, *script, *pidf = xasprintf("%s/pid", dir), *fdsf = xasprintf("%s/fds", dir);
+	char *bin = tl_bin("weir-remote");
+	const char *argv[] = { "/bin/sh", "-c", NULL, NULL };
+	pid_t child;
+	int i;
+
+	start(NULL, flags);
+	extra = xasprintf("  tls = \"none\"\n  timeout_command = \"20s\"\n  username = \"me\"\n"
+	    "  secret_command = \"ls /proc/self/fd >%s; sleep 300 & echo $! >%s; echo pw\"\n",
+	    fdsf, pidf);
+	c = conf(extra);
+	script = xasprintf("exec 7>%s/outcome; exec %s -n -r 7 -c %s x s@x.example a@example.net",
+	    dir, bin, c);
+	argv[2] = script;
+	memset(&rr, 0, sizeof rr);
+	rr.argv = argv;
+	rr.in = msg_default;
+	rr.inlen = sizeof msg_default - 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	tl_run(&rr, &r);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	expect(&r, "r|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
+	cr_assert(t1.tv_sec - t0.tv_sec < 15, "weir-remote waited %lds for the sleeping child",
+	    (long)(t1.tv_sec - t0.tv_sec));
+	tl_read(fdsf, &b);
+	/* ls itself has 3: the folder it lists */
+	cr_assert_str_eq(buf_cstr(&b), "0\n1\n2\n3\n", "the command had: %s", buf_cstr(&b));
+	tl_read(pidf, &b);
+	child = (pid_t)atol(buf_cstr(&b));
+	cr_assert(child > 1);
+	/* Killed with its group: gone at once, or reaped by init soon. */
+	for (i = 0; i < 500 && alive(child); i++)
+		poll(NULL, 0, 10);
+	cr_assert(!alive(child), "the command's child %ld outlived weir-remote", (long)child);
+	tl_result_free(&r);
+	buf_free(&b);
+	free(extra); free(c); free(script); free(pidf); free(fdsf); free(bin);
+}
+
 /* ---- certificates ---- */
 
 static void
