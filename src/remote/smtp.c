@@ -587,9 +587,16 @@ st_auth(struct sess *s)
 		next = fail_reply(s, STAGE_AUTH, a == T_ACCEPT ? T_DEFER : a, what);
 		goto out;
 	}
-	if (!saslc_complete(sc))
-		log_warnx("%s: AUTH %s: the server said yes before the mechanism finished",
-		    s->peer, mech);
+	if (!saslc_complete(sc)) {
+		/* SCRAM: a 235 without the server's signature is a server
+		 * that did not prove it knows the secret: no mail to it. */
+		char what[128];
+
+		snprintf(what, sizeof what, "AUTH %s ended before the server proved it knows "
+		    "the secret", mech);
+		next = fail_reply(s, STAGE_AUTH, T_DEFER, what);
+		goto out;
+	}
 	if (s->probe) {
 		char line[SMTP_REPLY_LINE_MAX * 2];
 

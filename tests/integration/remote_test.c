@@ -778,6 +778,30 @@ Test(remote, auth_login_mechanism_by_preference)
 	free(extra);
 }
 
+/* A SCRAM server that says 235 without proving it knows the secret (no
+ * v= signature) is a failed AUTH: nothing is sent.  Failed before: a
+ * warning, then the mail went to it. */
+Test(remote, scram_235_without_server_signature_fails)
+{
+	static const char *const flags[] = { "--scram-lie", "--auth", "me:pw", NULL };
+	struct tl_result r;
+	char *c, *extra;
+
+	start("good", flags);
+	extra = xasprintf("%s  mechanisms = {\"SCRAM-SHA-256\"}\n", auth_lines("pw", 0600));
+	c = conf(extra);
+	run(c, msg_default, sizeof msg_default - 1, one, &r);
+	expect(&r, "sConnected to %P but AUTH SCRAM-SHA-256 ended before the server proved it "
+	    "knows the secret.\nRemote host said: 235 2.7.0 Authentication successful\n|"
+	    "ZConnected to %P but AUTH SCRAM-SHA-256 ended before the server proved it knows "
+	    "the secret.\nRemote host said: 235 2.7.0 Authentication successful\n");
+	cr_assert(recorded("\"mechanism\": \"SCRAM-SHA-256\", \"user\": \"me\""));
+	cr_assert(!recorded("\"event\": \"mail\""), "mail went to an unproven server");
+	tl_result_free(&r);
+	free(extra);
+	free(c);
+}
+
 Test(remote, auth_cram_md5_through_cyrus)
 {
 	static const char *const flags[] = { "--cram", "--auth", "me:pw", NULL };
