@@ -707,12 +707,16 @@ local_len(const char *addr, size_t len)
 	return len;
 }
 
+/* qmail's sender of double bounces, passed on as it is (qmail-remote
+ * does the same). */
+#define DOUBLE_BOUNCE "#@[]"
+
 const char *
 addr_path_problem(const char *addr, size_t len)
 {
 	size_t i, l;
 
-	if (len == 0)
+	if (len == 0 || (len == 4 && memcmp(addr, DOUBLE_BOUNCE, 4) == 0))
 		return NULL;
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)addr[i];
@@ -739,7 +743,10 @@ addr_write_path(struct buf *out, const char *addr, size_t len, const char **why)
 		return -1;
 	buf_addc(out, '<');
 	l = local_len(addr, len);
-	if (len == 0 || is_dot_string(addr, l)) {
+	if (len == 4 && memcmp(addr, DOUBLE_BOUNCE, 4) == 0) {
+		buf_add(out, addr, len);
+		l = len;
+	} else if (len == 0 || is_dot_string(addr, l)) {
 		buf_add(out, addr, l);
 	} else {
 		buf_addc(out, '"');

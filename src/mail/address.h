@@ -72,8 +72,9 @@ const char *addr_domain_problem(const char *s, size_t n);
 
 /* NULL if the internal-form address can be written as a path by
  * addr_write_path(), else the reason: a control byte, no local part, or
- * a domain addr_domain_problem() refuses.  "" (the null sender) and an
- * address without '@' (a local name, qualified later) are fine. */
+ * a domain addr_domain_problem() refuses.  "" (the null sender), "#@[]"
+ * (qmail's sender of double bounces, written as it is) and an address
+ * without '@' (a local name, qualified later) are fine. */
 const char *addr_path_problem(const char *addr, size_t len);
 
 /* Append "<" path ">" for addr to out ("<>" for "").  0 ok; -1 with the

@@ -99,11 +99,12 @@ env_parser_feed(struct env_parser *p, const char *in, size_t n, size_t *used,
 				return env_fail(p, ENV_FORMAT, why);
 			}
 			buf_add(out, in + i, take);
+			memcpy(p->addr + p->alen, in + i, take);
 			p->alen += take;
 			i += take, p->pos += take;
 			if (nul) {
 				/* Whole now: one an SMTP client can write as a path. */
-				why = addr_path_problem(out->s + p->addr_start, p->alen);
+				why = addr_path_problem(p->addr, p->alen);
 				if (why) {
 					*used = i;
 					return env_fail(p, ENV_FORMAT, why);

@@ -403,6 +403,7 @@ Test(address, write_path)
 	path_is("evil> NOTIFY=NEVER@remote.example", "<\"evil> NOTIFY=NEVER\"@remote.example>");
 	path_is("a@[192.0.2.1]", "<a@[192.0.2.1]>");
 	path_is("a@[IPv6:2001:db8::1]", "<a@[IPv6:2001:db8::1]>");
+	path_is("#@[]", "<#@[]>");	/* qmail's double-bounce sender, as it is */
 	/* qmail-queue's envelope lets anything through: the domain decides. */
 	path_bad("r@remote.example> NOTIFY=SUCCESS ORCPT=rfc822;x", "invalid character in the domain");
 	path_bad("r@remote.example>", "invalid character in the domain");
@@ -412,6 +413,8 @@ Test(address, write_path)
 	path_bad("r@x.example.", "ends with a dot");
 	path_bad("r@[1.2.3.4", "address literal");
 	path_bad("r@[1.2.3.4] X", "address literal");
+	path_bad("x#@[]", "address literal");
+	path_bad("#@[] ", "address literal");
 	path_bad("r\r\nRSET@x.example", "control character");
 	path_bad("r@x.example\r\nRSET", "control character");
 }
