@@ -15,6 +15,7 @@
 
 #include "lib/alloc.h"
 #include "mail/address.h"
+#include "mail/envelope.h"
 
 void
 addrlist_add(struct addrlist *l, const char *s, size_t len)
@@ -714,18 +715,13 @@ local_len(const char *addr, size_t len)
 const char *
 addr_path_problem(const char *addr, size_t len)
 {
-	size_t i, l;
+	const char *why;
+	size_t l;
 
 	if (len == 0 || (len == 4 && memcmp(addr, DOUBLE_BOUNCE, 4) == 0))
 		return NULL;
-	for (i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)addr[i];
-
-		if (c == '\0')
-			return "NUL byte in address";
-		if (c < 0x20 || c == 0x7f)
-			return "control character in address";
-	}
+	if ((why = envelope_addr_problem(addr, len)) != NULL)
+		return why;	/* a control byte, or over 1002 bytes */
 	l = local_len(addr, len);
 	if (l == 0)
 		return "empty local part";

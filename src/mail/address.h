@@ -71,7 +71,8 @@ int addr_parse_one(const char *s, int allow_empty, const char *defdomain,
 const char *addr_domain_problem(const char *s, size_t n);
 
 /* NULL if the internal-form address can be written as a path by
- * addr_write_path(), else the reason: a control byte, no local part, or
+ * addr_write_path(), else the reason: what envelope_addr_problem()
+ * refuses (a control byte, over 1002 bytes), no local part, or
  * a domain addr_domain_problem() refuses.  "" (the null sender), "#@[]"
  * (qmail's sender of double bounces, written as it is) and an address
  * without '@' (a local name, qualified later) are fine. */
