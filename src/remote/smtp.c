@@ -62,8 +62,7 @@ struct sess {
 	const char *sender;
 	struct buf paths;		/* RFC 5321 paths, mail/address.c: sender's, */
 	size_t *rcpt_path;		/* then each recipient's at these offsets */
-	const struct buf *wire;
-	const struct body_info *info;
+	struct body *body;		/* the message, streamed (remote/body.h) */
 	struct conn c;
 	int connected, usable, banner_seen, tls_active;
 	struct smtp_reply r;
@@ -652,7 +651,7 @@ st_mail(struct sess *s)
 {
 	struct buf cmd = BUF_INIT;
 	/* SIZE (RFC 1870): the message as sent, without the final ".". */
-	size_t cap = s->up->max_recipients, i, wire = s->wire->len - 3;
+	size_t cap = s->up->max_recipients, i, wire = s->body->wire_len - 3;
 	enum state next = S_RCPT;
 	enum trouble_action a;
 
@@ -682,7 +681,7 @@ st_mail(struct sess *s)
 	buf_printf(&cmd, "MAIL FROM:%s", s->paths.s);
 	if (s->caps.size)
 		buf_printf(&cmd, " SIZE=%zu", wire);
-	if (s->caps.eightbitmime && s->info->eightbit)
+	if (s->caps.eightbitmime && s->body->info.eightbit)
 		buf_adds(&cmd, " BODY=8BITMIME");
 	buf_adds(&cmd, "\r\n");
 	if (s->pipelined) {
@@ -842,15 +841,23 @@ st_data(struct sess *s)
 static enum state
 st_body(struct sess *s)
 {
-	size_t off = 0, chunk = 65536;
+	static char chunk[BODY_CHUNK];
+	struct buf why = BUF_INIT;
 	enum state next;
+	ssize_t n;
 
-	while (off < s->wire->len) {
-		size_t n = s->wire->len - off < chunk ? s->wire->len - off : chunk;
-
-		if (put(s, s->wire->s + off, n, s->up->timeout_data_block, STAGE_DATA, &next) < 0)
+	body_rewind(s->body);
+	while ((n = body_next(s->body, chunk, sizeof chunk, &why)) > 0)
+		if (put(s, chunk, (size_t)n, s->up->timeout_data_block, STAGE_DATA, &next) < 0) {
+			buf_free(&why);
 			return next;
-		off += n;
+		}
+	if (n < 0) {
+		/* No final dot: closing the connection discards the data. */
+		fail(s, T_DEFER, "weir-remote: %s; not sent.\n", why.s);
+		s->usable = 0;
+		buf_free(&why);
+		return S_DONE;
 	}
 	return S_DOT;
 }
@@ -1011,8 +1018,7 @@ run_machine(struct sess *s, enum state st)
 
 void
 smtp_deliver(const struct smtp_params *p, const char *sender, const char *const *rcpts,
-    size_t nrcpt, const struct buf *wire, const struct body_info *info,
-    struct smtp_result *res)
+    size_t nrcpt, struct body *body, struct smtp_result *res)
 {
 	struct sess s;
 	enum state st = S_CONNECT;
@@ -1024,8 +1030,7 @@ smtp_deliver(const struct smtp_params *p, const char *sender, const char *const 
 	res->nrcpt = nrcpt;
 	sess_init(&s, p, res);
 	s.sender = sender;
-	s.wire = wire;
-	s.info = info;
+	s.body = body;
 
 	/* Every path is written by one quoting function: nothing in an
 	 * address can add text to MAIL FROM or RCPT TO. */

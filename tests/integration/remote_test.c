@@ -28,6 +28,7 @@
 #include "lib/alloc.h"
 #include "lib/buf.h"
 #include "mail/gateclient.h"
+#include "relay_helpers.h"
 #include "testlib.h"
 
 static char *dir;		/* this test's scratch folder */
@@ -1116,6 +1117,68 @@ Test(remote, size_over_the_servers_limit_bounces)
 	    "h%P accepts messages of up to 10 bytes (SIZE); this one is 24 bytes.\n"
 	    "|D%P accepts messages of up to 10 bytes (SIZE); this one is 24 bytes.\n");
 	cr_assert(!recorded("\"event\": \"mail\""));
+}
+
+/* weir-remote delivering a message of size bytes from a file (fd 0, as
+ * weir-send gives it) to an upstream that never answers the final dot:
+ * its VmHWM, in kB, once everything is sent. */
+static long
+peak_kb_sending(size_t size)
+{
+	static char block[1 << 20];
+	char *msgp = xasprintf("%s/big.%zu", dir, size), *c = conf("  tls = \"none\"\n");
+	char *bin = tl_bin("weir-remote"), *rec = xasprintf("%s/record.jsonl", dir);
+	size_t off, i;
+	pid_t pid;
+	long kb;
+	int fd, status;
+
+	for (i = 0; i < sizeof block; i++)	/* 76-byte lines */
+		block[i] = i % 77 == 76 ? '\n' : 'a' + i % 26;
+	fd = open(msgp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert(fd >= 0);
+	cr_assert(write(fd, "Subject: big\n\n", 14) == 14);
+	for (off = 0; off < size; off += sizeof block)
+		cr_assert(write(fd, block, size - off < sizeof block ? size - off : sizeof block) > 0);
+	cr_assert(close(fd) == 0);
+	unlink(rec);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		int in = open(msgp, O_RDONLY), null = open("/dev/null", O_WRONLY);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (in < 0 || null < 0 || dup2(in, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+			_exit(126);
+		execl(bin, "weir-remote", "-n", "-c", c, "x", "s@x.example", "a@example.net",
+		    (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 6000 && !recorded("\"stage\": \"dataend\""); i++)
+		poll(NULL, 0, 10);
+	cr_assert(recorded("\"stage\": \"dataend\""), "the upstream never got the end of data");
+	kb = rt_status_kb(pid, "VmHWM");
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	unlink(msgp);
+	free(msgp); free(c); free(bin); free(rec);
+	return kb;
+}
+
+/* Streamed: memory does not grow with the message.  Failed before:
+ * 100 MB took over 200 MB (the message and its wire copy held). */
+Test(remote, big_message_streamed_in_bounded_memory, .timeout = 180)
+{
+	static const char *const flags[] = { "--hang", "dataend", NULL };
+	long small, big;
+
+	start(NULL, flags);
+	small = peak_kb_sending(1024);
+	big = peak_kb_sending(100 * 1000 * 1000);
+	cr_log_info("weir-remote VmHWM: %ld kB for 1 KB, %ld kB for 100 MB", small, big);
+	cr_assert(small > 0 && big > 0);
+	cr_assert(big - small < 4096, "VmHWM %ld kB for 100 MB, %ld kB for 1 KB", big, small);
 }
 
 Test(remote, size_declared_in_mail_from)
