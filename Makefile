@@ -132,6 +132,7 @@ FUZZ_CC   ?= clang
 FUZZ_TIME ?= 60
 FUZZ_BIN  := $(BUILD)/fuzz/smtpd_fuzz
 FUZZ_SRC  := tests/fuzz/smtpd_fuzz.c src/smtpd/dataend.c src/smtpd/path.c src/smtpd/auth.c \
+	src/mail/address.c src/mail/envelope.c \
 	src/lib/netaddr.c src/lib/buf.c src/lib/alloc.c src/lib/log.c src/lib/io.c
 
 $(FUZZ_BIN): $(FUZZ_SRC) | $(PATHS_H)

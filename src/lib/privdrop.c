@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "lib/log.h"
@@ -71,4 +72,28 @@ privdrop_daemon(const char *key, const char *user, int status)
 	privdrop(user, status);
 	log_info("running as user %s (%s)", user, key);
 	return 1;
+}
+
+void
+privdrop_setid(int status)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+
+	if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
+		fatal(status, "drop the set-id identity: getresuid/getresgid");
+	if (ru == eu && ru == su && rg == eg && rg == sg)
+		return;
+	if (setresgid(rg, rg, rg) < 0)
+		fatal(status, "drop the set-id identity: setresgid %lu", (unsigned long)rg);
+	if (setresuid(ru, ru, ru) < 0)
+		fatal(status, "drop the set-id identity: setresuid %lu", (unsigned long)ru);
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fatal(status, "drop the set-id identity: prctl PR_SET_DUMPABLE");
+	if (eg != rg && setegid(eg) != -1)
+		fatalx(status, "drop the set-id identity: gid %lu could come back",
+		    (unsigned long)eg);
+	if (eu != ru && seteuid(eu) != -1)
+		fatalx(status, "drop the set-id identity: uid %lu could come back",
+		    (unsigned long)eu);
 }

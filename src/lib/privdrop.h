@@ -31,4 +31,15 @@ void privdrop(const char *user, int status);
  */
 int privdrop_daemon(const char *key, const char *user, int status);
 
+/*
+ * A set-user-id or set-group-id program giving up the identity it was
+ * installed with, for good, once it has used it (weir-remote, after
+ * reading the secret): the real ids become the effective and saved ones,
+ * the process stays not dumpable (so the caller, whose uid it now has,
+ * cannot ptrace the secret out of it), and the old ids must not come
+ * back.  Nothing happens when the ids are all the same.  Every failure
+ * exits with status.
+ */
+void privdrop_setid(int status);
+
 #endif

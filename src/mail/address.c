@@ -3,14 +3,19 @@
  * strings and quoted-pairs resolved, folding removed) feeds a parser that
  * cuts the list at top-level ',' ':' ';' into segments and parses each
  * segment as a mailbox, a group name, or nothing.  Only one segment's
- * tokens are held at a time.
+ * tokens are held at a time.  At the end, the checks and the writer of
+ * RFC 5321 paths, shared by every program that reads or sends an address.
  */
+#include <arpa/inet.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 
 #include "lib/alloc.h"
 #include "mail/address.h"
+#include "mail/envelope.h"
 
 void
 addrlist_add(struct addrlist *l, const char *s, size_t len)
@@ -370,12 +375,20 @@ parse_addr_spec(struct parser *p, size_t a, size_t b, struct addrlist *out)
 	if (p->addr.len == 0)
 		return parse_error(p, &t[a], "empty local part");
 	if (i < b && is_spec(&t[i], '@')) {
+		size_t dom = p->addr.len + 1;
+		const char *w;
+
 		i++;
 		buf_addc(&p->addr, '@');
 		if (i < b && t[i].type == T_DLIT) {
 			buf_add(&p->addr, tok_val(p, &t[i]), t[i].len);
 			i++;
 		} else if (parse_dotted(p, &i, b, 1) < 0) {
+			return -1;
+		}
+		if ((w = addr_domain_problem(p->addr.s + dom, p->addr.len - dom)) != NULL) {
+			buf_printf(p->why, "%s: \"%.*s\"", w, (int)(p->addr.len - dom),
+			    p->addr.s + dom);
 			return -1;
 		}
 	} else if (p->defdomain) {
@@ -596,4 +609,151 @@ addr_parse_one(const char *s, int allow_empty, const char *defdomain,
 out:
 	addrlist_free(&got);
 	return rc;
+}
+
+/* ---- RFC 5321 paths ---- */
+
+#define DOMAIN_MAX	255
+
+const char *
+addr_domain_problem(const char *s, size_t n)
+{
+	char lit[64];
+	size_t i, label = 0;
+
+	if (n == 0)
+		return "empty domain";
+	if (n > DOMAIN_MAX)
+		return "domain longer than 255 bytes";
+	if (s[0] == '[') {
+		if (n < 2 || s[n - 1] != ']' || n - 2 >= sizeof lit)
+			return "invalid address literal";
+		memcpy(lit, s + 1, n - 2);
+		lit[n - 2] = '\0';
+		if (strlen(lit) != n - 2)
+			return "invalid address literal";
+		if (strncasecmp(lit, "IPv6:", 5) == 0) {
+			unsigned char a6[16];
+
+			if (inet_pton(AF_INET6, lit + 5, a6) != 1)
+				return "invalid IPv6 address literal";
+		} else {
+			unsigned char a4[4];
+
+			if (inet_pton(AF_INET, lit, a4) != 1)
+				return "invalid address literal";
+		}
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '.') {
+			if (label == 0)
+				return "empty label in the domain";
+			if (s[i - 1] == '-')
+				return "a domain label ends with '-'";
+			label = 0;
+			continue;
+		}
+		if (c == '-' && label == 0)
+			return "a domain label starts with '-'";
+		if (c == '%' || c == '!' || c == '@')
+			return "relay syntax in the domain is not accepted";
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-'))
+			return "invalid character in the domain";
+		if (++label > 63)
+			return "domain label longer than 63 bytes";
+	}
+	if (label == 0)
+		return "domain ends with a dot";
+	if (s[n - 1] == '-')
+		return "a domain label ends with '-'";
+	return NULL;
+}
+
+/* Is s[0..n) a dot-string (RFC 5321: atoms of atext joined by single dots)? */
+static int
+is_dot_string(const char *s, size_t n)
+{
+	size_t i;
+	int atom = 0;
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '.') {
+			if (!atom)
+				return 0;
+			atom = 0;
+		} else if (c < 0x80 && is_atext(c)) {
+			atom = 1;
+		} else {
+			return 0;
+		}
+	}
+	return atom;
+}
+
+/* The local part's length: up to the last '@', or all of it. */
+static size_t
+local_len(const char *addr, size_t len)
+{
+	size_t i;
+
+	for (i = len; i > 0; i--)
+		if (addr[i - 1] == '@')
+			return i - 1;
+	return len;
+}
+
+/* qmail's sender of double bounces, passed on as it is (qmail-remote
+ * does the same). */
+#define DOUBLE_BOUNCE "#@[]"
+
+const char *
+addr_path_problem(const char *addr, size_t len)
+{
+	const char *why;
+	size_t l;
+
+	if (len == 0 || (len == 4 && memcmp(addr, DOUBLE_BOUNCE, 4) == 0))
+		return NULL;
+	if ((why = envelope_addr_problem(addr, len)) != NULL)
+		return why;	/* a control byte, or over 1002 bytes */
+	l = local_len(addr, len);
+	if (l == 0)
+		return "empty local part";
+	if (l == len)
+		return NULL;
+	return addr_domain_problem(addr + l + 1, len - l - 1);
+}
+
+int
+addr_write_path(struct buf *out, const char *addr, size_t len, const char **why)
+{
+	size_t i, l;
+
+	if ((*why = addr_path_problem(addr, len)) != NULL)
+		return -1;
+	buf_addc(out, '<');
+	l = local_len(addr, len);
+	if (len == 4 && memcmp(addr, DOUBLE_BOUNCE, 4) == 0) {
+		buf_add(out, addr, len);
+		l = len;
+	} else if (len == 0 || is_dot_string(addr, l)) {
+		buf_add(out, addr, l);
+	} else {
+		buf_addc(out, '"');
+		for (i = 0; i < l; i++) {
+			if (addr[i] == '"' || addr[i] == '\\')
+				buf_addc(out, '\\');
+			buf_addc(out, addr[i]);
+		}
+		buf_addc(out, '"');
+	}
+	buf_add(out, addr + l, len - l);
+	buf_addc(out, '>');
+	return 0;
 }

@@ -13,6 +13,16 @@
  * qualifies it.  Empty list elements ("a@b, , c@d") are allowed, as the
  * RFC's obsolete syntax does.
  *
+ * The other direction, for the SMTP client: addr_write_path() writes an
+ * address in qmail's internal form as an RFC 5321 path, the local part
+ * (everything before the last '@') as a dot-string when it is one, else
+ * as a quoted-string with '\' and '"' escaped, as qmail-remote does
+ * ("a b"@x, "a\"b"@x, "x\\y"@x).  Nothing in an address can then add
+ * text outside the path's "<...>".  The domain must be a valid domain
+ * name (LDH labels) or address literal; addr_domain_problem() is the one
+ * check of that, used by sendmail, weir-queue, weir-smtpd and
+ * weir-remote alike.
+ *
  * Trusts: nothing.  Input is bounded by the caller's size and parsed in
  * one pass with no recursion; comment nesting is limited to
  * ADDR_COMMENT_DEPTH.  Every error says what was wrong and where.
@@ -54,5 +64,22 @@ int addr_parse_list(const char *s, size_t len, const char *defdomain,
  * with the reason in why. */
 int addr_parse_one(const char *s, int allow_empty, const char *defdomain,
     struct buf *out, struct buf *why);
+
+/* NULL if s[0..n) is a valid RFC 5321 domain (LDH labels of 1-63 bytes,
+ * no trailing dot, at most 255 bytes) or address literal ([1.2.3.4],
+ * [IPv6:...]), else the reason. */
+const char *addr_domain_problem(const char *s, size_t n);
+
+/* NULL if the internal-form address can be written as a path by
+ * addr_write_path(), else the reason: what envelope_addr_problem()
+ * refuses (a control byte, over 1002 bytes), no local part, or
+ * a domain addr_domain_problem() refuses.  "" (the null sender), "#@[]"
+ * (qmail's sender of double bounces, written as it is) and an address
+ * without '@' (a local name, qualified later) are fine. */
+const char *addr_path_problem(const char *addr, size_t len);
+
+/* Append "<" path ">" for addr to out ("<>" for "").  0 ok; -1 with the
+ * reason in *why (out unchanged). */
+int addr_write_path(struct buf *out, const char *addr, size_t len, const char **why);
 
 #endif

@@ -116,8 +116,19 @@ static const struct key lkeys[] = {
 	{ "max_errors",      K_INT,      NULL, 10, 1, 1000, LOFF(max_errors) },
 	{ "max_connections", K_INT,      NULL, 40, 1, 10000, LOFF(max_connections) },
 	{ "max_per_client",  K_INT,      NULL, 10, 1, 10000, LOFF(max_per_client) },
-	/* RFC 5321 4.5.3.2 asks at least 5 minutes of a server. */
+	/* RFC 5321 4.5.3.2 asks at least 5 minutes of a server.  As
+	 * Postfix's smtpd_timeout with smtpd_min_data_rate: a whole command
+	 * line within timeout, DATA within timeout plus 1 s per
+	 * min_data_rate bytes received. */
 	{ "timeout",         K_DURATION, "5m", 0, 1, 3600, LOFF(timeout) },
+	{ "min_data_rate",   K_INT,      NULL, 500, 1, 1000000000, LOFF(min_data_rate) },
+	/* NOOP, RSET, HELP, VRFY and unknown commands per session. */
+	{ "junk_command_limit", K_INT,   NULL, 100, 1, 100000, LOFF(junk_command_limit) },
+	/* Wait before the greeting (non-loopback clients; loopback ones
+	 * too with greet_pause_loopback): a client that speaks first is
+	 * refused. */
+	{ "greet_pause",     K_DURATION, "1s", 0, 0, 300, LOFF(greet_pause) },
+	{ "greet_pause_loopback", K_BOOL, NULL, 0, 0, 1, LOFF(greet_pause_loopback) },
 	{ "cert_file",       K_STR,      NULL, 0, 0, 0, LOFF(cert_file) },
 	{ "key_file",        K_STR,      NULL, 0, 0, 0, LOFF(key_file) },
 	{ "password_file",   K_STR,      NULL, 0, 0, 0, LOFF(password_file) },
@@ -535,6 +546,10 @@ check_upstream(const struct weir_upstream *u, const char *file, struct buf *err)
 {
 	const char *f = file;
 
+	/* No default: a caller must never choose where the secret goes. */
+	if (u->host == NULL || u->host[0] == '\0')
+		buf_printf(err, "%s:%d: upstream \"%s\": no host (the relay to connect "
+		    "to must be named; there is no default)\n", f, u->line, u->name);
 	if (u->secret_file && u->secret_command)
 		buf_printf(err, "%s:%d: upstream \"%s\": secret_file and secret_command "
 		    "exclude each other\n", f, u->line, u->name);

@@ -67,7 +67,11 @@ struct weir_listen {
 	unsigned max_errors;	/* max_errors per session (10) */
 	unsigned max_connections; /* max_connections at once, listener mode (40) */
 	unsigned max_per_client; /* max_per_client: connections per address (10) */
-	long long timeout;	/* timeout: per command and per data block (5m) */
+	long long timeout;	/* timeout: a whole command line, and DATA (5m) */
+	unsigned min_data_rate;	/* min_data_rate: bytes/s that extend DATA's time (500) */
+	unsigned junk_command_limit; /* junk_command_limit per session (100) */
+	long long greet_pause;	/* greet_pause before the greeting (1s) */
+	int greet_pause_loopback; /* greet_pause_loopback: pause for loopback too (false) */
 	char *cert_file;	/* cert_file: PEM chain for STARTTLS; NULL: no TLS */
 	char *key_file;		/* key_file: its private key */
 	char *password_file;	/* password_file: AUTH users; NULL: no AUTH */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mail/address.h"
 #include "mail/envelope.h"
 
 const char *
@@ -98,9 +99,16 @@ env_parser_feed(struct env_parser *p, const char *in, size_t n, size_t *used,
 				return env_fail(p, ENV_FORMAT, why);
 			}
 			buf_add(out, in + i, take);
+			memcpy(p->addr + p->alen, in + i, take);
 			p->alen += take;
 			i += take, p->pos += take;
 			if (nul) {
+				/* Whole now: one an SMTP client can write as a path. */
+				why = addr_path_problem(p->addr, p->alen);
+				if (why) {
+					*used = i;
+					return env_fail(p, ENV_FORMAT, why);
+				}
 				buf_addc(out, '\0');
 				i++, p->pos++;
 				if (p->state == S_RCPT)

@@ -37,6 +37,8 @@ struct env_parser {
 	size_t alen;		/* bytes of the current address */
 	size_t nrcpt;
 	size_t addr_start;	/* offset in out of the current address */
+	char addr[ADDR_MAX];	/* the current address, for the check at its end
+				   (the caller may flush out between feeds) */
 	char why[160];
 };
 

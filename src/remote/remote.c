@@ -23,6 +23,7 @@
 #include "lib/evloop.h"
 #include "lib/io.h"
 #include "lib/log.h"
+#include "lib/privdrop.h"
 #include "mail/config.h"
 #include "mail/gateclient.h"
 #include "mail/trouble.h"
@@ -240,29 +241,6 @@ gate_report(struct gate *g, const struct smtp_result *res)
 	g->on = 0;
 }
 
-static int
-read_message(struct buf *msg, struct buf *err)
-{
-	for (;;) {
-		ssize_t r;
-
-		buf_reserve(msg, 65536);
-		r = read_retry(STDIN_FILENO, msg->s + msg->len, 65536);
-		if (r < 0) {
-			buf_printf(err, "reading the message: %s", strerror(errno));
-			return -1;
-		}
-		if (r == 0)
-			return 0;
-		msg->len += (size_t)r;
-		msg->s[msg->len] = '\0';
-		if (msg->len > MESSAGE_MAX) {
-			buf_printf(err, "the message is over %lu bytes", MESSAGE_MAX);
-			return -1;
-		}
-	}
-}
-
 static unsigned
 default_port(int tls)
 {
@@ -288,6 +266,9 @@ prepare(const struct weir_upstream *up, struct smtp_params *p, struct buf *secre
 		p->secret = secret->s;
 		p->secretlen = secret->len;
 	}
+	/* Set-user-id: the secret is read; TLS and SMTP run as the caller
+	 * (the change of ids clears the death signal: remote_run asks again). */
+	privdrop_setid(111);
 	if (up->tls != UP_TLS_NONE &&
 	    (p->tls = tls_client_new(up->verify, up->ca_file, up->fingerprint, err)) == NULL) {
 		buf_printf(err, " (TLS set-up)");
@@ -383,8 +364,8 @@ remote_run(int argc, char **argv, pid_t parent)
 	struct weir_config cfg;
 	struct weir_upstream fallback;
 	const struct weir_upstream *up;
-	struct buf err = BUF_INIT, msg = BUF_INIT, wire = BUF_INIT, secret = BUF_INIT;
-	struct body_info info;
+	struct buf err = BUF_INIT, secret = BUF_INIT;
+	struct body body;
 	struct smtp_params p;
 	struct smtp_result res;
 	struct trouble_rules *rules = NULL;
@@ -396,6 +377,7 @@ remote_run(int argc, char **argv, pid_t parent)
 	char *end;
 
 	memset(&p, 0, sizeof p);
+	memset(&body, 0, sizeof body);	/* body_close() is safe on it */
 	memset(&gate, 0, sizeof gate);
 	gate.gc.fd = -1;
 	opterr = 0;
@@ -467,11 +449,11 @@ remote_run(int argc, char **argv, pid_t parent)
 	    up->tls == UP_TLS_SMTPS ? "smtps" : up->tls == UP_TLS_NONE ? "none" : "starttls",
 	    up->tls != UP_TLS_NONE && !up->verify ? " (not verified)" : "");
 
-	if (read_message(&msg, &err) < 0) {
+	if (body_open(&body, STDIN_FILENO, MESSAGE_MAX, &err) < 0) {
 		rc = whole(nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
 		goto out;
 	}
-	if (body_encode(msg.s ? msg.s : "", msg.len, &wire, &info) < 0) {
+	if (body.info.too_long_line) {
 		struct smtp_result bad;
 		size_t i;
 		int perm;
@@ -481,7 +463,7 @@ remote_run(int argc, char **argv, pid_t parent)
 		bad.rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *bad.rcpt);
 		buf_printf(&bad.text, "Line %zu of the message is %zu bytes long; SMTP allows "
 		    "%d (RFC 5322 2.1.1), so it cannot be sent as it is. (#5.6.0)\n",
-		    info.too_long_line, info.too_long_len, BODY_LINE_MAX);
+		    body.info.too_long_line, body.info.too_long_len, BODY_LINE_MAX);
 		perm = trouble_situation(SIT_LINE_TOO_LONG) == T_BOUNCE;
 		for (i = 0; i < nrcpt; i++) {
 			bad.rcpt[i].kind = perm ? 'h' : 's';
@@ -493,12 +475,12 @@ remote_run(int argc, char **argv, pid_t parent)
 		smtp_result_free(&bad);
 		goto out;
 	}
-	buf_free(&msg);
-
 	if (prepare(up, &p, &secret, &err) < 0) {
 		rc = whole(nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
 		goto out;
 	}
+	if (!use_gate && config_untrusted_env())
+		die_with_parent(parent);
 	rules = trouble_new();
 	p.rules = rules;
 	if (use_gate && !gate_acquire(&gate, cfg.gate_socket, up, sender, nrcpt, &err)) {
@@ -506,7 +488,7 @@ remote_run(int argc, char **argv, pid_t parent)
 		goto out;
 	}
 	p.max_rcpt = gate.max_rcpt;
-	smtp_deliver(&p, sender, rcpts, nrcpt, &wire, &info, &res);
+	smtp_deliver(&p, sender, rcpts, nrcpt, &body, &res);
 	secret_wipe(&secret);
 	gate_report(&gate, &res);
 	if (outfd >= 0)
@@ -519,8 +501,7 @@ out:
 	secret_wipe(&secret);
 	trouble_free(rules);
 	tls_client_free(p.tls);
-	buf_free(&msg);
-	buf_free(&wire);
+	body_close(&body);
 	buf_free(&err);
 	if (have_fallback)
 		config_upstream_free(&fallback);

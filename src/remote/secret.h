@@ -2,7 +2,10 @@
  * secret.h: the SASL secret (password or OAuth token) of an upstream,
  * from secret_file (which must not be open to group or others: refused
  * otherwise) or from the standard output of secret_command (run with
- * /bin/sh -c, no stdin, stderr passed through, exit 0 required).  One
+ * /bin/sh -c, no stdin, stderr passed through, exit 0 required, in a
+ * process group of its own with no descriptor but 0, 1 and 2; once it
+ * has exited, or at the deadline, the whole group is killed, so nothing
+ * it started outlives it or holds a descriptor of weir-remote's).  One
  * trailing LF or CRLF is removed.  The caller wipes it with
  * secret_wipe(); it never goes to argv, the environment or a log.
  *

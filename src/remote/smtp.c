@@ -23,6 +23,7 @@
 #include "lib/alloc.h"
 #include "lib/evloop.h"
 #include "lib/log.h"
+#include "mail/address.h"
 #include "mail/envelope.h"
 #include "remote/conn.h"
 #include "remote/sasl.h"
@@ -59,8 +60,9 @@ struct sess {
 	const struct weir_upstream *up;
 	struct smtp_result *res;
 	const char *sender;
-	const struct buf *wire;
-	const struct body_info *info;
+	struct buf paths;		/* RFC 5321 paths, mail/address.c: sender's, */
+	size_t *rcpt_path;		/* then each recipient's at these offsets */
+	struct body *body;		/* the message, streamed (remote/body.h) */
 	struct conn c;
 	int connected, usable, banner_seen, tls_active;
 	struct smtp_reply r;
@@ -584,9 +586,16 @@ st_auth(struct sess *s)
 		next = fail_reply(s, STAGE_AUTH, a == T_ACCEPT ? T_DEFER : a, what);
 		goto out;
 	}
-	if (!saslc_complete(sc))
-		log_warnx("%s: AUTH %s: the server said yes before the mechanism finished",
-		    s->peer, mech);
+	if (!saslc_complete(sc)) {
+		/* SCRAM: a 235 without the server's signature is a server
+		 * that did not prove it knows the secret: no mail to it. */
+		char what[128];
+
+		snprintf(what, sizeof what, "AUTH %s ended before the server proved it knows "
+		    "the secret", mech);
+		next = fail_reply(s, STAGE_AUTH, T_DEFER, what);
+		goto out;
+	}
 	if (s->probe) {
 		char line[SMTP_REPLY_LINE_MAX * 2];
 
@@ -642,7 +651,7 @@ st_mail(struct sess *s)
 {
 	struct buf cmd = BUF_INIT;
 	/* SIZE (RFC 1870): the message as sent, without the final ".". */
-	size_t cap = s->up->max_recipients, i, wire = s->wire->len - 3;
+	size_t cap = s->up->max_recipients, i, wire = s->body->wire_len - 3;
 	enum state next = S_RCPT;
 	enum trouble_action a;
 
@@ -669,15 +678,16 @@ st_mail(struct sess *s)
 	s->accepted = s->same5xx = 0;
 	s->first5xx[0] = '\0';
 	s->pipelined = s->caps.pipelining;
-	buf_printf(&cmd, "MAIL FROM:<%s>", s->sender);
+	buf_printf(&cmd, "MAIL FROM:%s", s->paths.s);
 	if (s->caps.size)
 		buf_printf(&cmd, " SIZE=%zu", wire);
-	if (s->caps.eightbitmime && s->info->eightbit)
+	if (s->caps.eightbitmime && s->body->info.eightbit)
 		buf_adds(&cmd, " BODY=8BITMIME");
 	buf_adds(&cmd, "\r\n");
 	if (s->pipelined) {
 		for (i = s->first; i < s->first + s->count; i++)
-			buf_printf(&cmd, "RCPT TO:<%s>\r\n", s->res->rcpt[i].addr);
+			if (s->res->rcpt[i].kind == 0)	/* not one refused before */
+				buf_printf(&cmd, "RCPT TO:%s\r\n", s->paths.s + s->rcpt_path[i]);
 		buf_adds(&cmd, "DATA\r\n");
 	}
 	if (put(s, cmd.s, cmd.len, s->up->timeout_mail, STAGE_MAIL, &next) < 0 ||
@@ -712,7 +722,7 @@ st_rcpt(struct sess *s)
 		struct buf cmd = BUF_INIT;
 		int r;
 
-		buf_printf(&cmd, "RCPT TO:<%s>\r\n", addr);
+		buf_printf(&cmd, "RCPT TO:%s\r\n", s->paths.s + s->rcpt_path[i]);
 		r = put(s, cmd.s, cmd.len, s->up->timeout_rcpt, STAGE_RCPT, &next);
 		buf_free(&cmd);
 		if (r < 0)
@@ -750,7 +760,10 @@ st_rcpt(struct sess *s)
 		s->usable = 0;
 		return fail_reply(s, STAGE_RCPT, a, "the server closed the session");
 	}
-	if (++s->next < s->first + s->count)
+	/* Skip recipients refused before the session (no path). */
+	while (++s->next < s->first + s->count && s->res->rcpt[s->next].kind)
+		;
+	if (s->next < s->first + s->count)
 		return S_RCPT;
 	/* Identical 5xx for every recipient: the relay refusing us. */
 	if (trouble_identical_refusals(s->count, s->same5xx, s->accepted)) {
@@ -828,15 +841,23 @@ st_data(struct sess *s)
 static enum state
 st_body(struct sess *s)
 {
-	size_t off = 0, chunk = 65536;
+	static char chunk[BODY_CHUNK];
+	struct buf why = BUF_INIT;
 	enum state next;
+	ssize_t n;
 
-	while (off < s->wire->len) {
-		size_t n = s->wire->len - off < chunk ? s->wire->len - off : chunk;
-
-		if (put(s, s->wire->s + off, n, s->up->timeout_data_block, STAGE_DATA, &next) < 0)
+	body_rewind(s->body);
+	while ((n = body_next(s->body, chunk, sizeof chunk, &why)) > 0)
+		if (put(s, chunk, (size_t)n, s->up->timeout_data_block, STAGE_DATA, &next) < 0) {
+			buf_free(&why);
 			return next;
-		off += n;
+		}
+	if (n < 0) {
+		/* No final dot: closing the connection discards the data. */
+		fail(s, T_DEFER, "weir-remote: %s; not sent.\n", why.s);
+		s->usable = 0;
+		buf_free(&why);
+		return S_DONE;
 	}
 	return S_DOT;
 }
@@ -977,6 +998,8 @@ sess_free(struct sess *s)
 	buf_free(&s->err);
 	buf_free(&s->fail_text);
 	buf_free(&s->ok_text);
+	buf_free(&s->paths);
+	free(s->rcpt_path);
 }
 
 /* From st to DONE, one logged transition at a time. */
@@ -995,8 +1018,7 @@ run_machine(struct sess *s, enum state st)
 
 void
 smtp_deliver(const struct smtp_params *p, const char *sender, const char *const *rcpts,
-    size_t nrcpt, const struct buf *wire, const struct body_info *info,
-    struct smtp_result *res)
+    size_t nrcpt, struct body *body, struct smtp_result *res)
 {
 	struct sess s;
 	enum state st = S_CONNECT;
@@ -1008,20 +1030,24 @@ smtp_deliver(const struct smtp_params *p, const char *sender, const char *const 
 	res->nrcpt = nrcpt;
 	sess_init(&s, p, res);
 	s.sender = sender;
-	s.wire = wire;
-	s.info = info;
+	s.body = body;
 
-	/* An address with a control byte could smuggle commands. */
-	if ((why = envelope_addr_problem(sender, strlen(sender))) != NULL) {
+	/* Every path is written by one quoting function: nothing in an
+	 * address can add text to MAIL FROM or RCPT TO. */
+	if (addr_write_path(&s.paths, sender, strlen(sender), &why) < 0) {
 		fail(&s, T_BOUNCE, "The sender address is unusable: %s.\n", why);
 		st = S_DONE;
 	}
+	buf_addc(&s.paths, '\0');
+	s.rcpt_path = xcalloc(nrcpt ? nrcpt : 1, sizeof *s.rcpt_path);
 	for (i = 0; i < nrcpt; i++) {
 		res->rcpt[i].addr = rcpts[i];
-		if ((why = envelope_addr_problem(rcpts[i], strlen(rcpts[i]))) != NULL)
+		s.rcpt_path[i] = s.paths.len;
+		if (addr_write_path(&s.paths, rcpts[i], strlen(rcpts[i]), &why) < 0)
 			set_rcpt(&s, i, 'h', "The recipient address is unusable: %s.\n", why);
 		else
 			good++;
+		buf_addc(&s.paths, '\0');
 	}
 	if (good == 0 && st != S_DONE)
 		st = S_DONE;

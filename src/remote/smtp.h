@@ -65,11 +65,11 @@ struct smtp_result {
 	int probe_failed;
 };
 
-/* Deliver the encoded message (body_encode's output) from sender to
- * rcpts.  Never fails as a function: everything ends in res. */
+/* Deliver the message (opened with body_open, streamed from it for each
+ * transaction) from sender to rcpts.  Never fails as a function:
+ * everything ends in res. */
 void smtp_deliver(const struct smtp_params *p, const char *sender, const char *const *rcpts,
-    size_t nrcpt, const struct buf *wire, const struct body_info *info,
-    struct smtp_result *res);
+    size_t nrcpt, struct body *body, struct smtp_result *res);
 /* Connect, greet, STARTTLS, AUTH as for a delivery, then QUIT: no MAIL.
  * What each step did goes to res->steps.  Never fails as a function. */
 void smtp_probe(const struct smtp_params *p, struct smtp_result *res);

@@ -7,6 +7,7 @@
 #ifndef WEIR_WAIT_H
 #define WEIR_WAIT_H
 
+#include <poll.h>
 #include <stdint.h>
 
 enum wait_status {
@@ -17,5 +18,7 @@ enum wait_status {
 
 /* events: POLLIN or POLLOUT. */
 enum wait_status wait_fd(int fd, short events, uint64_t deadline_ms);
+/* The same for n descriptors: WAIT_READY once one is (see revents). */
+enum wait_status wait_fds(struct pollfd *p, nfds_t n, uint64_t deadline_ms);
 
 #endif

@@ -197,6 +197,12 @@ sm_read_header(struct sm_reader *rd, struct sm_header *h, struct buf *why)
 				rc = EX_DATAERR;
 				goto out;
 			}
+			if (c == '\r') {
+				buf_printf(why, "bare CR (a carriage return not followed by a "
+				    "newline) in header line %zu", h->lines + 1);
+				rc = EX_DATAERR;
+				goto out;
+			}
 			buf_addc(&line, (char)c);
 			if (line.len > HDR_LINE_MAX) {
 				if (kind == K_NAME) {
@@ -227,6 +233,7 @@ sm_read_header(struct sm_reader *rd, struct sm_header *h, struct buf *why)
 			rc = EX_DATAERR;
 			goto out;
 		}
+		h->lines++;
 		if (kind == K_FIELD)
 			add_field(h, h->text.len, 0, namelen);
 		buf_add(&h->text, line.s, line.len);

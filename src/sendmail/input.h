@@ -58,6 +58,7 @@ struct sm_header {
 	struct sm_field *f;
 	size_t n, cap;
 	struct buf body;	/* the start of the body already read: "\n" + ... */
+	size_t lines;		/* header lines read, for messages */
 };
 
 /* Read the header block.  0 ok; else the exit code (65 bad header, 74

@@ -1,15 +1,14 @@
 /*
- * path.c: see path.h.
+ * path.c: see path.h.  The domain check is the shared one in
+ * mail/address.c.
  */
-#include <arpa/inet.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 
+#include "mail/address.h"
 #include "smtpd/path.h"
 
 #define LOCAL_MAX	64
-#define DOMAIN_MAX	255
 #define PATH_MAX_LEN	256
 
 /* RFC 5322 atext without '%' and '!' (relay tricks, checked apart). */
@@ -53,63 +52,6 @@ dot_string_problem(const char *s, size_t n)
 	}
 	if (!atom)
 		return "local part ends with a dot";
-	return NULL;
-}
-
-static const char *
-domain_problem(const char *s, size_t n)
-{
-	char lit[64];
-	size_t i, label = 0;
-
-	if (n == 0)
-		return "empty domain";
-	if (n > DOMAIN_MAX)
-		return "domain longer than 255 bytes";
-	if (s[0] == '[') {
-		if (s[n - 1] != ']' || n - 2 >= sizeof lit)
-			return "invalid address literal";
-		memcpy(lit, s + 1, n - 2);
-		lit[n - 2] = '\0';
-		if (strncasecmp(lit, "IPv6:", 5) == 0) {
-			unsigned char a6[16];
-
-			if (inet_pton(AF_INET6, lit + 5, a6) != 1)
-				return "invalid IPv6 address literal";
-			return NULL;
-		} else {
-			unsigned char a4[4];
-
-			if (inet_pton(AF_INET, lit, a4) != 1)
-				return "invalid address literal";
-			return NULL;
-		}
-	}
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '.') {
-			if (label == 0)
-				return "empty label in the domain";
-			if (s[i - 1] == '-')
-				return "a domain label ends with '-'";
-			label = 0;
-			continue;
-		}
-		if (c == '-' && label == 0)
-			return "a domain label starts with '-'";
-		if (c == '%' || c == '!' || c == '@')
-			return "relay syntax in the domain is not accepted";
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '-'))
-			return "invalid character in the domain";
-		if (++label > 63)
-			return "domain label longer than 63 bytes";
-	}
-	if (label == 0)
-		return "domain ends with a dot";
-	if (s[n - 1] == '-')
-		return "a domain label ends with '-'";
 	return NULL;
 }
 
@@ -196,7 +138,7 @@ smtp_path_parse(const char *s, int flags, struct buf *out, size_t *used,
 		*why = "missing '>'";
 		return -1;
 	}
-	if ((*why = domain_problem(p, n)) != NULL)
+	if ((*why = addr_domain_problem(p, n)) != NULL)
 		return -1;
 	buf_addc(out, '@');
 	buf_add(out, p, n);

@@ -15,8 +15,18 @@
  * end with CRLF, hold no NUL.  A longer line is read to its end and
  * refused; a bare CR or LF in a command ends the session.  Replies are
  * buffered and written when the client's input is used up, which is what
- * PIPELINING needs (RFC 2920).  Every wait (read or write) is bounded by
- * the timeout; then 421 and the end.
+ * PIPELINING needs (RFC 2920).  Clocks, as Postfix's smtpd_timeout with
+ * per-request deadlines: a command line must arrive whole within the
+ * timeout from the moment we wait for it, and DATA within the timeout
+ * plus one second per min_data_rate bytes received, however the client
+ * dribbles its bytes (TLS too); then 421 4.4.2 and the end.  A write
+ * waits at most the timeout.  NOOP, RSET, HELP, VRFY and unknown
+ * commands count as junk: past junk_command_limit (the count starts
+ * again after each queued message), 421 and the end.
+ *
+ * Before the greeting: a pause (greet_pause; loopback clients only with
+ * greet_pause_loopback), then a last look; a client that sent anything
+ * before the greeting is refused with 554 and disconnected.
  *
  * Relay: a client whose address is in conf->allow may name any recipient;
  * any other gets 550 5.7.1 for every RCPT.
@@ -36,6 +46,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -48,6 +59,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/evloop.h"
 #include "lib/io.h"
 #include "lib/log.h"
 #include "lib/timefmt.h"
@@ -76,6 +88,8 @@ struct session {
 	char *helo;
 	int esmtp;
 	unsigned errors;
+	unsigned junk;		/* junk commands since the last queued message */
+	uint64_t deadline;	/* clock_mono_ms: the command's, or DATA's, end */
 	int dead;		/* writing failed: stop */
 	/* input */
 	char rbuf[16384];
@@ -105,6 +119,10 @@ smtpd_conf_init(struct smtpd_conf *conf, const struct weir_config *c, struct buf
 	conf->max_rcpt = c->listen.max_recipients;
 	conf->max_errors = c->listen.max_errors;
 	conf->timeout_ms = (int)(c->listen.timeout * 1000);
+	conf->min_data_rate = c->listen.min_data_rate;
+	conf->junk_limit = c->listen.junk_command_limit;
+	conf->greet_pause_ms = (int)(c->listen.greet_pause * 1000);
+	conf->greet_pause_loopback = c->listen.greet_pause_loopback;
 	conf->qqprog = qq_program();
 	conf->allow = xcalloc(c->listen.allow.n + 1, sizeof *conf->allow);
 	for (i = 0; i < c->listen.allow.n; i++) {
@@ -256,8 +274,19 @@ reply(struct session *s, const char *fmt, ...)
 
 /* ---- input ---- */
 
-/* Make input available: flush replies first, then wait at most the
- * timeout for the client. */
+/* Milliseconds left before s->deadline (0: passed). */
+static int
+left_ms(const struct session *s)
+{
+	uint64_t now = clock_mono_ms();
+
+	if (now >= s->deadline)
+		return 0;
+	return s->deadline - now > INT_MAX ? INT_MAX : (int)(s->deadline - now);
+}
+
+/* Make input available: flush replies first, then wait for the client,
+ * at most until s->deadline. */
 static enum rd
 fill(struct session *s)
 {
@@ -268,8 +297,10 @@ fill(struct session *s)
 	flush_out(s);
 	if (s->dead)
 		return RD_ERROR;
+	if (left_ms(s) == 0)
+		return RD_TIMEOUT;
 	if (s->tls) {
-		r = tls_read(s->tls, s->rbuf, sizeof s->rbuf, s->conf->timeout_ms);
+		r = tls_read(s->tls, s->rbuf, sizeof s->rbuf, left_ms(s));
 		if (r <= 0)
 			return r == 0 ? RD_EOF : r == -2 ? RD_TIMEOUT : RD_ERROR;
 		s->rpos = 0;
@@ -278,7 +309,7 @@ fill(struct session *s)
 	}
 	for (;;) {
 		struct pollfd p = { s->in, POLLIN, 0 };
-		int pr = poll(&p, 1, s->conf->timeout_ms);
+		int pr = poll(&p, 1, left_ms(s));
 
 		if (pr < 0 && errno == EINTR)
 			continue;
@@ -313,6 +344,7 @@ read_cmd(struct session *s, struct buf *line, enum cmdline *cl)
 
 	buf_reset(line);
 	*cl = CL_OK;
+	s->deadline = clock_mono_ms() + (uint64_t)s->conf->timeout_ms;
 	for (;;) {
 		char c;
 
@@ -590,6 +622,8 @@ cmd_data(struct session *s, const char *arg)
 	enum de_status st = DE_MORE;
 	enum rd r;
 	int code, rc = 0;
+	uint64_t start;
+	size_t total = 0;
 
 	if (*arg) {
 		reply(s, "501 5.5.4 DATA takes no argument");
@@ -610,6 +644,9 @@ cmd_data(struct session *s, const char *arg)
 	reply(s, "354 End data with <CR><LF>.<CR><LF>");
 	received(s, &qq);
 	dataend_init(&de, s->conf->max_size);
+	/* The whole of DATA: timeout, plus 1 s per min_data_rate bytes. */
+	start = clock_mono_ms() + (uint64_t)s->conf->timeout_ms;
+	s->deadline = start;
 	while (st == DE_MORE) {
 		size_t used;
 
@@ -617,6 +654,8 @@ cmd_data(struct session *s, const char *arg)
 			break;
 		st = dataend_feed(&de, s->rbuf + s->rpos, s->rlen - s->rpos, &used, &out);
 		s->rpos += used;
+		total += used;
+		s->deadline = start + (uint64_t)(total * 1000 / s->conf->min_data_rate);
 		if (out.len > 0 && de.flags == 0)
 			qq_put(&qq, out.s, out.len);
 		buf_reset(&out);
@@ -656,6 +695,7 @@ cmd_data(struct session *s, const char *arg)
 	code = qq_finish(&qq, s->sender.s ? s->sender.s : "", s->rcpt, s->nrcpt, &why);
 	if (code == 0) {
 		s->msgs++;
+		s->junk = 0;
 		log_info("%s: queued from <%s>, %zu recipient(s), %zu bytes", s->addr,
 		    s->sender.s ? s->sender.s : "", s->nrcpt, de.size);
 		reply(s, "250 2.0.0 Ok: queued");
@@ -882,12 +922,40 @@ verb(const char *line, const char *cmd, const char **arg)
 	return 1;
 }
 
+/* NOOP, RSET, HELP, VRFY or an unknown command: 1 if one too many. */
+static int
+junk(struct session *s)
+{
+	if (++s->junk <= s->conf->junk_limit)
+		return 0;
+	reply(s, "421 4.7.0 %s Too many NOOP, RSET, HELP, VRFY or unknown commands, closing",
+	    s->conf->hostname);
+	log_warnx("%s: junk command limit (%u) reached: closing", s->addr, s->conf->junk_limit);
+	return 1;
+}
+
+static int
+is_junk(const char *line)
+{
+	static const char *const known[] = { "EHLO", "HELO", "MAIL", "RCPT", "DATA", "QUIT",
+		"EXPN", "STARTTLS", "AUTH", NULL };
+	const char *arg;
+	size_t i;
+
+	for (i = 0; known[i]; i++)
+		if (verb(line, known[i], &arg))
+			return 0;
+	return 1;
+}
+
 /* 0 the session goes on; 1 it ends with QUIT; -1 it ends otherwise. */
 static int
 command(struct session *s, const char *line)
 {
 	const char *arg;
 
+	if (is_junk(line) && junk(s))
+		return -1;
 	if (verb(line, "EHLO", &arg))
 		cmd_helo(s, arg, 1);
 	else if (verb(line, "HELO", &arg))
@@ -939,7 +1007,7 @@ smtpd_session(const struct smtpd_conf *conf, int infd, int outfd, const char *ad
 	struct buf line = BUF_INIT;
 	enum cmdline cl;
 	struct pollfd p = { infd, POLLIN, 0 };
-	int rc = 1, c;
+	int rc = 1, c, pause, pr;
 	enum rd r;
 
 	memset(&s, 0, sizeof s);
@@ -953,8 +1021,12 @@ smtpd_session(const struct smtpd_conf *conf, int infd, int outfd, const char *ad
 	if (fd_nonblock(infd, 1) < 0 || fd_nonblock(outfd, 1) < 0)
 		log_warn("%s: cannot make the connection non-blocking", addr);
 	log_info("%s: connected%s", addr, s.relay_ok ? "" : " (may not relay)");
-	/* Talking before the greeting: a spammer or a confused client. */
-	if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
+	/* Talking before the greeting: a spammer or a confused client.  The
+	 * pause gives its early bytes time to arrive. */
+	pause = !s.loopback || conf->greet_pause_loopback ? conf->greet_pause_ms : 0;
+	while ((pr = poll(&p, 1, pause)) < 0 && errno == EINTR)
+		;
+	if (pr > 0 && (p.revents & POLLIN)) {
 		reply(&s, "554 5.5.0 %s Talking before the greeting; closing", conf->hostname);
 		log_warnx("%s: sent data before the greeting", addr);
 		close_after(&s);

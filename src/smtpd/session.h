@@ -8,6 +8,8 @@
  * Trusts: nothing from the client.  Config keys (passed in struct
  * smtpd_conf by main.c): hostname, listen.allow, listen.max_size,
  * listen.max_recipients, listen.max_errors, listen.timeout,
+ * listen.min_data_rate, listen.junk_command_limit, listen.greet_pause,
+ * listen.greet_pause_loopback,
  * listen.cert_file and listen.key_file (STARTTLS, through tls.h),
  * listen.password_file (AUTH, through auth.h).
  */
@@ -27,7 +29,11 @@ struct smtpd_conf {
 	size_t max_size;
 	size_t max_rcpt;
 	unsigned max_errors;
-	int timeout_ms;
+	int timeout_ms;			/* a command line; DATA, with min_data_rate */
+	unsigned min_data_rate;		/* bytes/s that extend DATA's time */
+	unsigned junk_limit;		/* junk commands between messages */
+	int greet_pause_ms;		/* before the greeting */
+	int greet_pause_loopback;	/* ... for loopback clients too */
 	const char *qqprog;		/* weir-queue or $QMAILQUEUE */
 	struct tls_server *tls;		/* STARTTLS offered; NULL: not */
 	const char *password_file;	/* AUTH offered; NULL: not */

@@ -2,7 +2,9 @@
  * tls.c: see tls.h.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +12,7 @@
 #include <openssl/ssl.h>
 
 #include "lib/alloc.h"
+#include "lib/evloop.h"
 #include "smtpd/tls.h"
 
 struct tls_server {
@@ -77,24 +80,36 @@ tls_server_free(struct tls_server *t)
 	free(t);
 }
 
-/* Wait for what OpenSSL asked for.  0 ready, -1 error, -2 timeout. */
+/* Wait for what OpenSSL asked for, until deadline (clock_mono_ms).  0
+ * ready, -1 error, -2 timeout. */
 static int
-wait_for(struct tls_conn *c, int sslerr, int timeout_ms)
+wait_for(struct tls_conn *c, int sslerr, uint64_t deadline)
 {
 	struct pollfd p = { sslerr == SSL_ERROR_WANT_WRITE ? c->wfd : c->rfd,
 	    sslerr == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN, 0 };
+	uint64_t now;
 	int r;
 
-	do
-		r = poll(&p, 1, timeout_ms);
-	while (r < 0 && errno == EINTR);
+	do {
+		now = clock_mono_ms();
+		if (now >= deadline)
+			return -2;
+		r = poll(&p, 1, (int)(deadline - now > INT_MAX ? INT_MAX : deadline - now));
+	} while (r < 0 && errno == EINTR);
 	return r < 0 ? -1 : r == 0 ? -2 : 0;
+}
+
+static uint64_t
+deadline_in(int timeout_ms)
+{
+	return clock_mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
 }
 
 struct tls_conn *
 tls_accept(struct tls_server *t, int rfd, int wfd, int timeout_ms, struct buf *why)
 {
 	struct tls_conn *c = xcalloc(1, sizeof *c);
+	uint64_t deadline = deadline_in(timeout_ms);
 	int r, e;
 
 	c->rfd = rfd;
@@ -120,7 +135,7 @@ tls_accept(struct tls_server *t, int rfd, int wfd, int timeout_ms, struct buf *w
 			}
 			goto fail;
 		}
-		if ((r = wait_for(c, e, timeout_ms)) < 0) {
+		if ((r = wait_for(c, e, deadline)) < 0) {
 			buf_adds(why, r == -2 ? "TLS handshake timed out" : "poll failed");
 			goto fail;
 		}
@@ -133,6 +148,7 @@ fail:
 ssize_t
 tls_read(struct tls_conn *c, void *p, size_t n, int timeout_ms)
 {
+	uint64_t deadline = deadline_in(timeout_ms);
 	int r, e;
 
 	for (;;) {
@@ -145,7 +161,7 @@ tls_read(struct tls_conn *c, void *p, size_t n, int timeout_ms)
 			return 0;
 		if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
 			return e == SSL_ERROR_SYSCALL && errno == 0 ? 0 : -1;
-		if ((r = wait_for(c, e, timeout_ms)) < 0)
+		if ((r = wait_for(c, e, deadline)) < 0)
 			return r;
 	}
 }
@@ -154,6 +170,7 @@ int
 tls_write(struct tls_conn *c, const void *p, size_t n, int timeout_ms)
 {
 	const char *s = p;
+	uint64_t deadline = deadline_in(timeout_ms);
 	int r, e;
 
 	while (n > 0) {
@@ -167,7 +184,7 @@ tls_write(struct tls_conn *c, const void *p, size_t n, int timeout_ms)
 		e = SSL_get_error(c->ssl, r);
 		if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
 			return -1;
-		if (wait_for(c, e, timeout_ms) < 0)
+		if (wait_for(c, e, deadline) < 0)
 			return -1;
 	}
 	return 0;

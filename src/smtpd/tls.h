@@ -3,8 +3,9 @@
  * that includes OpenSSL.  TLS 1.2 or later, the certificate chain and key
  * from listen.cert_file and listen.key_file, loaded once at start (before
  * the listener forks, so a bad file is an error at start, not per
- * client).  Reads and writes run on the session's non-blocking socket,
- * each wait bounded by the session's timeout.
+ * client).  Reads and writes run on the session's non-blocking socket;
+ * timeout_ms bounds the whole call, however the peer dribbles its bytes
+ * (the handshake, one read, one write).
  *
  * Trusts: the certificate files (the administrator's).  Config keys:
  * listen.cert_file, listen.key_file.

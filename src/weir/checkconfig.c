@@ -334,10 +334,6 @@ check_upstream(struct check *k, const struct weir_upstream *u, const struct poli
 	if (u->tls != UP_TLS_NONE && !u->verify && !u->fingerprint)
 		finding(k, 1, where, "upstream \"%s\": verify = false and no fingerprint: "
 		    "anyone on the path can read the secret and the mail", u->name);
-	up_where(k, u, NULL, where, sizeof where);
-	if (u->host == NULL)
-		finding(k, 1, where, "upstream \"%s\": no host: the host given by the caller "
-		    "is used", u->name);
 }
 
 static void

@@ -7,8 +7,9 @@
  * queue_group; a set-group-id copy of weir-queue run by uid 65534 queues
  * into the compiled-in queue only, with files weir-send (another user)
  * then preprocesses; a set-user-id copy of weir-remote run by another
- * uid reads a secret its caller cannot, can still be killed by its
- * caller (and by no one else), and dies with its caller in -n mode.
+ * uid reads a secret its caller cannot, gives up the owner's rights
+ * before it connects, can still be killed by its caller (and by no one
+ * else), and dies with its caller in -n mode.
  *
  * Only existing accounts are used: nobody (65534), daemon (1), bin (2)
  * and the groups nogroup and mail.  No account is created.  The
@@ -868,9 +869,11 @@ Test(privsep, setuid_remote_is_killable_by_its_caller_only_and_dies_with_it)
 	cr_assert(remote > 0, "%s", buf);
 	cfd = accept_within(lfd, 15000);
 	cr_assert(cfd >= 0, "weir-remote did not connect");
-	/* It runs with the owner's rights and the caller's real uid. */
+	/* Connected, it has given up the owner's rights (read the secret,
+	 * then became its caller for good).  Failed before: "1 65534 65534
+	 * 65534", the network code ran able to read every secret file. */
 	u = status_line(remote, "Uid:");
-	cr_assert_str_eq(u, "1\t65534\t65534\t65534", "Uid: %s", u);
+	cr_assert_str_eq(u, "1\t1\t1\t1", "Uid: %s", u);
 	free(u);
 
 	/* 2. Its parent goes: it goes too (the PR_SET_PDEATHSIG weir-remote

@@ -28,6 +28,7 @@
 #include "lib/alloc.h"
 #include "lib/buf.h"
 #include "mail/gateclient.h"
+#include "relay_helpers.h"
 #include "testlib.h"
 
 static char *dir;		/* this test's scratch folder */
@@ -155,10 +156,10 @@ auth_lines(const char *password, mode_t mode)
 
 static const char msg_default[] = "Subject: test\n\nhello\n";
 
-/* Run weir-remote; rcpts NULL-terminated. */
+/* Run weir-remote with this envelope sender; rcpts NULL-terminated. */
 static void
-run(const char *cfg, const char *msg, size_t msglen, const char *const *rcpts,
-    struct tl_result *r)
+run_from(const char *cfg, const char *sender, const char *msg, size_t msglen,
+    const char *const *rcpts, struct tl_result *r)
 {
 	const char *argv[32];
 	char *bin = tl_bin("weir-remote");
@@ -169,7 +170,7 @@ run(const char *cfg, const char *msg, size_t msglen, const char *const *rcpts,
 	argv[n++] = "-c";
 	argv[n++] = cfg;
 	argv[n++] = "ignored.example";
-	argv[n++] = "sender@example.org";
+	argv[n++] = sender;
 	for (i = 0; rcpts[i]; i++)
 		argv[n++] = rcpts[i];
 	argv[n] = NULL;
@@ -180,6 +181,13 @@ run(const char *cfg, const char *msg, size_t msglen, const char *const *rcpts,
 	rr.timeout_s = 25;
 	tl_run(&rr, r);
 	free(bin);
+}
+
+static void
+run(const char *cfg, const char *msg, size_t msglen, const char *const *rcpts,
+    struct tl_result *r)
+{
+	run_from(cfg, "sender@example.org", msg, msglen, rcpts, r);
 }
 
 static void
@@ -351,6 +359,115 @@ Test(remote, starttls_auth_delivers_exact_bytes)
 	free(c);
 }
 
+/* ---- paths: nothing in an address adds to MAIL FROM or RCPT TO ---- */
+
+/* Quoted local parts as qmail-remote writes them; with and without
+ * pipelining.  Failed before: the paths went out unquoted, the upstream
+ * took "RET=HDRS" and "NOTIFY=NEVER" as parameters. */
+static void
+paths_quoted(const char *const *flags)
+{
+	static const char *const rcpts[] = { "evil> NOTIFY=NEVER@remote.example",
+		"john doe@remote.example", "a\"b@remote.example", NULL };
+	struct tl_result r;
+	char *c;
+
+	start(NULL, flags);
+	c = conf("  tls = \"none\"\n");
+	run_from(c, "x> RET=HDRS@client.example", msg_default, sizeof msg_default - 1, rcpts, &r);
+	expect(&r, "r|r|r|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
+	cr_assert(recorded("\"sender\": \"\\\"x> RET=HDRS\\\"@client.example\", \"options\": []"));
+	cr_assert(recorded("\"rcpt\": \"\\\"evil> NOTIFY=NEVER\\\"@remote.example\""));
+	cr_assert(recorded("\"rcpt\": \"\\\"john doe\\\"@remote.example\""));
+	cr_assert(recorded("\"rcpt\": \"\\\"a\\\\\\\"b\\\"@remote.example\""));
+	tl_result_free(&r);
+	free(c);
+}
+
+Test(remote, paths_quoted_pipelined)
+{
+	static const char *const flags[] = { "--ehlo-extra", "PIPELINING", NULL };
+
+	paths_quoted(flags);
+}
+
+Test(remote, paths_quoted_one_at_a_time)
+{
+	paths_quoted(NULL);
+}
+
+/* A recipient whose domain is no domain is bounced, never sent; the
+ * others go.  Failed before: "RCPT TO:<r@remote.example> NOTIFY=...>". */
+static void
+bad_domain_bounced(const char *const *flags)
+{
+	static const char *const rcpts[] = { "r@remote.example> NOTIFY=SUCCESS ORCPT=rfc822;x",
+		"ok@remote.example", "u@under_score.example", NULL };
+	struct tl_result r;
+	char *c;
+
+	start(NULL, flags);
+	c = conf("  tls = \"none\"\n");
+	run(c, msg_default, sizeof msg_default - 1, rcpts, &r);
+	expect(&r, "hThe recipient address is unusable: invalid character in the domain.\n"
+	    "|r|hThe recipient address is unusable: invalid character in the domain.\n"
+	    "|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
+	cr_assert_eq(count_recorded("\"event\": \"rcpt\""), 1);
+	cr_assert(recorded("\"rcpts\": [\"ok@remote.example\"]"));
+	cr_assert(!recorded("NOTIFY"));
+	tl_result_free(&r);
+	free(c);
+}
+
+Test(remote, bad_domain_bounced_pipelined)
+{
+	static const char *const flags[] = { "--ehlo-extra", "PIPELINING", NULL };
+
+	bad_domain_bounced(flags);
+}
+
+Test(remote, bad_domain_bounced_one_at_a_time)
+{
+	bad_domain_bounced(NULL);
+}
+
+Test(remote, bad_sender_domain_bounces_the_message)
+{
+	struct tl_result r;
+	char *c;
+
+	start(NULL, NULL);
+	c = conf("  tls = \"none\"\n");
+	run_from(c, "s@client.example> RET=HDRS", msg_default, sizeof msg_default - 1, one, &r);
+	cr_assert_eq(r.status, 0);
+	cr_assert(r.out.len > 0 && r.out.s[r.out.len - 1] == '\0');
+	static const char want[] = "The sender address is unusable: invalid character in the domain.";
+
+	cr_assert(memmem(r.out.s, r.out.len, want, sizeof want - 1) != NULL, "%s", r.out.s);
+	cr_assert(!recorded("\"event\": \"mail\""));
+	tl_result_free(&r);
+	free(c);
+}
+
+/* A message that did not come through sendmail (qmail-queue) with a bare
+ * CR in its header: one field on the wire, as sendmail would read it.
+ * Failed before: the upstream got Bcc and X-Injected fields. */
+Test(remote, bare_cr_in_the_header_stays_in_its_field)
+{
+	static const char msg[] = "Subject: hi\rBcc: hidden@x\rX-Injected: yes\n\nbody\rend\n";
+	static const char want[] = "Subject: hi Bcc: hidden@x X-Injected: yes\r\n\r\nbody\r\nend\r\n";
+	struct tl_result r;
+	char *c;
+
+	start(NULL, NULL);
+	c = conf("  tls = \"none\"\n");
+	run(c, msg, sizeof msg - 1, one, &r);
+	expect(&r, "r|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
+	expect_message(1, want, sizeof want - 1);
+	tl_result_free(&r);
+	free(c);
+}
+
 Test(remote, without_pipelining_one_command_at_a_time)
 {
 	struct tl_result r;
@@ -409,6 +526,75 @@ Test(remote, secret_from_command)
 
 	deliver("good", flags, "  username = \"me\"\n  secret_command = \"printf 'fromcmd\\\\n'\"\n", one,
 	    "r|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
+}
+
+/* 1 while pid lives (a zombie counts as gone). */
+static int
+alive(pid_t pid)
+{
+	char *p = xasprintf("/proc/%ld/stat", (long)pid), st[256], *rp;
+	FILE *f = fopen(p, "r");
+	size_t n;
+
+	free(p);
+	if (f == NULL)
+		return 0;
+	n = fread(st, 1, sizeof st - 1, f);
+	fclose(f);
+	st[n] = '\0';
+	rp = strrchr(st, ')');
+	return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+/* secret_command: only fds 0-2 (weir-send's outcome descriptor, here 7,
+ * is not among them), and a child it leaves behind holding the pipe
+ * neither stalls weir-remote nor outlives it.  Failed before: fds
+ * "0 1 2 7", and weir-remote waited for timeout_command, then deferred
+ * ("timed out") and left the sleep running. */
+Test(remote, secret_command_group_and_descriptors)
+{
+	static const char *const flags[] = { "--auth", "me:pw", NULL };
+	struct tl_result r;
+	struct tl_run rr;
+	struct buf b = BUF_INIT;
+	struct timespec t0, t1;
+	char *extra, *c, *script, *pidf = xasprintf("%s/pid", dir), *fdsf = xasprintf("%s/fds", dir);
+	char *bin = tl_bin("weir-remote");
+	const char *argv[] = { "/bin/sh", "-c", NULL, NULL };
+	pid_t child;
+	int i;
+
+	start(NULL, flags);
+	extra = xasprintf("  tls = \"none\"\n  timeout_command = \"20s\"\n  username = \"me\"\n"
+	    "  secret_command = \"ls /proc/self/fd >%s; sleep 300 & echo $! >%s; echo pw\"\n",
+	    fdsf, pidf);
+	c = conf(extra);
+	script = xasprintf("exec 7>%s/outcome; exec %s -n -r 7 -c %s x s@x.example a@example.net",
+	    dir, bin, c);
+	argv[2] = script;
+	memset(&rr, 0, sizeof rr);
+	rr.argv = argv;
+	rr.in = msg_default;
+	rr.inlen = sizeof msg_default - 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	tl_run(&rr, &r);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	expect(&r, "r|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
+	cr_assert(t1.tv_sec - t0.tv_sec < 15, "weir-remote waited %lds for the sleeping child",
+	    (long)(t1.tv_sec - t0.tv_sec));
+	tl_read(fdsf, &b);
+	/* ls itself has 3: the folder it lists */
+	cr_assert_str_eq(buf_cstr(&b), "0\n1\n2\n3\n", "the command had: %s", buf_cstr(&b));
+	tl_read(pidf, &b);
+	child = (pid_t)atol(buf_cstr(&b));
+	cr_assert(child > 1);
+	/* Killed with its group: gone at once, or reaped by init soon. */
+	for (i = 0; i < 500 && alive(child); i++)
+		poll(NULL, 0, 10);
+	cr_assert(!alive(child), "the command's child %ld outlived weir-remote", (long)child);
+	tl_result_free(&r);
+	buf_free(&b);
+	free(extra); free(c); free(script); free(pidf); free(fdsf); free(bin);
 }
 
 /* ---- certificates ---- */
@@ -591,6 +777,30 @@ Test(remote, auth_login_mechanism_by_preference)
 	tl_result_free(&r);
 	free(c);
 	free(extra);
+}
+
+/* A SCRAM server that says 235 without proving it knows the secret (no
+ * v= signature) is a failed AUTH: nothing is sent.  Failed before: a
+ * warning, then the mail went to it. */
+Test(remote, scram_235_without_server_signature_fails)
+{
+	static const char *const flags[] = { "--scram-lie", "--auth", "me:pw", NULL };
+	struct tl_result r;
+	char *c, *extra;
+
+	start("good", flags);
+	extra = xasprintf("%s  mechanisms = {\"SCRAM-SHA-256\"}\n", auth_lines("pw", 0600));
+	c = conf(extra);
+	run(c, msg_default, sizeof msg_default - 1, one, &r);
+	expect(&r, "sConnected to %P but AUTH SCRAM-SHA-256 ended before the server proved it "
+	    "knows the secret.\nRemote host said: 235 2.7.0 Authentication successful\n|"
+	    "ZConnected to %P but AUTH SCRAM-SHA-256 ended before the server proved it knows "
+	    "the secret.\nRemote host said: 235 2.7.0 Authentication successful\n");
+	cr_assert(recorded("\"mechanism\": \"SCRAM-SHA-256\", \"user\": \"me\""));
+	cr_assert(!recorded("\"event\": \"mail\""), "mail went to an unproven server");
+	tl_result_free(&r);
+	free(extra);
+	free(c);
 }
 
 Test(remote, auth_cram_md5_through_cyrus)
@@ -909,6 +1119,68 @@ Test(remote, size_over_the_servers_limit_bounces)
 	cr_assert(!recorded("\"event\": \"mail\""));
 }
 
+/* weir-remote delivering a message of size bytes from a file (fd 0, as
+ * weir-send gives it) to an upstream that never answers the final dot:
+ * its VmHWM, in kB, once everything is sent. */
+static long
+peak_kb_sending(size_t size)
+{
+	static char block[1 << 20];
+	char *msgp = xasprintf("%s/big.%zu", dir, size), *c = conf("  tls = \"none\"\n");
+	char *bin = tl_bin("weir-remote"), *rec = xasprintf("%s/record.jsonl", dir);
+	size_t off, i;
+	pid_t pid;
+	long kb;
+	int fd, status;
+
+	for (i = 0; i < sizeof block; i++)	/* 76-byte lines */
+		block[i] = i % 77 == 76 ? '\n' : 'a' + i % 26;
+	fd = open(msgp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert(fd >= 0);
+	cr_assert(write(fd, "Subject: big\n\n", 14) == 14);
+	for (off = 0; off < size; off += sizeof block)
+		cr_assert(write(fd, block, size - off < sizeof block ? size - off : sizeof block) > 0);
+	cr_assert(close(fd) == 0);
+	unlink(rec);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		int in = open(msgp, O_RDONLY), null = open("/dev/null", O_WRONLY);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (in < 0 || null < 0 || dup2(in, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+			_exit(126);
+		execl(bin, "weir-remote", "-n", "-c", c, "x", "s@x.example", "a@example.net",
+		    (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 6000 && !recorded("\"stage\": \"dataend\""); i++)
+		poll(NULL, 0, 10);
+	cr_assert(recorded("\"stage\": \"dataend\""), "the upstream never got the end of data");
+	kb = rt_status_kb(pid, "VmHWM");
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	unlink(msgp);
+	free(msgp); free(c); free(bin); free(rec);
+	return kb;
+}
+
+/* Streamed: memory does not grow with the message.  Failed before:
+ * 100 MB took over 200 MB (the message and its wire copy held). */
+Test(remote, big_message_streamed_in_bounded_memory, .timeout = 180)
+{
+	static const char *const flags[] = { "--hang", "dataend", NULL };
+	long small, big;
+
+	start(NULL, flags);
+	small = peak_kb_sending(1024);
+	big = peak_kb_sending(100 * 1000 * 1000);
+	cr_log_info("weir-remote VmHWM: %ld kB for 1 KB, %ld kB for 100 MB", small, big);
+	cr_assert(small > 0 && big > 0);
+	cr_assert(big - small < 4096, "VmHWM %ld kB for 100 MB, %ld kB for 1 KB", big, small);
+}
+
 Test(remote, size_declared_in_mail_from)
 {
 	static const char *const flags[] = { "--ehlo-extra", "SIZE 100000", NULL };
@@ -963,6 +1235,38 @@ Test(remote, bad_usage_is_temporary)
 	    "[-n [-r FD]] host sender recip... (#4.3.5)\n");
 	tl_result_free(&r);
 	free(bin);
+}
+
+/* A section without host is refused: the caller's host argument never
+ * gets the secret.  Failed before: weir-remote connected to the host it
+ * was given and authenticated there. */
+Test(remote, upstream_without_host_is_refused)
+{
+	static const char *const flags[] = { "--auth", "me:pw", NULL };
+	struct tl_result r;
+	char *c = xasprintf("%s/weir.conf", dir), *text;
+	const char *argv[] = { NULL, "-c", NULL, "127.0.0.1", "s@x.example", "r@y.example", NULL };
+	struct tl_run rr;
+
+	start(NULL, flags);
+	text = xasprintf("hostname = \"client.test\"\ngate_socket = \"%s/no-gate.sock\"\n"
+	    "upstream \"t\" {\n  port = %u\n  tls = \"none\"\n%s}\n", dir, port,
+	    auth_lines("pw", 0600));
+	tl_write(c, text, strlen(text));
+	argv[0] = tl_bin("weir-remote");
+	argv[2] = c;
+	memset(&rr, 0, sizeof rr);
+	rr.argv = argv;
+	rr.in = msg_default;
+	rr.inlen = sizeof msg_default - 1;
+	tl_run(&rr, &r);
+	cr_assert_eq(r.status, 0);
+	cr_assert(r.out.s && r.out.s[0] == 's' && strstr(r.out.s, "no host"), "%s", r.out.s);
+	cr_assert(!recorded("\"event\": \"ehlo\""), "weir-remote spoke to the caller's host");
+	tl_result_free(&r);
+	free((char *)argv[0]);
+	free(text);
+	free(c);
 }
 
 Test(remote, unknown_upstream_is_temporary)

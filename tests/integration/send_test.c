@@ -1296,15 +1296,14 @@ Test(send, flush_after_failed_bounces)
 
 /* ---- upstream choice ---- */
 
-/* The first upstream whose senders match, else the first without senders;
- * an upstream without host is named by its section. */
+/* The first upstream whose senders match, else the first without senders. */
 Test(send, upstream_by_sender)
 {
 	const char *r1[] = { "x@example.net", NULL };
 	char *c0, *c1, *w0, *w1;
 
 	teardown();
-	setup_with("upstream \"lists\" {\n  port = 2525\n  tls = \"none\"\n"
+	setup_with("upstream \"lists\" {\n  host = \"127.0.0.3\"\n  port = 2525\n  tls = \"none\"\n"
 	    "  senders = {\"*@lists.example.org\"}\n}\n"
 	    "upstream \"main\" {\n  host = \"127.0.0.2\"\n  port = 2525\n  tls = \"none\"\n}\n");
 	start_send(&d1, 0);
@@ -1315,7 +1314,7 @@ Test(send, upstream_by_sender)
 	wait_empty(5000);
 	c0 = call(0);
 	c1 = call(1);
-	w0 = xasprintf("%s\tlists\tlists\towner@lists.example.org\tx@example.net", s.qt.conf);
+	w0 = xasprintf("%s\tlists\t127.0.0.3\towner@lists.example.org\tx@example.net", s.qt.conf);
 	w1 = xasprintf("%s\tmain\t127.0.0.2\talice@example.org\tx@example.net", s.qt.conf);
 	cr_assert_str_eq(c0, w0);
 	cr_assert_str_eq(c1, w1);

@@ -521,6 +521,125 @@ Test(smtpd, timeout_closes_with_421)
 	buf_free(&s.out);
 }
 
+/* Send bytes one at a time, gap_ms apart, until the server says
+ * something that ends the session (a 421) or we run out; 1 if a 421
+ * came, with the elapsed seconds in *secs.  The gap is the wait for the
+ * server's answer, so a server that answers stops the dribble at once. */
+static int
+dribble(struct sess *s, const char *p, size_t n, int gap_ms, double *secs)
+{
+	struct timespec a, b;
+	size_t i;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (i = 0; i < n; i++) {
+		struct pollfd pf = { s->fd, POLLIN, 0 };
+		char buf[4096];
+		ssize_t r;
+
+		sess_send(s, p + i, 1);
+		if (poll(&pf, 1, gap_ms) <= 0)
+			continue;
+		r = read(s->fd, buf, sizeof buf);
+		if (r <= 0)
+			break;
+		buf_add(&s->out, buf, (size_t)r);
+		if (has(&s->out, "\r\n421 ") || strncmp(s->out.s, "421 ", 4) == 0)
+			break;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	*secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+	return has(&s->out, "421 4.4.2");
+}
+
+/* timeout covers a whole command line: a byte every 300 ms does not keep
+ * the session alive.  Failed before: each byte restarted the clock (no
+ * 421 after 40 bytes, 12 s, with a 2 s timeout). */
+Test(smtpd, slow_command_line_closes_with_421)
+{
+	static const char line[] = "NOOP aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+	struct sess s;
+	double secs = 0;
+
+	reconfig("listen {\n timeout = \"2s\"\n}\n");
+	sess_start(&s);
+	cr_assert_eq(sess_wait_reply(&s), 0);
+	cr_assert(dribble(&s, line, sizeof line - 1, 300, &secs), "no 421 after %.1fs: %s",
+	    secs, s.out.s);
+	cr_assert(secs < 8, "421 only after %.1fs", secs);
+	cr_assert_eq(sess_end(&s), 1);
+	buf_free(&s.out);
+}
+
+/* DATA: timeout plus 1 s per min_data_rate bytes.  Failed before. */
+Test(smtpd, slow_data_closes_with_421)
+{
+	static const char cmds[] = "EHLO c\r\nMAIL FROM:<a@b.example>\r\nRCPT TO:<c@d.example>\r\n"
+	    "DATA\r\n";
+	char body[64];
+	struct sess s;
+	double secs = 0;
+	int i;
+
+	memset(body, 'x', sizeof body);
+	reconfig("listen {\n timeout = \"2s\"\n}\n");	/* min_data_rate 500 */
+	sess_start(&s);
+	cr_assert_eq(sess_wait_reply(&s), 0);
+	sess_send(&s, cmds, sizeof cmds - 1);
+	for (i = 0; i < 5 && !has(&s.out, "354 "); i++)
+		cr_assert_eq(sess_wait_reply(&s), 0);
+	cr_assert(has(&s.out, "354 "), "%s", s.out.s);
+	cr_assert(dribble(&s, body, sizeof body, 300, &secs), "no 421 after %.1fs: %s",
+	    secs, s.out.s);
+	cr_assert(secs < 8, "421 only after %.1fs", secs);
+	sess_end(&s);
+	cr_assert_eq(todo_count(), 0);
+	buf_free(&s.out);
+}
+
+/* Junk commands: one past junk_command_limit ends the session.  Failed
+ * before (no limit). */
+Test(smtpd, junk_command_limit)
+{
+	static const char in[] = "NOOP\r\nRSET\r\nHELP\r\nFOO\r\nNOOP\r\n";
+	struct buf out;
+	int rc;
+
+	reconfig("listen {\n timeout = \"5s\"\n junk_command_limit = 4\n}\n");
+	rc = converse(in, sizeof in - 1, &out);
+	cr_assert_eq(rc, 1);
+	cr_assert(has(&out, "\r\n500 5.5.2 Command not recognized\r\n421 4.7.0 mx.test Too many"),
+	    "%s", out.s);
+	buf_free(&out);
+}
+
+/* With a pause before the greeting, a client that speaks first is always
+ * refused.  Failed before (no pause: "EHLO early" was often greeted). */
+Test(smtpd, greet_pause_catches_early_talkers)
+{
+	int i;
+
+	reconfig("listen {\n timeout = \"5s\"\n greet_pause = \"1s\"\n"
+	    " greet_pause_loopback = true\n}\n");
+	for (i = 0; i < 3; i++) {
+		struct sess s;
+
+		sess_start(&s);
+		sess_send(&s, "EHLO early\r\n", 12);
+		cr_assert_eq(sess_end(&s), 1);
+		cr_assert(strncmp(s.out.s, "554 5.5.0 mx.test Talking before the greeting", 45) == 0,
+		    "%s", s.out.s);
+		buf_free(&s.out);
+	}
+	{
+		struct buf out;
+
+		cr_assert_eq(converse("QUIT\r\n", 6, &out), 0);
+		cr_assert(has(&out, "221 "), "%s", out.s);
+		buf_free(&out);
+	}
+}
+
 Test(smtpd, talking_before_greeting_refused)
 {
 	struct sess s;
@@ -936,6 +1055,44 @@ Test(smtpd, starttls_python_smtplib)
 	cr_assert(strstr(m.body.s, "by mx.test (weir-smtpd) with ESMTPS (TLSv1.3 ") != NULL, "%s", m.body.s);
 	cr_assert(strstr(m.body.s, "\nSubject: tls\n\nsecret\n") != NULL, "%s", m.body.s);
 	qt_msg_free(&m);
+	tl_result_free(&r);
+	free(py);
+	free(lc);
+}
+
+/* Inside TLS too: a byte per TLS record every 300 ms.  Failed before
+ * (each record restarted the clock). */
+Test(smtpd, slow_command_line_in_tls_closes_with_421)
+{
+	char *lc = tls_conf(" timeout = \"2s\"\n"), *py;
+	const char *argv[] = { "/usr/bin/python3", "-c", NULL, NULL };
+	struct tl_run run = { .argv = argv, .timeout_s = 40 };
+	struct tl_result r;
+
+	start_listener(lc);
+	py = xasprintf(
+	    "import smtplib, ssl, time, select\n"
+	    "ctx = ssl.create_default_context(cafile='%s/certs/ca.pem')\n"
+	    "s = smtplib.SMTP('127.0.0.1', %u, timeout=20)\n"
+	    "s.ehlo('py.test')\n"
+	    "s.starttls(context=ctx)\n"
+	    "t0 = time.monotonic()\n"
+	    "got = b''\n"
+	    "s.sock.setblocking(False)\n"
+	    "for c in b'NOOP aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa':\n"
+	    "    s.sock.send(bytes([c]))\n"
+	    "    if select.select([s.sock], [], [], 0.3)[0]:\n"
+	    "        try:\n"
+	    "            got = s.sock.recv(4096)\n"
+	    "        except ssl.SSLWantReadError:\n"
+	    "            continue\n"		/* a session ticket, no data */
+	    "        break\n"
+	    "print(round(time.monotonic() - t0, 1), got)\n", q.tmp, port);
+	argv[2] = py;
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "python: %s %s", r.out.s, r.err.s);
+	cr_assert(strstr(r.out.s, "421 4.4.2") != NULL, "%s", r.out.s);
+	cr_assert(atof(r.out.s) < 8, "%s", r.out.s);
 	tl_result_free(&r);
 	free(py);
 	free(lc);

@@ -877,9 +877,10 @@ rt_mailq_count(const char *mq)
 }
 
 long
-rt_vmrss_kb(pid_t pid)
+rt_status_kb(pid_t pid, const char *key)
 {
 	char path[64], line[256];
+	size_t n = strlen(key);
 	long kb = -1;
 	FILE *f;
 
@@ -887,10 +888,17 @@ rt_vmrss_kb(pid_t pid)
 	if ((f = fopen(path, "r")) == NULL)
 		return -1;
 	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+		if (strncmp(line, key, n) == 0 && line[n] == ':' &&
+		    sscanf(line + n + 1, " %ld kB", &kb) == 1)
 			break;
 	fclose(f);
 	return kb;
+}
+
+long
+rt_vmrss_kb(pid_t pid)
+{
+	return rt_status_kb(pid, "VmRSS");
 }
 
 long

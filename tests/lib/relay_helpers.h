@@ -169,6 +169,8 @@ size_t rt_done_marks(struct rt *t);
 long rt_mailq_count(const char *mq);
 /* VmRSS of pid in kB, or -1. */
 long rt_vmrss_kb(pid_t pid);
+/* Any "Key: N kB" line of /proc/pid/status (VmHWM, VmRSS...), or -1. */
+long rt_status_kb(pid_t pid, const char *key);
 /* Sample weir-send's VmRSS every 10 ms while anything is left in the
  * queue, for up to ms: the largest in kB (0: none); how many samples
  * in *samples. */

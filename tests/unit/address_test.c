@@ -62,7 +62,6 @@ Test(address, simple_forms)
 	ok("!#$%&'*+-/=?^_`{|}~@b.example", "!#$%&'*+-/=?^_`{|}~@b.example");
 	ok("a@[192.0.2.1]", "a@[192.0.2.1]");
 	ok("a@[IPv6:2001:db8::1]", "a@[IPv6:2001:db8::1]");
-	ok("a@under_score.example", "a@under_score.example");
 }
 
 Test(address, names_and_angles)
@@ -341,4 +340,81 @@ Test(address, one_refusals)
 	one_bad("a@b@c", 0, "unexpected text");
 	one_bad("a b", 1, "found a name");
 	one_bad("a@b.example\n", 0, "line break");
+}
+
+/* Domains: one rule for every program (RFC 5321 LDH labels or a literal). */
+Test(address, invalid_domains_refused)
+{
+	BAD("a@under_score.example", "invalid character in the domain");
+	BAD("a@-lead.example", "label starts with '-'");
+	BAD("a@trail-.example", "label ends with '-'");
+	BAD("a@b.\xc3\xa9xample", "invalid character in the domain");
+	BAD("a@[300.1.1.1]", "invalid address literal");
+	BAD("a@[IPv6:zz]", "invalid IPv6 address literal");
+	BAD("Name <a@x.example.>", "expected a domain name");
+	BAD("a@b.example> NOTIFY=NEVER", "'>' without '<'");
+	BAD("\"a@b.example> NOTIFY=NEVER", "unclosed quoted string");
+}
+
+static void
+path_is(const char *addr, const char *want)
+{
+	struct buf out = BUF_INIT;
+	const char *why = NULL;
+
+	cr_assert_eq(addr_write_path(&out, addr, strlen(addr), &why), 0, "%s: %s", addr, why);
+	cr_assert_str_eq(buf_cstr(&out), want, "%s", addr);
+	cr_assert_null(addr_path_problem(addr, strlen(addr)));
+	buf_free(&out);
+}
+
+static void
+path_bad(const char *addr, const char *what)
+{
+	struct buf out = BUF_INIT;
+	const char *why = NULL;
+
+	buf_adds(&out, "x");
+	cr_assert_eq(addr_write_path(&out, addr, strlen(addr), &why), -1, "%s written", addr);
+	cr_assert(why && strstr(why, what), "%s: \"%s\" lacks \"%s\"", addr, why, what);
+	cr_assert_str_eq(buf_cstr(&out), "x");
+	cr_assert_not_null(addr_path_problem(addr, strlen(addr)));
+	buf_free(&out);
+}
+
+/* The paths qmail-remote writes; nothing can escape "<...>". */
+Test(address, write_path)
+{
+	path_is("", "<>");
+	path_is("a@b.example", "<a@b.example>");
+	path_is("first.last+tag@b.example", "<first.last+tag@b.example>");
+	path_is("!#$%&'*+-/=?^_`{|}~@b.example", "<!#$%&'*+-/=?^_`{|}~@b.example>");
+	path_is("root", "<root>");
+	path_is("a b@x.example", "<\"a b\"@x.example>");
+	path_is("john doe@remote.example", "<\"john doe\"@remote.example>");
+	path_is("a\"b@x.example", "<\"a\\\"b\"@x.example>");
+	path_is("x\\y@x.example", "<\"x\\\\y\"@x.example>");
+	path_is("a@b@c.example", "<\"a@b\"@c.example>");
+	path_is(".a@x.example", "<\".a\"@x.example>");
+	path_is("a..b@x.example", "<\"a..b\"@x.example>");
+	path_is("a.@x.example", "<\"a.\"@x.example>");
+	path_is("\xc3\xa9@x.example", "<\"\xc3\xa9\"@x.example>");
+	path_is("x> RET=HDRS@client.example", "<\"x> RET=HDRS\"@client.example>");
+	path_is("evil> NOTIFY=NEVER@remote.example", "<\"evil> NOTIFY=NEVER\"@remote.example>");
+	path_is("a@[192.0.2.1]", "<a@[192.0.2.1]>");
+	path_is("a@[IPv6:2001:db8::1]", "<a@[IPv6:2001:db8::1]>");
+	path_is("#@[]", "<#@[]>");	/* qmail's double-bounce sender, as it is */
+	/* qmail-queue's envelope lets anything through: the domain decides. */
+	path_bad("r@remote.example> NOTIFY=SUCCESS ORCPT=rfc822;x", "invalid character in the domain");
+	path_bad("r@remote.example>", "invalid character in the domain");
+	path_bad("r@", "empty domain");
+	path_bad("@x.example", "empty local part");
+	path_bad("r@x_y.example", "invalid character");
+	path_bad("r@x.example.", "ends with a dot");
+	path_bad("r@[1.2.3.4", "address literal");
+	path_bad("r@[1.2.3.4] X", "address literal");
+	path_bad("x#@[]", "address literal");
+	path_bad("#@[] ", "address literal");
+	path_bad("r\r\nRSET@x.example", "control character");
+	path_bad("r@x.example\r\nRSET", "control character");
 }

@@ -120,7 +120,7 @@ Test(config, upstream_sections_and_defaults)
 	    "  senders = {\"*@lists.example.org\"}\n"
 	    "  timeout_rcpt = \"2s\"\n  max_recipients = 7\n"
 	    "}\n"
-	    "upstream \"other\" {\n  tls = \"smtps\"\n  verify = false\n"
+	    "upstream \"other\" {\n  host = o.example\n  tls = \"smtps\"\n  verify = false\n"
 	    "  secret_command = \"oauth-helper token\"\n  username = u\n}\n");
 
 	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
@@ -143,7 +143,7 @@ Test(config, upstream_sections_and_defaults)
 	cr_assert_eq(u->line, 14);	/* the closing brace */
 	u = config_upstream(&c, "other");
 	cr_assert_not_null(u);
-	cr_assert_null(u->host);
+	cr_assert_str_eq(u->host, "o.example");
 	cr_assert_eq(u->port, 0);
 	cr_assert_eq(u->tls, UP_TLS_SMTPS);
 	cr_assert_eq(u->verify, 0);
@@ -187,11 +187,21 @@ Test(config, upstream_errors_name_file_line_and_problem)
 	bad("upstream \"a\" {\n  host = \"\"\n}\n", "must not be empty");
 }
 
+/* No default host: a caller of weir-remote must not choose where the
+ * secret goes.  Failed before (accepted; weir-remote took its host
+ * argument). */
+Test(config, upstream_without_host_is_an_error)
+{
+	bad("upstream \"a\" {\n  port = 587\n}\n", "weir.conf:3: upstream \"a\": no host");
+	bad("upstream \"smtp.example.net\" {\n  username = u\n  secret_file = f\n}\n",
+	    "upstream \"smtp.example.net\": no host");
+}
+
 Test(config, upstream_fingerprint_with_colons)
 {
 	struct weir_config c;
 	struct buf err = BUF_INIT;
-	char *p = conf("upstream \"a\" {\n  fingerprint = \"AB:cd:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:"
+	char *p = conf("upstream \"a\" {\n  host = a.example\n  fingerprint = \"AB:cd:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:"
 	    "ee:ff:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd\"\n}\n");
 
 	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);

@@ -173,3 +173,39 @@ Test(envelope, addr_problem)
 	cr_assert_not_null(envelope_addr_problem("a\tb", 3));
 	cr_assert_not_null(envelope_addr_problem("a\0b", 3));
 }
+
+/* weir's injector refuses an address no SMTP client could write as a
+ * path (weir-queue 91), whatever the pipe's chunks. */
+Test(envelope, address_not_a_path)
+{
+	static const struct {
+		const char *in;
+		size_t n;
+	} cases[] = {
+		{ LIT("Fa@b.c\0Tr@remote.example> NOTIFY=SUCCESS ORCPT=rfc822;x\0\0") },
+		{ LIT("Fx@client.example> RET=HDRS\0Tr@remote.example\0\0") },
+		{ LIT("Fa@b.c\0Tr@under_score.example\0\0") },
+		{ LIT("Fa@b.c\0T@b.c\0\0") },
+		{ LIT("Fa@b.c\0Tr@b.c.\0\0") },
+	};
+	size_t i, piece, used;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		for (piece = 1; piece <= cases[i].n; piece++) {
+			struct buf out = BUF_INIT;
+			struct env_parser p;
+
+			cr_assert_eq(feed(cases[i].in, cases[i].n, piece, &out, &p, &used),
+			    ENV_FORMAT, "case %zu piece %zu", i, piece);
+			buf_free(&out);
+		}
+	/* Quoting makes these representable: they pass. */
+	{
+		struct buf out = BUF_INIT;
+		struct env_parser p;
+
+		cr_assert_eq(feed(LIT("Fx> RET=HDRS@client.example\0Tjohn doe@r.example\0Troot\0\0"),
+		    3, &out, &p, &used), ENV_DONE);
+		buf_free(&out);
+	}
+}

@@ -29,6 +29,9 @@ Other flags make it misbehave in the ways a real provider can:
   --ehlo-extra LINE      one more EHLO keyword line (e.g. "LIMITS RCPTMAX=2")
   --cram                 offer AUTH CRAM-MD5 too (a challenge-response
                          mechanism, for the Cyrus client end to end)
+  --scram-lie            offer AUTH SCRAM-SHA-256 as a server that does not
+                         know the password: it answers the client's proof
+                         with 235 and never sends its own signature (v=)
 
 aiosmtpd does not offer PIPELINING: --ehlo-extra PIPELINING does.
 
@@ -40,6 +43,7 @@ Trusts: nothing; it is a test peer.  Runs until killed.
 """
 import argparse
 import asyncio
+import base64
 import hmac
 import os
 import json
@@ -65,6 +69,7 @@ def parse_args():
     p.add_argument("--drop-in-data", action="store_true")
     p.add_argument("--inject", action="store_true")
     p.add_argument("--cram", action="store_true")
+    p.add_argument("--scram-lie", action="store_true")
     p.add_argument("--no-store", action="store_true",
                    help="record no events and keep no messages (benchmarks)")
     p.add_argument("--ehlo-extra", action="append", default=[])
@@ -125,6 +130,25 @@ class Handler:
         record(event="auth", mechanism="CRAM-MD5", user=login, ok=ok)
         return AuthResult(success=ok, handled=False,
                           auth_data=LoginPassword(login.encode(), b""))
+
+    async def auth_SCRAM__SHA__256(self, server, args):
+        # --scram-lie: RFC 5802's server-first message, then 235 for any
+        # client proof, with no server-final message (no proof of ours).
+        if len(args) > 1:
+            first = base64.b64decode(args[1])
+        else:
+            first = await server.challenge_auth("")
+            if first is MISSING:
+                return AuthResult(success=False, handled=False)
+        fields = dict(f.split("=", 1) for f in first.decode().split(",")[2:])
+        server_first = "r=%s%s,s=%s,i=4096" % (fields["r"], os.urandom(9).hex(),
+                                                base64.b64encode(os.urandom(12)).decode())
+        final = await server.challenge_auth(server_first)
+        if final is MISSING:
+            return AuthResult(success=False, handled=False)
+        record(event="auth", mechanism="SCRAM-SHA-256", user=fields["n"], ok=True)
+        return AuthResult(success=True, handled=False,
+                          auth_data=LoginPassword(fields["n"].encode(), b""))
 
     async def handle_EHLO(self, server, session, envelope, hostname, responses):
         session.host_name = hostname
@@ -250,8 +274,8 @@ async def main():
         if ctx is not None and not ARGS.smtps and not ARGS.no_starttls:
             kw["tls_context"] = ctx
             kw["require_starttls"] = True
-        if not ARGS.cram:
-            kw["auth_exclude_mechanism"] = ["CRAM-MD5"]
+        kw["auth_exclude_mechanism"] = ([] if ARGS.cram else ["CRAM-MD5"]) + \
+            ([] if ARGS.scram_lie else ["SCRAM-SHA-256"])
         if ARGS.auth:
             kw["authenticator"] = authenticator
             kw["auth_required"] = True
