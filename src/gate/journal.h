@@ -5,10 +5,19 @@
  *
  *   B <boot id> <wall ms> <mono ms>                 a run of the gate starts
  *   G <id> <upstream> <msgs> <rcpts> <conns> <wall> <mono>   a grant
- *   S <id> <wall> <mono>                            sent (or client gone)
+ *   S <id> <wall> <mono>                            accepted at that time
+ *   X <id> <wall> <mono>                            outcome unknown: maybe
+ *                                                   accepted from the grant
+ *                                                   until that time
+ *   N <id> <wall> <mono>                            no MAIL: only the
+ *                                                   connection, at that time
  *   R <id> <wall> <mono>                            refunded
  *   L <upstream> <msgs> <rcpts> <conns> <wall> <mono>  a logged send (compaction)
+ *   P <upstream> <msgs> <rcpts> <conns> <from wall> <from mono> <wall> <mono>
+ *                                                   a logged interval (compaction)
  *   U <upstream> <until wall> <until mono> <len ms> <reason>  suspension
+ *   A <upstream> <until wall> <until mono> <len ms> <reason>  auth suspension
+ *   E <upstream> auth|all                           suspensions lifted
  *
  * Times belong to the boot of the last B record before them.  Grants are
  * made durable (fdatasync, batched) before the gate answers them; the
@@ -19,8 +28,11 @@
  * monotonic time; another boot, "now" minus the time this boot has
  * provably been up (or less, if the wall clock says so): after a reboot
  * an entry may look younger than it is, never older.  A grant with no
- * report counts as sent at replay time plus a grace period (its client
- * may still be sending).
+ * report may have been accepted at any instant from the grant until the
+ * end of its gate's run plus a grace period (its client may still be
+ * sending): it is logged as that interval, which moves no other send.
+ * The end of a run is the next B record, or for the last run the replay
+ * itself.
  *
  * Compaction rewrites the live state (sends still inside a window, held
  * grants, suspensions) to a new file, fsyncs it, renames it over the
@@ -57,7 +69,7 @@ void journal_boot_id(char *out, size_t n);
  * the caller's clocks in ms.  grace_ms: how long a grant left without a
  * report by a stopped gate may still be in flight (its client does not
  * stop sending because the gate did); such a send is logged at
- * now + grace_ms.  0 ok; -1 with a log line. */
+ * [grant, now + grace_ms].  0 ok; -1 with a log line. */
 int journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_mono,
     int64_t now_wall, int64_t grace_ms) MUST_CHECK;
 void journal_close(struct journal *j);
@@ -65,7 +77,11 @@ void journal_close(struct journal *j);
 /* Queue records. */
 void journal_grant(struct journal *j, const struct wg_req *r, int64_t mono, int64_t wall);
 void journal_end(struct journal *j, uint64_t id, char type, int64_t mono, int64_t wall);
-void journal_suspend(struct journal *j, const struct wg_up *u, int64_t mono, int64_t wall);
+/* u's throttle suspension, or (auth) its authentication suspension. */
+void journal_suspend(struct journal *j, const struct wg_up *u, int auth, int64_t mono,
+    int64_t wall);
+/* u's suspensions lifted: the authentication one (auth_only) or all. */
+void journal_lift(struct journal *j, const struct wg_up *u, int auth_only);
 
 /* Write what is queued (journal_write), and make everything written
  * durable (journal_sync).  0 ok, -1 (errno). */

@@ -11,7 +11,8 @@
  * of requests each.  A framing error (over-long line, NUL, control byte)
  * is answered and the connection closed; a well-framed bad request is
  * answered and the connection kept.  A client that goes away loses its
- * waiting requests, and its grants count as sent at that moment.
+ * waiting requests, and its grants count as outcomes unknown (accepted
+ * at any instant from the grant to now + grace).
  *
  * Policy: re-read on SIGHUP and when the file changes (inotify on its
  * folder, so editors that rename are seen too); a policy with errors is
@@ -47,7 +48,6 @@
 #include "mail/policy.h"
 
 #define CLIENTS_MAX	1024
-#define DROP_MARGIN_MS	5000	/* a dropped grant's send is logged this late (or -g) */
 #define CLIENT_REQS_MAX	4096
 #define OUT_MAX		(4 << 20)	/* unread answers before a client is dropped */
 
@@ -296,13 +296,23 @@ do_acquire(struct server *s, struct client *c, const struct gp_req *rq, int64_t 
 	c->nreqs++;
 }
 
+/* The journal record of what a report or a cancel logged. */
+static void
+journal_done(struct server *s, uint64_t id, const struct wg_done *d, char type, int64_t now)
+{
+	if (d->logged)
+		journal_end(&s->j, id, type, d->t, d->t + s->wmm);
+	else
+		journal_end(&s->j, id, 'R', now, now + s->wmm);
+}
+
 static void
 do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
 {
 	struct creq *q = find_req(c, rq->tag, NULL);
+	struct wg_done d;
 	struct wg_up *u;
 	uint64_t id;
-	int64_t until;
 
 	if (q == NULL) {
 		reply_err(c, rq->tag, GP_TAG, "no such request");
@@ -316,26 +326,65 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	id = q->r->id;
 	switch (rq->outcome) {
 	case GP_SENT:
-		wg_report(&s->g, q->r, WG_SENT, NULL, now);
-		journal_end(&s->j, id, 'S', now, now + s->wmm);
+		/* <at> is rounded down: the 250 came before its end. */
+		wg_report_at(&s->g, q->r, WG_SENT, NULL, rq->at < 0 ? -1 : rq->at + 1, now, &d);
+		journal_done(s, id, &d, 'S', now);
 		reply_simple(c, GP_R_OK, rq->tag, 0);
 		break;
 	case GP_REFUND:
-		wg_report(&s->g, q->r, WG_REFUND, NULL, now);
-		journal_end(&s->j, id, 'R', now, now + s->wmm);
+		wg_report_at(&s->g, q->r, WG_REFUND, NULL, -1, now, &d);
+		journal_done(s, id, &d, 'R', now);
 		reply_simple(c, GP_R_OK, rq->tag, 0);
 		break;
+	case GP_UNKNOWN:
+		wg_report_at(&s->g, q->r, WG_UNKNOWN, NULL, -1, now, &d);
+		journal_done(s, id, &d, 'X', now);
+		reply_simple(c, GP_R_OK, rq->tag, 0);
+		break;
+	case GP_NOMAIL:
+		wg_report_at(&s->g, q->r, WG_NOMAIL, NULL, -1, now, &d);
+		journal_done(s, id, &d, 'N', now);
+		reply_simple(c, GP_R_OK, rq->tag, 0);
+		break;
+	case GP_AUTHFAIL:
+		wg_report_at(&s->g, q->r, WG_AUTHFAIL, rq->text, -1, now, &d);
+		journal_done(s, id, &d, 'N', now);
+		if (d.new_episode) {
+			journal_suspend(&s->j, u, 1, now, now + s->wmm);
+			log_warnx("upstream %s: authentication failed: %s; check username and "
+			    "secret_file (or secret_command) of upstream %s in weir.conf; "
+			    "suspended for %lld s (then one try at a time); weir resume %s or a "
+			    "reload lifts it", u->name, rq->text, u->name,
+			    (long long)((d.until - now + 999) / 1000), u->name);
+		}
+		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
+		break;
 	case GP_THROTTLED:
-		until = wg_report(&s->g, q->r, WG_THROTTLED, rq->text, now);
-		journal_end(&s->j, id, 'S', now, now + s->wmm);
-		journal_suspend(&s->j, u, now, now + s->wmm);
+		wg_report_at(&s->g, q->r, WG_THROTTLED, rq->text, -1, now, &d);
+		journal_done(s, id, &d, 'S', now);
+		journal_suspend(&s->j, u, 0, now, now + s->wmm);
 		log_warnx("upstream %s suspended for %lld s: %s", u->name,
-		    (long long)((until - now + 999) / 1000), rq->text);
-		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((until - now + 999) / 1000));
+		    (long long)((d.until - now + 999) / 1000), rq->text);
+		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
 		break;
 	}
 	q->r = NULL;
 	forget_req(c, q);
+}
+
+static void
+do_resume(struct server *s, struct client *c, const struct gp_req *rq)
+{
+	struct wg_up *u = wg_find(&s->g, rq->upstream);
+
+	if (u == NULL) {
+		reply_err(c, 0, GP_NOPOLICY, "no such upstream");
+		return;
+	}
+	wg_lift(u, 0);
+	journal_lift(&s->j, u, 0);
+	log_info("upstream %s: suspensions lifted (resume)", u->name);
+	reply_simple(c, GP_R_OK, 0, 0);
 }
 
 static void
@@ -351,7 +400,7 @@ do_cancel(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 		reply_err(c, rq->tag, GP_STATE, "already granted: REPORT it instead");
 		return;
 	}
-	wg_cancel(&s->g, q->r, now);
+	wg_cancel(&s->g, q->r, now, NULL);
 	forget_req(c, q);
 	reply_simple(c, GP_R_OK, rq->tag, 0);
 }
@@ -392,6 +441,7 @@ handle_line(struct server *s, struct client *c, const char *line, size_t len)
 	case GP_REPORT:  do_report(s, c, &rq, now_mono_ceil()); break;
 	case GP_CANCEL:  do_cancel(s, c, &rq, now); break;
 	case GP_STATUS:  do_status(s, c, rq.json, now); break;
+	case GP_RESUME:  do_resume(s, c, &rq); break;
 	}
 }
 
@@ -402,23 +452,23 @@ drop_client(struct server *s, struct client *c, const char *why)
 {
 	struct client **pp;
 	struct creq *q, *n;
-	/* Grants held by a client that went away count as sent, a little
-	 * later than now: the upstream may still be accepting a final dot
-	 * handed to it just before (weir-send's deliverers die with it, so
-	 * nothing is sent after that).  An entry in the future counts in
-	 * every window from now on (in_window), so this only counts more;
-	 * the margin is short because the log keeps its order by moving
-	 * later entries up to it (log_append). */
-	int64_t margin = s->grace_ms < DROP_MARGIN_MS ? s->grace_ms : DROP_MARGIN_MS;
-	int64_t now = now_mono_ceil() + margin;
+	struct wg_done d;
+	/* A grant held by a client that went away may still be accepted by
+	 * the upstream (a final dot handed to it just before): it counts as
+	 * accepted at any instant from its grant to now + grace, which moves
+	 * no other send (window.h). */
+	int64_t now = now_mono_ceil();
 
 	if (why)
 		log_info("client on fd %d dropped: %s", c->fd, why);
 	for (q = c->reqs; q; q = n) {
+		uint64_t id = q->r->id;
+		int granted = q->r->granted;
+
 		n = q->next;
-		if (q->r->granted)
-			journal_end(&s->j, q->r->id, 'S', now, now + s->wmm);
-		wg_cancel(&s->g, q->r, now);
+		wg_cancel(&s->g, q->r, now, &d);
+		if (granted)
+			journal_done(s, id, &d, 'X', now);
 		free(q);
 	}
 	evloop_unwatch(s->ev, c->fd);
@@ -552,6 +602,7 @@ reload(struct server *s, const char *why)
 {
 	struct policy *np = xcalloc(1, sizeof *np);
 	struct buf err = BUF_INIT;
+	struct wg_up *u;
 	struct stat st;
 	char *line, *save = NULL;
 
@@ -568,6 +619,14 @@ reload(struct server *s, const char *why)
 	}
 	s->wmm = now_wall() - now_mono();
 	wg_set_policy(&s->g, np, s->wmm, now_mono());
+	/* The operator may have fixed the credentials: try again (one
+	 * connection at a time until one gets through). */
+	for (u = s->g.ups; u; u = u->next)
+		if (u->auth_until > now_mono()) {
+			wg_lift(u, 1);
+			journal_lift(&s->j, u, 1);
+			log_info("upstream %s: authentication suspension lifted (%s)", u->name, why);
+		}
 	if (s->pol) {
 		policy_free(s->pol);
 		free(s->pol);
@@ -795,6 +854,7 @@ gate_run(const struct gate_opts *o)
 	wg_init(&s.g, &ops);
 	s.wmm = now_wall() - now_mono();
 	s.grace_ms = o->grace * 1000;
+	s.g.grace = s.grace_ms;
 	if (journal_open(&s.j, o->journal, &s.g, now_mono(), now_wall(), o->grace * 1000) < 0)
 		return 111;
 	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());

@@ -83,6 +83,15 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 	} else {
 		buf_adds(b, " active\n");
 	}
+	if (u->auth_until > now) {
+		wall_str(when, sizeof when, u->auth_until + wmm);
+		buf_printf(b, "  authentication failed: suspended until %s (%lld s): %s; check "
+		    "username and secret_file of upstream %s, then weir resume %s or reload\n", when,
+		    (long long)((u->auth_until - now + 999) / 1000),
+		    u->auth_reason ? u->auth_reason : "", u->name, u->name);
+	}
+	if (u->probe)
+		buf_adds(b, "  probing: one grant at a time until one gets through\n");
 	for (i = 0; i < u->nwin; i++) {
 		const struct wg_win *w = &u->win[i];
 
@@ -106,9 +115,12 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 		wall_str(when, sizeof when, next + wmm);
 		buf_printf(b, "  next grant: %s (in %lld ms)\n", when, (long long)(next - now));
 	}
-	buf_printf(b, "  totals: granted %llu, sent %llu, refunded %llu, throttled %llu\n",
+	buf_printf(b, "  totals: granted %llu, sent %llu, refunded %llu, throttled %llu, "
+	    "unknown %llu, no mail %llu, auth failed %llu\n",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
-	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled);
+	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
+	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
+	    (unsigned long long)u->n_authfail);
 }
 
 static void
@@ -127,6 +139,13 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 		    (long long)(u->susp_until + wmm));
 		json_str(b, u->susp_reason ? u->susp_reason : "");
 	}
+	buf_printf(b, ",\"auth_suspended\":%s", u->auth_until > now ? "true" : "false");
+	if (u->auth_until > now) {
+		buf_printf(b, ",\"auth_suspended_until_ms\":%lld,\"auth_reason\":",
+		    (long long)(u->auth_until + wmm));
+		json_str(b, u->auth_reason ? u->auth_reason : "");
+	}
+	buf_printf(b, ",\"probe\":%s", u->probe ? "true" : "false");
 	buf_adds(b, ",\"windows\":[");
 	for (i = 0; i < u->nwin; i++) {
 		const struct wg_win *w = &u->win[i];
@@ -151,9 +170,12 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 		buf_printf(b, "%lld", (long long)(next + wmm));
 	else
 		buf_adds(b, "null");
-	buf_printf(b, ",\"granted\":%llu,\"sent\":%llu,\"refunded\":%llu,\"throttled\":%llu}",
+	buf_printf(b, ",\"granted\":%llu,\"sent\":%llu,\"refunded\":%llu,\"throttled\":%llu,"
+	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu}",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
-	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled);
+	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
+	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
+	    (unsigned long long)u->n_authfail);
 }
 
 void

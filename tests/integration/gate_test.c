@@ -214,7 +214,7 @@ Test(gate, fifty_clients_restarts_invariant, .init = setup, .fini = teardown, .t
 			if (c->st == HOLD && now >= c->due) {
 				record(c->g, now_us());
 				if (c->connected && c->held_here &&
-				    gc_report_sent(&c->gc, c->tag, 1) == 0)
+				    gc_report_sent(&c->gc, c->tag, 1, -1) == 0)
 					c->st = REPORTED;
 				else if (c->connected && c->held_here)
 					lost(c), c->st = IDLE;
@@ -352,7 +352,7 @@ Test(gate, idle_cpu_while_200_wait, .init = setup, .fini = teardown, .timeout = 
 	/* The first is granted at once; report it, the rest wait. */
 	cr_assert_eq(gc_wait_reply(&gc[0], &r, &why), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
-	cr_assert_eq(gc_report_sent(&gc[0], 1, 1), 0);
+	cr_assert_eq(gc_report_sent(&gc[0], 1, 1, -1), 0);
 	cr_assert_eq(gc_wait_reply(&gc[0], &r, &why), 1);
 	cr_assert_eq(r.verb, GP_R_OK);
 	pause_ms(200);
@@ -425,7 +425,7 @@ Test(gate, bad_input_answered_gate_serves_on, .init = setup, .fini = teardown, .
 	raw_exchange("ACQUIRE 1 up - - 1 11 0\n", 24, "TOOBIG");
 	raw_exchange("ACQUIRE 1 up - - 6 1 0\n", 23, "TOOBIG");
 	raw_exchange("ACQUIRE 1 nope - - 1 1 0\n", 25, "NOPOLICY");
-	raw_exchange("REPORT 9 SENT 1\n", 16, "TAG");
+	raw_exchange("REPORT 9 SENT 1 -\n", 18, "TAG");
 	/* A client that sends half a line and disconnects. */
 	cr_assert_eq(gc_connect(&gc, sock), 0);
 	cr_assert_eq(full_write(gc.fd, "ACQUIRE 1 up", 12), 0);
@@ -486,7 +486,7 @@ Test(gate, reload_bad_keeps_old_good_applies, .init = setup, .fini = teardown, .
 		cr_assert(r.verb == GP_R_GRANT && r.tag == (uint32_t)i);
 	}
 	for (i = 1; i <= 2; i++) {
-		cr_assert_eq(gc_report_sent(&gc, (uint32_t)i, 1), 0);
+		cr_assert_eq(gc_report_sent(&gc, (uint32_t)i, 1, -1), 0);
 		cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
 		cr_assert(r.verb == GP_R_OK && r.tag == (uint32_t)i);
 	}
@@ -502,7 +502,7 @@ Test(gate, reload_bad_keeps_old_good_applies, .init = setup, .fini = teardown, .
 	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
 	cr_assert(r.verb == GP_R_GRANT && r.tag == 3);
 	/* And SIGHUP: back to 2, which the history already exceeds. */
-	cr_assert_eq(gc_report_sent(&gc, 3, 1), 0);
+	cr_assert_eq(gc_report_sent(&gc, 3, 1, -1), 0);
 	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
 	tl_write(policy, "upstream \"up\" { rate = \"2 per 1h\" }\n", 36);
 	cr_assert_eq(kill(gate_pid, SIGHUP), 0);

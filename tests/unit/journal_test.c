@@ -281,7 +281,7 @@ Test(journal, compaction_keeps_live_state_only)
 		cr_assert_eq(wg_win_used(u2, 0), (int64_t)want);
 	}
 	journal_close(&j);
-	wg_cancel(&g, held, now + 5);
+	wg_cancel(&g, held, now + 5, NULL);
 	wg_free(&g);
 	wg_free(&g2);
 	tl_rmtree(dir);

@@ -283,7 +283,7 @@ Test(window, refund_gives_the_slot_back_disconnect_does_not)
 	cr_assert_eq(wg_pump(&g, S.now), 1);
 	/* The client holding the second grant goes away: sent at 70. */
 	S.now = 70;
-	wg_cancel(&g, S.rec[1].r, S.now);
+	wg_cancel(&g, S.rec[1].r, S.now, NULL);
 	S.rec[1].ended = 1; S.rec[1].e = 70; S.rec[1].logged = 1; S.rec[1].eseq = ++S.seq;
 	acq(&g, NULL, 1, 1, 0, WG_OK);
 	cr_assert_eq(wg_pump(&g, S.now), 0);
@@ -620,7 +620,7 @@ run_random(uint64_t seed, const struct tpol *pa, const struct tpol *pb, int step
 				else if (o == 3)
 					end(&g, x, WG_THROTTLED);
 				else if (o == 4) {
-					wg_cancel(&g, x->r, S.now);
+					wg_cancel(&g, x->r, S.now, NULL);
 					x->ended = 1; x->logged = 1; x->e = S.now; x->eseq = ++S.seq;
 				} else
 					end(&g, x, WG_SENT);
@@ -630,7 +630,7 @@ run_random(uint64_t seed, const struct tpol *pa, const struct tpol *pb, int step
 			struct wg_req *q = S.waiting[rnd((uint32_t)S.nwait)];
 
 			unwait(q);
-			wg_cancel(&g, q, S.now);
+			wg_cancel(&g, q, S.now, NULL);
 		} else if (a < 87 && pb) {
 			cur = cur == pa ? pb : pa;
 			S.pol = cur;
