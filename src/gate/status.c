@@ -80,6 +80,8 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 		buf_printf(b, " suspended until %s (%lld s): %s\n", when,
 		    (long long)((u->susp_until - now + 999) / 1000),
 		    u->susp_reason ? u->susp_reason : "");
+	} else if (u->auth_until > now) {
+		buf_adds(b, " suspended: authentication failed\n");
 	} else {
 		buf_adds(b, " active\n");
 	}

@@ -384,24 +384,22 @@ wg_head_fit(struct wg_up *u, int64_t now)
 		excess = w->sum + need - w->limit;
 		if (excess <= 0)
 			continue;
-		if (w->calendar) {
-			t = bucket_start(w, now) + w->per;
-		} else {
-			t = -1;
-			acc = 0;
-			for (s = w->first; s < log_end(u); s++) {
-				const struct wg_send *e = wg_log_at(u, s);
+		/* Entries leave in t order: a sliding window's at t + T, a
+		 * calendar window's at the first boundary after t (an
+		 * interval reaching into a later period counts there too). */
+		t = -1;
+		acc = 0;
+		for (s = w->first; s < log_end(u); s++) {
+			const struct wg_send *e = wg_log_at(u, s);
 
-				acc += e->w[w->unit];
-				if (acc >= excess) {
-					t = e->t + w->per;
-					break;
-				}
+			acc += e->w[w->unit];
+			if (acc >= excess) {
+				t = w->calendar ? bucket_start(w, e->t) + w->per : e->t + w->per;
+				break;
 			}
-			if (t < 0)
-				panic("window: sum %lld does not match the log",
-				    (long long)w->sum);
 		}
+		if (t < 0)
+			panic("window: sum %lld does not match the log", (long long)w->sum);
 		if (t > at)
 			at = t;
 	}

@@ -114,8 +114,12 @@ start_gate_fds(const char *grace, rlim_t nofile)
 		lfd = open(gatelog, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		if (lfd < 0 || dup2(lfd, 2) < 0)
 			_exit(127);
-		execl(bin, bin, "-c", wconf, "-p", policy, "-s", sock, "-j", journal, "-g", grace,
-		    (char *)NULL);
+		if (grace)
+			execl(bin, bin, "-c", wconf, "-p", policy, "-s", sock, "-j", journal,
+			    "-g", grace, (char *)NULL);
+		else	/* the default, as weir run and the package use it */
+			execl(bin, bin, "-c", wconf, "-p", policy, "-s", sock, "-j", journal,
+			    (char *)NULL);
 		_exit(127);
 	}
 	free(bin);
@@ -687,4 +691,166 @@ Test(gate, missing_policy_refuses_until_it_appears, .init = setup, .fini = teard
 	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1);
 	cr_assert(r.verb == GP_R_GRANT && r.tag == 2);
 	gc_close(&gc);
+}
+
+/* ---- issue 12: what the gate promises ---- */
+
+/* One reply within ms: 1 got it, 0 none in time. */
+static int
+reply_within(struct gate_client *gc, struct gp_reply *r, int ms)
+{
+	struct pollfd pf = { gc->fd, POLLIN, 0 };
+	const char *why = "";
+	int64_t t = now_ms();
+
+	for (;;) {
+		int k = gc_next_reply(gc, r, &why);
+
+		cr_assert_geq(k, 0, "%s", why);
+		if (k == 1)
+			return 1;
+		if (poll(&pf, 1, (int)(ms - (now_ms() - t))) <= 0)
+			return 0;
+		cr_assert_eq(gc_fill(gc), 1, "the gate closed the connection");
+	}
+}
+
+/* One send end to end: acquire, wait up to ms for the grant, report. */
+static int
+one_send(struct gate_client *gc, uint32_t tag, int ms)
+{
+	struct gp_reply r;
+
+	cr_assert_eq(gc_acquire(gc, tag, "up", NULL, NULL, 1, 1, 1), 0);
+	if (!reply_within(gc, &r, ms))
+		return 0;
+	cr_assert(r.verb == GP_R_GRANT && r.tag == tag, "verb %d", (int)r.verb);
+	cr_assert_eq(gc_report_sent(gc, tag, 1, -1), 0);
+	cr_assert(reply_within(gc, &r, 5000) && r.verb == GP_R_OK);
+	return 1;
+}
+
+/* After a kill -9 of the gate, with the default grace (10 min): a grant
+ * found open in the journal takes one slot for its interval; it does not
+ * push every later send up to restart + 10 min.  "3 per 1s": after the
+ * restart 2 slots a second are left, so 12 sends take ~6 s.  Failed
+ * before the fix: the third send after the restart waited 10 minutes. */
+Test(gate, restart_after_kill9_does_not_stall, .init = setup, .fini = teardown, .timeout = 60)
+{
+	struct gate_client held, gc;
+	struct gp_reply r;
+	int64_t t;
+	uint32_t i;
+
+	write_policy("upstream \"up\" { rate = \"3 per 1s\" }\n");
+	start_gate(NULL);
+	cr_assert_eq(gc_connect(&held, sock), 0);
+	cr_assert_eq(gc_acquire(&held, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert(reply_within(&held, &r, 5000) && r.verb == GP_R_GRANT);
+	stop_gate(SIGKILL);
+	gc_close(&held);
+	start_gate(NULL);
+	cr_assert_eq(gc_connect(&gc, sock), 0);
+	t = now_ms();
+	for (i = 1; i <= 12; i++)
+		cr_assert(one_send(&gc, i, 15000), "send %u after the restart: no grant in 15 s", i);
+	cr_log_info("12 sends after the restart in %lld ms", (long long)(now_ms() - t));
+	cr_assert_lt(now_ms() - t, 20000);
+	gc_close(&gc);
+}
+
+/* The new reports over the socket: SENT <at> logged at <at> (the next
+ * slot frees one period after it, not after the report); UNKNOWN counts
+ * until now + grace; NOMAIL only the connection; AUTHFAIL suspends 5 min
+ * with one log line naming the fix, shown in status; RESUME lifts it. */
+Test(gate, new_reports, .init = setup, .fini = teardown, .timeout = 60)
+{
+	char *bin = tl_bin("weir-gate");
+	const char *argv1[] = { bin, "-c", wconf, "-s", sock, "status", NULL };
+	const char *argv2[] = { bin, "-c", wconf, "-s", sock, "status", "json", NULL };
+	struct tl_run run;
+	struct tl_result res;
+	struct gate_client gc;
+	struct gp_reply r;
+	int64_t t, at;
+
+	write_policy("upstream \"up\" { rate = {\"1 per 3s\", \"3 connections per 1h\"} }\n"
+	    "upstream \"other\" { rate = \"1 per 1s\" }\n");
+	start_gate(NULL);
+	cr_assert_eq(gc_connect(&gc, sock), 0);
+	/* SENT <at>: the 250 was read 2 s before the report. */
+	cr_assert_eq(gc_acquire(&gc, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_GRANT);
+	at = now_ms();
+	pause_ms(2000);
+	cr_assert_eq(gc_report_sent(&gc, 1, 1, at), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_OK);
+	cr_assert_eq(gc_acquire(&gc, 2, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_GRANT);
+	t = now_ms();
+	cr_log_info("granted %lld ms after <at> + 3 s", (long long)(t - at - 3000));
+	cr_assert_geq(t, at + 3000);
+	cr_assert_lt(t, at + 4500, "the slot freed %lld ms after the report's <at>",
+	    (long long)(t - at));
+	/* NOMAIL: the message is given back; connections count (1 of 3). */
+	cr_assert_eq(gc_report_nomail(&gc, 2), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_OK);
+	cr_assert_eq(gc_acquire(&gc, 3, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert(reply_within(&gc, &r, 1000) && r.verb == GP_R_GRANT, "NOMAIL kept the message");
+	/* AUTHFAIL: suspended 300 s, the log names the fix. */
+	cr_assert_eq(gc_report_authfail(&gc, 3, "535 5.7.8 Authentication credentials invalid"), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_SUSPENDED);
+	cr_assert_eq(r.secs, 300);
+	cr_assert(log_has("check username and secret_file (or secret_command) of upstream up", 3000));
+	memset(&run, 0, sizeof run);
+	run.argv = argv1;
+	tl_run(&run, &res);
+	cr_assert_eq(res.status, 0, "%s", res.err.s);
+	cr_assert(strstr(res.out.s, "authentication failed: suspended until") != NULL, "%s",
+	    res.out.s);
+	cr_assert(strstr(res.out.s, "window 3 connections per 3600s: 2 logged") != NULL, "%s",
+	    res.out.s);
+	tl_result_free(&res);
+	run.argv = argv2;
+	tl_run(&run, &res);
+	cr_assert(strstr(res.out.s, "\"auth_suspended\":true,\"auth_suspended_until_ms\":") != NULL,
+	    "%s", res.out.s);
+	cr_assert(strstr(res.out.s, "\"probe\":true") != NULL);
+	tl_result_free(&res);
+	/* Nothing for "up" now; RESUME lifts it: one probe. */
+	cr_assert_eq(gc_acquire(&gc, 4, "up", NULL, NULL, 0, 0, 1), 0);
+	cr_assert(!reply_within(&gc, &r, 300), "granted while suspended");
+	cr_assert_eq(gc_resume(&gc, "up"), 0);
+	cr_assert(reply_within(&gc, &r, 5000));
+	if (r.verb == GP_R_OK) {	/* the answer and the grant: either order */
+		cr_assert_eq(r.tag, 0);
+		cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_GRANT && r.tag == 4);
+	} else {
+		cr_assert(r.verb == GP_R_GRANT && r.tag == 4);
+		cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_OK && r.tag == 0);
+	}
+	cr_assert(log_has("upstream up: suspensions lifted (resume)", 3000));
+	cr_assert_eq(gc_resume(&gc, "nosuch"), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_ERR && r.code == GP_NOPOLICY);
+	/* UNKNOWN on "other" (1 per 1s): counted until now + 10 min. */
+	cr_assert_eq(gc_acquire(&gc, 5, "other", NULL, NULL, 1, 1, 0), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_GRANT && r.tag == 5);
+	cr_assert_eq(gc_report_unknown(&gc, 5), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_OK);
+	cr_assert_eq(gc_acquire(&gc, 6, "other", NULL, NULL, 1, 1, 0), 0);
+	cr_assert(!reply_within(&gc, &r, 2500), "granted within the unknown send's interval");
+	run.argv = argv1;
+	tl_run(&run, &res);
+	cr_assert(strstr(res.out.s, "upstream other: active\n  window 1 messages per 1s: 1 logged")
+	    != NULL, "%s", res.out.s);
+	{
+		const char *p = strstr(strstr(res.out.s, "upstream other"), "(in ");
+		long long ms = 0;
+
+		cr_assert(p && sscanf(p, "(in %lld ms)", &ms) == 1, "%s", res.out.s);
+		cr_assert(ms > 590000 && ms <= 601000, "next grant in %lld ms", ms);
+	}
+	tl_result_free(&res);
+	gc_close(&gc);
+	free(bin);
 }
