@@ -20,6 +20,7 @@
 #include "gate/journal.h"
 #include "lib/alloc.h"
 #include "lib/log.h"
+#include "lib/pidlock.h"
 
 #define JOURNAL_MAX	(256u << 20)	/* refuse to read more than this */
 #define COMPACT_MIN	(256 << 10)	/* never compact a file smaller than this */
@@ -478,11 +479,27 @@ journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_m
 	struct buf data = BUF_INIT;
 	struct replay rp;
 	size_t good;
+	char *lock;
+	long holder;
 	int r;
 
 	memset(j, 0, sizeof *j);
 	j->fd = -1;
 	j->path = xstrdup(path);
+	lock = xasprintf("%s.lock", path);
+	j->lockfd = pidlock_take(lock, 0, &holder);
+	if (j->lockfd < 0) {
+		if (errno == EWOULDBLOCK && holder > 0)
+			log_warnx("journal %s is in use by another weir-gate (pid %ld): not starting",
+			    path, holder);
+		else if (errno == EWOULDBLOCK)
+			log_warnx("journal %s is in use by another weir-gate: not starting", path);
+		else
+			log_warn("journal %s: lock %s", path, lock);
+		free(lock);
+		goto fail_nodata;
+	}
+	free(lock);
 	journal_boot_id(j->boot, sizeof j->boot);
 	memset(&rp, 0, sizeof rp);
 	rp.g = g;
@@ -519,6 +536,9 @@ journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_m
 fail:
 	buf_free(&data);
 fail_nodata:
+	if (j->lockfd >= 0 && close(j->lockfd) < 0)
+		log_warn("journal: close lock");
+	j->lockfd = -1;
 	free(j->path);
 	j->path = NULL;
 	return -1;
@@ -530,6 +550,9 @@ journal_close(struct journal *j)
 	if (j->fd >= 0 && close(j->fd) < 0)
 		log_warn("journal: close");
 	j->fd = -1;
+	if (j->lockfd >= 0 && close(j->lockfd) < 0)
+		log_warn("journal: close lock");
+	j->lockfd = -1;
 	free(j->path);
 	j->path = NULL;
 	buf_free(&j->pending);

@@ -53,6 +53,7 @@
 
 struct journal {
 	int fd;
+	int lockfd;		/* path.lock, held for the gate's life */
 	char *path;
 	char boot[40];
 	off_t size;		/* bytes in the file, written or pending */
@@ -64,7 +65,9 @@ struct journal {
 /* The boot id (/proc/sys/kernel/random/boot_id), or "unknown". */
 void journal_boot_id(char *out, size_t n);
 
-/* Open (creating) path, replay it into g (before any policy is set: the
+/* Take the lock path.lock (a second gate on the same journal is refused,
+ * with the holder's pid in the log line, before anything reads or writes
+ * the journal), open (creating) path, replay it into g (before any policy is set: the
  * policy counts the history afterwards), then compact.  now_mono, now_wall:
  * the caller's clocks in ms.  grace_ms: how long a grant left without a
  * report by a stopped gate may still be in flight (its client does not

@@ -5,17 +5,27 @@
  * `weir run` and the package run it:
  *   - a weir-send killed after the final dot, the upstream taking 8 s to
  *     answer it: the send counts until death + grace, so the next one
- *     never lands inside the window of the first.
+ *     never lands inside the window of the first;
+ *   - kill -9 of `weir run` (its daemons live on): a second `weir run`
+ *     and a second weir-gate refuse to start, naming the holder, and the
+ *     old gate's sends are in the journal afterwards.
  * Every process started here dies with the test (relay_helpers.h).
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "lib/alloc.h"
 #include "lib/io.h"
+#include "mail/gateclient.h"
 #include "relay_helpers.h"
 
 #define SENDER "alice@src.example"
@@ -96,4 +106,133 @@ Test(promise, dead_sender_slow_final_dot)
 	st = rt_gate_status(&t);
 	cr_assert(strstr(st, "unknown 1") != NULL, "%s", st);
 	free(st);
+}
+
+/* One grant for "isp" within ms, then reported sent: 1, else 0. */
+static int
+send_once(struct gate_client *gc, uint32_t tag, int ms)
+{
+	struct pollfd pf = { gc->fd, POLLIN, 0 };
+	struct gp_reply r;
+	const char *why = "";
+
+	cr_assert_eq(gc_acquire(gc, tag, "isp", NULL, NULL, 1, 1, 1), 0);
+	if (poll(&pf, 1, ms) != 1)
+		return 0;
+	cr_assert_eq(gc_wait_reply(gc, &r, &why), 1, "%s", why);
+	cr_assert(r.verb == GP_R_GRANT && r.tag == tag, "%d %s", (int)r.verb, r.text);
+	cr_assert_eq(gc_report_sent(gc, tag, 1, -1), 0);
+	cr_assert_eq(gc_wait_reply(gc, &r, &why), 1, "%s", why);
+	cr_assert_eq(r.verb, GP_R_OK);
+	return 1;
+}
+
+/* The pid that `weir run` logged for prog ("started weir-gate, pid N"). */
+static long
+started_pid(const char *log, const char *prog)
+{
+	struct buf b = BUF_INIT;
+	char *want = xasprintf("started %s, pid ", prog);
+	const char *p;
+	long pid = 0;
+	int i;
+
+	for (i = 0; i < 500 && pid == 0; i++) {
+		buf_reset(&b);
+		if (read_file_at(AT_FDCWD, log, &b, 1 << 20) == 0 && b.s &&
+		    (p = strstr(b.s, want)) != NULL && strchr(p, '\n'))
+			pid = atol(p + strlen(want));
+		else
+			poll(NULL, 0, 20);
+	}
+	cr_assert(pid > 0, "no \"%s\" in %s", want, buf_cstr(&b));
+	buf_free(&b);
+	free(want);
+	return pid;
+}
+
+/* Issue 12 item 4.  Before: the second `weir run` started, its gate
+ * replayed and compacted the journal (renaming over it) before finding
+ * the socket taken, and the old gate went on writing to a deleted file. */
+Test(promise, one_run_one_gate_per_queue)
+{
+	char *bin = tl_bin("weir"), *gbin = tl_bin("weir-gate");
+	char *log = xasprintf("%s/run.log", t.s.qt.tmp);
+	const char *rargv[] = { bin, "-c", t.s.qt.conf, "run", NULL };
+	const char *gargv[] = { gbin, "-c", t.s.qt.conf, NULL };
+	const char *env[] = { t.env_libexec, t.env_qq, NULL };
+	struct tl_run run;
+	struct tl_result res;
+	struct gate_client gc;
+	pid_t first;
+	long gate, send;
+	char *want, *st;
+	uint32_t i;
+	int fd, k;
+
+	t.port = 9;	/* nothing is delivered */
+	rt_conf_upstream(&t, NULL);
+	rt_policy(&t, "upstream \"isp\" { rate = \"5 per 30s\" }\n");
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0);
+	first = fork();
+	cr_assert(first >= 0);
+	if (first == 0) {
+		setpgid(0, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		putenv((char *)env[0]);
+		putenv((char *)env[1]);
+		execv(bin, (char *const *)rargv);
+		_exit(127);
+	}
+	setpgid(first, first);
+	close(fd);
+	gate = started_pid(log, "weir-gate");
+	send = started_pid(log, "weir-send");
+	for (k = 0; k < 500 && !tl_sock_answers(t.sock); k++)
+		poll(NULL, 0, 20);
+	cr_assert_eq(gc_connect(&gc, t.sock), 0, "the gate of weir run does not answer");
+	for (i = 1; i <= 5; i++)
+		cr_assert(send_once(&gc, i, 5000), "send %u", i);
+	gc_close(&gc);
+	/* kill -9 of weir run alone: weir-gate and weir-send live on. */
+	cr_assert_eq(kill(first, SIGKILL), 0);
+	cr_assert_eq(waitpid(first, NULL, 0), first);
+	cr_assert_eq(kill((pid_t)gate, 0), 0);
+	cr_assert_eq(kill((pid_t)send, 0), 0);
+	/* A second weir run refuses at once, naming the holder. */
+	memset(&run, 0, sizeof run);
+	run.argv = rargv;
+	run.env = env;
+	run.timeout_s = 10;
+	tl_run(&run, &res);
+	cr_assert_eq(res.status, 111, "second weir run: exit %d: %s", res.status, buf_cstr(&res.err));
+	want = xasprintf("another weir run (pid %ld, or a daemon it started) runs on", (long)first);
+	cr_assert(strstr(buf_cstr(&res.err), want) != NULL, "%s", buf_cstr(&res.err));
+	free(want);
+	tl_result_free(&res);
+	/* So does a second weir-gate on the same journal. */
+	run.argv = gargv;
+	tl_run(&run, &res);
+	cr_assert_eq(res.status, 111, "second weir-gate: exit %d: %s", res.status,
+	    buf_cstr(&res.err));
+	want = xasprintf("is in use by another weir-gate (pid %ld): not starting", gate);
+	cr_assert(strstr(buf_cstr(&res.err), want) != NULL, "%s", buf_cstr(&res.err));
+	free(want);
+	tl_result_free(&res);
+	/* The old daemons go; a new gate knows the old one's 5 sends. */
+	kill(-first, SIGKILL);
+	while (waitpid(-1, NULL, WNOHANG) > 0 || (kill((pid_t)gate, 0) == 0 && errno != ESRCH))
+		poll(NULL, 0, 10);
+	rt_gate_start(&t, NULL);
+	cr_assert_eq(gc_connect(&gc, t.sock), 0);
+	cr_assert(!send_once(&gc, 6, 1000), "granted a 6th send within 30 s of 5");
+	st = rt_gate_status(&t);
+	cr_assert(strstr(st, "window 5 messages per 30s: 5 logged") != NULL, "%s", st);
+	free(st);
+	gc_close(&gc);
+	free(log);
+	free(bin);
+	free(gbin);
 }
