@@ -6,8 +6,8 @@
  *
  * The first form runs the daemon in the foreground until SIGTERM; the
  * second asks a running gate for its status.  Exit codes: 0 stopped
- * cleanly, 2 bad usage, configuration or policy, 111 temporary trouble
- * (socket, journal).
+ * cleanly, 2 bad usage or configuration, 111 temporary trouble (socket,
+ * journal, a journal locked by another gate).
  *
  * Trusts: its invoker (the administrator, or weir run).
  * Config keys: gate_socket, policy_file, gate_journal (weir.conf; -s, -p

@@ -16,7 +16,8 @@
  *
  * Policy: re-read on SIGHUP and when the file changes (inotify on its
  * folder, so editors that rename are seen too); a policy with errors is
- * logged with file:line and the old one stays in force.
+ * logged with file:line and the old one stays in force (at start: none,
+ * and every request waits for a good one).
  *
  * Trusts: clients only through gateproto.c's parser.  Config keys:
  * gate_socket, policy_file.
@@ -836,14 +837,17 @@ gate_run(const struct gate_opts *o)
 	signal(SIGPIPE, SIG_IGN);
 	s.pol = xcalloc(1, sizeof *s.pol);
 	if (stat(o->policy, &s.pol_st) < 0 && errno == ENOENT) {
-		/* No limits known: refuse every request (the mail waits in the
-		 * queue) until the file appears. */
-		log_warnx("policy %s does not exist: every request is refused until it does",
+		/* No limits known: every request waits (the mail in the
+		 * queue) until the file appears; the journal's history is
+		 * kept meanwhile (window.h). */
+		log_warnx("policy %s does not exist: every request waits until it does",
 		    o->policy);
 	} else if (policy_load(s.pol, o->policy, &err) < 0) {
 		for (line = strtok_r(err.s, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-			log_line("fatal", 0, "policy: %s", line);
-		return 2;
+			log_warnx("policy: %s", line);
+		log_warnx("policy %s has errors: every request waits until it is fixed", o->policy);
+		policy_free(s.pol);
+		memset(s.pol, 0, sizeof *s.pol);
 	}
 	buf_free(&err);
 	if (stat(o->policy, &s.pol_st) < 0)

@@ -72,6 +72,7 @@ get_up(struct wgate *g, const char *name)
 		return u;
 	u = xcalloc(1, sizeof *u);
 	u->name = xstrdup(name);
+	u->horizon = WG_HORIZON_MIN_MS;
 	/* Keep the list in creation order: status reads better. */
 	for (pp = &g->ups; *pp; pp = &(*pp)->next)
 		;
@@ -194,8 +195,8 @@ wg_expire(struct wg_up *u, int64_t now)
 		if (w->first < keep)
 			keep = w->first;
 	}
-	/* Without windows nothing needs the history. */
-	while (u->lseq < keep) {
+	/* What no window counts any more is kept for the horizon. */
+	while (u->lseq < keep && wg_log_at(u, u->lseq)->t <= now - u->horizon) {
 		u->lhead = (u->lhead + 1) % u->lcap;
 		u->lseq++;
 		u->ln--;
@@ -236,6 +237,8 @@ set_windows(struct wgate *g, struct wg_up *u, const struct policy_upstream *pu, 
 		w->unit = pu->win[i].unit;
 		w->calendar = pu->win[i].calendar;
 		w->phase = mod_pos(pu->win[i].align * 1000 - g->wall_minus_mono, w->per);
+		if (w->per > u->horizon)
+			u->horizon = w->per;
 		/* Count the existing history at once. */
 		w->first = u->lseq;
 		w->sum = 0;
@@ -292,7 +295,7 @@ wg_set_policy(struct wgate *g, const struct policy *pol, int64_t wall_minus_mono
 		set_windows(g, u, policy_upstream(pol, u->name), now);
 		for (r = u->wait_head; r; r = n) {
 			n = r->next;
-			code = u->in_policy ? fits_ever(u, r->w) : WG_NOPOLICY;
+			code = u->in_policy ? fits_ever(u, r->w) : WG_OK;
 			if (code == WG_OK)
 				continue;
 			unlink_wait(u, r);
@@ -310,15 +313,13 @@ wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *s
     const uint32_t w[UNIT_COUNT], void *owner, int64_t now, struct wg_req **out)
 {
 	const struct policy_class *c = NULL;
-	struct wg_up *u = wg_find(g, upstream);
+	struct wg_up *u;
 	struct wg_req *r, *p;
 	enum wg_code code;
 
 	*out = NULL;
 	if (w[UNIT_MESSAGES] == 0 && w[UNIT_RECIPIENTS] == 0 && w[UNIT_CONNECTIONS] == 0)
 		return WG_BADWEIGHT;
-	if (u == NULL || !u->in_policy)
-		return WG_NOPOLICY;
 	if (g->pol) {
 		c = policy_class_for(g->pol, cls, sender, w[UNIT_RECIPIENTS]);
 		if (cls && c == NULL)
@@ -326,7 +327,9 @@ wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *s
 	} else if (cls) {
 		return WG_NOCLASS;
 	}
-	if ((code = fits_ever(u, w)) != WG_OK)
+	/* An upstream no policy names (yet): the request waits for one. */
+	u = get_up(g, upstream);
+	if (u->in_policy && (code = fits_ever(u, w)) != WG_OK)
 		return code;
 	r = xcalloc(1, sizeof *r);
 	r->id = g->next_id++;
@@ -365,6 +368,8 @@ wg_head_fit(struct wg_up *u, int64_t now)
 
 	if (r == NULL)
 		return -2;
+	if (!u->in_policy)
+		return -1;	/* a policy that names it */
 	if (u->susp_until > now)
 		at = u->susp_until;
 	if (u->auth_until > at)

@@ -44,7 +44,8 @@
 /* Why a request was refused or ended; the protocol's error words. */
 enum wg_code {
 	WG_OK = 0,
-	WG_NOPOLICY,	/* no such upstream in the policy */
+	WG_NOPOLICY,	/* no such upstream in the policy (no longer used
+			 * for requests: they wait for a policy) */
 	WG_NOCLASS,	/* no such class */
 	WG_TOOBIG,	/* bigger than a window's limit or a cap: can never fit */
 	WG_BADWEIGHT,	/* all weights zero */
@@ -90,9 +91,17 @@ struct wg_win {
 
 struct wg_req;
 
+/* History is kept for at least this long, and for the longest window an
+ * upstream has had since the gate started: a section removed from the
+ * policy and put back (or a window shortened and lengthened again) finds
+ * its sends still counted. */
+#define WG_HORIZON_MIN_MS	(24LL * 3600 * 1000)
+
 struct wg_up {
 	char *name;
-	int in_policy;		/* 0: removed by a reload, kept for its history */
+	int in_policy;		/* 0: not (or no longer) in the policy: its
+				 * history is kept, its requests wait */
+	int64_t horizon;	/* ms of history kept (WG_HORIZON_MIN_MS or more) */
 	int64_t max_rcpt, max_conn, msgs_per_conn;	/* 0: no cap */
 	struct wg_win *win;
 	size_t nwin;
@@ -161,13 +170,15 @@ void wg_free(struct wgate *g);
 
 /* Install a policy (the caller keeps it alive until the next call).
  * History is kept per upstream name and re-counted against the new
- * windows at once; waiting requests that can no longer ever fit, or whose
- * upstream is gone, are refused through ops.  wall_minus_mono: wall-clock
+ * windows at once; waiting requests that can no longer ever fit are
+ * refused through ops; those of an upstream the policy does not name
+ * wait for one that does.  wall_minus_mono: wall-clock
  * ms minus `now` ms, for calendar boundaries. */
 void wg_set_policy(struct wgate *g, const struct policy *pol, int64_t wall_minus_mono,
     int64_t now);
 
-/* A new request.  WG_OK: *out is queued (call wg_pump to grant it);
+/* A new request.  WG_OK: *out is queued (call wg_pump to grant it; for
+ * an upstream no policy names yet, it waits for a policy that does);
  * otherwise refused and nothing is kept.  cls: a class name or NULL (then
  * chosen by sender and the recipient weight). */
 enum wg_code wg_acquire(struct wgate *g, const char *upstream, const char *cls,

@@ -563,7 +563,10 @@ Test(window, too_big_and_caps_refused_at_once)
 	{
 		uint32_t wt[UNIT_COUNT] = { 1, 1, 0 };
 		struct wg_req *q;
-		cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, wt, NULL, 0, &q), WG_NOPOLICY);
+		/* No policy for it: it waits for one (issue 12). */
+		cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, wt, NULL, 0, &q), WG_OK);
+		cr_assert_eq(wg_pump(&g, 0), 0);
+		cr_assert_eq(wg_head_fit(wg_find(&g, "other"), 0), -1);
 	}
 	acq(&g, NULL, 1, 8, 0, WG_OK);
 	wg_free(&g);
@@ -743,7 +746,10 @@ Test(window, lowered_limit_applies_to_existing_history)
 	wg_free(&g);
 }
 
-Test(window, reload_dropping_the_upstream_refuses_waiters)
+/* Issue 12 item 5: a section removed and put back keeps its history
+ * (before: wiped at the next pump, and the waiters refused NOPOLICY);
+ * the waiters wait for it, and nothing is granted meanwhile. */
+Test(window, section_removed_and_restored_keeps_history_and_waiters)
 {
 	struct tpol p;
 	struct policy empty;
@@ -757,15 +763,27 @@ Test(window, reload_dropping_the_upstream_refuses_waiters)
 	acq(&g, NULL, 1, 1, 0, WG_OK);
 	cr_assert_eq(wg_pump(&g, 0), 1);
 	wg_set_policy(&g, &empty, 0, 1);
-	cr_assert_eq(S.refused, 1);
+	cr_assert_eq(S.refused, 0);
 	/* The grant still reports fine. */
 	end(&g, &S.rec[0], WG_SENT);
-	acq(&g, NULL, 1, 1, 0, WG_NOPOLICY);
-	/* Back in the policy: the history is still there. */
-	wg_set_policy(&g, &p.p, 0, 2);
 	acq(&g, NULL, 1, 1, 0, WG_OK);
-	cr_assert_eq(wg_pump(&g, 2), 0);
-	cr_assert_eq(wg_next_wake(&g, 2), 10000);
+	S.now = 50000;
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(wg_next_wake(&g, S.now), -1);
+	cr_assert_eq(wg_find(&g, "up")->ln, 1);
+	/* Back in the policy, "1 per 60 s" now: the history is still there. */
+	w[0] = SW(1, 60, UNIT_MESSAGES);
+	tpol_init(&p, w, 1);
+	wg_set_policy(&g, &p.p, 0, S.now);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(wg_next_wake(&g, S.now), 60000);
+	/* Out of the policy for longer than every window it had: kept for
+	 * the 24 h horizon, dropped after. */
+	wg_set_policy(&g, &empty, 0, S.now);
+	wg_expire(wg_find(&g, "up"), WG_HORIZON_MIN_MS - 1);
+	cr_assert_eq(wg_find(&g, "up")->ln, 1);
+	wg_expire(wg_find(&g, "up"), WG_HORIZON_MIN_MS + 1);
+	cr_assert_eq(wg_find(&g, "up")->ln, 0);
 	wg_free(&g);
 }
 
