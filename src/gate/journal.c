@@ -122,6 +122,22 @@ journal_lift(struct journal *j, const struct wg_up *u, int auth_only)
 	record(&j->pending, "E %s %s", u->name, auth_only ? "auth" : "all");
 }
 
+/* Is j->fd still the file at j->path?  (Nothing else renames over it
+ * while we hold the lock; this makes sure.) */
+static int
+still_at_path(struct journal *j)
+{
+	struct stat a, b;
+
+	if (fstat(j->fd, &a) < 0 || stat(j->path, &b) < 0)
+		return 0;
+	if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+		errno = ESTALE;
+		return 0;
+	}
+	return 1;
+}
+
 int
 journal_write(struct journal *j)
 {
@@ -138,6 +154,8 @@ journal_write(struct journal *j)
 int
 journal_sync(struct journal *j)
 {
+	if (!still_at_path(j))
+		return -1;
 	if (journal_write(j) < 0)
 		return -1;
 	if (j->dirty) {
@@ -395,6 +413,11 @@ replay(struct replay *rp, struct buf *data)
 	return off;
 }
 
+/* Write content to path.tmp, make it durable, rename it over the
+ * journal and sync the folder.  0 done; -1 failed before the rename (the
+ * old file is still the journal, and still ours); -2 renamed but the
+ * folder sync failed: the new file is the journal (we append only to
+ * it from now on) but its name may not be durable. */
 static int
 write_new(struct journal *j, const struct buf *content)
 {
@@ -405,19 +428,21 @@ write_new(struct journal *j, const struct buf *content)
 	if (fd < 0)
 		goto out;
 	if (full_write(fd, content->s, content->len) < 0 || fsync(fd) < 0 ||
-	    rename(tmp, j->path) < 0 || fsync_dir(AT_FDCWD, dirname(dcopy)) < 0) {
+	    rename(tmp, j->path) < 0) {
 		saved = errno;
 		close(fd);
 		unlink(tmp);
 		errno = saved;
 		goto out;
 	}
+	/* From here the file at the path is the new one: never append to
+	 * the old descriptor again. */
 	if (j->fd >= 0 && close(j->fd) < 0)
 		log_warn("journal: close %s", j->path);
 	j->fd = fd;
 	j->size = (off_t)content->len;
 	j->dirty = 0;
-	rc = 0;
+	rc = fsync_dir(AT_FDCWD, dirname(dcopy)) < 0 ? -2 : 0;
 out:
 	free(tmp);
 	free(dcopy);
@@ -464,12 +489,14 @@ journal_compact_grant(struct journal *j, const struct wg_req *r, int64_t mono, i
 int
 journal_compact_commit(struct journal *j)
 {
-	/* What was pending is part of the snapshot already. */
-	if (write_new(j, &j->compact) < 0)
+	int rc = write_new(j, &j->compact);
+
+	if (rc == -1)
 		return -1;
+	/* Renamed: what was pending is part of the new file already. */
 	buf_reset(&j->pending);
 	buf_free(&j->compact);
-	return 0;
+	return rc < 0 ? -1 : 0;
 }
 
 int

@@ -97,8 +97,13 @@ int journal_wants_compaction(const struct journal *j, size_t live_records);
 
 /* Compaction in three steps: begin writes the sends and suspensions of g
  * to path.tmp; the caller adds each held grant; commit makes it durable
- * and renames it over the journal.  0 ok; -1 (errno) and the old journal
- * stays in use. */
+ * and renames it over the journal.  0 ok; -1 (errno): not durable, and
+ * the journal in use is whichever file is at the path (the old one if
+ * the rename did not happen).  The gate then grants nothing and tries
+ * again (weir-gate(8)): a rewrite is also how it recovers from a failed
+ * write or fdatasync, after which the page cache cannot be trusted.
+ * journal_sync fails (ESTALE) if the file at the path is no longer the
+ * one it appends to. */
 int journal_compact_begin(struct journal *j, struct wgate *g, int64_t mono, int64_t wall) MUST_CHECK;
 void journal_compact_grant(struct journal *j, const struct wg_req *r, int64_t mono, int64_t wall);
 int journal_compact_commit(struct journal *j) MUST_CHECK;

@@ -92,7 +92,15 @@ struct server {
 	int64_t grace_ms;		/* -g: how long a lost grant may still send */
 	int stopping;
 	int accept_paused;		/* out of fds: wait for a client to go */
+	/* The journal cannot be made durable: grant nothing, rewrite it on
+	 * a timer until that works (jbroken: why; NULL when all is well). */
+	char *jbroken;
+	struct evtimer *jtimer;
+	int64_t jretry_ms;
 };
+
+#define JRETRY_MIN_MS	1000
+#define JRETRY_MAX_MS	30000
 
 static int64_t
 now_mono(void)
@@ -412,7 +420,7 @@ do_status(struct server *s, struct client *c, int json, int64_t now)
 	struct buf body = BUF_INIT;
 	struct gp_reply r;
 
-	gate_status(&body, &s->g, json, now, s->wmm);
+	gate_status(&body, &s->g, json, now, s->wmm, s->jbroken);
 	memset(&r, 0, sizeof r);
 	r.verb = GP_R_STATUS;
 	r.length = body.len;
@@ -465,8 +473,17 @@ drop_client(struct server *s, struct client *c, const char *why)
 	for (q = c->reqs; q; q = n) {
 		uint64_t id = q->r->id;
 		int granted = q->r->granted;
+		struct creq **gp;
 
 		n = q->next;
+		/* A grant not answered yet (the journal is not durable). */
+		for (gp = &s->ghead; *gp; gp = &(*gp)->gnext)
+			if (*gp == q) {
+				*gp = q->gnext;
+				break;
+			}
+		for (s->gtail = s->ghead; s->gtail && s->gtail->gnext; s->gtail = s->gtail->gnext)
+			;
 		wg_cancel(&s->g, q->r, now, &d);
 		if (granted)
 			journal_done(s, id, &d, 'X', now);
@@ -703,23 +720,58 @@ on_timer(struct evloop *ev, struct evtimer *t, void *arg)
 	s->timer_at = -1;
 }
 
-static void
+/* Rewrite the journal with the live state: the sends in memory, the
+ * suspensions and every grant held, answered or not.  0 ok, -1 errno. */
+static int
 compact(struct server *s, int64_t now)
 {
 	struct client *c;
 	struct creq *q;
 
 	if (journal_compact_begin(&s->j, &s->g, now, now + s->wmm) < 0)
-		goto fail;
+		return -1;
 	for (c = s->clients; c; c = c->next)
 		for (q = c->reqs; q; q = q->next)
 			if (q->r->granted)
 				journal_compact_grant(&s->j, q->r, now, now + s->wmm);
-	if (journal_compact_commit(&s->j) < 0)
-		goto fail;
-	return;
-fail:
-	log_warn("journal %s: compaction failed, keeping the old file", s->o->journal);
+	return journal_compact_commit(&s->j);
+}
+
+static void on_jretry(struct evloop *ev, struct evtimer *t, void *arg);
+
+/* The journal could not be made durable: fail closed.  One log line per
+ * episode; status says so until a rewrite succeeds. */
+static void
+journal_broke(struct server *s, const char *what)
+{
+	if (s->jbroken == NULL) {
+		s->jbroken = xasprintf("%s: %s", what, strerror(errno));
+		s->jretry_ms = JRETRY_MIN_MS;
+		log_warnx("journal %s cannot be made durable (%s): granting nothing until it "
+		    "can; rewriting it every %d s or less", s->o->journal, s->jbroken,
+		    JRETRY_MAX_MS / 1000);
+	}
+	if (s->jtimer == NULL)
+		s->jtimer = evloop_timer_at(s->ev, clock_mono_ms() + (uint64_t)s->jretry_ms,
+		    on_jretry, s);
+}
+
+static void
+on_jretry(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct server *s = arg;
+
+	(void)ev; (void)t;
+	s->jtimer = NULL;	/* freed by the loop after this call */
+	if (compact(s, now_mono()) < 0) {
+		s->jretry_ms = s->jretry_ms * 2 > JRETRY_MAX_MS ? JRETRY_MAX_MS : s->jretry_ms * 2;
+		journal_broke(s, "rewrite");
+		return;
+	}
+	log_info("journal %s is durable again (was: %s): granting", s->o->journal, s->jbroken);
+	free(s->jbroken);
+	s->jbroken = NULL;
+	/* settle() answers the grants that waited and grants again. */
 }
 
 /* Records a compacted journal would hold now. */
@@ -742,11 +794,18 @@ settle(struct server *s)
 	struct client *c, *cn;
 	struct gp_reply r;
 
-	wg_pump(&s->g, now);
-	if (s->ghead) {
+	/* Nothing is granted while the journal is not durable; reports are
+	 * kept in memory and go into the rewrite. */
+	if (s->jbroken == NULL)
+		wg_pump(&s->g, now);
+	if (s->jbroken == NULL && s->ghead) {
 		/* Durable before answered: one sync for the whole batch. */
 		if (journal_sync(&s->j) < 0)
-			fatal(111, "journal %s: cannot make grants durable", s->o->journal);
+			journal_broke(s, "fdatasync");
+	} else if (s->jbroken == NULL && journal_write(&s->j) < 0) {
+		journal_broke(s, "write");
+	}
+	if (s->jbroken == NULL && s->ghead) {
 		for (q = s->ghead; q; q = n) {
 			n = q->gnext;
 			memset(&r, 0, sizeof r);
@@ -759,17 +818,16 @@ settle(struct server *s)
 			q->gnext = NULL;
 		}
 		s->ghead = s->gtail = NULL;
-	} else if (journal_write(&s->j) < 0) {
-		fatal(111, "journal %s: write", s->o->journal);
 	}
 	for (c = s->clients; c; c = cn) {
 		cn = c->next;
 		if (c->out.len > c->outoff || c->closing)
 			(void)flush_client(s, c);
 	}
-	if (journal_wants_compaction(&s->j, live_records(s)))
-		compact(s, now);
-	next = wg_next_wake(&s->g, now);
+	if (s->jbroken == NULL && journal_wants_compaction(&s->j, live_records(s)) &&
+	    compact(s, now) < 0)
+		journal_broke(s, "compaction");
+	next = s->jbroken ? -1 : wg_next_wake(&s->g, now);
 	if (next != s->timer_at) {
 		if (s->timer)
 			evloop_timer_cancel(s->ev, s->timer);
@@ -896,10 +954,13 @@ gate_run(const struct gate_opts *o)
 		c->reqs = NULL;
 		drop_client(&s, c, NULL);
 	}
-	if (journal_sync(&s.j) < 0) {
-		log_warn("journal %s: final sync", o->journal);
+	if (s.jbroken || journal_sync(&s.j) < 0) {
+		log_warnx("journal %s: not durable at stop", o->journal);
 		rc = 111;
 	}
+	if (s.jtimer)
+		evloop_timer_cancel(s.ev, s.jtimer);
+	free(s.jbroken);
 	if (unlink(o->socket) < 0)
 		log_warn("unlink %s", o->socket);
 	if (close(s.lfd) < 0)

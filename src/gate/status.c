@@ -1,7 +1,8 @@
 /*
  * status.c: weir-gate's status, for people and as JSON: every window's
  * use, grants held, waiting requests per class, the next grant time, the
- * suspension with its reason and end, and counters.
+ * suspensions with their reasons and ends, whether the journal is
+ * durable, and counters.
  *
  * Trusts: the engine's state.  Config keys: none.
  */
@@ -181,16 +182,27 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 }
 
 void
-gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_minus_mono)
+gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_minus_mono,
+    const char *journal_error)
 {
 	struct wg_up *u;
 	char when[64];
 
-	if (json)
-		buf_printf(b, "{\"now_ms\":%lld,\"upstreams\":[", (long long)(now + wall_minus_mono));
-	else {
+	if (json) {
+		buf_printf(b, "{\"now_ms\":%lld,\"journal_durable\":%s,",
+		    (long long)(now + wall_minus_mono), journal_error ? "false" : "true");
+		if (journal_error) {
+			buf_adds(b, "\"journal_error\":");
+			json_str(b, journal_error);
+			buf_addc(b, ',');
+		}
+		buf_adds(b, "\"upstreams\":[");
+	} else {
 		wall_str(when, sizeof when, now + wall_minus_mono);
 		buf_printf(b, "weir-gate status at %s\n", when);
+		if (journal_error)
+			buf_printf(b, "journal NOT DURABLE (%s): granting nothing until a rewrite "
+			    "succeeds\n", journal_error);
 	}
 	for (u = g->ups; u; u = u->next) {
 		wg_expire(u, now);
