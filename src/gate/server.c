@@ -362,9 +362,9 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 			journal_suspend(&s->j, u, 1, now, now + s->wmm);
 			log_warnx("upstream %s: authentication failed: %s; check username and "
 			    "secret_file (or secret_command) of upstream %s in weir.conf; "
-			    "suspended for %lld s (then one try at a time); weir resume %s or a "
-			    "reload lifts it", u->name, rq->text, u->name,
-			    (long long)((d.until - now + 999) / 1000), u->name);
+			    "suspended for %lld s (then one try at a time); a reload (SIGHUP) or "
+			    "RESUME lifts it", u->name, rq->text, u->name,
+			    (long long)((d.until - now + 999) / 1000));
 		}
 		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
 		break;

@@ -76,22 +76,25 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 	char when[64];
 
 	buf_printf(b, "upstream %s:%s", u->name, u->in_policy ? "" : " (not in the policy)");
-	if (u->susp_until > now) {
+	/* One "suspended until" for both kinds (weir status reads it). */
+	if (u->auth_until > now && u->auth_until >= u->susp_until) {
+		wall_str(when, sizeof when, u->auth_until + wmm);
+		buf_printf(b, " suspended until %s (%lld s): authentication failed\n", when,
+		    (long long)((u->auth_until - now + 999) / 1000));
+	} else if (u->susp_until > now) {
 		wall_str(when, sizeof when, u->susp_until + wmm);
 		buf_printf(b, " suspended until %s (%lld s): %s\n", when,
 		    (long long)((u->susp_until - now + 999) / 1000),
 		    u->susp_reason ? u->susp_reason : "");
-	} else if (u->auth_until > now) {
-		buf_adds(b, " suspended: authentication failed\n");
 	} else {
 		buf_adds(b, " active\n");
 	}
 	if (u->auth_until > now) {
 		wall_str(when, sizeof when, u->auth_until + wmm);
 		buf_printf(b, "  authentication failed: suspended until %s (%lld s): %s; check "
-		    "username and secret_file of upstream %s, then weir resume %s or reload\n", when,
-		    (long long)((u->auth_until - now + 999) / 1000),
-		    u->auth_reason ? u->auth_reason : "", u->name, u->name);
+		    "username and secret_file of upstream %s, then reload (SIGHUP) to try again\n",
+		    when, (long long)((u->auth_until - now + 999) / 1000),
+		    u->auth_reason ? u->auth_reason : "", u->name);
 	}
 	if (u->probe)
 		buf_adds(b, "  probing: one grant at a time until one gets through\n");
@@ -112,7 +115,9 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 		buf_printf(b, "%s%s %zu", i ? ", " : " (", cc[i].name, cc[i].n);
 	buf_adds(b, ncc ? ")\n" : "\n");
 	next = wg_head_fit(u, now);
-	if (next == -1)
+	if (next == -1 && !u->in_policy)
+		buf_adds(b, "  next grant: when a policy names this upstream\n");
+	else if (next == -1)
 		buf_adds(b, "  next grant: when a held grant is reported\n");
 	else if (next >= 0) {
 		wall_str(when, sizeof when, next + wmm);
