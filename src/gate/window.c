@@ -195,8 +195,9 @@ wg_expire(struct wg_up *u, int64_t now)
 		if (w->first < keep)
 			keep = w->first;
 	}
-	/* What no window counts any more is kept for the horizon. */
-	while (u->lseq < keep && wg_log_at(u, u->lseq)->t <= now - u->horizon) {
+	/* In the policy, what no window counts any more goes; out of it,
+	 * the history is kept for the horizon (the section may come back). */
+	while (u->lseq < keep && (u->in_policy || wg_log_at(u, u->lseq)->t <= now - u->horizon)) {
 		u->lhead = (u->lhead + 1) % u->lcap;
 		u->lseq++;
 		u->ln--;
@@ -635,6 +636,23 @@ wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t t,
 	log_insert(get_up(g, upstream), from, t, w);
 }
 
+/* Replay one suspension into its fields: the latest end wins, the longest
+ * period, and the start that period implies. */
+static void
+replay_susp(int64_t *until, int64_t *len, int64_t *start, char **reason, int64_t r_until,
+    int64_t r_len, const char *r_reason)
+{
+	if (r_until > *until) {
+		*until = r_until;
+		free(*reason);
+		*reason = xstrdup(r_reason);
+	}
+	if (r_len > *len)
+		*len = r_len;
+	if (*until - *len > *start)
+		*start = *until - *len;
+}
+
 void
 wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until, int64_t len,
     const char *reason)
@@ -642,25 +660,11 @@ wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until
 	struct wg_up *u = get_up(g, upstream);
 
 	if (auth) {
-		if (until > u->auth_until) {
-			u->auth_until = until;
-			free(u->auth_reason);
-			u->auth_reason = xstrdup(reason);
-		}
-		if (len > u->auth_len)
-			u->auth_len = len;
-		if (u->auth_until - u->auth_len > u->auth_start)
-			u->auth_start = u->auth_until - u->auth_len;
+		replay_susp(&u->auth_until, &u->auth_len, &u->auth_start, &u->auth_reason, until,
+		    len, reason);
 		u->probe = 1;
-		return;
+	} else {
+		replay_susp(&u->susp_until, &u->susp_len, &u->susp_start, &u->susp_reason, until,
+		    len, reason);
 	}
-	if (until > u->susp_until) {
-		u->susp_until = until;
-		free(u->susp_reason);
-		u->susp_reason = xstrdup(reason);
-	}
-	if (len > u->susp_len)
-		u->susp_len = len;
-	if (u->susp_until - u->susp_len > u->susp_start)
-		u->susp_start = u->susp_until - u->susp_len;
 }

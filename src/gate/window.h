@@ -91,10 +91,11 @@ struct wg_win {
 
 struct wg_req;
 
-/* History is kept for at least this long, and for the longest window an
- * upstream has had since the gate started: a section removed from the
- * policy and put back (or a window shortened and lengthened again) finds
- * its sends still counted. */
+/* While the policy does not name an upstream, its history is kept for at
+ * least this long, and for the longest window it has had since the gate
+ * started: a section removed from the policy and put back, or a policy
+ * missing or broken at start, finds its sends still counted.  (While the
+ * policy names it, what no window counts any more goes.) */
 #define WG_HORIZON_MIN_MS	(24LL * 3600 * 1000)
 
 struct wg_up {

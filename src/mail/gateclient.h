@@ -8,7 +8,8 @@
  * small; a non-blocking caller sees EAGAIN as an error and reconnects).
  *
  * Closing the connection gives up every waiting request; a granted one
- * is then counted by the gate as sent.
+ * is then counted by the gate as an unknown outcome (maybe accepted at any
+ * instant until now + its grace period, 10 minutes by default).
  *
  * Trusts: the gate only as far as gateproto.c's parser.  Config keys:
  * gate_socket (the caller passes the path).

@@ -90,7 +90,8 @@ enum gp_code {
 	GP_BYTE,	/* a control or non-ASCII byte */
 	GP_TAG,		/* no such live request */
 	GP_DUPTAG,	/* tag already in use */
-	GP_NOPOLICY,	/* no policy for that upstream */
+	GP_NOPOLICY,	/* RESUME: no such upstream (an ACQUIRE for an upstream
+			 * without policy waits for one instead) */
 	GP_NOCLASS,	/* no such class */
 	GP_TOOBIG,	/* bigger than a window or cap: can never be granted */
 	GP_BADWEIGHT,	/* all weights zero */

@@ -718,6 +718,23 @@ reply_within(struct gate_client *gc, struct gp_reply *r, int ms)
 	}
 }
 
+/* `weir-gate status [json]` (asserts exit 0), malloc'ed. */
+static char *
+status_of(int json)
+{
+	char *bin = tl_bin("weir-gate"), *out;
+	const char *argv[] = { bin, "-c", wconf, "-s", sock, "status", json ? "json" : NULL, NULL };
+	struct tl_run run = { .argv = argv };
+	struct tl_result res;
+
+	tl_run(&run, &res);
+	cr_assert_eq(res.status, 0, "weir-gate status: %s", buf_cstr(&res.err));
+	out = xstrdup(buf_cstr(&res.out));
+	tl_result_free(&res);
+	free(bin);
+	return out;
+}
+
 /* One send end to end: acquire, wait up to ms for the grant, report. */
 static int
 one_send(struct gate_client *gc, uint32_t tag, int ms)
@@ -768,12 +785,8 @@ Test(gate, restart_after_kill9_does_not_stall, .init = setup, .fini = teardown, 
  * with one log line naming the fix, shown in status; RESUME lifts it. */
 Test(gate, new_reports, .init = setup, .fini = teardown, .timeout = 60)
 {
-	char *bin = tl_bin("weir-gate");
-	const char *argv1[] = { bin, "-c", wconf, "-s", sock, "status", NULL };
-	const char *argv2[] = { bin, "-c", wconf, "-s", sock, "status", "json", NULL };
-	struct tl_run run;
-	struct tl_result res;
 	struct gate_client gc;
+	char *st;
 	struct gp_reply r;
 	int64_t t, at;
 
@@ -805,21 +818,16 @@ Test(gate, new_reports, .init = setup, .fini = teardown, .timeout = 60)
 	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_SUSPENDED);
 	cr_assert_eq(r.secs, 300);
 	cr_assert(log_has("check username and secret_file (or secret_command) of upstream up", 3000));
-	memset(&run, 0, sizeof run);
-	run.argv = argv1;
-	tl_run(&run, &res);
-	cr_assert_eq(res.status, 0, "%s", res.err.s);
-	cr_assert(strstr(res.out.s, "authentication failed: suspended until") != NULL, "%s",
-	    res.out.s);
-	cr_assert(strstr(res.out.s, "window 3 connections per 3600s: 2 logged") != NULL, "%s",
-	    res.out.s);
-	tl_result_free(&res);
-	run.argv = argv2;
-	tl_run(&run, &res);
-	cr_assert(strstr(res.out.s, "\"auth_suspended\":true,\"auth_suspended_until_ms\":") != NULL,
-	    "%s", res.out.s);
-	cr_assert(strstr(res.out.s, "\"probe\":true") != NULL);
-	tl_result_free(&res);
+	st = status_of(0);
+	cr_assert(strstr(st, "upstream up: suspended until ") != NULL, "%s", st);
+	cr_assert(strstr(st, "authentication failed: suspended until") != NULL, "%s", st);
+	cr_assert(strstr(st, "window 3 connections per 3600s: 2 logged") != NULL, "%s", st);
+	free(st);
+	st = status_of(1);
+	cr_assert(strstr(st, "\"auth_suspended\":true,\"auth_suspended_until_ms\":") != NULL,
+	    "%s", st);
+	cr_assert(strstr(st, "\"probe\":true") != NULL);
+	free(st);
 	/* Nothing for "up" now; RESUME lifts it: one probe. */
 	cr_assert_eq(gc_acquire(&gc, 4, "up", NULL, NULL, 0, 0, 1), 0);
 	cr_assert(!reply_within(&gc, &r, 300), "granted while suspended");
@@ -842,20 +850,18 @@ Test(gate, new_reports, .init = setup, .fini = teardown, .timeout = 60)
 	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_OK);
 	cr_assert_eq(gc_acquire(&gc, 6, "other", NULL, NULL, 1, 1, 0), 0);
 	cr_assert(!reply_within(&gc, &r, 2500), "granted within the unknown send's interval");
-	run.argv = argv1;
-	tl_run(&run, &res);
-	cr_assert(strstr(res.out.s, "upstream other: active\n  window 1 messages per 1s: 1 logged")
-	    != NULL, "%s", res.out.s);
+	st = status_of(0);
+	cr_assert(strstr(st, "upstream other: active\n  window 1 messages per 1s: 1 logged")
+	    != NULL, "%s", st);
 	{
-		const char *p = strstr(strstr(res.out.s, "upstream other"), "(in ");
+		const char *p = strstr(strstr(st, "upstream other"), "(in ");
 		long long ms = 0;
 
-		cr_assert(p && sscanf(p, "(in %lld ms)", &ms) == 1, "%s", res.out.s);
+		cr_assert(p && sscanf(p, "(in %lld ms)", &ms) == 1, "%s", st);
 		cr_assert(ms > 590000 && ms <= 601000, "next grant in %lld ms", ms);
 	}
-	tl_result_free(&res);
+	free(st);
 	gc_close(&gc);
-	free(bin);
 }
 
 /* "5 per 30s", five sends, through one client. */
@@ -875,23 +881,18 @@ five_sends(void)
 static void
 sixth_waits(int ms)
 {
-	char *bin = tl_bin("weir-gate");
-	const char *argv[] = { bin, "-c", wconf, "-s", sock, "status", NULL };
-	struct tl_run run = { .argv = argv };
-	struct tl_result res;
 	struct gate_client gc;
 	struct gp_reply r;
+	char *st;
 
 	cr_assert_eq(gc_connect(&gc, sock), 0);
 	cr_assert_eq(gc_acquire(&gc, 6, "up", NULL, NULL, 1, 1, 1), 0);
 	cr_assert(!reply_within(&gc, &r, ms), "answered (verb %d): the history was lost",
 	    (int)r.verb);
-	tl_run(&run, &res);
-	cr_assert_eq(res.status, 0, "%s", res.err.s);
-	cr_assert(strstr(res.out.s, "window 5 messages per 30s: 5 logged") != NULL, "%s", res.out.s);
-	tl_result_free(&res);
+	st = status_of(0);
+	cr_assert(strstr(st, "window 5 messages per 30s: 5 logged") != NULL, "%s", st);
+	free(st);
 	gc_close(&gc);
-	free(bin);
 }
 
 #define POL_UP "upstream \"up\" { rate = \"5 per 30s\" }\n"
@@ -959,12 +960,8 @@ Test(gate, broken_or_missing_policy_at_start_keeps_history, .init = setup, .fini
  * went on granting, appending to the file the rename had replaced. */
 Test(gate, journal_not_durable_fails_closed, .init = setup, .fini = teardown, .timeout = 120)
 {
-	char *bin = tl_bin("weir-gate");
-	const char *argv1[] = { bin, "-c", wconf, "-s", sock, "status", NULL };
-	const char *argv2[] = { bin, "-c", wconf, "-s", sock, "status", "json", NULL };
-	struct tl_run run;
-	struct tl_result res;
 	struct gate_client gc;
+	char *st;
 	struct gp_reply r;
 	uint32_t tag = 0, waiting = 0, i, probe;
 	int batch, broken = 0;
@@ -1005,17 +1002,13 @@ Test(gate, journal_not_durable_fails_closed, .init = setup, .fini = teardown, .t
 	probe = ++tag;
 	cr_assert_eq(gc_acquire(&gc, probe, "up", NULL, NULL, 1, 1, 0), 0);
 	cr_assert(!reply_within(&gc, &r, 500), "granted while the journal is not durable");
-	memset(&run, 0, sizeof run);
-	run.argv = argv1;
-	tl_run(&run, &res);
-	cr_assert(strstr(res.out.s, "journal NOT DURABLE (compaction: Input/output error)") != NULL,
-	    "%s", res.out.s);
-	tl_result_free(&res);
-	run.argv = argv2;
-	tl_run(&run, &res);
-	cr_assert(strstr(res.out.s, "\"journal_durable\":false,\"journal_error\":") != NULL, "%s",
-	    res.out.s);
-	tl_result_free(&res);
+	st = status_of(0);
+	cr_assert(strstr(st, "journal NOT DURABLE (compaction: Input/output error)") != NULL, "%s",
+	    st);
+	free(st);
+	st = status_of(1);
+	cr_assert(strstr(st, "\"journal_durable\":false,\"journal_error\":") != NULL, "%s", st);
+	free(st);
 	/* The third rewrite works: granted again. */
 	cr_assert(log_has("is durable again", 20000), "never durable again");
 	for (;;) {
@@ -1035,10 +1028,7 @@ Test(gate, journal_not_durable_fails_closed, .init = setup, .fini = teardown, .t
 	/* Every send answered is in the journal at its path. */
 	stop_gate(SIGKILL);
 	start_gate(NULL);
-	run.argv = argv1;
-	tl_run(&run, &res);
-	cr_assert(strstr(res.out.s, "window 1000000 messages per 3600s: 11 logged") != NULL, "%s",
-	    res.out.s);
-	tl_result_free(&res);
-	free(bin);
+	st = status_of(0);
+	cr_assert(strstr(st, "window 1000000 messages per 3600s: 11 logged") != NULL, "%s", st);
+	free(st);
 }
