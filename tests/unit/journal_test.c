@@ -387,3 +387,55 @@ Test(journal, new_outcomes_replay_exactly)
 	free(path);
 	free(dir);
 }
+
+/* An authentication suspension (A) survives a restart, with its probe
+ * rule; a lift (E) recorded after it ends it on replay. */
+Test(journal, auth_suspension_and_lift_replay)
+{
+	char *dir = tl_tmpdir(), *path = xasprintf("%s/j", dir);
+	struct journal j;
+	struct wgate g;
+	struct wg_req *a;
+	struct wg_up *u;
+	uint64_t id;
+	const int64_t W = 1700000000000LL;
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, 10000, W, 0), 0);
+	wg_set_policy(&g, &pol, 0, 10000);
+	a = grant(&g, 10000);
+	journal_grant(&j, a, 10000, W);
+	u = a->up;
+	id = a->id;
+	(void)wg_report(&g, a, WG_AUTHFAIL, "535 5.7.8 no", 10100);
+	journal_end(&j, id, 'N', 10100, W + 100);
+	journal_suspend(&j, u, 1, 10100, W + 100);
+	cr_assert_eq(journal_sync(&j), 0);
+	journal_close(&j);
+	wg_free(&g);
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, 11000, W + 1000, 0), 0);
+	u = wg_find(&g, "up");
+	cr_assert_eq(u->auth_until, 10100 + WG_AUTH_SUSPEND_MS);
+	cr_assert_eq(u->auth_len, WG_AUTH_SUSPEND_MS);
+	cr_assert_str_eq(u->auth_reason, "535 5.7.8 no");
+	cr_assert(u->probe);
+	/* Only the connection was logged. */
+	cr_assert_eq(u->ln, 1);
+	cr_assert_eq(wg_log_at(u, u->lseq)->w[UNIT_MESSAGES], 0);
+	wg_lift(u, 1);
+	journal_lift(&j, u, 1);
+	cr_assert_eq(journal_sync(&j), 0);
+	journal_close(&j);
+	wg_free(&g);
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, 12000, W + 2000, 0), 0);
+	cr_assert_eq(wg_find(&g, "up")->auth_until, 0);
+	journal_close(&j);
+	wg_free(&g);
+	tl_rmtree(dir);
+	free(path);
+	free(dir);
+}
