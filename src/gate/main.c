@@ -13,9 +13,10 @@
  * Config keys: gate_socket, policy_file, gate_journal (weir.conf; -s, -p
  * and -j override), gate_user (started as root, the daemon becomes it
  * before anything else; see lib/privdrop.h).  -g (a duration, default
- * 10m, RFC 5321's wait for the reply to the final dot) is how long a
- * grant the gate could not see reported, because it stopped, may still be
- * in flight.
+ * 10m, RFC 5321's wait for the reply to the final dot) is how long after
+ * its last sign of life a send whose outcome is unknown (REPORT UNKNOWN,
+ * its client gone, its grant open in the journal at start) may still be
+ * accepted by the upstream.
  */
 #include <stdio.h>
 #include <string.h>

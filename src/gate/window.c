@@ -616,6 +616,17 @@ wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d)
 		memset(d, 0, sizeof *d);
 	unlink_wait(u, r);
 	free(r);
+	/* An upstream a request named but no policy does, left with nothing:
+	 * forget it, so that names made up by clients do not pile up. */
+	if (!u->in_policy && u->ln == 0 && u->nwait == 0 && u->nheld == 0 &&
+	    u->susp_until == 0 && u->auth_until == 0 && u->susp_len == 0 && u->auth_len == 0) {
+		struct wg_up **pp;
+
+		for (pp = &g->ups; *pp != u; pp = &(*pp)->next)
+			;
+		*pp = u->next;
+		free_up(u);
+	}
 }
 
 void

@@ -567,6 +567,9 @@ Test(window, too_big_and_caps_refused_at_once)
 		cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, wt, NULL, 0, &q), WG_OK);
 		cr_assert_eq(wg_pump(&g, 0), 0);
 		cr_assert_eq(wg_head_fit(wg_find(&g, "other"), 0), -1);
+		/* Its client goes: the made-up upstream is forgotten. */
+		wg_cancel(&g, q, 0, NULL);
+		cr_assert_null(wg_find(&g, "other"));
 	}
 	acq(&g, NULL, 1, 8, 0, WG_OK);
 	wg_free(&g);
