@@ -16,6 +16,10 @@
 
 #include "lib/buf.h"
 
+/* The file's text, checked as above, comments turned into spaces (lines
+ * kept), in text (a new buffer).  0 ok; -1 with the error in err. */
+int confparse_read(const char *path, struct buf *text, struct buf *err);
+
 /* 0 parsed; -1 with the errors in err. */
 int confparse(cfg_t *cfg, const char *path, struct buf *err);
 

@@ -27,7 +27,8 @@
 #include "lib/log.h"
 #include "mail/config.h"
 
-enum sm_mode { SM_DELIVER, SM_LIST };
+/* -bm (default), -bp (mailq), -bs, -bv, -bi (newaliases), -q. */
+enum sm_mode { SM_DELIVER, SM_LIST, SM_SMTP, SM_VERIFY, SM_NEWALIASES, SM_FLUSH };
 
 struct sm_opts {
 	enum sm_mode mode;
@@ -35,6 +36,8 @@ struct sm_opts {
 	int dot_ends;		/* no -i/-oi: a "." line ends the input */
 	const char *sender;	/* -f/-r, or NULL */
 	const char *fullname;	/* -F, or NULL */
+	const char *config;	/* -C: another weir.conf, or NULL */
+	int no_bounce;		/* -N never: queued from <>, so no bounce */
 	char *const *rcpt;	/* command-line recipients */
 	size_t nrcpt;
 };
@@ -55,5 +58,11 @@ int sendmail_run(const struct sm_opts *o, const struct weir_config *cfg);
 
 /* List the queue (mailq, sendmail -bp).  0, 1 with warnings, 75 fatal. */
 int mailq_run(const struct weir_config *cfg);
+
+/* The other modes (modes.c).  Each returns the exit code, said. */
+int sm_smtp_run(const struct sm_opts *o);	/* -bs: execs weir-smtpd */
+int sm_verify_run(const struct sm_opts *o, const struct weir_config *cfg); /* -bv */
+int sm_flush_run(const struct sm_opts *o);	/* -q: execs `weir flush` as root */
+int sm_newaliases_run(void);			/* -bi, newaliases */
 
 #endif
