@@ -743,3 +743,197 @@ Test(sendmail, long_fullname_header_lines_fit)
 	free(from);
 	free(local);
 }
+
+/* ---- a broken weir.conf does not stop injection ----
+ *
+ * The queue is named by the file's queue_dir line only ($WEIR_QUEUE
+ * emptied), so each case also shows the queue's place was read. */
+
+TestSuite(brokenconf, .init = setup, .fini = teardown, .timeout = 120);
+
+#define NOQ "WEIR_QUEUE="
+static const char smtp_in[] = "EHLO c.example\r\nMAIL FROM:<a@example.org>\r\n"
+    "RCPT TO:<b@example.net>\r\nDATA\r\nSubject: s\r\n\r\nb\r\n.\r\nQUIT\r\n";
+
+static void
+write_conf(const char *text)
+{
+	char *c = xasprintf("queue_dir = \"%s\"\nhostname = \"" SMT_HOST "\"\n%s", q.qdir, text);
+
+	qt_config(&q, c);
+	free(c);
+}
+
+static size_t
+count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (; (hay = strstr(hay, needle)) != NULL; hay++)
+		n++;
+	return n;
+}
+
+/* Check the one message, then empty the queue (weir queue-init needs a
+ * file that loads) and put text back. */
+static void
+queued_one(const char *sender, const char *rcpt, const char *who, const char *text)
+{
+	unsigned long *ids;
+	struct qt_msg m;
+
+	cr_assert_eq(qt_list(&q, "todo", &ids), 1u, "%s: not one message queued", who);
+	qt_load(&q, ids[0], 0, time(NULL) + 1, &m);
+	smt_assert_env(&m, sender, ARGS(rcpt));
+	qt_msg_free(&m);
+	free(ids);
+	write_conf("");
+	tl_rmtree(q.qdir);
+	qt_init_queue(&q);
+	write_conf(text);
+}
+
+/* text (after the queue_dir and hostname lines) breaks the file; where
+ * (":3:" ...) is the file:line weir run names, NULL if the file loads. */
+static void
+still_queues(const char *text, const char *where)
+{
+	char *login = smt_login_addr(), *want = where ? xasprintf("%s%s", q.conf, where) : NULL;
+	char *weir = tl_bin("weir");
+	struct buf env = BUF_INIT;
+	struct tl_result r;
+
+	write_conf(text);
+	/* sendmail: one warning line naming the first error, and queued;
+	 * weir-queue under it says nothing more. */
+	smt_run(&q, "sendmail", ARGS("x@example.net"), S("\nb\n"), ARGS(NOQ), &r);
+	cr_assert_eq(r.status, 0, "%s: exit %d: %s", text, r.status, buf_cstr(&r.err));
+	if (want) {
+		cr_assert(strncmp(buf_cstr(&r.err), "sendmail: warning: ", 19) == 0 &&
+		    strstr(r.err.s, want) && count(r.err.s, "\n") == 1,
+		    "%s: stderr: %s", text, r.err.s);
+	} else {
+		cr_assert_eq(r.err.len, 0, "%s: stderr: %s", text, buf_cstr(&r.err));
+	}
+	tl_result_free(&r);
+	queued_one(login, "x@example.net", "sendmail", text);
+
+	/* weir-queue alone: the warning, and queued. */
+	qt_envelope(&env, "s@example.org", ARGS("y@example.net"));
+	qt_inject(&q, S("Subject: s\n\nb\n"), env.s, env.len, ARGS(NOQ), &r);
+	cr_assert_eq(r.status, 0, "%s: weir-queue exit %d: %s", text, r.status, buf_cstr(&r.err));
+	if (want)
+		cr_assert(strncmp(buf_cstr(&r.err), "weir-queue: warning: ", 21) == 0 &&
+		    strstr(r.err.s, want) && count(r.err.s, "\n") == 1, "%s: %s", text, r.err.s);
+	tl_result_free(&r);
+	queued_one("s@example.org", "y@example.net", "weir-queue", text);
+
+	/* weir-smtpd per connection: the warning once in its log, and 250. */
+	smt_smtpd(&q, ARGS(NOQ, "TCPREMOTEIP=127.0.0.1"), smtp_in, &r);
+	cr_assert_eq(r.status, 0, "%s: weir-smtpd exit %d: %s\n%s", text, r.status,
+	    buf_cstr(&r.out), buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.out), "\r\n250 2.0.0"), "%s: %s", text, r.out.s);
+	if (want)
+		cr_assert(count(buf_cstr(&r.err), want) == 1 &&
+		    count(r.err.s, "mail is still queued") == 1, "%s: log: %s", text, r.err.s);
+	tl_result_free(&r);
+	queued_one("a@example.org", "b@example.net", "weir-smtpd", text);
+
+	/* weir run refuses it, naming the file and line. */
+	if (want) {
+		const char *argv[] = { weir, "run", NULL };
+		const char *envv[] = { q.envs[1], NOQ, NULL };
+		struct tl_run run = { .argv = argv, .env = envv, .timeout_s = 60 };
+
+		tl_run(&run, &r);
+		cr_assert_eq(r.status, 2, "%s: weir run exit %d: %s", text, r.status,
+		    buf_cstr(&r.err));
+		cr_assert(strstr(buf_cstr(&r.err), want), "%s: weir run: %s", text, r.err.s);
+		tl_result_free(&r);
+	}
+	buf_free(&env);
+	free(weir);
+	free(want);
+	free(login);
+}
+
+Test(brokenconf, unknown_key)
+{
+	still_queues("hostnme = \"typo.example\"\n", ":3:");
+}
+
+Test(brokenconf, unbalanced_brace)
+{
+	still_queues("}\nadmin = \"ops@example.org\"\n", ":3:");
+}
+
+/* libconfuse takes a section left open at the end of the file; the keys
+ * after it are then the section's, and unknown there. */
+Test(brokenconf, section_left_open)
+{
+	still_queues("upstream \"isp\" {\n  host = \"smtp.example.net\"\n"
+	    "admin = \"ops@example.org\"\n", ":5:");
+}
+
+Test(brokenconf, bad_value_of_another_key)
+{
+	still_queues("admin = \"ops@example.org\"\nqueue_lifetime = \"forever\"\n", ":4:");
+}
+
+Test(brokenconf, bad_upstream_section)
+{
+	still_queues("upstream \"isp\" {\n  host = \"h.example\"\n  username = \"u\"\n}\n", ":6:");
+}
+
+/* The policy file is weir-gate's: injection never reads it. */
+Test(brokenconf, missing_policy_file)
+{
+	char *t = xasprintf("policy_file = \"%s/no/policy.conf\"\n", q.tmp);
+
+	still_queues(t, NULL);
+	free(t);
+}
+
+/* Where the queue is cannot be known: every injector refuses, one line. */
+static void
+refuses(const char *conf_env, const char *text, const char *what)
+{
+	struct buf env = BUF_INIT;
+	struct tl_result r;
+
+	if (text)
+		qt_config(&q, text);
+	smt_run(&q, "sendmail", ARGS("x@example.net"), S("\nb\n"), ARGS(NOQ, conf_env), &r);
+	smt_assert_refused(&q, &r, EX_TEMPFAIL, what);
+	tl_result_free(&r);
+	qt_envelope(&env, "s@example.org", ARGS("y@example.net"));
+	qt_inject(&q, S("\nb\n"), env.s, env.len, ARGS(NOQ, conf_env), &r);
+	qt_assert_fails(&q, &r, 55, what);	/* QQ_CONFIG */
+	tl_result_free(&r);
+	smt_smtpd(&q, ARGS(NOQ, "TCPREMOTEIP=127.0.0.1", conf_env), smtp_in, &r);
+	cr_assert_eq(r.status, 2, "weir-smtpd exit %d: %s", r.status, buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.err), what), "weir-smtpd: %s", r.err.s);
+	cr_assert_eq(r.out.len, 0, "weir-smtpd talked: %s", r.out.s);
+	qt_assert_clean(&q, "weir-smtpd");
+	tl_result_free(&r);
+	buf_free(&env);
+}
+
+Test(brokenconf, queue_place_unknown_refuses)
+{
+	char *conf_env = xasprintf("WEIR_CONFIG=%s", q.conf), *dir_env;
+	char *t;
+
+	refuses(conf_env, "hostname = \"h.example\"\nqueue_dir =\nhostnme = 1\n",
+	    ":2: a queue_dir line that cannot be read");
+	t = xasprintf("upstream \"isp\" {\nqueue_dir = \"%s\"\n", q.qdir);
+	refuses(conf_env, t, ":2: queue_dir inside braces");
+	free(t);
+	t = xasprintf("queue_dir = \"%s\"\nqueue_split = 0\nbad = 1\n", q.qdir);
+	refuses(conf_env, t, ":2: queue_split = \"0\" is not a valid value");
+	free(t);
+	dir_env = xasprintf("WEIR_CONFIG=%s", q.tmp);
+	refuses(dir_env, NULL, "not a regular file");
+	free(dir_env);
+	free(conf_env);
+}
