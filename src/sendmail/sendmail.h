@@ -7,16 +7,19 @@
  * to weir-queue ($QMAILQUEUE, else LIBEXECDIR/weir-queue).  It never says
  * a message was accepted unless weir-queue exited 0.
  *
- * Exit codes (sysexits): 0 queued; 64 usage (unknown option, bad
- * command-line address, no recipients); 65 bad message data (header too
- * large, NUL in the header, bad address in a header) or a permanent
- * weir-queue failure (11..40); 67 no login name for the sender; 74 read
- * error on stdin; 75 temporary failure (weir-queue's other codes, killed
- * by a signal, cannot run it, configuration unreadable).
+ * Exit codes (sysexits): 0 queued; 64 usage (unknown or refused option,
+ * bad command-line address, no recipients, a sender too long for From:);
+ * 65 bad message data (header too large, NUL in the header, bad address
+ * in a header) or a permanent weir-queue failure (11..40); 67 no login
+ * name for the sender (-bv: a bad address); 69 (-bv) no upstream; 74
+ * read error on stdin; 75 temporary failure (weir-queue's other codes,
+ * killed by a signal, cannot run it, the queue's place unknown).
  *
  * Trusts: the invoking user (it runs with no privilege); the message and
  * its addresses are checked, not trusted.  Config keys: hostname (sender
- * domain, Message-ID, bare addresses); queue_dir and queue_split for mailq.
+ * domain, Message-ID, bare addresses); queue_dir and queue_split for mailq;
+ * admin and the upstreams for -bv.  Loaded by config_load_inject(): any
+ * error but where the queue is is one warning.
  */
 #ifndef WEIR_SENDMAIL_H
 #define WEIR_SENDMAIL_H
