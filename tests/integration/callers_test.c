@@ -268,3 +268,44 @@ Test(callers, mutt)
 	free(bin);
 	free(login);
 }
+
+/* ---- what a user types first: --help, --version, weir help ---- */
+
+TestSuite(usage, .init = setup, .fini = teardown, .timeout = 60);
+
+static void
+answers(const char *prog, const char *arg, const char *want)
+{
+	char *bin = tl_bin(prog);
+	const char *argv[] = { bin, arg, NULL };
+	struct tl_run run = { .argv = argv, .env = (const char *const *)q.envs };
+	struct tl_result r;
+
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "%s %s: exit %d: %s", prog, arg, r.status, buf_cstr(&r.err));
+	cr_assert_eq(r.err.len, 0, "%s %s: stderr: %s", prog, arg, buf_cstr(&r.err));
+	cr_assert(strncmp(buf_cstr(&r.out), want, strlen(want)) == 0 &&
+	    r.out.s[r.out.len - 1] == '\n', "%s %s: stdout: %s", prog, arg, buf_cstr(&r.out));
+	tl_result_free(&r);
+	free(bin);
+}
+
+Test(usage, every_program_answers_help_and_version)
+{
+	static const char *const progs[] = {
+		"weir", "weir-gate", "weir-send", "weir-remote", "weir-queue", "weir-smtpd",
+		"sendmail",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+		char *v = xasprintf("%s (weir) ", progs[i]);
+
+		answers(progs[i], "--help", "usage: ");
+		answers(progs[i], "--version", v);
+		free(v);
+	}
+	answers("weir", "help", "usage: weir [-c FILE] COMMAND");
+	answers("mailq", "--help", "usage: sendmail");
+	qt_assert_clean(&q, "--help");
+}
