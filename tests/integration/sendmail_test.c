@@ -818,6 +818,16 @@ still_queues(const char *text, const char *where)
 	tl_result_free(&r);
 	queued_one(login, "x@example.net", "sendmail", text);
 
+	/* mailq: the warning, and the queue (the one queue_dir names) listed. */
+	smt_run(&q, "mailq", NULL, S(""), ARGS(NOQ), &r);
+	cr_assert_eq(r.status, 0, "%s: mailq exit %d: %s", text, r.status, buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.out), "messages in queue: 0"), "%s: mailq: %s", text,
+	    r.out.s);
+	if (want)
+		cr_assert(strncmp(buf_cstr(&r.err), "mailq: warning: ", 16) == 0 &&
+		    strstr(r.err.s, want) && count(r.err.s, "\n") == 1, "%s: %s", text, r.err.s);
+	tl_result_free(&r);
+
 	/* weir-queue alone: the warning, and queued. */
 	qt_envelope(&env, "s@example.org", ARGS("y@example.net"));
 	qt_inject(&q, S("Subject: s\n\nb\n"), env.s, env.len, ARGS(NOQ), &r);
