@@ -644,23 +644,49 @@ config_upstream_for(const struct weir_config *c, const char *sender)
 	return NULL;
 }
 
-int
-config_load(struct weir_config *c, const char *cfile, struct buf *err)
+/* Which file: -c's, else $WEIR_CONFIG (trusted environment only), else
+ * the default, which alone may be missing (*explicit 0). */
+static const char *
+config_path(const char *cfile, int *explicit)
+{
+	const char *env;
+
+	*explicit = 1;
+	if (cfile)
+		return cfile;
+	if (!config_untrusted_env() && (env = getenv("WEIR_CONFIG")) && *env)
+		return env;
+	*explicit = 0;
+	return SYSCONFDIR "/weir.conf";
+}
+
+/* After the file: the listen lists it left unset, and $WEIR_QUEUE. */
+static void
+computed_defaults(struct weir_config *c)
+{
+	const char *env;
+
+	listen_defaults(&c->listen);
+	if (!config_untrusted_env() && (env = getenv("WEIR_QUEUE")) && *env) {
+		free(c->queue_dir);
+		c->queue_dir = xstrdup(env);
+	}
+}
+
+/* config_load(), on the file's text when the caller read it already
+ * (text), else reading it. */
+static int
+load(struct weir_config *c, const char *cfile, const struct buf *text, struct buf *err)
 {
 	cfg_opt_t opts[NKEYS + 3], upopts[NUPKEYS + 1], lopts[NLKEYS + 1];
-	const char *path = cfile, *env;
-	int explicit = 1, rc = -1;
+	const char *path;
+	int explicit, rc = -1;
 	size_t i, errlen0 = err->len;
 	cfg_t *cfg = NULL;
 	struct stat st;
 
 	set_defaults(c);
-	if (path == NULL && !config_untrusted_env() && (env = getenv("WEIR_CONFIG")) && *env)
-		path = env;
-	if (path == NULL) {
-		path = SYSCONFDIR "/weir.conf";
-		explicit = 0;
-	}
+	path = config_path(cfile, &explicit);
 	table_opts(upkeys, NUPKEYS, upopts);
 	table_opts(keys, NKEYS, opts);
 	opts[NKEYS] = (cfg_opt_t)CFG_SEC("upstream", upopts,
@@ -690,7 +716,7 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 		snprintf(name, sizeof name, "listen|%s", lkeys[i].name);
 		cfg_set_validate_func(cfg, name, validate_listen);
 	}
-	if (confparse(cfg, path, err) < 0)
+	if ((text ? confparse_text(cfg, path, text, err) : confparse(cfg, path, err)) < 0)
 		goto out;
 	table_copy(keys, NKEYS, c, cfg);
 	if ((c->send_user == NULL) != (c->queue_group == NULL))
@@ -702,11 +728,7 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 	if (err->len > errlen0)
 		goto out;
 env_override:
-	listen_defaults(&c->listen);
-	if (!config_untrusted_env() && (env = getenv("WEIR_QUEUE")) && *env) {
-		free(c->queue_dir);
-		c->queue_dir = xstrdup(env);
-	}
+	computed_defaults(c);
 	rc = 0;
 out:
 	if (cfg)
@@ -811,22 +833,22 @@ salvage_value(struct weir_config *c, const struct key *k, const char *v)
 }
 
 static int
-salvage(struct weir_config *c, const char *path, struct buf *err)
+salvage(struct weir_config *c, const char *path, const struct buf *t, struct buf *err)
 {
-	struct buf text = BUF_INIT, k = BUF_INIT, v = BUF_INIT;
+	struct buf k = BUF_INIT, v = BUF_INIT;
 	const struct key *key;
+	const char *text = t->s ? t->s : "";
 	size_t pos = 0, end, i;
-	int line = 0, depth = 0, rc = 0, quote = 0;
+	int line = 0, depth = 0, rc = 0, quote = 0, shaped;
 
-	if (confparse_read(path, &text, err) < 0)
-		return -1;
-	while (pos < text.len && rc == 0) {
+	while (pos < t->len && rc == 0) {
 		end = pos;
-		while (end < text.len && text.s[end] != '\n')
+		while (end < t->len && text[end] != '\n')
 			end++;
 		line++;
-		if (salvage_line(text.s + pos, end - pos, &k, &v) == 0 &&
-		    (key = find_in(keys, NKEYS, buf_cstr(&k))) != NULL) {
+		shaped = salvage_line(text + pos, end - pos, &k, &v) == 0;
+		key = shaped ? find_in(keys, NKEYS, buf_cstr(&k)) : NULL;
+		if (key) {
 			if (where_queue_is(key->name) && depth != 0) {
 				buf_printf(err, "%s:%d: %s inside braces, in a file that does "
 				    "not load: where the queue is is unclear\n", path, line, key->name);
@@ -837,11 +859,11 @@ salvage(struct weir_config *c, const char *path, struct buf *err)
 				    "the queue is is unknown\n", path, line, key->name, buf_cstr(&v));
 				rc = -1;
 			}
-		} else {
+		} else if (!shaped) {
 			/* Not one key on its line: a queue key in it cannot be read. */
 			for (i = 0; i < NKEYS && rc == 0; i++)
 				if (where_queue_is(keys[i].name) &&
-				    memmem(text.s + pos, end - pos, keys[i].name,
+				    memmem(text + pos, end - pos, keys[i].name,
 				    strlen(keys[i].name)) != NULL) {
 					buf_printf(err, "%s:%d: a %s line that cannot be read: where "
 					    "the queue is is unknown\n", path, line, keys[i].name);
@@ -849,16 +871,15 @@ salvage(struct weir_config *c, const char *path, struct buf *err)
 				}
 		}
 		for (i = pos; i < end; i++) {
-			if (text.s[i] == '"' && (i == pos || text.s[i - 1] != '\\'))
+			if (text[i] == '"' && (i == pos || text[i - 1] != '\\'))
 				quote = !quote;
-			else if (!quote && text.s[i] == '{')
+			else if (!quote && text[i] == '{')
 				depth++;
-			else if (!quote && text.s[i] == '}' && depth > 0)
+			else if (!quote && text[i] == '}' && depth > 0)
 				depth--;
 		}
 		pos = end + 1;
 	}
-	buf_free(&text);
 	buf_free(&k);
 	buf_free(&v);
 	return rc;
@@ -868,27 +889,37 @@ int
 config_load_inject(struct weir_config *c, const char *cfile, struct buf *warn,
     struct buf *err)
 {
-	const char *path = cfile, *env;
+	struct buf text = BUF_INIT;
+	const char *path;
+	struct stat st;
+	int explicit, rc = 1;
 
-	if (config_load(c, cfile, warn) == 0)
-		return 0;
-	config_free(c);
-	set_defaults(c);
-	if (path == NULL && !config_untrusted_env() && (env = getenv("WEIR_CONFIG")) && *env)
-		path = env;
-	if (path == NULL)
-		path = SYSCONFDIR "/weir.conf";
-	if (salvage(c, path, err) < 0) {
+	/* One read of the file, for both tries: what is salvaged is what
+	 * did not load, and a file that cannot be read is refused. */
+	path = config_path(cfile, &explicit);
+	if (!explicit && stat(path, &st) < 0 && errno == ENOENT)
+		return config_load(c, cfile, err) == 0 ? 0 : -1;	/* defaults */
+	if (confparse_read(path, &text, err) < 0) {
+		set_defaults(c);
 		config_free(c);
 		return -1;
 	}
-	c->file = xstrdup(path);
-	listen_defaults(&c->listen);
-	if (!config_untrusted_env() && (env = getenv("WEIR_QUEUE")) && *env) {
-		free(c->queue_dir);
-		c->queue_dir = xstrdup(env);
+	if (load(c, cfile, &text, warn) == 0) {
+		rc = 0;
+		goto out;
 	}
-	return 1;
+	config_free(c);
+	set_defaults(c);
+	if (salvage(c, path, &text, err) < 0) {
+		config_free(c);
+		rc = -1;
+		goto out;
+	}
+	c->file = xstrdup(path);
+	computed_defaults(c);
+out:
+	buf_free(&text);
+	return rc;
 }
 
 void
@@ -906,6 +937,12 @@ config_inject_warning(const struct buf *warn, struct buf *line)
 		buf_printf(line, " (and %zu more error%s)", more, more > 1 ? "s" : "");
 	buf_adds(line, "; mail is still queued (only the queue's place is needed), "
 	    "but fix the file: weir run refuses it");
+}
+
+int
+config_load(struct weir_config *c, const char *cfile, struct buf *err)
+{
+	return load(c, cfile, NULL, err);
 }
 
 void

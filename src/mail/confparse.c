@@ -146,16 +146,25 @@ int
 confparse(cfg_t *cfg, const char *path, struct buf *err)
 {
 	struct buf text = BUF_INIT;
-	size_t len0 = err->len;
-	FILE *fp;
 	int r;
 
 	if (confparse_read(path, &text, err) < 0)
 		return -1;
-	fp = fmemopen(text.s ? text.s : (char *)"", text.len, "r");
+	r = confparse_text(cfg, path, &text, err);
+	buf_free(&text);
+	return r;
+}
+
+int
+confparse_text(cfg_t *cfg, const char *path, const struct buf *text, struct buf *err)
+{
+	size_t len0 = err->len;
+	FILE *fp;
+	int r;
+
+	fp = fmemopen(text->s ? text->s : (char *)"", text->len, "r");
 	if (fp == NULL) {
 		buf_printf(err, "%s: %s\n", path, strerror(errno));
-		buf_free(&text);
 		return -1;
 	}
 	free(cfg->filename);
@@ -165,7 +174,6 @@ confparse(cfg_t *cfg, const char *path, struct buf *err)
 	r = cfg->filename ? cfg_parse_fp(cfg, fp) : CFG_PARSE_ERROR;
 	errbuf = NULL;
 	fclose(fp);
-	buf_free(&text);
 	if (r == CFG_SUCCESS)
 		return 0;
 	if (err->len == len0)

@@ -20,7 +20,12 @@
  * kept), in text (a new buffer).  0 ok; -1 with the error in err. */
 int confparse_read(const char *path, struct buf *text, struct buf *err);
 
-/* 0 parsed; -1 with the errors in err. */
+/* Parse text as confparse_read() gave it (path names it in errors).
+ * 0 parsed; -1 with the errors in err. */
+int confparse_text(cfg_t *cfg, const char *path, const struct buf *text, struct buf *err);
+
+/* confparse_read() then confparse_text().  0 parsed; -1 with the errors
+ * in err. */
 int confparse(cfg_t *cfg, const char *path, struct buf *err);
 
 #endif
