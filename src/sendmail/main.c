@@ -37,7 +37,7 @@ main(int argc, char **argv)
 	int rc;
 
 	log_init(argc > 0 && argv[0] ? argv[0] : "sendmail");
-	if ((rc = usage_std(argc, argv, "sendmail", help)) >= 0)
+	if ((rc = usage_std(argc, argv, log_progname(), help)) >= 0)
 		return rc;
 	alloc_set_exit_status(EX_TEMPFAIL);
 	if (sm_stdfds() < 0)

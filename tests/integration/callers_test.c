@@ -307,5 +307,6 @@ Test(usage, every_program_answers_help_and_version)
 	}
 	answers("weir", "help", "usage: weir [-c FILE] COMMAND");
 	answers("mailq", "--help", "usage: sendmail");
+	answers("mailq", "--version", "mailq (weir) ");
 	qt_assert_clean(&q, "--help");
 }
