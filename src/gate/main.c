@@ -27,14 +27,18 @@
 #include "lib/log.h"
 #include "lib/privdrop.h"
 #include "lib/timefmt.h"
+#include "lib/usage.h"
 #include "mail/config.h"
 #include "mail/gateclient.h"
+
+static const char help[] =
+    "usage: weir-gate [-c FILE] [-p POLICY] [-s SOCKET] [-j JOURNAL] [-g GRACE]\n"
+    "       weir-gate [-c FILE] [-s SOCKET] status [json]\n";
 
 static int
 usage(void)
 {
-	fprintf(stderr, "usage: weir-gate [-c FILE] [-p POLICY] [-s SOCKET] [-j JOURNAL] [-g GRACE]\n"
-	    "       weir-gate [-c FILE] [-s SOCKET] status [json]\n");
+	fputs(help, stderr);
 	return 2;
 }
 
@@ -70,6 +74,8 @@ main(int argc, char **argv)
 	int ch;
 
 	log_init("weir-gate");
+	if ((rc = usage_std(argc, argv, "weir-gate", help)) >= 0)
+		return rc;
 	while ((ch = getopt(argc, argv, "c:p:s:j:g:")) != -1) {
 		switch (ch) {
 		case 'c': cfile = optarg; break;

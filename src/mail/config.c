@@ -186,6 +186,8 @@ str_problem(const char *name, const char *v)
 	const char *p;
 
 	if (strcmp(name, "hostname") == 0) {
+		if (strlen(v) > 253)	/* RFC 1035; keeps Message-ID lines short */
+			return "a host name is at most 253 characters";
 		for (p = v; *p; p++)
 			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 			    (*p >= '0' && *p <= '9') || *p == '.' || *p == '-'))
@@ -657,23 +659,49 @@ config_upstream_for(const struct weir_config *c, const char *sender)
 	return NULL;
 }
 
-int
-config_load(struct weir_config *c, const char *cfile, struct buf *err)
+/* Which file: -c's, else $WEIR_CONFIG (trusted environment only), else
+ * the default, which alone may be missing (*explicit 0). */
+static const char *
+config_path(const char *cfile, int *explicit)
+{
+	const char *env;
+
+	*explicit = 1;
+	if (cfile)
+		return cfile;
+	if (!config_untrusted_env() && (env = getenv("WEIR_CONFIG")) && *env)
+		return env;
+	*explicit = 0;
+	return SYSCONFDIR "/weir.conf";
+}
+
+/* After the file: the listen lists it left unset, and $WEIR_QUEUE. */
+static void
+computed_defaults(struct weir_config *c)
+{
+	const char *env;
+
+	listen_defaults(&c->listen);
+	if (!config_untrusted_env() && (env = getenv("WEIR_QUEUE")) && *env) {
+		free(c->queue_dir);
+		c->queue_dir = xstrdup(env);
+	}
+}
+
+/* config_load(), on the file's text when the caller read it already
+ * (text), else reading it. */
+static int
+load(struct weir_config *c, const char *cfile, const struct buf *text, struct buf *err)
 {
 	cfg_opt_t opts[NKEYS + 3], upopts[NUPKEYS + 1], lopts[NLKEYS + 1];
-	const char *path = cfile, *env;
-	int explicit = 1, rc = -1;
+	const char *path;
+	int explicit, rc = -1;
 	size_t i, errlen0 = err->len;
 	cfg_t *cfg = NULL;
 	struct stat st;
 
 	set_defaults(c);
-	if (path == NULL && !config_untrusted_env() && (env = getenv("WEIR_CONFIG")) && *env)
-		path = env;
-	if (path == NULL) {
-		path = SYSCONFDIR "/weir.conf";
-		explicit = 0;
-	}
+	path = config_path(cfile, &explicit);
 	table_opts(upkeys, NUPKEYS, upopts);
 	table_opts(keys, NKEYS, opts);
 	opts[NKEYS] = (cfg_opt_t)CFG_SEC("upstream", upopts,
@@ -703,7 +731,7 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 		snprintf(name, sizeof name, "listen|%s", lkeys[i].name);
 		cfg_set_validate_func(cfg, name, validate_listen);
 	}
-	if (confparse(cfg, path, err) < 0)
+	if ((text ? confparse_text(cfg, path, text, err) : confparse(cfg, path, err)) < 0)
 		goto out;
 	table_copy(keys, NKEYS, c, cfg);
 	if ((c->send_user == NULL) != (c->queue_group == NULL))
@@ -715,16 +743,221 @@ config_load(struct weir_config *c, const char *cfile, struct buf *err)
 	if (err->len > errlen0)
 		goto out;
 env_override:
-	listen_defaults(&c->listen);
-	if (!config_untrusted_env() && (env = getenv("WEIR_QUEUE")) && *env) {
-		free(c->queue_dir);
-		c->queue_dir = xstrdup(env);
-	}
+	computed_defaults(c);
 	rc = 0;
 out:
 	if (cfg)
 		cfg_free(cfg);
 	return rc;
+}
+
+/*
+ * The injectors' load (config.h).  When the file does not load as a
+ * whole, each top-level key is looked for on a line of its own,
+ * `key = "value"` or `key = value`, comments already blanked, and read
+ * strictly by its table entry.  The keys that say where the queue is
+ * (queue_dir, queue_split) must then be readable: a line for one of them
+ * that does not read, or one inside braces (a section, or after a brace
+ * left open), refuses, since the queue could be elsewhere.  Every other
+ * key keeps its default when its line does not read; sections are left
+ * out (no upstream, listen at its defaults).
+ */
+static int
+where_queue_is(const char *name)
+{
+	return strcmp(name, "queue_dir") == 0 || strcmp(name, "queue_split") == 0;
+}
+
+/* One line: "key = value" with nothing after.  0 and the key and value
+ * (unquoted) in k and v; -1 the line has no such shape. */
+static int
+salvage_line(const char *s, size_t n, struct buf *k, struct buf *v)
+{
+	size_t i = 0;
+
+	buf_reset(k);
+	buf_reset(v);
+	while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r'))
+		i++;
+	while (i < n && ((s[i] >= 'a' && s[i] <= 'z') || s[i] == '_'))
+		buf_addc(k, s[i++]);
+	while (i < n && (s[i] == ' ' || s[i] == '\t'))
+		i++;
+	if (k->len == 0 || i == n || s[i++] != '=')
+		return -1;
+	while (i < n && (s[i] == ' ' || s[i] == '\t'))
+		i++;
+	if (i < n && s[i] == '"') {
+		for (i++; i < n && s[i] != '"'; i++) {
+			if (s[i] == '\\' && i + 1 < n && (s[i + 1] == '"' || s[i + 1] == '\\'))
+				i++;
+			else if (s[i] == '\\')
+				return -1;	/* other escapes: not read here */
+			buf_addc(v, s[i]);
+		}
+		if (i == n)
+			return -1;
+		i++;
+	} else {
+		while (i < n && !strchr(" \t\r{}=,\"'", s[i]))
+			buf_addc(v, s[i++]);
+		if (v->len == 0)
+			return -1;
+	}
+	while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r'))
+		i++;
+	return i == n ? 0 : -1;
+}
+
+/* Is v a good value for k?  0 and stored in c; -1 not. */
+static int
+salvage_value(struct weir_config *c, const struct key *k, const char *v)
+{
+	char *field = (char *)c + k->off, *end;
+	const char *why;
+	long long n;
+
+	switch (k->type) {
+	case K_STR:
+		if (*v == '\0' || str_problem(k->name, v) != NULL)
+			return -1;
+		free(*(char **)field);
+		*(char **)field = xstrdup(v);
+		return 0;
+	case K_ACCOUNT:
+		if (account_problem(v) != NULL)
+			return -1;
+		free(*(char **)field);
+		*(char **)field = *v ? xstrdup(v) : NULL;
+		return 0;
+	case K_INT:
+		errno = 0;
+		n = strtoll(v, &end, 10);
+		if (errno || end == v || *end || n < k->min || n > k->max)
+			return -1;
+		*(unsigned *)field = (unsigned)n;
+		return 0;
+	case K_DURATION:
+		if (duration_parse(v, &n, &why) < 0 || n < k->min || n > k->max)
+			return -1;
+		*(long long *)field = n;
+		return 0;
+	default:
+		return -1;	/* no such top-level key */
+	}
+}
+
+static int
+salvage(struct weir_config *c, const char *path, const struct buf *t, struct buf *err)
+{
+	struct buf k = BUF_INIT, v = BUF_INIT;
+	const struct key *key;
+	const char *text = t->s ? t->s : "";
+	size_t pos = 0, end, i;
+	int line = 0, depth = 0, rc = 0, quote = 0, shaped;
+
+	while (pos < t->len && rc == 0) {
+		end = pos;
+		while (end < t->len && text[end] != '\n')
+			end++;
+		line++;
+		shaped = salvage_line(text + pos, end - pos, &k, &v) == 0;
+		key = shaped ? find_in(keys, NKEYS, buf_cstr(&k)) : NULL;
+		if (key) {
+			if (where_queue_is(key->name) && depth != 0) {
+				buf_printf(err, "%s:%d: %s inside braces, in a file that does "
+				    "not load: where the queue is is unclear\n", path, line, key->name);
+				rc = -1;
+			} else if (depth == 0 && salvage_value(c, key, buf_cstr(&v)) < 0 &&
+			    where_queue_is(key->name)) {
+				buf_printf(err, "%s:%d: %s = \"%s\" is not a valid value: where "
+				    "the queue is is unknown\n", path, line, key->name, buf_cstr(&v));
+				rc = -1;
+			}
+		} else if (!shaped) {
+			/* Not one key on its line: a queue key in it cannot be read. */
+			for (i = 0; i < NKEYS && rc == 0; i++)
+				if (where_queue_is(keys[i].name) &&
+				    memmem(text + pos, end - pos, keys[i].name,
+				    strlen(keys[i].name)) != NULL) {
+					buf_printf(err, "%s:%d: a %s line that cannot be read: where "
+					    "the queue is is unknown\n", path, line, keys[i].name);
+					rc = -1;
+				}
+		}
+		for (i = pos; i < end; i++) {
+			if (text[i] == '"' && (i == pos || text[i - 1] != '\\'))
+				quote = !quote;
+			else if (!quote && text[i] == '{')
+				depth++;
+			else if (!quote && text[i] == '}' && depth > 0)
+				depth--;
+		}
+		pos = end + 1;
+	}
+	buf_free(&k);
+	buf_free(&v);
+	return rc;
+}
+
+int
+config_load_inject(struct weir_config *c, const char *cfile, struct buf *warn,
+    struct buf *err)
+{
+	struct buf text = BUF_INIT;
+	const char *path;
+	struct stat st;
+	int explicit, rc = 1;
+
+	/* One read of the file, for both tries: what is salvaged is what
+	 * did not load, and a file that cannot be read is refused. */
+	path = config_path(cfile, &explicit);
+	if (!explicit && stat(path, &st) < 0 && errno == ENOENT)
+		return config_load(c, cfile, err) == 0 ? 0 : -1;	/* defaults */
+	if (confparse_read(path, &text, err) < 0) {
+		set_defaults(c);
+		config_free(c);
+		return -1;
+	}
+	if (load(c, cfile, &text, warn) == 0) {
+		rc = 0;
+		goto out;
+	}
+	config_free(c);
+	set_defaults(c);
+	if (salvage(c, path, &text, err) < 0) {
+		config_free(c);
+		rc = -1;
+		goto out;
+	}
+	c->file = xstrdup(path);
+	computed_defaults(c);
+out:
+	buf_free(&text);
+	return rc;
+}
+
+void
+config_inject_warning(const struct buf *warn, struct buf *line)
+{
+	const char *s = warn->s ? warn->s : "", *nl = strchr(s, '\n');
+	size_t more = 0, i;
+
+	for (i = 0; i < warn->len; i++)
+		more += warn->s[i] == '\n';
+	if (more > 0)
+		more--;		/* the first line is said */
+	buf_printf(line, "%.*s", (int)(nl ? (size_t)(nl - s) : strlen(s)), s);
+	if (more)
+		buf_printf(line, " (and %zu more error%s)", more, more > 1 ? "s" : "");
+	buf_adds(line, "; mail is still queued (only the queue's place is needed), "
+	    "but fix the file: weir run refuses it");
+}
+
+int
+config_load(struct weir_config *c, const char *cfile, struct buf *err)
+{
+	return load(c, cfile, NULL, err);
 }
 
 void

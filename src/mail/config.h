@@ -113,6 +113,20 @@ int config_untrusted_env(void);
 int config_load(struct weir_config *c, const char *cfile, struct buf *err);
 void config_free(struct weir_config *c);
 
+/* For the injectors (sendmail, mailq, weir-queue, weir-smtpd), which need
+ * only where the queue is: config_load(), and when the file does not
+ * load, the top-level keys still readable on lines of their own (config.c
+ * says how), every other key at its default, no upstream, listen at its
+ * defaults.  0 loaded whole; 1 loaded so, with the file's errors in warn
+ * (say them once and go on); -1 the queue's place is unknown (the file
+ * cannot be read, or queue_dir or queue_split cannot), the reason in err. */
+int config_load_inject(struct weir_config *c, const char *cfile, struct buf *warn,
+    struct buf *err);
+/* The one warning line to say for config_load_inject()'s 1, into line.
+ * A program that said it sets $WEIR_CONFIG_WARNED=1 for the weir-queue it
+ * runs, which then says nothing more. */
+void config_inject_warning(const struct buf *warn, struct buf *line);
+
 /* The upstream called name, or NULL. */
 const struct weir_upstream *config_upstream(const struct weir_config *c, const char *name);
 /* The upstream for this envelope sender: the first whose senders glob

@@ -97,12 +97,9 @@ blank_comments(char *s, size_t n)
 #define CONF_MAX (1 << 20)
 
 int
-confparse(cfg_t *cfg, const char *path, struct buf *err)
+confparse_read(const char *path, struct buf *text, struct buf *err)
 {
-	struct buf text = BUF_INIT;
 	struct stat st;
-	size_t len0 = err->len;
-	FILE *fp;
 	int fd, r, saved;
 
 	/* One open, then fstat and read the same file: what is checked is
@@ -128,24 +125,46 @@ confparse(cfg_t *cfg, const char *path, struct buf *err)
 		close(fd);
 		return -1;
 	}
-	r = read_fd_all(fd, &text, CONF_MAX);
+	r = read_fd_all(fd, text, CONF_MAX);
 	saved = errno;
 	close(fd);
 	if (r != 0) {
 		buf_printf(err, "%s: %s\n", path, r == -2 ? "larger than 1 MB" : strerror(saved));
-		buf_free(&text);
+		buf_free(text);
 		return -1;
 	}
-	if (memchr(text.s ? text.s : "", '\0', text.len) != NULL) {
+	if (memchr(text->s ? text->s : "", '\0', text->len) != NULL) {
 		buf_printf(err, "%s: a NUL byte in the file\n", path);
-		buf_free(&text);
+		buf_free(text);
 		return -1;
 	}
-	blank_comments(text.s, text.len);
-	fp = fmemopen(text.s ? text.s : (char *)"", text.len, "r");
+	blank_comments(text->s, text->len);
+	return 0;
+}
+
+int
+confparse(cfg_t *cfg, const char *path, struct buf *err)
+{
+	struct buf text = BUF_INIT;
+	int r;
+
+	if (confparse_read(path, &text, err) < 0)
+		return -1;
+	r = confparse_text(cfg, path, &text, err);
+	buf_free(&text);
+	return r;
+}
+
+int
+confparse_text(cfg_t *cfg, const char *path, const struct buf *text, struct buf *err)
+{
+	size_t len0 = err->len;
+	FILE *fp;
+	int r;
+
+	fp = fmemopen(text->s ? text->s : (char *)"", text->len, "r");
 	if (fp == NULL) {
 		buf_printf(err, "%s: %s\n", path, strerror(errno));
-		buf_free(&text);
 		return -1;
 	}
 	free(cfg->filename);
@@ -155,7 +174,6 @@ confparse(cfg_t *cfg, const char *path, struct buf *err)
 	r = cfg->filename ? cfg_parse_fp(cfg, fp) : CFG_PARSE_ERROR;
 	errbuf = NULL;
 	fclose(fp);
-	buf_free(&text);
 	if (r == CFG_SUCCESS)
 		return 0;
 	if (err->len == len0)

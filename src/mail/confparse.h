@@ -16,7 +16,16 @@
 
 #include "lib/buf.h"
 
-/* 0 parsed; -1 with the errors in err. */
+/* The file's text, checked as above, comments turned into spaces (lines
+ * kept), in text (a new buffer).  0 ok; -1 with the error in err. */
+int confparse_read(const char *path, struct buf *text, struct buf *err);
+
+/* Parse text as confparse_read() gave it (path names it in errors).
+ * 0 parsed; -1 with the errors in err. */
+int confparse_text(cfg_t *cfg, const char *path, const struct buf *text, struct buf *err);
+
+/* confparse_read() then confparse_text().  0 parsed; -1 with the errors
+ * in err. */
 int confparse(cfg_t *cfg, const char *path, struct buf *err);
 
 #endif

@@ -4,16 +4,23 @@
  * as one line on stderr.  Arguments are ignored, as by qmail-queue.
  *
  * Config: queue_dir (or $WEIR_QUEUE), queue_split, inject_timeout, from
- * $WEIR_CONFIG or SYSCONFDIR/weir.conf.  When installed set-id the
- * environment is ignored (mail/config.c).
+ * $WEIR_CONFIG or SYSCONFDIR/weir.conf, loaded the injectors' lenient
+ * way (config.h): a file with errors elsewhere is one warning on stderr
+ * (none if $WEIR_CONFIG_WARNED says the caller said it) and the message
+ * is queued; only a file that leaves the queue's place unknown is
+ * refused (exit 81).  When installed set-id the environment is ignored
+ * (mail/config.c), but for the warning's switch, which can only keep a
+ * warning quiet.
  */
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
 #include "lib/log.h"
+#include "lib/usage.h"
 #include "mail/config.h"
 #include "mail/qqcode.h"
 #include "queue/inject.h"
@@ -58,15 +65,19 @@ int
 main(int argc, char **argv)
 {
 	struct weir_config cfg;
-	struct buf err = BUF_INIT;
+	struct buf err = BUF_INIT, warn = BUF_INIT;
 	struct queue q;
+	const char *warned;
+	int rc;
 	struct inject_params p;
 	sigset_t none;
 
-	/* Arguments are ignored, as qmail-queue ignores them. */
-	(void)argc;
-	(void)argv;
+	/* Arguments are ignored, as qmail-queue ignores them, but for the
+	 * first alone being --help or --version. */
 	log_init("weir-queue");
+	if ((rc = usage_std(argc, argv, "weir-queue", "usage: weir-queue   (message on "
+	    "fd 0, envelope on fd 1, as qmail-queue; see weir-queue(8))\n")) >= 0)
+		return rc;
 	alloc_set_exit_status(QQ_NOMEM);
 	umask(033);
 	sigemptyset(&none);
@@ -79,8 +90,14 @@ main(int argc, char **argv)
 	catch(SIGILL, on_bug);
 	catch(SIGFPE, on_bug);
 
-	if (config_load(&cfg, NULL, &err) < 0)
+	rc = config_load_inject(&cfg, NULL, &warn, &err);
+	if (rc < 0)
 		fatalx(QQ_CONFIG, "%s", strtok(err.s, "\n"));
+	warned = getenv("WEIR_CONFIG_WARNED");
+	if (rc > 0 && (warned == NULL || strcmp(warned, "1") != 0)) {
+		config_inject_warning(&warn, &err);
+		log_warnx("%s", buf_cstr(&err));
+	}
 	alarm((unsigned)cfg.inject_timeout);
 	if (queue_open(&q, cfg.queue_dir, cfg.queue_split) < 0)
 		fatal(QQ_QUEUE_DIR, "open queue %s", cfg.queue_dir);

@@ -26,6 +26,7 @@
 
 #include "lib/alloc.h"
 #include "lib/log.h"
+#include "lib/usage.h"
 #include "mail/config.h"
 #include "remote/remote.h"
 
@@ -51,8 +52,13 @@ main(int argc, char **argv)
 {
 	struct rlimit none = { 0, 0 };
 	pid_t parent = getppid();	/* first: remote_run() compares */
+	int rc;
 
 	log_init("weir-remote");
+	if ((rc = usage_std(argc, argv, "weir-remote", "usage: weir-remote [-c FILE] "
+	    "[-u UPSTREAM] [-n [-r FD]] host sender recipient...\n"
+	    "       weir-remote [-c FILE] -T -u UPSTREAM\n")) >= 0)
+		return rc;
 	if (config_untrusted_env())
 		scrub_environment();
 	alloc_set_exit_status(111);

@@ -15,6 +15,7 @@
 
 #include "lib/log.h"
 #include "lib/privdrop.h"
+#include "lib/usage.h"
 #include "mail/config.h"
 #include "mail/libexec.h"
 #include "mail/qqclient.h"
@@ -31,6 +32,8 @@ main(int argc, char **argv)
 	int ch;
 
 	log_init("weir-send");
+	if ((ch = usage_std(argc, argv, "weir-send", "usage: weir-send [-c FILE]\n")) >= 0)
+		return ch;
 	while ((ch = getopt(argc, argv, "c:")) != -1) {
 		switch (ch) {
 		case 'c':

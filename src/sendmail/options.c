@@ -1,17 +1,21 @@
 /*
  * options.c: sendmail's command line, parsed the way getopt() would for
- * "bFfiorqtv" with arguments for b, F, f, o, r (clustered flags, "-fx"
- * or "-f x", "--" ends options, the first non-option ends them too), but
- * without getopt's global state and own messages.
+ * Postfix's sendmail option set (clustered flags, "-fx" or "-f x", "--"
+ * ends options, the first non-option ends them too, no reordering), but
+ * without getopt's global state and own messages.  Every flag Postfix's
+ * sendmail(1) takes is accepted; see sendmail(8) for what each does here.
  *
- * Accepted and ignored: -v, -oem, -oee, -odb, -odi, -om, -bm.  Refused
- * with a message: -bs and -q (not supported yet), anything unknown.
+ * Options with a value: A B C F L N O R V X b e f h o p r.  -q takes the
+ * rest of its word only (-q, -q1h, -qRsite), as sendmail's -q always did.
+ * Refused with a message: -X (traffic log), -bd, and -b modes weir has
+ * no use for; anything unknown.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sysexits.h>
 #include <unistd.h>
 
@@ -65,40 +69,100 @@ usage(struct buf *why, const char *what, const char *arg)
 	return EX_USAGE;
 }
 
-/* -o's argument: the old sendmail options scripts still pass. */
+/* -o's argument: the old sendmail options scripts still pass.  Only -oi
+ * means something to weir; -od*, -oe*, -om, -o7, -o8, -oA... and the
+ * rest are accepted and ignored, as Postfix does. */
 static int
-opt_o(const char *v, struct sm_opts *o, struct buf *why)
+opt_o(const char *v, struct sm_opts *o)
 {
-	if (strcmp(v, "i") == 0) {
+	if (v[0] == 'i' && v[1] == '\0')
 		o->dot_ends = 0;
-		return 0;
-	}
-	if (strcmp(v, "em") == 0 || strcmp(v, "ee") == 0 || strcmp(v, "db") == 0 ||
-	    strcmp(v, "di") == 0 || strcmp(v, "m") == 0)
-		return 0;
-	buf_adds(why, "unknown option -o");
-	buf_adds(why, v);
-	return EX_USAGE;
+	return 0;
 }
 
 static int
 opt_b(const char *v, struct sm_opts *o, struct buf *why)
 {
-	if (strcmp(v, "m") == 0) {
-		o->mode = SM_DELIVER;
-		return 0;
-	}
-	if (strcmp(v, "p") == 0) {
-		o->mode = SM_LIST;
-		return 0;
-	}
-	if (strcmp(v, "s") == 0) {
-		buf_adds(why, "-bs (SMTP on standard input) is not supported yet");
+	static const struct { const char *v; enum sm_mode mode; } modes[] = {
+		{ "m", SM_DELIVER }, { "p", SM_LIST }, { "s", SM_SMTP },
+		{ "v", SM_VERIFY }, { "i", SM_NEWALIASES },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof modes / sizeof modes[0]; i++)
+		if (strcmp(v, modes[i].v) == 0) {
+			o->mode = modes[i].mode;
+			return 0;
+		}
+	if (strcmp(v, "d") == 0) {
+		buf_adds(why, "-bd: weir's daemons are started by `weir run` "
+		    "(systemctl start weir), not by sendmail");
 		return EX_USAGE;
 	}
-	buf_adds(why, "unknown option -b");
-	buf_adds(why, v);
+	buf_printf(why, "-b%s is not supported (modes: -bm, -bp, -bs, -bv, -bi)", v);
 	return EX_USAGE;
+}
+
+/* -N: "never", or a comma-separated list of success, failure, delay. */
+static int
+opt_n(const char *v, struct sm_opts *o, struct buf *why)
+{
+	const char *p = v, *e;
+	size_t n;
+	int never = 0, other = 0;
+
+	for (;;) {
+		e = strchr(p, ',');
+		n = e ? (size_t)(e - p) : strlen(p);
+		if (n == 5 && strncasecmp(p, "never", 5) == 0)
+			never = 1;
+		else if ((n == 7 && (strncasecmp(p, "success", 7) == 0 ||
+		    strncasecmp(p, "failure", 7) == 0)) ||
+		    (n == 5 && strncasecmp(p, "delay", 5) == 0))
+			other = 1;
+		else
+			goto bad;
+		if (e == NULL)
+			break;
+		p = e + 1;
+	}
+	if (never && other)
+		goto bad;
+	o->no_bounce = never;
+	return 0;
+bad:
+	buf_printf(why, "-N %s: give never, or a list of success, failure, delay", v);
+	return EX_USAGE;
+}
+
+static int
+opt_b_type(const char *v, struct buf *why)
+{
+	if (strcasecmp(v, "7BIT") == 0 || strcasecmp(v, "8BITMIME") == 0)
+		return 0;
+	buf_printf(why, "-B %s: the body type is 7BIT or 8BITMIME", v);
+	return EX_USAGE;
+}
+
+/* An option with a value: its value is known. */
+static int
+with_value(char opt, const char *val, struct sm_opts *o, struct buf *why)
+{
+	switch (opt) {
+	case 'b': return opt_b(val, o, why);
+	case 'o': return opt_o(val, o);
+	case 'N': return opt_n(val, o, why);
+	case 'B': return opt_b_type(val, why);
+	case 'F': o->fullname = val; return 0;
+	case 'C': o->config = val; return 0;
+	case 'f': case 'r': o->sender = val; return 0;
+	case 'X':
+		buf_printf(why, "-X %s: weir keeps no traffic log; its programs log to "
+		    "the journal", val);
+		return EX_USAGE;
+	default:	/* A L O R V e h p: accepted, no use here */
+		return 0;
+	}
 }
 
 int
@@ -116,6 +180,8 @@ sm_parse_args(int argc, char *const *argv, struct sm_opts *o, struct buf *why)
 	base = base ? base + 1 : (argc > 0 && argv[0] ? argv[0] : "sendmail");
 	if (strcmp(base, "mailq") == 0)
 		o->mode = SM_LIST;
+	else if (strcmp(base, "newaliases") == 0)
+		o->mode = SM_NEWALIASES;
 
 	for (i = 1; i < argc; i++) {
 		arg = argv[i];
@@ -130,16 +196,23 @@ sm_parse_args(int argc, char *const *argv, struct sm_opts *o, struct buf *why)
 			switch (arg[j]) {
 			case 't': o->extract = 1; continue;
 			case 'i': o->dot_ends = 0; continue;
-			case 'v': continue;
+			case 'I': o->mode = SM_NEWALIASES; continue;
+			case 'G': case 'U': case 'c': case 'm': case 'n': case 'v':
+			case 'x':
+				continue;	/* accepted, no use here */
 			case 'q':
-				buf_printf(why, "-%s (queue processing) is not supported; "
-				    "weir-send delivers the queue by itself", arg + j);
-				return EX_USAGE;
-			case 'b': case 'F': case 'f': case 'o': case 'r':
+				/* -q, -q1h, -qRsite, -qIid...: all one flush. */
+				o->mode = SM_FLUSH;
+				break;
+			case 'A': case 'B': case 'C': case 'F': case 'L': case 'N':
+			case 'O': case 'R': case 'V': case 'X': case 'b': case 'e':
+			case 'f': case 'h': case 'o': case 'p': case 'r':
 				break;
 			default:
 				return usage(why, "unknown option -", opt);
 			}
+			if (opt[0] == 'q')
+				break;	/* the rest of the word was -q's */
 			/* An option with a value: the rest of this word, or the next. */
 			if (arg[j + 1])
 				val = arg + j + 1;
@@ -149,28 +222,19 @@ sm_parse_args(int argc, char *const *argv, struct sm_opts *o, struct buf *why)
 				buf_printf(why, "option -%c needs a value", opt[0]);
 				return EX_USAGE;
 			}
-			switch (opt[0]) {
-			case 'b':
-				if ((rc = opt_b(val, o, why)) != 0)
-					return rc;
-				break;
-			case 'o':
-				if ((rc = opt_o(val, o, why)) != 0)
-					return rc;
-				break;
-			case 'F':
-				o->fullname = val;
-				break;
-			default:	/* f, r */
-				o->sender = val;
-				break;
-			}
+			if ((rc = with_value(opt[0], val, o, why)) != 0)
+				return rc;
 			break;
 		}
 	}
 	o->rcpt = argv + i;
 	o->nrcpt = i < argc ? (size_t)(argc - i) : 0;
-	if (o->mode == SM_LIST && o->nrcpt > 0)
-		return usage(why, "listing the queue takes no addresses: ", o->rcpt[0]);
+	if (o->extract && o->mode != SM_DELIVER)
+		return usage(why, "-t goes only with sending a message", " (not with -bp, -bs, -bv, -bi, -q)");
+	if (o->nrcpt > 0 && o->mode != SM_DELIVER && o->mode != SM_VERIFY)
+		return usage(why, o->mode == SM_LIST ? "listing the queue takes no addresses: " :
+		    "this mode takes no addresses: ", o->rcpt[0]);
+	if (o->nrcpt == 0 && o->mode == SM_VERIFY)
+		return usage(why, "-bv needs the addresses to verify", "");
 	return 0;
 }

@@ -17,12 +17,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/io.h"
 #include "lib/timefmt.h"
 #include "mail/address.h"
 #include "mail/envelope.h"
@@ -236,13 +238,22 @@ dedup(struct addrlist *l)
 	free(slot);
 }
 
-/* "Name" with '"' and '\' escaped and control bytes dropped. */
+/* "Name" with '"' and '\\' escaped and control bytes dropped, cut at
+ * NAME_MAX bytes of name (at a character boundary in UTF-8 text). */
+#define NAME_MAX_BYTES 200
 static void
 add_quoted(struct buf *b, const char *s)
 {
+	size_t n = strlen(s), i;
+
+	if (n > NAME_MAX_BYTES) {
+		n = NAME_MAX_BYTES;
+		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+			n--;	/* s[n] continues a character: cut before it */
+	}
 	buf_addc(b, '"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
 
 		if (c < 0x20 || c == 0x7f)
 			continue;
@@ -296,12 +307,31 @@ added_fields(const struct job *j, struct buf *b)
 		if (from == NULL)	/* -f '' by a user without a login name */
 			buf_printf(b, "MAILER-DAEMON@%s\n", j->cfg->hostname);
 		else if (name && *name) {
+			size_t start = b->len - 6;	/* "From: " */
+
 			add_quoted(b, name);
-			buf_printf(b, " <%s>\n", from);
+			/* Folded before the address when one line would be too long. */
+			buf_printf(b, "%s<%s>\n", b->len - start + 2 + strlen(from) + 1 >
+			    HDR_LINE_MAX ? "\n " : " ", from);
 		} else {
 			buf_printf(b, "%s\n", from);
 		}
 	}
+}
+
+/* The From: weir adds holds the address on one line: refuse an address
+ * too long for that (longer than RFC 5321 allows by far), rather than
+ * write a header line longer than 998 bytes. */
+static int
+from_fits(const struct job *j, struct buf *why)
+{
+	size_t n = j->sender.len ? j->sender.len : j->login.len;
+
+	if (n + 6 <= HDR_LINE_MAX)	/* "From: address" */
+		return 0;
+	buf_printf(why, "the sender address is %zu bytes, too long for the From: header "
+	    "weir would add; give the message a From: header", n);
+	return EX_USAGE;
 }
 
 /* Header out to weir-queue, then the body streamed. */
@@ -364,6 +394,8 @@ sendmail_run(const struct sm_opts *o, const struct weir_config *cfg)
 	rd_init(rd, STDIN_FILENO, o->dot_ends);
 	if ((rc = sm_read_header(rd, &j.h, &why)) != 0 || (rc = scan_header(&j, &why)) != 0)
 		goto out;
+	if (!j.has_from && (rc = from_fits(&j, &why)) != 0)
+		goto out;
 	dedup(&j.rcpt);
 	if (j.rcpt.n == 0) {
 		rc = EX_USAGE;
@@ -378,7 +410,8 @@ sendmail_run(const struct sm_opts *o, const struct weir_config *cfg)
 		qq_abort(&c);	/* a truncated message must not be queued */
 		goto out;
 	}
-	rc = qq_finish(&c, buf_cstr(&j.sender), j.rcpt.v, j.rcpt.n, &why);
+	/* -N never: from the null sender, which nobody bounces to. */
+	rc = qq_finish(&c, o->no_bounce ? "" : buf_cstr(&j.sender), j.rcpt.v, j.rcpt.n, &why);
 	if (rc != 0)
 		rc = qq_permanent(rc) ? EX_DATAERR : EX_TEMPFAIL;
 out:
@@ -391,5 +424,79 @@ out:
 	free(j.gecos);
 	addrlist_free(&j.rcpt);
 	free(rd);
+	return rc;
+}
+
+/* Is this qualified address for this host (weir-send hands it to the
+ * admin address)? */
+static int
+is_local(const char *addr, const char *hostname)
+{
+	const char *at = strrchr(addr, '@');
+
+	return at == NULL || strcasecmp(at + 1, hostname) == 0 ||
+	    strcasecmp(at + 1, "localhost") == 0;
+}
+
+static void
+say_upstream(struct buf *b, const struct weir_upstream *u)
+{
+	unsigned port = u->port ? u->port : u->tls == UP_TLS_SMTPS ? 465 :
+	    u->tls == UP_TLS_NONE ? 25 : 587;
+
+	buf_printf(b, "upstream \"%s\" (%s:%u)", u->name, u->host ? u->host : "no host set",
+	    port);
+}
+
+int
+sm_verify_run(const struct sm_opts *o, const struct weir_config *cfg)
+{
+	const struct weir_upstream *u;
+	struct job j;
+	struct buf why = BUF_INIT, out = BUF_INIT;
+	size_t i;
+	int rc;
+
+	memset(&j, 0, sizeof j);
+	j.o = o;
+	j.cfg = cfg;
+	if ((rc = who_am_i(&j, &why)) != 0 || (rc = build_sender(&j, &why)) != 0 ||
+	    (rc = command_line_rcpts(&j, &why)) != 0)
+		goto out;
+	u = config_upstream_for(cfg, buf_cstr(&j.sender));
+	for (i = 0; i < j.rcpt.n; i++) {
+		buf_reset(&out);
+		buf_printf(&out, "%s: ", j.rcpt.v[i]);
+		if (check_addr("recipient", j.rcpt.v[i], &why, EX_USAGE) != 0) {
+			buf_printf(&out, "not deliverable: %s", buf_cstr(&why));
+			buf_reset(&why);
+			rc = EX_NOUSER;
+		} else if (u == NULL) {
+			buf_printf(&out, "not deliverable: %s has no upstream for the sender <%s>",
+			    cfg->file ? cfg->file : "weir.conf", buf_cstr(&j.sender));
+			rc = EX_UNAVAILABLE;
+		} else {
+			if (is_local(j.rcpt.v[i], cfg->hostname))
+				buf_printf(&out, "local, to the admin address <%s>, ", cfg->admin);
+			buf_adds(&out, "deliverable through ");
+			say_upstream(&out, u);
+			buf_printf(&out, " for the sender <%s>", buf_cstr(&j.sender));
+		}
+		buf_addc(&out, '\n');
+		if (full_write(STDOUT_FILENO, out.s, out.len) < 0) {
+			buf_printf(&why, "write to standard output: %s", strerror(errno));
+			rc = EX_IOERR;
+			goto out;
+		}
+	}
+out:
+	if (why.len)
+		sm_say("%s", buf_cstr(&why));
+	buf_free(&why);
+	buf_free(&out);
+	buf_free(&j.sender);
+	buf_free(&j.login);
+	free(j.gecos);
+	addrlist_free(&j.rcpt);
 	return rc;
 }

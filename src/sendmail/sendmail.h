@@ -7,16 +7,19 @@
  * to weir-queue ($QMAILQUEUE, else LIBEXECDIR/weir-queue).  It never says
  * a message was accepted unless weir-queue exited 0.
  *
- * Exit codes (sysexits): 0 queued; 64 usage (unknown option, bad
- * command-line address, no recipients); 65 bad message data (header too
- * large, NUL in the header, bad address in a header) or a permanent
- * weir-queue failure (11..40); 67 no login name for the sender; 74 read
- * error on stdin; 75 temporary failure (weir-queue's other codes, killed
- * by a signal, cannot run it, configuration unreadable).
+ * Exit codes (sysexits): 0 queued; 64 usage (unknown or refused option,
+ * bad command-line address, no recipients, a sender too long for From:);
+ * 65 bad message data (header too large, NUL in the header, bad address
+ * in a header) or a permanent weir-queue failure (11..40); 67 no login
+ * name for the sender (-bv: a bad address); 69 (-bv) no upstream; 74
+ * read error on stdin; 75 temporary failure (weir-queue's other codes,
+ * killed by a signal, cannot run it, the queue's place unknown).
  *
  * Trusts: the invoking user (it runs with no privilege); the message and
  * its addresses are checked, not trusted.  Config keys: hostname (sender
- * domain, Message-ID, bare addresses); queue_dir and queue_split for mailq.
+ * domain, Message-ID, bare addresses); queue_dir and queue_split for mailq;
+ * admin and the upstreams for -bv.  Loaded by config_load_inject(): any
+ * error but where the queue is is one warning.
  */
 #ifndef WEIR_SENDMAIL_H
 #define WEIR_SENDMAIL_H
@@ -27,7 +30,8 @@
 #include "lib/log.h"
 #include "mail/config.h"
 
-enum sm_mode { SM_DELIVER, SM_LIST };
+/* -bm (default), -bp (mailq), -bs, -bv, -bi (newaliases), -q. */
+enum sm_mode { SM_DELIVER, SM_LIST, SM_SMTP, SM_VERIFY, SM_NEWALIASES, SM_FLUSH };
 
 struct sm_opts {
 	enum sm_mode mode;
@@ -35,6 +39,8 @@ struct sm_opts {
 	int dot_ends;		/* no -i/-oi: a "." line ends the input */
 	const char *sender;	/* -f/-r, or NULL */
 	const char *fullname;	/* -F, or NULL */
+	const char *config;	/* -C: another weir.conf, or NULL */
+	int no_bounce;		/* -N never: queued from <>, so no bounce */
 	char *const *rcpt;	/* command-line recipients */
 	size_t nrcpt;
 };
@@ -55,5 +61,11 @@ int sendmail_run(const struct sm_opts *o, const struct weir_config *cfg);
 
 /* List the queue (mailq, sendmail -bp).  0, 1 with warnings, 75 fatal. */
 int mailq_run(const struct weir_config *cfg);
+
+/* The other modes (modes.c).  Each returns the exit code, said. */
+int sm_smtp_run(const struct sm_opts *o);	/* -bs: execs weir-smtpd */
+int sm_verify_run(const struct sm_opts *o, const struct weir_config *cfg); /* -bv */
+int sm_flush_run(const struct sm_opts *o);	/* -q: execs `weir flush` as root */
+int sm_newaliases_run(void);			/* -bi, newaliases */
 
 #endif

@@ -757,7 +757,7 @@ cmd_starttls(struct session *s, const char *arg)
 	s->esmtp = 0;
 	free(s->authuser);	/* RFC 3207 4.2: forget what was said in clear */
 	s->authuser = NULL;
-	s->relay_ok = relay_allowed(s->conf, s->addr);
+	s->relay_ok = s->conf->local || relay_allowed(s->conf, s->addr);
 	buf_free(&why);
 	return 0;
 }
@@ -1015,17 +1015,21 @@ smtpd_session(const struct smtpd_conf *conf, int infd, int outfd, const char *ad
 	s.in = infd;
 	s.out = outfd;
 	s.addr = addr;
-	s.relay_ok = relay_allowed(conf, addr);
+	s.relay_ok = conf->local || relay_allowed(conf, addr);
 	s.loopback = is_loopback(addr);
 	s.state = ST_GREET;
 	if (fd_nonblock(infd, 1) < 0 || fd_nonblock(outfd, 1) < 0)
 		log_warn("%s: cannot make the connection non-blocking", addr);
 	log_info("%s: connected%s", addr, s.relay_ok ? "" : " (may not relay)");
 	/* Talking before the greeting: a spammer or a confused client.  The
-	 * pause gives its early bytes time to arrive. */
-	pause = !s.loopback || conf->greet_pause_loopback ? conf->greet_pause_ms : 0;
-	while ((pr = poll(&p, 1, pause)) < 0 && errno == EINTR)
-		;
+	 * pause gives its early bytes time to arrive.  A local user's
+	 * session (sendmail -bs) may talk first. */
+	pr = 0;
+	if (!conf->local) {
+		pause = !s.loopback || conf->greet_pause_loopback ? conf->greet_pause_ms : 0;
+		while ((pr = poll(&p, 1, pause)) < 0 && errno == EINTR)
+			;
+	}
 	if (pr > 0 && (p.revents & POLLIN)) {
 		reply(&s, "554 5.5.0 %s Talking before the greeting; closing", conf->hostname);
 		log_warnx("%s: sent data before the greeting", addr);

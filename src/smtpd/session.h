@@ -37,6 +37,8 @@ struct smtpd_conf {
 	const char *qqprog;		/* weir-queue or $QMAILQUEUE */
 	struct tls_server *tls;		/* STARTTLS offered; NULL: not */
 	const char *password_file;	/* AUTH offered; NULL: not */
+	int local;			/* -s, sendmail -bs: a local user's session,
+					   trusted to relay and to talk early */
 };
 
 /* Fill conf from the loaded config (allow networks parsed, certificate

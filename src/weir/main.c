@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/usage.h"
 #include "mail/config.h"
 #include "weir/weir.h"
 
@@ -29,15 +30,26 @@ static const struct {
 	{ "test-relay",   cmd_test_relay,  NULL, "[-v] [UPSTREAM...] connect, TLS, AUTH to each upstream; send nothing" },
 };
 
+/* The usage: asked for (weir help, --help) on stdout, exit 0; after a
+ * mistake on stderr, exit 2. */
 static int
-usage(void)
+usage_to(FILE *f, int code)
 {
 	size_t i;
 
-	fprintf(stderr, "usage: weir [-c FILE] COMMAND [ARGS]\n");
+	fprintf(f, "usage: weir [-c FILE] COMMAND [ARGS]\n");
 	for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-		fprintf(stderr, "  weir %-13s%s\n", cmds[i].name, cmds[i].help);
-	return 2;
+		fprintf(f, "  weir %-13s%s\n", cmds[i].name, cmds[i].help);
+	fprintf(f, "  weir help               this text (also --help); weir --version\n");
+	if (fflush(f) != 0)
+		return code ? code : 1;
+	return code;
+}
+
+static int
+usage(void)
+{
+	return usage_to(stderr, 2);
 }
 
 int
@@ -50,6 +62,10 @@ main(int argc, char **argv)
 	int ch;
 
 	log_init("weir");
+	if (argc > 1 && strcmp(argv[1], "--version") == 0)
+		return usage_std(argc, argv, "weir", "");
+	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0))
+		return usage_to(stdout, 0);
 	while ((ch = getopt(argc, argv, "+c:h")) != -1) {
 		switch (ch) {
 		case 'c':

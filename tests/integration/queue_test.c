@@ -442,8 +442,31 @@ expect_config_55(const char *text, const char *what)
 }
 
 Test(queue, exit_55_syntax) { expect_config_55("queue_dir = \"/x\n{{{ =\n", "syntax error"); }
-Test(queue, exit_55_unknown_key) { expect_config_55("no_such_key = 3\n", "unknown key"); }
-Test(queue, exit_55_bad_timeout) { expect_config_55("inject_timeout = \"soon\"\n", "bad duration"); }
+
+/* A mistake that leaves the queue's place known: one warning line, and
+ * queued (weir.conf(5): errors and the injectors). */
+static void
+expect_config_warning(const char *text, const char *what)
+{
+	static const char good[] = "Fa@b\0Tbob@example.net\0\0";
+	struct tl_result r;
+	unsigned long *ids;
+
+	qt_config(&q, text);
+	qt_inject(&q, "Subject: x\n\nbody\n", 17, good, sizeof good - 1, NULL, &r);
+	cr_assert_eq(r.status, 0, "%s: exit %d: %s", what, r.status, buf_cstr(&r.err));
+	cr_assert(strncmp(buf_cstr(&r.err), "weir-queue: warning: ", 21) == 0 &&
+	    strchr(r.err.s, '\n') == r.err.s + r.err.len - 1, "%s: %s", what, r.err.s);
+	cr_assert_eq(qt_list(&q, "todo", &ids), 1u, "%s: not queued", what);
+	free(ids);
+	tl_result_free(&r);
+}
+
+Test(queue, unknown_key_only_warns) { expect_config_warning("no_such_key = 3\n", "unknown key"); }
+Test(queue, bad_timeout_only_warns)
+{
+	expect_config_warning("inject_timeout = \"soon\"\n", "bad duration");
+}
 Test(queue, exit_55_split_zero) { expect_config_55("queue_split = 0\n", "queue_split 0"); }
 
 Test(queue, exit_55_config_is_a_folder)

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sysexits.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
@@ -288,18 +290,22 @@ Test(sendmail, unknown_and_refused_options)
 {
 	struct tl_result r;
 
-	smt_run(&q, "sendmail", ARGS("-X", "a@b"), S(""), NULL, &r);
+	smt_run(&q, "sendmail", ARGS("-K", "a@b"), S(""), NULL, &r);
 	cr_assert_eq(r.status, EX_USAGE);
-	cr_assert_str_eq(buf_cstr(&r.err), "sendmail: unknown option -X\n");
+	cr_assert_str_eq(buf_cstr(&r.err), "sendmail: unknown option -K\n");
 	tl_result_free(&r);
-	refused(ARGS("-tX", "a@b"), S(""), EX_USAGE, "unknown option -X");
-	refused(ARGS("-oQ/tmp", "a@b"), S(""), EX_USAGE, "unknown option -oQ/tmp");
-	refused(ARGS("-bd"), S(""), EX_USAGE, "unknown option -bd");
-	refused(ARGS("-bs"), S(""), EX_USAGE, "-bs (SMTP on standard input) is not supported");
-	refused(ARGS("-q"), S(""), EX_USAGE, "-q (queue processing) is not supported");
-	refused(ARGS("-q30m"), S(""), EX_USAGE, "-q30m (queue processing) is not supported");
+	refused(ARGS("-tK", "a@b"), S(""), EX_USAGE, "unknown option -K");
+	refused(ARGS("-X", "/tmp/log", "a@b"), S(""), EX_USAGE, "-X /tmp/log: weir keeps no traffic log");
+	refused(ARGS("-bd"), S(""), EX_USAGE, "started by `weir run`");
+	refused(ARGS("-bh"), S(""), EX_USAGE, "-bh is not supported");
+	refused(ARGS("-N", "bogus", "a@b"), S(""), EX_USAGE, "-N bogus: give never");
+	refused(ARGS("-Nnever,success", "a@b"), S(""), EX_USAGE, "-N never,success");
+	refused(ARGS("-B", "9BIT", "a@b"), S(""), EX_USAGE, "-B 9BIT: the body type");
+	refused(ARGS("-t", "-bp"), S(""), EX_USAGE, "-t goes only with sending");
 	refused(ARGS("-f"), S(""), EX_USAGE, "option -f needs a value");
 	refused(ARGS("-bp", "x@example.net"), S(""), EX_USAGE, "takes no addresses");
+	refused(ARGS("-bi", "x@example.net"), S(""), EX_USAGE, "takes no addresses");
+	refused(ARGS("-bv"), S(""), EX_USAGE, "-bv needs the addresses");
 }
 
 Test(sendmail, no_recipients)
@@ -518,4 +524,426 @@ Test(sendmail, read_error_on_stdin)
 	free(s);
 	free(body);
 	free(bin);
+}
+
+/* Every flag of Postfix's sendmail(1), in each form getopt allows. */
+Test(sendmail, postfix_flags_accepted)
+{
+	char *login = smt_login_addr();
+	char *from_cron = xasprintf("Date: *\nMessage-ID: *\nFrom: \"CronDaemon\" <%s>\n\nb\n",
+	    login);
+
+	/* Debian 12's cron, attached and detached. */
+	send_check(ARGS("-FCronDaemon", "-i", "-B8BITMIME", "-oem", "root"), S("\nb\n"),
+	    login, ARGS("root@" SMT_HOST), from_cron);
+	send_check(ARGS("-F", "CronDaemon", "-i", "-B", "7bit", "-o", "em", "root"),
+	    S("\nb\n"), login, ARGS("root@" SMT_HOST), from_cron);
+	/* The rest: accepted and ignored, each form. */
+	send_check(ARGS("-G", "-U", "-L", "lbl", "-Lx", "-h", "17", "-h17", "-R", "hdrs",
+	    "-Rfull", "-V", "envid", "-Venv", "-O", "DeliveryMode=b", "-ODeliveryMode=i",
+	    "-Am", "-A", "c", "-odb", "-odi", "-odq", "-ode", "-oee", "-oep", "-oeq", "-oew",
+	    "-om", "-o7", "-o8", "-oQ/tmp", "-oAfile", "-v", "-vv", "-n", "-c", "-m", "-x",
+	    "-p", "smtp:host", "-e", "m", "-N", "success,delay,failure", "-NFAILURE",
+	    "-Ndelay", "-C", q.conf, "-Gvim", "--", "a@example.net"),
+	    S("\nb\n.\nc\n"), login, ARGS("a@example.net"), NULL);
+	/* Clustered flags ending in one that takes a value. */
+	send_check(ARGS("-tivFName", "-oi", "-rs@example.org", "x@example.net"),
+	    S("To: t@example.net\n\nb\n"), "s@example.org",
+	    ARGS("x@example.net", "t@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"Name\" <s@example.org>\nTo: t@example.net\n\nb\n");
+	free(from_cron);
+	free(login);
+}
+
+/* -N never: the message goes from <>, to which nobody sends a bounce; the
+ * From: header still names the sender. */
+Test(sendmail, n_never_queues_from_the_null_sender)
+{
+	send_check(ARGS("-N", "never", "-f", "s@example.org", "-FS", "x@example.net"),
+	    S("\nb\n"), "", ARGS("x@example.net"),
+	    "Date: *\nMessage-ID: *\nFrom: \"S\" <s@example.org>\n\nb\n");
+	send_check(ARGS("-NNEVER", "x@example.net"), S("From: me@example.org\n\nb\n"), "",
+	    ARGS("x@example.net"), "Date: *\nMessage-ID: *\nFrom: me@example.org\n\nb\n");
+}
+
+/* Run sendmail (by the name name, a link to it) with args: exit 0, one
+ * line on stdout containing what, nothing on stderr, nothing queued. */
+static void
+noted(const char *name, const char *const *args, const char *what)
+{
+	char *bin = tl_bin("sendmail"), *link = xasprintf("%s/%s", q.tmp, name);
+	const char *argv[8] = { link };
+	struct tl_run run = { .argv = argv, .env = (const char *const *)q.envs, .timeout_s = 60 };
+	struct tl_result r;
+	size_t i;
+
+	for (i = 0; args && args[i]; i++)
+		argv[i + 1] = args[i];
+	unlink(link);
+	cr_assert(symlink(bin, link) == 0);
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "%s: exit %d: %s", name, r.status, buf_cstr(&r.err));
+	cr_assert_eq(r.err.len, 0, "%s: stderr: %s", name, buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.out), what), "%s: stdout: %s", name, buf_cstr(&r.out));
+	cr_assert(strchr(r.out.s, '\n') == r.out.s + r.out.len - 1, "not one line: %s", r.out.s);
+	qt_assert_clean(&q, name);
+	tl_result_free(&r);
+	free(link);
+	free(bin);
+}
+
+Test(sendmail, newaliases_and_bi_have_nothing_to_do)
+{
+	noted("newaliases", NULL, "newaliases: nothing to do");
+	noted("sendmail", ARGS("-bi"), "sendmail: nothing to do");
+	noted("sendmail", ARGS("-I"), "nothing to do");
+}
+
+/* -q: `weir flush` as root (lock/flush left for weir-send), else a note. */
+Test(sendmail, q_flushes_as_root_else_notes)
+{
+	char *flush = qt_path(&q, "lock/flush");
+	struct stat st;
+
+	if (geteuid() == 0) {
+		noted("sendmail", ARGS("-q"), "weir-send is not running");
+		cr_assert(stat(flush, &st) == 0, "no %s after -q", flush);
+	} else {
+		noted("sendmail", ARGS("-q"), "-q: weir-send runs the queue by itself");
+		noted("sendmail", ARGS("-q1h"), "-q: weir-send runs the queue by itself");
+		noted("sendmail", ARGS("-qRexample.net"), "-q: weir-send runs the queue");
+		cr_assert(stat(flush, &st) < 0, "%s made by a user's -q", flush);
+	}
+	free(flush);
+}
+
+Test(sendmail, bv_says_which_upstream)
+{
+	char *login = smt_login_addr();
+	char *want;
+	struct tl_result r;
+
+	qt_config(&q, "hostname = \"" SMT_HOST "\"\nadmin = \"ops@example.org\"\n"
+	    "upstream \"lists\" {\n  host = \"lists.example.net\"\n  port = 2525\n"
+	    "  senders = {\"list-*@example.org\"}\n}\n"
+	    "upstream \"isp\" {\n  host = \"smtp.example.net\"\n}\n");
+	smt_run(&q, "sendmail", ARGS("-bv", "-f", "list-a@example.org", "x@example.net", "root"),
+	    S(""), NULL, &r);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, buf_cstr(&r.err));
+	cr_assert_str_eq(buf_cstr(&r.out),
+	    "x@example.net: deliverable through upstream \"lists\" (lists.example.net:2525) "
+	    "for the sender <list-a@example.org>\n"
+	    "root@" SMT_HOST ": local, to the admin address <ops@example.org>, deliverable "
+	    "through upstream \"lists\" (lists.example.net:2525) for the sender "
+	    "<list-a@example.org>\n");
+	tl_result_free(&r);
+	smt_run(&q, "sendmail", ARGS("-bv", "y@example.net"), S(""), NULL, &r);
+	want = xasprintf("y@example.net: deliverable through upstream \"isp\" "
+	    "(smtp.example.net:587) for the sender <%s>\n", login);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, buf_cstr(&r.err));
+	cr_assert_str_eq(buf_cstr(&r.out), want);
+	tl_result_free(&r);
+	qt_assert_clean(&q, "-bv");
+	/* No upstream for that sender: not deliverable, and the exit says so. */
+	qt_config(&q, "hostname = \"" SMT_HOST "\"\n");
+	smt_run(&q, "sendmail", ARGS("-bv", "z@example.net"), S(""), NULL, &r);
+	cr_assert_eq(r.status, EX_UNAVAILABLE);
+	cr_assert(strstr(buf_cstr(&r.out), "z@example.net: not deliverable: "), "%s", r.out.s);
+	tl_result_free(&r);
+	free(want);
+	free(login);
+}
+
+/* -bs: an SMTP session on stdin/stdout by weir-smtpd, trusted as the local
+ * user it is: relays even where listen.allow leaves loopback out, and may
+ * send its commands at once. */
+Test(sendmail, bs_is_an_smtp_session)
+{
+	char *bin = tl_bin("weir-smtpd"), *dir = xstrndup(bin, strrchr(bin, '/') - bin);
+	char *libexec = xasprintf("WEIR_LIBEXEC=%s", dir);
+	const char *in = "EHLO client.example\r\nMAIL FROM:<a@example.org>\r\n"
+	    "RCPT TO:<b@example.net>\r\nDATA\r\nSubject: s\r\n\r\nbody\r\n.\r\nQUIT\r\n";
+	struct tl_result r;
+	struct qt_msg m;
+	time_t t0 = time(NULL);
+
+	qt_config(&q, "hostname = \"" SMT_HOST "\"\nlisten {\n  allow = {\"192.0.2.0/24\"}\n}\n");
+	smt_run(&q, "sendmail", ARGS("-bs"), in, strlen(in), ARGS(libexec), &r);
+	cr_assert_eq(r.status, 0, "exit %d: %s\n%s", r.status, buf_cstr(&r.err), buf_cstr(&r.out));
+	cr_assert(strncmp(buf_cstr(&r.out), "220 " SMT_HOST, 4 + strlen(SMT_HOST)) == 0,
+	    "%s", r.out.s);
+	cr_assert(strstr(r.out.s, "\r\n250 2.0.0"), "no 250 after DATA: %s", r.out.s);
+	cr_assert(strstr(r.out.s, "\r\n221 "), "no 221: %s", r.out.s);
+	qt_load_only(&q, t0, time(NULL), &m);
+	smt_assert_env(&m, "a@example.org", ARGS("b@example.net"));
+	cr_assert(strstr(m.body.s, "\n\nbody\n"), "%s", m.body.s);
+	qt_msg_free(&m);
+	tl_result_free(&r);
+	free(libexec);
+	free(dir);
+	free(bin);
+}
+
+/* No header line weir writes is longer than 998 bytes (RFC 5322 2.1.1),
+ * however long the -F name: it is cut at 200 bytes, and the address goes
+ * on a line of its own when one line would not hold both. */
+static void
+assert_header_lines_fit(const struct buf *msg)
+{
+	const char *p = msg->s, *end = strstr(p, "\n\n"), *nl;
+
+	cr_assert(end != NULL);
+	for (; p < end; p = nl + 1) {
+		nl = strchr(p, '\n');
+		cr_assert(nl - p <= 998, "a header line of %zu bytes: %.60s...",
+		    (size_t)(nl - p), p);
+	}
+}
+
+Test(sendmail, long_fullname_header_lines_fit)
+{
+	char name[5001], *from, *local = xcalloc(1, 1000), *want;
+	struct qt_msg m;
+	size_t i;
+
+	for (i = 0; i < 5000; i++)
+		name[i] = (char)(i % 7 == 6 ? ' ' : 'a' + i % 26);
+	name[5000] = '\0';
+	smt_send(&q, ARGS("-F", name, "-f", "s@example.org", "x@example.net"), S("\nb\n"), &m);
+	assert_header_lines_fit(&m.body);
+	want = xasprintf("From: \"%.200s\" <s@example.org>\n", name);
+	cr_assert(strstr(m.body.s, want), "no %s in\n%s", want, m.body.s);
+	qt_msg_free(&m);
+	free(want);
+	tl_rmtree(q.qdir);
+	qt_init_queue(&q);
+
+	/* A name and a long address: folded before the address.  UTF-8 is
+	 * cut between characters. */
+	memset(name, 0, sizeof name);
+	for (i = 0; i + 2 <= 300; i += 2)
+		memcpy(name + i, "\xc3\xa9", 2);	/* é */
+	memset(local, 'l', 900);
+	from = xasprintf("%s@example.org", local);
+	smt_send(&q, ARGS("-F", name, "-f", from, "x@example.net"), S("\nb\n"), &m);
+	assert_header_lines_fit(&m.body);
+	want = xasprintf("From: \"%.200s\"\n <%s>\n", name, from);
+	cr_assert(strstr(m.body.s, want), "no %.300s... in\n%.400s", want, m.body.s);
+	qt_msg_free(&m);
+	free(want);
+	free(from);
+	tl_rmtree(q.qdir);
+	qt_init_queue(&q);
+
+	/* An address no From: line can hold: refused, not written. */
+	memset(local, 'l', 990);
+	from = xasprintf("%s@e.org", local);
+	refused(ARGS("-f", from, "x@example.net"), S("\nb\n"), EX_USAGE,
+	    "too long for the From: header");
+	free(from);
+	free(local);
+}
+
+/* ---- a broken weir.conf does not stop injection ----
+ *
+ * The queue is named by the file's queue_dir line only ($WEIR_QUEUE
+ * emptied), so each case also shows the queue's place was read. */
+
+TestSuite(brokenconf, .init = setup, .fini = teardown, .timeout = 120);
+
+#define NOQ "WEIR_QUEUE="
+static const char smtp_in[] = "EHLO c.example\r\nMAIL FROM:<a@example.org>\r\n"
+    "RCPT TO:<b@example.net>\r\nDATA\r\nSubject: s\r\n\r\nb\r\n.\r\nQUIT\r\n";
+
+static void
+write_conf(const char *text)
+{
+	char *c = xasprintf("queue_dir = \"%s\"\nhostname = \"" SMT_HOST "\"\n%s", q.qdir, text);
+
+	qt_config(&q, c);
+	free(c);
+}
+
+static size_t
+count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	for (; (hay = strstr(hay, needle)) != NULL; hay++)
+		n++;
+	return n;
+}
+
+/* Check the one message, then empty the queue (weir queue-init needs a
+ * file that loads) and put text back. */
+static void
+queued_one(const char *sender, const char *rcpt, const char *who, const char *text)
+{
+	unsigned long *ids;
+	struct qt_msg m;
+
+	cr_assert_eq(qt_list(&q, "todo", &ids), 1u, "%s: not one message queued", who);
+	qt_load(&q, ids[0], 0, time(NULL) + 1, &m);
+	smt_assert_env(&m, sender, ARGS(rcpt));
+	qt_msg_free(&m);
+	free(ids);
+	write_conf("");
+	tl_rmtree(q.qdir);
+	qt_init_queue(&q);
+	write_conf(text);
+}
+
+/* text (after the queue_dir and hostname lines) breaks the file; where
+ * (":3:" ...) is the file:line weir run names, NULL if the file loads. */
+static void
+still_queues(const char *text, const char *where)
+{
+	char *login = smt_login_addr(), *want = where ? xasprintf("%s%s", q.conf, where) : NULL;
+	char *weir = tl_bin("weir");
+	struct buf env = BUF_INIT;
+	struct tl_result r;
+
+	write_conf(text);
+	/* sendmail: one warning line naming the first error, and queued;
+	 * weir-queue under it says nothing more. */
+	smt_run(&q, "sendmail", ARGS("x@example.net"), S("\nb\n"), ARGS(NOQ), &r);
+	cr_assert_eq(r.status, 0, "%s: exit %d: %s", text, r.status, buf_cstr(&r.err));
+	if (want) {
+		cr_assert(strncmp(buf_cstr(&r.err), "sendmail: warning: ", 19) == 0 &&
+		    strstr(r.err.s, want) && count(r.err.s, "\n") == 1,
+		    "%s: stderr: %s", text, r.err.s);
+	} else {
+		cr_assert_eq(r.err.len, 0, "%s: stderr: %s", text, buf_cstr(&r.err));
+	}
+	tl_result_free(&r);
+	queued_one(login, "x@example.net", "sendmail", text);
+
+	/* mailq: the warning, and the queue (the one queue_dir names) listed. */
+	smt_run(&q, "mailq", NULL, S(""), ARGS(NOQ), &r);
+	cr_assert_eq(r.status, 0, "%s: mailq exit %d: %s", text, r.status, buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.out), "messages in queue: 0"), "%s: mailq: %s", text,
+	    r.out.s);
+	if (want)
+		cr_assert(strncmp(buf_cstr(&r.err), "mailq: warning: ", 16) == 0 &&
+		    strstr(r.err.s, want) && count(r.err.s, "\n") == 1, "%s: %s", text, r.err.s);
+	tl_result_free(&r);
+
+	/* weir-queue alone: the warning, and queued. */
+	qt_envelope(&env, "s@example.org", ARGS("y@example.net"));
+	qt_inject(&q, S("Subject: s\n\nb\n"), env.s, env.len, ARGS(NOQ), &r);
+	cr_assert_eq(r.status, 0, "%s: weir-queue exit %d: %s", text, r.status, buf_cstr(&r.err));
+	if (want)
+		cr_assert(strncmp(buf_cstr(&r.err), "weir-queue: warning: ", 21) == 0 &&
+		    strstr(r.err.s, want) && count(r.err.s, "\n") == 1, "%s: %s", text, r.err.s);
+	tl_result_free(&r);
+	queued_one("s@example.org", "y@example.net", "weir-queue", text);
+
+	/* weir-smtpd per connection: the warning once in its log, and 250. */
+	smt_smtpd(&q, ARGS(NOQ, "TCPREMOTEIP=127.0.0.1"), smtp_in, &r);
+	cr_assert_eq(r.status, 0, "%s: weir-smtpd exit %d: %s\n%s", text, r.status,
+	    buf_cstr(&r.out), buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.out), "\r\n250 2.0.0"), "%s: %s", text, r.out.s);
+	if (want)
+		cr_assert(count(buf_cstr(&r.err), want) == 1 &&
+		    count(r.err.s, "mail is still queued") == 1, "%s: log: %s", text, r.err.s);
+	tl_result_free(&r);
+	queued_one("a@example.org", "b@example.net", "weir-smtpd", text);
+
+	/* weir run refuses it, naming the file and line. */
+	if (want) {
+		const char *argv[] = { weir, "run", NULL };
+		const char *envv[] = { q.envs[1], NOQ, NULL };
+		struct tl_run run = { .argv = argv, .env = envv, .timeout_s = 60 };
+
+		tl_run(&run, &r);
+		cr_assert_eq(r.status, 2, "%s: weir run exit %d: %s", text, r.status,
+		    buf_cstr(&r.err));
+		cr_assert(strstr(buf_cstr(&r.err), want), "%s: weir run: %s", text, r.err.s);
+		tl_result_free(&r);
+	}
+	buf_free(&env);
+	free(weir);
+	free(want);
+	free(login);
+}
+
+Test(brokenconf, unknown_key)
+{
+	still_queues("hostnme = \"typo.example\"\n", ":3:");
+}
+
+Test(brokenconf, unbalanced_brace)
+{
+	still_queues("}\nadmin = \"ops@example.org\"\n", ":3:");
+}
+
+/* libconfuse takes a section left open at the end of the file; the keys
+ * after it are then the section's, and unknown there. */
+Test(brokenconf, section_left_open)
+{
+	still_queues("upstream \"isp\" {\n  host = \"smtp.example.net\"\n"
+	    "admin = \"ops@example.org\"\n", ":5:");
+}
+
+Test(brokenconf, bad_value_of_another_key)
+{
+	still_queues("admin = \"ops@example.org\"\nqueue_lifetime = \"forever\"\n", ":4:");
+}
+
+Test(brokenconf, bad_upstream_section)
+{
+	still_queues("upstream \"isp\" {\n  host = \"h.example\"\n  username = \"u\"\n}\n", ":6:");
+}
+
+/* The policy file is weir-gate's: injection never reads it. */
+Test(brokenconf, missing_policy_file)
+{
+	char *t = xasprintf("policy_file = \"%s/no/policy.conf\"\n", q.tmp);
+
+	still_queues(t, NULL);
+	free(t);
+}
+
+/* Where the queue is cannot be known: every injector refuses, one line. */
+static void
+refuses(const char *conf_env, const char *text, const char *what)
+{
+	struct buf env = BUF_INIT;
+	struct tl_result r;
+
+	if (text)
+		qt_config(&q, text);
+	smt_run(&q, "sendmail", ARGS("x@example.net"), S("\nb\n"), ARGS(NOQ, conf_env), &r);
+	smt_assert_refused(&q, &r, EX_TEMPFAIL, what);
+	tl_result_free(&r);
+	qt_envelope(&env, "s@example.org", ARGS("y@example.net"));
+	qt_inject(&q, S("\nb\n"), env.s, env.len, ARGS(NOQ, conf_env), &r);
+	qt_assert_fails(&q, &r, 55, what);	/* QQ_CONFIG */
+	tl_result_free(&r);
+	smt_smtpd(&q, ARGS(NOQ, "TCPREMOTEIP=127.0.0.1", conf_env), smtp_in, &r);
+	cr_assert_eq(r.status, 2, "weir-smtpd exit %d: %s", r.status, buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.err), what), "weir-smtpd: %s", r.err.s);
+	cr_assert_eq(r.out.len, 0, "weir-smtpd talked: %s", r.out.s);
+	qt_assert_clean(&q, "weir-smtpd");
+	tl_result_free(&r);
+	buf_free(&env);
+}
+
+Test(brokenconf, queue_place_unknown_refuses)
+{
+	char *conf_env = xasprintf("WEIR_CONFIG=%s", q.conf), *dir_env;
+	char *t;
+
+	refuses(conf_env, "hostname = \"h.example\"\nqueue_dir =\nhostnme = 1\n",
+	    ":2: a queue_dir line that cannot be read");
+	t = xasprintf("upstream \"isp\" {\nqueue_dir = \"%s\"\n", q.qdir);
+	refuses(conf_env, t, ":2: queue_dir inside braces");
+	free(t);
+	t = xasprintf("queue_dir = \"%s\"\nqueue_split = 0\nbad = 1\n", q.qdir);
+	refuses(conf_env, t, ":2: queue_split = \"0\" is not a valid value");
+	free(t);
+	dir_env = xasprintf("WEIR_CONFIG=%s", q.tmp);
+	refuses(dir_env, NULL, "not a regular file");
+	free(dir_env);
+	free(conf_env);
 }

@@ -1,10 +1,17 @@
 /* sendmail_helpers.c: see sendmail_helpers.h. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -164,4 +171,56 @@ smt_script(struct qt *q, const char *name, const char *body)
 	cr_assert(chmod(path, 0755) == 0);
 	free(text);
 	return path;
+}
+
+void
+smt_smtpd(struct qt *q, const char *const *extra, const char *in, struct tl_result *r)
+{
+	char *bin = tl_bin("weir-smtpd"), *errpath = xasprintf("%s/smtpd.err", q->tmp);
+	char b[4096];
+	int sv[2], status, greeted = 0;
+	size_t i;
+	ssize_t n;
+	pid_t pid;
+
+	memset(r, 0, sizeof *r);
+	unlink(errpath);
+	cr_assert(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		int e = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (i = 0; i < 8 && q->envs[i]; i++)
+			putenv(q->envs[i]);
+		for (i = 0; extra && extra[i]; i++)
+			putenv((char *)extra[i]);
+		if (dup2(sv[1], 0) < 0 || dup2(sv[1], 1) < 0 || e < 0 || dup2(e, 2) < 0)
+			_exit(126);
+		execl(bin, "weir-smtpd", (char *)NULL);
+		_exit(127);
+	}
+	close(sv[1]);
+	/* Its greeting first (it refuses a client that talks early), then
+	 * everything, then read to the end. */
+	for (;;) {
+		struct pollfd p = { sv[0], POLLIN, 0 };
+
+		if (poll(&p, 1, 30000) <= 0 || (n = read(sv[0], b, sizeof b)) <= 0)
+			break;
+		buf_add(&r->out, b, (size_t)n);
+		if (!greeted && memchr(r->out.s, '\n', r->out.len)) {
+			greeted = 1;
+			cr_assert(write(sv[0], in, strlen(in)) == (ssize_t)strlen(in));
+			shutdown(sv[0], SHUT_WR);
+		}
+	}
+	close(sv[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	r->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	tl_read(errpath, &r->err);
+	free(errpath);
+	free(bin);
 }

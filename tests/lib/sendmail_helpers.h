@@ -46,6 +46,11 @@ void smt_assert_env(const struct qt_msg *m, const char *sender, const char *cons
 char *smt_login_addr(void);
 char *smt_gecos(void);
 
+/* Run weir-smtpd per connection on a socketpair, with q's environment
+ * plus extra (NULL-ended, or NULL): wait for its greeting, send in, read
+ * to the end.  Its exit status, what it said (out) and its log (err). */
+void smt_smtpd(struct qt *q, const char *const *extra, const char *in, struct tl_result *r);
+
 /* A script in q->tmp that runs "sh -c body"; returns its path. */
 char *smt_script(struct qt *q, const char *name, const char *body);
 

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/alloc.h"
 #include "mail/config.h"
@@ -285,4 +286,79 @@ Test(config, account_key_errors)
 		buf_free(&err);
 		free(p);
 	}
+}
+
+/* config_load_inject(): what a broken file still gives the injectors. */
+static int
+inject_load(const char *text, struct weir_config *c, struct buf *warn, struct buf *err)
+{
+	char *p = conf(text);
+	int rc = config_load_inject(c, p, warn, err);
+
+	free(p);
+	return rc;
+}
+
+Test(config, inject_load_reads_the_queue_from_a_broken_file)
+{
+	struct weir_config c;
+	struct buf warn = BUF_INIT, err = BUF_INIT;
+	char host[256];
+
+	/* A sound file: 0, nothing to say. */
+	cr_assert_eq(inject_load("queue_dir = \"/q\"\n", &c, &warn, &err), 0);
+	cr_assert_eq(warn.len, 0);
+	config_free(&c);
+	/* Broken: the top-level keys still readable, each on its line, the
+	 * last of two winning, comments and bare values allowed; a bad
+	 * hostname keeps the default; a section's value that mentions
+	 * queue_dir is not a queue_dir line. */
+	cr_assert_eq(inject_load("queue_dir = \"/first\"\nqueue_split = 7   # seven\n"
+	    "queue_dir = /q2\nhostname = \"bad host\"\nadmin = ops@example.org\n"
+	    "upstream \"u\" {\n  host = \"queue_dir.example\"\n  nonsense = 1\n}\n"
+	    "smtpd_user = \"weir-smtpd\"\n", &c, &warn, &err), 1, "%s", buf_cstr(&err));
+	cr_assert(strstr(buf_cstr(&warn), ":4: hostname = \"bad host\""), "%s", warn.s);
+	cr_assert_str_eq(c.queue_dir, "/q2");
+	cr_assert_eq(c.queue_split, 7);
+	cr_assert_str_eq(c.admin, "ops@example.org");
+	cr_assert_str_eq(c.smtpd_user, "weir-smtpd");
+	cr_assert_eq(c.nupstreams, 0u);
+	cr_assert(gethostname(host, sizeof host) == 0);
+	cr_assert_str_eq(c.hostname, host);
+	config_free(&c);
+	/* $WEIR_QUEUE still wins. */
+	setenv("WEIR_QUEUE", "/env", 1);
+	buf_reset(&warn);
+	cr_assert_eq(inject_load("queue_dir = \"/q\"\nx = 1\n", &c, &warn, &err), 1);
+	cr_assert_str_eq(c.queue_dir, "/env");
+	config_free(&c);
+	unsetenv("WEIR_QUEUE");
+	/* The one line the summary makes. */
+	buf_reset(&err);
+	config_inject_warning(&warn, &err);
+	cr_assert(strstr(err.s, ":2: no such option 'x'; mail is still queued"), "%s", err.s);
+	buf_free(&warn);
+	buf_free(&err);
+}
+
+Test(config, inject_load_refuses_an_unknown_queue_place)
+{
+	static const char *const cases[][2] = {
+		{ "queue_dir = \"/q\" \"/r\"\n", ":1: a queue_dir line that cannot be read" },
+		{ "queue_dir = \"/q\"; x = 1\n", ":1: a queue_dir line that cannot be read" },
+		{ "x = 1\nlisten {\nqueue_dir = \"/q\"\n}\n", ":3: queue_dir inside braces" },
+		{ "queue_split = 100000\nx = 1\n", ":1: queue_split = \"100000\" is not a valid" },
+		{ "queue_dir = \"\"\nx = 1\n", ":1: queue_dir = \"\" is not a valid value" },
+	};
+	struct weir_config c;
+	struct buf warn = BUF_INIT, err = BUF_INIT;
+	size_t i;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		buf_reset(&err);
+		cr_assert_eq(inject_load(cases[i][0], &c, &warn, &err), -1, "%s", cases[i][0]);
+		cr_assert(strstr(buf_cstr(&err), cases[i][1]), "%s: %s", cases[i][0], err.s);
+	}
+	buf_free(&warn);
+	buf_free(&err);
 }
