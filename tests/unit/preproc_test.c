@@ -6,7 +6,11 @@
  * gone; local recipients (no @, @localhost, @hostname, any case) become
  * the admin address and nothing else is touched; a corrupt todo is left
  * alone with nothing created; a rerun after a crash halfway gives the
- * same result; a message without recipients; addr_is_local() itself.
+ * same result; a message without recipients; a recipient with a control
+ * byte kept for the bounce (the sender's is corrupt); recipients a stock
+ * qmail-send left pending in local/ taken over into remote/ through the
+ * local rule (local_takeover); a preprocessing stopped by a full disk
+ * says "try again soon" (-2); addr_is_local() itself.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -223,9 +227,23 @@ Test(preproc, corrupt_extra_nul) { corrupt_case(S("u1\0p2\0Fa@b.c\0Tbob@example.
 Test(preproc, corrupt_empty) { corrupt_case("", 0); }
 /* A stock qmail-queue lets control bytes through; weir never sends them. */
 Test(preproc, corrupt_control_byte_sender) { corrupt_case(S("u1\0p2\0Fa\n@b.c\0Tbob@example.net\0")); }
-Test(preproc, corrupt_control_byte_rcpt)
+
+/* A recipient with a control byte (even one without a domain) is kept as
+ * it is, for deliver.c to bounce; the others go on.  Before, the whole
+ * todo/ file stayed in todo/ forever and nobody was told. */
+Test(preproc, control_byte_rcpt_kept_for_the_bounce)
 {
-	corrupt_case(S("u1\0p2\0Fa@b.c\0Tok@example.net\0Tbob@example.net\r\nDATA\0"));
+	static const char todo[] = "u1\0p2\0Fa@b.c\0Tok@example.net\0Tbob@example.net\r\nDATA\0"
+	    "Troot\x01\0Troot\0";
+	static const char want[] = "Tok@example.net\0Tbob@example.net\r\nDATA\0Troot\x01\0"
+	    "T" SH_ADMIN "\0";
+	unsigned long id = sh_put_s4(&s, S("x\n"), S(todo), 1);
+	struct timespec when = fix_todo_time(id);
+	size_t n;
+
+	cr_assert_eq(preprocess(&s.q, id, &opts, &n), 0);
+	cr_assert_eq(n, 4);
+	assert_s5(id, S("Fa@b.c\0"), S(want), when, S("x\n"));
 }
 
 Test(preproc, corrupt_address_too_long)
@@ -337,6 +355,64 @@ Test(preproc, other_message_untouched)
 	sh_assert_file(&s, Q_TODO, b, S("u1\0p2\0Fz@z.z\0Tq@q.q\0"));
 	sh_assert_file(&s, Q_INTD, b, S("u1\0p2\0Fz@z.z\0Tq@q.q\0"));
 	cr_assert(!sh_exists(&s, Q_INFO, b));
+}
+
+/* ---- local/ as a stock qmail-send leaves it ---- */
+
+/* One remote recipient done, two local ones: one done, one pending.  The
+ * pending one joins remote/ through the local rule, local/ goes. */
+Test(preproc, takeover_local_pending)
+{
+	unsigned long id = sh_put_mess(&s, S(qmail_mess));
+
+	sh_write(&s, Q_INFO, id, S("Fsomeone@example.org\0"));
+	sh_write(&s, Q_REMOTE, id, S("Dx@remote.example\0"));
+	sh_write(&s, Q_LOCAL, id, S("Dalias-root@test.example\0Tjoe@test.example\0"));
+	cr_assert_eq(local_takeover(&s.q, id, &opts), 1);
+	sh_assert_file(&s, Q_REMOTE, id, S("Dx@remote.example\0T" SH_ADMIN "\0"));
+	cr_assert(!sh_exists(&s, Q_LOCAL, id), "local/ still there");
+	/* Done: a second call has nothing to do. */
+	cr_assert_eq(local_takeover(&s.q, id, &opts), 0);
+	sh_assert_file(&s, Q_REMOTE, id, S("Dx@remote.example\0T" SH_ADMIN "\0"));
+}
+
+/* Only local recipients: remote/ is made. A control byte is kept for the
+ * bounce. */
+Test(preproc, takeover_local_only)
+{
+	unsigned long id = sh_put_mess(&s, S(qmail_mess));
+
+	sh_write(&s, Q_INFO, id, S("Fsomeone@example.org\0"));
+	sh_write(&s, Q_LOCAL, id, S("Tjoe@test.example\0Tbad\n@test.example\0"));
+	cr_assert_eq(local_takeover(&s.q, id, &opts), 1);
+	sh_assert_file(&s, Q_REMOTE, id, S("T" SH_ADMIN "\0Tbad\n@test.example\0"));
+	cr_assert(!sh_exists(&s, Q_LOCAL, id));
+}
+
+/* All done in local/: it goes, remote/ is untouched; no local/: 0. */
+Test(preproc, takeover_nothing_pending)
+{
+	unsigned long id = sh_put_mess(&s, S(qmail_mess));
+
+	sh_write(&s, Q_INFO, id, S("Fsomeone@example.org\0"));
+	sh_write(&s, Q_REMOTE, id, S("Tx@remote.example\0"));
+	cr_assert_eq(local_takeover(&s.q, id, &opts), 0);
+	sh_write(&s, Q_LOCAL, id, S("Djoe@test.example\0"));
+	cr_assert_eq(local_takeover(&s.q, id, &opts), 0);
+	cr_assert(!sh_exists(&s, Q_LOCAL, id));
+	sh_assert_file(&s, Q_REMOTE, id, S("Tx@remote.example\0"));
+}
+
+/* A corrupt local/ is left alone, and the message must not end. */
+Test(preproc, takeover_corrupt_local)
+{
+	unsigned long id = sh_put_mess(&s, S(qmail_mess));
+
+	sh_write(&s, Q_INFO, id, S("Fsomeone@example.org\0"));
+	sh_write(&s, Q_LOCAL, id, S("Tjoe@test.exa"));
+	cr_assert_eq(local_takeover(&s.q, id, &opts), -1);
+	sh_assert_file(&s, Q_LOCAL, id, S("Tjoe@test.exa"));
+	cr_assert(!sh_exists(&s, Q_REMOTE, id));
 }
 
 /* ---- addr_is_local ---- */
