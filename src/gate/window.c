@@ -260,7 +260,8 @@ wg_set_policy(struct wgate *g, const struct policy *pol, int64_t wall_minus_mono
 	g->pol = pol;
 	g->wall_minus_mono = wall_minus_mono;
 	for (i = 0; i < pol->nup; i++)
-		(void)get_up(g, pol->up[i].name);
+		if (strcmp(pol->up[i].name, POLICY_ANY_UPSTREAM) != 0)
+			(void)get_up(g, pol->up[i].name);
 	for (u = g->ups; u; u = u->next) {
 		set_windows(g, u, policy_upstream(pol, u->name), now);
 		for (r = u->wait_head; r; r = n) {
@@ -290,6 +291,11 @@ wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *s
 	*out = NULL;
 	if (w[UNIT_MESSAGES] == 0 && w[UNIT_RECIPIENTS] == 0 && w[UNIT_CONNECTIONS] == 0)
 		return WG_BADWEIGHT;
+	if (u == NULL && g->pol && policy_upstream(g->pol, upstream) != NULL) {
+		/* First seen, under the policy's section "*". */
+		u = get_up(g, upstream);
+		set_windows(g, u, policy_upstream(g->pol, upstream), now);
+	}
 	if (u == NULL || !u->in_policy)
 		return WG_NOPOLICY;
 	if (g->pol) {

@@ -357,7 +357,8 @@ check_cross(struct check *k, const struct weir_config *c, const struct policy *p
 	if (!have_policy)
 		return;
 	for (i = 0; i < pol->nup; i++)
-		if (config_upstream(c, pol->up[i].name) == NULL) {
+		if (strcmp(pol->up[i].name, POLICY_ANY_UPSTREAM) != 0 &&
+		    config_upstream(c, pol->up[i].name) == NULL) {
 			snprintf(where, sizeof where, "%s:%d", pol->file, pol->up[i].line);
 			finding(k, 1, where, "upstream \"%s\" is not an upstream of %s: its limits "
 			    "are never used", pol->up[i].name, k->cfile ? k->cfile : "weir.conf");
