@@ -28,6 +28,7 @@
 #include "lib/timefmt.h"
 #include "mail/config.h"
 #include "mail/gateclient.h"
+#include "mail/rundir.h"
 
 static int
 usage(void)
@@ -97,6 +98,8 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return rc;
 	}
+	/* Its folders, if no one made them (a box without systemd). */
+	(void)rundir_make_all(&cfg, sock, journal);
 	/* The one place weir-gate gives up root: before the socket, the
 	 * journal and the policy are opened, so all are the user's. */
 	privdrop_daemon("gate_user", cfg.gate_user, 2);
