@@ -454,6 +454,21 @@ check_sched(struct ctx *c, struct buf *b)
 }
 
 void
+qcheck_layout(struct queue *q, const struct queue_owners *own, FILE *out,
+    struct qcheck_result *res)
+{
+	struct ctx c;
+
+	memset(&c, 0, sizeof c);
+	memset(res, 0, sizeof *res);
+	c.q = q;
+	c.own = own;
+	c.out = out;
+	c.res = res;
+	check_layout(&c);
+}
+
+void
 qcheck_run(struct queue *q, const struct queue_owners *own, FILE *out,
     struct qcheck_result *res)
 {
