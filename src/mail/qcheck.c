@@ -453,18 +453,25 @@ check_sched(struct ctx *c, struct buf *b)
 	}
 }
 
+static void
+ctx_init(struct ctx *c, struct queue *q, const struct queue_owners *own, FILE *out,
+    struct qcheck_result *res)
+{
+	memset(c, 0, sizeof *c);
+	memset(res, 0, sizeof *res);
+	c->q = q;
+	c->own = own;
+	c->out = out;
+	c->res = res;
+}
+
 void
 qcheck_layout(struct queue *q, const struct queue_owners *own, FILE *out,
     struct qcheck_result *res)
 {
 	struct ctx c;
 
-	memset(&c, 0, sizeof c);
-	memset(res, 0, sizeof *res);
-	c.q = q;
-	c.own = own;
-	c.out = out;
-	c.res = res;
+	ctx_init(&c, q, own, out, res);
 	check_layout(&c);
 }
 
@@ -477,12 +484,7 @@ qcheck_run(struct queue *q, const struct queue_owners *own, FILE *out,
 	enum qdir d;
 	size_t i;
 
-	memset(&c, 0, sizeof c);
-	memset(res, 0, sizeof *res);
-	c.q = q;
-	c.own = own;
-	c.out = out;
-	c.res = res;
+	ctx_init(&c, q, own, out, res);
 	check_layout(&c);
 	for (d = 0; d < Q_NDIRS; d++) {
 		if (d == Q_PID)

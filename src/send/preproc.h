@@ -1,16 +1,18 @@
 /*
  * preproc.h: weir-send's preprocessing, S4 to S5 (src/mail/QUEUE.md):
- * todo/N becomes info/S/N and remote/S/N, local recipients rewritten to
- * the admin address.
+ * todo/N becomes info/S/N and remote/S/N, local recipients through the
+ * local rule (aliases_file, else the admin address).
  */
 #ifndef WEIR_PREPROC_H
 #define WEIR_PREPROC_H
 
+#include "mail/aliases.h"
 #include "mail/queue.h"
 
 struct preproc_opts {
 	const char *hostname;	/* hostname: names this host */
 	const char *admin;	/* admin: where local recipients go */
+	struct aliases *aliases; /* aliases_file, or NULL: none */
 };
 
 /* Is addr local to this host: no domain, @localhost, or @hostname? */

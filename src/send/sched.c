@@ -593,6 +593,7 @@ int
 sched_run(const struct sched_opts *o)
 {
 	struct sched s;
+	struct aliases aliases;
 	int lockfd;
 
 	memset(&s, 0, sizeof s);
@@ -613,6 +614,10 @@ sched_run(const struct sched_opts *o)
 	s.delay_warning = s.cfg == o->cfg ? o->delay_warning : s.cfg->delay_warning;
 	s.pre.hostname = s.dsn.hostname = s.cfg->hostname;
 	s.pre.admin = s.dsn.admin = s.cfg->admin;
+	/* Read at the first local recipient, again when it changes (its
+	 * path is the one in force at start). */
+	aliases_init(&aliases, s.cfg->aliases_file);
+	s.pre.aliases = &aliases;
 	s.dsn.qq_program = o->qq_program;
 
 	s.tabsize = 1024;

@@ -75,20 +75,7 @@ need_root(void)
 static int
 check_config(struct buf *out)
 {
-	char *weir = tl_bin("weir");
-	const char *argv[] = { weir, "-c", s.qt.conf, "check-config", NULL };
-	struct tl_run run = { .argv = argv };
-	struct tl_result r;
-	int code;
-
-	tl_run(&run, &r);
-	buf_reset(out);
-	buf_add(out, r.out.s, r.out.len);
-	buf_add(out, r.err.s, r.err.len);
-	code = r.status;
-	tl_result_free(&r);
-	free(weir);
-	return code;
+	return sh_weir(&s, "check-config", out);
 }
 
 static void

@@ -9,7 +9,10 @@
  * weir's local rule, none is dropped, and `weir queue-check` notes them
  * until then; a todo/ from a stock qmail-queue with a control byte in one
  * recipient: the good ones are delivered, the bad one bounced to the
- * sender with the reason, nothing left behind.
+ * sender with the reason, nothing left behind; local recipients through
+ * /etc/aliases' format (aliases_file): a list, a nested alias, an
+ * :include: file, a pipe refused, both for sendmail's mail and for what
+ * qmail-send left in local/.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -162,4 +165,37 @@ Test(takeover, control_byte_rcpt_bounced_others_delivered)
 	rt_rec_free(&r);
 	buf_free(&b);
 	buf_free(&out);
+}
+
+/* aliases_file: "root" from sendmail and "joe" left by qmail-send in
+ * local/ reach the addresses the aliases name, not the admin. */
+Test(takeover, aliases_for_local_recipients)
+{
+	const char *r[] = { "root" };
+	char *ap = xasprintf("%s/aliases", t.s.qt.tmp), *inc = xasprintf("%s/ops", t.s.qt.tmp);
+	char *text = xasprintf("root: ops, |/bin/cat\nops: :include:%s\njoe: joe@dest.example\n", inc);
+	char *line = xasprintf("aliases_file = \"%s\"\n", ap);
+	struct rt_rec rec;
+
+	tl_write(inc, "one@dest.example, two@dest.example\n", 35);
+	tl_write(ap, text, strlen(text));
+	sh_conf_append(&t.s, line);
+	put_s5(S("Dx@dest.example\0"), S("Tjoe@box.example\0"));
+	start_all();
+	rt_sendmail(&t, SENDER, r, 1, "Subject: to root\n\nhi\n");
+	rt_wait_empty(&t, 30000);
+	rt_rec_load(&t, &rec);
+	cr_assert_eq(rt_rec_count(&rec, SENDER, "one@dest.example"), 1, "%s",
+	    rt_send_logs_tail(&t, 4000));
+	cr_assert_eq(rt_rec_count(&rec, SENDER, "two@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&rec, SENDER, "joe@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&rec, SENDER, SH_ADMIN), 0);
+	cr_assert(rt_log_count(&t, "\"|/bin/cat\" refused") == 1, "%s", rt_send_logs_tail(&t, 4000));
+	rt_assert_no_bounce(&t, &rec);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&rec);
+	free(ap);
+	free(inc);
+	free(text);
+	free(line);
 }
