@@ -13,8 +13,8 @@
  * place owners and modes are written down; the package's postinst runs
  * queue-init and knows nothing of them.
  *
- * With send_user set, queue-init also makes the run-time folders that
- * are missing (mail/rundir.h: those of gate_socket and gate_journal).
+ * With send_user and gate_user set, queue-init also makes the run-time
+ * folders that are missing (mail/rundir.h: gate_socket's, gate_journal's).
  *
  * Config keys: queue_dir, queue_split, send_user, queue_group, and
  * through mail/rundir.c gate_socket, gate_journal, gate_user.
@@ -78,9 +78,9 @@ cmd_queue_init(int argc, char **argv, struct weir_config *cfg)
 		buf_free(&why);
 		return 1;
 	}
-	/* With the owners set, the run-time folders that are missing too
-	 * (the package's postinst runs queue-init: the journal's folder). */
-	if (cfg->send_user && rundir_make_all(cfg, NULL, NULL) < 0)
+	/* With the owners set (the package's), the run-time folders that
+	 * are missing too (postinst runs queue-init: the journal's folder). */
+	if (cfg->send_user && cfg->gate_user && rundir_make_all(cfg, NULL, NULL) < 0)
 		return 1;
 	if (cfg->send_user)
 		printf("queue %s ready (queue_split %u, owner %s, group %s for weir-queue)\n",
