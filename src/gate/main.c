@@ -30,6 +30,7 @@
 #include "lib/usage.h"
 #include "mail/config.h"
 #include "mail/gateclient.h"
+#include "mail/rundir.h"
 
 static const char help[] =
     "usage: weir-gate [-c FILE] [-p POLICY] [-s SOCKET] [-j JOURNAL] [-g GRACE]\n"
@@ -104,6 +105,8 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return rc;
 	}
+	/* Its folders, if no one made them (a box without systemd). */
+	(void)rundir_make_all(&cfg, sock, journal);
 	/* The one place weir-gate gives up root: before the socket, the
 	 * journal and the policy are opened, so all are the user's. */
 	privdrop_daemon("gate_user", cfg.gate_user, 2);

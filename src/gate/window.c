@@ -291,7 +291,8 @@ wg_set_policy(struct wgate *g, const struct policy *pol, int64_t wall_minus_mono
 	g->pol = pol;
 	g->wall_minus_mono = wall_minus_mono;
 	for (i = 0; i < pol->nup; i++)
-		(void)get_up(g, pol->up[i].name);
+		if (strcmp(pol->up[i].name, POLICY_ANY_UPSTREAM) != 0)
+			(void)get_up(g, pol->up[i].name);
 	for (u = g->ups; u; u = u->next) {
 		set_windows(g, u, policy_upstream(pol, u->name), now);
 		for (r = u->wait_head; r; r = n) {
@@ -328,8 +329,13 @@ wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *s
 	} else if (cls) {
 		return WG_NOCLASS;
 	}
-	/* An upstream no policy names (yet): the request waits for one. */
-	u = get_up(g, upstream);
+	/* An upstream no policy names (yet): the request waits for one.  One
+	 * seen for the first time may be named by the policy's section "*". */
+	if ((u = wg_find(g, upstream)) == NULL) {
+		u = get_up(g, upstream);
+		if (g->pol)
+			set_windows(g, u, policy_upstream(g->pol, upstream), now);
+	}
 	if (u->in_policy && (code = fits_ever(u, w)) != WG_OK)
 		return code;
 	r = xcalloc(1, sizeof *r);

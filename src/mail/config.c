@@ -54,6 +54,8 @@ static const struct key keys[] = {
 	{ "queue_split",    K_INT,      NULL, QUEUE_SPLIT_DEFAULT, 1, QUEUE_SPLIT_MAX, OFF(queue_split) },
 	{ "hostname",       K_STR,      NULL, 0, 0, 0, OFF(hostname) },	/* gethostname() */
 	{ "admin",          K_STR,      "postmaster", 0, 0, 0, OFF(admin) },
+	/* weir-send: local recipients go through it before admin. */
+	{ "aliases_file",   K_STR,      "/etc/aliases", 0, 0, 0, OFF(aliases_file) },
 	{ "policy_file",    K_STR,      SYSCONFDIR "/policy.conf", 0, 0, 0, OFF(policy_file) },
 	{ "gate_socket",    K_STR,      "/run/weir/gate.sock", 0, 0, 0, OFF(gate_socket) },
 	{ "gate_journal",   K_STR,      "/var/lib/weir/gate.journal", 0, 0, 0, OFF(gate_journal) },

@@ -83,6 +83,7 @@ struct weir_config {
 	unsigned queue_split;	/* queue_split: qmail's conf-split */
 	char *hostname;		/* hostname: default host for bare names */
 	char *admin;		/* admin: local recipients, double bounces */
+	char *aliases_file;	/* aliases_file: local recipients first */
 	char *policy_file;	/* policy_file: weir-gate's windows and caps */
 	char *gate_socket;	/* gate_socket: weir-gate's local socket */
 	char *gate_journal;	/* gate_journal: weir-gate's send history */

@@ -494,9 +494,9 @@ validate_upstream(cfg_t *cfg, cfg_opt_t *opt)
 {
 	cfg_t *u = last_sec(opt);
 
-	if (!policy_valid_name(cfg_title(u))) {
-		cfg_error(cfg, "upstream \"%s\": a name is 1 to %d of A-Z a-z 0-9 . - _",
-		    cfg_title(u), POLICY_NAME_MAX);
+	if (strcmp(cfg_title(u), POLICY_ANY_UPSTREAM) != 0 && !policy_valid_name(cfg_title(u))) {
+		cfg_error(cfg, "upstream \"%s\": a name is 1 to %d of A-Z a-z 0-9 . - _, "
+		    "or \"*\" (every other upstream)", cfg_title(u), POLICY_NAME_MAX);
 		return -1;
 	}
 	return 0;
@@ -762,10 +762,15 @@ policy_upstream(const struct policy *p, const char *name)
 {
 	size_t i;
 
-	for (i = 0; i < p->nup; i++)
+	const struct policy_upstream *any = NULL;
+
+	for (i = 0; i < p->nup; i++) {
 		if (strcmp(p->up[i].name, name) == 0)
 			return &p->up[i];
-	return NULL;
+		if (strcmp(p->up[i].name, POLICY_ANY_UPSTREAM) == 0)
+			any = &p->up[i];
+	}
+	return any;
 }
 
 static int

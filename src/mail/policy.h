@@ -108,6 +108,9 @@ int policy_valid_name(const char *s);
 const char *policy_unit_name(enum policy_unit u);
 int policy_unit_parse(const char *s, enum policy_unit *u);
 
+/* The section of upstream name; else the section "*", whose limits each
+ * other upstream gets for itself (windows of its own); else NULL. */
+#define POLICY_ANY_UPSTREAM "*"
 const struct policy_upstream *policy_upstream(const struct policy *p, const char *name);
 
 /* The class for a request: the one named, if any; else the first class in

@@ -9,6 +9,10 @@
  *   S5  +mess -intd -todo +info ?local ?remote ?bounce   all parsed
  *
  * Anything else, and any file whose bytes do not parse, is a problem.
+ * A sender with a control byte is a problem (weir-send leaves the message
+ * alone); a recipient with one is a note (weir-send bounces it), and so
+ * is a recipient qmail-send left pending in local/ (weir-send takes it
+ * over), until weir-send has done so.
  * weir's own sched/ (mail/schedfile.h) holds hints, written without an
  * fsync: a note that does not parse (a power cut can leave one empty),
  * or whose message is gone or has another birth, is something weir-send
@@ -222,6 +226,20 @@ check_layout(struct ctx *c)
 	}
 }
 
+/* A recipient not yet done whose address holds a control byte (a stock
+ * qmail-queue lets it in): weir-send bounces it. */
+static void
+note_bad_rcpts(struct ctx *c, const char *path, const struct buf *b, size_t off)
+{
+	struct qrec r;
+	const char *w, *bad;
+	size_t i = 0;
+
+	for (; qrec_next(b->s, b->len, &off, &r, &w) == 1; i++)
+		if (r.type == 'T' && (bad = envelope_addr_problem(r.addr, r.len)) != NULL)
+			report(c, 0, "%s: recipient %zu: %s (weir-send bounces it)", path, i, bad);
+}
+
 /* Parse one message file with the given parser kind; 0 ok. */
 static int
 check_file(struct ctx *c, enum qdir d, unsigned long id, struct buf *b)
@@ -243,8 +261,12 @@ check_file(struct ctx *c, enum qdir d, unsigned long id, struct buf *b)
 	switch (d) {
 	case Q_TODO:
 		r = todo_parse(b->s, b->len, &te, &why);
+		if (r == 0 && (w = envelope_addr_problem(te.sender.addr, te.sender.len)) != NULL) {
+			buf_printf(&why, "sender: %s", w);
+			r = -1;
+		}
 		if (r == 0)
-			r = todo_check_addrs(b->s, b->len, &te, &why);
+			note_bad_rcpts(c, path, b, te.rcpt_off);
 		break;
 	case Q_INFO:
 		r = info_parse(b->s, b->len, &sender, &why);
@@ -260,6 +282,12 @@ check_file(struct ctx *c, enum qdir d, unsigned long id, struct buf *b)
 			buf_adds(&why, "no recipients");
 			r = -1;
 		}
+		if (r == 0 && d == Q_LOCAL && t > 0)
+			report(c, 0, "%s: %zu recipient%s left pending by qmail-send (weir-send "
+			    "hands them to its local rule: the admin address)", path, t,
+			    t == 1 ? "" : "s");
+		if (r == 0)
+			note_bad_rcpts(c, path, b, 0);
 		break;
 	default:
 		break;
@@ -425,6 +453,28 @@ check_sched(struct ctx *c, struct buf *b)
 	}
 }
 
+static void
+ctx_init(struct ctx *c, struct queue *q, const struct queue_owners *own, FILE *out,
+    struct qcheck_result *res)
+{
+	memset(c, 0, sizeof *c);
+	memset(res, 0, sizeof *res);
+	c->q = q;
+	c->own = own;
+	c->out = out;
+	c->res = res;
+}
+
+void
+qcheck_layout(struct queue *q, const struct queue_owners *own, FILE *out,
+    struct qcheck_result *res)
+{
+	struct ctx c;
+
+	ctx_init(&c, q, own, out, res);
+	check_layout(&c);
+}
+
 void
 qcheck_run(struct queue *q, const struct queue_owners *own, FILE *out,
     struct qcheck_result *res)
@@ -434,12 +484,7 @@ qcheck_run(struct queue *q, const struct queue_owners *own, FILE *out,
 	enum qdir d;
 	size_t i;
 
-	memset(&c, 0, sizeof c);
-	memset(res, 0, sizeof *res);
-	c.q = q;
-	c.own = own;
-	c.out = out;
-	c.res = res;
+	ctx_init(&c, q, own, out, res);
 	check_layout(&c);
 	for (d = 0; d < Q_NDIRS; d++) {
 		if (d == Q_PID)

@@ -27,4 +27,9 @@ struct qcheck_result {
 void qcheck_run(struct queue *q, const struct queue_owners *own, FILE *out,
     struct qcheck_result *res);
 
+/* Only the layout's nodes (their types, owners and modes), as above:
+ * no message is read. */
+void qcheck_layout(struct queue *q, const struct queue_owners *own, FILE *out,
+    struct qcheck_result *res);
+
 #endif

@@ -50,13 +50,16 @@ status_code(const char *t, size_t n, char class, char out[16])
 
 	snprintf(out, 16, "%c.0.0", class);
 	for (i = 0; i + 4 < n; i++) {
-		if ((t[i] != '4' && t[i] != '5') || (i > 0 && t[i - 1] != ' ') || t[i + 1] != '.')
+		/* "5.1.1 " as SMTP replies write it, or "(#5.1.3)" as qmail's
+		 * own texts do. */
+		if ((t[i] != '4' && t[i] != '5') || (i > 0 && t[i - 1] != ' ' && t[i - 1] != '#') ||
+		    t[i + 1] != '.')
 			continue;
 		a = digits(t, n, i + 2);
 		if (a == 0 || a >= n || t[a] != '.')
 			continue;
 		b = digits(t, n, a + 1);
-		if (b == 0 || (b < n && t[b] != ' ' && t[b] != '\n'))
+		if (b == 0 || (b < n && t[b] != ' ' && t[b] != '\n' && t[b] != ')'))
 			continue;
 		memcpy(out, t + i, b - i);
 		out[b - i] = '\0';

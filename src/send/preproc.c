@@ -1,26 +1,36 @@
 /*
  * preproc.c: S4 to S5, step by step as src/mail/QUEUE.md says:
  *
- *   read todo/N (strictly: a corrupt todo file is logged and left alone
- *   for `weir queue-check` and the admin; nothing is guessed)
+ *   read todo/N (strictly: a corrupt todo file, or one whose sender holds
+ *   a control byte, is logged and left alone for `weir queue-check` and
+ *   the admin; nothing is guessed.  A recipient with a control byte, which
+ *   a stock qmail-queue lets in, is kept as it is: deliver.c bounces it
+ *   and the others go)
  *   remove any info/S/N, local/S/N, remote/S/N from an earlier try
  *   write info/S/N (F<sender>), mtime set to todo/N's: the queue time
  *   write remote/S/N (T<rcpt> each), fsync both files and both folders
  *   unlink intd/N, fsync intd/, unlink todo/N, fsync todo/: now S5
  *
  * weir has one channel, the upstream: local/ is never written.  A
- * recipient local to this host is rewritten to the admin address.
+ * recipient local to this host goes through the local rule: its local
+ * part is looked up in aliases_file (mail/aliases.h; values with a domain
+ * go there, local ones are looked up in turn, :include: files read,
+ * pipes and files refused with a log line), else it is rewritten to the
+ * admin address.  local_takeover() hands the recipients a stock qmail-send
+ * left pending in local/ to the same rule.
  *
  * Trusts: the queue's files, parsed strictly all the same.
- * Config keys: hostname, admin (through struct preproc_opts).
+ * Config keys: hostname, admin, aliases_file (through struct preproc_opts).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/alloc.h"
 #include "lib/log.h"
 #include "mail/envelope.h"
 #include "send/preproc.h"
@@ -38,6 +48,112 @@ addr_is_local(const char *addr, size_t len, const char *hostname)
 	if (dlen == 9 && strncasecmp(at, "localhost", 9) == 0)
 		return 1;
 	return dlen == strlen(hostname) && strncasecmp(at, hostname, dlen) == 0;
+}
+
+#define ALIAS_DEPTH 10
+
+struct dests {
+	char **v;
+	size_t n;
+};
+
+static void
+dest_add(struct dests *d, const char *addr)
+{
+	size_t i;
+
+	for (i = 0; i < d->n; i++)
+		if (strcasecmp(d->v[i], addr) == 0)
+			return;
+	d->v = xrealloc(d->v, (d->n + 1) * sizeof *d->v);
+	d->v[d->n++] = xstrdup(addr);
+}
+
+static void expand(const struct preproc_opts *o, unsigned long id, const struct alias *a,
+    int depth, struct dests *d);
+
+/* One value of alias a (or of a file it includes). */
+static void
+take(const struct preproc_opts *o, unsigned long id, const struct alias *a, const char *x,
+    int depth, struct dests *d)
+{
+	const char *at;
+	const struct alias *sub;
+
+	if (x[0] == '|' || x[0] == '/') {
+		log_warnx("msg %lu: %s: alias %s: \"%s\" refused: weir delivers nothing to pipes "
+		    "or files on this host", id, o->aliases->path, a->name, x);
+	} else if (strncasecmp(x, ":include:", 9) == 0) {
+		struct buf why = BUF_INIT;
+		char **v = NULL;
+		size_t n = 0, i;
+
+		if (depth >= ALIAS_DEPTH || aliases_include(x + 9, &v, &n, &why) < 0)
+			log_warnx("msg %lu: %s: alias %s: %s refused: %s", id, o->aliases->path,
+			    a->name, x, why.len ? why.s : "nested too deep");
+		for (i = 0; i < n; i++) {
+			take(o, id, a, v[i], depth + 1, d);
+			free(v[i]);
+		}
+		free(v);
+		buf_free(&why);
+	} else if (envelope_addr_problem(x, strlen(x)) != NULL) {
+		log_warnx("msg %lu: %s: alias %s: a value holds a control character; refused", id,
+		    o->aliases->path, a->name);
+	} else if (!addr_is_local(x, strlen(x), o->hostname)) {
+		dest_add(d, x);
+	} else {
+		at = strrchr(x, '@');
+		sub = aliases_find(o->aliases, x, at ? (size_t)(at - x) : strlen(x));
+		if (sub && sub != a && depth < ALIAS_DEPTH)
+			expand(o, id, sub, depth + 1, d);
+		else
+			dest_add(d, o->admin);
+	}
+}
+
+static void
+expand(const struct preproc_opts *o, unsigned long id, const struct alias *a, int depth,
+    struct dests *d)
+{
+	size_t i;
+
+	for (i = 0; i < a->n; i++)
+		take(o, id, a, a->v[i], depth, d);
+}
+
+/* The local rule: a local recipient goes where aliases_file says, else
+ * (no entry, or nothing usable in it) to the admin address.  Appends a
+ * T record for each address; returns how many. */
+static size_t
+add_local(struct buf *out, const struct preproc_opts *o, unsigned long id, const char *addr,
+    size_t len, const char *what)
+{
+	const char *at = memrchr(addr, '@', len);
+	const struct alias *a = NULL;
+	struct dests d = { NULL, 0 };
+	struct buf shown = BUF_INIT;
+	size_t i, n;
+
+	if (o->aliases)
+		a = aliases_find(o->aliases, addr, at ? (size_t)(at - addr) : len);
+	if (a)
+		expand(o, id, a, 0, &d);
+	if (d.n == 0)
+		dest_add(&d, o->admin);
+	for (i = 0; i < d.n; i++) {
+		buf_printf(&shown, "%s<%s>", i ? ", " : "", d.v[i]);
+		buf_addc(out, 'T');
+		buf_adds(out, d.v[i]);
+		buf_addc(out, '\0');
+		free(d.v[i]);
+	}
+	log_info("msg %lu: %s <%.*s> rewritten to %s%s%s", id, what, (int)len, addr, shown.s,
+	    a ? " by " : "", a ? o->aliases->path : "");
+	n = d.n;
+	free(d.v);
+	buf_free(&shown);
+	return n;
 }
 
 /* Create path afresh, write b, fsync.  0 ok, -1 logged. */
@@ -100,6 +216,8 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 	int rc = -1;
 
 	*nrcpt = 0;
+	if (o->aliases)
+		aliases_refresh(o->aliases);
 	queue_path(todo, q, Q_TODO, id);
 	queue_path(intd, q, Q_INTD, id);
 	queue_path(info, q, Q_INFO, id);
@@ -109,18 +227,23 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 
 	if (fstatat(q->dfd, mess, &ms, 0) < 0) {
 		log_warn("msg %lu: stat %s", id, mess);
-		return -1;
+		return errno == ENOENT ? -1 : -2;
 	}
 	if (fstatat(q->dfd, todo, &st, 0) < 0) {
 		log_warn("msg %lu: stat %s", id, todo);
-		return -1;
+		return errno == ENOENT ? -1 : -2;
 	}
+	rc = -2;
 	if (read_file_at(q->dfd, todo, &t, 64 << 20) != 0) {
 		log_warn("read %s", todo);
 		goto out;
 	}
-	if (todo_parse(t.s, t.len, &e, &why) < 0 || todo_check_addrs(t.s, t.len, &e, &why) < 0) {
+	if (todo_parse(t.s, t.len, &e, &why) == 0 &&
+	    (w = envelope_addr_problem(e.sender.addr, e.sender.len)) != NULL)
+		buf_printf(&why, "sender: %s", w);
+	if (why.len > 0) {
 		log_warnx("msg %lu: %s is corrupt (%s); left for the admin", id, todo, why.s);
+		rc = -1;
 		goto out;
 	}
 	if (unlink_if_there(q, info) < 0 || unlink_if_there(q, local) < 0 ||
@@ -135,14 +258,16 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 
 	buf_reset(&out);
 	for (off = e.rcpt_off; qrec_next(t.s, t.len, &off, &r, &w) == 1; ) {
-		buf_addc(&out, 'T');
-		if (addr_is_local(r.addr, r.len, o->hostname)) {
-			log_info("msg %lu: local recipient <%.*s> rewritten to <%s>", id,
-			    (int)r.len, r.addr, o->admin);
-			buf_adds(&out, o->admin);
-		} else {
-			buf_add(&out, r.addr, r.len);
+		const char *bad = envelope_addr_problem(r.addr, r.len);
+
+		if (bad != NULL)
+			log_warnx("msg %lu: recipient %zu: %s; it will be bounced", id, *nrcpt, bad);
+		if (bad == NULL && addr_is_local(r.addr, r.len, o->hostname)) {
+			*nrcpt += add_local(&out, o, id, r.addr, r.len, "local recipient");
+			continue;
 		}
+		buf_addc(&out, 'T');
+		buf_add(&out, r.addr, r.len);
 		buf_addc(&out, '\0');
 		(*nrcpt)++;
 	}
@@ -180,6 +305,93 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 	rc = 0;
 out:
 	buf_free(&t);
+	buf_free(&why);
+	buf_free(&out);
+	return rc;
+}
+
+int
+local_takeover(struct queue *q, unsigned long id, const struct preproc_opts *o)
+{
+	char local[QPATH_MAX], remote[QPATH_MAX], dir[QPATH_MAX];
+	struct buf l = BUF_INIT, why = BUF_INIT, out = BUF_INIT;
+	size_t off = 0, todo, done, n = 0;
+	struct stat st;
+	struct qrec r;
+	const char *w;
+	int fd, created, rc = -1;
+
+	queue_path(local, q, Q_LOCAL, id);
+	queue_path(remote, q, Q_REMOTE, id);
+	if (read_file_at(q->dfd, local, &l, 256 << 20) != 0) {
+		if (errno == ENOENT)
+			return 0;
+		log_warn("msg %lu: read %s", id, local);
+		goto out;
+	}
+	if (rcptfile_parse(l.s, l.len, &todo, &done, &why) < 0) {
+		log_warnx("msg %lu: %s is corrupt (%s); left for the admin", id, local, why.s);
+		goto out;
+	}
+	if (todo > 0 && o->aliases)
+		aliases_refresh(o->aliases);
+	for (; todo > 0 && qrec_next(l.s, l.len, &off, &r, &w) == 1; ) {
+		if (r.type != 'T')
+			continue;
+		if (envelope_addr_problem(r.addr, r.len) != NULL) {
+			/* deliver.c bounces it, as any other. */
+			log_warnx("msg %lu: recipient left pending in %s holds a control byte; "
+			    "it will be bounced", id, local);
+			buf_addc(&out, 'T');
+			buf_add(&out, r.addr, r.len);
+			buf_addc(&out, '\0');
+			n++;
+		} else {
+			n += add_local(&out, o, id, r.addr, r.len,
+			    "recipient left pending in local/ by qmail");
+		}
+	}
+	/* Appended to remote/S/N (made if need be) and on disk before
+	 * local/S/N goes: a crash in between sends them twice, never not at
+	 * all.  The append is one write: ext4 (data=ordered) never shows a
+	 * size whose bytes are not written. */
+	if (n > 0) {
+		created = fstatat(q->dfd, remote, &st, 0) < 0;
+		fd = openat(q->dfd, remote, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			log_warn("msg %lu: open %s", id, remote);
+			goto out;
+		}
+		if (full_write(fd, out.s, out.len) < 0 || fsync(fd) < 0) {
+			log_warn("msg %lu: append to %s", id, remote);
+			close(fd);
+			goto out;
+		}
+		if (close(fd) < 0) {
+			log_warn("msg %lu: close %s", id, remote);
+			goto out;
+		}
+		queue_dirpath(dir, q, Q_REMOTE, id);
+		if (created && fsync_dir(q->dfd, dir) < 0) {
+			log_warn("msg %lu: fsync folder %s", id, dir);
+			goto out;
+		}
+	}
+	if (unlinkat(q->dfd, local, 0) < 0 && errno != ENOENT) {
+		log_warn("msg %lu: unlink %s", id, local);
+		goto out;
+	}
+	queue_dirpath(dir, q, Q_LOCAL, id);
+	if (fsync_dir(q->dfd, dir) < 0) {
+		log_warn("msg %lu: fsync folder %s", id, dir);
+		goto out;
+	}
+	if (n > 0)
+		log_info("msg %lu: %zu recipient%s taken over from %s", id, n, n == 1 ? "" : "s",
+		    local);
+	rc = n > 0;
+out:
+	buf_free(&l);
 	buf_free(&why);
 	buf_free(&out);
 	return rc;

@@ -40,6 +40,7 @@
 #include "send/sendint.h"
 
 #define TODO_RESCAN_MS	(25 * 60 * 1000)	/* qmail's SLEEP_TODO */
+#define TODO_RETRY_MS	(30 * 1000)	/* after a preprocessing stopped by this host */
 #define CLEANUP_MS	(60 * 60 * 1000)
 
 long long
@@ -289,6 +290,15 @@ remove_durably(struct sched *s, struct msg *m, enum qdir d)
 void
 finish(struct sched *s, struct msg *m)
 {
+	/* Recipients a stock qmail-send left in local/ are never dropped:
+	 * they join remote/ and go first. */
+	switch (local_takeover(s->o->q, m->id, &s->pre)) {
+	case 1:
+		schedule(s, m, wall());
+		return;
+	case -1:
+		goto later;
+	}
 	s->dsn.now = (time_t)wall();
 	if (dsn_send(s->o->q, m->id, &s->dsn) < 0)
 		goto later;
@@ -357,11 +367,22 @@ scan_todo(struct sched *s)
 }
 
 static void
+on_todo_retry(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct sched *s = arg;
+
+	(void)ev; (void)t;
+	s->todo_retry = 0;
+	scan_todo(s);
+}
+
+static void
 on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg)
 {
 	struct sched *s = arg;
 	size_t n, end = s->todo_pos + TODO_SLICE;
 	struct msg *m;
+	int r;
 
 	(void)t;
 	if (end > s->ntodo)
@@ -369,8 +390,15 @@ on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg)
 	for (; s->todo_pos < end; s->todo_pos++) {
 		unsigned long id = s->todo[s->todo_pos];
 
-		if (preprocess(s->o->q, id, &s->pre, &n) < 0)
+		if ((r = preprocess(s->o->q, id, &s->pre, &n)) < 0) {
+			/* A full disk, say: the message is in no timer's
+			 * hands, and no new mail may come to pull the trigger. */
+			if (r == -2 && !s->todo_retry) {
+				s->todo_retry = 1;
+				evloop_timer_at(ev, clock_mono_ms() + TODO_RETRY_MS, on_todo_retry, s);
+			}
 			continue;
+		}
 		if ((m = load_msg(s, id)) != NULL)
 			schedule(s, m, wall());
 	}
@@ -565,6 +593,7 @@ int
 sched_run(const struct sched_opts *o)
 {
 	struct sched s;
+	struct aliases aliases;
 	int lockfd;
 
 	memset(&s, 0, sizeof s);
@@ -585,6 +614,10 @@ sched_run(const struct sched_opts *o)
 	s.delay_warning = s.cfg == o->cfg ? o->delay_warning : s.cfg->delay_warning;
 	s.pre.hostname = s.dsn.hostname = s.cfg->hostname;
 	s.pre.admin = s.dsn.admin = s.cfg->admin;
+	/* Read at the first local recipient, again when it changes (its
+	 * path is the one in force at start). */
+	aliases_init(&aliases, s.cfg->aliases_file);
+	s.pre.aliases = &aliases;
 	s.dsn.qq_program = o->qq_program;
 
 	s.tabsize = 1024;

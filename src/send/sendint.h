@@ -114,6 +114,7 @@ struct sched {
 	unsigned long *todo;	/* todo/ names being preprocessed, a slice a turn */
 	size_t ntodo, todo_cap, todo_pos;
 	int todo_busy, todo_again;
+	int todo_retry;		/* a retry of todo/ is armed (TODO_RETRY_MS) */
 	struct dsn_opts dsn;
 	struct preproc_opts pre;
 	/* wait.c */

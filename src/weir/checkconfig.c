@@ -12,7 +12,14 @@
  *     (local recipients are rewritten to it), hostname is a sane domain
  *     name; the queue exists;
  *   - the accounts of gate_user, send_user, smtpd_user and queue_group
- *     exist (a daemon told to become a missing user does not start).
+ *     exist (a daemon told to become a missing user does not start);
+ *   - what the programs need at run time: the deliverer's user (the
+ *     owner of a set-user-id weir-remote, else send_user) owns each
+ *     secret_file, or it could not read it (a chown hint); the folders
+ *     of gate_socket and gate_journal have the owners and modes of
+ *     mail/rundir.c (a missing one is fine if weir run can make it); the
+ *     queue's folders have the owners and modes of mail/queue.c's table
+ *     (with send_user set).
  *
  * Every finding is one line on standard output, "FILE:LINE: what" for an
  * error and "FILE:LINE: warning: what" for a warning (without LINE when
@@ -31,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,12 +51,18 @@
 #include "lib/io.h"
 #include "lib/log.h"
 #include "mail/config.h"
+#include "mail/libexec.h"
 #include "mail/policy.h"
+#include "mail/qcheck.h"
+#include "mail/rundir.h"
 #include "mail/secretfile.h"
 #include "weir/weir.h"
 
 struct check {
 	const char *cfile;	/* weir.conf as named, or NULL: defaults only */
+	int have_deliverer;	/* deliverer_uid is known */
+	uid_t deliverer_uid;	/* the user weir-remote runs as */
+	char deliverer[64];	/* its name, for the hint */
 	struct buf text;	/* weir.conf's bytes, for key lines */
 	int errors, warnings;
 };
@@ -291,6 +305,119 @@ check_accounts(struct check *k, const struct weir_config *c)
 	}
 }
 
+/* Who the deliverer runs as: the owner of a set-user-id weir-remote
+ * (the package's), else send_user; unknown when neither (it runs as
+ * whoever runs weir-send). */
+static void
+find_deliverer(struct check *k, const struct weir_config *c)
+{
+	char *prog = libexec_path("weir-remote");
+	const char *remote = getenv("WEIR_REMOTE");
+	struct passwd *pw = NULL;
+	struct stat st;
+
+	if (remote && *remote) {
+		free(prog);
+		prog = xstrdup(remote);
+	}
+	if (stat(prog, &st) == 0 && (st.st_mode & S_ISUID)) {
+		k->have_deliverer = 1;
+		k->deliverer_uid = st.st_uid;
+		pw = getpwuid(st.st_uid);
+	} else if (c->send_user && (pw = getpwnam(c->send_user)) != NULL) {
+		k->have_deliverer = 1;
+		k->deliverer_uid = pw->pw_uid;
+	}
+	if (pw)
+		snprintf(k->deliverer, sizeof k->deliverer, "%s", pw->pw_name);
+	else
+		snprintf(k->deliverer, sizeof k->deliverer, "%lu", (unsigned long)k->deliverer_uid);
+	free(prog);
+}
+
+/* The folders of gate_socket and gate_journal (mail/rundir.h). */
+static void
+check_rundirs(struct check *k, const struct weir_config *c)
+{
+	const char *files[RD_COUNT] = { c->gate_socket, c->gate_journal };
+	char where[512], dir[PATH_MAX];
+	struct buf why = BUF_INIT;
+	struct stat st;
+	uid_t uid;
+	gid_t gid;
+	int i, r;
+
+	for (i = 0; i < RD_COUNT; i++) {
+		const struct rundir_spec *sp = &rundir_table[i];
+
+		key_where(k, sp->key, where, sizeof where);
+		rundir_of(files[i], dir, sizeof dir);
+		if (stat(dir, &st) < 0) {
+			char parent[PATH_MAX];
+
+			/* weir run makes it, if its parent is there. */
+			rundir_of(dir, parent, sizeof parent);
+			if (errno != ENOENT || stat(parent, &st) < 0)
+				finding(k, 0, where, "%s: the folder of %s: %s (weir run makes only "
+				    "the last folder of the path)", dir, sp->key, strerror(errno));
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			finding(k, 0, where, "%s: the folder of %s is not a folder", dir, sp->key);
+			continue;
+		}
+		buf_reset(&why);
+		r = rundir_owner((enum rundir_id)i, c, &uid, &gid, &why);
+		if (r < 0)
+			continue;	/* check_accounts said so */
+		if (r == 0 && (st.st_uid != uid || st.st_gid != gid)) {
+			struct group *g = getgrgid(gid);
+
+			finding(k, 0, where, "%s: the folder of %s belongs to %lu:%lu, not %s:%s: "
+			    "weir-gate could not use it (chown %s:%s %s)", dir, sp->key,
+			    (unsigned long)st.st_uid, (unsigned long)st.st_gid, c->gate_user,
+			    g ? g->gr_name : "?", c->gate_user, g ? g->gr_name : "?", dir);
+		}
+		if ((st.st_mode & 07777) != sp->mode)
+			finding(k, 1, where, "%s: the folder of %s has mode %04o, not %04o "
+			    "(chmod %04o %s)", dir, sp->key, (unsigned)(st.st_mode & 07777),
+			    (unsigned)sp->mode, (unsigned)sp->mode, dir);
+	}
+	buf_free(&why);
+}
+
+/* With send_user and queue_group set: the queue's folders have the
+ * owners and modes of the layout table (queue-check's own check). */
+static void
+check_queue_owners(struct check *k, const struct weir_config *c)
+{
+	struct queue_owners own;
+	struct qcheck_result res;
+	struct buf why = BUF_INIT;
+	struct queue q;
+	char where[512], *mem = NULL, *line, *save = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (c->send_user == NULL || c->queue_group == NULL ||
+	    queue_owners_lookup(c->send_user, c->queue_group, &own, &why) < 0 ||
+	    queue_open(&q, c->queue_dir, c->queue_split) < 0) {
+		buf_free(&why);
+		return;		/* check_accounts or check_queue said why */
+	}
+	key_where(k, "queue_dir", where, sizeof where);
+	if ((f = open_memstream(&mem, &len)) == NULL)
+		fatal(2, "open_memstream");
+	qcheck_layout(&q, &own, f, &res);
+	fclose(f);
+	for (line = strtok_r(mem, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (strncmp(line, "problem: ", 9) == 0)
+			finding(k, 0, where, "queue %s: %s", c->queue_dir, line + 9);
+	free(mem);
+	queue_close(&q);
+	buf_free(&why);
+}
+
 static void
 check_upstream(struct check *k, const struct weir_upstream *u, const struct policy *pol,
     int have_policy)
@@ -313,6 +440,11 @@ check_upstream(struct check *k, const struct weir_upstream *u, const struct poli
 			    u->secret_file, strerror(errno));
 		else if (secretfile_check(&st, u->secret_file, &why) < 0)
 			finding(k, 0, where, "upstream \"%s\": %s", u->name, why.s);
+		else if (k->have_deliverer && st.st_uid != k->deliverer_uid)
+			finding(k, 0, where, "upstream \"%s\": secret_file %s belongs to uid %lu, "
+			    "but weir-remote runs as %s and cannot read it (chown %s %s)",
+			    u->name, u->secret_file, (unsigned long)st.st_uid, k->deliverer,
+			    k->deliverer, u->secret_file);
 		else if (st.st_size == 0)
 			finding(k, 0, where, "upstream \"%s\": secret_file %s: empty", u->name,
 			    u->secret_file);
@@ -353,7 +485,8 @@ check_cross(struct check *k, const struct weir_config *c, const struct policy *p
 	if (!have_policy)
 		return;
 	for (i = 0; i < pol->nup; i++)
-		if (config_upstream(c, pol->up[i].name) == NULL) {
+		if (strcmp(pol->up[i].name, POLICY_ANY_UPSTREAM) != 0 &&
+		    config_upstream(c, pol->up[i].name) == NULL) {
 			snprintf(where, sizeof where, "%s:%d", pol->file, pol->up[i].line);
 			finding(k, 1, where, "upstream \"%s\" is not an upstream of %s: its limits "
 			    "are never used", pol->up[i].name, k->cfile ? k->cfile : "weir.conf");
@@ -392,7 +525,10 @@ cmd_check_config(int argc, char **argv, const char *cfile)
 	check_admin(&k, &c);
 	check_queue(&k, &c);
 	check_accounts(&k, &c);
+	find_deliverer(&k, &c);
 	check_cross(&k, &c, &pol, have_policy);
+	check_rundirs(&k, &c);
+	check_queue_owners(&k, &c);
 summary:
 	printf("check-config: %d error%s, %d warning%s", k.errors, k.errors == 1 ? "" : "s",
 	    k.warnings, k.warnings == 1 ? "" : "s");

@@ -13,7 +13,11 @@
  * place owners and modes are written down; the package's postinst runs
  * queue-init and knows nothing of them.
  *
- * Config keys: queue_dir, queue_split, send_user, queue_group.
+ * With send_user and gate_user set, queue-init also makes the run-time
+ * folders that are missing (mail/rundir.h: gate_socket's, gate_journal's).
+ *
+ * Config keys: queue_dir, queue_split, send_user, queue_group, and
+ * through mail/rundir.c gate_socket, gate_journal, gate_user.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +27,7 @@
 #include "lib/log.h"
 #include "mail/qcheck.h"
 #include "mail/queue.h"
+#include "mail/rundir.h"
 #include "weir/weir.h"
 
 int
@@ -73,6 +78,10 @@ cmd_queue_init(int argc, char **argv, struct weir_config *cfg)
 		buf_free(&why);
 		return 1;
 	}
+	/* With the owners set (the package's), the run-time folders that
+	 * are missing too (postinst runs queue-init: the journal's folder). */
+	if (cfg->send_user && cfg->gate_user && rundir_make_all(cfg, NULL, NULL) < 0)
+		return 1;
 	if (cfg->send_user)
 		printf("queue %s ready (queue_split %u, owner %s, group %s for weir-queue)\n",
 		    dir, split, cfg->send_user, cfg->queue_group);

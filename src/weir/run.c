@@ -6,7 +6,9 @@
  * shutdown path in them, so restarting is recovery), forwards SIGHUP (re-
  * read config and policy), and on SIGTERM or SIGINT stops them all and
  * exits.  A child that keeps failing is restarted after 1, 2, 4 ... 60
- * seconds; one that ran for a minute starts again at 1.
+ * seconds; one that ran for a minute starts again at 1.  Before the
+ * first start it makes the run-time folders that are missing, with the
+ * owners and modes of mail/rundir.c (a box without systemd).
  *
  * One `weir run` per queue: it takes an exclusive lock on lock/run in
  * the queue (pidlock.h) before it starts anything, and its children
@@ -30,6 +32,7 @@
 #include "lib/log.h"
 #include "lib/pidlock.h"
 #include "mail/libexec.h"
+#include "mail/rundir.h"
 #include "weir/weir.h"
 
 #define BACKOFF_MIN_MS	1000
@@ -224,6 +227,9 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 			return 1;
 		}
 	}
+	/* No systemd-tmpfiles on this box, perhaps: the folders weir-gate
+	 * needs (weir-gate makes them too when started alone). */
+	(void)rundir_make_all(cfg, NULL, NULL);
 	for (i = 0; i < r.n; i++)
 		start_child(&r, &r.c[i]);
 	if (evloop_run(r.ev) < 0)

@@ -15,14 +15,22 @@
  *                     recipients per transaction), each one message and
  *                     one connection for the gate (as weir-remote asks);
  *        for each window (N per T, U already used): weight B of the
- *                     backlog in its unit, time = floor((B + U - 1) / N) * T;
+ *                     backlog in its unit; sliding: time =
+ *                     floor((B + U - 1) / N) * T; calendar (it resets at
+ *                     fixed boundaries): 0 if B fits in N - U, else the
+ *                     time to the next boundary + floor((B - (N - U) - 1)
+ *                     / N) * T;
  *        estimate   = the largest of those, plus what is left of a
  *                     suspension.
- *      It is a lower bound: it assumes every attempt succeeds, counts no
- *      time for the deliveries themselves and treats a calendar window
- *      like a sliding one.  The windows and their use come from the gate
- *      (what it enforces now); when it does not answer, from policy_file
- *      with nothing used.
+ *      It is a lower bound: it assumes every attempt succeeds and counts
+ *      no time for the deliveries themselves.  The windows and their use
+ *      come from the gate (what it enforces now; a calendar window's
+ *      boundaries from policy_file, else UTC midnight's phase); for an
+ *      upstream the gate does not list yet, from policy_file with nothing
+ *      used.  "unknown" when there is nothing to go by: no policy for the
+ *      upstream (the gate would refuse it), or weir-gate not answering
+ *      (nothing is sent until it does: the policy's figure is then
+ *      given as what it will take at least once the gate is back).
  *
  * The gate's text status is read for the numbers of step 3 (lines
  * "upstream NAME: ..." and "  window N UNIT per Ts...: ... = U of N", as
@@ -59,6 +67,8 @@
 struct swin {
 	long long limit, per, used;
 	enum policy_unit unit;
+	int calendar;
+	long long align;	/* calendar: boundaries at align (mod per), UTC */
 };
 
 /* Per upstream: the backlog, and the windows that pace it. */
@@ -70,12 +80,16 @@ struct sup {
 	size_t nwin;
 	int known;			/* windows known (gate or policy) */
 	long long suspended;		/* seconds left, from the gate */
-	long long estimate;		/* seconds, or -1: no window known */
+	long long estimate;		/* seconds, or -1: unknown */
+	long long at_least;		/* the gate down: the policy's figure, or -1 */
+	int listed;			/* the gate listed it */
 	const struct swin *bottleneck;
 };
 
 struct st {
 	const struct weir_config *cfg;
+	const struct policy *pol;	/* NULL: policy_file does not load */
+	time_t now;
 	struct sup *up;
 	size_t nup;
 	struct sup other;		/* no upstream section for the sender */
@@ -188,15 +202,34 @@ out:
 }
 
 static void
-add_win(struct sup *u, long long limit, enum policy_unit unit, long long per, long long used)
+add_win(struct sup *u, long long limit, enum policy_unit unit, long long per, long long used,
+    int calendar, long long align)
 {
 	u->win = xrealloc(u->win, (u->nwin + 1) * sizeof *u->win);
 	u->win[u->nwin].limit = limit;
 	u->win[u->nwin].unit = unit;
 	u->win[u->nwin].per = per;
 	u->win[u->nwin].used = used;
+	u->win[u->nwin].calendar = calendar;
+	u->win[u->nwin].align = align;
 	u->nwin++;
 	u->known = 1;
+}
+
+/* A calendar window's phase, from the policy's same window; 0 (UTC
+ * midnight for a daily one) when the policy does not have it. */
+static long long
+calendar_align(const struct st *s, const char *up, long long limit, enum policy_unit unit,
+    long long per)
+{
+	const struct policy_upstream *pu = s->pol ? policy_upstream(s->pol, up) : NULL;
+	size_t i;
+
+	for (i = 0; pu && i < pu->nwin; i++)
+		if (pu->win[i].calendar && pu->win[i].limit == limit && pu->win[i].unit == unit &&
+		    pu->win[i].per == per)
+			return pu->win[i].align;
+	return 0;
 }
 
 /* The numbers of the gate's text status (see the top of the file). */
@@ -223,36 +256,62 @@ gate_numbers(struct st *s, const char *text)
 			name[n] = '\0';
 			if ((cur = sup_find(s, name)) == NULL)
 				continue;
-			cur->known = 1;
+			cur->listed = 1;
+			/* Not in the policy: the gate refuses it, nothing to go by. */
+			cur->known = strstr(line, " (not in the policy)") == NULL;
 			if ((q = strstr(line, " suspended until ")) != NULL &&
 			    (q = strchr(q, '(')) != NULL && sscanf(q, "(%lld s)", &secs) == 1)
 				cur->suspended = secs;
 		} else if (cur && sscanf(line, "  window %lld %31s per %llds", &limit, unit,
 		    &per) == 3 && (q = strstr(line, " = ")) != NULL &&
 		    sscanf(q, " = %lld of %lld", &used, &of) == 2 && of == limit &&
-		    policy_unit_parse(unit, &pu) == 0 && limit > 0 && per > 0)
-			add_win(cur, limit, pu, per, used);
+		    policy_unit_parse(unit, &pu) == 0 && limit > 0 && per > 0) {
+			int cal = strstr(line, " (calendar):") != NULL;
+
+			add_win(cur, limit, pu, per, used, cal,
+			    cal ? calendar_align(s, cur->name, limit, pu, per) : 0);
+		}
 	}
 }
 
 /* ---- the estimate ---- */
 
+/* Seconds until window w holds b more, now. */
+static long long
+window_time(const struct swin *w, unsigned long long b, time_t now)
+{
+	unsigned long long n = (unsigned long long)w->limit, room, rest;
+	long long phase, next;
+
+	if (!w->calendar)
+		return (long long)((b + (unsigned long long)w->used - 1) / n) * w->per;
+	room = w->used < w->limit ? (unsigned long long)(w->limit - w->used) : 0;
+	if (b <= room)
+		return 0;
+	rest = b - room;
+	/* The next boundary after now: boundaries at align (mod per). */
+	phase = ((long long)now - w->align) % w->per;
+	if (phase < 0)
+		phase += w->per;
+	next = w->per - phase;
+	return next + (long long)((rest - 1) / n) * w->per;
+}
+
 static void
-estimate(struct sup *u)
+estimate(struct sup *u, time_t now)
 {
 	size_t i;
 
 	u->estimate = u->known ? 0 : -1;
 	u->bottleneck = NULL;
-	for (i = 0; i < u->nwin; i++) {
+	for (i = 0; u->known && i < u->nwin; i++) {
 		const struct swin *w = &u->win[i];
 		unsigned long long b = w->unit == UNIT_RECIPIENTS ? u->recipients : u->sends;
 		long long t;
 
 		if (b == 0)
 			continue;
-		t = (long long)((b + (unsigned long long)w->used - 1) / (unsigned long long)w->limit) *
-		    w->per;
+		t = window_time(w, b, now);
 		if (t > u->estimate || (t == u->estimate && u->bottleneck == NULL)) {
 			u->estimate = t;
 			u->bottleneck = w;
@@ -339,12 +398,16 @@ text_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 		buf_printf(o, "  upstream %s: %llu message%s, %llu recipient%s, %llu send%s: ",
 		    u->name, u->messages, u->messages == 1 ? "" : "s", u->recipients,
 		    u->recipients == 1 ? "" : "s", u->sends, u->sends == 1 ? "" : "s");
-		if (u->estimate < 0) {
-			buf_adds(o, "unknown (no windows for it)\n");
+		if (u->estimate < 0 && u->at_least < 0) {
+			buf_adds(o, "unknown (no policy for it: weir-gate refuses it)\n");
 			continue;
 		}
-		fmt_dur(d, sizeof d, u->estimate);
-		buf_printf(o, "about %s", d);
+		fmt_dur(d, sizeof d, u->estimate < 0 ? u->at_least : u->estimate);
+		if (u->estimate < 0)
+			buf_printf(o, "unknown (weir-gate is not answering; once it does, at least %s",
+			    d);
+		else
+			buf_printf(o, "about %s", d);
 		if (u->bottleneck) {
 			char per[32];
 
@@ -356,6 +419,8 @@ text_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 			fmt_dur(d, sizeof d, u->suspended);
 			buf_printf(o, ", of which %s suspended", d);
 		}
+		if (u->estimate < 0)
+			buf_addc(o, ')');
 		buf_addc(o, '\n');
 	}
 	if (s->other.messages)
@@ -414,11 +479,17 @@ json_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 			buf_adds(o, "null");
 		else
 			buf_printf(o, "%lld", u->estimate);
+		buf_adds(o, ",\"at_least_s\":");
+		if (u->at_least < 0)
+			buf_adds(o, "null");
+		else
+			buf_printf(o, "%lld", u->at_least);
 		buf_adds(o, ",\"limited_by\":");
 		if (u->bottleneck)
-			buf_printf(o, "{\"limit\":%lld,\"unit\":\"%s\",\"per_s\":%lld,\"used\":%lld}",
-			    u->bottleneck->limit, policy_unit_name(u->bottleneck->unit),
-			    u->bottleneck->per, u->bottleneck->used);
+			buf_printf(o, "{\"limit\":%lld,\"unit\":\"%s\",\"per_s\":%lld,\"used\":%lld,"
+			    "\"calendar\":%s}", u->bottleneck->limit,
+			    policy_unit_name(u->bottleneck->unit), u->bottleneck->per,
+			    u->bottleneck->used, u->bottleneck->calendar ? "true" : "false");
 		else
 			buf_adds(o, "null");
 		buf_addc(o, '}');
@@ -449,7 +520,9 @@ cmd_status(int argc, char **argv, struct weir_config *cfg)
 	}
 	memset(&s, 0, sizeof s);
 	s.cfg = cfg;
+	s.now = now;
 	have_pol = policy_load(&pol, cfg->policy_file, &perr) == 0;
+	s.pol = have_pol ? &pol : NULL;
 	s.nup = cfg->nupstreams;
 	s.up = xcalloc(s.nup + 1, sizeof *s.up);
 	for (i = 0; i < s.nup; i++) {
@@ -463,20 +536,26 @@ cmd_status(int argc, char **argv, struct weir_config *cfg)
 	}
 
 	gate_ok = gate_ask(cfg->gate_socket, &gtext, json ? &gjson : NULL, &gwhy) == 0;
-	if (gate_ok) {
+	if (gate_ok)
 		gate_numbers(&s, gtext.s ? gtext.s : "");
-		winsrc = "weir-gate";
-	} else if (have_pol) {
-		for (i = 0; i < s.nup; i++) {
-			const struct policy_upstream *pu = policy_upstream(&pol, s.up[i].name);
+	/* What the gate does not list (it has not seen the upstream yet, or
+	 * does not answer): the policy's windows, nothing used. */
+	for (i = 0; have_pol && i < s.nup; i++) {
+		const struct policy_upstream *pu = policy_upstream(&pol, s.up[i].name);
 
-			for (j = 0; pu && j < pu->nwin; j++)
-				add_win(&s.up[i], pu->win[j].limit, pu->win[j].unit, pu->win[j].per, 0);
-			if (pu)
-				s.up[i].known = 1;
-		}
+		if (s.up[i].listed)
+			continue;
+		for (j = 0; pu && j < pu->nwin; j++)
+			add_win(&s.up[i], pu->win[j].limit, pu->win[j].unit, pu->win[j].per, 0,
+			    pu->win[j].calendar, pu->win[j].align);
+		if (pu)
+			s.up[i].known = 1;
+	}
+	if (gate_ok)
+		winsrc = "weir-gate";
+	else if (have_pol)
 		winsrc = cfg->policy_file;
-	} else
+	else
 		winsrc = "nowhere (no gate, and the policy file does not load)";
 
 	if (queue_open(&q, cfg->queue_dir, cfg->queue_split) < 0)
@@ -485,8 +564,15 @@ cmd_status(int argc, char **argv, struct weir_config *cfg)
 		q_ok = qlist_scan(&q, count_one, &s, &qs, &qwhy) == 0;
 		queue_close(&q);
 	}
-	for (i = 0; i < s.nup; i++)
-		estimate(&s.up[i]);
+	for (i = 0; i < s.nup; i++) {
+		estimate(&s.up[i], now);
+		s.up[i].at_least = -1;
+		if (!gate_ok && s.up[i].estimate >= 0) {
+			/* Nothing goes while the gate is down. */
+			s.up[i].at_least = s.up[i].estimate;
+			s.up[i].estimate = -1;
+		}
+	}
 
 	if (json)
 		json_out(&out, &s, cfg->gate_socket, gate_ok, &gjson, &gwhy, q_ok, &qwhy, winsrc,

@@ -924,7 +924,7 @@ quiet_end(int saved)
 static void
 recover_queue(struct queue *q)
 {
-	const struct preproc_opts po = { CR_HOST, CR_ADMIN };
+	const struct preproc_opts po = { CR_HOST, CR_ADMIN, NULL };
 	struct dirent *e;
 	unsigned long id;
 	size_t n;

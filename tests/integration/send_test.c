@@ -18,13 +18,13 @@
  * bounces dropped; temporary failures (mailq shows them); a crashing,
  * babbling, short or missing deliverer (nothing bounced or marked done,
  * the queue sound); expiry after queue_lifetime (own failures only);
- * control bytes in a stock qmail-queue's todo; kill -9 at many instants
+ * a control byte in the sender of a stock qmail-queue's todo; kill -9 at many instants
  * then a restart (every recipient and bounce delivered at least once, the
  * queue sound); a second weir-send refused; SIGTERM; `weir flush` (after
  * failed bounces, and for deferred recipients); failing syscalls through
  * the fault shim ($WEIR_FAULTINJ: bounce/ unwritable, the D mark's fsync,
- * preprocessing) and the order of the durable steps (its call log); one
- * log line per event.  weir-gate: each test runs a real one (policy with
+ * preprocessing, tried again 30 s after a full disk) and the order of
+ * the durable steps (its call log); one log line per event.  weir-gate: each test runs a real one (policy with
  * room for everything unless the test says otherwise; the deliverer
  * writes its outcome line on the -r fd): nothing goes without the gate,
  * a gate restart, a throttle never bounces and suspends the upstream, a
@@ -1174,15 +1174,37 @@ Test(send, preprocess_fails_then_restart)
 	cr_assert_eq(ncalls(), 1);
 }
 
+/* The disk is full at preprocessing, then has room again: the message
+ * goes within a minute, with no new mail, no flush, no restart.  Before,
+ * it waited for the next trigger or the 25-minute rescan. */
+Test(send, preprocess_enospc_tried_again_soon)
+{
+	const char *rcpts[] = { "good@example.net", NULL };
+	struct timespec t0, t1;
+
+	start_faulty("write@/info/=1:ENOSPC");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	inject("alice@example.org", rcpts, msg1);
+	cr_assert(sh_wait_for(deferred_logged, "write info/", 3000), "%s", send_log(&d1));
+	wait_calls(1, 60000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	wait_empty(5000);
+	cr_assert_eq(ncalls(), 1);
+	cr_assert(t1.tv_sec - t0.tv_sec >= 20, "tried again after %lld s: not the retry timer",
+	    (long long)(t1.tv_sec - t0.tv_sec));
+	assert_queue_sound();
+}
+
 /* ---- addresses a stock qmail-queue lets through ---- */
 
-/* A sender or recipient with a control byte (weir-queue refuses them,
- * qmail-queue does not): the todo file is left for the admin, nothing
- * is sent, and weir-send carries on with the other messages. */
-Test(send, control_byte_address_left_in_todo)
+/* A sender with a control byte (weir-queue refuses it, qmail-queue does
+ * not): the todo file is left for the admin, nothing is sent, and
+ * weir-send carries on with the other messages.  (A recipient with one
+ * is bounced and the others delivered: takeover_test.c.) */
+Test(send, control_byte_sender_left_in_todo)
 {
-	static const char todo[] = "u1000\0p77\0Fa@example.org\0Tok@example.net\0"
-	    "Tevil\r\nRCPT TO:<x@y>@example.org\0";
+	static const char todo[] = "u1000\0p77\0Fa\r\nRCPT TO:<x@y>@example.org\0"
+	    "Tok@example.net\0";
 	static const char mess[] = "Received: (qmail 77 invoked by uid 1000); 21 Nov 2026 10:00:00 -0000\n"
 	    "Subject: evil\n\nx\n";
 	const char *rcpts[] = { "bob@example.net", NULL };

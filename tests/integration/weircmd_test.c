@@ -360,10 +360,14 @@ Test(weircmd, status_without_gate)
 	cr_assert(strncmp(r.out.s, want, strlen(want)) == 0, "%s", r.out.s);
 	cr_assert(strstr(r.out.s, "  messages: 4 (not yet preprocessed: 4)\n"
 	    "  recipients not done: 28\n"), "%s", r.out.s);
-	cr_assert(strstr(r.out.s, "  upstream t: 3 messages, 3 recipients, 3 sends: about 1m "
-	    "(window 2 messages per 1m, 0 used)\n"), "%s", r.out.s);
-	cr_assert(strstr(r.out.s, "  upstream l: 1 message, 25 recipients, 3 sends: about 2h "
-	    "(window 10 recipients per 1h, 0 used)\n"), "%s", r.out.s);
+	/* Nothing is sent while the gate is down: unknown, with the policy's
+	 * figure for when it is back. */
+	cr_assert(strstr(r.out.s, "  upstream t: 3 messages, 3 recipients, 3 sends: unknown "
+	    "(weir-gate is not answering; once it does, at least 1m (window 2 messages per 1m, "
+	    "0 used))\n"), "%s", r.out.s);
+	cr_assert(strstr(r.out.s, "  upstream l: 1 message, 25 recipients, 3 sends: unknown "
+	    "(weir-gate is not answering; once it does, at least 2h (window 10 recipients per "
+	    "1h, 0 used))\n"), "%s", r.out.s);
 	cr_assert(strstr(r.out.s, "windows from "), "%s", r.out.s);
 	tl_result_free(&r);
 
@@ -373,12 +377,13 @@ Test(weircmd, status_without_gate)
 	    "print(d['gate'], d['gate_error'], q['messages'], q['not_yet_preprocessed'],"
 	    " q['recipients_not_done'], q['oldest_age_s'] < 120,"
 	    " [(u['name'], u['messages'], u['recipients'], u['sends'], u['seconds'],"
-	    " u['limited_by']) for u in e['upstreams']], e['unpaced'])",
+	    " u['at_least_s'], u['limited_by']) for u in e['upstreams']], e['unpaced'])",
 	    r.out.s, r.out.len, &v);
 	cr_assert_str_eq(buf_cstr(&v), "None No such file or directory 4 4 28 True "
-	    "[('t', 3, 3, 3, 60, {'limit': 2, 'unit': 'messages', 'per_s': 60, 'used': 0}), "
-	    "('l', 1, 25, 3, 7200, {'limit': 10, 'unit': 'recipients', 'per_s': 3600, "
-	    "'used': 0})] {'messages': 0, 'recipients': 0}\n");
+	    "[('t', 3, 3, 3, None, 60, {'limit': 2, 'unit': 'messages', 'per_s': 60, 'used': 0, "
+	    "'calendar': False}), ('l', 1, 25, 3, None, 7200, {'limit': 10, 'unit': "
+	    "'recipients', 'per_s': 3600, 'used': 0, 'calendar': False})] "
+	    "{'messages': 0, 'recipients': 0}\n");
 	tl_result_free(&r);
 	buf_free(&v);
 	free(want);
@@ -431,6 +436,69 @@ Test(weircmd, status_with_gate_suspended)
 	cr_assert_str_eq(buf_cstr(&v), "True 421 4.7.0 Try again later t 1 True 60 4 None\n");
 	tl_result_free(&r);
 	buf_free(&v);
+	free(sock);
+}
+
+/* A used-up calendar window ("2 messages daily at 00:00 UTC", 2 used)
+ * frees at the next 00:00 UTC, not 24 h later: 3 sends take the time to
+ * midnight + 1 day (before: 2 days, as if the window slid).  And an
+ * upstream the gate lists as not in the policy (dropped by a reload) is
+ * "unknown", not "about 0s". */
+Test(weircmd, status_calendar_window_and_no_policy)
+{
+	const char *const args[] = { "status", NULL };
+	const char *const jargs[] = { "status", "--json", NULL };
+	char *sock = status_setup(), *pol = xasprintf("%s/policy.conf", q.tmp);
+	static const char policy1[] =
+	    "upstream \"t\" { rate = \"2 messages daily at 00:00 UTC\" }\n"
+	    "upstream \"l\" { rate = \"100 per 1h\" }\n";
+	static const char policy2[] =
+	    "upstream \"t\" { rate = \"2 messages daily at 00:00 UTC\" }\n";
+	struct gate_client gc;
+	struct gp_reply rep;
+	const char *why = NULL;
+	struct tl_result r;
+	struct buf v = BUF_INIT;
+	uint32_t tag;
+	int i;
+
+	tl_write(pol, policy1, sizeof policy1 - 1);
+	start_gate(sock);
+	cr_assert(gc_connect(&gc, sock) == 0);
+	for (tag = 1; tag <= 3; tag++) {
+		cr_assert(gc_acquire(&gc, tag, tag == 3 ? "l" : "t", NULL, NULL, 1, 1, 1) == 0);
+		cr_assert_eq(gc_wait_reply(&gc, &rep, &why), 1);
+		cr_assert_eq(rep.verb, GP_R_GRANT);
+		cr_assert(gc_report_sent(&gc, tag, 1) == 0);
+		cr_assert_eq(gc_wait_reply(&gc, &rep, &why), 1);
+	}
+	gc_close(&gc);
+	/* The gate re-reads the policy when it changes: "l" leaves it. */
+	tl_write(pol, policy2, sizeof policy2 - 1);
+	for (i = 0; i < 500; i++) {
+		weir(args, &r);
+		if (strstr(buf_cstr(&r.out), "upstream l: (not in the policy)"))
+			break;
+		tl_result_free(&r);
+		usleep(10000);
+	}
+	cr_assert(i < 500, "the gate did not drop l");
+	cr_assert(strstr(r.out.s, "  upstream l: 1 message, 25 recipients, 1 send: unknown "
+	    "(no policy for it: weir-gate refuses it)\n"), "%s", r.out.s);
+	tl_result_free(&r);
+
+	weir(jargs, &r);
+	cr_assert_eq(r.status, 0, "%s", r.out.s);
+	py("import json,sys,time; d=json.load(sys.stdin); e=d['drain_estimate']['upstreams'];"
+	    "t=[u for u in e if u['name']=='t'][0]; l=[u for u in e if u['name']=='l'][0];"
+	    "now=int(time.time()); want=86400 - now % 86400 + 86400;"
+	    "print(abs(t['seconds'] - want) <= 5, t['limited_by'], l['seconds'])",
+	    r.out.s, r.out.len, &v);
+	cr_assert_str_eq(buf_cstr(&v), "True {'limit': 2, 'unit': 'messages', 'per_s': 86400, "
+	    "'used': 2, 'calendar': True} None\n", "%s", r.out.s);
+	tl_result_free(&r);
+	buf_free(&v);
+	free(pol);
 	free(sock);
 }
 

@@ -22,6 +22,9 @@ sh_setup(struct sht *s, const char *extra_conf)
 
 	memset(s, 0, sizeof *s);
 	buf_adds(&conf, "hostname = \"" SH_HOST "\"\nadmin = \"" SH_ADMIN "\"\n");
+	/* Not this machine's /etc/aliases, unless the test names one. */
+	if (extra_conf == NULL || strstr(extra_conf, "aliases_file") == NULL)
+		buf_adds(&conf, "aliases_file = \"/dev/null\"\n");
 	if (extra_conf)
 		buf_adds(&conf, extra_conf);
 	qt_setup(&s->qt, 23, conf.s);
@@ -290,8 +293,14 @@ sh_wait_for(int (*cond)(void *), void *arg, int ms)
 int
 sh_queue_check(struct sht *s, struct buf *out)
 {
+	return sh_weir(s, "queue-check", out);
+}
+
+int
+sh_weir(struct sht *s, const char *cmd, struct buf *out)
+{
 	char *weir = tl_bin("weir");
-	const char *argv[] = { weir, "-c", s->qt.conf, "queue-check", NULL };
+	const char *argv[] = { weir, "-c", s->qt.conf, cmd, NULL };
 	struct tl_run run = { .argv = argv };
 	struct tl_result r;
 	int code;

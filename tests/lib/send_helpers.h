@@ -22,8 +22,9 @@
 #define SH_HOST "test.example"
 #define SH_ADMIN "postmaster@admin.example"
 
-/* A scratch queue (split 23, hostname SH_HOST, admin SH_ADMIN, plus
- * extra config lines) opened in qq. */
+/* A scratch queue (split 23, hostname SH_HOST, admin SH_ADMIN, no
+ * aliases_file unless extra names one, plus extra config lines) opened
+ * in qq. */
 struct sht {
 	struct qt qt;
 	struct queue q;
@@ -94,5 +95,7 @@ int sh_wait_for(int (*cond)(void *), void *arg, int ms);
 
 /* Run weir queue-check on the queue; returns its exit code, output in out. */
 int sh_queue_check(struct sht *s, struct buf *out);
+/* Run `weir -c CONF cmd`; its exit code, stdout then stderr in out. */
+int sh_weir(struct sht *s, const char *cmd, struct buf *out);
 
 #endif

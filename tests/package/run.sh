@@ -5,29 +5,34 @@
 #
 #  1. scripts/deb.sh builds the .deb from a copy of the tree; lintian.
 #  2. mmdebstrap makes a minimal bookworm root from this machine's apt
-#     sources, with the package's dependencies and systemd (installed, not
-#     running); its file list and account files are kept.
+#     sources, with the package's dependencies and without systemd (a
+#     sysvinit box, a container); its file list and account files are kept.
 #  3. dpkg -i: postinst makes the users, the statoverrides, the queue,
-#     /var/lib/weir and (systemd-tmpfiles) /run/weir.
+#     /var/lib/weir and /run/weir (weir queue-init: no systemd-tmpfiles).
 #  4. weir.conf gets an upstream (tests/upstream/upstream.py with STARTTLS
 #     and AUTH, running on this host: the root shares the host's network,
 #     and only loopback is used) and a listen section on a free port;
 #     `weir check-config` must pass.
-#  5. Without systemd: `weir run` in the root (chroot); one message
-#     through /usr/sbin/sendmail as user nobody (the set-group-id
+#  5. Without systemd: /run/weir removed (as a reboot empties /run), then
+#     `weir run` started by hand in the root (chroot) makes it again; one
+#     message through /usr/sbin/sendmail as user nobody (the set-group-id
 #     weir-queue), one over SMTP to weir-smtpd; both must reach the
 #     upstream with the password only weir-remote can read.  Each daemon
 #     must run as its designed user (/proc/PID/status).
 #  6. Upgrade (dpkg -i again) with a message queued while weir is stopped:
-#     the queue and the gate's journal are kept.
+#     the queue and the gate's journal are kept; the queued message goes
+#     out with /etc/init.d/weir (start, status, reload, stop; a broken
+#     weir.conf refused by start).
 #  7. dpkg --purge: users, groups, statoverrides, spool, journal and
 #     /etc/weir are gone, and the root's file list is the one of step 2
 #     but for what dpkg and adduser keep by design.
-#  8. With systemd: install again, boot the root with systemd-nspawn
-#     (host network, so loopback again); weir.service must be active with
-#     its hardening, the daemons run as their users, mail sent in the
-#     container arrives, `systemctl reload weir` reloads the policy
-#     without a restart, the journal has a line per delivery.
+#  8. With systemd: a second root with systemd, install, boot it with
+#     systemd-nspawn (host network, so loopback again); weir.service must
+#     be active with its hardening, the daemons run as their users, mail
+#     sent in the container arrives, `systemctl reload weir` reloads the
+#     policy without a restart, the journal has a line per delivery; a
+#     broken weir.conf makes `systemctl restart weir` fail once, with the
+#     error's file:line in the journal, and no restart follows.
 #
 # Needs root (chroot, mount, nspawn) and the packages of
 # `scripts/deps.sh package`.  Every process it starts is stopped and
@@ -203,22 +208,25 @@ check "lintian reports no error" sh -c "! grep -q '^E:' '$build/package/lintian.
 check "lintian: every warning fixed or overridden" sh -c "! grep -q '^W:' '$build/package/lintian.txt'"
 echo "  $deb"
 
-step "a Debian 12 root (mmdebstrap, minbase, this machine's apt sources)"
+step "a Debian 12 root without systemd (mmdebstrap, minbase, this machine's apt sources)"
 # The .deb's dependencies (first alternative, no versions) go in now, so
 # installing it later needs no network.
-deps=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/[[:space:]]//g' |
-	grep . | tr '\n' ',')
-# cron too: under systemd a real cron job's output must reach the upstream.
-mmdebstrap --quiet --mode=root --variant=minbase --include="${deps}systemd,cron" \
-	bookworm "$root" - </etc/apt/sources.list.d/debian.sources >"$work/mmdebstrap.log" 2>&1 || {
-	tail -n 30 "$work/mmdebstrap.log"
-	exit 1
+deps=$({ dpkg-deb -f "$deb" Depends; dpkg-deb -f "$deb" Pre-Depends; } | tr ',' '\n' |
+	sed 's/|.*//; s/(.*)//; s/[[:space:]]//g' | grep . | tr '\n' ',')
+make_root() {	# EXTRA-PACKAGES: a fresh minbase root at $root
+	mmdebstrap --quiet --mode=root --variant=minbase --include="${deps}$1" \
+		bookworm "$root" - </etc/apt/sources.list.d/debian.sources >"$work/mmdebstrap.log" 2>&1 || {
+		tail -n 30 "$work/mmdebstrap.log"
+		exit 1
+	}
+	# A minbase root may have no /etc/hosts (then "localhost" does not
+	# resolve); the installer writes one like this.
+	if [ ! -e "$root/etc/hosts" ]; then
+		printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+	fi
 }
-# A minbase root may have no /etc/hosts (then "localhost" does not
-# resolve); the installer writes one like this.
-if [ ! -e "$root/etc/hosts" ]; then
-	printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
-fi
+make_root ""
+check "no systemd in the root" sh -c "! test -e '$root/bin/systemctl' && ! test -e '$root/usr/bin/systemctl' && ! test -e '$root/bin/systemd-tmpfiles'"
 file_list >"$work/files.before"
 cp "$root/etc/passwd" "$work/passwd.before"
 chroot "$root" dpkg-statoverride --list >"$work/statoverride.before"	# cron's crontab
@@ -268,7 +276,9 @@ check "nobody cannot run weir-remote" sh -c \
 check "weir check-config" sh -c "chroot '$root' weir check-config >'$work/check-config.log' 2>&1"
 sed 's/^/    /' "$work/check-config.log"
 
-step "weir run in the root (no systemd), a message through sendmail as nobody, one over SMTP"
+step "weir run started by hand in the root (no systemd), a message through sendmail as nobody, one over SMTP"
+# As after a reboot: /run is empty.  weir run makes /run/weir again.
+rm -rf "$root/run/weir"
 start_weir() {
 	chroot "$root" /usr/sbin/weir run >>"$work/weir.log" 2>&1 &
 	weirpid=$!
@@ -280,6 +290,7 @@ stop_weir() {
 }
 start_weir
 check "weir-gate's socket appears" wait_for 20 test -S "$root/run/weir/gate.sock"
+expect_mode /run/weir "2750 weir-gate:weir-send"
 check "weir-smtpd listens" wait_for 20 listening "$smtpport"
 check "sendmail as nobody (set-group-id weir-queue)" sh -c \
 	"printf 'Subject: from cron\n\nhello from the package test\n' |
@@ -304,9 +315,22 @@ check "the queued message is still there" sh -c "chroot '$root' mailq | grep -q 
 check "the gate's journal is unchanged" test "$(md5sum <"$root/var/lib/weir/gate.journal" 2>/dev/null || echo gone)" = "$journal_before"
 check "the queue is sound after the upgrade" sh -c "chroot '$root' weir queue-check >'$work/qcheck2.log' 2>&1"
 check "the password survived the upgrade" grep -qx pkg-secret-42 "$root/etc/weir/secret"
-start_weir
-check "the queued message is delivered after the upgrade" wait_for 60 arrived 3
-stop_weir
+init_d() { chroot "$root" /etc/init.d/weir "$@" >>"$work/init.log" 2>&1; }
+rm -rf "$root/run/weir"
+check "/etc/init.d/weir start" init_d start
+check "the queued message is delivered after the upgrade (init.d)" wait_for 60 arrived 3
+check "/etc/init.d/weir status" init_d status
+check "/etc/init.d/weir reload" init_d reload
+check "weir-gate re-read the policy (SIGHUP through init.d)" wait_for 10 \
+	grep -q 'weir-gate: info: policy /etc/weir/policy.conf loaded (SIGHUP)' "$root/var/log/weir.log"
+check "/etc/init.d/weir stop" init_d stop
+check "init.d stop stopped every daemon" wait_for 10 sh -c "[ -z \"\$(for p in /proc/[0-9]*; do [ \"\$(readlink \$p/root)\" = '$root' ] && echo x; done)\" ]"
+check "/etc/init.d/weir status says stopped" sh -c "! chroot '$root' /etc/init.d/weir status >/dev/null 2>&1"
+cp "$root/etc/weir/weir.conf" "$work/weir.conf.good"
+echo 'this line is not weir.conf' >>"$root/etc/weir/weir.conf"
+check "/etc/init.d/weir start refuses a broken weir.conf" sh -c "! chroot '$root' /etc/init.d/weir start >'$work/init-broken.log' 2>&1"
+check "... and names file:line" grep -q '/etc/weir/weir.conf:[0-9]' "$work/init-broken.log"
+cp "$work/weir.conf.good" "$root/etc/weir/weir.conf"
 
 step "dpkg --purge weir"
 in_root dpkg --purge weir >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; exit 1; }
@@ -335,8 +359,15 @@ else
 	ok "the root's files are as before the install (but dpkg's records, logs, account backups)"
 fi
 
-step "weir.service: install again, boot the root with systemd (systemd-nspawn)"
+step "weir.service: a root with systemd, install, boot it (systemd-nspawn)"
+rm -rf "$root"
+make_root systemd,cron
+mount -t proc proc "$root/proc" && mounts="$root/proc $mounts"
+mount --bind /dev "$root/dev" && mounts="$root/dev $mounts"
+cp "$deb" "$root/tmp/weir.deb"
 install_deb reinstall.log
+for m in $mounts; do umount "$m"; done
+mounts=""
 smtpport=$(free_port)
 # A name this time: weir-remote resolves it (getaddrinfo, AI_ADDRCONFIG)
 # under the unit's RestrictAddressFamilies=.
@@ -400,6 +431,22 @@ else
 		"nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- journalctl -u weir --no-pager |
 		grep -q 'weir-gate: info: policy /etc/weir/policy.conf loaded (SIGHUP)'"
 	check "reload restarted nothing" sh -c "[ -n '$gatepid' ] && grep -q '^Name:[[:space:]]*weir-gate$' /proc/$gatepid/status"
+	# A broken weir.conf: the restart fails once, no restart loop.
+	cp "$root/etc/weir/weir.conf" "$work/weir.conf.good"
+	echo 'this line is not weir.conf' >>"$root/etc/weir/weir.conf"
+	# Type=simple: systemctl returns once weir run is started; weir run
+	# then exits 2 on the file it cannot load and the unit fails.
+	in_ct systemctl restart weir >/dev/null 2>&1 || true
+	check "weir.service failed on a broken weir.conf" wait_for 10 sh -c "[ \"\$(nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- systemctl is-active weir)\" = failed ]"
+	sleep 12	# more than RestartSec=5s twice: a restart loop would show
+	check "no restart followed (NRestarts=0, still failed)" sh -c \
+		"[ \"\$(nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- systemctl show -p NRestarts --value weir)\" = 0 ] &&
+		[ \"\$(nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- systemctl is-active weir)\" = failed ]"
+	check "the journal names the broken line (file:line)" sh -c \
+		"nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- journalctl -u weir --no-pager |
+		grep -q '/etc/weir/weir.conf:[0-9]'"
+	cp "$work/weir.conf.good" "$root/etc/weir/weir.conf"
+	check "systemctl start weir with the file repaired" in_ct systemctl start weir
 	in_ct systemd-analyze security weir.service >"$work/security.txt" 2>&1 || true
 	echo "    systemd-analyze security (in the container): $(tail -n 1 "$work/security.txt")"
 	if [ "$failed" -gt 0 ]; then

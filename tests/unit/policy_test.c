@@ -108,8 +108,11 @@ Test(policy, sample_file)
 	const struct policy_upstream *u;
 
 	cr_assert_eq(policy_load(&p, "etc/policy.conf", &err), 0, "%s", err.s);
+	/* Its section "*" serves whatever upstream weir.conf names. */
 	u = policy_upstream(&p, "pobox");
 	cr_assert(u != NULL);
+	cr_assert_eq(policy_upstream(&p, "isp"), u);
+	cr_assert_str_eq(u->name, POLICY_ANY_UPSTREAM);
 	cr_assert_eq(u->nwin, 2);
 	cr_assert_eq(u->win[0].limit, 8);
 	cr_assert_eq(u->win[0].per, 60);

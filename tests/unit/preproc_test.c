@@ -6,7 +6,11 @@
  * gone; local recipients (no @, @localhost, @hostname, any case) become
  * the admin address and nothing else is touched; a corrupt todo is left
  * alone with nothing created; a rerun after a crash halfway gives the
- * same result; a message without recipients; addr_is_local() itself.
+ * same result; a message without recipients; a recipient with a control
+ * byte kept for the bounce (the sender's is corrupt); recipients a stock
+ * qmail-send left pending in local/ taken over into remote/ through the
+ * local rule (local_takeover); a preprocessing stopped by a full disk
+ * says "try again soon" (-2); addr_is_local() itself.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -23,7 +27,7 @@
 #define S(x) x, sizeof(x) - 1
 
 static struct sht s;
-static const struct preproc_opts opts = { SH_HOST, SH_ADMIN };
+static const struct preproc_opts opts = { SH_HOST, SH_ADMIN, NULL };
 
 static void setup(void) { sh_setup(&s, NULL); }
 static void teardown(void) { sh_teardown(&s); }
@@ -223,9 +227,23 @@ Test(preproc, corrupt_extra_nul) { corrupt_case(S("u1\0p2\0Fa@b.c\0Tbob@example.
 Test(preproc, corrupt_empty) { corrupt_case("", 0); }
 /* A stock qmail-queue lets control bytes through; weir never sends them. */
 Test(preproc, corrupt_control_byte_sender) { corrupt_case(S("u1\0p2\0Fa\n@b.c\0Tbob@example.net\0")); }
-Test(preproc, corrupt_control_byte_rcpt)
+
+/* A recipient with a control byte (even one without a domain) is kept as
+ * it is, for deliver.c to bounce; the others go on.  Before, the whole
+ * todo/ file stayed in todo/ forever and nobody was told. */
+Test(preproc, control_byte_rcpt_kept_for_the_bounce)
 {
-	corrupt_case(S("u1\0p2\0Fa@b.c\0Tok@example.net\0Tbob@example.net\r\nDATA\0"));
+	static const char todo[] = "u1\0p2\0Fa@b.c\0Tok@example.net\0Tbob@example.net\r\nDATA\0"
+	    "Troot\x01\0Troot\0";
+	static const char want[] = "Tok@example.net\0Tbob@example.net\r\nDATA\0Troot\x01\0"
+	    "T" SH_ADMIN "\0";
+	unsigned long id = sh_put_s4(&s, S("x\n"), S(todo), 1);
+	struct timespec when = fix_todo_time(id);
+	size_t n;
+
+	cr_assert_eq(preprocess(&s.q, id, &opts, &n), 0);
+	cr_assert_eq(n, 4);
+	assert_s5(id, S("Fa@b.c\0"), S(want), when, S("x\n"));
 }
 
 Test(preproc, corrupt_address_too_long)
@@ -337,6 +355,144 @@ Test(preproc, other_message_untouched)
 	sh_assert_file(&s, Q_TODO, b, S("u1\0p2\0Fz@z.z\0Tq@q.q\0"));
 	sh_assert_file(&s, Q_INTD, b, S("u1\0p2\0Fz@z.z\0Tq@q.q\0"));
 	cr_assert(!sh_exists(&s, Q_INFO, b));
+}
+
+/* ---- local/ as a stock qmail-send leaves it ---- */
+
+/* One remote recipient done, two local ones: one done, one pending.  The
+ * pending one joins remote/ through the local rule, local/ goes. */
+Test(preproc, takeover_local_pending)
+{
+	unsigned long id = sh_put_mess(&s, S(qmail_mess));
+
+	sh_write(&s, Q_INFO, id, S("Fsomeone@example.org\0"));
+	sh_write(&s, Q_REMOTE, id, S("Dx@remote.example\0"));
+	sh_write(&s, Q_LOCAL, id, S("Dalias-root@test.example\0Tjoe@test.example\0"));
+	cr_assert_eq(local_takeover(&s.q, id, &opts), 1);
+	sh_assert_file(&s, Q_REMOTE, id, S("Dx@remote.example\0T" SH_ADMIN "\0"));
+	cr_assert(!sh_exists(&s, Q_LOCAL, id), "local/ still there");
+	/* Done: a second call has nothing to do. */
+	cr_assert_eq(local_takeover(&s.q, id, &opts), 0);
+	sh_assert_file(&s, Q_REMOTE, id, S("Dx@remote.example\0T" SH_ADMIN "\0"));
+}
+
+/* Only local recipients: remote/ is made. A control byte is kept for the
+ * bounce. */
+Test(preproc, takeover_local_only)
+{
+	unsigned long id = sh_put_mess(&s, S(qmail_mess));
+
+	sh_write(&s, Q_INFO, id, S("Fsomeone@example.org\0"));
+	sh_write(&s, Q_LOCAL, id, S("Tjoe@test.example\0Tbad\n@test.example\0"));
+	cr_assert_eq(local_takeover(&s.q, id, &opts), 1);
+	sh_assert_file(&s, Q_REMOTE, id, S("T" SH_ADMIN "\0Tbad\n@test.example\0"));
+	cr_assert(!sh_exists(&s, Q_LOCAL, id));
+}
+
+/* All done in local/: it goes, remote/ is untouched; no local/: 0. */
+Test(preproc, takeover_nothing_pending)
+{
+	unsigned long id = sh_put_mess(&s, S(qmail_mess));
+
+	sh_write(&s, Q_INFO, id, S("Fsomeone@example.org\0"));
+	sh_write(&s, Q_REMOTE, id, S("Tx@remote.example\0"));
+	cr_assert_eq(local_takeover(&s.q, id, &opts), 0);
+	sh_write(&s, Q_LOCAL, id, S("Djoe@test.example\0"));
+	cr_assert_eq(local_takeover(&s.q, id, &opts), 0);
+	cr_assert(!sh_exists(&s, Q_LOCAL, id));
+	sh_assert_file(&s, Q_REMOTE, id, S("Tx@remote.example\0"));
+}
+
+/* A corrupt local/ is left alone, and the message must not end. */
+Test(preproc, takeover_corrupt_local)
+{
+	unsigned long id = sh_put_mess(&s, S(qmail_mess));
+
+	sh_write(&s, Q_INFO, id, S("Fsomeone@example.org\0"));
+	sh_write(&s, Q_LOCAL, id, S("Tjoe@test.exa"));
+	cr_assert_eq(local_takeover(&s.q, id, &opts), -1);
+	sh_assert_file(&s, Q_LOCAL, id, S("Tjoe@test.exa"));
+	cr_assert(!sh_exists(&s, Q_REMOTE, id));
+}
+
+/* ---- the local rule with an aliases file ---- */
+
+/* root: a list with a remote address, a local name that is an alias, a
+ * local name that is not (admin), a pipe and a file (refused), an
+ * :include: file; a loop goes to the admin; a name whose values are all
+ * refused goes to the admin; a name not in the file goes to the admin. */
+Test(preproc, aliases_expanded)
+{
+	static const char todo[] = "u0\0p1\0Fcron@test.example\0Troot\0TLoop@localhost\0"
+	    "Tpipe@test.example\0Tnobody\0Tbob@example.net\0";
+	struct aliases al;
+	struct preproc_opts o = { SH_HOST, SH_ADMIN, &al };
+	char *ap = xasprintf("%s/aliases", s.qt.tmp), *inc = xasprintf("%s/ops", s.qt.tmp);
+	char *text = xasprintf("root: ann@example.org, ops, joe, |/bin/true, /var/mail/root\n"
+	    "ops: :include:%s\nloop: loop2\nloop2: loop\npipe: \"|cat, x\"\n", inc);
+	static const char want[] = "Tann@example.org\0Tops1@example.org\0"
+	    "Tops2@example.org\0T" SH_ADMIN "\0T" SH_ADMIN "\0T" SH_ADMIN "\0T" SH_ADMIN "\0"
+	    "Tbob@example.net\0";
+	unsigned long id = sh_put_s4(&s, S("x\n"), S(todo), 1);
+	struct timespec when = fix_todo_time(id);
+	size_t n;
+
+	tl_write(ap, text, strlen(text));
+	tl_write(inc, "ops1@example.org\nops2@example.org, ann@example.org\n", 51);
+	aliases_init(&al, ap);
+	cr_assert_eq(preprocess(&s.q, id, &o, &n), 0);
+	/* root: ann, ops1, ops2, admin (joe; ann once); loop: admin;
+	 * pipe: admin; nobody: admin; bob. */
+	cr_assert_eq(n, 8);
+	assert_s5(id, S("Fcron@test.example\0"), S(want), when, S("x\n"));
+	aliases_free(&al);
+	free(ap);
+	free(inc);
+	free(text);
+}
+
+/* The file changes: the next message sees the new entry. */
+Test(preproc, aliases_reread)
+{
+	static const char todo[] = "u0\0p1\0Fa@b.example\0Troot\0";
+	struct aliases al;
+	struct preproc_opts o = { SH_HOST, SH_ADMIN, &al };
+	char *ap = xasprintf("%s/aliases", s.qt.tmp);
+	struct timespec ts[2] = { { 1700000000, 0 }, { 1700000000, 0 } };
+	unsigned long a = sh_put_s4(&s, S("x\n"), S(todo), 1), b;
+	size_t n;
+
+	tl_write(ap, "root: one@example.org\n", 22);
+	cr_assert(utimensat(AT_FDCWD, ap, ts, 0) == 0);
+	aliases_init(&al, ap);
+	cr_assert_eq(preprocess(&s.q, a, &o, &n), 0);
+	sh_assert_file(&s, Q_REMOTE, a, S("Tone@example.org\0"));
+	b = sh_put_s4(&s, S("y\n"), S(todo), 1);
+	tl_write(ap, "root: two@example.org\n", 22);
+	ts[0].tv_sec = ts[1].tv_sec = 1700000001;
+	cr_assert(utimensat(AT_FDCWD, ap, ts, 0) == 0);
+	cr_assert_eq(preprocess(&s.q, b, &o, &n), 0);
+	sh_assert_file(&s, Q_REMOTE, b, S("Ttwo@example.org\0"));
+	aliases_free(&al);
+	free(ap);
+}
+
+/* qmail-send's pending local/ recipients go through the aliases too. */
+Test(preproc, takeover_through_aliases)
+{
+	struct aliases al;
+	struct preproc_opts o = { SH_HOST, SH_ADMIN, &al };
+	char *ap = xasprintf("%s/aliases", s.qt.tmp);
+	unsigned long id = sh_put_mess(&s, S(qmail_mess));
+
+	tl_write(ap, "joe: joe@example.org\n", 21);
+	aliases_init(&al, ap);
+	sh_write(&s, Q_INFO, id, S("Fsomeone@example.org\0"));
+	sh_write(&s, Q_LOCAL, id, S("Tjoe@box.example\0"));
+	cr_assert_eq(local_takeover(&s.q, id, &o), 1);
+	sh_assert_file(&s, Q_REMOTE, id, S("Tjoe@example.org\0"));
+	aliases_free(&al);
+	free(ap);
 }
 
 /* ---- addr_is_local ---- */

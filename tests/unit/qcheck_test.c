@@ -212,12 +212,49 @@ Test(qcheck, init_refuses_another_split)
 	cr_assert(strstr(why.s, "exists with queue_split 23, not 7"), "%s", why.s);
 }
 
-Test(qcheck, control_bytes_in_a_stock_todo_are_a_problem)
+/* In the sender: weir-send leaves the message alone, a problem.  In a
+ * recipient: weir-send bounces that one, a note (in todo/ and remote/). */
+Test(qcheck, control_bytes_in_a_stock_todo_sender_are_a_problem)
 {
 	struct buf t = BUF_INIT;
 	unsigned long a = make_mess();
 
-	PUT(Q_TODO, a, "u0\0p1\0Fa@b\0Tc@d\r\nDATA\0");
+	PUT(Q_TODO, a, "u0\0p1\0Fa\r@b\0Tc@d\0");
 	cr_assert_eq(check(&t).problems, 1, "%s", t.s);
-	cr_assert(strstr(t.s, "control character"), "%s", t.s);
+	cr_assert(strstr(t.s, "sender: ") && strstr(t.s, "control character"), "%s", t.s);
+}
+
+Test(qcheck, control_bytes_in_a_stock_rcpt_are_a_note)
+{
+	struct buf t = BUF_INIT;
+	struct qcheck_result r;
+	unsigned long a = make_mess(), b = make_mess();
+
+	PUT(Q_TODO, a, "u0\0p1\0Fa@b\0Tok@d\0Tc@d\r\nDATA\0");
+	PUT(Q_INFO, b, "Fa@b\0");
+	PUT(Q_REMOTE, b, "Tok@d\0Dc@d\x01\0Te@f\x7f\0");
+	r = check(&t);
+	cr_assert_eq(r.problems, 0, "%s", t.s);
+	cr_assert_eq(r.notes, 2, "%s", t.s);
+	cr_assert(strstr(t.s, ": recipient 1: ") && strstr(t.s, ": recipient 2: ") &&
+	    strstr(t.s, "weir-send bounces it"), "%s", t.s);
+}
+
+/* Recipients a stock qmail-send left pending in local/: a note until
+ * weir-send took them over; done ones are nothing to say. */
+Test(qcheck, local_pending_is_a_note)
+{
+	struct buf t = BUF_INIT;
+	struct qcheck_result r;
+	unsigned long a = make_mess(), b = make_mess();
+
+	PUT(Q_INFO, a, "Fa@b\0");
+	PUT(Q_REMOTE, a, "Dx@y\0");
+	PUT(Q_LOCAL, a, "Droot@h\0Tjoe@h\0Tann@h\0");
+	PUT(Q_INFO, b, "Fa@b\0");
+	PUT(Q_LOCAL, b, "Droot@h\0");
+	r = check(&t);
+	cr_assert_eq(r.problems, 0, "%s", t.s);
+	cr_assert_eq(r.notes, 1, "%s", t.s);
+	cr_assert(strstr(t.s, "2 recipients left pending by qmail-send"), "%s", t.s);
 }

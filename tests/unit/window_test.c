@@ -790,6 +790,30 @@ Test(window, section_removed_and_restored_keeps_history_and_waiters)
 	wg_free(&g);
 }
 
+/* A policy whose only section is "*": each upstream asked for gets its
+ * limits, in windows of its own; "*" itself is no upstream. */
+Test(window, any_upstream_section)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(1, 10, UNIT_MESSAGES) };
+	uint32_t one[UNIT_COUNT] = { 1, 1, 0 };
+	struct wg_req *q = NULL;
+
+	tpol_init(&p, w, 1);
+	p.up.name = (char *)POLICY_ANY_UPSTREAM;
+	sim_reset(&p, &g, 0);
+	S.check_each_grant = 0;	/* the brute force knows one upstream */
+	cr_assert_null(wg_find(&g, POLICY_ANY_UPSTREAM));
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, 0), 1);	/* 1 per 10 s for "up" */
+	cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, one, NULL, S.now, &q), WG_OK);
+	cr_assert_not_null(wg_find(&g, "other"));
+	cr_assert_eq(wg_pump(&g, 0), 1);	/* "other" has a window of its own */
+	wg_free(&g);
+}
+
 Test(window, calendar_daily_resets_at_the_boundary)
 {
 	struct tpol p;

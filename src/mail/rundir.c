@@ -1,0 +1,119 @@
+/*
+ * rundir.c: see rundir.h.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "mail/rundir.h"
+
+const struct rundir_spec rundir_table[RD_COUNT] = {
+	[RD_SOCKET]  = { "gate_socket",  02750, 1 },
+	[RD_JOURNAL] = { "gate_journal", 00750, 0 },
+};
+
+void
+rundir_of(const char *file, char *out, size_t max)
+{
+	const char *slash = strrchr(file, '/');
+	size_t n;
+
+	if (slash == NULL) {
+		snprintf(out, max, ".");
+		return;
+	}
+	n = slash == file ? 1 : (size_t)(slash - file);
+	snprintf(out, max, "%.*s", (int)n, file);
+}
+
+int
+rundir_owner(enum rundir_id id, const struct weir_config *c, uid_t *uid, gid_t *gid,
+    struct buf *why)
+{
+	const char *gname = rundir_table[id].send_group ? c->send_user : c->gate_user;
+	struct passwd *pw;
+
+	if (c->gate_user == NULL)
+		return 1;
+	if ((pw = getpwnam(c->gate_user)) == NULL) {
+		buf_printf(why, "gate_user \"%s\": no such user", c->gate_user);
+		return -1;
+	}
+	*uid = pw->pw_uid;
+	*gid = pw->pw_gid;
+	if (gname && rundir_table[id].send_group) {
+		if ((pw = getpwnam(gname)) == NULL) {
+			buf_printf(why, "send_user \"%s\": no such user", gname);
+			return -1;
+		}
+		*gid = pw->pw_gid;
+	}
+	return 0;
+}
+
+int
+rundir_make(enum rundir_id id, const char *file, const struct weir_config *c,
+    struct buf *why)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	uid_t uid;
+	gid_t gid;
+	int own = 0, r;
+
+	rundir_of(file, dir, sizeof dir);
+	if (stat(dir, &st) == 0)
+		return 0;
+	if (errno != ENOENT) {
+		buf_printf(why, "%s (the folder of %s): %s", dir, rundir_table[id].key,
+		    strerror(errno));
+		return -1;
+	}
+	if (geteuid() == 0) {
+		r = rundir_owner(id, c, &uid, &gid, why);
+		if (r < 0)
+			return -1;
+		own = r == 0;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		buf_printf(why, "make %s (the folder of %s): %s", dir, rundir_table[id].key,
+		    strerror(errno));
+		return -1;
+	}
+	/* Owner first, then the mode: chown clears the set-group-id bit. */
+	if ((own && chown(dir, uid, gid) < 0) || chmod(dir, rundir_table[id].mode) < 0) {
+		buf_printf(why, "set the owner and mode of %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	return 1;
+}
+
+int
+rundir_make_all(const struct weir_config *c, const char *sock, const char *journal)
+{
+	const char *files[RD_COUNT] = { sock ? sock : c->gate_socket,
+		journal ? journal : c->gate_journal };
+	struct buf why = BUF_INIT;
+	char dir[PATH_MAX];
+	int i, rc = 0, r;
+
+	for (i = 0; i < RD_COUNT; i++) {
+		buf_reset(&why);
+		rundir_of(files[i], dir, sizeof dir);
+		r = rundir_make((enum rundir_id)i, files[i], c, &why);
+		if (r < 0) {
+			log_warnx("%s", buf_cstr(&why));
+			rc = -1;
+		} else if (r == 1) {
+			log_info("made %s (the folder of %s), mode %04o", dir, rundir_table[i].key,
+			    (unsigned)rundir_table[i].mode);
+		}
+	}
+	buf_free(&why);
+	return rc;
+}

@@ -1,0 +1,165 @@
+/*
+ * checkrun_test.c: `weir check-config` on what the programs need at run
+ * time (as root: real owners on real files; the accounts nobody and
+ * nogroup stand in for the package's users): the secret file must be
+ * the deliverer's (send_user here: no set-user-id weir-remote in the
+ * build) with a chown hint; the folders of gate_socket and gate_journal
+ * must have the owners and modes of mail/rundir.c, or be missing under a
+ * parent that exists (weir run makes them); the queue's folders must
+ * have the owners of the layout table when send_user and queue_group are
+ * set.
+ */
+#include <criterion/criterion.h>
+#include <grp.h>
+#include <pwd.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "send_helpers.h"
+
+static struct sht s;
+static char *secret, *sockdir, *libdir;
+static uid_t nobody;
+static gid_t nogroup;
+
+static void
+setup(void)
+{
+	struct buf c = BUF_INIT;
+	char *pol;
+	struct passwd *pw = getpwnam("nobody");
+
+	sh_setup(&s, NULL);
+	if (geteuid() != 0 || pw == NULL || getgrnam("nogroup") == NULL)
+		return;
+	nobody = pw->pw_uid;
+	nogroup = pw->pw_gid;
+	secret = xasprintf("%s/secret", s.qt.tmp);
+	sockdir = xasprintf("%s/run", s.qt.tmp);
+	libdir = xasprintf("%s/lib", s.qt.tmp);
+	pol = xasprintf("%s/policy.conf", s.qt.tmp);
+	tl_write(pol, "upstream \"*\" { rate = \"1 per 1s\" }\n", 35);
+	tl_write(secret, "pw\n", 3);
+	cr_assert(chmod(secret, 0600) == 0);
+	buf_printf(&c, "policy_file = \"%s\"\ngate_socket = \"%s/gate.sock\"\n"
+	    "gate_journal = \"%s/gate.journal\"\ngate_user = \"nobody\"\n"
+	    "upstream \"isp\" {\n  host = \"127.0.0.1\"\n  username = \"u\"\n"
+	    "  secret_file = \"%s\"\n}\n", pol, sockdir, libdir, secret);
+	sh_conf_append(&s, c.s);
+	buf_free(&c);
+	free(pol);
+}
+
+static void
+teardown(void)
+{
+	sh_teardown(&s);
+	free(secret); free(sockdir); free(libdir);
+	secret = sockdir = libdir = NULL;
+}
+
+TestSuite(checkrun, .init = setup, .fini = teardown, .timeout = 30);
+
+static void
+need_root(void)
+{
+	if (secret == NULL) {
+		teardown();
+		cr_skip_test("needs root and the accounts nobody and nogroup");
+	}
+}
+
+/* weir check-config's output (stdout and stderr); its exit code. */
+static int
+check_config(struct buf *out)
+{
+	return sh_weir(&s, "check-config", out);
+}
+
+static void
+mkdir_owned(const char *dir, uid_t u, gid_t g, mode_t mode)
+{
+	cr_assert(mkdir(dir, 0700) == 0);
+	cr_assert(chown(dir, u, g) == 0);
+	cr_assert(chmod(dir, mode) == 0);
+}
+
+/* The secret is root's: weir-remote (as send_user) could not read it. */
+Test(checkrun, secret_not_the_deliverers)
+{
+	struct buf out = BUF_INIT;
+	char *hint;
+
+	need_root();
+	sh_conf_append(&s, "send_user = \"nobody\"\n");
+	hint = xasprintf("cannot read it (chown nobody %s)", secret);
+	cr_assert_eq(check_config(&out), 1, "%s", buf_cstr(&out));
+	cr_assert(strstr(buf_cstr(&out), hint), "%s", buf_cstr(&out));
+	cr_assert(chown(secret, nobody, 0) == 0);
+	check_config(&out);
+	cr_assert(strstr(buf_cstr(&out), "cannot read it") == NULL, "%s", buf_cstr(&out));
+	free(hint);
+	buf_free(&out);
+}
+
+/* The folders of the socket and the journal, root's and 0755: errors
+ * with a chown hint, warnings with a chmod hint; right: nothing said. */
+Test(checkrun, gate_folders_owners_and_modes)
+{
+	struct buf out = BUF_INIT;
+	char *a, *b;
+
+	need_root();
+	sh_conf_append(&s, "send_user = \"nobody\"\n");
+	mkdir_owned(sockdir, 0, 0, 0755);
+	mkdir_owned(libdir, 0, 0, 0755);
+	check_config(&out);
+	a = xasprintf("%s: the folder of gate_socket belongs to 0:0, not nobody:nogroup: "
+	    "weir-gate could not use it (chown nobody:nogroup %s)", sockdir, sockdir);
+	b = xasprintf("%s: the folder of gate_journal has mode 0755, not 0750 (chmod 0750 %s)",
+	    libdir, libdir);
+	cr_assert(strstr(buf_cstr(&out), a), "%s", buf_cstr(&out));
+	cr_assert(strstr(buf_cstr(&out), b), "%s", buf_cstr(&out));
+	cr_assert(chown(sockdir, nobody, nogroup) == 0 && chmod(sockdir, 02750) == 0);
+	cr_assert(chown(libdir, nobody, nogroup) == 0 && chmod(libdir, 0750) == 0);
+	check_config(&out);
+	cr_assert(strstr(buf_cstr(&out), "the folder of") == NULL, "%s", buf_cstr(&out));
+	free(a);
+	free(b);
+	buf_free(&out);
+}
+
+/* Missing: fine when weir run can make it, an error when its parent is
+ * missing too. */
+Test(checkrun, gate_folder_missing)
+{
+	struct buf out = BUF_INIT;
+	char *line;
+
+	need_root();
+	check_config(&out);
+	cr_assert(strstr(buf_cstr(&out), "the folder of") == NULL, "%s", buf_cstr(&out));
+	line = xasprintf("gate_journal = \"%s/x/y/gate.journal\"\n", s.qt.tmp);
+	sh_conf_append(&s, line);
+	check_config(&out);
+	cr_assert(strstr(buf_cstr(&out), "/x/y: the folder of gate_journal: No such file"),
+	    "%s", buf_cstr(&out));
+	free(line);
+	buf_free(&out);
+}
+
+/* send_user and queue_group set, but the queue is root's (made without
+ * them): each folder an error naming the owner it must have. */
+Test(checkrun, queue_owners)
+{
+	struct buf out = BUF_INIT;
+
+	need_root();
+	sh_conf_append(&s, "send_user = \"nobody\"\nqueue_group = \"nogroup\"\n");
+	cr_assert_eq(check_config(&out), 1, "%s", buf_cstr(&out));
+	cr_assert(strstr(buf_cstr(&out), ": queue ") && strstr(buf_cstr(&out),
+	    "weir queue-init as root sets it"), "%s", buf_cstr(&out));
+	buf_free(&out);
+}
