@@ -201,6 +201,8 @@ rebuild_queues(struct sched *s, const struct weir_config *n)
 			continue;
 		}
 		v[map[i]] = s->ups[i];
+		/* The caps may have changed: learn again. */
+		v[map[i]].fit_lo = v[map[i]].fit_hi = 0;
 	}
 	for (k = 0; k < ncfg; k++)
 		if (v[k].name == NULL)

@@ -72,6 +72,7 @@ struct job {
 	int outfd, ocfd;	/* the report (fd 1) and the outcome (fd 3) */
 	struct buf out, oc;
 	int exited, status;
+	int64_t sent_at;	/* the deliverer's clock_mono_ms() of the 250; -1: unknown */
 	size_t n;		/* recipients in this batch */
 	int more;		/* not-done recipients after the batch */
 	size_t *offs;		/* their T bytes in remote/S/N */
@@ -90,6 +91,13 @@ struct upq {
 	struct job *ghead, *gtail;	/* granted jobs waiting to run */
 	unsigned jobs, running;
 	size_t cap;			/* recipients per request the gate allows; 0: unknown */
+	/* Batch sizes learnt, kept until a reload whatever the gate's cap
+	 * says (deliver.c, fit_size): fit_hi, the smallest found too big
+	 * (the gate's TOOBIG for a recipient window or a cap; a deliverer
+	 * that took fewer, for the upstream's RCPTMAX or a set-id
+	 * weir-remote's own max_recipients); fit_lo, the largest that went.
+	 * 0: nothing learnt. */
+	size_t fit_lo, fit_hi;
 	uint64_t hold_until;		/* monotonic ms: throttled, run nothing before */
 	uint32_t throttle_tag;		/* the THROTTLED report awaiting its answer */
 };
