@@ -333,6 +333,14 @@ Test(relay, throttle_421)
 	throttle_case("421 4.7.0 Try again later");
 }
 
+/* A reply no built-in pattern knows, named by policy.conf's
+ * throttle_reply: weir-remote reads the policy and suspends (it used to
+ * classify with its own list only, and deferred each message). */
+Test(relay, throttle_custom_pattern)
+{
+	throttle_case("450 4.3.2 come back in a while");
+}
+
 /* A 5xx throttle reply (Gmail's daily limit) is no bounce either. */
 Test(relay, throttle_550_5_4_5)
 {
@@ -1086,4 +1094,42 @@ Test(relay, wrong_password_suspends)
 	cr_assert_eq(r.nauth_fail, 1, "%zu failed AUTH", r.nauth_fail);
 	rt_assert_no_bounce(&t, &r);
 	rt_rec_free(&r);
+}
+
+/* ---- the upstream's words (issue 12) ---- */
+
+/*
+ * Greylisting of one recipient, a 550 for another and a third accepted,
+ * in one transaction: the greylisted one is deferred (and stays
+ * queued), the 550 one bounced, nothing suspended.  "451 4.7.1
+ * greylisted, try again later" used to suspend the whole upstream, and
+ * the 550 recipient was then deferred instead of bounced.
+ */
+Test(relay, greylisting_defers_one_recipient)
+{
+	const char *flags[] = { "--reply", "rcpt:grey@dest.example=451 4.7.1 greylisted, try "
+		"again later", "--reply", "rcpt:bad@dest.example=550 5.1.1 no such user", NULL };
+	const char *three[] = { "a@dest.example", "grey@dest.example", "bad@dest.example" };
+	size_t two = 2;
+	struct rt_rec r;
+	char *st, *mq;
+
+	start_all("good", flags, NULL, policy_fast);
+	rt_sendmail(&t, SENDER, three, 3, "Subject: three\n\nhello\n");
+	/* The transaction, then the bounce. */
+	cr_assert(rt_wait(ndata_at_least, &t, &two, 20000), "...%s", rt_send_logs_tail(&t, 3000));
+	st = rt_gate_status(&t);
+	cr_assert(strstr(st, "suspended") == NULL, "the upstream was suspended:\n%s", st);
+	rt_rec_load(&t, &r);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "a@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&r, NULL, "grey@dest.example"), 0);
+	cr_assert_eq(r.n, 2, "%zu transactions", r.n);
+	cr_assert_str_eq(r.v[1].sender, "<>");
+	rt_rec_free(&r);
+	mq = rt_mailq(&t);
+	cr_assert(strstr(mq, "\tremote\tgrey@dest.example") &&
+	    !strstr(mq, "done\tremote\tgrey@dest.example") &&
+	    strstr(mq, "done\tremote\tbad@dest.example"), "mailq:\n%s", mq);
+	free(mq);
+	free(st);
 }
