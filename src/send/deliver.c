@@ -218,13 +218,26 @@ start(struct sched *s, struct msg *m)
 	gate_ask(s, j);
 }
 
+/* Does m outrank a request for up still waiting at the gate? */
+static int
+outranks(const struct sched *s, size_t up, const struct msg *m)
+{
+	const struct job *j;
+
+	for (j = s->jobs; j; j = j->next)
+		if (j->up == up && j->state == J_ASKING && j->m->prio < m->prio)
+			return 1;
+	return 0;
+}
+
 void
 pump(struct sched *s, size_t up)
 {
 	struct upq *u = &s->ups[up];
 	struct msg *m;
 
-	while (u->head && u->jobs < s->concurrency + LOOKAHEAD) {
+	while (u->head && (u->jobs < s->concurrency + LOOKAHEAD ||
+	    (u->jobs < s->concurrency + 2 * LOOKAHEAD && outranks(s, up, u->head)))) {
 		m = u->head;
 		u->head = m->qnext;
 		if (u->head == NULL)

@@ -13,6 +13,7 @@
 #include "lib/buf.h"
 #include "lib/evloop.h"
 #include "mail/gateclient.h"
+#include "mail/policy.h"
 #include "mail/schedfile.h"
 #include "send/dsn.h"
 #include "send/preproc.h"
@@ -22,7 +23,8 @@
 #define SYSFAIL_S	300		/* retry after local trouble */
 #define NO_UPSTREAM	((size_t)-1)
 /* Requests weir-send keeps at the gate per upstream beyond those it can
- * run, so the gate can pick the most urgent class among them. */
+ * run, so the gate can pick the most urgent class among them; a message
+ * that outranks one of them may go to the gate up to LOOKAHEAD more. */
 #define LOOKAHEAD	16
 
 struct job;
@@ -56,6 +58,8 @@ struct msg {
 	 * off (so the pass ends with a retry, not the end). */
 	size_t pass_off;
 	int pass_deferred;
+	long long prio;		/* its class's priority (policy.conf), once known */
+	int prio_known;
 	struct msg *hnext;	/* hash chain */
 	struct msg *qnext;	/* FIFO */
 };
@@ -87,7 +91,9 @@ struct job {
  * have deliveries running. */
 struct upq {
 	char *name;			/* the upstream's; NULL for s->none */
-	struct msg *head, *tail;	/* messages waiting for a job */
+	/* Messages waiting for a job: highest class priority first, FIFO
+	 * within a class (sched.c, fifo_append). */
+	struct msg *head, *tail;
 	struct job *ghead, *gtail;	/* granted jobs waiting to run */
 	unsigned jobs, running;
 	size_t cap;			/* recipients per request the gate allows; 0: unknown */
@@ -107,6 +113,7 @@ struct sched {
 	/* The settings in force: o's at start, a reload's after SIGHUP. */
 	const struct weir_config *cfg;
 	struct weir_config *loaded;	/* a reload's, freed by the next one */
+	struct policy *pol;		/* policy_file's classes; NULL: none readable */
 	int snapfd;			/* the bytes of cfg's file, for deliverers; -1: none */
 	char snappath[32];		/* "/proc/self/fd/N": their -c */
 	unsigned concurrency;
@@ -181,6 +188,9 @@ void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t acc
 
 /* reload.c */
 void sched_reload(struct sched *s);
+/* s->pol from s->cfg's policy_file (at start and on SIGHUP): the
+ * classes that order each upstream's FIFO, as weir-gate chooses them. */
+void classes_load(struct sched *s);
 /* At start: the config in force becomes the one parsed from a snapshot
  * of its file (as after a reload). */
 void config_snapshot_start(struct sched *s);

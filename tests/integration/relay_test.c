@@ -1133,3 +1133,63 @@ Test(relay, greylisting_defers_one_recipient)
 	free(mq);
 	free(st);
 }
+
+/* ---- priority classes with a deep backlog (issue 12) ---- */
+
+static int
+vip_delivered(struct rt *rt, void *arg)
+{
+	struct rt_rec r;
+	size_t n;
+
+	(void)arg;
+	rt_rec_load(rt, &r);
+	n = rt_rec_count(&r, SENDER, "vip@dest.example");
+	rt_rec_free(&r);
+	return n > 0;
+}
+
+/*
+ * 100 bulk messages queued under "1 per 1s", then one interactive
+ * message: it goes at the next free slot, under 2 slot times after it
+ * was queued.  weir-send used to keep one FIFO per upstream and let only
+ * concurrency + 16 requests reach the gate, so the interactive message
+ * waited behind some 80 bulk ones.  Now weir-send orders its FIFO by the
+ * policy's classes and lets a message that outranks a waiting request
+ * reach the gate at once.
+ */
+Test(relay, interactive_passes_a_bulk_backlog, .timeout = 150)
+{
+	char **bulk = rt_addrs("b", "list.example", 1, 100);
+	const char *vip[] = { "vip@dest.example" };
+	struct rt_rec r;
+	double queued = 0, at = 0;
+	size_t i, before = 0;
+
+	start_all("good", NULL, NULL, "upstream \"isp\" { rate = {\"1 per 1s\"} }\n"
+	    "class \"bulk\" { priority = 1 senders = {\"bulk-*\"} }\n"
+	    "class \"interactive\" { priority = 10 }\n");
+	for (i = 0; i < 100; i++) {
+		const char *one[] = { bulk[i] };
+
+		rt_sendmail(&t, "bulk-list@src.example", one, 1, "Subject: bulk\n\nnews\n");
+	}
+	rt_sendmail(&t, SENDER, vip, 1, "Subject: hello\n\npersonal\n");
+	queued = rt_now();
+	cr_assert(rt_wait(vip_delivered, &t, NULL, 60000), "the interactive message never went");
+	rt_rec_load(&t, &r);
+	for (i = 0; i < r.n; i++) {
+		if (strcmp(r.v[i].rcpts[0], "vip@dest.example") == 0) {
+			at = r.v[i].time;
+			break;
+		}
+		before++;
+	}
+	rt_say("interactive: %.2f s after it was queued, after %zu bulk messages", at - queued,
+	    before);
+	cr_assert(at - queued < 2.0, "the interactive message went %.2f s after it was queued, "
+	    "after %zu bulk ones", at - queued, before);
+	rt_assert_window(&r, 1, 1.0);
+	rt_rec_free(&r);
+	rt_addrs_free(bulk, 100);
+}
