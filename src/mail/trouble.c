@@ -11,18 +11,19 @@
 #include "lib/alloc.h"
 #include "mail/trouble.h"
 
-/* The upstream telling us to slow down (DESIGN.md, "Upstream throttling"). */
+/* The upstream telling us to slow down (DESIGN.md, "Upstream
+ * throttling"): words about the client or the session, never a bare
+ * "4.7.x" or "try again later", which greylisting says of one
+ * recipient or one message. */
 static const char *const builtin_throttle[] = {
 	"421 *",			/* closing: service not available */
-	"4?? 4.7.*",			/* transient policy: rate, reputation */
 	"*too many*",
 	"*rate limit*",
 	"*ratelimit*",
 	"*rate-limit*",
-	"*throttl*",
-	"*try again later*",
+	"*throttl*",			/* SES: "454 Throttling failure" */
+	"*slow down*",
 	"550 5.4.5 *",			/* Google: daily sending limit */
-	"454 *",			/* SES: throttling; temporary auth failure */
 	"*quota exceeded*",
 	"*sending limit*",
 };
@@ -49,6 +50,7 @@ struct patlist {
 };
 
 struct trouble_rules {
+	struct patlist custom;		/* policy.conf's throttle_reply, tried first */
 	struct patlist throttle, relay;
 };
 
@@ -87,6 +89,7 @@ trouble_free(struct trouble_rules *t)
 {
 	if (t == NULL)
 		return;
+	pat_free(&t->custom);
 	pat_free(&t->throttle);
 	pat_free(&t->relay);
 	free(t);
@@ -94,6 +97,16 @@ trouble_free(struct trouble_rules *t)
 
 void trouble_add_throttle(struct trouble_rules *t, const char *p) { pat_add(&t->throttle, p); }
 void trouble_add_relay(struct trouble_rules *t, const char *p) { pat_add(&t->relay, p); }
+
+void
+trouble_add_policy(struct trouble_rules *t, const struct policy *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->nthr; i++)
+		if (!p->thr[i].builtin)
+			pat_add(&t->custom, p->thr[i].pattern);
+}
 
 /* "CODE first-line-text", matched against each pattern. */
 static int
@@ -150,6 +163,8 @@ trouble_reply(const struct trouble_rules *t, enum smtp_stage st, const struct sm
 {
 	if (positive(st, r->code))
 		return T_ACCEPT;
+	if (matches(&t->custom, r))
+		return T_SUSPEND;
 	if (!about_recipient(st, r) && matches(&t->throttle, r))
 		return T_SUSPEND;
 	/* A positive-class reply where it is not expected (a 3xx to RCPT, a

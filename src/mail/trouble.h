@@ -6,11 +6,17 @@
  *
  * Rules, in order:
  *   1. A positive reply (2xx; 354 to DATA; 334 during AUTH) is ACCEPT.
- *   2. Any other reply matching a throttle pattern is SUSPEND, 4xx and
- *      5xx alike (Google's "550 5.4.5" daily limit is not a bounce) --
- *      except a RCPT or end-of-data reply whose enhanced code is about
- *      the recipient (X.1.x, X.2.x such as "552 5.2.2 quota exceeded",
- *      X.5.3 too many recipients), which goes on to rules 4 and 5.
+ *   2. Any other reply matching a throttle_reply pattern of policy.conf
+ *      (trouble_add_policy) is SUSPEND, whatever the stage.  Then one
+ *      matching a built-in throttle pattern (421, words about the client
+ *      or session: rate limit, throttling, slow down, quota exceeded,
+ *      sending limit, too many; Google's "550 5.4.5") is SUSPEND, 4xx
+ *      and 5xx alike (the daily limit is not a bounce) -- except a RCPT
+ *      or end-of-data reply whose enhanced code is about the recipient
+ *      (X.1.x, X.2.x such as "552 5.2.2 quota exceeded", X.5.3 too many
+ *      recipients), which goes on to rules 4 and 5.  Greylisting ("451
+ *      4.7.1 greylisted, try again later") is no throttle: it defers
+ *      that one recipient or message.
  *   3. Anything before the recipients (connect, banner, EHLO, STARTTLS,
  *      TLS, AUTH, MAIL FROM) is the relay refusing us, never the mail:
  *      DEFER for 4xx and 5xx alike.  So is a RCPT reply matching a relay
@@ -29,14 +35,17 @@
  * the first reply line as "CODE TEXT", e.g. "550 5.4.5 *".
  *
  * Trusts: nothing (replies come parsed by smtpreply).  Config keys: none
- * here; the throttle patterns of policy.conf (throttle_reply) can be
- * added with trouble_add_throttle().
+ * here; the throttle patterns of policy.conf (throttle_reply) are added
+ * with trouble_add_policy(), the same list weir-gate matches.  weir-gate
+ * only picks a suspension's length from policy.conf; whether a reply
+ * suspends is decided here, in weir-remote.
  */
 #ifndef WEIR_TROUBLE_H
 #define WEIR_TROUBLE_H
 
 #include <stddef.h>
 
+#include "mail/policy.h"
 #include "mail/smtpreply.h"
 
 enum trouble_action {
@@ -86,6 +95,9 @@ struct trouble_rules *trouble_new(void);
 void trouble_free(struct trouble_rules *t);
 void trouble_add_throttle(struct trouble_rules *t, const char *pattern);
 void trouble_add_relay(struct trouble_rules *t, const char *pattern);
+/* policy.conf's own throttle_reply patterns (not its built-in ones),
+ * tried before every other rule. */
+void trouble_add_policy(struct trouble_rules *t, const struct policy *p);
 
 /* What a complete reply at this stage means. */
 enum trouble_action trouble_reply(const struct trouble_rules *t, enum smtp_stage st,

@@ -162,23 +162,37 @@ fail:
 	return 0;
 }
 
-/* What the gate must hear: the upstream said slow down; nothing reached
- * it (no connection was made, so no window of any unit was used); or the
- * send happened, with this many recipients accepted. */
-enum outcome { OUT_THROTTLED, OUT_REFUND, OUT_SENT };
+/* What the gate must hear: nothing reached the upstream (no connection
+ * was made, so no window of any unit was used); it said slow down; it
+ * refused our credentials or certificate; the session ended before MAIL
+ * FROM was accepted (only a connection was used); the final dot went
+ * out and no answer came (it may have taken the message, at any moment
+ * until the final-dot timeout); or the send happened, with this many
+ * recipients accepted. */
+enum outcome { OUT_REFUND, OUT_THROTTLED, OUT_AUTHFAIL, OUT_NOMAIL, OUT_UNKNOWN, OUT_SENT };
 
 static enum outcome
 outcome(const struct smtp_result *res)
 {
+	if (!res->connected)
+		return OUT_REFUND;
 	if (res->suspend)
 		return OUT_THROTTLED;
-	return res->connected ? OUT_SENT : OUT_REFUND;
+	if (res->authfail)
+		return OUT_AUTHFAIL;
+	if (res->dot_unanswered)
+		return OUT_UNKNOWN;
+	return res->mail_accepted ? OUT_SENT : OUT_NOMAIL;
 }
 
 /* For a caller that holds the grant (-n -r FD): one line on FD,
- *   "refund", "throttled REPLY", "sent N" or "relay N"
- * where relay means the upstream refused us (connect, TLS, AUTH, MAIL
- * FROM, relaying denied), not the recipients. */
+ *   "refund", "nomail", "unknown", "throttled REPLY", "authfail REPLY",
+ *   "sent N AT UNDONE" or "relay N AT UNDONE"
+ * where relay means the upstream refused us (relaying denied, the same
+ * refusal for every recipient), not the recipients; N recipients were
+ * accepted; AT is clock_mono_ms() when the 250 to the final dot was
+ * read (-1: no 250); the last UNDONE recipients were not attempted
+ * (one transaction per send, smtp.h). */
 static void
 outcome_write(int fd, const struct smtp_result *res)
 {
@@ -186,15 +200,23 @@ outcome_write(int fd, const struct smtp_result *res)
 
 	switch (outcome(res)) {
 	case OUT_THROTTLED:
-		buf_adds(&b, "throttled ");
+	case OUT_AUTHFAIL:
+		buf_adds(&b, res->suspend ? "throttled " : "authfail ");
 		buf_add_oneline(&b, res->throttle.s ? res->throttle.s : "",
 		    res->throttle.s ? res->throttle.len : 0);
 		break;
 	case OUT_REFUND:
 		buf_adds(&b, "refund");
 		break;
+	case OUT_NOMAIL:
+		buf_adds(&b, "nomail");
+		break;
+	case OUT_UNKNOWN:
+		buf_adds(&b, "unknown");
+		break;
 	case OUT_SENT:
-		buf_printf(&b, "%s %zu", res->relay_failure ? "relay" : "sent", res->delivered);
+		buf_printf(&b, "%s %zu %lld %zu", res->relay_failure ? "relay" : "sent",
+		    res->delivered, (long long)res->accepted_at, res->undone);
 		break;
 	}
 	buf_addc(&b, '\n');
@@ -211,20 +233,32 @@ gate_report(struct gate *g, const struct smtp_result *res)
 	const char *perr = NULL;
 	int k;
 
-	log_info("outcome: %zu of %zu recipient(s) accepted%s%s%s", res->delivered, res->nrcpt,
+	log_info("outcome: %zu of %zu recipient(s) accepted, %zu not attempted%s%s%s%s",
+	    res->delivered, res->nrcpt, res->undone,
 	    res->relay_failure ? ", relay-level failure" : "",
-	    res->suspend ? ", throttled: " : "", res->suspend ? res->throttle.s : "");
+	    res->dot_unanswered ? ", no answer to the final dot" : "",
+	    res->suspend ? ", throttled: " : res->authfail ? ", refused us: " : "",
+	    res->suspend || res->authfail ? res->throttle.s : "");
 	if (!g->on)
 		return;
 	switch (outcome(res)) {
 	case OUT_THROTTLED:
 		k = gc_report_throttled(&g->gc, g->tag, res->throttle.s ? res->throttle.s : "");
 		break;
+	case OUT_AUTHFAIL:
+		k = gc_report_authfail(&g->gc, g->tag, res->throttle.s ? res->throttle.s : "");
+		break;
 	case OUT_REFUND:
 		k = gc_report_refund(&g->gc, g->tag);
 		break;
+	case OUT_NOMAIL:
+		k = gc_report_nomail(&g->gc, g->tag);
+		break;
+	case OUT_UNKNOWN:
+		k = gc_report_unknown(&g->gc, g->tag);
+		break;
 	default:
-		k = gc_report_sent(&g->gc, g->tag, (uint32_t)res->delivered, -1);
+		k = gc_report_sent(&g->gc, g->tag, (uint32_t)res->delivered, res->accepted_at);
 		break;
 	}
 	if (k < 0)
@@ -239,6 +273,29 @@ gate_report(struct gate *g, const struct smtp_result *res)
 		log_warnx("weir-gate: report refused: %s %s", gp_code_name(r.code), r.text);
 	gc_close(&g->gc);
 	g->on = 0;
+}
+
+/* What replies mean (mail/trouble.h): policy.conf's throttle_reply
+ * patterns first, then the built-in rules.  Without a readable policy
+ * file, the built-in rules alone (logged, unless there is none). */
+static struct trouble_rules *
+rules_new(const struct weir_config *cfg)
+{
+	struct trouble_rules *t = trouble_new();
+	struct policy pol;
+	struct buf err = BUF_INIT;
+
+	memset(&pol, 0, sizeof pol);
+	if (cfg->policy_file == NULL || (access(cfg->policy_file, F_OK) < 0 && errno == ENOENT))
+		return t;
+	if (policy_load(&pol, cfg->policy_file, &err) < 0)
+		log_warnx("%s: %s; only the built-in throttle replies apply", cfg->policy_file,
+		    err.s ? err.s : "unreadable");
+	else
+		trouble_add_policy(t, &pol);
+	policy_free(&pol);
+	buf_free(&err);
+	return t;
 }
 
 static unsigned
@@ -322,7 +379,7 @@ probe(const char *cfile, const char *upname)
 		    err.s);
 		goto out;
 	}
-	rules = trouble_new();
+	rules = rules_new(&cfg);
 	p.rules = rules;
 	log_info("probing upstream %s at %s:%u: no mail, no grant", up->name, p.host, p.port);
 	smtp_probe(&p, &res);
@@ -481,7 +538,7 @@ remote_run(int argc, char **argv, pid_t parent)
 	}
 	if (!use_gate && config_untrusted_env())
 		die_with_parent(parent);
-	rules = trouble_new();
+	rules = rules_new(&cfg);
 	p.rules = rules;
 	if (use_gate && !gate_acquire(&gate, cfg.gate_socket, up, sender, nrcpt, &err)) {
 		rc = whole(nrcpt, "weir-remote: %s; not sending. (#4.3.0)\n", err.s);

@@ -24,9 +24,10 @@
  * The gate: unless -n says the caller already holds a grant, weir-remote
  * asks weir-gate (gate_socket) for one before connecting: ACQUIRE for
  * the upstream's name, 1 message, the recipients, 1 connection; the
- * grant's recipient cap bounds each transaction.  Afterwards it reports
- * SENT with the recipients accepted, REFUND if nothing reached the
- * upstream, or THROTTLED with the upstream's reply.  No socket at
+ * grant's recipient cap bounds the one transaction (smtp.h).  Afterwards
+ * it reports the outcome (see outcome() in remote.c): SENT with the
+ * recipients accepted and the instant of the 250, UNKNOWN, NOMAIL,
+ * REFUND, THROTTLED or AUTHFAIL.  No socket at
  * gate_socket (ENOENT) means no gate runs here: weir-remote sends, and
  * logs that it did so without a grant.  A gate that exists but does not
  * answer, or refuses, is "Z": never send ungoverned past a gate.  An

@@ -31,29 +31,31 @@
 
 enum state {
 	S_CONNECT, S_TLS_IMPLICIT, S_BANNER, S_EHLO, S_HELO, S_STARTTLS, S_TLS, S_AUTH,
-	S_MAIL, S_RCPT, S_DATA, S_BODY, S_DOT, S_RSET, S_QUIT, S_DONE,
+	S_MAIL, S_RCPT, S_DATA, S_BODY, S_DOT, S_QUIT, S_DONE,
 };
 
 static const char *const state_name[] = {
 	"CONNECT", "TLS", "BANNER", "EHLO", "HELO", "STARTTLS", "TLS", "AUTH",
-	"MAIL", "RCPT", "DATA", "BODY", "DOT", "RSET", "QUIT", "DONE",
+	"MAIL", "RCPT", "DATA", "BODY", "DOT", "QUIT", "DONE",
 };
 
 /* The probe's names for the steps (smtp.h). */
 static const char *const step_name[] = {
 	"connect", "tls", "banner", "ehlo", "helo", "starttls", "tls", "auth",
-	"mail", "rcpt", "data", "data", "data", "rset", "quit", "done",
+	"mail", "rcpt", "data", "data", "data", "quit", "done",
 };
 
 struct caps {
 	int starttls, pipelining, size, eightbitmime, enhanced;
 	unsigned long long sizemax;	/* 0: no limit given */
 	char auth[256];			/* mechanisms after AUTH, space-separated */
-	unsigned long rcptmax, mailmax;	/* RFC 9422 LIMITS; 0: not advertised */
+	unsigned long rcptmax;		/* RFC 9422 LIMITS; 0: not advertised (MAILMAX
+					 * needs no care: one transaction a session) */
 };
 
-/* Recipient states beyond smtp_rcpt.kind while a transaction runs. */
+/* Recipient states beyond smtp_rcpt.kind while a session runs. */
 #define RC_ACCEPTED 'a'
+#define RC_UNDONE 'u'		/* beyond this session's one transaction */
 
 struct sess {
 	const struct smtp_params *p;
@@ -279,6 +281,13 @@ st_tls(struct sess *s)
 			fail(s, trouble_situation(cs == CONN_TIMEOUT ? SIT_TIMEOUT : SIT_TLS),
 			    "%s: TLS failed: %s.\n", s->peer,
 			    cs == CONN_TIMEOUT ? "timeout in the handshake" : s->err.s);
+		if (cs != CONN_TIMEOUT && s->err.s && strstr(s->err.s, "certificate")) {
+			/* Verification (or the pinned fingerprint) failed: the
+			 * same for every message until the operator acts. */
+			s->res->authfail = 1;
+			buf_reset(&s->res->throttle);
+			buf_printf(&s->res->throttle, "TLS: %s", s->err.s);
+		}
 		return S_DONE;
 	}
 	s->tls_active = 1;
@@ -376,7 +385,6 @@ parse_caps(struct sess *s)
 				snprintf(s->caps.auth, sizeof s->caps.auth, "%s", arg);
 		} else if (strncasecmp(kw, "LIMITS", 6) == 0 && kw[6] == ' ') {
 			s->caps.rcptmax = limit_value(kw + 7, "RCPTMAX");
-			s->caps.mailmax = limit_value(kw + 7, "MAILMAX");
 		}
 		line = end;
 	}
@@ -584,6 +592,15 @@ st_auth(struct sess *s)
 
 		snprintf(what, sizeof what, "AUTH %s was refused", mech);
 		next = fail_reply(s, STAGE_AUTH, a == T_ACCEPT ? T_DEFER : a, what);
+		if (s->r.code / 100 == 5 && !s->res->suspend) {
+			/* The credentials: weir-gate suspends the upstream. */
+			char line[SMTP_REPLY_LINE_MAX * 2];
+
+			s->res->authfail = 1;
+			buf_reset(&s->res->throttle);
+			oneline(s, line, sizeof line);
+			buf_adds(&s->res->throttle, line);
+		}
 		goto out;
 	}
 	if (!saslc_complete(sc)) {
@@ -659,11 +676,6 @@ st_mail(struct sess *s)
 		cap = s->caps.rcptmax;
 	if (s->p->max_rcpt && s->p->max_rcpt < cap)
 		cap = s->p->max_rcpt;
-	if (s->caps.mailmax && s->res->transactions >= s->caps.mailmax) {
-		fail(s, T_DEFER, "%s allows %lu transactions per session (LIMITS MAILMAX); "
-		    "the other recipients wait for the next attempt.\n", s->peer, s->caps.mailmax);
-		return S_QUIT;
-	}
 	if (s->caps.sizemax && wire > s->caps.sizemax) {
 		fail(s, trouble_situation(SIT_TOO_BIG), "%s accepts messages of up to %llu "
 		    "bytes (SIZE); this one is %zu bytes.\n", s->peer, s->caps.sizemax, wire);
@@ -696,17 +708,23 @@ st_mail(struct sess *s)
 	a = trouble_reply(s->p->rules, STAGE_MAIL, &s->r);
 	if (a != T_ACCEPT)
 		next = fail_reply(s, STAGE_MAIL, a, "sender was rejected");
+	else
+		s->res->mail_accepted = 1;
 out:
 	buf_free(&cmd);
 	return next;
 }
 
+/* One transaction per session (smtp.h): whoever is left is undone. */
 static enum state
-after_transaction(struct sess *s, int need_rset)
+after_transaction(struct sess *s)
 {
-	if (remaining(s) == 0)
-		return S_QUIT;
-	return need_rset ? S_RSET : S_MAIL;
+	size_t i;
+
+	for (i = 0; i < s->res->nrcpt; i++)
+		if (s->res->rcpt[i].kind == 0)
+			s->res->rcpt[i].kind = RC_UNDONE;
+	return S_QUIT;
 }
 
 static enum state
@@ -787,7 +805,7 @@ st_rcpt(struct sess *s)
 				return next;
 		}
 	}
-	return after_transaction(s, 1);
+	return after_transaction(s);
 }
 
 /* The accepted recipients of this transaction get kind and text. */
@@ -819,7 +837,7 @@ txn_failed(struct sess *s, enum trouble_action a, const char *what)
 		s->usable = 0;
 		return fail_reply(s, STAGE_DATA, a, "the server closed the session");
 	}
-	return after_transaction(s, 1);
+	return after_transaction(s);
 }
 
 static enum state
@@ -844,14 +862,21 @@ st_body(struct sess *s)
 	static char chunk[BODY_CHUNK];
 	struct buf why = BUF_INIT;
 	enum state next;
+	size_t sent = 0;
 	ssize_t n;
 
 	body_rewind(s->body);
-	while ((n = body_next(s->body, chunk, sizeof chunk, &why)) > 0)
+	while ((n = body_next(s->body, chunk, sizeof chunk, &why)) > 0) {
+		/* From here the final dot may reach the server: whatever
+		 * happens next, it may have taken the message. */
+		sent += (size_t)n;
+		if (sent == s->body->wire_len)
+			s->res->dot_unanswered = 1;
 		if (put(s, chunk, (size_t)n, s->up->timeout_data_block, STAGE_DATA, &next) < 0) {
 			buf_free(&why);
 			return next;
 		}
+	}
 	if (n < 0) {
 		/* No final dot: closing the connection discards the data. */
 		fail(s, T_DEFER, "weir-remote: %s; not sent.\n", why.s);
@@ -872,29 +897,17 @@ st_dot(struct sess *s)
 	s->res->transactions++;
 	if (get_reply(s, STAGE_DATA_END, s->up->timeout_data_end, &next) < 0)
 		return next;
+	s->res->dot_unanswered = 0;
 	a = trouble_reply(s->p->rules, STAGE_DATA_END, &s->r);
 	if (a != T_ACCEPT)
 		return txn_failed(s, a, "failed after I sent the message");
+	s->res->accepted_at = (int64_t)clock_mono_ms();
 	oneline(s, line, sizeof line);
 	buf_reset(&s->ok_text);
 	buf_printf(&s->ok_text, "%s accepted message.\nRemote host said: %s\n", s->peer, line);
 	settle(s, 'r', "");
 	log_info("%s: delivered to %zu recipient(s): %s", s->peer, s->accepted, line);
-	return after_transaction(s, 0);
-}
-
-static enum state
-st_rset(struct sess *s)
-{
-	enum state next;
-
-	if (put(s, "RSET\r\n", 6, s->up->timeout_command, STAGE_MAIL, &next) < 0 ||
-	    get_reply(s, STAGE_MAIL, s->up->timeout_command, &next) < 0)
-		return next;
-	if (s->r.code / 100 != 2)
-		return fail_reply(s, STAGE_MAIL, trouble_reply(s->p->rules, STAGE_MAIL, &s->r),
-		    "RSET was refused");
-	return S_MAIL;
+	return after_transaction(s);
 }
 
 static enum state
@@ -932,7 +945,6 @@ step(struct sess *s, enum state st)
 	case S_DATA:		return st_data(s);
 	case S_BODY:		return st_body(s);
 	case S_DOT:		return st_dot(s);
-	case S_RSET:		return st_rset(s);
 	case S_QUIT:		return st_quit(s);
 	case S_DONE:		break;
 	}
@@ -950,11 +962,16 @@ conclude(struct sess *s)
 
 	if (!s->fail_kind && remaining(s) > 0)
 		fail(s, T_DEFER, "%s: the session ended with recipients left (bug).\n", s->peer);
+	for (i = res->nrcpt; i > 0 && res->rcpt[i - 1].kind == RC_UNDONE; i--)
+		res->undone++;
 	for (i = 0; i < res->nrcpt; i++) {
 		struct smtp_rcpt *r = &res->rcpt[i];
 
 		if (r->kind == 0 || r->kind == RC_ACCEPTED)
 			set_rcpt(s, i, s->fail_kind, "%s", s->fail_text.s);
+		if (r->kind == RC_UNDONE)
+			set_rcpt(s, i, 's', "Not attempted: %s took the recipients before this "
+			    "one in this send's one transaction; try again. (#4.5.3)\n", s->peer);
 		if (r->kind == 's') {
 			nsoft++;
 			if (!first_soft)
@@ -1028,6 +1045,7 @@ smtp_deliver(const struct smtp_params *p, const char *sender, const char *const 
 	memset(res, 0, sizeof *res);
 	res->rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *res->rcpt);
 	res->nrcpt = nrcpt;
+	res->accepted_at = -1;
 	sess_init(&s, p, res);
 	s.sender = sender;
 	s.body = body;

@@ -8,9 +8,15 @@
  * logged.  The probe (smtp_probe, weir-remote -T) runs the same machine
  * and stops after AUTH: ... -> [AUTH] -> QUIT -> DONE, no MAIL.  Each wait has its own timeout (struct weir_upstream, RFC 5321
  * 4.5.3.2 defaults).  With PIPELINING, MAIL, the RCPTs and DATA go out in
- * one write and their replies are read in order (RFC 2920).  Recipients
- * go in transactions of at most max_recipients (and RCPTMAX, RFC 9422
- * LIMITS, when offered), at most MAILMAX transactions per session.
+ * one write and their replies are read in order (RFC 2920).
+ *
+ * One session carries one transaction (one grant of weir-gate covers
+ * one message, one connection): its recipients are the first ones, up
+ * to max_recipients, the gate's cap and RCPTMAX (RFC 9422 LIMITS, when
+ * offered).  The recipients beyond are "undone": reported 's' ("not
+ * attempted"), never tried, counted in res->undone; they are always the
+ * last ones of the list, so the caller can send them with a grant of
+ * their own.
  *
  * What each reply means is decided by mail/trouble.c, not here.
  *
@@ -21,6 +27,7 @@
 #define WEIR_SMTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lib/buf.h"
 #include "mail/config.h"
@@ -54,9 +61,14 @@ struct smtp_result {
 	char kind;		/* 'K', 'Z' or 'D' */
 	struct buf text;	/* the message report's text */
 	int suspend;		/* a throttle reply was seen: suspend the relay */
-	struct buf throttle;	/* that reply, one line */
+	int authfail;		/* AUTH refused (5xx) or the TLS certificate failed */
+	struct buf throttle;	/* that reply (or the TLS failure), one line */
 	int relay_failure;	/* connect, TLS, AUTH or MAIL FROM failed */
 	int connected;		/* a connection to the upstream was made */
+	int mail_accepted;	/* MAIL FROM was accepted */
+	int dot_unanswered;	/* the final dot went out; no reply came */
+	int64_t accepted_at;	/* clock_mono_ms() of the 250 to the dot; -1: none */
+	size_t undone;		/* last recipients not attempted (one transaction) */
 	size_t transactions;	/* transactions that reached DATA */
 	/* smtp_probe only: one line per step, "STEP ok: what" or "STEP
 	 * failed: why" (STEP: connect, tls, banner, ehlo, helo, starttls,

@@ -110,6 +110,33 @@ pass_over(struct msg *m)
 	return deferred;
 }
 
+/* The size of u's next batch, at most cap, by what was learnt (struct
+ * upq): below the smallest size found too big, halfway up from the
+ * largest that went (so a few refusals find the size that fits, and
+ * then none). */
+static size_t
+fit_size(const struct upq *u, size_t cap)
+{
+	size_t n;
+
+	if (u->fit_hi == 0)
+		return cap;
+	n = u->fit_lo + 1 >= u->fit_hi ? u->fit_lo : (u->fit_lo + u->fit_hi + 1) / 2;
+	return n > 0 && n < cap ? n : cap;
+}
+
+/* n recipients were too many for u: 1 if that is news. */
+static int
+fit_toobig(struct upq *u, size_t n)
+{
+	if (n == 0 || (u->fit_hi && u->fit_hi <= n))
+		return 0;
+	u->fit_hi = n;
+	if (u->fit_lo >= n)
+		u->fit_lo = 0;
+	return 1;
+}
+
 static void
 start(struct sched *s, struct msg *m)
 {
@@ -139,11 +166,13 @@ start(struct sched *s, struct msg *m)
 	cap = u->max_recipients ? u->max_recipients : 100;
 	if (s->ups[m->up].cap && s->ups[m->up].cap < cap)
 		cap = s->ups[m->up].cap;
+	cap = fit_size(&s->ups[m->up], cap);
 	j = xcalloc(1, sizeof *j);
 	j->m = m;
 	j->up = m->up;
 	j->state = J_ASKING;
 	j->outfd = j->ocfd = -1;
+	j->sent_at = -1;
 	j->offs = xcalloc(cap, sizeof *j->offs);
 	j->addrs = xcalloc(cap, sizeof *j->addrs);
 	for (i = 0; i < f.n && j->n < cap; i++) {
@@ -189,13 +218,26 @@ start(struct sched *s, struct msg *m)
 	gate_ask(s, j);
 }
 
+/* Does m outrank a request for up still waiting at the gate? */
+static int
+outranks(const struct sched *s, size_t up, const struct msg *m)
+{
+	const struct job *j;
+
+	for (j = s->jobs; j; j = j->next)
+		if (j->up == up && j->state == J_ASKING && j->m->prio < m->prio)
+			return 1;
+	return 0;
+}
+
 void
 pump(struct sched *s, size_t up)
 {
 	struct upq *u = &s->ups[up];
 	struct msg *m;
 
-	while (u->head && u->jobs < s->concurrency + LOOKAHEAD) {
+	while (u->head && (u->jobs < s->concurrency + LOOKAHEAD ||
+	    (u->jobs < s->concurrency + 2 * LOOKAHEAD && outranks(s, up, u->head)))) {
 		m = u->head;
 		u->head = m->qnext;
 		if (u->head == NULL)
@@ -226,6 +268,8 @@ job_granted(struct sched *s, struct job *j, uint32_t cap)
 	j->state = J_GRANTED;
 	if (cap)
 		u->cap = cap;
+	if (j->n > u->fit_lo && (u->fit_hi == 0 || j->n < u->fit_hi))
+		u->fit_lo = j->n;	/* it fits */
 	if (j->up != m->up) {
 		/* A reload sent the message to another upstream (or none). */
 		gate_tell(s, j, GP_REFUND, 0, NULL);
@@ -252,9 +296,11 @@ job_refused(struct sched *s, struct job *j, enum gp_code code, const char *text)
 	struct msg *m = j->m;
 
 	if (code == GP_TOOBIG && j->n > 1) {
-		/* More recipients than a window or cap allows at once: halve. */
-		upq_of(s, j)->cap = j->n / 2;
-		shrink(j, j->n / 2);
+		/* More recipients than a window or cap allows at once: halve
+		 * this batch; the next ones stay below this size (each
+		 * refusal lowers it, so they converge on the size that fits). */
+		(void)fit_toobig(upq_of(s, j), j->n);
+		shrink(j, fit_size(upq_of(s, j), j->n - 1));
 		log_info("msg %lu: weir-gate: %s; asking for %zu recipients", m->id, text, j->n);
 		gate_ask(s, j);
 		return;
@@ -480,13 +526,35 @@ spawn_or_wait(struct sched *s, struct job *j)
 	u->gtail = j;
 }
 
-/* The deliverer's word for the gate (weir-remote -r): one line. */
-enum oc_kind { OC_NONE, OC_REFUND, OC_THROTTLED, OC_SENT, OC_RELAY, OC_BAD };
+/* The deliverer's word for the gate (weir-remote -r): one line (see
+ * outcome_write in remote/remote.c). */
+enum oc_kind {
+	OC_NONE, OC_REFUND, OC_NOMAIL, OC_UNKNOWN, OC_THROTTLED, OC_AUTHFAIL, OC_SENT,
+	OC_RELAY, OC_BAD
+};
 
-static enum oc_kind
-parse_outcome(struct buf *b, unsigned long *n, const char **text)
+/* "N AT UNDONE" after "sent " or "relay ": 0, or -1 if malformed. */
+static int
+parse_sent(const char *p, unsigned long *n, long long *at, unsigned long *undone)
 {
 	char *end;
+
+	if (*p < '0' || *p > '9')
+		return -1;
+	*n = strtoul(p, &end, 10);
+	if (*end != ' ' || (end[1] != '-' && (end[1] < '0' || end[1] > '9')))
+		return -1;
+	*at = strtoll(end + 1, &end, 10);
+	if (*end != ' ' || end[1] < '0' || end[1] > '9' || *at < -1)
+		return -1;
+	*undone = strtoul(end + 1, &end, 10);
+	return *end ? -1 : 0;
+}
+
+static enum oc_kind
+parse_outcome(struct buf *b, unsigned long *n, long long *at, unsigned long *undone,
+    const char **text)
+{
 
 	buf_add(b, "", 0);
 	if (b->len == 0)
@@ -496,42 +564,60 @@ parse_outcome(struct buf *b, unsigned long *n, const char **text)
 	b->s[--b->len] = '\0';
 	if (strcmp(b->s, "refund") == 0)
 		return OC_REFUND;
+	if (strcmp(b->s, "nomail") == 0)
+		return OC_NOMAIL;
+	if (strcmp(b->s, "unknown") == 0)
+		return OC_UNKNOWN;
 	if (strncmp(b->s, "throttled ", 10) == 0) {
 		*text = b->s + 10;
 		return OC_THROTTLED;
 	}
-	if (strncmp(b->s, "sent ", 5) == 0 || strncmp(b->s, "relay ", 6) == 0) {
-		const char *num = b->s[0] == 's' ? b->s + 5 : b->s + 6;
-
-		if (*num < '0' || *num > '9')
-			return OC_BAD;
-		*n = strtoul(num, &end, 10);
-		if (*end)
-			return OC_BAD;
-		return b->s[0] == 's' ? OC_SENT : OC_RELAY;
+	if (strncmp(b->s, "authfail ", 9) == 0) {
+		*text = b->s + 9;
+		return OC_AUTHFAIL;
 	}
+	if (strncmp(b->s, "sent ", 5) == 0)
+		return parse_sent(b->s + 5, n, at, undone) < 0 ? OC_BAD : OC_SENT;
+	if (strncmp(b->s, "relay ", 6) == 0)
+		return parse_sent(b->s + 6, n, at, undone) < 0 ? OC_BAD : OC_RELAY;
 	return OC_BAD;
 }
 
-/* Tell the gate what the deliverer said happened. */
+/* Tell the gate what the deliverer said happened; *undone: how many of
+ * the batch's last recipients it did not attempt. */
 static enum oc_kind
-tell_gate(struct sched *s, struct job *j)
+tell_gate(struct sched *s, struct job *j, size_t *undone)
 {
 	const char *text = "";
-	unsigned long n = 0;
-	enum oc_kind k = parse_outcome(&j->oc, &n, &text);
+	unsigned long n = 0, und = 0;
+	long long at = -1;
+	enum oc_kind k = parse_outcome(&j->oc, &n, &at, &und, &text);
 	int crashed = WIFSIGNALED(j->status);
 
+	*undone = 0;
 	switch (k) {
 	case OC_REFUND:
 		gate_tell(s, j, GP_REFUND, 0, NULL);
+		break;
+	case OC_NOMAIL:
+		gate_tell(s, j, GP_NOMAIL, 0, NULL);
 		break;
 	case OC_THROTTLED:
 		log_warnx("msg %lu: the upstream is throttling us: %s", j->m->id, text);
 		gate_tell(s, j, GP_THROTTLED, 0, text);
 		break;
+	case OC_AUTHFAIL:
+		log_warnx("msg %lu: the upstream refused our credentials or certificate: %s; "
+		    "check username, secret_file (or secret_command), verify and ca_file of "
+		    "upstream %s", j->m->id, text, s->ups[j->up].name);
+		gate_tell(s, j, GP_AUTHFAIL, 0, text);
+		break;
 	case OC_SENT:
 	case OC_RELAY:
+		/* Only the last ones of the batch can be undone, never all. */
+		if (und < j->n && (k == OC_SENT || und == 0))
+			*undone = und;
+		j->sent_at = at;
 		gate_tell(s, j, GP_SENT, n > j->n ? (uint32_t)j->n : (uint32_t)n, NULL);
 		break;
 	case OC_NONE:
@@ -540,12 +626,13 @@ tell_gate(struct sched *s, struct job *j)
 			gate_tell(s, j, GP_REFUND, 0, NULL);
 			break;
 		}
-		/* A crash may come after the upstream took it. */
+		/* A crash may come after the final dot: the outcome is unknown. */
 		/* fall through */
+	case OC_UNKNOWN:
 	case OC_BAD:
 		if (k == OC_BAD)
 			log_warnx("msg %lu: the deliverer's outcome line is malformed", j->m->id);
-		gate_tell(s, j, GP_SENT, (uint32_t)j->n, NULL);
+		gate_tell(s, j, GP_UNKNOWN, 0, NULL);
 		break;
 	}
 	return k;
@@ -576,14 +663,17 @@ complete(struct sched *s, struct job *j)
 	struct msg *m = j->m;
 	struct rresult *res = xcalloc(j->n, sizeof *res);
 	size_t *done = xcalloc(j->n, sizeof *done);
-	size_t i, ndone = 0, ntemp = 0, nperm = 0, up = j->up;
+	size_t i, ndone = 0, ntemp = 0, nperm = 0, up = j->up, undone, tried;
 	const char *mtext = "", *why = NULL;
 	int more;
 	size_t next_off;
 	long long now = wall();
-	enum oc_kind how = tell_gate(s, j);
+	enum oc_kind how = tell_gate(s, j, &undone);
 	/* Only a "sent" session can tell a recipient's own failure. */
-	int own = how == OC_SENT, throttled = how == OC_THROTTLED;
+	int own = how == OC_SENT;
+	/* The upstream said slow down, or refused our credentials: the
+	 * gate suspends it; the message waits there, no attempt counted. */
+	int throttled = how == OC_THROTTLED || how == OC_AUTHFAIL;
 	int expired = now - m->birth - msg_waited(m) > s->lifetime;
 	struct buf note = BUF_INIT, shown = BUF_INIT;
 
@@ -598,7 +688,19 @@ complete(struct sched *s, struct job *j)
 		buf_add(&j->out, "", 0);
 		report_parse(j->out.s ? j->out.s : "", j->out.len, j->n, res, &mtext);
 	}
-	for (i = 0; i < j->n; i++) {
+	/* The last `undone` recipients were not attempted (one transaction
+	 * per grant): not a failure, they go in the next batch; and batches
+	 * of this upstream are no bigger than what it took from now on. */
+	tried = j->n - undone;
+	if (undone > 0) {
+		struct upq *u = upq_of(s, j);
+
+		u->fit_lo = tried;
+		if (fit_toobig(u, tried + 1))
+			log_info("msg %lu: %s takes %zu recipients per transaction; batches of "
+			    "%zu from now on", m->id, u->name, tried, tried);
+	}
+	for (i = 0; i < tried; i++) {
 		const char *text = res[i].text ? res[i].text : "";
 
 		/* Trouble with the relay (connect, TLS, AUTH, MAIL FROM, a
@@ -606,7 +708,7 @@ complete(struct sched *s, struct job *j)
 		 * says; and only a recipient's own temporary failure can
 		 * expire it. */
 		if (res[i].st == RS_PERM && (how == OC_RELAY || how == OC_REFUND ||
-		    how == OC_THROTTLED))
+		    how == OC_NOMAIL || throttled))
 			res[i].st = RS_TEMP;
 		if (res[i].st == RS_TEMP && res[i].own && own && expired) {
 			buf_reset(&note);
@@ -651,8 +753,8 @@ complete(struct sched *s, struct job *j)
 	buf_free(&shown);
 	free(res);
 	free(done);
-	more = j->more;
-	next_off = j->offs[j->n - 1] + 1;
+	more = j->more || undone > 0;
+	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
 	job_free(s, j);
 	if (throttled) {
 		schedule(s, m, now);	/* the same batch, after the suspension at the gate */

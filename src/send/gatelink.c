@@ -207,9 +207,22 @@ gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted
 	case GP_REFUND:
 		k = gc_report_refund(&s->gc, j->tag);
 		break;
-	default:
-		k = gc_report_sent(&s->gc, j->tag, accepted, -1);
+	case GP_AUTHFAIL:
+		/* No hold here (throttle_tag): the gate's suspension paces
+		 * the tries, and its RESUME or a reload lifts it at once. */
+		k = gc_report_authfail(&s->gc, j->tag, reply);
 		break;
+	case GP_NOMAIL:
+		k = gc_report_nomail(&s->gc, j->tag);
+		break;
+	case GP_UNKNOWN:
+		k = gc_report_unknown(&s->gc, j->tag);
+		break;
+	case GP_SENT:
+		k = gc_report_sent(&s->gc, j->tag, accepted, j->sent_at);
+		break;
+	default:
+		panic("gate_tell: outcome %d", (int)how);
 	}
 	j->tag = 0;
 	if (k < 0)

@@ -118,6 +118,31 @@ config_snapshot_start(struct sched *s)
 	s->cfg = s->loaded = n;
 }
 
+void
+classes_load(struct sched *s)
+{
+	struct policy *p = xcalloc(1, sizeof *p);
+	struct buf err = BUF_INIT;
+	const char *path = s->cfg->policy_file;
+
+	if (s->pol) {
+		policy_free(s->pol);
+		free(s->pol);
+		s->pol = NULL;
+	}
+	if (path == NULL || (access(path, F_OK) < 0 && errno == ENOENT) ||
+	    policy_load(p, path, &err) < 0) {
+		if (err.len)
+			log_warnx("%s: %s; requests go in arrival order, without classes", path,
+			    err.s);
+		policy_free(p);
+		free(p);
+	} else {
+		s->pol = p;
+	}
+	buf_free(&err);
+}
+
 /* Keys weir-send uses only at start: keep the old value in n. */
 static void
 keep(const char *file, const char *key, char **newv, const char *oldv)
@@ -201,6 +226,8 @@ rebuild_queues(struct sched *s, const struct weir_config *n)
 			continue;
 		}
 		v[map[i]] = s->ups[i];
+		/* The caps may have changed: learn again. */
+		v[map[i]].fit_lo = v[map[i]].fit_hi = 0;
 	}
 	for (k = 0; k < ncfg; k++)
 		if (v[k].name == NULL)
@@ -282,6 +309,7 @@ sched_reload(struct sched *s)
 
 	s->cfg = n;
 	s->loaded = n;
+	classes_load(s);
 	s->concurrency = n->concurrency;
 	s->lifetime = n->queue_lifetime;
 	s->retry_skip = n->retry_skip;

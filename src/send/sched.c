@@ -36,6 +36,7 @@
 #include "send/cleanup.h"
 #include "send/dsn.h"
 #include "send/note.h"
+#include "send/rcptfile.h"
 #include "send/preproc.h"
 #include "send/sendint.h"
 
@@ -149,18 +150,49 @@ msg_forget(struct sched *s, struct msg *m)
 
 static void on_due(struct evloop *ev, struct evtimer *t, void *arg);
 
+/* m's class priority, as weir-gate chooses the class (policy_class_for
+ * on the sender and the not-done recipients), found once per run. */
+static long long
+msg_prio(struct sched *s, struct msg *m)
+{
+	const struct policy_class *c;
+	struct rcptfile f;
+
+	if (m->prio_known || s->pol == NULL || s->pol->ncls == 0)
+		return m->prio;
+	if (rcptfile_load(s->o->q, m->id, &f) != 0)
+		return m->prio;		/* tried again at the next append */
+	c = policy_class_for(s->pol, NULL, m->sender, (long long)(f.n - f.ndone));
+	rcptfile_free(&f);
+	m->prio = c ? c->priority : 0;
+	m->prio_known = 1;
+	return m->prio;
+}
+
+/* Into its upstream's FIFO: after every message of its class or a
+ * higher one, so an interactive message passes a deep bulk backlog
+ * (weir-gate then picks among the requests by class too). */
 void
 fifo_append(struct sched *s, struct msg *m)
 {
 	struct upq *u = &s->ups[upidx(s, m)];
+	long long p = msg_prio(s, m);
+	struct msg **q;
 
 	m->queued = 1;
 	m->qnext = NULL;
-	if (u->tail)
-		u->tail->qnext = m;
-	else
-		u->head = m;
-	u->tail = m;
+	if (u->tail == NULL || u->tail->prio >= p) {
+		if (u->tail)
+			u->tail->qnext = m;
+		else
+			u->head = m;
+		u->tail = m;
+		return;
+	}
+	for (q = &u->head; (*q)->prio >= p; q = &(*q)->qnext)
+		;
+	m->qnext = *q;
+	*q = m;
 }
 
 void
@@ -608,6 +640,7 @@ sched_run(const struct sched_opts *o)
 	/* From here on the settings are s.cfg's (o's, or the same file's
 	 * as snapshot for the deliverers): see reload.c. */
 	config_snapshot_start(&s);
+	classes_load(&s);
 	s.concurrency = s.cfg == o->cfg ? o->concurrency : s.cfg->concurrency;
 	s.lifetime = s.cfg == o->cfg ? o->lifetime : s.cfg->queue_lifetime;
 	s.retry_skip = s.cfg == o->cfg ? o->retry_skip : s.cfg->retry_skip;

@@ -13,6 +13,7 @@
 #include "lib/buf.h"
 #include "lib/evloop.h"
 #include "mail/gateclient.h"
+#include "mail/policy.h"
 #include "mail/schedfile.h"
 #include "send/dsn.h"
 #include "send/preproc.h"
@@ -22,7 +23,8 @@
 #define SYSFAIL_S	300		/* retry after local trouble */
 #define NO_UPSTREAM	((size_t)-1)
 /* Requests weir-send keeps at the gate per upstream beyond those it can
- * run, so the gate can pick the most urgent class among them. */
+ * run, so the gate can pick the most urgent class among them; a message
+ * that outranks one of them may go to the gate up to LOOKAHEAD more. */
 #define LOOKAHEAD	16
 
 struct job;
@@ -56,6 +58,8 @@ struct msg {
 	 * off (so the pass ends with a retry, not the end). */
 	size_t pass_off;
 	int pass_deferred;
+	long long prio;		/* its class's priority (policy.conf), once known */
+	int prio_known;
 	struct msg *hnext;	/* hash chain */
 	struct msg *qnext;	/* FIFO */
 };
@@ -72,6 +76,7 @@ struct job {
 	int outfd, ocfd;	/* the report (fd 1) and the outcome (fd 3) */
 	struct buf out, oc;
 	int exited, status;
+	int64_t sent_at;	/* the deliverer's clock_mono_ms() of the 250; -1: unknown */
 	size_t n;		/* recipients in this batch */
 	int more;		/* not-done recipients after the batch */
 	size_t *offs;		/* their T bytes in remote/S/N */
@@ -86,10 +91,19 @@ struct job {
  * have deliveries running. */
 struct upq {
 	char *name;			/* the upstream's; NULL for s->none */
-	struct msg *head, *tail;	/* messages waiting for a job */
+	/* Messages waiting for a job: highest class priority first, FIFO
+	 * within a class (sched.c, fifo_append). */
+	struct msg *head, *tail;
 	struct job *ghead, *gtail;	/* granted jobs waiting to run */
 	unsigned jobs, running;
 	size_t cap;			/* recipients per request the gate allows; 0: unknown */
+	/* Batch sizes learnt, kept until a reload whatever the gate's cap
+	 * says (deliver.c, fit_size): fit_hi, the smallest found too big
+	 * (the gate's TOOBIG for a recipient window or a cap; a deliverer
+	 * that took fewer, for the upstream's RCPTMAX or a set-id
+	 * weir-remote's own max_recipients); fit_lo, the largest that went.
+	 * 0: nothing learnt. */
+	size_t fit_lo, fit_hi;
 	uint64_t hold_until;		/* monotonic ms: throttled, run nothing before */
 	uint32_t throttle_tag;		/* the THROTTLED report awaiting its answer */
 };
@@ -99,6 +113,7 @@ struct sched {
 	/* The settings in force: o's at start, a reload's after SIGHUP. */
 	const struct weir_config *cfg;
 	struct weir_config *loaded;	/* a reload's, freed by the next one */
+	struct policy *pol;		/* policy_file's classes; NULL: none readable */
 	int snapfd;			/* the bytes of cfg's file, for deliverers; -1: none */
 	char snappath[32];		/* "/proc/self/fd/N": their -c */
 	unsigned concurrency;
@@ -174,6 +189,9 @@ void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t acc
 
 /* reload.c */
 void sched_reload(struct sched *s);
+/* s->pol from s->cfg's policy_file (at start and on SIGHUP): the
+ * classes that order each upstream's FIFO, as weir-gate chooses them. */
+void classes_load(struct sched *s);
 /* At start: the config in force becomes the one parsed from a snapshot
  * of its file (as after a reload). */
 void config_snapshot_start(struct sched *s);

@@ -32,6 +32,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,8 +185,20 @@ struct ufault {
 	const char *flags[3];	/* its misbehaviour */
 	int refused;		/* nobody listens on the port */
 	int wrong_secret;
+	int suspends;		/* AUTHFAIL: the gate suspends, one try per suspension */
 	const char *why;	/* what the deferral says */
 };
+
+static int
+suspended(struct rt *rt, void *arg)
+{
+	char *st = rt_gate_status(rt);
+	int yes = strstr(st, "suspended until") != NULL;
+
+	(void)arg;
+	free(st);
+	return yes;
+}
 
 /*
  * The upstream misbehaves from the start: each of the four messages is
@@ -205,7 +218,11 @@ upstream_fault(const struct ufault *f)
 		tl_write(t.secret, "wrong-secret", 12);
 	start_relay();
 	inject_all();
-	wait_all_deferred();
+	if (f->suspends)	/* refused credentials: no message tries on its own */
+		cr_assert(rt_wait(suspended, &t, NULL, 30000), "no suspension:\n...%s",
+		    rt_send_logs_tail(&t, 3000));
+	else
+		wait_all_deferred();
 	cr_assert(rt_log_count(&t, f->why) >= 1, "no deferral says \"%s\":\n...%s", f->why,
 	    rt_send_logs_tail(&t, 3000));
 	assert_kept();
@@ -216,6 +233,8 @@ upstream_fault(const struct ufault *f)
 		rt_upstream_stop(&t);
 		rt_upstream_start(&t, "good", NULL, port);
 	}
+	if (f->suspends)	/* a reload lifts the suspension */
+		cr_assert_eq(kill(t.gate, SIGHUP), 0);
 	assert_recovered(0);
 }
 
@@ -276,14 +295,15 @@ Test(faultmatrix, other_4xx_rcpt)
 
 Test(faultmatrix, auth_535)
 {
-	struct ufault f = { .wrong_secret = 1, .why = "Remote host said: 535 " };
+	struct ufault f = { .wrong_secret = 1, .suspends = 1, .why = "Remote host said: 535 " };
 
 	upstream_fault(&f);
 }
 
 Test(faultmatrix, tls_failure)
 {
-	struct ufault f = { .cert = "wrong", .why = "TLS failed: certificate verification failed" };
+	struct ufault f = { .cert = "wrong", .suspends = 1,
+		.why = "TLS failed: certificate verification failed" };
 
 	upstream_fault(&f);
 }

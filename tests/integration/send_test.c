@@ -109,7 +109,7 @@ static const char deliverer_py[] =
     "    if 'garbage' in r:\n"
     "        out.write(b'250 OK, but I am not qmail-remote\\n')\n"
     "        out.flush()\n"
-    "        outcome('sent 0\\n')\n"
+    "        outcome('sent 0 -1 0\\n')\n"
     "        sys.exit(0)\n"
     "    if 'throttle' in r:\n"
     "        out.write(b's127.0.0.1 said: 421 4.7.0 rate limit exceeded, slow down\\0'\n"
@@ -127,11 +127,11 @@ static const char deliverer_py[] =
     "    out.flush()\n"
     "naccepted = sum(1 for r in rcpts if 'bad' not in r and ('slow' not in r or os.path.exists(D + '/slow-ok')))\n"
     "if any('nomsg' in r for r in rcpts):\n"
-    "    outcome('sent %%d\\n' %% naccepted)\n"
+    "    outcome('sent %%d -1 0\\n' %% naccepted)\n"
     "    sys.exit(0)\n"
     "out.write(b'K127.0.0.1 accepted message.\\nRemote host said: 250 ok\\0' if ok else b'DGiving up on 127.0.0.1\\0')\n"
     "out.flush()\n"
-    "outcome('sent %%d\\n' %% (naccepted if ok else 0))\n";
+    "outcome('sent %%d -1 0\\n' %% (naccepted if ok else 0))\n";
 
 static void
 setup_with(const char *extra)

@@ -1,8 +1,12 @@
 /* trouble_test.c: the reply/situation to action mapping. */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "lib/alloc.h"
 #include "mail/trouble.h"
+#include "testlib.h"
 
 static struct trouble_rules *rules;
 
@@ -88,6 +92,7 @@ Test(trouble, throttle_replies_suspend_whatever_the_stage)
 	    T_SUSPEND);
 	cr_assert_eq(act(STAGE_RCPT, "550 Rate limit exceeded\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_RCPT, "451 4.7.1 please slow down\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_RCPT, "421 4.7.0 Try again later\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_DATA_END, "554 TOO MANY messages\r\n"), T_SUSPEND);
 }
 
@@ -149,4 +154,46 @@ Test(trouble, names)
 {
 	cr_assert_str_eq(trouble_action_name(T_SUSPEND), "suspend");
 	cr_assert_str_eq(trouble_stage_name(STAGE_RCPT), "RCPT TO");
+}
+
+/* Greylisting speaks of one recipient or one message, not of us: it
+ * defers that one and never suspends the relay (it used to match the
+ * built-in "4?? 4.7.*" and "*try again later*"). */
+Test(trouble, greylisting_is_no_throttle)
+{
+	cr_assert_eq(act(STAGE_RCPT, "451 4.7.1 greylisted, try again later\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_DATA_END, "451 4.7.1 Greylisted, please try again later\r\n"),
+	    T_DEFER);
+	cr_assert_eq(act(STAGE_MAIL, "450 4.7.1 try again later\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_RCPT, "550 5.1.1 no such user\r\n"), T_BOUNCE);
+}
+
+/* policy.conf's throttle_reply patterns, through the policy loader the
+ * gate uses: tried first, even before the recipient-code exception;
+ * its built-in patterns are not added (trouble.c has the one list). */
+Test(trouble, policy_patterns_first)
+{
+	char *dir = tl_tmpdir(), *path = xasprintf("%s/policy.conf", dir);
+	static const char conf[] = "upstream \"isp\" { rate = \"1 per 1s\" }\n"
+	    "throttle_reply { pattern = \"450 4.3.2 come back*\" suspend = \"1m\" }\n"
+	    "throttle_reply { pattern = \"452 4.2.2 *\" suspend = \"1m\" }\n";
+	struct policy p;
+	struct buf err = BUF_INIT;
+
+	memset(&p, 0, sizeof p);
+	tl_write(path, conf, sizeof conf - 1);
+	cr_assert_eq(policy_load(&p, path, &err), 0, "%s", err.s ? err.s : "");
+	cr_assert_eq(act(STAGE_MAIL, "450 4.3.2 come back in a while\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_RCPT, "452 4.2.2 mailbox busy\r\n"), T_DEFER);
+	trouble_add_policy(rules, &p);
+	cr_assert_eq(act(STAGE_MAIL, "450 4.3.2 come back in a while\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_RCPT, "452 4.2.2 mailbox busy\r\n"), T_SUSPEND);
+	/* The policy's own built-in "4xx 4.7.*" is not added. */
+	cr_assert_eq(act(STAGE_RCPT, "451 4.7.1 greylisted, try again later\r\n"), T_DEFER);
+	policy_free(&p);
+	buf_free(&err);
+	unlink(path);
+	rmdir(dir);
+	free(path);
+	free(dir);
 }
