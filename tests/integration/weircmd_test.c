@@ -469,7 +469,7 @@ Test(weircmd, status_calendar_window_and_no_policy)
 		cr_assert(gc_acquire(&gc, tag, tag == 3 ? "l" : "t", NULL, NULL, 1, 1, 1) == 0);
 		cr_assert_eq(gc_wait_reply(&gc, &rep, &why), 1);
 		cr_assert_eq(rep.verb, GP_R_GRANT);
-		cr_assert(gc_report_sent(&gc, tag, 1) == 0);
+		cr_assert(gc_report_sent(&gc, tag, 1, -1) == 0);
 		cr_assert_eq(gc_wait_reply(&gc, &rep, &why), 1);
 	}
 	gc_close(&gc);
