@@ -13,6 +13,7 @@
  * metrics { address, textfile, interval, user } (started as root, it
  * becomes metrics.user before anything else: lib/privdrop.h).
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,6 +29,11 @@
 static const char help[] =
     "usage: weir-metrics [-c FILE]\n"
     "       weir-metrics [-c FILE] --textfile PATH\n";
+
+static const struct option longopts[] = {
+	{ "textfile", required_argument, NULL, 't' },
+	{ NULL, 0, NULL, 0 },
+};
 
 static int
 usage(void)
@@ -48,14 +54,14 @@ main(int argc, char **argv)
 	log_init("weir-metrics");
 	if ((rc = usage_std(argc, argv, "weir-metrics", help)) >= 0)
 		return rc;
-	while ((ch = getopt(argc, argv, "c:")) != -1) {
-		if (ch != 'c')
-			return usage();
-		cfile = optarg;
+	while ((ch = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c': cfile = optarg; break;
+		case 't': once = optarg; break;
+		default: return usage();
+		}
 	}
-	if (optind + 2 == argc && strcmp(argv[optind], "--textfile") == 0)
-		once = argv[optind + 1];
-	else if (optind != argc)
+	if (optind != argc)
 		return usage();
 	if (config_load(&cfg, cfile, &err) < 0) {
 		fputs(err.s, stderr);
