@@ -11,6 +11,7 @@
  *   - the gate killed: weir_gate_up 0, still a valid page;
  *   - --textfile replaces the file by rename (a hard link to the old file
  *     keeps the old bytes), and the daemon's textfile key writes it;
+ *   - `weir run` with the metrics section starts weir-metrics;
  *   - `weir status --watch` into a pipe: two frames, a second apart, with
  *     the window's bar.
  * Every process started dies with the test (own process group, killed
@@ -123,11 +124,12 @@ metrics_port_known(void *arg)
 	return p != NULL && port > 0;
 }
 
-/* Start weir-metrics -c conf, stderr to mlog; wait for its port. */
+/* Start bin -c conf [arg] (weir-metrics, or weir run), stderr to mlog;
+ * wait for weir-metrics' port. */
 static void
-start_metrics(void)
+start_logged(const char *prog, const char *arg)
 {
-	char *bin = tl_bin("weir-metrics");
+	char *bin = tl_bin(prog);
 	pid_t parent = getpid();
 	int fd = open(mlog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	struct buf b = BUF_INIT;
@@ -142,7 +144,12 @@ start_metrics(void)
 			_exit(127);
 		dup2(fd, 1);
 		dup2(fd, 2);
-		execl(bin, bin, "-c", s.qt.conf, (char *)NULL);
+		/* weir run finds its daemons beside it. */
+		*strrchr(bin, '/') = '\0';
+		if (setenv("WEIR_LIBEXEC", bin, 1) < 0)
+			_exit(127);
+		bin[strlen(bin)] = '/';
+		execl(bin, bin, "-c", s.qt.conf, arg, (char *)NULL);
 		_exit(127);
 	}
 	setpgid(metrics_pid, metrics_pid);
@@ -152,6 +159,12 @@ start_metrics(void)
 		tl_read(mlog, &b);
 		cr_assert_fail("weir-metrics did not start:\n%s", buf_cstr(&b));
 	}
+}
+
+static void
+start_metrics(void)
+{
+	start_logged("weir-metrics", NULL);
 }
 
 static void
@@ -474,4 +487,17 @@ Test(metrics, status_watch_two_frames_into_a_pipe)
 	    "frames less than a second apart");
 	buf_free(&out);
 	free(bin);
+}
+
+Test(metrics, weir_run_starts_it)
+{
+	struct buf body = BUF_INIT;
+
+	start_logged("weir", "run");
+	cr_assert_eq(curl("/metrics", &body), 0);
+	promtool_clean(&body);
+	/* weir run started the gate before weir-metrics. */
+	has_line(&body, "weir_queue_up 1");
+	cr_assert(strstr(body.s, "\nweir_gate_up "), "%s", body.s);
+	buf_free(&body);
 }
