@@ -43,7 +43,7 @@ ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt
 TESTLIBS := -lcriterion
 
 # program name : source folder (a folder without main.c is not built yet)
-ALL_PROGRAMS := weir-queue:queue weir:weir sendmail:sendmail weir-send:send weir-remote:remote weir-gate:gate weir-smtpd:smtpd
+ALL_PROGRAMS := weir-queue:queue weir:weir sendmail:sendmail weir-send:send weir-remote:remote weir-gate:gate weir-smtpd:smtpd weir-metrics:metrics
 PROGRAMS := $(foreach p,$(ALL_PROGRAMS),$(if $(wildcard src/$(word 2,$(subst :, ,$(p)))/main.c),$(p)))
 
 LIB_SRC  := $(wildcard src/lib/*.c src/mail/*.c)
@@ -225,6 +225,7 @@ install: all
 	install -m 0644 src/remote/weir-remote.8 $(DESTDIR)$(MANDIR)/man8/weir-remote.8
 	install -m 0644 src/smtpd/weir-smtpd.8 $(DESTDIR)$(MANDIR)/man8/weir-smtpd.8
 	install -m 0644 src/send/weir-send.8 $(DESTDIR)$(MANDIR)/man8/weir-send.8
+	install -m 0644 src/metrics/weir-metrics.8 $(DESTDIR)$(MANDIR)/man8/weir-metrics.8
 	install -m 0644 src/queue/weir-queue.8 $(DESTDIR)$(MANDIR)/man8/weir-queue.8
 	install -m 0644 src/sendmail/sendmail.8 $(DESTDIR)$(MANDIR)/man8/sendmail.8
 	install -m 0644 src/weir/weir.8 $(DESTDIR)$(MANDIR)/man8/weir.8

@@ -337,6 +337,7 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	case GP_SENT:
 		/* <at> is rounded down: the 250 came before its end. */
 		wg_report_at(&s->g, q->r, WG_SENT, NULL, rq->at < 0 ? -1 : rq->at + 1, now, &d);
+		u->n_rcpt_accepted += rq->accepted;
 		journal_done(s, id, &d, 'S', now);
 		reply_simple(c, GP_R_OK, rq->tag, 0);
 		break;

@@ -2,7 +2,8 @@
  * status.c: weir-gate's status, for people and as JSON: every window's
  * use, grants held, waiting requests per class, the next grant time, the
  * suspensions with their reasons and ends, whether the journal is
- * durable, and counters.
+ * durable, and counters (since the gate started; rcpt_accepted sums the
+ * recipient counts of the SENT reports, JSON only).
  *
  * Trusts: the engine's state.  Config keys: none.
  */
@@ -179,11 +180,11 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 	else
 		buf_adds(b, "null");
 	buf_printf(b, ",\"granted\":%llu,\"sent\":%llu,\"refunded\":%llu,\"throttled\":%llu,"
-	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu}",
+	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu,\"rcpt_accepted\":%llu}",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
 	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
 	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
-	    (unsigned long long)u->n_authfail);
+	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_rcpt_accepted);
 }
 
 void

@@ -129,6 +129,7 @@ struct wg_up {
 	int probe;
 	/* Counters for status. */
 	uint64_t n_granted, n_sent, n_refunded, n_throttled, n_unknown, n_nomail, n_authfail;
+	uint64_t n_rcpt_accepted;	/* recipients the SENT reports say were accepted */
 	struct wg_up *next;
 };
 

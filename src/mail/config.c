@@ -6,6 +6,7 @@
  * weir_config and struct weir_upstream.  No other file calls cfg_get*().
  * The listen { } section (weir-smtpd) has its table, lkeys[]; its list
  * defaults (addresses, networks) are computed in listen_defaults().
+ * The metrics { } section (weir-metrics) has its table, mkeys[].
  *
  * Errors name the file and line: libconfuse's own (syntax, unknown key,
  * bad integer) and ours (ranges, durations, choices, from the validate
@@ -137,6 +138,15 @@ static const struct key lkeys[] = {
 };
 #define NLKEYS (sizeof lkeys / sizeof lkeys[0])
 
+#define MOFF(f) offsetof(struct weir_metrics, f), NULL
+static const struct key mkeys[] = {
+	{ "address",         K_STR,      NULL, 0, 0, 0, MOFF(address) },
+	{ "textfile",        K_STR,      NULL, 0, 0, 0, MOFF(textfile) },
+	{ "interval",        K_DURATION, "15s", 0, 1, 3600, MOFF(interval) },
+	{ "user",            K_ACCOUNT,  NULL, 0, 0, 0, MOFF(user) },
+};
+#define NMKEYS (sizeof mkeys / sizeof mkeys[0])
+
 static const char *const listen_address_default[] = { "127.0.0.1:25", "[::1]:25", NULL };
 static const char *const listen_allow_default[] = { "127.0.0.0/8", "::1/128", NULL };
 
@@ -149,7 +159,10 @@ config_key_name(size_t i)
 	if (i < NUPKEYS)
 		return upkeys[i].name;
 	i -= NUPKEYS;
-	return i < NLKEYS ? lkeys[i].name : NULL;
+	if (i < NLKEYS)
+		return lkeys[i].name;
+	i -= NLKEYS;
+	return i < NMKEYS ? mkeys[i].name : NULL;
 }
 
 int
@@ -344,6 +357,12 @@ validate_listen(cfg_t *cfg, cfg_opt_t *opt)
 	return validate_key(cfg, opt, find_in(lkeys, NLKEYS, opt->name));
 }
 
+static int
+validate_metrics(cfg_t *cfg, cfg_opt_t *opt)
+{
+	return validate_key(cfg, opt, find_in(mkeys, NMKEYS, opt->name));
+}
+
 /* Every key of tab at its default, into the struct at base. */
 static void
 table_defaults(const struct key *tab, size_t n, void *base)
@@ -416,6 +435,7 @@ set_defaults(struct weir_config *c)
 	memset(c, 0, sizeof *c);
 	table_defaults(keys, NKEYS, c);
 	table_defaults(lkeys, NLKEYS, &c->listen);
+	table_defaults(mkeys, NMKEYS, &c->metrics);
 	if (gethostname(host, sizeof host) < 0 || host[0] == '\0')
 		strcpy(host, "localhost");
 	host[sizeof host - 1] = '\0';
@@ -635,6 +655,36 @@ copy_listen(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *err
 		    file, c->listen.line);
 }
 
+static void
+copy_metrics(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *err)
+{
+	struct weir_metrics *m = &c->metrics;
+	struct buf why = BUF_INIT;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	size_t n = cfg_size(cfg, "metrics");
+	cfg_t *sec;
+
+	if (n == 0)
+		return;
+	sec = cfg_getnsec(cfg, "metrics", 0);
+	m->present = 1;
+	m->line = sec->line;
+	if (n > 1)
+		buf_printf(err, "%s:%d: only one metrics section is allowed\n", file,
+		    cfg_getnsec(cfg, "metrics", 1)->line);
+	table_copy(mkeys, NMKEYS, m, sec);
+	if (m->address && hostport_parse(m->address, &ss, &len, &why) < 0)
+		buf_printf(err, "%s:%d: metrics: address: %s\n", file, m->line, why.s);
+	if (m->textfile && m->textfile[0] != '/')
+		buf_printf(err, "%s:%d: metrics: textfile must be an absolute path\n", file,
+		    m->line);
+	if (!m->address && !m->textfile)
+		buf_printf(err, "%s:%d: metrics: needs address, textfile or both\n", file,
+		    m->line);
+	buf_free(&why);
+}
+
 const struct weir_upstream *
 config_upstream(const struct weir_config *c, const char *name)
 {
@@ -695,7 +745,7 @@ computed_defaults(struct weir_config *c)
 static int
 load(struct weir_config *c, const char *cfile, const struct buf *text, struct buf *err)
 {
-	cfg_opt_t opts[NKEYS + 3], upopts[NUPKEYS + 1], lopts[NLKEYS + 1];
+	cfg_opt_t opts[NKEYS + 4], upopts[NUPKEYS + 1], lopts[NLKEYS + 1], mopts[NMKEYS + 1];
 	const char *path;
 	int explicit, rc = -1;
 	size_t i, errlen0 = err->len;
@@ -710,7 +760,9 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES);
 	table_opts(lkeys, NLKEYS, lopts);
 	opts[NKEYS + 1] = (cfg_opt_t)CFG_SEC("listen", lopts, CFGF_MULTI);
-	opts[NKEYS + 2] = (cfg_opt_t)CFG_END();
+	table_opts(mkeys, NMKEYS, mopts);
+	opts[NKEYS + 2] = (cfg_opt_t)CFG_SEC("metrics", mopts, CFGF_MULTI);
+	opts[NKEYS + 3] = (cfg_opt_t)CFG_END();
 
 	if (stat(path, &st) < 0 && errno == ENOENT && !explicit)
 		goto env_override;	/* no file: every default */
@@ -733,6 +785,12 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 		snprintf(name, sizeof name, "listen|%s", lkeys[i].name);
 		cfg_set_validate_func(cfg, name, validate_listen);
 	}
+	for (i = 0; i < NMKEYS; i++) {
+		char name[64];
+
+		snprintf(name, sizeof name, "metrics|%s", mkeys[i].name);
+		cfg_set_validate_func(cfg, name, validate_metrics);
+	}
 	if ((text ? confparse_text(cfg, path, text, err) : confparse(cfg, path, err)) < 0)
 		goto out;
 	table_copy(keys, NKEYS, c, cfg);
@@ -741,6 +799,7 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 		    "owner and the queue writer's group): set both or neither\n", path);
 	copy_upstreams(c, cfg, path, err);
 	copy_listen(c, cfg, path, err);
+	copy_metrics(c, cfg, path, err);
 	c->file = xstrdup(path);
 	if (err->len > errlen0)
 		goto out;
@@ -969,6 +1028,7 @@ config_free(struct weir_config *c)
 
 	table_free(keys, NKEYS, c);
 	table_free(lkeys, NLKEYS, &c->listen);
+	table_free(mkeys, NMKEYS, &c->metrics);
 	for (i = 0; i < c->nupstreams; i++)
 		config_upstream_free(&c->upstreams[i]);
 	free(c->upstreams);

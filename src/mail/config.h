@@ -11,6 +11,7 @@
  * weir-remote sends mail; see struct weir_upstream for the keys.
  * listen { ... } (at most one): weir-smtpd's addresses, relay networks and
  * limits; see struct weir_listen.
+ * metrics { ... } (at most one): weir-metrics; see struct weir_metrics.
  */
 #ifndef WEIR_CONFIG_H
 #define WEIR_CONFIG_H
@@ -77,6 +78,17 @@ struct weir_listen {
 	char *password_file;	/* password_file: AUTH users; NULL: no AUTH */
 };
 
+/* metrics { ... }: weir-metrics (Prometheus).  Without the section,
+ * present is 0 and `weir run` does not start weir-metrics. */
+struct weir_metrics {
+	int present;		/* the section is in the file */
+	int line;		/* where the section ends */
+	char *address;		/* address: "IPv4:port" or "[IPv6]:port"; NULL: no HTTP */
+	char *textfile;		/* textfile: node_exporter file to rewrite; NULL: none */
+	long long interval;	/* interval: seconds between textfile writes (15s) */
+	char *user;		/* user: weir-metrics becomes it (root only); NULL: stay */
+};
+
 struct weir_config {
 	char *file;		/* the file read, or NULL: defaults only */
 	char *queue_dir;	/* queue_dir */
@@ -100,9 +112,10 @@ struct weir_config {
 	struct weir_upstream *upstreams; /* upstream sections, in file order */
 	size_t nupstreams;
 	struct weir_listen listen; /* listen section */
+	struct weir_metrics metrics; /* metrics section */
 };
 
-/* The i-th key name (top level, upstream, then listen), NULL past the
+/* The i-th key name (top level, upstream, listen, then metrics), NULL past the
  * last: for the check that every key is documented. */
 const char *config_key_name(size_t i);
 

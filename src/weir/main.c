@@ -25,7 +25,7 @@ static const struct {
 	{ "run",          cmd_run,         NULL, "                   run weir-gate and weir-send in the foreground" },
 	{ "flush",        cmd_flush,       NULL, "                   try every deferred message now (through the gate)" },
 	{ "queue",        cmd_queue,       NULL, "[--json]           list the queue, as mailq" },
-	{ "status",       cmd_status,      NULL, "[--json]           the gate, the queue, the time to drain it" },
+	{ "status",       cmd_status,      NULL, "[--json|--watch]   the gate, the queue, the time to drain it" },
 	{ "check-config", NULL, cmd_check_config, "                   check weir.conf and the policy, say every error" },
 	{ "test-relay",   cmd_test_relay,  NULL, "[-v] [UPSTREAM...] connect, TLS, AUTH to each upstream; send nothing" },
 };

@@ -1,7 +1,8 @@
 /*
  * run.c: `weir [-c FILE] run`: the foreground supervisor.  Starts the
  * daemons (weir-gate, then weir-send, then `weir-smtpd -l` when weir.conf
- * has a listen section), each with the same config file,
+ * has a listen section, then weir-metrics when it has a metrics section),
+ * each with the same config file,
  * restarts one that exits or crashes (crash-only: there is no special
  * shutdown path in them, so restarting is recovery), forwards SIGHUP (re-
  * read config and policy), and on SIGTERM or SIGINT stops them all and
@@ -18,7 +19,7 @@
  *
  * Programs are found with libexec_path().  Config keys: queue_dir (for
  * the lock), and those of the children; this file looks only at whether
- * a listen section exists.
+ * a listen section and a metrics section exist.
  */
 #include <errno.h>
 #include <signal.h>
@@ -180,9 +181,10 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 {
 	static const char *const daemons[][2] = {
 		{ "weir-gate", NULL }, { "weir-send", NULL }, { "weir-smtpd", "-l" },
+		{ "weir-metrics", NULL },
 	};
 	struct run r;
-	size_t i;
+	size_t i, d;
 	char *lock;
 	long holder;
 	int lockfd;
@@ -207,20 +209,22 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 	free(lock);
 	memset(&r, 0, sizeof r);
 	r.cfile = cfg->file;
-	r.n = sizeof daemons / sizeof daemons[0];
-	if (!cfg->listen.present)
-		r.n--;		/* weir-smtpd, last, only with a listen section */
-	r.c = xcalloc(r.n, sizeof *r.c);
+	r.c = xcalloc(sizeof daemons / sizeof daemons[0], sizeof *r.c);
 	r.ev = evloop_new();
 	evloop_signal(r.ev, SIGCHLD, on_child, &r);
 	evloop_signal(r.ev, SIGTERM, on_stop, &r);
 	evloop_signal(r.ev, SIGINT, on_stop, &r);
 	evloop_signal(r.ev, SIGHUP, on_hup, &r);
-	for (i = 0; i < r.n; i++) {
+	for (d = 0; d < sizeof daemons / sizeof daemons[0]; d++) {
+		/* weir-smtpd only with a listen section, weir-metrics only
+		 * with a metrics section. */
+		if ((d == 2 && !cfg->listen.present) || (d == 3 && !cfg->metrics.present))
+			continue;
+		i = r.n++;
 		r.c[i].r = &r;
-		r.c[i].name = daemons[i][0];
-		r.c[i].arg = daemons[i][1];
-		r.c[i].path = libexec_path(daemons[i][0]);
+		r.c[i].name = daemons[d][0];
+		r.c[i].arg = daemons[d][1];
+		r.c[i].path = libexec_path(daemons[d][0]);
 		r.c[i].backoff = BACKOFF_MIN_MS;
 		if (access(r.c[i].path, X_OK) < 0) {
 			log_warn("cannot run %s", r.c[i].path);

@@ -37,6 +37,12 @@
  * src/gate/status.c writes them); a line that does not parse leaves that
  * window out of the estimate, it is never guessed.
  *
+ * --watch shows a short form of the same every second, on a timer (no
+ * busy loop), until SIGINT or SIGTERM: each window as a bar of its use
+ * of the limit, and the drain estimate.  On a terminal the screen is
+ * cleared for each frame; otherwise the frames follow one another, each
+ * starting with a blank line and "weir status at TIME".
+ *
  * Exit 0; 1 when the gate did not answer or the queue could not be read
  * (everything else is printed all the same); 2 for bad usage.
  *
@@ -45,6 +51,7 @@
  * queue_split, upstream sections (names, senders, max_recipients).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +61,8 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/evloop.h"
+#include "lib/io.h"
 #include "lib/json.h"
 #include "lib/log.h"
 #include "mail/gateclient.h"
@@ -498,26 +507,82 @@ json_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 	    s->other.messages, s->other.recipients);
 }
 
-int
-cmd_status(int argc, char **argv, struct weir_config *cfg)
+/* ---- --watch: one frame a second ---- */
+
+#define BAR_WIDTH 20
+
+static void
+watch_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
+    const struct buf *gwhy, int q_ok, const struct buf *qwhy, const char *winsrc, time_t now)
+{
+	char d[64], when[32];
+	size_t i, j, k, fill;
+
+	iso(when, sizeof when, now);
+	buf_printf(o, "weir status at %s (every second; interrupt to stop)\n", when);
+	if (!gate_ok)
+		buf_printf(o, "weir-gate (%s): not answering: %s\n", sock, gwhy->s);
+	for (i = 0; i < s->nup; i++) {
+		const struct sup *u = &s->up[i];
+
+		buf_printf(o, "upstream %s: ", u->name);
+		if (u->suspended > 0) {
+			fmt_dur(d, sizeof d, u->suspended);
+			buf_printf(o, "suspended for %s\n", d);
+		} else
+			buf_adds(o, u->known ? "active\n" : "no windows known\n");
+		for (j = 0; j < u->nwin; j++) {
+			const struct swin *w = &u->win[j];
+			char label[96];
+
+			fmt_dur(d, sizeof d, w->per);
+			snprintf(label, sizeof label, "%s per %s", policy_unit_name(w->unit), d);
+			fill = w->used <= 0 ? 0 : w->used >= w->limit ? BAR_WIDTH :
+			    (size_t)((w->used * BAR_WIDTH + w->limit - 1) / w->limit);
+			buf_printf(o, "  %-22s [", label);
+			for (k = 0; k < BAR_WIDTH; k++)
+				buf_addc(o, k < fill ? '#' : '.');
+			buf_printf(o, "] %lld of %lld\n", w->used, w->limit);
+		}
+		buf_printf(o, "  drain: %llu message%s, %llu recipient%s: ", u->messages,
+		    u->messages == 1 ? "" : "s", u->recipients, u->recipients == 1 ? "" : "s");
+		if (u->estimate < 0)
+			buf_adds(o, "unknown (no windows for it)\n");
+		else {
+			fmt_dur(d, sizeof d, u->estimate);
+			buf_printf(o, "about %s\n", d);
+		}
+	}
+	buf_printf(o, "queue: %llu message%s (%llu not preprocessed), %llu recipient%s not done",
+	    s->messages, s->messages == 1 ? "" : "s", s->todo, s->rcpt_left,
+	    s->rcpt_left == 1 ? "" : "s");
+	if (s->have_oldest) {
+		fmt_dur(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
+		buf_printf(o, ", oldest %s old", d);
+	}
+	buf_addc(o, '\n');
+	if (!q_ok)
+		buf_printf(o, "queue cannot be read: %s\n", qwhy->s);
+	buf_printf(o, "(windows from %s; the drain is a lower bound, see weir(8))\n", winsrc);
+}
+
+enum status_mode { ST_TEXT, ST_JSON, ST_WATCH };
+
+/* One status, into out.  1 when the gate answered and the queue was read. */
+static int
+status_once(struct weir_config *cfg, enum status_mode mode, struct buf *out)
 {
 	struct buf gtext = BUF_INIT, gjson = BUF_INIT, gwhy = BUF_INIT, qwhy = BUF_INIT;
-	struct buf out = BUF_INIT, perr = BUF_INIT;
+	struct buf perr = BUF_INIT;
 	struct qlist_stats qs;
 	struct policy pol;
 	struct queue q;
 	struct st s;
 	const char *winsrc;
-	int json = 0, gate_ok, q_ok = 0, have_pol;
+	int json = mode == ST_JSON, gate_ok, q_ok = 0, have_pol;
 	time_t now = time(NULL);
 	size_t i, j;
 
-	if (argc == 2 && strcmp(argv[1], "--json") == 0)
-		json = 1;
-	else if (argc != 1) {
-		log_warnx("usage: weir status [--json]");
-		return 2;
-	}
 	memset(&s, 0, sizeof s);
 	s.cfg = cfg;
 	s.now = now;
@@ -574,16 +639,14 @@ cmd_status(int argc, char **argv, struct weir_config *cfg)
 		}
 	}
 
-	if (json)
-		json_out(&out, &s, cfg->gate_socket, gate_ok, &gjson, &gwhy, q_ok, &qwhy, winsrc,
+	if (mode == ST_JSON)
+		json_out(out, &s, cfg->gate_socket, gate_ok, &gjson, &gwhy, q_ok, &qwhy, winsrc,
 		    now);
+	else if (mode == ST_WATCH)
+		watch_out(out, &s, cfg->gate_socket, gate_ok, &gwhy, q_ok, &qwhy, winsrc, now);
 	else
-		text_out(&out, &s, cfg->gate_socket, gate_ok, &gtext, &gwhy, q_ok, &qwhy, winsrc,
+		text_out(out, &s, cfg->gate_socket, gate_ok, &gtext, &gwhy, q_ok, &qwhy, winsrc,
 		    now);
-	if (fwrite(out.s, 1, out.len, stdout) != out.len || fflush(stdout) != 0) {
-		log_warn("write");
-		q_ok = 0;
-	}
 	for (i = 0; i < s.nup; i++)
 		free(s.up[i].win);
 	free(s.up);
@@ -593,6 +656,88 @@ cmd_status(int argc, char **argv, struct weir_config *cfg)
 	buf_free(&gwhy);
 	buf_free(&qwhy);
 	buf_free(&perr);
+	return gate_ok && q_ok;
+}
+
+struct watch {
+	struct weir_config *cfg;
+	uint64_t next;		/* the next frame, monotonic ms */
+	int tty;
+	int rc;
+};
+
+static void
+on_frame(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct watch *w = arg;
+	struct buf out = BUF_INIT;
+
+	(void)t;
+	/* A terminal is cleared (cursor home, erase); a pipe or file gets
+	 * the frames one after the other, a blank line between them. */
+	buf_adds(&out, w->tty ? "\033[H\033[2J" : "\n");
+	status_once(w->cfg, ST_WATCH, &out);
+	if (full_write(STDOUT_FILENO, out.s, out.len) < 0) {
+		log_warn("write");
+		w->rc = 1;
+		evloop_stop(ev);
+	} else {
+		w->next += 1000;
+		if (w->next < clock_mono_ms())	/* a slow frame: no catching up */
+			w->next = clock_mono_ms() + 1000;
+		evloop_timer_at(ev, w->next, on_frame, w);
+	}
 	buf_free(&out);
-	return gate_ok && q_ok ? 0 : 1;
+}
+
+static void
+on_interrupt(struct evloop *ev, int signo, void *arg)
+{
+	(void)signo; (void)arg;
+	evloop_stop(ev);
+}
+
+/* Until SIGINT or SIGTERM (exit 0) or stdout fails (exit 1). */
+static int
+watch(struct weir_config *cfg)
+{
+	struct watch w;
+	struct evloop *ev = evloop_new();
+
+	memset(&w, 0, sizeof w);
+	w.cfg = cfg;
+	w.tty = isatty(STDOUT_FILENO);
+	w.next = clock_mono_ms();
+	evloop_signal(ev, SIGINT, on_interrupt, &w);
+	evloop_signal(ev, SIGTERM, on_interrupt, &w);
+	evloop_timer_at(ev, w.next, on_frame, &w);
+	if (evloop_run(ev) < 0) {
+		log_warn("event loop");
+		w.rc = 1;
+	}
+	evloop_free(ev);
+	return w.rc;
+}
+
+int
+cmd_status(int argc, char **argv, struct weir_config *cfg)
+{
+	struct buf out = BUF_INIT;
+	int json = 0, ok;
+
+	if (argc == 2 && strcmp(argv[1], "--watch") == 0)
+		return watch(cfg);
+	if (argc == 2 && strcmp(argv[1], "--json") == 0)
+		json = 1;
+	else if (argc != 1) {
+		log_warnx("usage: weir status [--json | --watch]");
+		return 2;
+	}
+	ok = status_once(cfg, json ? ST_JSON : ST_TEXT, &out);
+	if (fwrite(out.s, 1, out.len, stdout) != out.len || fflush(stdout) != 0) {
+		log_warn("write");
+		ok = 0;
+	}
+	buf_free(&out);
+	return ok ? 0 : 1;
 }

@@ -1,0 +1,378 @@
+/*
+ * collect.c: one scrape, as Prometheus text format 0.0.4 (every family
+ * with HELP and TYPE lines, its samples together; what each one counts
+ * is in weir-metrics(8)).
+ *
+ *   the gate  one STATUS JSON request through mail/gateclient.h, with a
+ *             deadline; its document is read with lib/jsonread.h, and a
+ *             field that is missing or not a number leaves its sample out
+ *             (never guessed).  No answer: weir_gate_up 0 and no gate
+ *             families.
+ *   the queue the entries of mess/0..split-1 (every message, as qmail-
+ *             qstat counts) with the oldest one's mtime, and of todo/ (not
+ *             yet preprocessed).  Only names and mtimes: no file is opened,
+ *             so weir-metrics needs only the queue group's read access.
+ *
+ * Trusts: the gate's document as far as jsonread.c parses it; nothing in
+ * the queue.  Config keys: gate_socket, queue_dir, queue_split (through
+ * struct metrics_src).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "lib/jsonread.h"
+#include "lib/log.h"
+#include "mail/gateclient.h"
+#include "mail/queue.h"
+#include "metrics/metrics.h"
+
+/* ---- output helpers ---- */
+
+static void
+family(struct buf *o, const char *name, const char *type, const char *help)
+{
+	buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value, escaped as the text format wants (\\, \", \n). */
+static void
+label_value(struct buf *o, const char *v)
+{
+	buf_addc(o, '"');
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			buf_addc(o, '\\');
+		if (*v == '\n')
+			buf_adds(o, "\\n");
+		else
+			buf_addc(o, *v);
+	}
+	buf_addc(o, '"');
+}
+
+/* name{upstream="u"[,extra]} value: the number's text from the gate. */
+static void
+sample_up(struct buf *o, const char *name, const char *up, const char *extra,
+    const struct jv *num)
+{
+	long long v;
+
+	if (num == NULL || num->type != JV_NUMBER || jv_ll(num, &v) < 0 || v < 0)
+		return;
+	buf_printf(o, "%s{upstream=", name);
+	label_value(o, up);
+	buf_printf(o, "%s%s} %lld\n", extra ? "," : "", extra ? extra : "", v);
+}
+
+/* ---- the gate ---- */
+
+static int
+gate_fetch(const struct metrics_src *src, struct buf *body)
+{
+	struct gate_client gc;
+	struct gp_reply r;
+	struct timeval tv;
+	const char *why = "connection closed";
+	int rc = -1;
+
+	tv.tv_sec = src->gate_timeout_ms / 1000;
+	tv.tv_usec = (src->gate_timeout_ms % 1000) * 1000;
+	if (gc_connect(&gc, src->gate_socket) < 0)
+		return -1;
+	if (setsockopt(gc.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+	    setsockopt(gc.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
+		goto out;
+	if (gc_status(&gc, 1) < 0 || gc_wait_reply(&gc, &r, &why) != 1 ||
+	    r.verb != GP_R_STATUS)
+		goto out;
+	buf_add(body, gc.status.s ? gc.status.s : "", gc.status.len);
+	rc = 0;
+out:
+	gc_close(&gc);
+	return rc;
+}
+
+/* The upstreams array, or NULL. */
+static const struct jv *
+upstreams(const struct jv *doc)
+{
+	const struct jv *a = jv_get(doc, "upstreams");
+
+	return a && a->type == JV_ARRAY ? a : NULL;
+}
+
+static const char *
+up_name(const struct jv *u)
+{
+	const struct jv *n = jv_get(u, "name");
+
+	return n && n->type == JV_STRING ? n->s : NULL;
+}
+
+/* The window label of window i of u: its period ("60s"), with "#2", "#3"
+ * after it for a later window of the same period and unit (so label sets
+ * never repeat).  0 ok, -1 the window is not readable. */
+static int
+window_labels(const struct jv *wins, size_t i, char *out, size_t max)
+{
+	const struct jv *w = &wins->v[i], *unit = jv_get(w, "unit");
+	long long per, per2;
+	size_t j, same = 1;
+
+	if (jv_ll(jv_get(w, "per_s"), &per) < 0 || unit == NULL || unit->type != JV_STRING)
+		return -1;
+	for (j = 0; j < i; j++) {
+		const struct jv *u2 = jv_get(&wins->v[j], "unit");
+
+		if (jv_ll(jv_get(&wins->v[j], "per_s"), &per2) == 0 && per2 == per && u2 &&
+		    u2->type == JV_STRING && strcmp(u2->s, unit->s) == 0)
+			same++;
+	}
+	if (same > 1)
+		snprintf(out, max, "window=\"%llds#%zu\",unit=\"%s\"", per, same, unit->s);
+	else
+		snprintf(out, max, "window=\"%llds\",unit=\"%s\"", per, unit->s);
+	/* Units are the gate's own words (messages, recipients, connections). */
+	return strcspn(unit->s, "\"\\\n") == strlen(unit->s) ? 0 : -1;
+}
+
+static void
+window_family(struct buf *o, const struct jv *ups, const char *name, const char *field,
+    const char *help)
+{
+	size_t i, j;
+	char lab[128];
+
+	family(o, name, "gauge", help);
+	for (i = 0; i < ups->n; i++) {
+		const struct jv *wins = jv_get(&ups->v[i], "windows");
+		const char *up = up_name(&ups->v[i]);
+
+		if (up == NULL || wins == NULL || wins->type != JV_ARRAY)
+			continue;
+		for (j = 0; j < wins->n; j++)
+			if (window_labels(wins, j, lab, sizeof lab) == 0)
+				sample_up(o, name, up, lab, jv_get(&wins->v[j], field));
+	}
+}
+
+static void
+up_family(struct buf *o, const struct jv *ups, const char *name, const char *type,
+    const char *field, const char *help)
+{
+	size_t i;
+
+	family(o, name, type, help);
+	for (i = 0; i < ups->n; i++)
+		if (up_name(&ups->v[i]))
+			sample_up(o, name, up_name(&ups->v[i]), NULL, jv_get(&ups->v[i], field));
+}
+
+static int
+is_true(const struct jv *v)
+{
+	return v && v->type == JV_TRUE;
+}
+
+static void
+suspension(struct buf *o, const struct jv *ups, long long now_ms)
+{
+	static const char *const kinds[][3] = {
+		{ "throttle", "suspended", "suspended_until_ms" },
+		{ "auth", "auth_suspended", "auth_suspended_until_ms" },
+	};
+	size_t i, k;
+	long long until;
+
+	family(o, "weir_upstream_suspended", "gauge",
+	    "1 while the gate suspends the upstream (kind throttle: it said slow down; auth: "
+	    "authentication failed), else 0.");
+	for (i = 0; i < ups->n; i++)
+		for (k = 0; k < 2 && up_name(&ups->v[i]); k++) {
+			buf_adds(o, "weir_upstream_suspended{upstream=");
+			label_value(o, up_name(&ups->v[i]));
+			buf_printf(o, ",kind=\"%s\"} %d\n", kinds[k][0],
+			    is_true(jv_get(&ups->v[i], kinds[k][1])));
+		}
+	family(o, "weir_upstream_suspension_remaining_seconds", "gauge",
+	    "Seconds until the upstream's suspension ends (0: not suspended).");
+	for (i = 0; i < ups->n; i++)
+		for (k = 0; k < 2 && up_name(&ups->v[i]); k++) {
+			double left = 0;
+
+			if (is_true(jv_get(&ups->v[i], kinds[k][1])) &&
+			    jv_ll(jv_get(&ups->v[i], kinds[k][2]), &until) == 0 && until > now_ms)
+				left = (double)(until - now_ms) / 1000.0;
+			buf_adds(o, "weir_upstream_suspension_remaining_seconds{upstream=");
+			label_value(o, up_name(&ups->v[i]));
+			buf_printf(o, ",kind=\"%s\"} %.3f\n", kinds[k][0], left);
+		}
+}
+
+static void
+reports(struct buf *o, const struct jv *ups)
+{
+	static const char *const outcomes[][2] = {
+		{ "sent", "sent" }, { "refunded", "refunded" }, { "throttled", "throttled" },
+		{ "unknown", "unknown" }, { "nomail", "nomail" }, { "authfail", "authfail" },
+	};
+	size_t i, k;
+	char lab[64];
+
+	family(o, "weir_gate_reports_total", "counter",
+	    "Outcomes the deliverers reported to the gate since it started, by outcome "
+	    "(sent: the upstream accepted the transaction).");
+	for (i = 0; i < ups->n; i++)
+		for (k = 0; k < sizeof outcomes / sizeof outcomes[0]; k++)
+			if (up_name(&ups->v[i])) {
+				snprintf(lab, sizeof lab, "outcome=\"%s\"", outcomes[k][0]);
+				sample_up(o, "weir_gate_reports_total", up_name(&ups->v[i]), lab,
+				    jv_get(&ups->v[i], outcomes[k][1]));
+			}
+}
+
+static void
+gate_text(struct buf *o, const struct jv *doc)
+{
+	const struct jv *ups = upstreams(doc);
+	long long now_ms = 0;
+
+	family(o, "weir_gate_up", "gauge", "1 if weir-gate answered this scrape, else 0.");
+	buf_printf(o, "weir_gate_up %d\n", ups != NULL);
+	if (ups == NULL)
+		return;
+	family(o, "weir_gate_journal_durable", "gauge",
+	    "1 while the gate's journal is durable (0: it grants nothing).");
+	buf_printf(o, "weir_gate_journal_durable %d\n", is_true(jv_get(doc, "journal_durable")));
+	window_family(o, ups, "weir_window_used", "used",
+	    "Weight the window holds now: sends logged in it plus grants held.");
+	window_family(o, ups, "weir_window_limit", "limit",
+	    "The window's limit, in its unit, per its period.");
+	up_family(o, ups, "weir_grants_waiting", "gauge", "waiting",
+	    "Requests waiting for a grant.");
+	up_family(o, ups, "weir_deliveries_in_flight", "gauge", "held",
+	    "Grants held: deliveries under way, not yet reported.");
+	if (jv_ll(jv_get(doc, "now_ms"), &now_ms) == 0)
+		suspension(o, ups, now_ms);
+	up_family(o, ups, "weir_gate_grants_total", "counter", "granted",
+	    "Grants the gate gave since it started.");
+	reports(o, ups);
+	up_family(o, ups, "weir_recipients_accepted_total", "counter", "rcpt_accepted",
+	    "Recipients the upstream accepted, as the deliverers reported them to the gate, "
+	    "since the gate started.");
+}
+
+/* ---- the queue ---- */
+
+/* Count the entries of one folder (relative to dfd); oldest mtime. */
+static int
+count_dir(int dfd, const char *rel, unsigned long long *n, time_t *oldest)
+{
+	struct dirent *de;
+	struct stat st;
+	unsigned long id;
+	DIR *d;
+	int fd;
+
+	if ((fd = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -1;
+	if ((d = fdopendir(fd)) == NULL) {
+		close(fd);
+		return -1;
+	}
+	while ((errno = 0, de = readdir(d)) != NULL) {
+		if (queue_parse_id(de->d_name, &id) < 0)
+			continue;
+		(*n)++;
+		if (oldest && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    (*oldest == 0 || st.st_mtime < *oldest))
+			*oldest = st.st_mtime;
+	}
+	fd = errno;
+	closedir(d);
+	errno = fd;
+	return fd ? -1 : 0;
+}
+
+void
+metrics_queue_scan(const char *dir, unsigned split, struct metrics_queue *q)
+{
+	char rel[QPATH_MAX];
+	unsigned i;
+	int dfd;
+
+	memset(q, 0, sizeof *q);
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		log_warn("queue %s", dir);
+		return;
+	}
+	q->ok = 1;
+	for (i = 0; i < split && q->ok; i++) {
+		snprintf(rel, sizeof rel, "mess/%u", i);
+		if (count_dir(dfd, rel, &q->messages, &q->oldest) < 0) {
+			log_warn("queue %s/%s", dir, rel);
+			q->ok = 0;
+		}
+	}
+	if (q->ok && count_dir(dfd, "todo", &q->todo, NULL) < 0) {
+		log_warn("queue %s/todo", dir);
+		q->ok = 0;
+	}
+	close(dfd);
+}
+
+static void
+queue_text(struct buf *o, const struct metrics_queue *q, time_t now)
+{
+	family(o, "weir_queue_up", "gauge", "1 if the queue's folders could be read, else 0.");
+	buf_printf(o, "weir_queue_up %d\n", q->ok);
+	if (!q->ok)
+		return;
+	family(o, "weir_queue_messages", "gauge",
+	    "Messages in the queue (mess/), preprocessed or not.");
+	buf_printf(o, "weir_queue_messages %llu\n", q->messages);
+	family(o, "weir_queue_messages_not_preprocessed", "gauge",
+	    "Messages in todo/, not yet preprocessed by weir-send.");
+	buf_printf(o, "weir_queue_messages_not_preprocessed %llu\n", q->todo);
+	family(o, "weir_queue_oldest_message_age_seconds", "gauge",
+	    "Age of the oldest message (its mess/ file's mtime); 0 when the queue is empty.");
+	buf_printf(o, "weir_queue_oldest_message_age_seconds %lld\n",
+	    q->oldest && now > q->oldest ? (long long)(now - q->oldest) : 0LL);
+}
+
+void
+metrics_format(const char *json, size_t jlen, const struct metrics_queue *q, time_t now,
+    struct buf *out)
+{
+	struct jv doc;
+	const char *why = NULL;
+	int parsed = json && jv_parse(json, jlen, &doc, &why) == 0;
+
+	if (json && !parsed)
+		log_warnx("the gate's status is not JSON: %s", why ? why : "?");
+	gate_text(out, parsed ? &doc : NULL);
+	if (parsed)
+		jv_free(&doc);
+	queue_text(out, q, now);
+}
+
+int
+metrics_collect(const struct metrics_src *src, struct buf *out)
+{
+	struct buf body = BUF_INIT;
+	struct metrics_queue q;
+	int up;
+
+	up = gate_fetch(src, &body) == 0;
+	metrics_queue_scan(src->queue_dir, src->queue_split, &q);
+	metrics_format(up ? (body.s ? body.s : "") : NULL, body.len, &q, time(NULL), out);
+	buf_free(&body);
+	return up;
+}

@@ -1,0 +1,95 @@
+/*
+ * weir-metrics: Prometheus metrics for weir (see metrics.h).
+ *
+ *   weir-metrics [-c weir.conf]                    the daemon (weir run starts it)
+ *   weir-metrics [-c weir.conf] --textfile PATH    write the textfile once
+ *
+ * The daemon serves GET /metrics on metrics.address and/or rewrites
+ * metrics.textfile every metrics.interval, until killed.  Exit codes: 0
+ * done (--textfile), 2 bad usage or configuration (no metrics section
+ * for the daemon), 111 temporary trouble (bind, write).
+ *
+ * Trusts: its invoker.  Config keys: gate_socket, queue_dir, queue_split,
+ * metrics { address, textfile, interval, user } (started as root, it
+ * becomes metrics.user before anything else: lib/privdrop.h).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "lib/privdrop.h"
+#include "lib/usage.h"
+#include "mail/config.h"
+#include "metrics/metrics.h"
+
+#define GATE_TIMEOUT_MS 3000
+
+static const char help[] =
+    "usage: weir-metrics [-c FILE]\n"
+    "       weir-metrics [-c FILE] --textfile PATH\n";
+
+static const struct option longopts[] = {
+	{ "textfile", required_argument, NULL, 't' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int
+usage(void)
+{
+	fputs(help, stderr);
+	return 2;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct weir_config cfg;
+	struct buf err = BUF_INIT, text = BUF_INIT;
+	struct metrics_opts o;
+	const char *cfile = NULL, *once = NULL;
+	int ch, rc;
+
+	log_init("weir-metrics");
+	if ((rc = usage_std(argc, argv, "weir-metrics", help)) >= 0)
+		return rc;
+	while ((ch = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c': cfile = optarg; break;
+		case 't': once = optarg; break;
+		default: return usage();
+		}
+	}
+	if (optind != argc)
+		return usage();
+	if (config_load(&cfg, cfile, &err) < 0) {
+		fputs(err.s, stderr);
+		return 2;
+	}
+	if (!once && !cfg.metrics.present)
+		fatalx(2, "%s has no metrics section: nothing to serve",
+		    cfg.file ? cfg.file : "the configuration");
+	/* The one place weir-metrics gives up root, before it reads or
+	 * binds anything. */
+	privdrop_daemon("metrics user", cfg.metrics.user, 2);
+	memset(&o, 0, sizeof o);
+	o.src.gate_socket = cfg.gate_socket;
+	o.src.queue_dir = cfg.queue_dir;
+	o.src.queue_split = cfg.queue_split;
+	o.src.gate_timeout_ms = GATE_TIMEOUT_MS;
+	if (once) {
+		metrics_collect(&o.src, &text);
+		if (metrics_textfile(once, &text) < 0)
+			fatal(111, "write %s", once);
+		buf_free(&text);
+		config_free(&cfg);
+		return 0;
+	}
+	o.address = cfg.metrics.address;
+	o.textfile = cfg.metrics.textfile;
+	o.interval = cfg.metrics.interval;
+	rc = metrics_run(&o);
+	config_free(&cfg);
+	return rc;
+}

@@ -1,0 +1,71 @@
+/*
+ * metrics.h: weir-metrics, the Prometheus exporter (weir-metrics(8)).
+ *
+ *   collect.c  one scrape: the gate's STATUS JSON (through
+ *              mail/gateclient.h) and a count of the queue's mess/ and
+ *              todo/, as Prometheus text format 0.0.4
+ *   http.c     the GET /metrics server: strict request parsing, bounded
+ *              requests, a deadline per connection, one request each
+ *   textfile.c the same text for node_exporter's textfile collector,
+ *              written to PATH.tmp and renamed into place
+ *
+ * Trusts: the gate as far as gateclient.c and jsonread.c parse it,
+ * nothing in the queue (only names and mtimes are read), nothing from
+ * HTTP clients.  Config keys: gate_socket, queue_dir, queue_split, and
+ * the metrics section (address, textfile, interval, user).
+ */
+#ifndef WEIR_METRICS_H
+#define WEIR_METRICS_H
+
+#include <stddef.h>
+#include <time.h>
+
+#include "lib/buf.h"
+
+/* Where a scrape reads from. */
+struct metrics_src {
+	const char *gate_socket;
+	const char *queue_dir;
+	unsigned queue_split;
+	int gate_timeout_ms;	/* for the gate's answer */
+};
+
+/* One scrape, appended to out.  Never fails: what cannot be read is said
+ * by weir_gate_up 0 or weir_queue_up 0.  Returns 1 if the gate answered. */
+int metrics_collect(const struct metrics_src *src, struct buf *out);
+/* The text for a gate STATUS JSON document (json NULL: the gate is
+ * down) and queue counts, at wall time now (ms); for the unit tests. */
+struct metrics_queue {
+	int ok;			/* the folders could be read */
+	unsigned long long messages, todo;
+	time_t oldest;		/* mtime of the oldest mess/ file; 0: none */
+};
+void metrics_format(const char *json, size_t jlen, const struct metrics_queue *q,
+    time_t now, struct buf *out);
+/* Count mess/ and todo/ of the queue. */
+void metrics_queue_scan(const char *dir, unsigned split, struct metrics_queue *q);
+
+/* Write text to path atomically (path.tmp, fsync, rename).  0 ok, -1 with
+ * errno. */
+int metrics_textfile(const char *path, const struct buf *text);
+
+/* ---- http.c ---- */
+
+#define HTTP_REQ_MAX	8192	/* bytes of request line and headers */
+#define HTTP_TIMEOUT_MS	10000	/* a connection's whole life */
+#define HTTP_CONN_MAX	32	/* connections at once; more wait in the backlog */
+
+/* Parse a request head in s[0..len): 0 not complete yet; else the status
+ * to answer (200, 400, 404, 405, 431, 505).  *head: a HEAD request. */
+int http_parse(const char *s, size_t len, int *head);
+
+struct metrics_opts {
+	struct metrics_src src;
+	const char *address;	/* NULL: no HTTP */
+	const char *textfile;	/* NULL: none */
+	long long interval;	/* seconds, for the textfile */
+};
+/* The daemon: runs until killed; returns an exit status on failure. */
+int metrics_run(const struct metrics_opts *o);
+
+#endif

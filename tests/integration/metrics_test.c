@@ -1,0 +1,503 @@
+/*
+ * metrics_test.c: weir-metrics and `weir status --watch` against a real
+ * weir-gate on a scratch queue.
+ *   - a known run through the gate client (3 grants reported sent with 2
+ *     recipients each, 2 grants held, 1 request waiting, under "5
+ *     messages per 1m") and 2 messages in todo/: the scrape, by curl,
+ *     passes `promtool check metrics` and says exactly those numbers;
+ *   - malformed requests (bare LF, no Host, NUL, a body, too long, HTTP/2,
+ *     other paths and methods) get 400/404/405/431 and the server goes
+ *     on, also while a client holds a connection open saying nothing;
+ *   - the gate killed: weir_gate_up 0, still a valid page;
+ *   - --textfile replaces the file by rename (a hard link to the old file
+ *     keeps the old bytes), and the daemon's textfile key writes it;
+ *   - `weir run` with the metrics section starts weir-metrics;
+ *   - `weir status --watch` into a pipe: two frames, a second apart, with
+ *     the window's bar.
+ * Every process started dies with the test (own process group, killed
+ * in fini, PR_SET_PDEATHSIG).
+ */
+#include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "mail/gateclient.h"
+#include "send_helpers.h"
+#include "testlib.h"
+
+static struct sht s;
+static char *sock, *gatelog, *mlog;
+static pid_t gate_pid = -1, metrics_pid = -1;
+static unsigned port;
+static struct gate_client gc;
+static int gc_open;
+
+static void
+kill_pid(pid_t *pid)
+{
+	int st;
+
+	if (*pid <= 0)
+		return;
+	kill(-*pid, SIGKILL);
+	while (waitpid(*pid, &st, 0) < 0 && errno == EINTR)
+		;
+	*pid = -1;
+}
+
+#define S(x) x, sizeof(x) - 1
+
+static void
+setup(void)
+{
+	char *conf, *pol;
+	const char *p = "upstream \"up1\" {\n  window { limit = 5 per = \"1m\" unit = \"messages\" }\n}\n";
+
+	sh_setup(&s, NULL);
+	sock = xasprintf("%s/gate.sock", s.qt.tmp);
+	gatelog = xasprintf("%s/gate.log", s.qt.tmp);
+	mlog = xasprintf("%s/metrics.log", s.qt.tmp);
+	pol = xasprintf("%s/policy.conf", s.qt.tmp);
+	tl_write(pol, p, strlen(p));
+	conf = xasprintf(
+	    "policy_file = \"%s\"\n"
+	    "gate_socket = \"%s\"\n"
+	    "gate_journal = \"%s/journal\"\n"
+	    "upstream \"up1\" { host = \"127.0.0.1\" tls = \"none\" }\n"
+	    "metrics { address = \"127.0.0.1:0\" textfile = \"%s/daemon.prom\" interval = \"1s\" }\n",
+	    pol, sock, s.qt.tmp, s.qt.tmp);
+	sh_conf_append(&s, conf);
+	free(conf);
+	free(pol);
+}
+
+static void
+teardown(void)
+{
+	if (gc_open)
+		gc_close(&gc);
+	gc_open = 0;
+	kill_pid(&metrics_pid);
+	kill_pid(&gate_pid);
+	sh_teardown(&s);
+	free(sock);
+	free(gatelog);
+	free(mlog);
+}
+
+TestSuite(metrics, .init = setup, .fini = teardown, .timeout = 120);
+
+/* ---- processes ---- */
+
+static void
+start_gate(void)
+{
+	gate_pid = sh_gate_spawn(s.qt.conf, NULL, gatelog, sock);
+}
+
+static int
+metrics_port_known(void *arg)
+{
+	struct buf b = BUF_INIT;
+	const char *p;
+
+	(void)arg;
+	tl_read(mlog, &b);
+	p = b.s ? strstr(b.s, "serving http://127.0.0.1:") : NULL;
+	if (p)
+		port = (unsigned)atoi(p + strlen("serving http://127.0.0.1:"));
+	buf_free(&b);
+	return p != NULL && port > 0;
+}
+
+/* Start bin -c conf [arg] (weir-metrics, or weir run), stderr to mlog;
+ * wait for weir-metrics' port. */
+static void
+start_logged(const char *prog, const char *arg)
+{
+	char *bin = tl_bin(prog);
+	pid_t parent = getpid();
+	int fd = open(mlog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	struct buf b = BUF_INIT;
+
+	cr_assert(fd >= 0);
+	metrics_pid = fork();
+	cr_assert(metrics_pid >= 0);
+	if (metrics_pid == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		/* weir run finds its daemons beside it. */
+		*strrchr(bin, '/') = '\0';
+		if (setenv("WEIR_LIBEXEC", bin, 1) < 0)
+			_exit(127);
+		bin[strlen(bin)] = '/';
+		execl(bin, bin, "-c", s.qt.conf, arg, (char *)NULL);
+		_exit(127);
+	}
+	setpgid(metrics_pid, metrics_pid);
+	close(fd);
+	free(bin);
+	if (!sh_wait_for(metrics_port_known, NULL, 10000)) {
+		tl_read(mlog, &b);
+		cr_assert_fail("weir-metrics did not start:\n%s", buf_cstr(&b));
+	}
+}
+
+static void
+start_metrics(void)
+{
+	start_logged("weir-metrics", NULL);
+}
+
+static void
+metrics_alive(void)
+{
+	int st;
+
+	cr_assert_eq(waitpid(metrics_pid, &st, WNOHANG), 0, "weir-metrics exited (0x%x)", st);
+}
+
+/* ---- the gate run ---- */
+
+static void
+expect(uint32_t tag, enum gp_rverb verb)
+{
+	struct gp_reply r;
+	const char *why = "closed";
+
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1, "gate: %s", why);
+	cr_assert_eq(r.tag, tag);
+	cr_assert_eq(r.verb, verb, "tag %u: reply %d, wanted %d", tag, r.verb, verb);
+}
+
+/* 3 sent (2 recipients each), 2 held, 1 waiting: "5 per 1m" full. */
+static void
+known_run(void)
+{
+	uint32_t t;
+
+	cr_assert_eq(gc_connect(&gc, sock), 0);
+	gc_open = 1;
+	for (t = 1; t <= 5; t++) {
+		cr_assert_eq(gc_acquire(&gc, t, "up1", NULL, NULL, 1, 2, 1), 0);
+		expect(t, GP_R_GRANT);
+	}
+	for (t = 1; t <= 3; t++) {
+		cr_assert_eq(gc_report_sent(&gc, t, 2, -1), 0);
+		expect(t, GP_R_OK);
+	}
+	cr_assert_eq(gc_acquire(&gc, 6, "up1", NULL, NULL, 1, 2, 1), 0);
+	/* The gate answers in order: a STATUS after it proves it queued. */
+	cr_assert_eq(gc_status(&gc, 0), 0);
+	expect(0, GP_R_STATUS);
+}
+
+/* ---- HTTP ---- */
+
+/* curl's body of http://127.0.0.1:port/path; its exit status. */
+static int
+curl(const char *path, struct buf *body)
+{
+	char *url = xasprintf("http://127.0.0.1:%u%s", port, path);
+	const char *argv[] = { "/usr/bin/curl", "-sS", "-f", "--max-time", "20", url, NULL };
+	struct tl_run run = { .argv = argv };
+	struct tl_result r;
+	int st;
+
+	tl_run(&run, &r);
+	buf_add(body, r.out.s ? r.out.s : "", r.out.len);
+	st = r.status;
+	tl_result_free(&r);
+	free(url);
+	return st;
+}
+
+static void
+promtool_clean(const struct buf *body)
+{
+	const char *argv[] = { "/usr/bin/promtool", "check", "metrics", NULL };
+	struct tl_run run = { .argv = argv, .in = body->s, .inlen = body->len };
+	struct tl_result r;
+
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "promtool: %s%s", buf_cstr(&r.out), buf_cstr(&r.err));
+	cr_assert_eq(r.out.len + r.err.len, 0, "promtool: %s%s", buf_cstr(&r.out),
+	    buf_cstr(&r.err));
+	tl_result_free(&r);
+}
+
+static void
+has_line(const struct buf *body, const char *line)
+{
+	char *needle = xasprintf("\n%s\n", line);
+
+	cr_assert(body->s && strstr(body->s, needle), "no line \"%s\" in:\n%s", line, body->s);
+	free(needle);
+}
+
+static int
+tcp_connect(void)
+{
+	struct sockaddr_in a;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert(fd >= 0);
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "connect: %s",
+	    strerror(errno));
+	return fd;
+}
+
+/* Send raw bytes, read the whole answer (the server closes). */
+static void
+raw(const char *req, size_t len, struct buf *out)
+{
+	int fd = tcp_connect();
+	char tmp[4096];
+	ssize_t k;
+	struct pollfd p = { fd, POLLIN, 0 };
+
+	cr_assert_eq(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
+	for (;;) {
+		cr_assert(poll(&p, 1, 20000) == 1, "no answer to %.40s", req);
+		k = read(fd, tmp, sizeof tmp);
+		if (k <= 0)
+			break;
+		buf_add(out, tmp, (size_t)k);
+	}
+	close(fd);
+}
+
+static void
+raw_status(const char *req, size_t len, const char *want)
+{
+	struct buf out = BUF_INIT;
+
+	raw(req, len, &out);
+	cr_assert(out.s && strncmp(out.s, want, strlen(want)) == 0,
+	    "request \"%.60s\": wanted \"%s\", got \"%.80s\"", req, want, buf_cstr(&out));
+	buf_free(&out);
+	metrics_alive();
+}
+
+/* ---- tests ---- */
+
+Test(metrics, known_run_scraped_by_curl_and_promtool)
+{
+	struct buf body = BUF_INIT;
+
+	start_gate();
+	sh_put_s4(&s, "m1\n", 3, "Fa@example.org\0Tb@example.net\0", 31, 0);
+	sh_put_s4(&s, "m2\n", 3, "Fa@example.org\0Tc@example.net\0", 31, 0);
+	known_run();
+	start_metrics();
+	cr_assert_eq(curl("/metrics", &body), 0);
+	promtool_clean(&body);
+	has_line(&body, "weir_gate_up 1");
+	has_line(&body, "weir_window_used{upstream=\"up1\",window=\"60s\",unit=\"messages\"} 5");
+	has_line(&body, "weir_window_limit{upstream=\"up1\",window=\"60s\",unit=\"messages\"} 5");
+	has_line(&body, "weir_grants_waiting{upstream=\"up1\"} 1");
+	has_line(&body, "weir_deliveries_in_flight{upstream=\"up1\"} 2");
+	has_line(&body, "weir_gate_grants_total{upstream=\"up1\"} 5");
+	has_line(&body, "weir_gate_reports_total{upstream=\"up1\",outcome=\"sent\"} 3");
+	has_line(&body, "weir_gate_reports_total{upstream=\"up1\",outcome=\"throttled\"} 0");
+	has_line(&body, "weir_recipients_accepted_total{upstream=\"up1\"} 6");
+	has_line(&body, "weir_upstream_suspended{upstream=\"up1\",kind=\"throttle\"} 0");
+	has_line(&body, "weir_queue_up 1");
+	has_line(&body, "weir_queue_messages 2");
+	has_line(&body, "weir_queue_messages_not_preprocessed 2");
+	cr_assert(strstr(body.s, "\nweir_queue_oldest_message_age_seconds ") != NULL);
+	buf_free(&body);
+}
+
+Test(metrics, malformed_requests_refused_server_goes_on)
+{
+	struct buf body = BUF_INIT, big = BUF_INIT;
+	int idle;
+
+	start_gate();
+	start_metrics();
+	/* A client that says nothing holds a connection the whole time. */
+	idle = tcp_connect();
+	raw_status(S("GET /metrics HTTP/1.1\nHost: x\n\n"), "HTTP/1.1 400 ");
+	raw_status(S("GET /metrics HTTP/1.1\r\n\r\n"), "HTTP/1.1 400 ");
+	raw_status(S("GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), "HTTP/1.1 400 ");
+	raw_status(S("GET /met\0rics HTTP/1.0\r\n\r\n"), "HTTP/1.1 400 ");
+	raw_status(S("GET /metrics HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello"), "HTTP/1.1 400 ");
+	raw_status(S("GET /metrics HTTP/1.0\r\n folded\r\n\r\n"), "HTTP/1.1 400 ");
+	raw_status(S("GET /metrics HTTP/2.0\r\n\r\n"), "HTTP/1.1 400 ");
+	raw_status(S("get /metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 400 ");
+	raw_status(S("GET metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 400 ");
+	raw_status(S("GET / HTTP/1.0\r\n\r\n"), "HTTP/1.1 404 ");
+	raw_status(S("GET /metrics/x HTTP/1.1\r\nHost: x\r\n\r\n"), "HTTP/1.1 404 ");
+	raw_status(S("POST /metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 405 ");
+	buf_adds(&big, "GET /metrics HTTP/1.0\r\nX: ");
+	while (big.len < 9000)
+		buf_addc(&big, 'a');
+	raw_status(big.s, big.len, "HTTP/1.1 431 ");
+	raw_status(S("GET /metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 200 ");
+	raw_status(S("HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), "HTTP/1.1 200 ");
+	cr_assert_eq(curl("/metrics", &body), 0);
+	has_line(&body, "weir_gate_up 1");
+	close(idle);
+	buf_free(&big);
+	buf_free(&body);
+}
+
+Test(metrics, gate_down_says_so)
+{
+	struct buf body = BUF_INIT;
+
+	start_gate();
+	start_metrics();
+	kill_pid(&gate_pid);
+	cr_assert_eq(curl("/metrics", &body), 0);
+	promtool_clean(&body);
+	has_line(&body, "weir_gate_up 0");
+	has_line(&body, "weir_queue_up 1");
+	cr_assert(strstr(body.s, "weir_window_used") == NULL);
+	buf_free(&body);
+}
+
+static int
+daemon_textfile_written(void *arg)
+{
+	struct stat st;
+
+	return stat((const char *)arg, &st) == 0 && st.st_size > 0;
+}
+
+Test(metrics, textfile_replaced_by_rename)
+{
+	char *path = xasprintf("%s/weir.prom", s.qt.tmp), *old = xasprintf("%s.old", path);
+	char *tmp = xasprintf("%s.tmp", path), *dpath = xasprintf("%s/daemon.prom", s.qt.tmp);
+	char *bin = tl_bin("weir-metrics");
+	const char *argv[] = { bin, "-c", s.qt.conf, "--textfile", path, NULL };
+	struct tl_run run = { .argv = argv };
+	struct tl_result r;
+	struct buf b = BUF_INIT;
+	struct stat st;
+
+	start_gate();
+	tl_write(path, "old\n", 4);
+	cr_assert_eq(link(path, old), 0);
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "weir-metrics --textfile: %s", buf_cstr(&r.err));
+	tl_result_free(&r);
+	tl_read(old, &b);
+	cr_assert_str_eq(buf_cstr(&b), "old\n", "the old file was written in place");
+	buf_reset(&b);
+	tl_read(path, &b);
+	promtool_clean(&b);
+	has_line(&b, "weir_gate_up 1");
+	cr_assert(stat(tmp, &st) < 0 && errno == ENOENT, "%s left behind", tmp);
+	/* The daemon writes its textfile key's file every interval. */
+	start_metrics();
+	cr_assert(sh_wait_for(daemon_textfile_written, dpath, 10000), "no %s", dpath);
+	buf_reset(&b);
+	tl_read(dpath, &b);
+	promtool_clean(&b);
+	buf_free(&b);
+	free(path);
+	free(old);
+	free(tmp);
+	free(dpath);
+	free(bin);
+}
+
+/* ---- weir status --watch ---- */
+
+static int
+count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	while (hay && (hay = strstr(hay, needle)) != NULL) {
+		n++;
+		hay += strlen(needle);
+	}
+	return n;
+}
+
+Test(metrics, status_watch_two_frames_into_a_pipe)
+{
+	char *bin = tl_bin("weir");
+	pid_t pid;
+	int pfd[2], n;
+	struct buf out = BUF_INIT;
+	char tmp[4096];
+	struct pollfd p;
+	struct timespec t0, t1;
+
+	start_gate();
+	known_run();
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(pfd[1], 1);
+		execl(bin, bin, "-c", s.qt.conf, "status", "--watch", (char *)NULL);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	close(pfd[1]);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (count(out.s, "weir status at ") < 3) {
+		p.fd = pfd[0];
+		p.events = POLLIN;
+		cr_assert_eq(poll(&p, 1, 20000), 1, "no frame within 20 s; got:\n%s", buf_cstr(&out));
+		n = (int)read(pfd[0], tmp, sizeof tmp);
+		cr_assert(n > 0, "weir status --watch ended; got:\n%s", buf_cstr(&out));
+		buf_add(&out, tmp, (size_t)n);
+		if (count(out.s, "weir status at ") == 1)
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	kill(-pid, SIGTERM);
+	waitpid(pid, &n, 0);
+	close(pfd[0]);
+	cr_assert(strstr(out.s, "\x1b[") == NULL, "screen control codes into a pipe");
+	cr_assert(count(out.s, "[####################] 5 of 5\n") >= 2, "no full bar:\n%s", out.s);
+	cr_assert(count(out.s, "  drain: ") >= 2, "%s", out.s);
+	/* A timer, not a busy loop: the next frames came about a second apart. */
+	cr_assert((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 900,
+	    "frames less than a second apart");
+	buf_free(&out);
+	free(bin);
+}
+
+Test(metrics, weir_run_starts_it)
+{
+	struct buf body = BUF_INIT;
+
+	start_logged("weir", "run");
+	cr_assert_eq(curl("/metrics", &body), 0);
+	promtool_clean(&body);
+	/* weir run started the gate before weir-metrics. */
+	has_line(&body, "weir_queue_up 1");
+	cr_assert(strstr(body.s, "\nweir_gate_up "), "%s", body.s);
+	buf_free(&body);
+}

@@ -1,0 +1,228 @@
+/*
+ * metrics_parse_test.c: weir-metrics' parts that take input: the HTTP
+ * request parser (src/metrics/http.c), the JSON reader (lib/jsonread.c)
+ * on the gate's document and on bad ones, the text it makes of a gate
+ * document (src/metrics/collect.c), and weir.conf's metrics section.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "lib/jsonread.h"
+#include "mail/config.h"
+#include "metrics/metrics.h"
+#include "testlib.h"
+
+#define S(x) x, sizeof(x) - 1
+
+static int
+parse(const char *s, size_t n)
+{
+	int head;
+
+	return http_parse(s, n, &head);
+}
+
+Test(metrics_http, good_requests)
+{
+	int head;
+
+	cr_assert_eq(http_parse(S("GET /metrics HTTP/1.0\r\n\r\n"), &head), 200);
+	cr_assert_eq(head, 0);
+	cr_assert_eq(parse(S("GET /metrics HTTP/1.1\r\nHost: a:9\r\nAccept: text/plain;q=0.5\r\n"
+	    "User-Agent: Prometheus/2.42\r\nContent-Length: 0\r\n\r\n")), 200);
+	cr_assert_eq(http_parse(S("HEAD /metrics HTTP/1.1\r\nhost: x\r\n\r\n"), &head), 200);
+	cr_assert_eq(head, 1);
+}
+
+Test(metrics_http, incomplete_waits)
+{
+	cr_assert_eq(parse(S("")), 0);
+	cr_assert_eq(parse(S("GET /metrics HTTP/1.1\r\nHost: x\r\n")), 0);
+	cr_assert_eq(parse(S("GET /metrics HTTP/1.1\r\nHost: x\r\n\r")), 0);
+}
+
+Test(metrics_http, bad_requests)
+{
+	static const char *const bad[] = {
+		"GET /metrics HTTP/1.1\nHost: x\n\n",		/* bare LF */
+		"GET /metrics HTTP/1.1\r\nHost: x\r\r\n\r\n",	/* bare CR */
+		"GET /metrics HTTP/1.1\r\n\r\n",		/* no Host */
+		"GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+		"GET /metrics HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n",
+		"GET  /metrics HTTP/1.0\r\n\r\n",
+		"GET /metrics  HTTP/1.0\r\n\r\n",
+		"GET /metrics HTTP/1.0 \r\n\r\n",
+		"GET metrics HTTP/1.0\r\n\r\n",
+		"GET /metrics\r\n\r\n",				/* HTTP/0.9 */
+		"GET /metrics HTTP/2.0\r\n\r\n",
+		"GET /metrics HTTP/1.10\r\n\r\n",
+		"get /metrics HTTP/1.0\r\n\r\n",
+		"\r\n\r\n",
+		"GET /metrics HTTP/1.0\r\n folded\r\n\r\n",
+		"GET /metrics HTTP/1.0\r\nNo colon\r\n\r\n",
+		"GET /metrics HTTP/1.0\r\n: empty name\r\n\r\n",
+		"GET /metrics HTTP/1.0\r\nBad\x01: x\r\n\r\n",
+		"GET /metrics HTTP/1.0\r\nX: a\x01b\r\n\r\n",
+		"GET /metrics HTTP/1.0\r\nContent-Length: 5\r\n\r\n",
+		"GET /metrics HTTP/1.0\r\nContent-Length:\r\n\r\n",
+		"GET /metrics HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		cr_expect_eq(parse(bad[i], strlen(bad[i])), 400, "accepted: %s", bad[i]);
+	cr_assert_eq(parse(S("GET /met\0rics HTTP/1.0\r\n\r\n")), 400);
+	cr_assert_eq(parse(S("GET /metrics HTTP/1.5\r\n\r\n")), 505);
+}
+
+Test(metrics_http, paths_methods_size)
+{
+	struct buf b = BUF_INIT;
+
+	cr_assert_eq(parse(S("GET / HTTP/1.0\r\n\r\n")), 404);
+	cr_assert_eq(parse(S("GET /metrics?x=1 HTTP/1.0\r\n\r\n")), 404);
+	cr_assert_eq(parse(S("GET /metricsx HTTP/1.0\r\n\r\n")), 404);
+	cr_assert_eq(parse(S("POST /metrics HTTP/1.0\r\n\r\n")), 405);
+	cr_assert_eq(parse(S("OPTIONS * HTTP/1.0\r\n\r\n")), 400);
+	buf_adds(&b, "GET /metrics HTTP/1.0\r\nX: ");
+	while (b.len < HTTP_REQ_MAX)
+		buf_addc(&b, 'a');
+	cr_assert_eq(parse(b.s, b.len), 431);
+	buf_free(&b);
+}
+
+Test(jsonread, values_and_strictness)
+{
+	struct jv v;
+	const char *why;
+	long long n;
+	static const char *const bad[] = {
+		"", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "01", "1.", "-", "1e", "tru",
+		"\"a", "\"\\x\"", "\"\\ud800\"", "\"\\u0000\"", "\"a\tb\"", "[1] 2", "{1:2}",
+	};
+	size_t i;
+	const char *doc = " {\"a\": [1, -2, 3.5e2, true, false, null], \"s\": \"x\\\"\\u00e9\\ud83d\\ude00\","
+	    " \"o\": {}} ";
+
+	cr_assert_eq(jv_parse(doc, strlen(doc), &v, &why), 0, "%s", why);
+	cr_assert_eq(jv_get(&v, "a")->n, 6);
+	cr_assert_eq(jv_ll(&jv_get(&v, "a")->v[1], &n), 0);
+	cr_assert_eq(n, -2);
+	cr_assert_eq(jv_ll(&jv_get(&v, "a")->v[2], &n), -1);
+	cr_assert_str_eq(jv_get(&v, "a")->v[2].s, "3.5e2");
+	cr_assert_eq(jv_get(&v, "a")->v[3].type, JV_TRUE);
+	cr_assert_eq(jv_get(&v, "a")->v[5].type, JV_NULL);
+	cr_assert_str_eq(jv_get(&v, "s")->s, "x\"\xc3\xa9\xf0\x9f\x98\x80");
+	cr_assert_eq(jv_get(&v, "o")->type, JV_OBJECT);
+	cr_assert_null(jv_get(&v, "missing"));
+	jv_free(&v);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		cr_expect_eq(jv_parse(bad[i], strlen(bad[i]), &v, &why), -1, "accepted: %s", bad[i]);
+	cr_assert_eq(jv_parse(S("[\"a\0\"]"), &v, &why), -1);
+}
+
+Test(jsonread, depth_bounded)
+{
+	struct buf b = BUF_INIT;
+	struct jv v;
+	const char *why;
+	int i;
+
+	for (i = 0; i < 1000; i++)
+		buf_addc(&b, '[');
+	for (i = 0; i < 1000; i++)
+		buf_addc(&b, ']');
+	cr_assert_eq(jv_parse(b.s, b.len, &v, &why), -1);
+	buf_free(&b);
+}
+
+/* The text of a gate document: every number from the document, a label
+ * escaped, a repeated window made distinct, an unreadable field left out. */
+Test(metrics_format, from_a_gate_document)
+{
+	const char *doc = "{\"now_ms\":1000000,\"journal_durable\":true,\"upstreams\":["
+	    "{\"name\":\"a\\\"b\",\"suspended\":true,\"suspended_until_ms\":1030500,"
+	    "\"auth_suspended\":false,\"windows\":["
+	    "{\"limit\":5,\"per_s\":60,\"unit\":\"messages\",\"used\":3},"
+	    "{\"limit\":8,\"per_s\":60,\"unit\":\"messages\",\"used\":3},"
+	    "{\"limit\":100,\"per_s\":86400,\"unit\":\"recipients\",\"used\":\"x\"}],"
+	    "\"held\":1,\"waiting\":2,\"granted\":9,\"sent\":7,\"refunded\":1,\"throttled\":1,"
+	    "\"unknown\":0,\"nomail\":0,\"authfail\":0,\"rcpt_accepted\":12}]}";
+	struct metrics_queue q = { 1, 4, 1, 900 };
+	struct buf out = BUF_INIT;
+
+	metrics_format(doc, strlen(doc), &q, 1000, &out);
+	cr_assert(strstr(out.s, "\nweir_gate_up 1\n"));
+	cr_assert(strstr(out.s, "\nweir_window_used{upstream=\"a\\\"b\",window=\"60s\",unit=\"messages\"} 3\n"), "%s", out.s);
+	cr_assert(strstr(out.s, "\nweir_window_limit{upstream=\"a\\\"b\",window=\"60s#2\",unit=\"messages\"} 8\n"));
+	cr_assert(strstr(out.s, "\nweir_window_limit{upstream=\"a\\\"b\",window=\"86400s\",unit=\"recipients\"} 100\n"));
+	cr_assert_null(strstr(out.s, "window=\"86400s\",unit=\"recipients\"} x"));
+	cr_assert_null(strstr(out.s, "weir_window_used{upstream=\"a\\\"b\",window=\"86400s\""));
+	cr_assert(strstr(out.s, "\nweir_upstream_suspended{upstream=\"a\\\"b\",kind=\"throttle\"} 1\n"));
+	cr_assert(strstr(out.s, "\nweir_upstream_suspension_remaining_seconds{upstream=\"a\\\"b\",kind=\"throttle\"} 30.500\n"));
+	cr_assert(strstr(out.s, "\nweir_gate_reports_total{upstream=\"a\\\"b\",outcome=\"sent\"} 7\n"));
+	cr_assert(strstr(out.s, "\nweir_recipients_accepted_total{upstream=\"a\\\"b\"} 12\n"));
+	cr_assert(strstr(out.s, "\nweir_queue_messages 4\n"));
+	cr_assert(strstr(out.s, "\nweir_queue_oldest_message_age_seconds 100\n"));
+	buf_reset(&out);
+	metrics_format(S("{\"upstreams\": [}"), &q, 1000, &out);
+	cr_assert(strstr(out.s, "\nweir_gate_up 0\n"));
+	cr_assert_null(strstr(out.s, "weir_window"));
+	buf_free(&out);
+}
+
+/* ---- weir.conf's metrics section ---- */
+
+static char *dir;
+
+static void setup(void) { dir = tl_tmpdir(); unsetenv("WEIR_CONFIG"); unsetenv("WEIR_QUEUE"); }
+static void teardown(void) { tl_rmtree(dir); free(dir); }
+
+static int
+load(const char *text, struct weir_config *c, struct buf *err)
+{
+	char *p = xasprintf("%s/weir.conf", dir);
+	int rc;
+
+	tl_write(p, text, strlen(text));
+	rc = config_load(c, p, err);
+	free(p);
+	return rc;
+}
+
+Test(config_metrics, absent_present_and_errors, .init = setup, .fini = teardown)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+
+	cr_assert_eq(load("queue_dir = \"/q\"\n", &c, &err), 0, "%s", err.s);
+	cr_assert_eq(c.metrics.present, 0);
+	cr_assert_null(c.metrics.address);
+	cr_assert_eq(c.metrics.interval, 15);
+	config_free(&c);
+	cr_assert_eq(load("metrics { address = \"127.0.0.1:9749\" }\n", &c, &err), 0, "%s", err.s);
+	cr_assert_eq(c.metrics.present, 1);
+	cr_assert_str_eq(c.metrics.address, "127.0.0.1:9749");
+	cr_assert_null(c.metrics.textfile);
+	config_free(&c);
+	cr_assert_eq(load("metrics { textfile = \"/t/w.prom\" interval = \"1m\" }\n", &c, &err), 0,
+	    "%s", err.s);
+	cr_assert_str_eq(c.metrics.textfile, "/t/w.prom");
+	cr_assert_eq(c.metrics.interval, 60);
+	config_free(&c);
+	cr_assert_eq(load("metrics { }\n", &c, &err), -1);
+	cr_assert(strstr(err.s, "needs address, textfile or both"), "%s", err.s);
+	buf_reset(&err);
+	cr_assert_eq(load("metrics { address = \"localhost:80\" }\n", &c, &err), -1);
+	cr_assert(strstr(err.s, "metrics: address"), "%s", err.s);
+	buf_reset(&err);
+	cr_assert_eq(load("metrics { textfile = \"w.prom\" }\n", &c, &err), -1);
+	cr_assert(strstr(err.s, "absolute"), "%s", err.s);
+	buf_reset(&err);
+	cr_assert_eq(load("metrics { address = \"127.0.0.1:1\" }\nmetrics { address = "
+	    "\"127.0.0.1:2\" }\n", &c, &err), -1);
+	cr_assert(strstr(err.s, "only one metrics section"), "%s", err.s);
+	buf_free(&err);
+}
