@@ -11,11 +11,14 @@
  * first start it makes the run-time folders that are missing, with the
  * owners and modes of mail/rundir.c (a box without systemd).
  *
- * One `weir run` per queue: it takes an exclusive lock on lock/run in
- * the queue (pidlock.h) before it starts anything, and its children
- * inherit the lock's descriptor, so after a kill -9 of `weir run` the
- * lock stays taken while any daemon it started still runs; a second
- * `weir run` then exits 111 with one line naming the holder.
+ * One `weir run` per queue: before it starts anything it binds a Unix
+ * socket to an abstract name made of the queue folder's device and
+ * inode (run_lock), and its children inherit the socket, so after a
+ * kill -9 of `weir run` the name stays taken while any daemon it started
+ * still runs; a second `weir run` then exits 111 with one line.  An
+ * abstract name needs no write access anywhere (under weir.service root
+ * has no CAP_DAC_OVERRIDE and cannot write inside the queue) and is never
+ * left behind stale.  It holds within one network namespace.
  *
  * Programs are found with libexec_path().  Config keys: queue_dir (for
  * the lock), and those of the children; this file looks only at whether
@@ -24,14 +27,18 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
 #include "lib/evloop.h"
 #include "lib/log.h"
-#include "lib/pidlock.h"
 #include "mail/libexec.h"
 #include "mail/rundir.h"
 #include "weir/weir.h"
@@ -176,6 +183,60 @@ on_hup(struct evloop *ev, int signo, void *arg)
 			kill(r->c[i].pid, signo);
 }
 
+/* Who holds the lock: the pid that called listen() on it, as the
+ * kernel tells a client (SO_PEERCRED); 0 if it cannot be had. */
+static long
+run_lock_holder(const struct sockaddr_un *sa, socklen_t len)
+{
+	struct ucred cr;
+	socklen_t crlen = sizeof cr;
+	long pid = 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return 0;
+	if (connect(fd, (const struct sockaddr *)sa, len) == 0 &&
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) == 0)
+		pid = cr.pid;
+	(void)close(fd);
+	return pid;
+}
+
+/* The lock of one `weir run` per queue (see the top of the file): the
+ * bound socket, inherited by the daemons.  It listens only so that a
+ * second `weir run` can learn the holder's pid; nobody accepts. */
+static int
+run_lock(const char *dir)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	socklen_t len;
+	long pid;
+	int fd, n;
+
+	if (stat(dir, &st) < 0)
+		fatal(111, "stat %s", dir);
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	n = snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "weir-run/%llx/%llu",
+	    (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0)
+		fatal(111, "socket for the lock of %s", dir);
+	if (bind(fd, (struct sockaddr *)&sa, len) < 0) {
+		if (errno != EADDRINUSE)
+			fatal(111, "bind the lock of %s", dir);
+		if ((pid = run_lock_holder(&sa, len)) > 0)
+			fatalx(111, "another weir run (pid %ld, or a daemon it started) runs on %s: "
+			    "not starting", pid, dir);
+		fatalx(111, "another weir run (or a daemon it started) runs on %s: not starting",
+		    dir);
+	}
+	if (listen(fd, 4) < 0)
+		fatal(111, "listen on the lock of %s", dir);
+	return fd;
+}
+
 int
 cmd_run(int argc, char **argv, struct weir_config *cfg)
 {
@@ -185,9 +246,6 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 	};
 	struct run r;
 	size_t i, d;
-	char *lock;
-	long holder;
-	int lockfd;
 
 	if (argc != 1) {
 		log_warnx("usage: weir [-c FILE] run (unexpected \"%s\")", argv[1]);
@@ -195,18 +253,7 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 	}
 	/* Inherited by the daemons on purpose (see the top of the file);
 	 * never closed: it goes with the last of us. */
-	lock = xasprintf("%s/lock/run", cfg->queue_dir);
-	lockfd = pidlock_take(lock, 1, &holder);
-	if (lockfd < 0) {
-		if (errno == EWOULDBLOCK && holder > 0)
-			fatalx(111, "another weir run (pid %ld, or a daemon it started) runs on %s: "
-			    "not starting", holder, cfg->queue_dir);
-		if (errno == EWOULDBLOCK)
-			fatalx(111, "another weir run (or a daemon it started) runs on %s: "
-			    "not starting", cfg->queue_dir);
-		fatal(111, "lock %s", lock);
-	}
-	free(lock);
+	(void)run_lock(cfg->queue_dir);
 	memset(&r, 0, sizeof r);
 	r.cfile = cfg->file;
 	r.c = xcalloc(sizeof daemons / sizeof daemons[0], sizeof *r.c);
