@@ -6,7 +6,7 @@
 #   make install DESTDIR= PREFIX=
 #   make bench-inject    injection benchmark (scripts/bench/inject.sh)
 #   make bench-compare   weir against Postfix and nullmailer (scripts/bench/compare.sh, root, ~20-25 min)
-#   make fuzz            libFuzzer on weir-smtpd's parsers for FUZZ_TIME seconds
+#   make fuzz            libFuzzer on each parser of untrusted bytes, FUZZ_TIME seconds each
 #   make crashtest       crash-replay harness, exhaustive (tests/durability/), and the soak
 #   make deb             the Debian package and its lintian report, in $(BUILD)/package
 #   make package-test    install and use the package in a throwaway Debian 12 root (root)
@@ -124,31 +124,51 @@ check:
 	@$(MAKE) --no-print-directory test-run
 	@$(MAKE) --no-print-directory crash-check
 
-# libFuzzer (clang, Debian's libclang-rt-14-dev) on weir-smtpd's parsers of
-# client input (tests/fuzz/smtpd_fuzz.c).  `make fuzz` runs FUZZ_TIME
-# seconds and keeps what it finds under $(BUILD)/fuzz/corpus; `make check`
-# runs the seed corpus plus a short mutation pass.
+# libFuzzer (clang, Debian's libclang-rt-14-dev): one target per parser of
+# untrusted bytes, tests/fuzz/<name>_fuzz.c, each with its seed corpus in
+# tests/fuzz/corpus/<name>/.  The library and program sources are built
+# once more with clang and the sanitizers into $(FUZZ_LIB).  `make fuzz`
+# runs each target FUZZ_TIME seconds and keeps what it finds under
+# $(BUILD)/fuzz/corpus/<name>; `make check` (fuzz-smoke) runs each over its
+# seed corpus plus a short mutation pass (FUZZ_SMOKE_RUNS, at most
+# FUZZ_SMOKE_TIME seconds each).
 FUZZ_CC   ?= clang
 FUZZ_TIME ?= 60
-FUZZ_BIN  := $(BUILD)/fuzz/smtpd_fuzz
-FUZZ_SRC  := tests/fuzz/smtpd_fuzz.c src/smtpd/dataend.c src/smtpd/path.c src/smtpd/auth.c \
-	src/lib/netaddr.c src/lib/buf.c src/lib/alloc.c src/lib/log.c src/lib/io.c
+FUZZ_SMOKE_RUNS ?= 4000
+FUZZ_SMOKE_TIME ?= 6
+FUZZ_FLAGS := -g -O1 $(WARN) -Wno-format-nonliteral -std=gnu11 -Isrc $(DEFS)
+FUZZ_NAMES := $(patsubst tests/fuzz/%_fuzz.c,%,$(wildcard tests/fuzz/*_fuzz.c))
+FUZZ_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%_fuzz)
+FUZZ_LIB   := $(BUILD)/fuzz/libweir-fuzz.a
+FUZZ_OBJ   := $(patsubst %.c,$(BUILD)/fuzz/%.o,$(LIB_SRC) $(PROG_LOGIC_SRC))
 
-$(FUZZ_BIN): $(FUZZ_SRC) | $(PATHS_H)
+$(BUILD)/fuzz/src/%.o: src/%.c | $(PATHS_H)
+	@mkdir -p $(dir $@)
+	@$(if $(V),,echo "  FUZZ-CC  $<")
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c -o $@ $<
+
+$(FUZZ_LIB): $(FUZZ_OBJ)
+	@rm -f $@
+	$(Q)$(AR) rcs $@ $^
+
+$(BUILD)/fuzz/%_fuzz: tests/fuzz/%_fuzz.c $(FUZZ_LIB) | $(PATHS_H)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  FUZZ-LD  $@")
-	$(Q)$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined $(WARN) -Wno-format-nonliteral -std=gnu11 -Isrc $(DEFS) \
-		-o $@ $(FUZZ_SRC) -lcrypt
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB) $(ALL_LIBS)
 
-fuzz: $(FUZZ_BIN)
-	@mkdir -p $(BUILD)/fuzz/corpus
-	$(FUZZ_BIN) -max_total_time=$(FUZZ_TIME) $(BUILD)/fuzz/corpus tests/fuzz/corpus/smtpd
+fuzz: $(FUZZ_BINS)
+	@for t in $(FUZZ_NAMES); do mkdir -p $(BUILD)/fuzz/corpus/$$t; \
+		echo "fuzz: $$t for $(FUZZ_TIME) s"; \
+		$(BUILD)/fuzz/$${t}_fuzz -max_total_time=$(FUZZ_TIME) $(BUILD)/fuzz/corpus/$$t \
+			tests/fuzz/corpus/$$t || exit 1; done
 
-fuzz-smoke: $(FUZZ_BIN)
+fuzz-smoke: $(FUZZ_BINS)
 	@rm -rf $(BUILD)/fuzz/smoke && mkdir -p $(BUILD)/fuzz/smoke
-	@$(FUZZ_BIN) -runs=20000 -seed=1 $(BUILD)/fuzz/smoke tests/fuzz/corpus/smtpd >$(BUILD)/fuzz/smoke.log 2>&1 \
-		&& echo "fuzz-smoke: ok (20000 runs over tests/fuzz/corpus/smtpd)" \
-		|| { tail -n 40 $(BUILD)/fuzz/smoke.log; exit 1; }
+	@for t in $(FUZZ_NAMES); do mkdir -p $(BUILD)/fuzz/smoke/$$t; \
+		$(BUILD)/fuzz/$${t}_fuzz -runs=$(FUZZ_SMOKE_RUNS) -max_total_time=$(FUZZ_SMOKE_TIME) -seed=1 \
+			$(BUILD)/fuzz/smoke/$$t tests/fuzz/corpus/$$t >$(BUILD)/fuzz/smoke/$$t.log 2>&1 \
+			|| { tail -n 40 $(BUILD)/fuzz/smoke/$$t.log; echo "fuzz-smoke: $$t FAILED"; exit 1; }; done
+	@echo "fuzz-smoke: ok ($(FUZZ_NAMES): seed corpora + $(FUZZ_SMOKE_RUNS) runs each)"
 
 test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
 	@BUILD=$(BUILD) tests/run.sh $(TEST_BINS)
