@@ -134,8 +134,8 @@ check:
 # FUZZ_SMOKE_TIME seconds each).
 FUZZ_CC   ?= clang
 FUZZ_TIME ?= 60
-FUZZ_SMOKE_RUNS ?= 4000
-FUZZ_SMOKE_TIME ?= 6
+FUZZ_SMOKE_RUNS ?= 20000
+FUZZ_SMOKE_TIME ?= 8
 FUZZ_FLAGS := -g -O1 $(WARN) -Wno-format-nonliteral -std=gnu11 -Isrc $(DEFS)
 FUZZ_NAMES := $(patsubst tests/fuzz/%_fuzz.c,%,$(wildcard tests/fuzz/*_fuzz.c))
 FUZZ_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%_fuzz)
