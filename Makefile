@@ -151,7 +151,7 @@ $(FUZZ_LIB): $(FUZZ_OBJ)
 	@rm -f $@
 	$(Q)$(AR) rcs $@ $^
 
-$(BUILD)/fuzz/%_fuzz: tests/fuzz/%_fuzz.c $(FUZZ_LIB) | $(PATHS_H)
+$(BUILD)/fuzz/%_fuzz: tests/fuzz/%_fuzz.c tests/fuzz/fuzz.h $(FUZZ_LIB) | $(PATHS_H)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  FUZZ-LD  $@")
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB) $(ALL_LIBS)
@@ -178,11 +178,16 @@ test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
 # the replayer checks every state a power cut could leave.  `make check`
 # tries a bounded set of states per call boundary, `make crashtest` all
 # subsets of what was not yet durable (up to CRASH_BOUND, sampled beyond).
+# Both then run the real weir-send on a few recovered states, and run the
+# harness on weir-queue mutants that must fail (crash-selftest).
 RECORDER    := $(BUILD)/tests/recorder.so
 CRASHREPLAY := $(BUILD)/tests/durability/crashreplay
 CRASH_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out %/recorder.c,$(wildcard tests/durability/*.c)))
 CRASH_OBJ   += $(BUILD)/tests/lib/testlib_sock.o
 CRASH_BOUND ?= 10
+# States that the real weir-gate and weir-send then deliver (-d): make
+# check; make crashtest delivers 20.
+CRASH_DELIVER ?= 2
 
 $(RECORDER): tests/durability/recorder.c | $(PATHS_H)
 	@mkdir -p $(dir $@)
@@ -193,11 +198,11 @@ $(CRASHREPLAY): $(CRASH_OBJ) $(LIBPROGS) $(LIBWEIR)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS)
 
 crash-check: all $(RECORDER) $(CRASHREPLAY)
-	@$(CRASHREPLAY) -B $(BUILD)/bin -R $(RECORDER)
+	@$(CRASHREPLAY) -d $(CRASH_DELIVER) -B $(BUILD)/bin -R $(RECORDER)
 	@$(MAKE) --no-print-directory crash-selftest CRASH_SELFTEST_FLAGS=-1
 
 crashtest: all $(RECORDER) $(CRASHREPLAY)
-	@$(CRASHREPLAY) -x -b $(CRASH_BOUND) -B $(BUILD)/bin -R $(RECORDER)
+	@$(CRASHREPLAY) -x -b $(CRASH_BOUND) -d 20 -B $(BUILD)/bin -R $(RECORDER)
 	@$(MAKE) --no-print-directory crash-selftest
 
 # The harness's self-test: weir-queue made wrong through the recorder's

@@ -51,10 +51,17 @@
  *             remote/ file with a recipient to do), acknowledged or not,
  *             has the mess/ file its writer wrote by the cut, byte for
  *             byte: an empty, torn or zero-filled message never becomes
- *             deliverable.
+ *             deliverable;
+ *   deliver   (-d) the real weir-gate and weir-send, started on the state
+ *             after `weir flush` with the scripted deliverer, deliver every
+ *             recipient of an acknowledged message not confirmed before
+ *             the cut (but "bad" and "slow" ones) within 30 s, and every
+ *             message they deliver has the injected body, byte for byte.
  *
- * Usage: crashreplay [-x] [-1] [-b bound] [-s samples] [-k] [-v] [-S skip] -B bindir -R recorder.so
- *   -x  exhaustive;  -1  stop at the first failing state;  -k  keep the
+ * Usage: crashreplay [-x] [-1] [-d states] [-b bound] [-s samples] [-k] [-v] [-S skip] -B bindir -R recorder.so
+ *   -x  exhaustive;  -1  stop at the first failing state;  -d n  deliver
+ *   n states (spread over the log, each passing the checks) with the real
+ *   weir-gate and weir-send (check "deliver", below);  -k  keep the
  *   scratch folder;  -v  show every failing state (else the first 40);
  *   -S prog:path[:file|:dir[:after]]  WEIR_REC_SKIP (recorder.c: that
  *   program leaves out, or moves after its next fsync of the folder
@@ -363,59 +370,46 @@ apply_name(struct ns *s, const struct op *o)
 	}
 }
 
-static void apply_data(struct buf *b, const struct op *o);
+/* Grow b to len bytes, zero-filled (a file's size set beyond its end). */
+static void
+grow(struct buf *b, size_t len)
+{
+	if (len > b->len) {
+		buf_reserve(b, len - b->len);
+		memset(b->s + b->len, 0, len - b->len);
+		b->len = len;
+	}
+}
 
 /* How much of a pending write reaches the disk (sel values in build()). */
 enum wmode { W_NONE, W_ALL, W_ZERO, W_TORN };
 
-/* A write in mode m: W_ALL all its bytes; W_ZERO the file's new size but
- * zeros where it grew and the old bytes elsewhere (ext4's and XFS's
- * size-extended-but-zero-filled file after a crash); W_TORN its first
- * 512-byte sectors up to half of it, the rest as W_ZERO (a torn write). */
+/* A data op in mode m: W_ALL all of a write's bytes; W_ZERO the file's
+ * new size but zeros where it grew and the old bytes elsewhere (ext4's
+ * and XFS's size-extended-but-zero-filled file after a crash); W_TORN
+ * its first 512-byte sectors up to half of it, the rest as W_ZERO (a
+ * torn write).  A truncation is all or nothing. */
 static void
 apply_write(struct buf *b, const struct op *o, int m)
 {
 	const struct rec *r = &recs[o->rec];
-	size_t keep = m == W_ALL ? r->len : m == W_TORN ? r->len / 2 / 512 * 512 : 0;
 
-	if (o->k == OP_T || m == W_ALL || m == W_NONE) {
-		if (m != W_NONE)
-			apply_data(b, o);
+	if (m == W_NONE)
+		return;
+	if (o->k == OP_T) {
+		if (r->len < b->len)
+			b->len = r->len;
+		grow(b, r->len);
 		return;
 	}
-	if (r->off + r->len > b->len) {
-		size_t old = b->len;
-
-		buf_reserve(b, r->off + r->len - b->len);
-		memset(b->s + old, 0, r->off + r->len - old);
-		b->len = r->off + r->len;
-	}
-	memcpy(b->s + r->off, r->data, keep);
+	grow(b, r->off + r->len);
+	memcpy(b->s + r->off, r->data, m == W_ALL ? r->len : m == W_TORN ? r->len / 2 / 512 * 512 : 0);
 }
 
 static void
 apply_data(struct buf *b, const struct op *o)
 {
-	const struct rec *r = &recs[o->rec];
-
-	if (o->k == OP_T) {
-		if (r->len < b->len)
-			b->len = r->len;
-		else if (r->len > b->len) {
-			buf_reserve(b, r->len - b->len);
-			memset(b->s + b->len, 0, r->len - b->len);
-			b->len = r->len;
-		}
-		return;
-	}
-	if (r->off + r->len > b->len) {
-		size_t old = b->len;
-
-		buf_reserve(b, r->off + r->len - b->len);
-		memset(b->s + old, 0, r->off + r->len - old);
-		b->len = r->off + r->len;
-	}
-	memcpy(b->s + r->off, r->data, r->len);
+	apply_write(b, o, W_ALL);
 }
 
 static void
@@ -923,8 +917,8 @@ materialise(const struct state *s)
 /* ---- recovery and checks ---- */
 
 static const char *const check_names[] = { "lost", "D-mark", "bounce", "qcheck", "journal",
-	"corrupt" };
-#define NCHECKS 6
+	"corrupt", "deliver" };
+#define NCHECKS 7
 
 struct verdict {
 	struct buf why;
@@ -1454,10 +1448,106 @@ check_state(size_t upto, struct verdict *v)
 	free(jpath);
 }
 
+/* ---- delivering a recovered state with the real weir-send ---- */
+
+static struct workload *wl;
+static struct buf expect;	/* "k rcpt\n" lines that must be delivered */
+
+/* Has every expected recipient been delivered (a "Y <hash> k rcpt r" line)? */
+static int
+all_delivered(const char *dlog)
+{
+	struct buf d = BUF_INIT;
+	const char *p, *nl;
+	int ok = 1;
+
+	if (read_file_at(AT_FDCWD, dlog, &d, 1 << 24) != 0)
+		return 0;
+	for (p = expect.s; ok && p && p < expect.s + expect.len; p = nl + 1) {
+		char *pat;
+
+		nl = memchr(p, '\n', (size_t)(expect.s + expect.len - p));
+		pat = xasprintf(" %.*s r\n", (int)(nl - p), p);
+		ok = d.len && memmem(d.s, d.len, pat, strlen(pat)) != NULL;
+		free(pat);
+	}
+	buf_free(&d);
+	return ok;
+}
+
+/* Start the real weir-gate and weir-send on the state (materialised
+ * again: the checks changed it) after `weir flush`: every recipient of an
+ * acknowledged message that the deliverer had not confirmed before the
+ * cut, and that is not refused or deferred by design, is delivered; and
+ * every message delivered is byte for byte the body that was injected
+ * (a weir-queue killed halfway has none: it must never be delivered). */
+static size_t
+deliver_state(const struct state *s, size_t upto, struct verdict *v)
+{
+	char *dlog = xasprintf("%s/deliver.log", scratch), *tok, *save = NULL, *rc;
+	struct buf d = BUF_INIT;
+	const char *p, *nl;
+	size_t i, n = 0;
+
+	buf_reset(&expect);
+	for (i = 0; i < upto; i++) {
+		if (recs[i].kind != 'Q')
+			continue;
+		rc = xstrdup(recs[i].rcpts);
+		for (tok = strtok_r(rc, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (!strstr(tok, "bad") && !strstr(tok, "slow") &&
+			    !confirmed(upto, recs[i].k, 0, tok, strlen(tok)))
+				buf_printf(&expect, "%s %s\n", recs[i].k, tok), n++;
+		free(rc);
+	}
+	materialise(s);
+	if (!wl_deliver(wl, scratch, all_delivered, 30000))
+		fail(v, "deliver", "weir-send did not deliver within 30 s: %s", buf_cstr(&expect));
+	if (read_file_at(AT_FDCWD, dlog, &d, 1 << 24) != 0)
+		cr_die("read %s: %s", dlog, strerror(errno));
+	for (p = d.s; p && p < d.s + d.len; p = nl + 1) {
+		char hash[17], k[32], line[512];
+		struct buf got = BUF_INIT, want = BUF_INIT;
+		size_t gl, wlen;
+		const char *gb, *wb;
+		char *path;
+
+		nl = memchr(p, '\n', (size_t)(d.s + d.len - p));
+		if (nl == NULL)
+			break;
+		snprintf(line, sizeof line, "%.*s", (int)(nl - p), p);
+		if (sscanf(line, "%*d Y %16s %31s", hash, k) != 2 || strcmp(k, "-") == 0)
+			continue;	/* a bounce: weir's own message */
+		path = xasprintf("%s/etc/delivered/%s", scratch, hash);
+		if (read_file_at(AT_FDCWD, path, &got, 1 << 24) != 0)
+			cr_die("read %s: %s", path, strerror(errno));
+		free(path);
+		path = xasprintf("%s/etc/%s.msg", wl->root, k);
+		gb = cr_body(got.s, got.len, &gl);
+		if (read_file_at(AT_FDCWD, path, &want, 1 << 24) != 0) {
+			fail(v, "deliver", "message %s was delivered but was never wholly injected", k);
+		} else {
+			wb = cr_body(want.s, want.len, &wlen);
+			if (gl != wlen || memcmp(gb, wb, gl) != 0)
+				fail(v, "deliver", "message %s was delivered with another body (%zu bytes, "
+				    "%zu injected)", k, gl, wlen);
+		}
+		free(path);
+		buf_free(&got);
+		buf_free(&want);
+	}
+	if (unlink(dlog) < 0)
+		cr_die("unlink %s: %s", dlog, strerror(errno));
+	buf_free(&d);
+	free(dlog);
+	return n;
+}
+
 /* ---- driving ---- */
 
 struct run {
 	int exhaustive, first;
+	size_t deliver, delivered, drcpts;	/* -d: states to deliver, done, recipients */
 	unsigned bound, samples;
 	size_t prefixes, states, distinct, failures, shown, maxshown;
 	size_t by_check[NCHECKS];
@@ -1506,6 +1596,12 @@ try_state(struct run *run, size_t prefix, const unsigned char *sel, uint64_t pro
 	run->distinct++;
 	materialise(&s);
 	check_state(prefix + 1, &v);
+	/* -d: the middle of each of run->deliver equal stretches of the log. */
+	if (!v.failed && run->deliver &&
+	    (2 * run->delivered + 1) * nrecs <= 2 * run->deliver * (prefix + 1)) {
+		run->delivered++;
+		run->drcpts += deliver_state(&s, prefix + 1, &v);	/* evenly over the log */
+	}
 	if (v.failed) {
 		run->failures++;
 		for (i = 0; i < NCHECKS; i++)
@@ -1598,7 +1694,7 @@ states_at(struct run *run, size_t prefix, uint64_t promises)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: crashreplay [-x] [-1] [-b bound] [-s samples] [-k] [-v] [-S skip] "
+	fprintf(stderr, "usage: crashreplay [-x] [-1] [-d states] [-b bound] [-s samples] [-k] [-v] [-S skip] "
 	    "-B bindir -R recorder.so\n");
 	exit(2);
 }
@@ -1621,10 +1717,11 @@ main(int argc, char **argv)
 	run.maxshown = 40;
 	run.rng = 0x2545f4914f6cdd1dULL;
 	log_init("crashreplay");
-	while ((ch = getopt(argc, argv, "x1b:s:kS:B:R:v")) != -1) {
+	while ((ch = getopt(argc, argv, "x1d:b:s:kS:B:R:v")) != -1) {
 		switch (ch) {
 		case 'x': run.exhaustive = 1; break;
 		case '1': run.first = 1; run.maxshown = 1; break;
+		case 'd': run.deliver = (size_t)atoi(optarg); break;
 		case 'b': run.bound = (unsigned)atoi(optarg); break;
 		case 's': run.samples = (unsigned)atoi(optarg); break;
 		case 'k': keep = 1; break;
@@ -1648,6 +1745,7 @@ main(int argc, char **argv)
 		w.recorder = xstrdup(real);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	wl = &w;
 	wl_setup(&w);
 	scan_base(w.root, "queue");
 	scan_base(w.root, "gate");
@@ -1684,10 +1782,10 @@ main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	printf("crashreplay: %s: %zu records (%u messages queued), %zu prefixes, %zu states, "
 	    "%zu distinct checked, %zu failed (lost %zu, D-mark %zu, bounce %zu, qcheck %zu, "
-	    "journal %zu, corrupt %zu), max %zu pending, %.1f s\n", run.exhaustive ? "exhaustive" : "bounded",
+	    "journal %zu, corrupt %zu, deliver %zu; %zu states delivered, %zu recipients), max %zu pending, %.1f s\n", run.exhaustive ? "exhaustive" : "bounded",
 	    nrecs, w.injected, run.prefixes, run.states, run.distinct, run.failures,
 	    run.by_check[0], run.by_check[1], run.by_check[2], run.by_check[3], run.by_check[4],
-	    run.by_check[5],
+	    run.by_check[5], run.by_check[6], run.delivered, run.drcpts,
 	    run.maxpend,
 	    (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	rmtree(scratch);

@@ -554,3 +554,70 @@ wl_stop(struct workload *w)
 	(void)w;	/* w->gate_pid stays: the replay knows the journal by it */
 	stop_all();
 }
+
+/* Run the real weir-gate and weir-send (with the scripted deliverer,
+ * logging to root/deliver.log, copies in root/etc/delivered) on a queue
+ * and journal under root/state, after `weir flush`, until ready() says
+ * so or ms pass; then stop them.  1 if ready() came true. */
+int
+wl_deliver(struct workload *w, const char *root, int (*ready)(const char *dlog), int ms)
+{
+	char *conf = xasprintf("%s/weir.conf", root), *dlog = xasprintf("%s/deliver.log", root);
+	char *py = xasprintf("%s/deliver.py", root), *sock = xasprintf("%s/gate.sock", root);
+	char *gate = xasprintf("%s/weir-gate", w->bindir), *send = xasprintf("%s/weir-send", w->bindir);
+	char *weir = xasprintf("%s/weir", w->bindir), *elog = xasprintf("%s/run.log", root);
+	char *dd = xasprintf("%s/etc", root), *q = xasprintf("'%s'", dlog);
+	const char *argv[5];
+	struct buf b = BUF_INIT;
+	int t, ok = 0;
+
+	buf_printf(&b, "queue_dir = \"%s/state/queue\"\nqueue_split = %d\nhostname = \"%s\"\n"
+	    "admin = \"%s\"\nconcurrency = 2\ngate_socket = \"%s\"\n"
+	    "policy_file = \"%s/etc/policy.conf\"\ngate_journal = \"%s/state/gate/gate.journal\"\n"
+	    "upstream \"up1\" {\n  host = \"127.0.0.1\"\n  port = 2525\n  tls = \"none\"\n}\n",
+	    root, CR_SPLIT, CR_HOST, CR_ADMIN, sock, w->root, root);
+	write_file(conf, b.s, b.len, 0644);
+	buf_reset(&b);
+	buf_printf(&b, deliverer_py, q);
+	write_file(py, b.s, b.len, 0755);
+	write_file(dlog, "", 0, 0644);
+	if (mkdir(dd, 0755) < 0 && errno != EEXIST)
+		cr_die("mkdir %s: %s", dd, strerror(errno));
+	free(dd);
+	dd = xasprintf("%s/etc/delivered", root);
+	if (mkdir(dd, 0755) < 0 && errno != EEXIST)
+		cr_die("mkdir %s: %s", dd, strerror(errno));
+	if (setenv("WEIR_CONFIG", conf, 1) < 0 || setenv("WEIR_REMOTE", py, 1) < 0)
+		cr_die("setenv: %s", strerror(errno));
+	argv[0] = weir;
+	argv[1] = "flush";
+	argv[2] = NULL;
+	if (wait_exit(spawn(argv, NULL, NULL, elog, 0)) != 0)
+		cr_die("weir flush failed (see %s)", elog);
+	argv[0] = gate;
+	argv[1] = NULL;
+	gate_run = spawn(argv, NULL, NULL, elog, 1);
+	for (t = 0; t < 10000 && !tl_sock_answers(sock); t += 10)
+		usleep(10000);
+	if (t >= 10000)
+		cr_die("weir-gate on a recovered journal does not answer (see %s)", elog);
+	argv[0] = send;
+	send_pid = spawn(argv, NULL, NULL, elog, 1);
+	for (t = 0; t < ms && !(ok = ready(dlog)); t += 50)
+		usleep(50000);
+	stop_all();
+	if (setenv("WEIR_CONFIG", w->conf, 1) < 0)
+		cr_die("setenv: %s", strerror(errno));
+	buf_free(&b);
+	free(conf);
+	free(dlog);
+	free(py);
+	free(sock);
+	free(gate);
+	free(send);
+	free(weir);
+	free(elog);
+	free(dd);
+	free(q);
+	return ok;
+}

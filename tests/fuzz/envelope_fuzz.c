@@ -17,15 +17,7 @@
 #include <string.h>
 
 #include "mail/envelope.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void
-check(int ok)
-{
-	if (!ok)
-		abort();
-}
+#include "fuzz.h"
 
 static enum env_status
 feed(const char *s, size_t n, const uint8_t *cuts, size_t ncuts, struct buf *out,

@@ -18,15 +18,7 @@
 #include <string.h>
 
 #include "mail/gateproto.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void
-check(int ok)
-{
-	if (!ok)
-		abort();
-}
+#include "fuzz.h"
 
 static void
 same_line(const struct buf *b, const char *line, size_t len)

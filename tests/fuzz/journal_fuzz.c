@@ -25,15 +25,7 @@
 #include "gate/journal.h"
 #include "gate/window.h"
 #include "lib/log.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void
-check(int ok)
-{
-	if (!ok)
-		abort();
-}
+#include "fuzz.h"
 
 static void no_grant(void *arg, struct wg_req *r) { (void)arg; (void)r; }
 static void no_refuse(void *arg, struct wg_req *r, enum wg_code c) { (void)arg; (void)r; (void)c; }

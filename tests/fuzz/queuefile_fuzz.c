@@ -20,15 +20,7 @@
 
 #include "mail/envelope.h"
 #include "mail/schedfile.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void
-check(int ok)
-{
-	if (!ok)
-		abort();
-}
+#include "fuzz.h"
 
 static void
 fuzz_todo(const char *s, size_t n)

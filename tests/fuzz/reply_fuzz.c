@@ -19,15 +19,7 @@
 
 #include "mail/smtpreply.h"
 #include "mail/trouble.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void
-check(int ok)
-{
-	if (!ok)
-		abort();
-}
+#include "fuzz.h"
 
 static struct trouble_rules *rules;
 

@@ -24,15 +24,7 @@
 
 #include "mail/address.h"
 #include "sendmail/input.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void
-check(int ok)
-{
-	if (!ok)
-		abort();
-}
+#include "fuzz.h"
 
 static void
 list(const char *s, size_t n, const char *defdomain)
@@ -102,12 +94,10 @@ static void
 one(const char *s, size_t n, int allow_empty)
 {
 	struct buf out = BUF_INIT, why = BUF_INIT;
-	char *z = malloc(n + 1);
+	char *z = fz_cstr(s, n);
 
 	if (z == NULL)
 		return;
-	memcpy(z, s, n);
-	z[n] = '\0';
 	if (addr_parse_one(z, allow_empty, NULL, &out, &why) == 0)
 		check(out.len == 0 ? allow_empty : strlen(out.s) == out.len);
 	else
