@@ -30,7 +30,7 @@
 static void no_grant(void *arg, struct wg_req *r) { (void)arg; (void)r; }
 static void no_refuse(void *arg, struct wg_req *r, enum wg_code c) { (void)arg; (void)r; (void)c; }
 
-static char path[64];
+static char path[4096];
 
 /* Sum of what g holds, in a form to compare. */
 static void
@@ -83,7 +83,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (path[0] == '\0') {
 		log_init("journal_fuzz");
-		snprintf(path, sizeof path, "/dev/shm/weir-journal-fuzz.%ld", (long)getpid());
+		const char *tmp = getenv("TMPDIR");
+
+		snprintf(path, sizeof path, "%s/weir-journal-fuzz.%ld",
+		    access("/dev/shm", W_OK) == 0 ? "/dev/shm" : tmp && *tmp ? tmp : "/tmp",
+		    (long)getpid());
 	}
 	end = s + size - 1;
 	if (data[0] & 1) {
