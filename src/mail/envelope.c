@@ -48,7 +48,7 @@ enum env_status
 env_parser_feed(struct env_parser *p, const char *in, size_t n, size_t *used,
     struct buf *out)
 {
-	size_t i = 0, take;
+	size_t i = 0, take, room;
 	const char *nul, *why;
 
 	while (i < n && p->state != S_DONE) {
@@ -89,14 +89,19 @@ env_parser_feed(struct env_parser *p, const char *in, size_t n, size_t *used,
 		case S_RCPT:
 			nul = memchr(in + i, '\0', n - i);
 			take = nul ? (size_t)(nul - (in + i)) : n - i;
-			if (p->alen + take > ADDR_MAX) {
-				*used = i;
-				return env_fail(p, ENV_TOOLONG, "address longer than 1002 bytes");
-			}
-			why = envelope_addr_problem(in + i, take);
+			/* The first defect by position decides, so that the
+			 * outcome does not depend on how the input was split:
+			 * a control byte among the first ADDR_MAX bytes is
+			 * FORMAT, byte ADDR_MAX + 1 of the address TOOLONG. */
+			room = ADDR_MAX - p->alen;
+			why = envelope_addr_problem(in + i, take < room ? take : room);
 			if (why) {
 				*used = i;
 				return env_fail(p, ENV_FORMAT, why);
+			}
+			if (take > room) {
+				*used = i;
+				return env_fail(p, ENV_TOOLONG, "address longer than 1002 bytes");
 			}
 			buf_add(out, in + i, take);
 			memcpy(p->addr + p->alen, in + i, take);

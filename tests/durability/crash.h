@@ -38,6 +38,10 @@ void wl_setup(struct workload *w);
 /* Run the workload (gate, injections, weir-send, deliveries); returns
  * 0 when it reached its expected end, -1 (with a message) if not. */
 int wl_run(struct workload *w);
+/* Run the real weir-gate and weir-send, with the scripted deliverer, on
+ * the queue and journal under root/state (after `weir flush`) until
+ * ready(root/deliver.log) or ms pass; 1 if ready.  Dies on set-up errors. */
+int wl_deliver(struct workload *w, const char *root, int (*ready)(const char *dlog), int ms);
 /* Stop whatever wl_run left running (idempotent). */
 void wl_stop(struct workload *w);
 

@@ -14,9 +14,15 @@
  *     folder was fsync'ed (both folders for a rename across folders);
  *   - of what was not made durable, any subset: each pending operation
  *     may or may not have reached the disk, in any combination (applied
- *     in log order).
+ *     in log order);
+ *   - a pending write may also have reached the disk in part, as ext4
+ *     and XFS leave it: the file's new size with zeros where it grew
+ *     ("zero-filled", the size went to the journal before the data) or
+ *     its first 512-byte sectors only ("torn").
  * "Bounded" mode (make check) tries, per prefix, no pending operation,
- * all of them, each one alone and each one left out; "exhaustive" mode
+ * all of them, each one alone and each one left out, all of them with
+ * one write zero-filled or torn, and every name with every write
+ * zero-filled; "exhaustive" mode
  * (make crashtest) also tries every subset while there are at most -b
  * (default 10) pending operations; beyond, every subset of the newest
  * -b ones with the older ones none, all or a random half, and -s (256)
@@ -40,14 +46,29 @@
  *   qcheck    queue-check finds no problem;
  *   journal   the replayed journal counts at least the messages and
  *             recipients of every grant weir-gate answered before the
- *             cut (less those refunded).
+ *             cut (less those refunded);
+ *   corrupt   every message weir-send would deliver (todo/ entry, or a
+ *             remote/ file with a recipient to do), acknowledged or not,
+ *             has the mess/ file its writer wrote by the cut, byte for
+ *             byte: an empty, torn or zero-filled message never becomes
+ *             deliverable;
+ *   deliver   (-d) the real weir-gate and weir-send, started on the state
+ *             after `weir flush` with the scripted deliverer, deliver every
+ *             recipient of an acknowledged message not confirmed before
+ *             the cut (but "bad" and "slow" ones) within 30 s, and every
+ *             message they deliver has the injected body, byte for byte.
  *
- * Usage: crashreplay [-x] [-b bound] [-s samples] [-k] [-v] [-S skip] -B bindir -R recorder.so
- *   -x  exhaustive;  -k  keep the scratch folder;  -v  show every failing
- *   state (else the first 40);  -S prog:path  WEIR_REC_SKIP (recorder.c:
- *   that program leaves out its fsyncs of path..., a deliberately broken
- *   weir, to show that the checks can fail).  Exit 0 when every state passed, 1 on failures, 2 when
- *   the harness itself could not run.
+ * Usage: crashreplay [-x] [-1] [-d states] [-b bound] [-s samples] [-k] [-v] [-S skip] -B bindir -R recorder.so
+ *   -x  exhaustive;  -1  stop at the first failing state;  -d n  deliver
+ *   n states (spread over the log, each passing the checks) with the real
+ *   weir-gate and weir-send (check "deliver", below);  -k  keep the
+ *   scratch folder;  -v  show every failing state (else the first 40);
+ *   -S prog:path[:file|:dir[:after]]  WEIR_REC_SKIP (recorder.c: that
+ *   program leaves out, or moves after its next fsync of the folder
+ *   after..., its fsyncs of path...: a deliberately broken weir, to show
+ *   that the checks can fail; `make crash-selftest` runs three such
+ *   mutants and requires each to fail).  Exit 0 when every state
+ *   passed, 1 on failures, 2 when the harness itself could not run.
  *
  * Trusts: the log and folders it made.  Test code only.
  */
@@ -349,29 +370,46 @@ apply_name(struct ns *s, const struct op *o)
 	}
 }
 
+/* Grow b to len bytes, zero-filled (a file's size set beyond its end). */
 static void
-apply_data(struct buf *b, const struct op *o)
+grow(struct buf *b, size_t len)
+{
+	if (len > b->len) {
+		buf_reserve(b, len - b->len);
+		memset(b->s + b->len, 0, len - b->len);
+		b->len = len;
+	}
+}
+
+/* How much of a pending write reaches the disk (sel values in build()). */
+enum wmode { W_NONE, W_ALL, W_ZERO, W_TORN };
+
+/* A data op in mode m: W_ALL all of a write's bytes; W_ZERO the file's
+ * new size but zeros where it grew and the old bytes elsewhere (ext4's
+ * and XFS's size-extended-but-zero-filled file after a crash); W_TORN
+ * its first 512-byte sectors up to half of it, the rest as W_ZERO (a
+ * torn write).  A truncation is all or nothing. */
+static void
+apply_write(struct buf *b, const struct op *o, int m)
 {
 	const struct rec *r = &recs[o->rec];
 
+	if (m == W_NONE)
+		return;
 	if (o->k == OP_T) {
 		if (r->len < b->len)
 			b->len = r->len;
-		else if (r->len > b->len) {
-			buf_reserve(b, r->len - b->len);
-			memset(b->s + b->len, 0, r->len - b->len);
-			b->len = r->len;
-		}
+		grow(b, r->len);
 		return;
 	}
-	if (r->off + r->len > b->len) {
-		size_t old = b->len;
+	grow(b, r->off + r->len);
+	memcpy(b->s + r->off, r->data, m == W_ALL ? r->len : m == W_TORN ? r->len / 2 / 512 * 512 : 0);
+}
 
-		buf_reserve(b, r->off + r->len - b->len);
-		memset(b->s + old, 0, r->off + r->len - old);
-		b->len = r->off + r->len;
-	}
-	memcpy(b->s + r->off, r->data, r->len);
+static void
+apply_data(struct buf *b, const struct op *o)
+{
+	apply_write(b, o, W_ALL);
 }
 
 static void
@@ -593,7 +631,7 @@ build(struct state *s, const unsigned char *sel)
 				buf_reserve(b, 1);
 				s->touched[s->ntouched++] = o->ino;
 			}
-			apply_data(b, o);
+			apply_write(b, o, sel[i]);
 		} else {
 			apply_name(&s->ns, o);
 		}
@@ -731,6 +769,14 @@ struct idmap {
 	unsigned long from, to;
 };
 
+/* The state's mess/ files: new id -> model inode (materialise). */
+struct messino {
+	unsigned long id;
+	int ino;
+};
+static struct messino *messmap;
+static size_t nmessmap;
+
 static void
 put_file(const char *abs, const struct buf *b)
 {
@@ -789,6 +835,7 @@ materialise(const struct state *s)
 	}
 	/* New ids: the inode of mess/ files, or of a placeholder. */
 	map = xcalloc(s->ns.n + 1, sizeof *map);
+	nmessmap = 0;
 	for (pass = 0; pass < 2; pass++) {
 		for (i = 0; i < s->ns.n; i++) {
 			const struct ent *e = &s->ns.v[i];
@@ -811,8 +858,12 @@ materialise(const struct state *s)
 				cr_die("stat %s: %s", tmp, strerror(errno));
 			map[nmap].from = id;
 			map[nmap++].to = (unsigned long)sb.st_ino;
-			if (pass == 0)
+			if (pass == 0) {
 				at[e->ino] = tmp;	/* linked into place below */
+				messmap = xrealloc(messmap, nmap * sizeof *messmap);
+				messmap[nmessmap].id = (unsigned long)sb.st_ino;
+				messmap[nmessmap++].ino = e->ino;
+			}
 			else
 				free(tmp);
 		}
@@ -865,8 +916,9 @@ materialise(const struct state *s)
 
 /* ---- recovery and checks ---- */
 
-static const char *const check_names[] = { "lost", "D-mark", "bounce", "qcheck", "journal" };
-#define NCHECKS 5
+static const char *const check_names[] = { "lost", "D-mark", "bounce", "qcheck", "journal",
+	"corrupt", "deliver" };
+#define NCHECKS 7
 
 struct verdict {
 	struct buf why;
@@ -898,7 +950,7 @@ fail(struct verdict *v, const char *check, const char *fmt, ...)
 struct rmsg {
 	unsigned long id;
 	struct buf mess, info, remote, bounce;
-	int has_info, has_remote;
+	int has_info, has_remote, has_todo;
 };
 
 static int
@@ -974,6 +1026,8 @@ load_msgs(struct queue *q, struct rmsg **out, size_t *nout)
 			m->has_info = read_file_at(q->dfd, path, &m->info, 1 << 20) == 0;
 			queue_path(path, q, Q_REMOTE, id);
 			m->has_remote = read_file_at(q->dfd, path, &m->remote, 1 << 20) == 0;
+			queue_path(path, q, Q_TODO, id);
+			m->has_todo = faccessat(q->dfd, path, F_OK, 0) == 0;
 			queue_path(path, q, Q_BOUNCE, id);
 			if (read_file_at(q->dfd, path, &m->bounce, 1 << 20) != 0)
 				buf_reset(&m->bounce);
@@ -1119,6 +1173,62 @@ check_dmarks(size_t upto, struct rmsg *m, size_t nm, struct verdict *v)
 				fail(v, "D-mark", "<%.*s> of message %lu is marked done, but the "
 				    "deliverer had not confirmed it", (int)q.len, q.addr, m[j].id);
 	}
+}
+
+/* What the programs had written to model inode ino by the cut: its
+ * durable bytes with every pending write applied. */
+static void
+written_by_cut(int ino, struct buf *out)
+{
+	size_t i;
+
+	buf_reset(out);
+	buf_add(out, inodes[ino].dur.s ? inodes[ino].dur.s : "", inodes[ino].dur.len);
+	for (i = 0; i < npend; i++) {
+		const struct op *o = &ops[pend[i]];
+
+		if ((o->k == OP_W || o->k == OP_T) && o->ino == ino)
+			apply_data(out, o);
+	}
+}
+
+/* Every message weir-send would deliver (a todo/ entry, or a remote/
+ * file with a recipient to do), whether its injection was acknowledged
+ * or not, must have the mess/ file it was written with, byte for byte:
+ * a corrupt message must never become deliverable.  (Messages the
+ * recovery itself made, bounces, have no model inode and are skipped.) */
+static void
+check_deliverable(struct rmsg *m, size_t nm, struct verdict *v)
+{
+	struct buf want = BUF_INIT;
+	size_t j, k, z;
+
+	for (j = 0; j < nm; j++) {
+		size_t off = 0;
+		int todo = m[j].has_todo;
+		const char *w;
+		struct qrec q;
+
+		while (!todo && m[j].has_remote &&
+		    qrec_next(m[j].remote.s, m[j].remote.len, &off, &q, &w) == 1)
+			todo = q.type == 'T';
+		if (!todo)
+			continue;
+		for (k = 0; k < nmessmap && messmap[k].id != m[j].id; k++)
+			;
+		if (k == nmessmap)
+			continue;
+		written_by_cut(messmap[k].ino, &want);
+		if (want.len == m[j].mess.len && memcmp(want.s, m[j].mess.s, want.len) == 0)
+			continue;
+		for (z = 0; z < m[j].mess.len && m[j].mess.s[z] != '\0'; z++)
+			;
+		fail(v, "corrupt", "message %lu can be delivered (%s) but its mess/ file is not "
+		    "what was written: %zu bytes%s, %zu written", m[j].id,
+		    m[j].has_todo ? "todo/" : "remote/", m[j].mess.len,
+		    z < m[j].mess.len ? ", zero-filled" : "", want.len);
+	}
+	buf_free(&want);
 }
 
 static char *delivered_dir;	/* the deliverer keeps a copy of each message there */
@@ -1331,16 +1441,113 @@ check_state(size_t upto, struct verdict *v)
 	check_promised(upto, m, nm, v);
 	check_dmarks(upto, m, nm, v);
 	check_bounces(upto, m, nm, v);
+	check_deliverable(m, nm, v);
 	free_msgs(m, nm);
 	free(out);
 	free(qdir);
 	free(jpath);
 }
 
+/* ---- delivering a recovered state with the real weir-send ---- */
+
+static struct workload *wl;
+static struct buf expect;	/* "k rcpt\n" lines that must be delivered */
+
+/* Has every expected recipient been delivered (a "Y <hash> k rcpt r" line)? */
+static int
+all_delivered(const char *dlog)
+{
+	struct buf d = BUF_INIT;
+	const char *p, *nl;
+	int ok = 1;
+
+	if (read_file_at(AT_FDCWD, dlog, &d, 1 << 24) != 0)
+		return 0;
+	for (p = expect.s; ok && p && p < expect.s + expect.len; p = nl + 1) {
+		char *pat;
+
+		nl = memchr(p, '\n', (size_t)(expect.s + expect.len - p));
+		pat = xasprintf(" %.*s r\n", (int)(nl - p), p);
+		ok = d.len && memmem(d.s, d.len, pat, strlen(pat)) != NULL;
+		free(pat);
+	}
+	buf_free(&d);
+	return ok;
+}
+
+/* Start the real weir-gate and weir-send on the state (materialised
+ * again: the checks changed it) after `weir flush`: every recipient of an
+ * acknowledged message that the deliverer had not confirmed before the
+ * cut, and that is not refused or deferred by design, is delivered; and
+ * every message delivered is byte for byte the body that was injected
+ * (a weir-queue killed halfway has none: it must never be delivered). */
+static size_t
+deliver_state(const struct state *s, size_t upto, struct verdict *v)
+{
+	char *dlog = xasprintf("%s/deliver.log", scratch), *tok, *save = NULL, *rc;
+	struct buf d = BUF_INIT;
+	const char *p, *nl;
+	size_t i, n = 0;
+
+	buf_reset(&expect);
+	for (i = 0; i < upto; i++) {
+		if (recs[i].kind != 'Q')
+			continue;
+		rc = xstrdup(recs[i].rcpts);
+		for (tok = strtok_r(rc, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (!strstr(tok, "bad") && !strstr(tok, "slow") &&
+			    !confirmed(upto, recs[i].k, 0, tok, strlen(tok)))
+				buf_printf(&expect, "%s %s\n", recs[i].k, tok), n++;
+		free(rc);
+	}
+	materialise(s);
+	if (!wl_deliver(wl, scratch, all_delivered, 30000))
+		fail(v, "deliver", "weir-send did not deliver within 30 s: %s", buf_cstr(&expect));
+	if (read_file_at(AT_FDCWD, dlog, &d, 1 << 24) != 0)
+		cr_die("read %s: %s", dlog, strerror(errno));
+	for (p = d.s; p && p < d.s + d.len; p = nl + 1) {
+		char hash[17], k[32], line[512];
+		struct buf got = BUF_INIT, want = BUF_INIT;
+		size_t gl, wlen;
+		const char *gb, *wb;
+		char *path;
+
+		nl = memchr(p, '\n', (size_t)(d.s + d.len - p));
+		if (nl == NULL)
+			break;
+		snprintf(line, sizeof line, "%.*s", (int)(nl - p), p);
+		if (sscanf(line, "%*d Y %16s %31s", hash, k) != 2 || strcmp(k, "-") == 0)
+			continue;	/* a bounce: weir's own message */
+		path = xasprintf("%s/etc/delivered/%s", scratch, hash);
+		if (read_file_at(AT_FDCWD, path, &got, 1 << 24) != 0)
+			cr_die("read %s: %s", path, strerror(errno));
+		free(path);
+		path = xasprintf("%s/etc/%s.msg", wl->root, k);
+		gb = cr_body(got.s, got.len, &gl);
+		if (read_file_at(AT_FDCWD, path, &want, 1 << 24) != 0) {
+			fail(v, "deliver", "message %s was delivered but was never wholly injected", k);
+		} else {
+			wb = cr_body(want.s, want.len, &wlen);
+			if (gl != wlen || memcmp(gb, wb, gl) != 0)
+				fail(v, "deliver", "message %s was delivered with another body (%zu bytes, "
+				    "%zu injected)", k, gl, wlen);
+		}
+		free(path);
+		buf_free(&got);
+		buf_free(&want);
+	}
+	if (unlink(dlog) < 0)
+		cr_die("unlink %s: %s", dlog, strerror(errno));
+	buf_free(&d);
+	free(dlog);
+	return n;
+}
+
 /* ---- driving ---- */
 
 struct run {
-	int exhaustive;
+	int exhaustive, first;
+	size_t deliver, delivered, drcpts;	/* -d: states to deliver, done, recipients */
 	unsigned bound, samples;
 	size_t prefixes, states, distinct, failures, shown, maxshown;
 	size_t by_check[NCHECKS];
@@ -1380,6 +1587,8 @@ try_state(struct run *run, size_t prefix, const unsigned char *sel, uint64_t pro
 	struct verdict v = { BUF_INIT, 0, 0 };
 	size_t i;
 
+	if (run->first && run->failures)
+		return;		/* -1: the first failure is enough */
 	run->states++;
 	build(&s, sel);
 	if (!seen_add(state_hash(&s) ^ (promises * 0x9e3779b97f4a7c15ULL)))
@@ -1387,6 +1596,12 @@ try_state(struct run *run, size_t prefix, const unsigned char *sel, uint64_t pro
 	run->distinct++;
 	materialise(&s);
 	check_state(prefix + 1, &v);
+	/* -d: the middle of each of run->deliver equal stretches of the log. */
+	if (!v.failed && run->deliver &&
+	    (2 * run->delivered + 1) * nrecs <= 2 * run->deliver * (prefix + 1)) {
+		run->delivered++;
+		run->drcpts += deliver_state(&s, prefix + 1, &v);	/* evenly over the log */
+	}
 	if (v.failed) {
 		run->failures++;
 		for (i = 0; i < NCHECKS; i++)
@@ -1403,11 +1618,14 @@ try_state(struct run *run, size_t prefix, const unsigned char *sel, uint64_t pro
 					describe(&b, ops[pend[i]].rec);
 					if (ops[pend[i]].k == OP_DEL)
 						buf_adds(&b, "(del)");
+					if (sel[i] == W_ZERO || sel[i] == W_TORN)
+						buf_adds(&b, sel[i] == W_ZERO ? "(zero-filled)" : "(torn)");
 				}
 			buf_adds(&b, " }\n");
 			printf("%s%s", buf_cstr(&b), buf_cstr(&v.why));
 			buf_free(&b);
 		}
+
 	}
 	buf_free(&v.why);
 }
@@ -1428,7 +1646,16 @@ states_at(struct run *run, size_t prefix, uint64_t promises)
 		memset(sel, 1, npend);
 		sel[i] = 0;
 		try_state(run, prefix, sel, promises);	/* all but this one */
+		if (ops[pend[i]].k != OP_W)
+			continue;
+		sel[i] = W_ZERO;
+		try_state(run, prefix, sel, promises);	/* all, this one zero-filled */
+		sel[i] = W_TORN;
+		try_state(run, prefix, sel, promises);	/* all, this one torn */
 	}
+	for (i = 0; i < npend; i++)	/* every name, every write zero-filled */
+		sel[i] = ops[pend[i]].k == OP_W ? W_ZERO : 1;
+	try_state(run, prefix, sel, promises);
 	if (run->exhaustive && npend > 1) {
 		if (npend <= run->bound) {
 			unsigned long long m, all = 1ULL << npend;
@@ -1467,7 +1694,7 @@ states_at(struct run *run, size_t prefix, uint64_t promises)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: crashreplay [-x] [-b bound] [-s samples] [-k] [-v] [-S skip] "
+	fprintf(stderr, "usage: crashreplay [-x] [-1] [-d states] [-b bound] [-s samples] [-k] [-v] [-S skip] "
 	    "-B bindir -R recorder.so\n");
 	exit(2);
 }
@@ -1490,9 +1717,11 @@ main(int argc, char **argv)
 	run.maxshown = 40;
 	run.rng = 0x2545f4914f6cdd1dULL;
 	log_init("crashreplay");
-	while ((ch = getopt(argc, argv, "xb:s:kS:B:R:v")) != -1) {
+	while ((ch = getopt(argc, argv, "x1d:b:s:kS:B:R:v")) != -1) {
 		switch (ch) {
 		case 'x': run.exhaustive = 1; break;
+		case '1': run.first = 1; run.maxshown = 1; break;
+		case 'd': run.deliver = (size_t)atoi(optarg); break;
 		case 'b': run.bound = (unsigned)atoi(optarg); break;
 		case 's': run.samples = (unsigned)atoi(optarg); break;
 		case 'k': keep = 1; break;
@@ -1516,6 +1745,7 @@ main(int argc, char **argv)
 		w.recorder = xstrdup(real);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	wl = &w;
 	wl_setup(&w);
 	scan_base(w.root, "queue");
 	scan_base(w.root, "gate");
@@ -1546,17 +1776,20 @@ main(int argc, char **argv)
 		else if (k == 'C')
 			continue;	/* same states as the prefix before */
 		states_at(&run, i, promises);
+		if (run.first && run.failures)
+			break;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	printf("crashreplay: %s: %zu records (%u messages queued), %zu prefixes, %zu states, "
 	    "%zu distinct checked, %zu failed (lost %zu, D-mark %zu, bounce %zu, qcheck %zu, "
-	    "journal %zu), max %zu pending, %.1f s\n", run.exhaustive ? "exhaustive" : "bounded",
+	    "journal %zu, corrupt %zu, deliver %zu; %zu states delivered, %zu recipients), max %zu pending, %.1f s\n", run.exhaustive ? "exhaustive" : "bounded",
 	    nrecs, w.injected, run.prefixes, run.states, run.distinct, run.failures,
 	    run.by_check[0], run.by_check[1], run.by_check[2], run.by_check[3], run.by_check[4],
+	    run.by_check[5], run.by_check[6], run.delivered, run.drcpts,
 	    run.maxpend,
 	    (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	rmtree(scratch);
-	if (keep || run.failures)
+	if (keep || (run.failures && !run.first))
 		printf("crashreplay: log and scratch queue kept in %s\n", w.root);
 	else
 		rmtree(w.root);

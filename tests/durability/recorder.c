@@ -17,11 +17,18 @@
  *   WEIR_REC_LOG=path      the log (opened O_APPEND in each process)
  *   WEIR_REC_ROOT=dir      canonical folder holding the folders under test
  *   WEIR_REC_DIRS=a:b      their names under WEIR_REC_ROOT ("queue:gate")
- *   WEIR_REC_SKIP=prog:p   in the program prog only, an fsync (or
+ *   WEIR_REC_SKIP=prog:p[:file|:dir[:after]]
+ *                          in the program prog only, an fsync (or
  *                          fdatasync) of a file or folder whose path
  *                          under the root starts with p is not made
  *                          (returns 0) and not recorded: a deliberately
- *                          broken weir, to show the checks can fail
+ *                          broken weir, to show the checks can fail.
+ *                          ":file" or ":dir" limits it to files or
+ *                          folders; a further ":after" moves it instead:
+ *                          the fsync is made (and recorded) just after
+ *                          the process's next fsync of a folder whose
+ *                          path starts with after (e.g. the mess/ file's
+ *                          fsync moved after the todo/ link's)
  *
  * Only processes whose executable is weir-queue, sendmail, weir-send or
  * weir-gate record; the deliverer (a script) writes its own records.
@@ -103,6 +110,10 @@ static size_t rootlen;
 static char dirs[MAXDIRS][64];
 static int ndirs;
 static char skip[PATH_MAX];
+static int skip_kind;		/* 0 any, 'f' files, 'd' folders */
+static char skip_after[PATH_MAX];	/* non-empty: move, not skip */
+static int deferred_fd = -1;	/* the moved fsync's file, until then */
+static unsigned long long deferred_ino;
 
 /* ---- small helpers on stack buffers ---- */
 
@@ -350,8 +361,19 @@ recorder_init(void)
 		ds += n + (ds[n] == ':');
 	}
 	if (sk && strchr(sk, ':') && strncmp(sk, name, (size_t)(strchr(sk, ':') - sk)) == 0 &&
-	    name[strchr(sk, ':') - sk] == '\0' && strlen(sk) < sizeof skip)
+	    name[strchr(sk, ':') - sk] == '\0' && strlen(sk) < sizeof skip) {
+		char *k, *a;
+
 		strcpy(skip, strchr(sk, ':') + 1);
+		if ((k = strchr(skip, ':')) != NULL) {
+			*k++ = '\0';
+			if ((a = strchr(k, ':')) != NULL) {
+				*a++ = '\0';
+				strcpy(skip_after, a);
+			}
+			skip_kind = strcmp(k, "file") == 0 ? 'f' : strcmp(k, "dir") == 0 ? 'd' : 0;
+		}
+	}
 	active = 1;
 }
 
@@ -493,8 +515,15 @@ rec_fd(int fd, char kind, off_t len, int (*sync)(int))
 			return real_ftruncate(fd, len);
 		return kind == 'C' ? real_close(fd) : sync(fd);
 	}
-	if (kind == 'S' && skip[0] && strncmp(rel, skip, strlen(skip)) == 0)
-		return 0;	/* a deliberately broken weir: WEIR_REC_SKIP */
+	if (kind == 'S' && skip[0] && strncmp(rel, skip, strlen(skip)) == 0 &&
+	    (skip_kind == 0 || (skip_kind == 'd') == !!S_ISDIR(st.st_mode))) {
+		/* A deliberately broken weir: WEIR_REC_SKIP. */
+		if (skip_after[0] && deferred_fd < 0) {
+			deferred_fd = (int)syscall(SYS_dup, fd);
+			deferred_ino = st.st_ino;
+		}
+		return 0;
+	}
 	lock();
 	if (kind == 'T')
 		r = real_ftruncate(fd, len);
@@ -517,6 +546,18 @@ rec_fd(int fd, char kind, off_t len, int (*sync)(int))
 			}
 		}
 		emit(&l, NULL, 0);
+		if (kind == 'S' && S_ISDIR(st.st_mode) && deferred_fd >= 0 &&
+		    strncmp(rel, skip_after, strlen(skip_after)) == 0) {
+			/* The moved fsync (WEIR_REC_SKIP's after), now. */
+			if (sync(deferred_fd) == 0) {
+				l_begin(&l, 'S');
+				l_sp(&l);
+				l_addu(&l, deferred_ino);
+				emit(&l, NULL, 0);
+			}
+			syscall(SYS_close, deferred_fd);
+			deferred_fd = -1;
+		}
 	}
 	unlock();
 	return r;

@@ -2,14 +2,17 @@
  * workload.c: the representative run the crash-replay harness records.
  * A scratch queue (split CR_SPLIT) under a fresh root, a real weir-gate
  * (journal in root/gate), a real weir-send delivering through a scripted
- * qmail-remote(8) compatible deliverer, and six messages: four injected
- * before weir-send starts (three with weir-queue, one with sendmail),
- * two while it runs.  Recipients "bad*" fail permanently (bounce notes,
+ * qmail-remote(8) compatible deliverer, and seven messages: five injected
+ * before weir-send starts (four with weir-queue, one of them of 120 KB,
+ * one with sendmail), two while it runs; and one weir-queue killed
+ * (SIGKILL) halfway through its message, which must never become
+ * deliverable.  Recipients "bad*" fail permanently (bounce notes,
  * then bounces, which are delivered in turn), "slow*" are deferred (the
  * retry is minutes away: those messages stay queued), the others are
  * delivered; the policy's max_recipients = 2 splits a message into
  * several transactions.  The run ends when every expected confirmation
- * came and only the two messages with a deferred recipient are left.
+ * came and only the two messages with a deferred recipient are left;
+ * then weir-gate is restarted, which compacts its journal (recorded too).
  *
  * The recorded programs run with the recorder preloaded; the harness
  * itself adds the promises it sees: "Q" when an injection exits 0 (after
@@ -35,27 +38,32 @@
 
 #include "lib/alloc.h"
 #include "lib/buf.h"
+#include "lib/io.h"
 #include "crash.h"
 #include "testlib.h"
 
 #define WAIT_MS 120000		/* for the whole delivery phase */
-#define EXPECT_CONFIRMED 12	/* see msgs[] and the two bounces */
-#define EXPECT_LEFT 2		/* messages with a "slow" recipient */
+#define EXPECT_CONFIRMED 13	/* see msgs[] and the two bounces */
+#define EXPECT_LEFT 3		/* two with a "slow" recipient, the killed one */
 
 struct msgspec {
 	const char *id, *sender, *rcpts[4];
 	int sendmail;
+	size_t lines;		/* of the body; 0: 12 */
 };
 
 static const struct msgspec before[] = {
-	{ "m1", "a@src.example", { "ok1@dst.example" }, 0 },
-	{ "m2", "b@src.example", { "ok2@dst.example", "bad2@dst.example", "ok3@dst.example" }, 0 },
-	{ "m3", "c@src.example", { "ok4@dst.example", "slow3@dst.example" }, 0 },
-	{ "m4", "d@src.example", { "bad4@dst.example", "slow4@dst.example" }, 1 },
+	{ "m1", "a@src.example", { "ok1@dst.example" }, 0, 0 },
+	{ "m2", "b@src.example", { "ok2@dst.example", "bad2@dst.example", "ok3@dst.example" }, 0, 0 },
+	{ "m3", "c@src.example", { "ok4@dst.example", "slow3@dst.example" }, 0, 0 },
+	{ "m4", "d@src.example", { "bad4@dst.example", "slow4@dst.example" }, 1, 0 },
+	{ "m7", "g@src.example", { "ok9@dst.example" }, 0, 1600 },	/* 120 KB */
 };
+/* Killed halfway: never acknowledged, never to be delivered. */
+static const struct msgspec killed = { "k1", "h@src.example", { "gone@dst.example" }, 0, 1800 };
 static const struct msgspec during[] = {
-	{ "m5", "e@src.example", { "ok5@dst.example" }, 0 },
-	{ "m6", "f@src.example", { "ok6@dst.example", "ok7@dst.example", "ok8@dst.example" }, 1 },
+	{ "m5", "e@src.example", { "ok5@dst.example" }, 0, 0 },
+	{ "m6", "f@src.example", { "ok6@dst.example", "ok7@dst.example", "ok8@dst.example" }, 1, 0 },
 };
 
 static pid_t send_pid, gate_run;
@@ -302,6 +310,77 @@ record_from_here(const struct workload *w)
 		cr_die("setenv: %s", strerror(errno));
 }
 
+static void
+make_msg(const struct msgspec *m, struct buf *msg, struct buf *env)
+{
+	size_t i;
+
+	buf_printf(msg, "From: <%s>\nTo: <%s>\nSubject: crash test %s\nX-Crash-Id: %s\n\n",
+	    m->sender, m->rcpts[0], m->id, m->id);
+	for (i = 1; i <= (m->lines ? m->lines : 12); i++)
+		buf_printf(msg, "line %zu of message %s, long enough to span a few hundred bytes.\n",
+		    i, m->id);
+	buf_printf(env, "F%s%c", m->sender, 0);
+	for (i = 0; i < 4 && m->rcpts[i]; i++)
+		buf_printf(env, "T%s%c", m->rcpts[i], 0);
+	buf_addc(env, '\0');
+}
+
+/* Does the log hold a record "<pid> <kind> "? */
+static int
+log_has(const struct workload *w, pid_t pid, char kind)
+{
+	struct buf b = BUF_INIT;
+	char *pat = xasprintf("\n%ld %c ", (long)pid, kind);
+	int r;
+
+	if (read_file_at(AT_FDCWD, w->log, &b, 1u << 30) != 0)
+		cr_die("read %s: %s", w->log, strerror(errno));
+	r = b.len && memmem(b.s, b.len, pat, strlen(pat)) != NULL;	/* data holds NULs */
+	buf_free(&b);
+	free(pat);
+	return r;
+}
+
+/* weir-queue gets half the message through a FIFO; once it has written
+ * some of it to its mess/ file (a W record), SIGKILL. */
+static void
+inject_killed(struct workload *w, const struct msgspec *m)
+{
+	char *fifo = xasprintf("%s/etc/%s.fifo", w->root, m->id);
+	char *ep = xasprintf("%s/etc/%s.env", w->root, m->id);
+	char *elog = xasprintf("%s/inject.log", w->root);
+	const char *argv[2];
+	struct buf msg = BUF_INIT, env = BUF_INIT;
+	pid_t pid;
+	int fd, ms;
+
+	argv[0] = xasprintf("%s/weir-queue", w->bindir);
+	argv[1] = NULL;
+	make_msg(m, &msg, &env);
+	write_file(ep, env.s, env.len, 0644);
+	if (mkfifo(fifo, 0600) < 0)
+		cr_die("mkfifo %s: %s", fifo, strerror(errno));
+	pid = spawn(argv, fifo, ep, elog, 0);
+	if ((fd = open(fifo, O_WRONLY | O_CLOEXEC)) < 0 ||
+	    write(fd, msg.s, msg.len / 2) != (ssize_t)(msg.len / 2))
+		cr_die("write %s: %s", fifo, strerror(errno));
+	for (ms = 0; ms < 10000 && !log_has(w, pid, 'W'); ms += 10)
+		usleep(10000);
+	if (ms >= 10000)
+		cr_die("weir-queue (pid %ld) wrote nothing of %s's first half in 10 s (see %s)",
+		    (long)pid, m->id, elog);
+	kill(pid, SIGKILL);
+	(void)wait_exit(pid);
+	close(fd);
+	buf_free(&msg);
+	buf_free(&env);
+	free((char *)argv[0]);
+	free(fifo);
+	free(ep);
+	free(elog);
+}
+
 /* Inject one message; on exit 0 log the promise. */
 static void
 inject(struct workload *w, const struct msgspec *m)
@@ -316,16 +395,8 @@ inject(struct workload *w, const struct msgspec *m)
 	size_t blen;
 	int i, n = 0, code;
 
-	buf_printf(&msg, "From: <%s>\nTo: <%s>\nSubject: crash test %s\nX-Crash-Id: %s\n\n",
-	    m->sender, m->rcpts[0], m->id, m->id);
-	for (i = 1; i <= 12; i++)
-		buf_printf(&msg, "line %d of message %s, long enough to span a few hundred bytes.\n",
-		    i, m->id);
+	make_msg(m, &msg, &env);
 	write_file(mp, msg.s, msg.len, 0644);
-	buf_printf(&env, "F%s%c", m->sender, 0);
-	for (i = 0; i < 4 && m->rcpts[i]; i++)
-		buf_printf(&env, "T%s%c", m->rcpts[i], 0);
-	buf_addc(&env, '\0');
 	write_file(ep, env.s, env.len, 0644);
 
 	argv[n++] = prog;
@@ -445,6 +516,7 @@ wl_run(struct workload *w)
 
 	for (i = 0; i < sizeof before / sizeof before[0]; i++)
 		inject(w, &before[i]);
+	inject_killed(w, &killed);
 	argv[0] = send;
 	send_pid = spawn(argv, NULL, NULL, slog, 1);
 	for (i = 0; i < sizeof during / sizeof during[0]; i++)
@@ -457,6 +529,14 @@ wl_run(struct workload *w)
 		    count_confirmed(w), EXPECT_CONFIRMED, count_mess(w), EXPECT_LEFT, slog);
 		rc = -1;
 	}
+	/* A restart compacts the journal: its live sends to a new file. */
+	stop_group(&gate_run);
+	argv[0] = gate;
+	gate_run = spawn(argv, NULL, NULL, glog, 1);
+	for (ms = 0; ms < 10000 && !tl_sock_answers(sock); ms += 10)
+		usleep(10000);
+	if (ms >= 10000)
+		cr_die("restarted weir-gate does not answer on %s (see %s)", sock, glog);
 	wl_stop(w);
 	if (unsetenv("LD_PRELOAD") < 0)
 		cr_die("unsetenv: %s", strerror(errno));
@@ -473,4 +553,71 @@ wl_stop(struct workload *w)
 {
 	(void)w;	/* w->gate_pid stays: the replay knows the journal by it */
 	stop_all();
+}
+
+/* Run the real weir-gate and weir-send (with the scripted deliverer,
+ * logging to root/deliver.log, copies in root/etc/delivered) on a queue
+ * and journal under root/state, after `weir flush`, until ready() says
+ * so or ms pass; then stop them.  1 if ready() came true. */
+int
+wl_deliver(struct workload *w, const char *root, int (*ready)(const char *dlog), int ms)
+{
+	char *conf = xasprintf("%s/weir.conf", root), *dlog = xasprintf("%s/deliver.log", root);
+	char *py = xasprintf("%s/deliver.py", root), *sock = xasprintf("%s/gate.sock", root);
+	char *gate = xasprintf("%s/weir-gate", w->bindir), *send = xasprintf("%s/weir-send", w->bindir);
+	char *weir = xasprintf("%s/weir", w->bindir), *elog = xasprintf("%s/run.log", root);
+	char *dd = xasprintf("%s/etc", root), *q = xasprintf("'%s'", dlog);
+	const char *argv[5];
+	struct buf b = BUF_INIT;
+	int t, ok = 0;
+
+	buf_printf(&b, "queue_dir = \"%s/state/queue\"\nqueue_split = %d\nhostname = \"%s\"\n"
+	    "admin = \"%s\"\nconcurrency = 2\ngate_socket = \"%s\"\n"
+	    "policy_file = \"%s/etc/policy.conf\"\ngate_journal = \"%s/state/gate/gate.journal\"\n"
+	    "upstream \"up1\" {\n  host = \"127.0.0.1\"\n  port = 2525\n  tls = \"none\"\n}\n",
+	    root, CR_SPLIT, CR_HOST, CR_ADMIN, sock, w->root, root);
+	write_file(conf, b.s, b.len, 0644);
+	buf_reset(&b);
+	buf_printf(&b, deliverer_py, q);
+	write_file(py, b.s, b.len, 0755);
+	write_file(dlog, "", 0, 0644);
+	if (mkdir(dd, 0755) < 0 && errno != EEXIST)
+		cr_die("mkdir %s: %s", dd, strerror(errno));
+	free(dd);
+	dd = xasprintf("%s/etc/delivered", root);
+	if (mkdir(dd, 0755) < 0 && errno != EEXIST)
+		cr_die("mkdir %s: %s", dd, strerror(errno));
+	if (setenv("WEIR_CONFIG", conf, 1) < 0 || setenv("WEIR_REMOTE", py, 1) < 0)
+		cr_die("setenv: %s", strerror(errno));
+	argv[0] = weir;
+	argv[1] = "flush";
+	argv[2] = NULL;
+	if (wait_exit(spawn(argv, NULL, NULL, elog, 0)) != 0)
+		cr_die("weir flush failed (see %s)", elog);
+	argv[0] = gate;
+	argv[1] = NULL;
+	gate_run = spawn(argv, NULL, NULL, elog, 1);
+	for (t = 0; t < 10000 && !tl_sock_answers(sock); t += 10)
+		usleep(10000);
+	if (t >= 10000)
+		cr_die("weir-gate on a recovered journal does not answer (see %s)", elog);
+	argv[0] = send;
+	send_pid = spawn(argv, NULL, NULL, elog, 1);
+	for (t = 0; t < ms && !(ok = ready(dlog)); t += 50)
+		usleep(50000);
+	stop_all();
+	if (setenv("WEIR_CONFIG", w->conf, 1) < 0)
+		cr_die("setenv: %s", strerror(errno));
+	buf_free(&b);
+	free(conf);
+	free(dlog);
+	free(py);
+	free(sock);
+	free(gate);
+	free(send);
+	free(weir);
+	free(elog);
+	free(dd);
+	free(q);
+	return ok;
 }

@@ -26,15 +26,7 @@
 #include "smtpd/auth.h"
 #include "smtpd/dataend.h"
 #include "smtpd/path.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void
-check(int ok)
-{
-	if (!ok)
-		abort();
-}
+#include "fuzz.h"
 
 static enum de_status
 feed_all(const char *s, size_t n, const uint8_t *cuts, size_t ncuts, struct buf *out,
@@ -88,15 +80,13 @@ fuzz_dataend(const char *s, size_t n)
 static void
 fuzz_path(const char *s, size_t n, int flags)
 {
-	char *z = malloc(n + 1);
+	char *z = fz_cstr(s, n);
 	struct buf out = BUF_INIT;
 	const char *why;
 	size_t used, i, ats = 0;
 
 	if (z == NULL)
 		return;
-	memcpy(z, s, n);
-	z[n] = '\0';
 	if (smtp_path_parse(z, flags & 3, &out, &used, &why) == 0) {
 		check(used >= 2 && used <= strlen(z) && z[used - 1] == '>');
 		for (i = 0; i < out.len; i++) {
@@ -151,7 +141,7 @@ fuzz_b64(const char *s, size_t n)
 static void
 fuzz_netaddr(const char *s, size_t n)
 {
-	char *z = malloc(n + 1);
+	char *z = fz_cstr(s, n);
 	struct buf why = BUF_INIT;
 	struct cidr net;
 	struct sockaddr_storage ss;
@@ -159,8 +149,6 @@ fuzz_netaddr(const char *s, size_t n)
 
 	if (z == NULL)
 		return;
-	memcpy(z, s, n);
-	z[n] = '\0';
 	if (cidr_parse(z, &net, &why) == 0) {
 		struct cidr self = net;
 

@@ -209,3 +209,65 @@ Test(envelope, address_not_a_path)
 		buf_free(&out);
 	}
 }
+
+/* Feed in at most three pieces, cut at a and b (a <= b). */
+static enum env_status
+feed_cut(const char *in, size_t n, size_t a, size_t b)
+{
+	size_t cuts[3] = { a, b - a, n - b }, off = 0, used, k;
+	enum env_status st = ENV_MORE;
+	struct buf out = BUF_INIT;
+	struct env_parser p;
+
+	env_parser_init(&p);
+	for (k = 0; k < 3 && st == ENV_MORE; k++) {
+		size_t end = off + cuts[k];
+
+		while (off < end && st == ENV_MORE) {
+			st = env_parser_feed(&p, in + off, end - off, &used, &out);
+			off += used;
+		}
+	}
+	buf_free(&out);
+	return st;
+}
+
+/* The first defect by position decides, however the pipe splits the
+ * input: a control byte within the first 1002 bytes of an address is 91
+ * (ENV_FORMAT); an address that reaches 1003 bytes before any control
+ * byte is 11 (ENV_TOOLONG).  Before the fix, 1500 'a's then a CR gave
+ * FORMAT whole and TOOLONG when cut before the CR. */
+static void
+every_split(size_t before, char bad, size_t after, enum env_status want)
+{
+	struct buf in = BUF_INIT;
+	size_t i, a, b, step = 7;
+
+	buf_add(&in, "Fs\0T", 4);
+	for (i = 0; i < before; i++)
+		buf_addc(&in, 'a');
+	buf_addc(&in, bad);
+	for (i = 0; i < after; i++)
+		buf_addc(&in, 'b');
+	buf_add(&in, "\0\0", 2);
+	for (a = 0; a <= in.len; a++)
+		cr_assert_eq(feed_cut(in.s, in.len, a, a), want, "%zu+%zu: cut at %zu", before,
+		    after, a);
+	for (a = 0; a <= in.len; a += step)
+		for (b = a; b <= in.len; b += step)
+			cr_assert_eq(feed_cut(in.s, in.len, a, b), want, "%zu+%zu: cuts at %zu, %zu",
+			    before, after, a, b);
+	buf_free(&in);
+}
+
+Test(envelope, exit_code_does_not_depend_on_split)
+{
+	every_split(1500, '\r', 10, ENV_TOOLONG);	/* 1003rd byte before the CR */
+	every_split(1002, '\n', 0, ENV_TOOLONG);	/* the CR is byte 1003 */
+	every_split(1001, '\n', 0, ENV_FORMAT);		/* byte 1002: in range */
+	every_split(1001, '\n', 600, ENV_FORMAT);
+	every_split(10, '\r', 1500, ENV_FORMAT);
+	every_split(10, '\x7f', 2000, ENV_FORMAT);
+	every_split(1001, 'c', 0, ENV_DONE);
+	every_split(1001, 'c', 1, ENV_TOOLONG);
+}
