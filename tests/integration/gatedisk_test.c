@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/evloop.h"
 #include "mail/gateclient.h"
 #include "send_helpers.h"
 #include "testlib.h"
@@ -75,6 +77,22 @@ fill(const char *path)
 	close(fd);
 }
 
+/* Does a reply come within ms?  A gate that fails closed answers an
+ * ACQUIRE with silence, as it does any request that must wait. */
+static int
+reply_within(struct gate_client *gc, int ms)
+{
+	struct pollfd p = { .fd = gc->fd, .events = POLLIN };
+	int64_t end = (int64_t)clock_mono_ms() + ms, left;
+
+	if (gc->in.len > gc->off)
+		return 1;
+	while ((left = end - (int64_t)clock_mono_ms()) > 0)
+		if (poll(&p, 1, (int)left) != 0)
+			return 1;	/* readable, or an error for the read to see */
+	return 0;
+}
+
 Test(gatedisk, full_disk_never_grants_without_journal, .fini = teardown, .timeout = 60)
 {
 	char *conf, *sock, *log, *journal, *policy, *filler, *text, *rec;
@@ -115,11 +133,17 @@ Test(gatedisk, full_disk_never_grants_without_journal, .fini = teardown, .timeou
 	gate = sh_gate_spawn(conf, NULL, log, sock);
 	fill(filler);
 	cr_assert(gc_connect(&gc, sock) == 0, "connect: %s", strerror(errno));
-	/* Until refused: ERR, or the gate gone (a write or read fails). */
+	/* Until refused: no answer (the gate fails closed: the request
+	 * waits), ERR, or the gate gone (a write or read fails). */
 	for (tag = 1; n < sizeof ids / sizeof ids[0]; tag++) {
 		refusal = "the gate gone";
-		if (gc_acquire(&gc, tag, "up", NULL, NULL, 1, 1, 1) < 0 ||
-		    gc_wait_reply(&gc, &r, &why) != 1)
+		if (gc_acquire(&gc, tag, "up", NULL, NULL, 1, 1, 1) < 0)
+			break;
+		if (!reply_within(&gc, 3000)) {
+			refusal = "no grant (the request waits)";
+			break;
+		}
+		if (gc_wait_reply(&gc, &r, &why) != 1)
 			break;
 		if (r.verb != GP_R_GRANT) {
 			cr_assert_eq(r.verb, GP_R_ERR, "ACQUIRE answered with verb %d", (int)r.verb);
@@ -127,7 +151,7 @@ Test(gatedisk, full_disk_never_grants_without_journal, .fini = teardown, .timeou
 			break;
 		}
 		ids[n++] = r.id;
-		if (gc_report_sent(&gc, tag, 1) < 0 || gc_wait_reply(&gc, &r, &why) != 1)
+		if (gc_report_sent(&gc, tag, 1, -1) < 0 || gc_wait_reply(&gc, &r, &why) != 1)
 			break;
 	}
 	gc_close(&gc);
