@@ -90,15 +90,33 @@ static const struct pkey top_keys[] = {
 /* When max_suspend is not given: this, or suspend if that is longer. */
 #define MAX_SUSPEND_DEFAULT (4 * 3600)
 
-/* Provider replies that mean "slow down", tried after the file's own. */
+/* Provider replies that mean "slow down", tried after the file's own:
+ * the one built-in list, for the gate's suspension periods and for the
+ * deliverers' classifier (mail/trouble.c, through
+ * policy_builtin_throttles).  Words about the client or the session,
+ * never a bare "4.7.x" or "try again later", which greylisting says of
+ * one recipient or one message.  "[ -]": a reply's first line, or the
+ * gate's one-line form of a multi-line reply. */
 static const struct policy_throttle builtin_throttles[] = {
-	{ (char *)"421[ -]*",               300,  4 * 3600, 1 },
-	{ (char *)"4[0-9][0-9][ -]4.7.*",   300,  4 * 3600, 1 },
+	{ (char *)"421[ -]*",               300,  4 * 3600, 1 },	/* closing */
 	{ (char *)"550[ -]5.4.5*",          3600, 24 * 3600, 1 },	/* Gmail daily limit */
-	{ (char *)"454[ -]*throttl*",       300,  4 * 3600, 1 },	/* Amazon SES */
 	{ (char *)"*too many*",             300,  4 * 3600, 1 },
 	{ (char *)"*rate limit*",           300,  4 * 3600, 1 },
+	{ (char *)"*ratelimit*",            300,  4 * 3600, 1 },
+	{ (char *)"*rate-limit*",           300,  4 * 3600, 1 },
+	{ (char *)"*throttl*",              300,  4 * 3600, 1 },	/* SES: "454 Throttling failure" */
+	{ (char *)"*slow down*",            300,  4 * 3600, 1 },
+	{ (char *)"*unusual rate*",         300,  4 * 3600, 1 },	/* Gmail's 4.7.28 */
+	{ (char *)"*quota exceeded*",       300,  4 * 3600, 1 },
+	{ (char *)"*sending limit*",        300,  4 * 3600, 1 },
 };
+
+size_t
+policy_builtin_throttles(const struct policy_throttle **out)
+{
+	*out = builtin_throttles;
+	return sizeof builtin_throttles / sizeof builtin_throttles[0];
+}
 
 static const char *const unit_names[UNIT_COUNT] = {
 	"messages", "recipients", "connections",

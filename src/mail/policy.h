@@ -119,6 +119,11 @@ const struct policy_upstream *policy_upstream(const struct policy *p, const char
 const struct policy_class *policy_class_for(const struct policy *p, const char *name,
     const char *sender, long long rcpts);
 
+/* The built-in throttle replies (the one list weir has: the gate's
+ * suspensions and the deliverers' classifier both use it): their count,
+ * the array in *out. */
+size_t policy_builtin_throttles(const struct policy_throttle **out);
+
 /* The first throttle_reply whose pattern matches the reply, or NULL. */
 const struct policy_throttle *policy_throttle_match(const struct policy *p,
     const char *reply);

@@ -11,22 +11,6 @@
 #include "lib/alloc.h"
 #include "mail/trouble.h"
 
-/* The upstream telling us to slow down (DESIGN.md, "Upstream
- * throttling"): words about the client or the session, never a bare
- * "4.7.x" or "try again later", which greylisting says of one
- * recipient or one message. */
-static const char *const builtin_throttle[] = {
-	"421 *",			/* closing: service not available */
-	"*too many*",
-	"*rate limit*",
-	"*ratelimit*",
-	"*rate-limit*",
-	"*throttl*",			/* SES: "454 Throttling failure" */
-	"*slow down*",
-	"550 5.4.5 *",			/* Google: daily sending limit */
-	"*quota exceeded*",
-	"*sending limit*",
-};
 
 /* A RCPT refusal that is about us, not the recipient. */
 static const char *const builtin_relay[] = {
@@ -65,10 +49,12 @@ struct trouble_rules *
 trouble_new(void)
 {
 	struct trouble_rules *t = xcalloc(1, sizeof *t);
-	size_t i;
+	const struct policy_throttle *thr;
+	size_t i, n = policy_builtin_throttles(&thr);
 
-	for (i = 0; i < sizeof builtin_throttle / sizeof builtin_throttle[0]; i++)
-		pat_add(&t->throttle, builtin_throttle[i]);
+	/* The "slow down" replies: the one list, policy.c's. */
+	for (i = 0; i < n; i++)
+		pat_add(&t->throttle, thr[i].pattern);
 	for (i = 0; i < sizeof builtin_relay / sizeof builtin_relay[0]; i++)
 		pat_add(&t->relay, builtin_relay[i]);
 	return t;

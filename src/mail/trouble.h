@@ -8,7 +8,8 @@
  *   1. A positive reply (2xx; 354 to DATA; 334 during AUTH) is ACCEPT.
  *   2. Any other reply matching a throttle_reply pattern of policy.conf
  *      (trouble_add_policy) is SUSPEND, whatever the stage.  Then one
- *      matching a built-in throttle pattern (421, words about the client
+ *      matching a built-in throttle pattern (policy.c's list, the one the
+ *      gate uses too: policy_builtin_throttles; 421, words about the client
  *      or session: rate limit, throttling, slow down, quota exceeded,
  *      sending limit, too many; Google's "550 5.4.5") is SUSPEND, 4xx
  *      and 5xx alike (the daily limit is not a bounce) -- except a RCPT

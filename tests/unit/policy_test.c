@@ -167,6 +167,7 @@ Test(policy, builtin_throttle_replies)
 		"550 5.1.1 No such user",
 		"452 4.2.2 Mailbox full",
 		"554 5.7.1 Relay access denied",
+		"451 4.7.1 greylisted, try again later",	/* one message, not us */
 	};
 	size_t i;
 

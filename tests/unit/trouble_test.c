@@ -168,6 +168,33 @@ Test(trouble, greylisting_is_no_throttle)
 	cr_assert_eq(act(STAGE_RCPT, "550 5.1.1 no such user\r\n"), T_BOUNCE);
 }
 
+/* One list: a reply the deliverer takes for a throttle at MAIL is one the
+ * gate has a suspension period for, and the other way round. */
+Test(trouble, one_list_with_the_gate)
+{
+	static const char *const replies[] = {
+		"421 4.7.0 Try again later", "451 4.7.1 Please slow down",
+		"450 4.7.28 unusual rate of unsolicited mail",
+		"550 5.4.5 Daily user sending quota exceeded.",
+		"454 Throttling failure: Maximum sending rate exceeded.",
+		"452 Too many messages from your IP", "450 Rate limit exceeded",
+		"451 4.7.1 greylisted, try again later", "450 4.7.1 try again later",
+		"550 5.7.1 Relay access denied", "451 4.3.0 local error",
+	};
+	struct policy p;
+	size_t i;
+
+	memset(&p, 0, sizeof p);
+	p.nthr = policy_builtin_throttles((const struct policy_throttle **)&p.thr);
+	for (i = 0; i < sizeof replies / sizeof replies[0]; i++) {
+		char *wire = xasprintf("%s\r\n", replies[i]);
+
+		cr_assert_eq(act(STAGE_MAIL, wire) == T_SUSPEND,
+		    policy_throttle_match(&p, replies[i]) != NULL, "%s", replies[i]);
+		free(wire);
+	}
+}
+
 /* policy.conf's throttle_reply patterns, through the policy loader the
  * gate uses: tried first, even before the recipient-code exception;
  * its built-in patterns are not added (trouble.c has the one list). */
