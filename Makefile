@@ -39,7 +39,8 @@ LDLIBS   := -lconfuse -lm
 # and must not load OpenSSL or SASL for nothing.
 LIBS_weir-remote := -lssl -lcrypto -lsasl2
 LIBS_weir-smtpd := -lssl -lcrypto -lcrypt
-ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt
+LIBS_weir-gate := -lhiredis
+ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt -lhiredis
 TESTLIBS := -lcriterion
 
 # program name : source folder (a folder without main.c is not built yet)

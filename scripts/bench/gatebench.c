@@ -93,7 +93,7 @@ rate_reply(int i, const struct gp_reply *r, void *arg)
 	struct rate_state *st = arg;
 
 	if (r->verb == GP_R_GRANT) {
-		if (gc_report_sent(&st->gc[i], r->tag, 1) < 0)
+		if (gc_report_sent(&st->gc[i], r->tag, 1, -1) < 0)
 			fatal(1, "write");
 		return;
 	}
@@ -149,7 +149,7 @@ latency(const char *sock, long n)
 			fatal(1, "write");
 		expect(&gc, GP_R_GRANT);
 		lat[i] = (now_s() - t) * 1e6;
-		if (gc_report_sent(&gc, (uint32_t)i + 1, 1) < 0)
+		if (gc_report_sent(&gc, (uint32_t)i + 1, 1, -1) < 0)
 			fatal(1, "write");
 		expect(&gc, GP_R_OK);
 	}
@@ -230,7 +230,7 @@ window(const char *sock, int nc, int secs, double per)
 				sg[n] = st.g[i];
 				sr[n++] = t;
 				st.due[i] = 0;
-				if (gc_report_sent(&st.gc[i], st.tag[i], 1) < 0)
+				if (gc_report_sent(&st.gc[i], st.tag[i], 1, -1) < 0)
 					fatal(1, "write");
 			} else if (st.due[i] > 0 && st.due[i] - t < timeout) {
 				timeout = (int)(st.due[i] - t) + 1;

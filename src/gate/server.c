@@ -39,6 +39,7 @@
 
 #include "gate/journal.h"
 #include "gate/server.h"
+#include "gate/shared.h"
 #include "gate/status.h"
 #include "gate/window.h"
 #include "lib/alloc.h"
@@ -97,6 +98,7 @@ struct server {
 	char *jbroken;
 	struct evtimer *jtimer;
 	int64_t jretry_ms;
+	struct shared *sh;		/* upstreams with a shared store */
 };
 
 #define JRETRY_MIN_MS	1000
@@ -266,6 +268,63 @@ on_granted(void *arg, struct wg_req *r)
 	s->gtail = q;
 }
 
+/* Grants of u this gate holds (for a write-back to an emptied store). */
+static struct wg_req **
+held_of(struct server *s, const struct wg_up *u, size_t *n)
+{
+	struct wg_req **v = NULL;
+	struct client *c;
+	struct creq *q;
+
+	*n = 0;
+	for (c = s->clients; c; c = c->next)
+		for (q = c->reqs; q; q = q->next)
+			if (q->r && q->r->granted && q->r->up == u) {
+				v = xrealloc(v, (*n + 1) * sizeof *v);
+				v[(*n)++] = q->r;
+			}
+	return v;
+}
+
+static int
+on_admit(void *arg, struct wg_req *r, int64_t now, int64_t *retry)
+{
+	struct server *s = arg;
+	const struct policy_upstream *pu = policy_upstream(s->pol, r->up->name);
+	struct wg_req **held;
+	size_t n;
+	int ok;
+
+	if (pu == NULL || pu->shared == NULL) {
+		*retry = now + SHARED_RETRY_MS;
+		return 0;
+	}
+	held = held_of(s, r->up, &n);
+	ok = shared_admit(s->sh, pu, r, held, n, now, s->wmm, s->grace_ms, retry);
+	free(held);
+	return ok;
+}
+
+static void
+on_ended(void *arg, struct wg_req *r, enum wg_outcome o, const struct wg_done *d, int64_t now)
+{
+	struct server *s = arg;
+	const struct policy_upstream *pu = policy_upstream(s->pol, r->up->name);
+
+	if (pu && pu->shared)
+		shared_ended(s->sh, pu, r, o, d, now, s->grace_ms);
+}
+
+/* A suspension (until > now) or its lifting (0), for every host. */
+static void
+share_suspend(struct server *s, const struct wg_up *u, int64_t until, int64_t now)
+{
+	const struct policy_upstream *pu = policy_upstream(s->pol, u->name);
+
+	if (pu && pu->shared)
+		shared_suspend(s->sh, pu, until, now);
+}
+
 static void
 on_refused(void *arg, struct wg_req *r, enum wg_code code)
 {
@@ -361,6 +420,7 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 		journal_done(s, id, &d, 'N', now);
 		if (d.new_episode) {
 			journal_suspend(&s->j, u, 1, now, now + s->wmm);
+			share_suspend(s, u, d.until, now);
 			log_warnx("upstream %s: authentication failed: %s; check username and "
 			    "secret_file (or secret_command) of upstream %s in weir.conf; "
 			    "suspended for %lld s (then one try at a time); a reload (SIGHUP) or "
@@ -373,6 +433,7 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 		wg_report_at(&s->g, q->r, WG_THROTTLED, rq->text, -1, now, &d);
 		journal_done(s, id, &d, 'S', now);
 		journal_suspend(&s->j, u, 0, now, now + s->wmm);
+		share_suspend(s, u, d.until, now);
 		log_warnx("upstream %s suspended for %lld s: %s", u->name,
 		    (long long)((d.until - now + 999) / 1000), rq->text);
 		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
@@ -393,6 +454,7 @@ do_resume(struct server *s, struct client *c, const struct gp_req *rq)
 	}
 	wg_lift(u, 0);
 	journal_lift(&s->j, u, 0);
+	share_suspend(s, u, 0, now_mono());
 	log_info("upstream %s: suspensions lifted (resume)", u->name);
 	reply_simple(c, GP_R_OK, 0, 0);
 }
@@ -421,7 +483,7 @@ do_status(struct server *s, struct client *c, int json, int64_t now)
 	struct buf body = BUF_INIT;
 	struct gp_reply r;
 
-	gate_status(&body, &s->g, json, now, s->wmm, s->jbroken);
+	gate_status(&body, &s->g, json, now, s->wmm, s->jbroken, s->sh);
 	memset(&r, 0, sizeof r);
 	r.verb = GP_R_STATUS;
 	r.length = body.len;
@@ -787,6 +849,8 @@ live_records(struct server *s)
 	return n;
 }
 
+static int64_t tick_shared(struct server *s, int64_t now, int64_t next);
+
 static void
 settle(struct server *s)
 {
@@ -829,6 +893,7 @@ settle(struct server *s)
 	    compact(s, now) < 0)
 		journal_broke(s, "compaction");
 	next = s->jbroken ? -1 : wg_next_wake(&s->g, now);
+	next = tick_shared(s, now, next);
 	if (next != s->timer_at) {
 		if (s->timer)
 			evloop_timer_cancel(s->ev, s->timer);
@@ -837,6 +902,31 @@ settle(struct server *s)
 		if (next >= 0)
 			s->timer = evloop_timer_at(s->ev, (uint64_t)next, on_timer, s);
 	}
+}
+
+/* The shared stores' heartbeat (shared_tick); the earlier of its next
+ * time and next. */
+static int64_t
+tick_shared(struct server *s, int64_t now, int64_t next)
+{
+	const struct policy_upstream *pu;
+	struct wg_req **held;
+	struct wg_up *u;
+	int64_t t;
+	size_t n;
+
+	for (u = s->g.ups; u; u = u->next) {
+		if (!u->shared || (pu = policy_upstream(s->pol, u->name)) == NULL || !pu->shared)
+			continue;
+		held = held_of(s, u, &n);
+		t = shared_tick(s->sh, pu, u, held, n, now);
+		free(held);
+		if (t <= now)
+			t = now + 1;
+		if (next < 0 || t < next)
+			next = t;
+	}
+	return next;
 }
 
 static int
@@ -911,8 +1001,11 @@ gate_run(const struct gate_opts *o)
 	buf_free(&err);
 	if (stat(o->policy, &s.pol_st) < 0)
 		memset(&s.pol_st, 0, sizeof s.pol_st);
+	memset(&ops, 0, sizeof ops);
 	ops.granted = on_granted;
 	ops.refused = on_refused;
+	ops.admit = on_admit;
+	ops.ended = on_ended;
 	ops.arg = &s;
 	wg_init(&s.g, &ops);
 	s.wmm = now_wall() - now_mono();
@@ -921,6 +1014,7 @@ gate_run(const struct gate_opts *o)
 	if (journal_open(&s.j, o->journal, &s.g, now_mono(), now_wall(), o->grace * 1000) < 0)
 		return 111;
 	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());
+	s.sh = shared_new_for(o->journal, now_wall());
 	s.ev = evloop_new();
 	s.lfd = listen_socket(o->socket);
 	evloop_watch(s.ev, s.lfd, EV_READ, on_accept, &s);
@@ -970,6 +1064,7 @@ gate_run(const struct gate_opts *o)
 		log_warn("close");
 	journal_close(&s.j);
 	wg_free(&s.g);
+	shared_free(s.sh);
 	policy_free(s.pol);
 	free(s.pol);
 	evloop_free(s.ev);

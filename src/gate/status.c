@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gate/shared.h"
 #include "gate/status.h"
 #include "lib/alloc.h"
 
@@ -69,7 +70,7 @@ count_classes(const struct wg_up *u, struct cls_count *out, size_t max)
 }
 
 static void
-text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
+text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, const struct shared *sh)
 {
 	struct cls_count cc[32];
 	size_t i, ncc;
@@ -99,6 +100,21 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 	}
 	if (u->probe)
 		buf_adds(b, "  probing: one grant at a time until one gets through\n");
+	if (u->shared) {
+		const char *why;
+
+		switch (shared_state(sh, u->name, &why)) {
+		case 0:
+			buf_adds(b, "  shared store: answers (windows count every host's sends)\n");
+			break;
+		case 1:
+			buf_printf(b, "  shared store: UNREACHABLE (%s): granting nothing\n", why);
+			break;
+		default:
+			buf_adds(b, "  shared store: not asked yet\n");
+			break;
+		}
+	}
 	for (i = 0; i < u->nwin; i++) {
 		const struct wg_win *w = &u->win[i];
 
@@ -133,7 +149,7 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 }
 
 static void
-json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
+json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, const struct shared *sh)
 {
 	struct cls_count cc[32];
 	size_t i, ncc;
@@ -155,6 +171,16 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 		json_str(b, u->auth_reason ? u->auth_reason : "");
 	}
 	buf_printf(b, ",\"probe\":%s", u->probe ? "true" : "false");
+	if (u->shared) {
+		const char *why;
+		int st = shared_state(sh, u->name, &why);
+
+		buf_printf(b, ",\"shared\":\"%s\"", st == 0 ? "ok" : st == 1 ? "down" : "unknown");
+		if (st == 1) {
+			buf_adds(b, ",\"shared_error\":");
+			json_str(b, why);
+		}
+	}
 	buf_adds(b, ",\"windows\":[");
 	for (i = 0; i < u->nwin; i++) {
 		const struct wg_win *w = &u->win[i];
@@ -189,7 +215,7 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 
 void
 gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_minus_mono,
-    const char *journal_error)
+    const char *journal_error, const struct shared *sh)
 {
 	struct wg_up *u;
 	char when[64];
@@ -215,9 +241,9 @@ gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_
 		if (json) {
 			if (u != g->ups)
 				buf_addc(b, ',');
-			json_up(b, u, now, wall_minus_mono);
+			json_up(b, u, now, wall_minus_mono, sh);
 		} else {
-			text_up(b, u, now, wall_minus_mono);
+			text_up(b, u, now, wall_minus_mono, sh);
 		}
 	}
 	if (json)

@@ -11,7 +11,9 @@
 /* Append the status of every upstream at `now` (monotonic ms); wall times
  * are now + wall_minus_mono.  journal_error: why the journal cannot be
  * made durable (nothing is granted), or NULL. */
+struct shared;
+/* sh: the shared stores (their state per shared upstream), or NULL. */
 void gate_status(struct buf *b, struct wgate *g, int json, int64_t now,
-    int64_t wall_minus_mono, const char *journal_error);
+    int64_t wall_minus_mono, const char *journal_error, const struct shared *sh);
 
 #endif

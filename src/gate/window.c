@@ -223,6 +223,8 @@ set_windows(struct wgate *g, struct wg_up *u, const struct policy_upstream *pu, 
 	u->nwin = 0;
 	u->in_policy = pu != NULL;
 	u->max_rcpt = u->max_conn = u->msgs_per_conn = 0;
+	u->shared = pu != NULL && pu->shared != NULL;
+	u->shared_retry = 0;
 	if (pu == NULL)
 		return;
 	u->max_rcpt = pu->max_recipients;
@@ -385,6 +387,8 @@ wg_head_fit(struct wg_up *u, int64_t now)
 		return -1;
 	if (u->probe && u->nheld > 0)
 		return -1;	/* one probe at a time */
+	if (u->shared && u->shared_retry > at)
+		at = u->shared_retry;
 	for (i = 0; i < u->nwin; i++) {
 		struct wg_win *w = &u->win[i];
 		int64_t need = u->held[w->unit] + r->w[w->unit];
@@ -443,6 +447,12 @@ wg_pump(struct wgate *g, int64_t now)
 	for (u = g->ups; u; u = u->next) {
 		wg_expire(u, now);
 		while (u->wait_head && wg_head_fit(u, now) == now) {
+			if (u->shared && g->ops.admit &&
+			    !g->ops.admit(g->ops.arg, u->wait_head, now, &u->shared_retry)) {
+				if (u->shared_retry <= now)
+					u->shared_retry = now + 1;
+				break;
+			}
 			grant(g, u, u->wait_head, now);
 			n++;
 		}
@@ -596,6 +606,11 @@ wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *r
 		}
 		d.until = u->susp_until;
 		break;
+	}
+	if (u->shared) {
+		u->shared_retry = 0;	/* a slot may be free again */
+		if (g->ops.ended)
+			g->ops.ended(g->ops.arg, r, o, &d, now);
 	}
 	free(r);
 	if (dp)

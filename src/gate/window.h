@@ -127,6 +127,11 @@ struct wg_up {
 	int64_t auth_until, auth_len, auth_start;
 	char *auth_reason;
 	int probe;
+	/* Shared store (policy's `shared`): every grant also needs the
+	 * caller's admit(); until shared_retry (ms on the now axis; 0: none)
+	 * the head waits for the store. */
+	int shared;
+	int64_t shared_retry;
 	/* Counters for status. */
 	uint64_t n_granted, n_sent, n_refunded, n_throttled, n_unknown, n_nomail, n_authfail;
 	uint64_t n_rcpt_accepted;	/* recipients the SENT reports say were accepted */
@@ -151,6 +156,13 @@ struct wg_req {
 struct wg_ops {
 	void (*granted)(void *arg, struct wg_req *r);
 	void (*refused)(void *arg, struct wg_req *r, enum wg_code code);
+	/* Upstreams with a shared store: called for the head when it fits
+	 * here; 1: grant it; 0: not now, *retry (> now) is when to ask
+	 * again.  And called for each granted request that ends, before it
+	 * is freed, with what the report logged. */
+	int (*admit)(void *arg, struct wg_req *r, int64_t now, int64_t *retry);
+	void (*ended)(void *arg, struct wg_req *r, enum wg_outcome o, const struct wg_done *d,
+	    int64_t now);
 	void *arg;
 };
 

@@ -61,6 +61,8 @@ static const struct pkey upstream_keys[] = {
 	{ "max_recipients",          K_INT, NULL, 100, 0, 1000000, U(max_recipients) },
 	{ "max_connections",         K_INT, NULL, 0, 0, 10000, U(max_connections) },
 	{ "messages_per_connection", K_INT, NULL, 0, 0, 1000000, U(messages_per_connection) },
+	{ "shared",                  K_STR, NULL, 0, 0, 0, NOFF },
+	{ "shared_secret_file",      K_STR, NULL, 0, 0, 0, NOFF },
 	{ NULL, 0, NULL, 0, 0, 0, 0 }
 };
 
@@ -517,6 +519,19 @@ validate_upstream(cfg_t *cfg, cfg_opt_t *opt)
 		    "or \"*\" (every other upstream)", cfg_title(u), POLICY_NAME_MAX);
 		return -1;
 	}
+	if (cfg_size(u, "shared")) {
+		struct policy_shared sh;
+		const char *why;
+
+		if (policy_shared_parse(cfg_getstr(u, "shared"), &sh, &why) < 0) {
+			cfg_error(cfg, "shared: \"%s\": %s", cfg_getstr(u, "shared"), why);
+			return -1;
+		}
+		free(sh.host);
+	} else if (cfg_size(u, "shared_secret_file")) {
+		cfg_error(cfg, "shared_secret_file without shared");
+		return -1;
+	}
 	return 0;
 }
 
@@ -632,6 +647,10 @@ copy_upstream(struct policy_upstream *u, cfg_t *sec)
 	u->name = xstrdup(cfg_title(sec));
 	u->line = sec->line;
 	copy_scalars(upstream_keys, sec, u);
+	if (cfg_size(sec, "shared"))
+		u->shared = xstrdup(cfg_getstr(sec, "shared"));
+	if (cfg_size(sec, "shared_secret_file"))
+		u->shared_secret_file = xstrdup(cfg_getstr(sec, "shared_secret_file"));
 	for (i = 0; i < cfg_size(sec, "window"); i++) {
 		ws = cfg_getnsec(sec, "window", i);
 		memset(&w, 0, sizeof w);
@@ -751,6 +770,58 @@ out_opts:
 	return rc;
 }
 
+int
+policy_shared_parse(const char *s, struct policy_shared *sh, const char **why)
+{
+	const char *p, *colon, *slash;
+	char *end;
+	long v;
+
+	memset(sh, 0, sizeof *sh);
+	if (strncmp(s, "unix:", 5) == 0)
+		s += 5;
+	if (s[0] == '/') {
+		if (strlen(s) >= 108) {
+			*why = "a socket path is at most 107 bytes";
+			return -1;
+		}
+		sh->host = xstrdup(s);
+		sh->unix_socket = 1;
+		return 0;
+	}
+	if (strncmp(s, "redis://", 8) != 0) {
+		*why = "use redis://HOST:PORT/DB, unix:/PATH or /PATH";
+		return -1;
+	}
+	p = s + 8;
+	colon = strchr(p, ':');
+	slash = strchr(p, '/');
+	if (colon == NULL || colon == p || (slash && slash < colon)) {
+		*why = "use redis://HOST:PORT/DB";
+		return -1;
+	}
+	errno = 0;
+	v = strtol(colon + 1, &end, 10);
+	if (errno || end == colon + 1 || v < 1 || v > 65535 || (*end != '\0' && *end != '/')) {
+		*why = "the port is 1 to 65535";
+		return -1;
+	}
+	sh->port = (int)v;
+	if (*end == '/' && end[1] != '\0') {
+		const char *d = end + 1;
+
+		errno = 0;
+		v = strtol(d, &end, 10);
+		if (errno || end == d || *end != '\0' || v < 0 || v > 1000000) {
+			*why = "the database is a number";
+			return -1;
+		}
+		sh->db = (int)v;
+	}
+	sh->host = xstrndup(p, (size_t)(colon - p));
+	return 0;
+}
+
 void
 policy_free(struct policy *p)
 {
@@ -758,6 +829,8 @@ policy_free(struct policy *p)
 
 	for (i = 0; i < p->nup; i++) {
 		free(p->up[i].name);
+		free(p->up[i].shared);
+		free(p->up[i].shared_secret_file);
 		free(p->up[i].win);
 	}
 	free(p->up);

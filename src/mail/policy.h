@@ -54,6 +54,10 @@ struct policy_upstream {
 	long long max_recipients;	/* per transaction; 0: no cap */
 	long long max_connections;	/* grants held at once; 0: no cap */
 	long long messages_per_connection; /* 0: no cap */
+	char *shared;		/* Redis holding the windows for every host
+				 * ("redis://host:port/db", "unix:/path",
+				 * "/path"); NULL: this gate alone */
+	char *shared_secret_file; /* "password" or "user password"; NULL: none */
 	int line;
 };
 
@@ -104,6 +108,15 @@ int policy_reset_parse(const char *s, long long *per, long long *align, const ch
 /* Upstream and class names: 1 to POLICY_NAME_MAX of A-Z a-z 0-9 . - _
  * (they travel in the gate protocol and the journal as words). */
 int policy_valid_name(const char *s);
+
+/* shared = "redis://HOST:PORT[/DB]", "unix:/PATH" or "/PATH". */
+struct policy_shared {
+	char *host;		/* host name, or the socket's path; the caller frees */
+	int unix_socket;
+	int port;
+	int db;
+};
+int policy_shared_parse(const char *s, struct policy_shared *sh, const char **why);
 
 const char *policy_unit_name(enum policy_unit u);
 int policy_unit_parse(const char *s, enum policy_unit *u);

@@ -1344,7 +1344,7 @@ static void
 check_journal(size_t upto, const char *path, struct verdict *v)
 {
 	uint64_t need_m = 0, need_r = 0, have_m = 0, have_r = 0, m, rc;
-	const struct wg_ops ops_ = { no_grant, no_refuse, NULL };
+	const struct wg_ops ops_ = { no_grant, no_refuse, NULL, NULL, NULL };
 	struct journal j;
 	struct wgate g;
 	struct wg_up *u;

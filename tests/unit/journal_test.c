@@ -19,13 +19,13 @@
 #include "lib/io.h"
 #include "testlib.h"
 
-static const struct wg_ops noops = { NULL, NULL, NULL };
+static const struct wg_ops noops = { NULL, NULL, NULL, NULL, NULL };
 
 static struct policy_window win = { 100, 60, UNIT_MESSAGES, 0, 0, 0 };
-static struct policy_upstream pup = { (char *)"up", &win, 1, 0, 0, 0, 0 };
+static struct policy_upstream pup = { (char *)"up", &win, 1, 0, 0, 0, 0, 0, 0 };
 static struct policy pol = { NULL, &pup, 1, NULL, 0, NULL, 0 };
 static struct policy_window bigwin = { 1000000, 10, UNIT_MESSAGES, 0, 0, 0 };
-static struct policy_upstream bigup = { (char *)"up", &bigwin, 1, 0, 0, 0, 0 };
+static struct policy_upstream bigup = { (char *)"up", &bigwin, 1, 0, 0, 0, 0, 0, 0 };
 static struct policy bigpol = { NULL, &bigup, 1, NULL, 0, NULL, 0 };
 
 static struct wg_req *
@@ -299,7 +299,7 @@ Test(journal, unreported_grant_gets_the_grace_period)
 	size_t n;
 	uint32_t w[UNIT_COUNT] = { 1, 1, 0 };
 	static struct policy_window one = { 1, 1, UNIT_MESSAGES, 0, 0, 0 };
-	static struct policy_upstream oneup = { (char *)"up", &one, 1, 0, 0, 0, 0 };
+	static struct policy_upstream oneup = { (char *)"up", &one, 1, 0, 0, 0, 0, 0, 0 };
 	static struct policy onepol = { NULL, &oneup, 1, NULL, 0, NULL, 0 };
 
 	wg_init(&g, &noops);

@@ -229,3 +229,30 @@ Test(policy, reset_forms_and_zones)
 	cr_assert_eq(policy_reset_parse("daily 00:00", &per, &align, &why), -1);
 	cr_assert_eq(policy_reset_parse("00:00 UTC UTC", &per, &align, &why), -1);
 }
+
+Test(policy, shared_store_forms)
+{
+	struct policy_shared sh;
+	const char *why;
+
+	cr_assert_eq(policy_shared_parse("redis://127.0.0.1:6379/2", &sh, &why), 0);
+	cr_assert_str_eq(sh.host, "127.0.0.1");
+	cr_assert_eq(sh.port, 6379);
+	cr_assert_eq(sh.db, 2);
+	cr_assert_eq(sh.unix_socket, 0);
+	free(sh.host);
+	cr_assert_eq(policy_shared_parse("redis://db.example:6380", &sh, &why), 0);
+	cr_assert_eq(sh.db, 0);
+	free(sh.host);
+	cr_assert_eq(policy_shared_parse("unix:/run/redis/redis.sock", &sh, &why), 0);
+	cr_assert_str_eq(sh.host, "/run/redis/redis.sock");
+	cr_assert_eq(sh.unix_socket, 1);
+	free(sh.host);
+	cr_assert_eq(policy_shared_parse("/run/r.sock", &sh, &why), 0);
+	free(sh.host);
+	cr_assert_eq(policy_shared_parse("http://x:1", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis://x", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis://x:0", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis://x:6379/db", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("relative.sock", &sh, &why), -1);
+}

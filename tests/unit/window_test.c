@@ -133,7 +133,7 @@ on_refused(void *arg, struct wg_req *r, enum wg_code code)
 	unwait(r);
 }
 
-static const struct wg_ops ops = { on_granted, on_refused, NULL };
+static const struct wg_ops ops = { on_granted, on_refused, NULL, NULL, NULL };
 
 static int64_t
 tbucket(const struct policy_window *w, int64_t t)

@@ -1,0 +1,365 @@
+/*
+ * redis_test.c: several real build/bin/weir-gate instances sharing one
+ * upstream's windows through a real redis-server (policy.conf's
+ * `shared`), started by the test on a Unix socket in its scratch folder
+ * without persistence:
+ *   - three gates, 10 requests each at once, "5 per 3s": every request is
+ *     granted, and no 3-second span of sends (grant received .. report
+ *     sent, at the test's clock) holds more than 5;
+ *   - Redis stopped: no grant, the log and `status` say so; Redis back
+ *     (empty): grants resume;
+ *   - Redis restarted empty: a gate writes its own sends back before any
+ *     other gate is granted anything.
+ * This is the gate-level test (clients speak the gate protocol and
+ * report at once); not through full weir instances and an upstream.
+ * Every process started is killed in the fixture's fini and dies with
+ * the test (PR_SET_PDEATHSIG).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "mail/gateclient.h"
+#include "testlib.h"
+
+#define NGATE 3
+
+static char *dir, *rsock, *policy, *wconf;
+static char *gsock[NGATE], *gjournal[NGATE], *glog[NGATE];
+static pid_t gpid[NGATE], rpid = -1;
+
+static int64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void
+reap(pid_t *pid)
+{
+	int st;
+
+	if (*pid <= 0)
+		return;
+	kill(*pid, SIGKILL);
+	while (waitpid(*pid, &st, 0) < 0 && errno == EINTR)
+		;
+	*pid = -1;
+}
+
+/* Run argv with stdout and stderr appended to log; returns its pid. */
+static pid_t
+spawn(const char *const *argv, const char *log)
+{
+	pid_t pid = fork();
+	int fd;
+
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(127);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static void
+wait_sock(const char *path, pid_t pid, const char *log)
+{
+	int i, st;
+
+	for (i = 0; i < 1000; i++) {
+		if (tl_sock_answers(path))
+			return;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			struct buf b = BUF_INIT;
+
+			tl_read(log, &b);
+			cr_assert_fail("exited before %s answered: %s", path, buf_cstr(&b));
+		}
+		poll(NULL, 0, 10);
+	}
+	cr_assert_fail("%s does not answer", path);
+}
+
+static void
+start_redis(void)
+{
+	char *log = xasprintf("%s/redis.log", dir);
+	const char *argv[] = { "redis-server", "--port", "0", "--unixsocket", rsock,
+		"--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir,
+		NULL };
+
+	unlink(rsock);
+	rpid = spawn(argv, log);
+	wait_sock(rsock, rpid, log);
+	free(log);
+}
+
+static void
+start_gate(int i)
+{
+	char *bin = tl_bin("weir-gate");
+	const char *argv[] = { bin, "-c", wconf, "-p", policy, "-s", gsock[i], "-j",
+		gjournal[i], NULL };
+
+	gpid[i] = spawn(argv, glog[i]);
+	wait_sock(gsock[i], gpid[i], glog[i]);
+	free(bin);
+}
+
+static void
+write_policy(const char *rate)
+{
+	char *text = xasprintf("upstream \"up\" {\n  rate = {\"%s\"}\n  shared = \"unix:%s\"\n}\n",
+	    rate, rsock);
+
+	tl_write(policy, text, strlen(text));
+	free(text);
+}
+
+static void
+setup(void)
+{
+	int i;
+
+	dir = tl_tmpdir();
+	rsock = xasprintf("%s/redis.sock", dir);
+	policy = xasprintf("%s/policy.conf", dir);
+	wconf = xasprintf("%s/weir.conf", dir);
+	tl_write(wconf, "", 0);
+	for (i = 0; i < NGATE; i++) {
+		gsock[i] = xasprintf("%s/gate%d.sock", dir, i);
+		gjournal[i] = xasprintf("%s/journal%d", dir, i);
+		glog[i] = xasprintf("%s/gate%d.log", dir, i);
+		gpid[i] = -1;
+	}
+	start_redis();
+}
+
+static void
+teardown(void)
+{
+	int i;
+
+	for (i = 0; i < NGATE; i++) {
+		reap(&gpid[i]);
+		free(gsock[i]);
+		free(gjournal[i]);
+		free(glog[i]);
+	}
+	reap(&rpid);
+	tl_rmtree(dir);
+	free(dir);
+	free(rsock);
+	free(policy);
+	free(wconf);
+}
+
+TestSuite(redis, .init = setup, .fini = teardown, .timeout = 120);
+
+static int
+log_has(int i, const char *s)
+{
+	struct buf b = BUF_INIT;
+	int has;
+
+	tl_read(glog[i], &b);
+	has = strstr(buf_cstr(&b), s) != NULL;
+	buf_free(&b);
+	return has;
+}
+
+static void
+wait_log(int i, const char *s, int ms)
+{
+	int64_t end = now_us() + (int64_t)ms * 1000;
+
+	while (!log_has(i, s)) {
+		if (now_us() > end) {
+			struct buf b = BUF_INIT;
+
+			tl_read(glog[i], &b);
+			cr_assert_fail("gate %d never logged \"%s\": %s", i, s, buf_cstr(&b));
+		}
+		poll(NULL, 0, 20);
+	}
+}
+
+/* Wait up to ms for gc's next reply; 1 got it (*r), 0 none came. */
+static int
+reply_within(struct gate_client *gc, struct gp_reply *r, int ms)
+{
+	struct pollfd p = { gc->fd, POLLIN, 0 };
+	const char *why;
+	int rc;
+
+	for (;;) {
+		rc = gc_next_reply(gc, r, &why);
+		cr_assert(rc >= 0, "protocol: %s", why);
+		if (rc == 1)
+			return 1;
+		rc = poll(&p, 1, ms);
+		cr_assert(rc >= 0);
+		if (rc == 0)
+			return 0;
+		cr_assert_eq(gc_fill(gc), 1, "the gate closed");
+	}
+}
+
+/* Send one message now: acquire, wait for the grant (up to ms), report. */
+static int
+send_one(struct gate_client *gc, uint32_t tag, int ms)
+{
+	struct gp_reply r;
+
+	cr_assert_eq(gc_acquire(gc, tag, "up", NULL, NULL, 1, 1, 1), 0);
+	if (!reply_within(gc, &r, ms))
+		return 0;
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	cr_assert_eq(gc_report_sent(gc, tag, 1, -1), 0);
+	cr_assert_eq(reply_within(gc, &r, 10000), 1);
+	cr_assert_eq(r.verb, GP_R_OK);
+	return 1;
+}
+
+#define PER_GATE 10
+#define LIMIT 5
+#define PER_US 3000000LL
+
+Test(redis, three_gates_one_window)
+{
+	struct gate_client gc[NGATE];
+	struct pollfd p[NGATE];
+	int64_t start[NGATE * PER_GATE], end[NGATE * PER_GATE], deadline;
+	struct gp_reply r;
+	const char *why;
+	int i, j, n = 0, worst = 0;
+	uint32_t t;
+
+	write_policy("5 per 3s");
+	for (i = 0; i < NGATE; i++) {
+		start_gate(i);
+		cr_assert_eq(gc_connect(&gc[i], gsock[i]), 0);
+		for (t = 1; t <= PER_GATE; t++)
+			cr_assert_eq(gc_acquire(&gc[i], t, "up", NULL, NULL, 1, 1, 1), 0);
+		p[i].fd = gc[i].fd;
+		p[i].events = POLLIN;
+	}
+	deadline = now_us() + 60 * 1000000LL;
+	while (n < NGATE * PER_GATE && now_us() < deadline) {
+		cr_assert(poll(p, NGATE, 1000) >= 0);
+		for (i = 0; i < NGATE; i++) {
+			if (p[i].revents)
+				cr_assert_eq(gc_fill(&gc[i]), 1, "gate %d closed", i);
+			while (gc_next_reply(&gc[i], &r, &why) == 1) {
+				if (r.verb == GP_R_OK)
+					continue;
+				cr_assert_eq(r.verb, GP_R_GRANT, "gate %d: verb %d", i, r.verb);
+				start[n] = now_us();
+				cr_assert_eq(gc_report_sent(&gc[i], r.tag, 1, -1), 0);
+				end[n++] = now_us();
+			}
+		}
+	}
+	cr_assert_eq(n, NGATE * PER_GATE, "only %d of %d granted", n, NGATE * PER_GATE);
+	/* The worst span: sends that may have been accepted within 3 s. */
+	for (i = 0; i < n; i++) {
+		int c = 0;
+
+		for (j = 0; j < n; j++)
+			if (start[j] <= start[i] && end[j] > start[i] - PER_US)
+				c++;
+		if (c > worst)
+			worst = c;
+	}
+	cr_assert_leq(worst, LIMIT, "%d sends within 3 s across the gates", worst);
+	/* 30 sends at 5 per 3 s: the last batch goes after 15 s. */
+	{
+		int64_t first = start[0], last = start[0];
+
+		for (i = 0; i < n; i++) {
+			if (start[i] < first)
+				first = start[i];
+			if (start[i] > last)
+				last = start[i];
+		}
+		cr_assert_geq(last - first, 15 * 1000000LL - 100000, "too fast: %lld us",
+		    (long long)(last - first));
+	}
+	for (i = 0; i < NGATE; i++)
+		gc_close(&gc[i]);
+}
+
+Test(redis, down_means_no_grant)
+{
+	struct gate_client gc;
+	struct tl_result res;
+	char *bin = tl_bin("weir-gate");
+	const char *argv[] = { bin, "-c", wconf, "-s", gsock[0], "status", NULL };
+	struct tl_run run = { .argv = argv };
+
+	write_policy("100 per 1s");
+	start_gate(0);
+	cr_assert_eq(gc_connect(&gc, gsock[0]), 0);
+	cr_assert_eq(send_one(&gc, 1, 5000), 1);
+	reap(&rpid);
+	wait_log(0, "unreachable", 5000);
+	cr_assert_eq(send_one(&gc, 2, 1500), 0, "granted while Redis is down");
+	tl_run(&run, &res);
+	cr_assert(strstr(buf_cstr(&res.out), "shared store: UNREACHABLE"), "%s",
+	    buf_cstr(&res.out));
+	tl_result_free(&res);
+	start_redis();
+	{
+		struct gp_reply r;
+
+		cr_assert_eq(reply_within(&gc, &r, 10000), 1, "no grant after Redis is back");
+		cr_assert_eq(r.verb, GP_R_GRANT);
+	}
+	cr_assert(log_has(0, "answers again"));
+	cr_assert(log_has(0, "had no history: wrote back"));
+	gc_close(&gc);
+	free(bin);
+}
+
+Test(redis, empty_restart_writes_back_first)
+{
+	struct gate_client a, b;
+	struct gp_reply r;
+	uint32_t t;
+
+	write_policy("3 per 30s");
+	start_gate(0);
+	start_gate(1);
+	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
+	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
+	for (t = 1; t <= 3; t++)
+		cr_assert_eq(send_one(&a, t, 5000), 1);
+	/* Redis restarted without persistence: its history is gone. */
+	reap(&rpid);
+	start_redis();
+	wait_log(0, "wrote back 3 sends", 5000);
+	/* Gate 1 has sent nothing itself; only the written-back history
+	 * keeps it from granting (the hold after an empty restart is 3 s). */
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(reply_within(&b, &r, 6000), 0, "gate 1 granted: the window was forgotten");
+	gc_close(&a);
+	gc_close(&b);
+}

@@ -1,0 +1,254 @@
+/*
+ * shared_test.c: the Redis scripts of src/gate/shared.c against a real
+ * redis-server (started on a Unix socket in a scratch folder, no
+ * persistence, killed at teardown): several windows at once, a calendar
+ * window, held grants against max_connections and a lease that ends, a
+ * suspension every host honours.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gate/shared.h"
+#include "lib/alloc.h"
+#include "testlib.h"
+
+static char *dir, *rsock, *spec;
+static pid_t rpid = -1;
+static redisContext *rc;
+static struct shared *sh;
+static struct policy_upstream pu;
+static struct policy_window win[2];
+static struct wg_up up;
+
+static int64_t
+mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+cmd(const char *c)
+{
+	redisReply *r = redisCommand(rc, c);
+
+	cr_assert(r != NULL && r->type != REDIS_REPLY_ERROR, "%s", c);
+	freeReplyObject(r);
+}
+
+static void
+setup(void)
+{
+	char *log;
+	int i, fd;
+
+	dir = tl_tmpdir();
+	rsock = xasprintf("%s/r.sock", dir);
+	spec = xasprintf("unix:%s", rsock);
+	log = xasprintf("%s/redis.log", dir);
+	rpid = fork();
+	cr_assert(rpid >= 0);
+	if (rpid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(127);
+		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", rsock,
+		    "--save", "", "--appendonly", "no", "--dir", dir, (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 1000 && !tl_sock_answers(rsock); i++)
+		poll(NULL, 0, 10);
+	cr_assert(tl_sock_answers(rsock), "redis-server did not start");
+	free(log);
+	rc = redisConnectUnix(rsock);
+	cr_assert(rc && !rc->err);
+	/* A store that holds a history, and this host's written back. */
+	cmd("SET weir:{up}:epoch 1");
+	cmd("SET weir:{up}:host:h 1");
+	sh = shared_new("h", "r");
+	memset(&pu, 0, sizeof pu);
+	pu.name = (char *)"up";
+	pu.shared = spec;
+	pu.win = win;
+	memset(win, 0, sizeof win);
+	memset(&up, 0, sizeof up);
+	up.name = (char *)"up";
+	up.shared = 1;
+}
+
+static void
+teardown(void)
+{
+	int st;
+
+	shared_free(sh);
+	if (rc)
+		redisFree(rc);
+	if (rpid > 0) {
+		kill(rpid, SIGKILL);
+		while (waitpid(rpid, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	tl_rmtree(dir);
+	free(dir);
+	free(rsock);
+	free(spec);
+}
+
+TestSuite(shared, .init = setup, .fini = teardown, .timeout = 60);
+
+static struct wg_req *
+req(uint64_t id)
+{
+	struct wg_req *r = xcalloc(1, sizeof *r);
+
+	r->id = id;
+	r->up = &up;
+	r->w[UNIT_MESSAGES] = 1;
+	r->w[UNIT_RECIPIENTS] = 1;
+	r->w[UNIT_CONNECTIONS] = 1;
+	r->granted = 1;
+	r->since = mono();
+	return r;
+}
+
+/* Ask for id; 1 granted (the request in *out), else *wait ms. */
+static int
+ask(uint64_t id, struct wg_req **out, int64_t *wait)
+{
+	struct wg_req *r = req(id);
+	int64_t now = mono(), retry;
+	int ok = shared_admit(sh, &pu, r, NULL, 0, now, 0, 0, &retry);
+
+	*wait = retry - now;
+	if (ok && out)
+		*out = r;
+	else
+		free(r);
+	return ok;
+}
+
+static void
+sent(struct wg_req *r)
+{
+	struct wg_done d = { 0 };
+	int64_t now = mono();
+
+	d.logged = 1;
+	d.t = now;
+	shared_ended(sh, &pu, r, WG_SENT, &d, now, 0);
+	free(r);
+}
+
+static void
+set_win(int i, long long limit, long long per, int calendar)
+{
+	win[i].limit = limit;
+	win[i].per = per;
+	win[i].unit = UNIT_MESSAGES;
+	win[i].calendar = calendar;
+	pu.nwin = (size_t)i + 1;
+}
+
+Test(shared, several_windows)
+{
+	struct wg_req *r[4];
+	int64_t wait;
+	uint64_t i;
+
+	set_win(0, 3, 10, 0);
+	set_win(1, 4, 60, 0);
+	for (i = 0; i < 3; i++)
+		cr_assert_eq(ask(i + 1, &r[i], &wait), 1, "grant %llu", (unsigned long long)i);
+	/* Three held: only a report (or a lease's end) frees one: poll. */
+	cr_assert_eq(ask(10, NULL, &wait), 0);
+	cr_assert_eq(wait, SHARED_POLL_MS);
+	for (i = 0; i < 3; i++)
+		sent(r[i]);
+	/* Logged now: the 10 s window frees in 10 s. */
+	cr_assert_eq(ask(11, NULL, &wait), 0);
+	cr_assert(wait > 9000 && wait <= 10000, "wait %lld", (long long)wait);
+	/* The 60 s window: one more fits once the 10 s one frees; then
+	 * the fifth waits for the longer window. */
+	cmd("FLUSHALL");
+	cmd("SET weir:{up}:epoch 1");
+	cmd("SET weir:{up}:host:h 1");
+	set_win(0, 10, 10, 0);
+	pu.nwin = 2;
+	for (i = 0; i < 4; i++) {
+		cr_assert_eq(ask(20 + i, &r[0], &wait), 1);
+		sent(r[0]);
+	}
+	cr_assert_eq(ask(30, NULL, &wait), 0);
+	cr_assert(wait > 59000 && wait <= 60000, "wait %lld", (long long)wait);
+}
+
+Test(shared, calendar_window)
+{
+	struct wg_req *r;
+	struct timespec ts;
+	int64_t wait, wall, at;
+
+	set_win(0, 2, 3600, 1);		/* hourly, at :00 UTC */
+	cr_assert_eq(ask(1, &r, &wait), 1);
+	sent(r);
+	cr_assert_eq(ask(2, &r, &wait), 1);
+	sent(r);
+	cr_assert_eq(ask(3, NULL, &wait), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	wall = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	at = (wall + wait) % 3600000;
+	cr_assert(at < 2000 || at > 3600000 - 2000, "not at the hour: %lld", (long long)at);
+}
+
+Test(shared, held_grants_and_leases)
+{
+	struct wg_req *a, *b;
+	int64_t wait, ended;
+	redisReply *rep;
+
+	set_win(0, 10, 10, 0);
+	pu.max_connections = 1;
+	cr_assert_eq(ask(1, &a, &wait), 1);
+	cr_assert_eq(ask(2, NULL, &wait), 0, "max_connections = 1 exceeded");
+	/* Its host died: the lease ends (set here to have ended). */
+	rep = redisCommand(rc, "TIME");
+	cr_assert(rep && rep->type == REDIS_REPLY_ARRAY);
+	ended = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000 - 1;
+	freeReplyObject(rep);
+	rep = redisCommand(rc, "ZADD weir:{up}:held XX %lld h.r.1", (long long)ended);
+	cr_assert(rep && rep->type == REDIS_REPLY_INTEGER);
+	freeReplyObject(rep);
+	cr_assert_eq(ask(3, &b, &wait), 1);
+	/* ... and it counts as a send that may have happened until then. */
+	rep = redisCommand(rc, "ZCARD weir:{up}:log");
+	cr_assert_eq(rep->integer, 1);
+	freeReplyObject(rep);
+	free(a);
+	sent(b);
+}
+
+Test(shared, suspension_for_all)
+{
+	int64_t wait, now = mono();
+
+	set_win(0, 10, 10, 0);
+	shared_suspend(sh, &pu, now + 5000, now);
+	cr_assert_eq(ask(1, NULL, &wait), 0);
+	cr_assert(wait > 4000 && wait <= 5000, "wait %lld", (long long)wait);
+	shared_suspend(sh, &pu, 0, mono());
+	cr_assert_eq(ask(2, NULL, &wait), 1);
+}
