@@ -56,6 +56,9 @@ struct msg {
 	 * off (so the pass ends with a retry, not the end). */
 	size_t pass_off;
 	int pass_deferred;
+	int held;		/* hold/N: no attempt (control.c) */
+	long long held_since;	/* its wall time */
+	int del_pending;	/* `weir delete` waits for the attempt in flight */
 	struct msg *hnext;	/* hash chain */
 	struct msg *qnext;	/* FIFO */
 };
@@ -126,6 +129,8 @@ struct sched {
 	uint32_t next_tag;
 	uint64_t gate_backoff;
 	struct evtimer *gate_retry;
+	/* control.c */
+	int ctl_again;		/* a request waits for an attempt's end or preprocessing */
 };
 
 /* sched.c */
@@ -140,6 +145,8 @@ void finish(struct sched *s, struct msg *m);
 size_t upidx(const struct sched *s, const struct msg *m);
 struct msg *msg_by_id(struct sched *s, unsigned long id);
 void upq_unlink(struct sched *s, struct msg *m);	/* out of its FIFO */
+void msg_forget(struct sched *s, struct msg *m);	/* out of memory, freed */
+struct msg *msg_load(struct sched *s, unsigned long id);	/* from info/ */
 
 /* wait.c */
 void wait_begin(struct msg *m);
@@ -170,6 +177,14 @@ void gate_start(struct sched *s);
 void gate_ask(struct sched *s, struct job *j);
 void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply);
+
+/* control.c: `weir hold`, release, delete, requeue (QUEUE.md) */
+void control_restore(struct sched *s, struct msg *m);	/* held? at load */
+/* 1: m must not be attempted now (held, or its deletion waits); its
+ * timer is cancelled and it is out of its FIFO. */
+int control_stops(struct sched *s, struct msg *m);
+void control_scan(struct sched *s);	/* act on ctl/ */
+void control_forget(struct sched *s, struct msg *m);	/* m ends */
 
 /* reload.c */
 void sched_reload(struct sched *s);

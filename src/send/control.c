@@ -1,0 +1,220 @@
+/*
+ * control.c: the operator's requests while weir-send runs (`weir hold`,
+ * release, delete, requeue; QUEUE.md, "Held messages and control
+ * requests").  A request is an empty file ctl/VERB.N; the trigger, the
+ * start, the end of an attempt and the end of a preprocessing pass make
+ * weir-send read ctl/, act, and remove each request it is done with.
+ * The `weir` command waits for that removal and reads the result off
+ * the queue.
+ *
+ * A held message (hold/N) is in memory with no timer and in no FIFO:
+ * never attempted, so never expired; its release credits the time it was
+ * held as waiting (wait.c), so holding does not age it.  A message whose
+ * attempt is in flight is not changed under its deliverer: a hold takes
+ * effect when the attempt ends, a delete waits for it (its request stays
+ * until then).
+ *
+ * Trusts: ctl/ names, parsed strictly.  Config keys: none.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "mail/qctl.h"
+#include "send/sendint.h"
+
+enum verb { V_HOLD, V_RELEASE, V_DELETE, V_REQUEUE, V_N };
+static const char *const verbs[V_N] = { "hold", "release", "delete", "requeue" };
+
+static void
+on_again(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	(void)ev; (void)t;
+	control_scan(arg);
+}
+
+/* After this turn of the loop: m may be ending now. */
+static void
+scan_soon(struct sched *s)
+{
+	s->ctl_again = 1;
+	evloop_timer_at(s->ev, 0, on_again, s);
+}
+
+void
+control_restore(struct sched *s, struct msg *m)
+{
+	struct buf why = BUF_INIT;
+	int r = qctl_held(s->o->q, m->id, m->birth, &m->held_since, &why);
+
+	if (r < 0) {
+		/* The safe reading: an operator wanted it held. */
+		log_warnx("msg %lu: %s; taken as held", m->id, why.s);
+		m->held_since = 0;
+	}
+	m->held = r != 0;
+	if (m->held && m->held_since == 0)
+		m->held_since = wall();
+	buf_free(&why);
+}
+
+int
+control_stops(struct sched *s, struct msg *m)
+{
+	if (!m->held && !m->del_pending)
+		return 0;
+	evloop_timer_cancel(s->ev, m->due);
+	m->due = NULL;
+	upq_unlink(s, m);
+	wait_end(m);
+	if (m->del_pending && !m->job)
+		scan_soon(s);
+	return 1;
+}
+
+void
+control_forget(struct sched *s, struct msg *m)
+{
+	struct buf why = BUF_INIT;
+
+	/* Held while its last attempt delivered everything. */
+	if (m->held && qctl_unhold(s->o->q, m->id, &why) < 0)
+		log_warnx("msg %lu: %s (a stale hold/ file: its birth tells it)", m->id, why.s);
+	if (m->del_pending)
+		scan_soon(s);
+	buf_free(&why);
+}
+
+/* 1: done with the request; 0: it waits (an attempt in flight, or the
+ * message is not yet preprocessed). */
+static int
+act(struct sched *s, enum verb v, unsigned long id)
+{
+	struct buf why = BUF_INIT;
+	enum qctl_state st;
+	struct msg *m = msg_by_id(s, id);
+	long long birth, now = wall();
+	int fresh = 0;
+
+	if (m == NULL) {
+		if (qctl_state(s->o->q, id, &st, &birth) < 0) {
+			log_warn("ctl: %s %lu", verbs[v], id);
+			return 1;
+		}
+		if (st == QS_TODO)
+			return 0;
+		if (st == QS_NONE || (m = msg_load(s, id)) == NULL) {
+			log_info("ctl: %s %lu: no such message", verbs[v], id);
+			return 1;
+		}
+		fresh = 1;	/* scheduled below, as a scan of info/ would */
+	}
+	switch (v) {
+	case V_HOLD:
+		if (m->held)
+			break;
+		if (qctl_hold(s->o->q, id, m->birth, now, &why) < 0) {
+			log_warnx("msg %lu: hold: %s", id, why.s);
+			break;
+		}
+		m->held = 1;
+		m->held_since = now;
+		log_info("msg %lu: held by the operator%s", id,
+		    m->job ? " (after the attempt in flight)" : "");
+		if (!m->job)
+			(void)control_stops(s, m);
+		break;
+	case V_RELEASE:
+		if (!m->held)
+			break;
+		if (qctl_unhold(s->o->q, id, &why) < 0) {
+			log_warnx("msg %lu: release: %s", id, why.s);
+			break;
+		}
+		m->held = 0;
+		if (now > m->held_since)
+			m->waited_ms += (now - m->held_since) * 1000;
+		log_info("msg %lu: released by the operator after %lld s held", id,
+		    now - m->held_since);
+		schedule(s, m, now);
+		break;
+	case V_REQUEUE:
+		if (m->held) {
+			log_info("msg %lu: requeue: held; release it", id);
+			break;
+		}
+		log_info("msg %lu: requeued by the operator", id);
+		schedule(s, m, now);	/* through the gate, as always */
+		break;
+	case V_DELETE:
+		if (m->job) {
+			if (!m->del_pending)
+				log_info("msg %lu: delete waits for the attempt in flight", id);
+			m->del_pending = 1;
+			return 0;
+		}
+		if (qctl_delete(s->o->q, id, &why) < 0) {
+			log_warnx("msg %lu: delete: %s", id, why.s);
+			break;
+		}
+		log_info("msg %lu: deleted by the operator", id);
+		msg_forget(s, m);
+		m = NULL;
+		break;
+	case V_N:
+		break;
+	}
+	if (fresh && m)
+		schedule(s, m, now);
+	buf_free(&why);
+	return 1;
+}
+
+void
+control_scan(struct sched *s)
+{
+	char path[sizeof QCTL_DIR + 256];
+	struct queue *q = s->o->q;
+	struct dirent *e;
+	unsigned long id;
+	const char *dot;
+	enum verb v;
+	DIR *d;
+	int fd;
+
+	s->ctl_again = 0;
+	fd = openat(q->dfd, QCTL_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+		if (errno != ENOENT)
+			log_warn("open %s", QCTL_DIR);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		dot = strchr(e->d_name, '.');
+		for (v = 0; v < V_N; v++)
+			if (dot && (size_t)(dot - e->d_name) == strlen(verbs[v]) &&
+			    memcmp(e->d_name, verbs[v], strlen(verbs[v])) == 0)
+				break;
+		if (v == V_N || queue_parse_id(dot + 1, &id) < 0) {
+			log_warnx("%s/%s: not a request; ignored", QCTL_DIR, e->d_name);
+			continue;
+		}
+		if (act(s, v, id) == 0) {
+			s->ctl_again = 1;
+			continue;
+		}
+		snprintf(path, sizeof path, QCTL_DIR "/%s", e->d_name);
+		if (unlinkat(q->dfd, path, 0) < 0 && errno != ENOENT)
+			log_warn("unlink %s", path);
+	}
+	closedir(d);
+}
