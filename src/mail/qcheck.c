@@ -15,7 +15,8 @@
  * replaces or removes (a note, not a problem).  hold/N (mail/qctl.h) is
  * written durably: one that does not parse is a problem; one whose
  * message is gone or has another birth is a leftover (a note).  A request
- * in ctl/ is a note: weir-send acts on it when it runs.
+ * in ctl/ is a note: weir-send acts on it when it runs.  reply/N is a
+ * hint like sched/: malformed or stale, a note.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -433,7 +434,7 @@ check_sched(struct ctx *c, struct buf *b)
 static void
 check_control(struct ctx *c, struct buf *b)
 {
-	char path[sizeof QCTL_HOLD_DIR + 256];
+	char path[sizeof QCTL_REPLY_DIR + 256];
 	struct dirent *e;
 	enum qctl_state st;
 	long long birth, hb, since;
@@ -463,6 +464,32 @@ check_control(struct ctx *c, struct buf *b)
 				continue;
 			}
 			if (qctl_state(c->q, id, &st, &birth) < 0 || st == QS_NONE || birth != hb)
+				report(c, 0, "%s: left by a message that is gone (harmless: "
+				    "its birth tells it)", path);
+		}
+		closedir(dir);
+	}
+	if (fstatat(c->q->dfd, QCTL_REPLY_DIR, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    (dir = open_dir(c, QCTL_REPLY_DIR)) != NULL) {
+		while ((e = readdir(dir)) != NULL) {
+			const char *body;
+			size_t blen;
+
+			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+			    strcmp(e->d_name, "tmp") == 0)
+				continue;
+			snprintf(path, sizeof path, QCTL_REPLY_DIR "/%s", e->d_name);
+			buf_reset(b);
+			if (queue_parse_id(e->d_name, &id) < 0) {
+				report(c, 1, "%s: not a message number", path);
+				continue;
+			}
+			if (read_file_at(c->q->dfd, path, b, QCTL_REPLY_MAX) != 0 ||
+			    qctl_reply_parse(b->s, b->len, &hb, &since, &body, &blen) < 0) {
+				report(c, 0, "%s: malformed (weir-send rewrites it)", path);
+				continue;
+			}
+			if (qctl_state(c->q, id, &st, &birth) < 0 || st != QS_INFO || birth != hb)
 				report(c, 0, "%s: left by a message that is gone (harmless: "
 				    "its birth tells it)", path);
 		}

@@ -15,7 +15,7 @@
 #include "mail/schedfile.h"
 
 int
-qctl_state(struct queue *q, unsigned long id, enum qctl_state *st, long long *birth)
+qctl_state(const struct queue *q, unsigned long id, enum qctl_state *st, long long *birth)
 {
 	char path[QPATH_MAX];
 	struct stat sb;
@@ -78,7 +78,44 @@ qctl_hold_parse(const char *s, size_t len, long long *birth, long long *since)
 }
 
 int
-qctl_held(struct queue *q, unsigned long id, long long birth, long long *since,
+qctl_reply_parse(const char *s, size_t len, long long *birth, long long *next,
+    const char **body, size_t *bodylen)
+{
+	const char *end = s + len, *p, *nul, *nl;
+
+	if (parse_line(&s, end, "birth", birth) < 0 || parse_line(&s, end, "next", next) < 0)
+		return -1;
+	for (p = s; p < end; p = nl + 1) {
+		nul = memchr(p, '\0', (size_t)(end - p));
+		if (nul == NULL || nul == p)
+			return -1;
+		nl = memchr(nul, '\n', (size_t)(end - nul));
+		if (nl == NULL || memchr(nul + 1, '\0', (size_t)(nl - nul - 1)) != NULL)
+			return -1;
+	}
+	*body = s;
+	*bodylen = (size_t)(end - s);
+	return 0;
+}
+
+const char *
+qctl_reply_find(const char *body, size_t len, const char *addr, size_t alen, size_t *rlen)
+{
+	const char *p = body, *end = body + len, *nul, *nl;
+
+	for (; p < end; p = nl + 1) {
+		nul = memchr(p, '\0', (size_t)(end - p));
+		nl = memchr(nul, '\n', (size_t)(end - nul));
+		if ((size_t)(nul - p) == alen && memcmp(p, addr, alen) == 0) {
+			*rlen = (size_t)(nl - nul - 1);
+			return nul + 1;
+		}
+	}
+	return NULL;
+}
+
+int
+qctl_held(const struct queue *q, unsigned long id, long long birth, long long *since,
     struct buf *why)
 {
 	char path[QPATH_MAX];
@@ -173,9 +210,14 @@ qctl_delete(struct queue *q, unsigned long id, struct buf *why)
 	char path[QPATH_MAX], dir[QPATH_MAX];
 	size_t i;
 
-	/* The credit note is a hint, not fsynced: its removal needs no
-	 * order (a stale one is told by its birth). */
+	/* The credit and reply notes are hints, not fsynced: their removal
+	 * needs no order (a stale one is told by its birth). */
 	schedfile_path(path, q, id);
+	if (unlinkat(q->dfd, path, 0) < 0 && errno != ENOENT) {
+		buf_printf(why, "unlink %s: %s", path, strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof path, QCTL_REPLY_DIR "/%lu", id);
 	if (unlinkat(q->dfd, path, 0) < 0 && errno != ENOENT) {
 		buf_printf(why, "unlink %s: %s", path, strerror(errno));
 		return -1;

@@ -77,10 +77,93 @@ control_stops(struct sched *s, struct msg *m)
 	return 1;
 }
 
+/* reply/N as m's replies and next attempt say (none: removed). */
+static void
+reply_save(struct sched *s, struct msg *m, long long next)
+{
+	char path[QPATH_MAX];
+	struct queue *q = s->o->q;
+	struct buf b = BUF_INIT;
+	int fd;
+
+	snprintf(path, sizeof path, QCTL_REPLY_DIR "/%lu", m->id);
+	m->replies_dirty = 0;
+	m->next_saved = next;
+	if (m->replies.len == 0) {
+		if (unlinkat(q->dfd, path, 0) < 0 && errno != ENOENT)
+			log_warn("msg %lu: unlink %s", m->id, path);
+		return;
+	}
+	buf_printf(&b, "birth %lld\nnext %lld\n", m->birth, next);
+	buf_add(&b, m->replies.s, m->replies.len);
+	fd = openat(q->dfd, QCTL_REPLY_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC, 0644);
+	if (fd < 0 || full_write(fd, b.s, b.len) < 0 || close(fd) < 0 ||
+	    renameat(q->dfd, QCTL_REPLY_TMP, q->dfd, path) < 0) {
+		/* A hint for the listings: the message goes on without it. */
+		if (errno != ENOENT)
+			log_warn("msg %lu: write %s", m->id, path);
+		if (fd >= 0)
+			close(fd);
+	}
+	buf_free(&b);
+}
+
+void
+control_next(struct sched *s, struct msg *m, long long when)
+{
+	if (m->held || m->del_pending)
+		when = 0;
+	if (m->replies_dirty || (m->replies.len && when != m->next_saved))
+		reply_save(s, m, when);
+}
+
+void
+control_replies(struct sched *s, struct msg *m, const struct job *j,
+    const struct rresult *res)
+{
+	struct buf keep = BUF_INIT;
+	const char *p, *end, *nul, *nl;
+	size_t i, alen;
+
+	(void)s;
+	/* Lines of recipients outside this batch stay. */
+	for (p = m->replies.s, end = p + m->replies.len; p && p < end; p = nl + 1) {
+		nul = memchr(p, '\0', (size_t)(end - p));
+		nl = memchr(nul, '\n', (size_t)(end - nul));
+		for (i = 0; i < j->n; i++)
+			if (strlen(j->addrs[i]) == (size_t)(nul - p) &&
+			    memcmp(j->addrs[i], p, (size_t)(nul - p)) == 0)
+				break;
+		if (i == j->n)
+			buf_add(&keep, p, (size_t)(nl + 1 - p));
+	}
+	for (i = 0; i < j->n; i++) {
+		if (res[i].st != RS_TEMP)
+			continue;
+		alen = strlen(j->addrs[i]);
+		buf_add(&keep, j->addrs[i], alen + 1);
+		buf_add_oneline(&keep, res[i].text ? res[i].text : "", res[i].text ?
+		    strlen(res[i].text) : 0);
+		buf_addc(&keep, '\n');
+	}
+	buf_free(&m->replies);
+	m->replies = keep;
+	m->replies_dirty = 1;
+}
+
 void
 control_forget(struct sched *s, struct msg *m)
 {
+	char path[QPATH_MAX];
 	struct buf why = BUF_INIT;
+
+	if (m->replies.len || m->next_saved) {
+		snprintf(path, sizeof path, QCTL_REPLY_DIR "/%lu", m->id);
+		if (unlinkat(s->o->q->dfd, path, 0) < 0 && errno != ENOENT)
+			log_warn("msg %lu: unlink %s", m->id, path);
+	}
+	buf_free(&m->replies);
 
 	/* Held while its last attempt delivered everything. */
 	if (m->held && qctl_unhold(s->o->q, m->id, &why) < 0)
@@ -163,6 +246,7 @@ act(struct sched *s, enum verb v, unsigned long id)
 			break;
 		}
 		log_info("msg %lu: deleted by the operator", id);
+		buf_free(&m->replies);
 		msg_forget(s, m);
 		m = NULL;
 		break;

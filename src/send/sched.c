@@ -181,6 +181,7 @@ schedule_at(struct sched *s, struct msg *m, long long when, int held)
 
 	evloop_timer_cancel(s->ev, m->due);
 	m->due = NULL;
+	control_next(s, m, when <= now ? 0 : when);
 	if (control_stops(s, m))
 		return;
 	if (when <= now) {

@@ -59,6 +59,9 @@ struct msg {
 	int held;		/* hold/N: no attempt (control.c) */
 	long long held_since;	/* its wall time */
 	int del_pending;	/* `weir delete` waits for the attempt in flight */
+	struct buf replies;	/* reply/N's "ADDR\0REPLY\n" lines */
+	int replies_dirty;	/* not yet in reply/N */
+	long long next_saved;	/* the next attempt reply/N says */
 	struct msg *hnext;	/* hash chain */
 	struct msg *qnext;	/* FIFO */
 };
@@ -183,6 +186,11 @@ void control_restore(struct sched *s, struct msg *m);	/* held? at load */
 /* 1: m must not be attempted now (held, or its deletion waits); its
  * timer is cancelled and it is out of its FIFO. */
 int control_stops(struct sched *s, struct msg *m);
+/* The next attempt is at wall time when (0: now): reply/N follows. */
+void control_next(struct sched *s, struct msg *m, long long when);
+/* A batch's results: the last reply of each recipient put off. */
+void control_replies(struct sched *s, struct msg *m, const struct job *j,
+    const struct rresult *res);
 void control_scan(struct sched *s);	/* act on ctl/ */
 void control_forget(struct sched *s, struct msg *m);	/* m ends */
 

@@ -216,6 +216,13 @@ Test(queuectl, held_survives_restart)
 	rt_assert_no_bounce(&t, &r);
 	rt_rec_free(&r);
 	cr_assert(sh_exists(&t.s, Q_MESS, id) && held_file(id));
+	{
+		const char *qa[] = { "-c", t.s.qt.conf, "queue" };
+		struct tl_result l = rt_run(&t, "weir", qa, 3, NULL);
+
+		cr_assert(strstr(buf_cstr(&l.out), "<" SENDER ">  held\n"), "%s", buf_cstr(&l.out));
+		tl_result_free(&l);
+	}
 	cr_assert_eq(weir(&out, "requeue", sid, NULL), 1, "%s", buf_cstr(&out));
 	cr_assert(strstr(buf_cstr(&out), "held: release it"), "%s", buf_cstr(&out));
 	rt_assert_queue_sound(&t);
@@ -228,6 +235,22 @@ Test(queuectl, held_survives_restart)
 	rt_rec_free(&r);
 	cr_assert(sh_exists(&t.s, Q_MESS, id) && !held_file(id));
 	rt_assert_queue_sound(&t);
+	/* The listings give the last reply and the next attempt. */
+	{
+		const char *qa[] = { "-c", t.s.qt.conf, "queue" };
+		const char *qj[] = { "-c", t.s.qt.conf, "queue", "--json" };
+		struct tl_result l = rt_run(&t, "weir", qa, 3, NULL);
+
+		cr_assert(strstr(buf_cstr(&l.out), "\tremote\told@dest.example\n\t\t(") &&
+		    strstr(buf_cstr(&l.out), "451 4.2.0 try later") &&
+		    strstr(buf_cstr(&l.out), ">  next "), "%s", buf_cstr(&l.out));
+		tl_result_free(&l);
+		l = rt_run(&t, "weir", qj, 4, NULL);
+		cr_assert(strstr(buf_cstr(&l.out), "\"held\":false,\"next_attempt\":\"20") &&
+		    strstr(buf_cstr(&l.out), "\"delay_reason\":\"") &&
+		    strstr(buf_cstr(&l.out), "451 4.2.0 try later"), "%s", buf_cstr(&l.out));
+		tl_result_free(&l);
+	}
 	buf_free(&out);
 	free(sid);
 }
