@@ -20,10 +20,11 @@
 #include "gate/journal.h"
 #include "lib/alloc.h"
 #include "lib/log.h"
+#include "lib/pidlock.h"
 
 #define JOURNAL_MAX	(256u << 20)	/* refuse to read more than this */
 #define COMPACT_MIN	(256 << 10)	/* never compact a file smaller than this */
-#define FIELDS_MAX	8
+#define FIELDS_MAX	9
 #define RECORD_EST	96		/* bytes, an upper bound for L and G records */
 
 uint32_t
@@ -93,25 +94,48 @@ journal_end(struct journal *j, uint64_t id, char type, int64_t mono, int64_t wal
 }
 
 static void
-suspend_rec(struct buf *b, const struct wg_up *u, int64_t mono, int64_t wall)
+suspend_rec(struct buf *b, const struct wg_up *u, int auth, int64_t mono, int64_t wall)
 {
+	const char *why = auth ? u->auth_reason : u->susp_reason;
+	int64_t until = auth ? u->auth_until : u->susp_until;
 	char reason[200];
 	size_t i;
 
 	/* The reason came through the protocol: printable already. */
-	snprintf(reason, sizeof reason, "%s", u->susp_reason && *u->susp_reason ?
-	    u->susp_reason : "-");
+	snprintf(reason, sizeof reason, "%s", why && *why ? why : "-");
 	for (i = 0; reason[i]; i++)
 		if (reason[i] < 0x20 || reason[i] > 0x7e)
 			reason[i] = '?';
-	record(b, "U %s %" PRId64 " %" PRId64 " %" PRId64 " %s", u->name,
-	    u->susp_until - mono + wall, u->susp_until, u->susp_len, reason);
+	record(b, "%c %s %" PRId64 " %" PRId64 " %" PRId64 " %s", auth ? 'A' : 'U', u->name,
+	    until - mono + wall, until, auth ? u->auth_len : u->susp_len, reason);
 }
 
 void
-journal_suspend(struct journal *j, const struct wg_up *u, int64_t mono, int64_t wall)
+journal_suspend(struct journal *j, const struct wg_up *u, int auth, int64_t mono, int64_t wall)
 {
-	suspend_rec(&j->pending, u, mono, wall);
+	suspend_rec(&j->pending, u, auth, mono, wall);
+}
+
+void
+journal_lift(struct journal *j, const struct wg_up *u, int auth_only)
+{
+	record(&j->pending, "E %s %s", u->name, auth_only ? "auth" : "all");
+}
+
+/* Is j->fd still the file at j->path?  (Nothing else renames over it
+ * while we hold the lock; this makes sure.) */
+static int
+still_at_path(struct journal *j)
+{
+	struct stat a, b;
+
+	if (fstat(j->fd, &a) < 0 || stat(j->path, &b) < 0)
+		return 0;
+	if (a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+		errno = ESTALE;
+		return 0;
+	}
+	return 1;
 }
 
 int
@@ -130,6 +154,8 @@ journal_write(struct journal *j)
 int
 journal_sync(struct journal *j)
 {
+	if (!still_at_path(j))
+		return -1;
 	if (journal_write(j) < 0)
 		return -1;
 	if (j->dirty) {
@@ -151,6 +177,7 @@ journal_wants_compaction(const struct journal *j, size_t live_records)
 
 struct open_grant {
 	uint64_t id;
+	int64_t at;		/* granted at, placed */
 	char up[POLICY_NAME_MAX + 1];
 	uint32_t w[UNIT_COUNT];
 };
@@ -229,14 +256,16 @@ close_open(struct replay *rp, struct open_grant *o)
 
 /* Grants of an earlier run never reported: their clients may have gone
  * on sending for up to the grace period after that run ended, which was
- * at the latest `at`. */
+ * at the latest `at`; each may have been accepted at any instant from its
+ * grant until then. */
 static void
 flush_open(struct replay *rp, int64_t at)
 {
 	size_t i;
 
 	for (i = 0; i < rp->nopen; i++)
-		wg_replay_send(rp->g, rp->open[i].up, at + rp->grace, rp->open[i].w);
+		wg_replay_send(rp->g, rp->open[i].up, rp->open[i].at, at + rp->grace,
+		    rp->open[i].w);
 	rp->nopen = 0;
 }
 
@@ -246,11 +275,12 @@ replay_record(struct replay *rp, char *line)
 {
 	char *f[FIELDS_MAX + 1], *save = NULL, *reason = NULL;
 	size_t n = 0;
-	int64_t a, b, c;
+	int64_t a, b, c, d, e;
 	uint32_t w[UNIT_COUNT];
 	struct open_grant *o;
+	struct wg_up *u;
 
-	if (line[0] == 'U') {
+	if (line[0] == 'U' || line[0] == 'A') {
 		/* The reason, last, may hold spaces: cut it off first. */
 		char *p = line;
 		int k;
@@ -286,6 +316,7 @@ replay_record(struct replay *rp, char *line)
 		}
 		o = &rp->open[rp->nopen++];
 		o->id = (uint64_t)a;
+		o->at = place(rp, b, c);
 		snprintf(o->up, sizeof o->up, "%s", f[2]);
 		memcpy(o->w, w, sizeof w);
 		if ((uint64_t)a > rp->max_id)
@@ -293,29 +324,56 @@ replay_record(struct replay *rp, char *line)
 		return 0;
 	case 'S':
 	case 'R':
+	case 'X':
+	case 'N':
 		if (n != 4 || num64(f[1], &a) < 0 || num64(f[2], &b) < 0 || num64(f[3], &c) < 0)
 			return -1;
 		o = find_open(rp, (uint64_t)a);
 		if (o == NULL)
 			return 0;	/* its grant was compacted away: harmless */
+		b = place(rp, b, c);
 		if (f[0][0] == 'S')
-			wg_replay_send(rp->g, o->up, place(rp, b, c), o->w);
+			wg_replay_send(rp->g, o->up, b, b, o->w);
+		else if (f[0][0] == 'X')
+			wg_replay_send(rp->g, o->up, o->at, b, o->w);
+		else if (f[0][0] == 'N' && o->w[UNIT_CONNECTIONS] > 0) {
+			memset(w, 0, sizeof w);
+			w[UNIT_CONNECTIONS] = o->w[UNIT_CONNECTIONS];
+			wg_replay_send(rp->g, o->up, b, b, w);
+		}
 		close_open(rp, o);
 		return 0;
 	case 'L':
 		if (n != 7 || !policy_valid_name(f[1]) || u32(f[2], &w[0]) < 0 || u32(f[3], &w[1]) < 0 ||
 		    u32(f[4], &w[2]) < 0 || num64(f[5], &b) < 0 || num64(f[6], &c) < 0)
 			return -1;
-		wg_replay_send(rp->g, f[1], place(rp, b, c), w);
+		b = place(rp, b, c);
+		wg_replay_send(rp->g, f[1], b, b, w);
+		return 0;
+	case 'P':
+		if (n != 9 || !policy_valid_name(f[1]) || u32(f[2], &w[0]) < 0 || u32(f[3], &w[1]) < 0 ||
+		    u32(f[4], &w[2]) < 0 || num64(f[5], &b) < 0 || num64(f[6], &c) < 0 ||
+		    num64(f[7], &d) < 0 || num64(f[8], &e) < 0)
+			return -1;
+		wg_replay_send(rp->g, f[1], place(rp, b, c), place(rp, d, e), w);
 		return 0;
 	case 'U':
+	case 'A':
 		if (n != 5 || !policy_valid_name(f[1]) || num64(f[2], &a) < 0 || num64(f[3], &b) < 0 ||
 		    num64(f[4], &c) < 0 || c < 0 || !reason || *reason == '\0')
 			return -1;
 		if (rp->same_boot)
-			wg_replay_suspend(rp->g, f[1], b, c, reason);
+			wg_replay_suspend(rp->g, f[1], f[0][0] == 'A', b, c, reason);
 		else	/* another boot: what the wall clock says is left */
-			wg_replay_suspend(rp->g, f[1], rp->now_mono + (a - rp->now_wall), c, reason);
+			wg_replay_suspend(rp->g, f[1], f[0][0] == 'A',
+			    rp->now_mono + (a - rp->now_wall), c, reason);
+		return 0;
+	case 'E':
+		if (n != 3 || !policy_valid_name(f[1]) ||
+		    (strcmp(f[2], "auth") != 0 && strcmp(f[2], "all") != 0))
+			return -1;
+		if ((u = wg_find(rp->g, f[1])) != NULL)
+			wg_lift(u, strcmp(f[2], "auth") == 0);
 		return 0;
 	}
 	return -1;
@@ -355,6 +413,11 @@ replay(struct replay *rp, struct buf *data)
 	return off;
 }
 
+/* Write content to path.tmp, make it durable, rename it over the
+ * journal and sync the folder.  0 done; -1 failed before the rename (the
+ * old file is still the journal, and still ours); -2 renamed but the
+ * folder sync failed: the new file is the journal (we append only to
+ * it from now on) but its name may not be durable. */
 static int
 write_new(struct journal *j, const struct buf *content)
 {
@@ -365,19 +428,21 @@ write_new(struct journal *j, const struct buf *content)
 	if (fd < 0)
 		goto out;
 	if (full_write(fd, content->s, content->len) < 0 || fsync(fd) < 0 ||
-	    rename(tmp, j->path) < 0 || fsync_dir(AT_FDCWD, dirname(dcopy)) < 0) {
+	    rename(tmp, j->path) < 0) {
 		saved = errno;
 		close(fd);
 		unlink(tmp);
 		errno = saved;
 		goto out;
 	}
+	/* From here the file at the path is the new one: never append to
+	 * the old descriptor again. */
 	if (j->fd >= 0 && close(j->fd) < 0)
 		log_warn("journal: close %s", j->path);
 	j->fd = fd;
 	j->size = (off_t)content->len;
 	j->dirty = 0;
-	rc = 0;
+	rc = fsync_dir(AT_FDCWD, dirname(dcopy)) < 0 ? -2 : 0;
 out:
 	free(tmp);
 	free(dcopy);
@@ -396,11 +461,19 @@ journal_compact_begin(struct journal *j, struct wgate *g, int64_t mono, int64_t 
 		for (s = u->lseq; s < u->lseq + u->ln; s++) {
 			const struct wg_send *e = wg_log_at(u, s);
 
-			record(&j->compact, "L %s %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRId64
-			    " %" PRId64, u->name, e->w[0], e->w[1], e->w[2], e->t - mono + wall, e->t);
+			if (e->from == e->t)
+				record(&j->compact, "L %s %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRId64
+				    " %" PRId64, u->name, e->w[0], e->w[1], e->w[2],
+				    e->t - mono + wall, e->t);
+			else
+				record(&j->compact, "P %s %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRId64
+				    " %" PRId64 " %" PRId64 " %" PRId64, u->name, e->w[0], e->w[1],
+				    e->w[2], e->from - mono + wall, e->from, e->t - mono + wall, e->t);
 		}
 		if (u->susp_until > mono)
-			suspend_rec(&j->compact, u, mono, wall);
+			suspend_rec(&j->compact, u, 0, mono, wall);
+		if (u->auth_until > mono)
+			suspend_rec(&j->compact, u, 1, mono, wall);
 	}
 	return 0;
 }
@@ -416,12 +489,14 @@ journal_compact_grant(struct journal *j, const struct wg_req *r, int64_t mono, i
 int
 journal_compact_commit(struct journal *j)
 {
-	/* What was pending is part of the snapshot already. */
-	if (write_new(j, &j->compact) < 0)
+	int rc = write_new(j, &j->compact);
+
+	if (rc == -1)
 		return -1;
+	/* Renamed: what was pending is part of the new file already. */
 	buf_reset(&j->pending);
 	buf_free(&j->compact);
-	return 0;
+	return rc < 0 ? -1 : 0;
 }
 
 int
@@ -431,11 +506,27 @@ journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_m
 	struct buf data = BUF_INIT;
 	struct replay rp;
 	size_t good;
+	char *lock;
+	long holder;
 	int r;
 
 	memset(j, 0, sizeof *j);
 	j->fd = -1;
 	j->path = xstrdup(path);
+	lock = xasprintf("%s.lock", path);
+	j->lockfd = pidlock_take(lock, 0, &holder);
+	if (j->lockfd < 0) {
+		if (errno == EWOULDBLOCK && holder > 0)
+			log_warnx("journal %s is in use by another weir-gate (pid %ld): not starting",
+			    path, holder);
+		else if (errno == EWOULDBLOCK)
+			log_warnx("journal %s is in use by another weir-gate: not starting", path);
+		else
+			log_warn("journal %s: lock %s", path, lock);
+		free(lock);
+		goto fail_nodata;
+	}
+	free(lock);
 	journal_boot_id(j->boot, sizeof j->boot);
 	memset(&rp, 0, sizeof rp);
 	rp.g = g;
@@ -472,6 +563,9 @@ journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_m
 fail:
 	buf_free(&data);
 fail_nodata:
+	if (j->lockfd >= 0 && close(j->lockfd) < 0)
+		log_warn("journal: close lock");
+	j->lockfd = -1;
 	free(j->path);
 	j->path = NULL;
 	return -1;
@@ -483,6 +577,9 @@ journal_close(struct journal *j)
 	if (j->fd >= 0 && close(j->fd) < 0)
 		log_warn("journal: close");
 	j->fd = -1;
+	if (j->lockfd >= 0 && close(j->lockfd) < 0)
+		log_warn("journal: close lock");
+	j->lockfd = -1;
 	free(j->path);
 	j->path = NULL;
 	buf_free(&j->pending);

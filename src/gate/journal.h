@@ -5,10 +5,19 @@
  *
  *   B <boot id> <wall ms> <mono ms>                 a run of the gate starts
  *   G <id> <upstream> <msgs> <rcpts> <conns> <wall> <mono>   a grant
- *   S <id> <wall> <mono>                            sent (or client gone)
+ *   S <id> <wall> <mono>                            accepted at that time
+ *   X <id> <wall> <mono>                            outcome unknown: maybe
+ *                                                   accepted from the grant
+ *                                                   until that time
+ *   N <id> <wall> <mono>                            no MAIL: only the
+ *                                                   connection, at that time
  *   R <id> <wall> <mono>                            refunded
  *   L <upstream> <msgs> <rcpts> <conns> <wall> <mono>  a logged send (compaction)
+ *   P <upstream> <msgs> <rcpts> <conns> <from wall> <from mono> <wall> <mono>
+ *                                                   a logged interval (compaction)
  *   U <upstream> <until wall> <until mono> <len ms> <reason>  suspension
+ *   A <upstream> <until wall> <until mono> <len ms> <reason>  auth suspension
+ *   E <upstream> auth|all                           suspensions lifted
  *
  * Times belong to the boot of the last B record before them.  Grants are
  * made durable (fdatasync, batched) before the gate answers them; the
@@ -19,8 +28,11 @@
  * monotonic time; another boot, "now" minus the time this boot has
  * provably been up (or less, if the wall clock says so): after a reboot
  * an entry may look younger than it is, never older.  A grant with no
- * report counts as sent at replay time plus a grace period (its client
- * may still be sending).
+ * report may have been accepted at any instant from the grant until the
+ * end of its gate's run plus a grace period (its client may still be
+ * sending): it is logged as that interval, which moves no other send.
+ * The end of a run is the next B record, or for the last run the replay
+ * itself.
  *
  * Compaction rewrites the live state (sends still inside a window, held
  * grants, suspensions) to a new file, fsyncs it, renames it over the
@@ -41,6 +53,7 @@
 
 struct journal {
 	int fd;
+	int lockfd;		/* path.lock, held for the gate's life */
 	char *path;
 	char boot[40];
 	off_t size;		/* bytes in the file, written or pending */
@@ -52,12 +65,14 @@ struct journal {
 /* The boot id (/proc/sys/kernel/random/boot_id), or "unknown". */
 void journal_boot_id(char *out, size_t n);
 
-/* Open (creating) path, replay it into g (before any policy is set: the
+/* Take the lock path.lock (a second gate on the same journal is refused,
+ * with the holder's pid in the log line, before anything reads or writes
+ * the journal), open (creating) path, replay it into g (before any policy is set: the
  * policy counts the history afterwards), then compact.  now_mono, now_wall:
  * the caller's clocks in ms.  grace_ms: how long a grant left without a
  * report by a stopped gate may still be in flight (its client does not
  * stop sending because the gate did); such a send is logged at
- * now + grace_ms.  0 ok; -1 with a log line. */
+ * [grant, now + grace_ms].  0 ok; -1 with a log line. */
 int journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_mono,
     int64_t now_wall, int64_t grace_ms) MUST_CHECK;
 void journal_close(struct journal *j);
@@ -65,7 +80,11 @@ void journal_close(struct journal *j);
 /* Queue records. */
 void journal_grant(struct journal *j, const struct wg_req *r, int64_t mono, int64_t wall);
 void journal_end(struct journal *j, uint64_t id, char type, int64_t mono, int64_t wall);
-void journal_suspend(struct journal *j, const struct wg_up *u, int64_t mono, int64_t wall);
+/* u's throttle suspension, or (auth) its authentication suspension. */
+void journal_suspend(struct journal *j, const struct wg_up *u, int auth, int64_t mono,
+    int64_t wall);
+/* u's suspensions lifted: the authentication one (auth_only) or all. */
+void journal_lift(struct journal *j, const struct wg_up *u, int auth_only);
 
 /* Write what is queued (journal_write), and make everything written
  * durable (journal_sync).  0 ok, -1 (errno). */
@@ -78,8 +97,13 @@ int journal_wants_compaction(const struct journal *j, size_t live_records);
 
 /* Compaction in three steps: begin writes the sends and suspensions of g
  * to path.tmp; the caller adds each held grant; commit makes it durable
- * and renames it over the journal.  0 ok; -1 (errno) and the old journal
- * stays in use. */
+ * and renames it over the journal.  0 ok; -1 (errno): not durable, and
+ * the journal in use is whichever file is at the path (the old one if
+ * the rename did not happen).  The gate then grants nothing and tries
+ * again (weir-gate(8)): a rewrite is also how it recovers from a failed
+ * write or fdatasync, after which the page cache cannot be trusted.
+ * journal_sync fails (ESTALE) if the file at the path is no longer the
+ * one it appends to. */
 int journal_compact_begin(struct journal *j, struct wgate *g, int64_t mono, int64_t wall) MUST_CHECK;
 void journal_compact_grant(struct journal *j, const struct wg_req *r, int64_t mono, int64_t wall);
 int journal_compact_commit(struct journal *j) MUST_CHECK;

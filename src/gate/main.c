@@ -6,16 +6,17 @@
  *
  * The first form runs the daemon in the foreground until SIGTERM; the
  * second asks a running gate for its status.  Exit codes: 0 stopped
- * cleanly, 2 bad usage, configuration or policy, 111 temporary trouble
- * (socket, journal).
+ * cleanly, 2 bad usage or configuration, 111 temporary trouble (socket,
+ * journal, a journal locked by another gate).
  *
  * Trusts: its invoker (the administrator, or weir run).
  * Config keys: gate_socket, policy_file, gate_journal (weir.conf; -s, -p
  * and -j override), gate_user (started as root, the daemon becomes it
  * before anything else; see lib/privdrop.h).  -g (a duration, default
- * 10m, RFC 5321's wait for the reply to the final dot) is how long a
- * grant the gate could not see reported, because it stopped, may still be
- * in flight.
+ * 10m, RFC 5321's wait for the reply to the final dot) is how long after
+ * its last sign of life a send whose outcome is unknown (REPORT UNKNOWN,
+ * its client gone, its grant open in the journal at start) may still be
+ * accepted by the upstream.
  */
 #include <stdio.h>
 #include <string.h>

@@ -11,11 +11,13 @@
  * of requests each.  A framing error (over-long line, NUL, control byte)
  * is answered and the connection closed; a well-framed bad request is
  * answered and the connection kept.  A client that goes away loses its
- * waiting requests, and its grants count as sent at that moment.
+ * waiting requests, and its grants count as outcomes unknown (accepted
+ * at any instant from the grant to now + grace).
  *
  * Policy: re-read on SIGHUP and when the file changes (inotify on its
  * folder, so editors that rename are seen too); a policy with errors is
- * logged with file:line and the old one stays in force.
+ * logged with file:line and the old one stays in force (at start: none,
+ * and every request waits for a good one).
  *
  * Trusts: clients only through gateproto.c's parser.  Config keys:
  * gate_socket, policy_file.
@@ -47,7 +49,6 @@
 #include "mail/policy.h"
 
 #define CLIENTS_MAX	1024
-#define DROP_MARGIN_MS	5000	/* a dropped grant's send is logged this late (or -g) */
 #define CLIENT_REQS_MAX	4096
 #define OUT_MAX		(4 << 20)	/* unread answers before a client is dropped */
 
@@ -91,7 +92,15 @@ struct server {
 	int64_t grace_ms;		/* -g: how long a lost grant may still send */
 	int stopping;
 	int accept_paused;		/* out of fds: wait for a client to go */
+	/* The journal cannot be made durable: grant nothing, rewrite it on
+	 * a timer until that works (jbroken: why; NULL when all is well). */
+	char *jbroken;
+	struct evtimer *jtimer;
+	int64_t jretry_ms;
 };
+
+#define JRETRY_MIN_MS	1000
+#define JRETRY_MAX_MS	30000
 
 static int64_t
 now_mono(void)
@@ -296,13 +305,23 @@ do_acquire(struct server *s, struct client *c, const struct gp_req *rq, int64_t 
 	c->nreqs++;
 }
 
+/* The journal record of what a report or a cancel logged. */
+static void
+journal_done(struct server *s, uint64_t id, const struct wg_done *d, char type, int64_t now)
+{
+	if (d->logged)
+		journal_end(&s->j, id, type, d->t, d->t + s->wmm);
+	else
+		journal_end(&s->j, id, 'R', now, now + s->wmm);
+}
+
 static void
 do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
 {
 	struct creq *q = find_req(c, rq->tag, NULL);
+	struct wg_done d;
 	struct wg_up *u;
 	uint64_t id;
-	int64_t until;
 
 	if (q == NULL) {
 		reply_err(c, rq->tag, GP_TAG, "no such request");
@@ -316,26 +335,65 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	id = q->r->id;
 	switch (rq->outcome) {
 	case GP_SENT:
-		wg_report(&s->g, q->r, WG_SENT, NULL, now);
-		journal_end(&s->j, id, 'S', now, now + s->wmm);
+		/* <at> is rounded down: the 250 came before its end. */
+		wg_report_at(&s->g, q->r, WG_SENT, NULL, rq->at < 0 ? -1 : rq->at + 1, now, &d);
+		journal_done(s, id, &d, 'S', now);
 		reply_simple(c, GP_R_OK, rq->tag, 0);
 		break;
 	case GP_REFUND:
-		wg_report(&s->g, q->r, WG_REFUND, NULL, now);
-		journal_end(&s->j, id, 'R', now, now + s->wmm);
+		wg_report_at(&s->g, q->r, WG_REFUND, NULL, -1, now, &d);
+		journal_done(s, id, &d, 'R', now);
 		reply_simple(c, GP_R_OK, rq->tag, 0);
 		break;
+	case GP_UNKNOWN:
+		wg_report_at(&s->g, q->r, WG_UNKNOWN, NULL, -1, now, &d);
+		journal_done(s, id, &d, 'X', now);
+		reply_simple(c, GP_R_OK, rq->tag, 0);
+		break;
+	case GP_NOMAIL:
+		wg_report_at(&s->g, q->r, WG_NOMAIL, NULL, -1, now, &d);
+		journal_done(s, id, &d, 'N', now);
+		reply_simple(c, GP_R_OK, rq->tag, 0);
+		break;
+	case GP_AUTHFAIL:
+		wg_report_at(&s->g, q->r, WG_AUTHFAIL, rq->text, -1, now, &d);
+		journal_done(s, id, &d, 'N', now);
+		if (d.new_episode) {
+			journal_suspend(&s->j, u, 1, now, now + s->wmm);
+			log_warnx("upstream %s: authentication failed: %s; check username and "
+			    "secret_file (or secret_command) of upstream %s in weir.conf; "
+			    "suspended for %lld s (then one try at a time); a reload (SIGHUP) or "
+			    "RESUME lifts it", u->name, rq->text, u->name,
+			    (long long)((d.until - now + 999) / 1000));
+		}
+		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
+		break;
 	case GP_THROTTLED:
-		until = wg_report(&s->g, q->r, WG_THROTTLED, rq->text, now);
-		journal_end(&s->j, id, 'S', now, now + s->wmm);
-		journal_suspend(&s->j, u, now, now + s->wmm);
+		wg_report_at(&s->g, q->r, WG_THROTTLED, rq->text, -1, now, &d);
+		journal_done(s, id, &d, 'S', now);
+		journal_suspend(&s->j, u, 0, now, now + s->wmm);
 		log_warnx("upstream %s suspended for %lld s: %s", u->name,
-		    (long long)((until - now + 999) / 1000), rq->text);
-		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((until - now + 999) / 1000));
+		    (long long)((d.until - now + 999) / 1000), rq->text);
+		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
 		break;
 	}
 	q->r = NULL;
 	forget_req(c, q);
+}
+
+static void
+do_resume(struct server *s, struct client *c, const struct gp_req *rq)
+{
+	struct wg_up *u = wg_find(&s->g, rq->upstream);
+
+	if (u == NULL) {
+		reply_err(c, 0, GP_NOPOLICY, "no such upstream");
+		return;
+	}
+	wg_lift(u, 0);
+	journal_lift(&s->j, u, 0);
+	log_info("upstream %s: suspensions lifted (resume)", u->name);
+	reply_simple(c, GP_R_OK, 0, 0);
 }
 
 static void
@@ -351,7 +409,7 @@ do_cancel(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 		reply_err(c, rq->tag, GP_STATE, "already granted: REPORT it instead");
 		return;
 	}
-	wg_cancel(&s->g, q->r, now);
+	wg_cancel(&s->g, q->r, now, NULL);
 	forget_req(c, q);
 	reply_simple(c, GP_R_OK, rq->tag, 0);
 }
@@ -362,7 +420,7 @@ do_status(struct server *s, struct client *c, int json, int64_t now)
 	struct buf body = BUF_INIT;
 	struct gp_reply r;
 
-	gate_status(&body, &s->g, json, now, s->wmm);
+	gate_status(&body, &s->g, json, now, s->wmm, s->jbroken);
 	memset(&r, 0, sizeof r);
 	r.verb = GP_R_STATUS;
 	r.length = body.len;
@@ -392,6 +450,7 @@ handle_line(struct server *s, struct client *c, const char *line, size_t len)
 	case GP_REPORT:  do_report(s, c, &rq, now_mono_ceil()); break;
 	case GP_CANCEL:  do_cancel(s, c, &rq, now); break;
 	case GP_STATUS:  do_status(s, c, rq.json, now); break;
+	case GP_RESUME:  do_resume(s, c, &rq); break;
 	}
 }
 
@@ -402,23 +461,32 @@ drop_client(struct server *s, struct client *c, const char *why)
 {
 	struct client **pp;
 	struct creq *q, *n;
-	/* Grants held by a client that went away count as sent, a little
-	 * later than now: the upstream may still be accepting a final dot
-	 * handed to it just before (weir-send's deliverers die with it, so
-	 * nothing is sent after that).  An entry in the future counts in
-	 * every window from now on (in_window), so this only counts more;
-	 * the margin is short because the log keeps its order by moving
-	 * later entries up to it (log_append). */
-	int64_t margin = s->grace_ms < DROP_MARGIN_MS ? s->grace_ms : DROP_MARGIN_MS;
-	int64_t now = now_mono_ceil() + margin;
+	struct wg_done d;
+	/* A grant held by a client that went away may still be accepted by
+	 * the upstream (a final dot handed to it just before): it counts as
+	 * accepted at any instant from its grant to now + grace, which moves
+	 * no other send (window.h). */
+	int64_t now = now_mono_ceil();
 
 	if (why)
 		log_info("client on fd %d dropped: %s", c->fd, why);
 	for (q = c->reqs; q; q = n) {
+		uint64_t id = q->r->id;
+		int granted = q->r->granted;
+		struct creq **gp;
+
 		n = q->next;
-		if (q->r->granted)
-			journal_end(&s->j, q->r->id, 'S', now, now + s->wmm);
-		wg_cancel(&s->g, q->r, now);
+		/* A grant not answered yet (the journal is not durable). */
+		for (gp = &s->ghead; *gp; gp = &(*gp)->gnext)
+			if (*gp == q) {
+				*gp = q->gnext;
+				break;
+			}
+		for (s->gtail = s->ghead; s->gtail && s->gtail->gnext; s->gtail = s->gtail->gnext)
+			;
+		wg_cancel(&s->g, q->r, now, &d);
+		if (granted)
+			journal_done(s, id, &d, 'X', now);
 		free(q);
 	}
 	evloop_unwatch(s->ev, c->fd);
@@ -552,6 +620,7 @@ reload(struct server *s, const char *why)
 {
 	struct policy *np = xcalloc(1, sizeof *np);
 	struct buf err = BUF_INIT;
+	struct wg_up *u;
 	struct stat st;
 	char *line, *save = NULL;
 
@@ -568,6 +637,14 @@ reload(struct server *s, const char *why)
 	}
 	s->wmm = now_wall() - now_mono();
 	wg_set_policy(&s->g, np, s->wmm, now_mono());
+	/* The operator may have fixed the credentials: try again (one
+	 * connection at a time until one gets through). */
+	for (u = s->g.ups; u; u = u->next)
+		if (u->auth_until > now_mono()) {
+			wg_lift(u, 1);
+			journal_lift(&s->j, u, 1);
+			log_info("upstream %s: authentication suspension lifted (%s)", u->name, why);
+		}
 	if (s->pol) {
 		policy_free(s->pol);
 		free(s->pol);
@@ -643,23 +720,58 @@ on_timer(struct evloop *ev, struct evtimer *t, void *arg)
 	s->timer_at = -1;
 }
 
-static void
+/* Rewrite the journal with the live state: the sends in memory, the
+ * suspensions and every grant held, answered or not.  0 ok, -1 errno. */
+static int
 compact(struct server *s, int64_t now)
 {
 	struct client *c;
 	struct creq *q;
 
 	if (journal_compact_begin(&s->j, &s->g, now, now + s->wmm) < 0)
-		goto fail;
+		return -1;
 	for (c = s->clients; c; c = c->next)
 		for (q = c->reqs; q; q = q->next)
 			if (q->r->granted)
 				journal_compact_grant(&s->j, q->r, now, now + s->wmm);
-	if (journal_compact_commit(&s->j) < 0)
-		goto fail;
-	return;
-fail:
-	log_warn("journal %s: compaction failed, keeping the old file", s->o->journal);
+	return journal_compact_commit(&s->j);
+}
+
+static void on_jretry(struct evloop *ev, struct evtimer *t, void *arg);
+
+/* The journal could not be made durable: fail closed.  One log line per
+ * episode; status says so until a rewrite succeeds. */
+static void
+journal_broke(struct server *s, const char *what)
+{
+	if (s->jbroken == NULL) {
+		s->jbroken = xasprintf("%s: %s", what, strerror(errno));
+		s->jretry_ms = JRETRY_MIN_MS;
+		log_warnx("journal %s cannot be made durable (%s): granting nothing until it "
+		    "can; rewriting it every %d s or less", s->o->journal, s->jbroken,
+		    JRETRY_MAX_MS / 1000);
+	}
+	if (s->jtimer == NULL)
+		s->jtimer = evloop_timer_at(s->ev, clock_mono_ms() + (uint64_t)s->jretry_ms,
+		    on_jretry, s);
+}
+
+static void
+on_jretry(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct server *s = arg;
+
+	(void)ev; (void)t;
+	s->jtimer = NULL;	/* freed by the loop after this call */
+	if (compact(s, now_mono()) < 0) {
+		s->jretry_ms = s->jretry_ms * 2 > JRETRY_MAX_MS ? JRETRY_MAX_MS : s->jretry_ms * 2;
+		journal_broke(s, "rewrite");
+		return;
+	}
+	log_info("journal %s is durable again (was: %s): granting", s->o->journal, s->jbroken);
+	free(s->jbroken);
+	s->jbroken = NULL;
+	/* settle() answers the grants that waited and grants again. */
 }
 
 /* Records a compacted journal would hold now. */
@@ -682,11 +794,18 @@ settle(struct server *s)
 	struct client *c, *cn;
 	struct gp_reply r;
 
-	wg_pump(&s->g, now);
-	if (s->ghead) {
+	/* Nothing is granted while the journal is not durable; reports are
+	 * kept in memory and go into the rewrite. */
+	if (s->jbroken == NULL)
+		wg_pump(&s->g, now);
+	if (s->jbroken == NULL && s->ghead) {
 		/* Durable before answered: one sync for the whole batch. */
 		if (journal_sync(&s->j) < 0)
-			fatal(111, "journal %s: cannot make grants durable", s->o->journal);
+			journal_broke(s, "fdatasync");
+	} else if (s->jbroken == NULL && journal_write(&s->j) < 0) {
+		journal_broke(s, "write");
+	}
+	if (s->jbroken == NULL && s->ghead) {
 		for (q = s->ghead; q; q = n) {
 			n = q->gnext;
 			memset(&r, 0, sizeof r);
@@ -699,17 +818,16 @@ settle(struct server *s)
 			q->gnext = NULL;
 		}
 		s->ghead = s->gtail = NULL;
-	} else if (journal_write(&s->j) < 0) {
-		fatal(111, "journal %s: write", s->o->journal);
 	}
 	for (c = s->clients; c; c = cn) {
 		cn = c->next;
 		if (c->out.len > c->outoff || c->closing)
 			(void)flush_client(s, c);
 	}
-	if (journal_wants_compaction(&s->j, live_records(s)))
-		compact(s, now);
-	next = wg_next_wake(&s->g, now);
+	if (s->jbroken == NULL && journal_wants_compaction(&s->j, live_records(s)) &&
+	    compact(s, now) < 0)
+		journal_broke(s, "compaction");
+	next = s->jbroken ? -1 : wg_next_wake(&s->g, now);
 	if (next != s->timer_at) {
 		if (s->timer)
 			evloop_timer_cancel(s->ev, s->timer);
@@ -777,14 +895,17 @@ gate_run(const struct gate_opts *o)
 	signal(SIGPIPE, SIG_IGN);
 	s.pol = xcalloc(1, sizeof *s.pol);
 	if (stat(o->policy, &s.pol_st) < 0 && errno == ENOENT) {
-		/* No limits known: refuse every request (the mail waits in the
-		 * queue) until the file appears. */
-		log_warnx("policy %s does not exist: every request is refused until it does",
+		/* No limits known: every request waits (the mail in the
+		 * queue) until the file appears; the journal's history is
+		 * kept meanwhile (window.h). */
+		log_warnx("policy %s does not exist: every request waits until it does",
 		    o->policy);
 	} else if (policy_load(s.pol, o->policy, &err) < 0) {
 		for (line = strtok_r(err.s, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-			log_line("fatal", 0, "policy: %s", line);
-		return 2;
+			log_warnx("policy: %s", line);
+		log_warnx("policy %s has errors: every request waits until it is fixed", o->policy);
+		policy_free(s.pol);
+		memset(s.pol, 0, sizeof *s.pol);
 	}
 	buf_free(&err);
 	if (stat(o->policy, &s.pol_st) < 0)
@@ -795,6 +916,7 @@ gate_run(const struct gate_opts *o)
 	wg_init(&s.g, &ops);
 	s.wmm = now_wall() - now_mono();
 	s.grace_ms = o->grace * 1000;
+	s.g.grace = s.grace_ms;
 	if (journal_open(&s.j, o->journal, &s.g, now_mono(), now_wall(), o->grace * 1000) < 0)
 		return 111;
 	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());
@@ -832,10 +954,13 @@ gate_run(const struct gate_opts *o)
 		c->reqs = NULL;
 		drop_client(&s, c, NULL);
 	}
-	if (journal_sync(&s.j) < 0) {
-		log_warn("journal %s: final sync", o->journal);
+	if (s.jbroken || journal_sync(&s.j) < 0) {
+		log_warnx("journal %s: not durable at stop", o->journal);
 		rc = 111;
 	}
+	if (s.jtimer)
+		evloop_timer_cancel(s.ev, s.jtimer);
+	free(s.jbroken);
 	if (unlink(o->socket) < 0)
 		log_warn("unlink %s", o->socket);
 	if (close(s.lfd) < 0)

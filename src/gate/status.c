@@ -1,7 +1,8 @@
 /*
  * status.c: weir-gate's status, for people and as JSON: every window's
  * use, grants held, waiting requests per class, the next grant time, the
- * suspension with its reason and end, and counters.
+ * suspensions with their reasons and ends, whether the journal is
+ * durable, and counters.
  *
  * Trusts: the engine's state.  Config keys: none.
  */
@@ -75,7 +76,12 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 	char when[64];
 
 	buf_printf(b, "upstream %s:%s", u->name, u->in_policy ? "" : " (not in the policy)");
-	if (u->susp_until > now) {
+	/* One "suspended until" for both kinds (weir status reads it). */
+	if (u->auth_until > now && u->auth_until >= u->susp_until) {
+		wall_str(when, sizeof when, u->auth_until + wmm);
+		buf_printf(b, " suspended until %s (%lld s): authentication failed\n", when,
+		    (long long)((u->auth_until - now + 999) / 1000));
+	} else if (u->susp_until > now) {
 		wall_str(when, sizeof when, u->susp_until + wmm);
 		buf_printf(b, " suspended until %s (%lld s): %s\n", when,
 		    (long long)((u->susp_until - now + 999) / 1000),
@@ -83,6 +89,15 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 	} else {
 		buf_adds(b, " active\n");
 	}
+	if (u->auth_until > now) {
+		wall_str(when, sizeof when, u->auth_until + wmm);
+		buf_printf(b, "  authentication failed: suspended until %s (%lld s): %s; check "
+		    "username and secret_file of upstream %s, then reload (SIGHUP) to try again\n",
+		    when, (long long)((u->auth_until - now + 999) / 1000),
+		    u->auth_reason ? u->auth_reason : "", u->name);
+	}
+	if (u->probe)
+		buf_adds(b, "  probing: one grant at a time until one gets through\n");
 	for (i = 0; i < u->nwin; i++) {
 		const struct wg_win *w = &u->win[i];
 
@@ -100,15 +115,20 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 		buf_printf(b, "%s%s %zu", i ? ", " : " (", cc[i].name, cc[i].n);
 	buf_adds(b, ncc ? ")\n" : "\n");
 	next = wg_head_fit(u, now);
-	if (next == -1)
+	if (next == -1 && !u->in_policy)
+		buf_adds(b, "  next grant: when a policy names this upstream\n");
+	else if (next == -1)
 		buf_adds(b, "  next grant: when a held grant is reported\n");
 	else if (next >= 0) {
 		wall_str(when, sizeof when, next + wmm);
 		buf_printf(b, "  next grant: %s (in %lld ms)\n", when, (long long)(next - now));
 	}
-	buf_printf(b, "  totals: granted %llu, sent %llu, refunded %llu, throttled %llu\n",
+	buf_printf(b, "  totals: granted %llu, sent %llu, refunded %llu, throttled %llu, "
+	    "unknown %llu, no mail %llu, auth failed %llu\n",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
-	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled);
+	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
+	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
+	    (unsigned long long)u->n_authfail);
 }
 
 static void
@@ -127,6 +147,13 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 		    (long long)(u->susp_until + wmm));
 		json_str(b, u->susp_reason ? u->susp_reason : "");
 	}
+	buf_printf(b, ",\"auth_suspended\":%s", u->auth_until > now ? "true" : "false");
+	if (u->auth_until > now) {
+		buf_printf(b, ",\"auth_suspended_until_ms\":%lld,\"auth_reason\":",
+		    (long long)(u->auth_until + wmm));
+		json_str(b, u->auth_reason ? u->auth_reason : "");
+	}
+	buf_printf(b, ",\"probe\":%s", u->probe ? "true" : "false");
 	buf_adds(b, ",\"windows\":[");
 	for (i = 0; i < u->nwin; i++) {
 		const struct wg_win *w = &u->win[i];
@@ -151,22 +178,36 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 		buf_printf(b, "%lld", (long long)(next + wmm));
 	else
 		buf_adds(b, "null");
-	buf_printf(b, ",\"granted\":%llu,\"sent\":%llu,\"refunded\":%llu,\"throttled\":%llu}",
+	buf_printf(b, ",\"granted\":%llu,\"sent\":%llu,\"refunded\":%llu,\"throttled\":%llu,"
+	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu}",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
-	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled);
+	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
+	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
+	    (unsigned long long)u->n_authfail);
 }
 
 void
-gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_minus_mono)
+gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_minus_mono,
+    const char *journal_error)
 {
 	struct wg_up *u;
 	char when[64];
 
-	if (json)
-		buf_printf(b, "{\"now_ms\":%lld,\"upstreams\":[", (long long)(now + wall_minus_mono));
-	else {
+	if (json) {
+		buf_printf(b, "{\"now_ms\":%lld,\"journal_durable\":%s,",
+		    (long long)(now + wall_minus_mono), journal_error ? "false" : "true");
+		if (journal_error) {
+			buf_adds(b, "\"journal_error\":");
+			json_str(b, journal_error);
+			buf_addc(b, ',');
+		}
+		buf_adds(b, "\"upstreams\":[");
+	} else {
 		wall_str(when, sizeof when, now + wall_minus_mono);
 		buf_printf(b, "weir-gate status at %s\n", when);
+		if (journal_error)
+			buf_printf(b, "journal NOT DURABLE (%s): granting nothing until a rewrite "
+			    "succeeds\n", journal_error);
 	}
 	for (u = g->ups; u; u = u->next) {
 		wg_expire(u, now);

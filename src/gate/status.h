@@ -9,8 +9,9 @@
 #include "lib/buf.h"
 
 /* Append the status of every upstream at `now` (monotonic ms); wall times
- * are now + wall_minus_mono. */
+ * are now + wall_minus_mono.  journal_error: why the journal cannot be
+ * made durable (nothing is granted), or NULL. */
 void gate_status(struct buf *b, struct wgate *g, int json, int64_t now,
-    int64_t wall_minus_mono);
+    int64_t wall_minus_mono, const char *journal_error);
 
 #endif

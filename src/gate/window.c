@@ -36,6 +36,7 @@ free_up(struct wg_up *u)
 	free(u->win);
 	free(u->log);
 	free(u->susp_reason);
+	free(u->auth_reason);
 	free(u);
 }
 
@@ -71,6 +72,7 @@ get_up(struct wgate *g, const char *name)
 		return u;
 	u = xcalloc(1, sizeof *u);
 	u->name = xstrdup(name);
+	u->horizon = WG_HORIZON_MIN_MS;
 	/* Keep the list in creation order: status reads better. */
 	for (pp = &g->ups; *pp; pp = &(*pp)->next)
 		;
@@ -95,11 +97,18 @@ log_end(const struct wg_up *u)
 	return u->lseq + u->ln;
 }
 
+/* Put a send into the log at its place in t order (after entries of the
+ * same t), so that nothing else moves in time.  Entries at or after the
+ * place shift up one sequence number.  A window whose first counted entry
+ * lies after the place treats the new one as already expired (its t is
+ * not later than that of an entry already gone: see wg_expire); the
+ * others count it. */
 static void
-log_append(struct wg_up *u, int64_t t, const uint32_t w[UNIT_COUNT])
+log_insert(struct wg_up *u, int64_t from, int64_t t, const uint32_t w[UNIT_COUNT])
 {
-	struct wg_send *nl;
-	size_t i;
+	struct wg_send *nl, *a, *b;
+	size_t i, k;
+	uint64_t p;
 
 	if (u->ln == u->lcap) {
 		size_t ncap = u->lcap ? u->lcap * 2 : 64;
@@ -112,15 +121,34 @@ log_append(struct wg_up *u, int64_t t, const uint32_t w[UNIT_COUNT])
 		u->lcap = ncap;
 		u->lhead = 0;
 	}
-	if (t < u->last_t)
-		t = u->last_t;	/* keep the log ordered */
-	u->last_t = t;
-	nl = &u->log[(u->lhead + u->ln) % u->lcap];
+	if (from > t)
+		from = t;
+	k = u->ln;
+	nl = &u->log[(u->lhead + k) % u->lcap];
+	nl->from = from;
 	nl->t = t;
 	memcpy(nl->w, w, sizeof nl->w);
 	u->ln++;
-	for (i = 0; i < u->nwin; i++)
-		u->win[i].sum += w[u->win[i].unit];
+	/* Move it back past later entries: few, those still in flight. */
+	while (k > 0) {
+		struct wg_send tmp;
+
+		a = &u->log[(u->lhead + k - 1) % u->lcap];
+		b = &u->log[(u->lhead + k) % u->lcap];
+		if (a->t <= b->t)
+			break;
+		tmp = *a;
+		*a = *b;
+		*b = tmp;
+		k--;
+	}
+	p = u->lseq + k;
+	for (i = 0; i < u->nwin; i++) {
+		if (p < u->win[i].first)
+			u->win[i].first++;
+		else
+			u->win[i].sum += w[u->win[i].unit];
+	}
 }
 
 static int64_t
@@ -167,8 +195,9 @@ wg_expire(struct wg_up *u, int64_t now)
 		if (w->first < keep)
 			keep = w->first;
 	}
-	/* Without windows nothing needs the history. */
-	while (u->lseq < keep) {
+	/* In the policy, what no window counts any more goes; out of it,
+	 * the history is kept for the horizon (the section may come back). */
+	while (u->lseq < keep && (u->in_policy || wg_log_at(u, u->lseq)->t <= now - u->horizon)) {
 		u->lhead = (u->lhead + 1) % u->lcap;
 		u->lseq++;
 		u->ln--;
@@ -209,6 +238,8 @@ set_windows(struct wgate *g, struct wg_up *u, const struct policy_upstream *pu, 
 		w->unit = pu->win[i].unit;
 		w->calendar = pu->win[i].calendar;
 		w->phase = mod_pos(pu->win[i].align * 1000 - g->wall_minus_mono, w->per);
+		if (w->per > u->horizon)
+			u->horizon = w->per;
 		/* Count the existing history at once. */
 		w->first = u->lseq;
 		w->sum = 0;
@@ -265,7 +296,7 @@ wg_set_policy(struct wgate *g, const struct policy *pol, int64_t wall_minus_mono
 		set_windows(g, u, policy_upstream(pol, u->name), now);
 		for (r = u->wait_head; r; r = n) {
 			n = r->next;
-			code = u->in_policy ? fits_ever(u, r->w) : WG_NOPOLICY;
+			code = u->in_policy ? fits_ever(u, r->w) : WG_OK;
 			if (code == WG_OK)
 				continue;
 			unlink_wait(u, r);
@@ -283,15 +314,13 @@ wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *s
     const uint32_t w[UNIT_COUNT], void *owner, int64_t now, struct wg_req **out)
 {
 	const struct policy_class *c = NULL;
-	struct wg_up *u = wg_find(g, upstream);
+	struct wg_up *u;
 	struct wg_req *r, *p;
 	enum wg_code code;
 
 	*out = NULL;
 	if (w[UNIT_MESSAGES] == 0 && w[UNIT_RECIPIENTS] == 0 && w[UNIT_CONNECTIONS] == 0)
 		return WG_BADWEIGHT;
-	if (u == NULL || !u->in_policy)
-		return WG_NOPOLICY;
 	if (g->pol) {
 		c = policy_class_for(g->pol, cls, sender, w[UNIT_RECIPIENTS]);
 		if (cls && c == NULL)
@@ -299,7 +328,9 @@ wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *s
 	} else if (cls) {
 		return WG_NOCLASS;
 	}
-	if ((code = fits_ever(u, w)) != WG_OK)
+	/* An upstream no policy names (yet): the request waits for one. */
+	u = get_up(g, upstream);
+	if (u->in_policy && (code = fits_ever(u, w)) != WG_OK)
 		return code;
 	r = xcalloc(1, sizeof *r);
 	r->id = g->next_id++;
@@ -338,10 +369,16 @@ wg_head_fit(struct wg_up *u, int64_t now)
 
 	if (r == NULL)
 		return -2;
+	if (!u->in_policy)
+		return -1;	/* a policy that names it */
 	if (u->susp_until > now)
 		at = u->susp_until;
+	if (u->auth_until > at)
+		at = u->auth_until;
 	if (u->max_conn && (int64_t)u->nheld >= u->max_conn)
 		return -1;
+	if (u->probe && u->nheld > 0)
+		return -1;	/* one probe at a time */
 	for (i = 0; i < u->nwin; i++) {
 		struct wg_win *w = &u->win[i];
 		int64_t need = u->held[w->unit] + r->w[w->unit];
@@ -353,24 +390,22 @@ wg_head_fit(struct wg_up *u, int64_t now)
 		excess = w->sum + need - w->limit;
 		if (excess <= 0)
 			continue;
-		if (w->calendar) {
-			t = bucket_start(w, now) + w->per;
-		} else {
-			t = -1;
-			acc = 0;
-			for (s = w->first; s < log_end(u); s++) {
-				const struct wg_send *e = wg_log_at(u, s);
+		/* Entries leave in t order: a sliding window's at t + T, a
+		 * calendar window's at the first boundary after t (an
+		 * interval reaching into a later period counts there too). */
+		t = -1;
+		acc = 0;
+		for (s = w->first; s < log_end(u); s++) {
+			const struct wg_send *e = wg_log_at(u, s);
 
-				acc += e->w[w->unit];
-				if (acc >= excess) {
-					t = e->t + w->per;
-					break;
-				}
+			acc += e->w[w->unit];
+			if (acc >= excess) {
+				t = w->calendar ? bucket_start(w, e->t) + w->per : e->t + w->per;
+				break;
 			}
-			if (t < 0)
-				panic("window: sum %lld does not match the log",
-				    (long long)w->sum);
 		}
+		if (t < 0)
+			panic("window: sum %lld does not match the log", (long long)w->sum);
 		if (t > at)
 			at = t;
 	}
@@ -460,81 +495,187 @@ suspend(struct wgate *g, struct wg_up *u, const char *reply, int64_t now)
 	u->susp_reason = xstrdup(reply ? reply : "");
 }
 
+static void
+auth_suspend(struct wg_up *u, const char *reply, int64_t now)
+{
+	int64_t len = u->auth_len ? u->auth_len * 2 : WG_AUTH_SUSPEND_MS;
+
+	if (len > WG_AUTH_SUSPEND_MAX_MS)
+		len = WG_AUTH_SUSPEND_MAX_MS;
+	u->auth_len = len;
+	u->auth_start = now;
+	u->auth_until = now + len;
+	u->probe = 1;
+	free(u->auth_reason);
+	u->auth_reason = xstrdup(reply ? reply : "");
+}
+
+/* Log r's weight w over [from, t] and say so in *d. */
+static void
+log_done(struct wg_up *u, struct wg_done *d, int64_t from, int64_t t,
+    const uint32_t w[UNIT_COUNT])
+{
+	if (w[UNIT_MESSAGES] == 0 && w[UNIT_RECIPIENTS] == 0 && w[UNIT_CONNECTIONS] == 0)
+		return;
+	log_insert(u, from, t, w);
+	d->logged = 1;
+	d->from = from < t ? from : t;
+	d->t = t;
+	memcpy(d->w, w, sizeof d->w);
+}
+
 int64_t
-wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *reply, int64_t now)
+wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *reply,
+    int64_t at, int64_t now, struct wg_done *dp)
 {
 	struct wg_up *u = r->up;
-	int64_t until = 0;
+	struct wg_done d;
+	uint32_t conn[UNIT_COUNT] = { 0 };
+	int64_t t;
 
+	memset(&d, 0, sizeof d);
 	if (!r->granted)
 		panic("window: report of a request never granted");
 	release(u, r);
+	conn[UNIT_CONNECTIONS] = r->w[UNIT_CONNECTIONS];
+	/* A report that shows the upstream takes us again ends the probe. */
+	if (o != WG_THROTTLED && o != WG_AUTHFAIL)
+		u->probe = 0;
 	switch (o) {
 	case WG_REFUND:
 		u->n_refunded++;
 		break;
 	case WG_SENT:
-		log_append(u, now, r->w);
+		t = at < 0 || at > now ? now : at;
+		if (t < r->since)
+			t = r->since;
+		log_done(u, &d, t, t, r->w);
 		u->n_sent++;
 		/* A success ends the growth; not one granted before the
 		 * suspension, which says nothing of the upstream since. */
 		if (r->since >= u->susp_start)
 			u->susp_len = 0;
+		if (r->since >= u->auth_start)
+			u->auth_len = 0;
+		break;
+	case WG_UNKNOWN:
+		log_done(u, &d, r->since, now + g->grace, r->w);
+		u->n_unknown++;
+		break;
+	case WG_NOMAIL:
+		log_done(u, &d, now, now, conn);
+		u->n_nomail++;
+		break;
+	case WG_AUTHFAIL:
+		log_done(u, &d, now, now, conn);
+		u->n_authfail++;
+		/* Connections already open when the suspension began fail the
+		 * same way: one episode, one doubling, one log line. */
+		if (r->since >= u->auth_start || u->auth_until <= now) {
+			auth_suspend(u, reply, now);
+			d.new_episode = 1;
+		}
+		d.until = u->auth_until;
 		break;
 	case WG_THROTTLED:
 		/* The attempt reached the upstream: it may well count it. */
-		log_append(u, now, r->w);
+		log_done(u, &d, now, now, r->w);
 		u->n_throttled++;
 		/* Sends granted before the suspension in force began were in
 		 * flight when it came: the same "slow down", which must not
 		 * double it once per connection. */
-		if (r->since >= u->susp_start || u->susp_until <= now)
+		if (r->since >= u->susp_start || u->susp_until <= now) {
 			suspend(g, u, reply, now);
-		until = u->susp_until;
+			d.new_episode = 1;
+		}
+		d.until = u->susp_until;
 		break;
 	}
 	free(r);
-	return until;
+	if (dp)
+		*dp = d;
+	return d.until;
+}
+
+int64_t
+wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *reply, int64_t now)
+{
+	return wg_report_at(g, r, o, reply, -1, now, NULL);
 }
 
 void
-wg_cancel(struct wgate *g, struct wg_req *r, int64_t now)
+wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d)
 {
 	struct wg_up *u = r->up;
 
-	(void)g;
 	if (r->granted) {
-		release(u, r);
-		log_append(u, now, r->w);
-		u->n_sent++;
-	} else {
-		unlink_wait(u, r);
+		(void)wg_report_at(g, r, WG_UNKNOWN, NULL, -1, now, d);
+		return;
 	}
+	if (d)
+		memset(d, 0, sizeof *d);
+	unlink_wait(u, r);
 	free(r);
+	/* An upstream a request named but no policy does, left with nothing:
+	 * forget it, so that names made up by clients do not pile up. */
+	if (!u->in_policy && u->ln == 0 && u->nwait == 0 && u->nheld == 0 &&
+	    u->susp_until == 0 && u->auth_until == 0 && u->susp_len == 0 && u->auth_len == 0) {
+		struct wg_up **pp;
+
+		for (pp = &g->ups; *pp != u; pp = &(*pp)->next)
+			;
+		*pp = u->next;
+		free_up(u);
+	}
 }
 
 void
-wg_replay_send(struct wgate *g, const char *upstream, int64_t t,
+wg_lift(struct wg_up *u, int auth_only)
+{
+	u->auth_until = 0;
+	u->auth_len = 0;
+	if (auth_only)
+		return;
+	u->susp_until = 0;
+	u->susp_len = 0;
+}
+
+void
+wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t t,
     const uint32_t w[UNIT_COUNT])
 {
-	struct wg_up *u = get_up(g, upstream);
+	log_insert(get_up(g, upstream), from, t, w);
+}
 
-	log_append(u, t, w);
+/* Replay one suspension into its fields: the latest end wins, the longest
+ * period, and the start that period implies. */
+static void
+replay_susp(int64_t *until, int64_t *len, int64_t *start, char **reason, int64_t r_until,
+    int64_t r_len, const char *r_reason)
+{
+	if (r_until > *until) {
+		*until = r_until;
+		free(*reason);
+		*reason = xstrdup(r_reason);
+	}
+	if (r_len > *len)
+		*len = r_len;
+	if (*until - *len > *start)
+		*start = *until - *len;
 }
 
 void
-wg_replay_suspend(struct wgate *g, const char *upstream, int64_t until, int64_t len,
+wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until, int64_t len,
     const char *reason)
 {
 	struct wg_up *u = get_up(g, upstream);
 
-	if (until > u->susp_until) {
-		u->susp_until = until;
-		free(u->susp_reason);
-		u->susp_reason = xstrdup(reason);
+	if (auth) {
+		replay_susp(&u->auth_until, &u->auth_len, &u->auth_start, &u->auth_reason, until,
+		    len, reason);
+		u->probe = 1;
+	} else {
+		replay_susp(&u->susp_until, &u->susp_len, &u->susp_start, &u->susp_reason, until,
+		    len, reason);
 	}
-	if (len > u->susp_len)
-		u->susp_len = len;
-	if (u->susp_until - u->susp_len > u->susp_start)
-		u->susp_start = u->susp_until - u->susp_len;
 }

@@ -12,9 +12,16 @@
  *     logged weight in (now - T, now]  +  held weight  +  w  <=  N
  *
  * (calendar windows: logged weight since the last boundary).  A grant
- * holds its weight until reported; a report logs the send at the report's
- * time; a refund (nothing reached the upstream) logs nothing; a grant
- * whose client disappears is logged at that moment.  Hence, as the
+ * holds its weight until reported; a report logs the send at the time the
+ * deliverer read the upstream's 250 (clamped into [grant, report]) or at
+ * the report's time; a refund (nothing reached the upstream) logs
+ * nothing; a session that never got to MAIL logs only its connection.  A
+ * send whose outcome is unknown (reported so, or its client disappeared)
+ * may have been accepted at any instant from its grant to report + grace:
+ * it is logged as an interval [from, t] and counts in a sliding window
+ * until t + T, in a calendar window in every period it overlaps.  The log
+ * is kept ordered by t (the instant an entry stops being able to be
+ * accepted); an interval never moves another entry.  Hence, as the
  * upstream sees it, for every window and every instant s the weight of
  * sends in [s, s + T) is at most N, whatever the network delay.
  *
@@ -37,21 +44,39 @@
 /* Why a request was refused or ended; the protocol's error words. */
 enum wg_code {
 	WG_OK = 0,
-	WG_NOPOLICY,	/* no such upstream in the policy */
+	WG_NOPOLICY,	/* no such upstream in the policy (no longer used
+			 * for requests: they wait for a policy) */
 	WG_NOCLASS,	/* no such class */
 	WG_TOOBIG,	/* bigger than a window's limit or a cap: can never fit */
 	WG_BADWEIGHT,	/* all weights zero */
 };
 
 enum wg_outcome {
-	WG_SENT,	/* something reached the upstream: log it now */
+	WG_SENT,	/* accepted: log it at `at` (clamped), or now */
 	WG_REFUND,	/* nothing reached the upstream: give the slot back */
 	WG_THROTTLED,	/* the upstream said "slow down": log it and suspend */
+	WG_UNKNOWN,	/* maybe accepted: log [grant, now + grace] */
+	WG_NOMAIL,	/* no MAIL accepted: log only the connection */
+	WG_AUTHFAIL,	/* authentication refused: as NOMAIL, and suspend */
 };
 
+#define WG_AUTH_SUSPEND_MS	(5 * 60 * 1000)	/* first auth suspension */
+#define WG_AUTH_SUSPEND_MAX_MS	(3600 * 1000)	/* doubling up to this */
+
+/* One logged send: accepted at t (from == t), or at an unknown instant in
+ * [from, t]. */
 struct wg_send {
-	int64_t t;
+	int64_t from, t;
 	uint32_t w[UNIT_COUNT];
+};
+
+/* What a report or a cancel did, for the caller's journal and log. */
+struct wg_done {
+	int logged;		/* an entry went into the log: */
+	int64_t from, t;	/*   its interval (from == t: at t) */
+	uint32_t w[UNIT_COUNT];	/*   and weight */
+	int64_t until;		/* the suspension's end, when it suspended */
+	int new_episode;	/* this report began a suspension episode */
 };
 
 struct wg_win {
@@ -66,9 +91,18 @@ struct wg_win {
 
 struct wg_req;
 
+/* While the policy does not name an upstream, its history is kept for at
+ * least this long, and for the longest window it has had since the gate
+ * started: a section removed from the policy and put back, or a policy
+ * missing or broken at start, finds its sends still counted.  (While the
+ * policy names it, what no window counts any more goes.) */
+#define WG_HORIZON_MIN_MS	(24LL * 3600 * 1000)
+
 struct wg_up {
 	char *name;
-	int in_policy;		/* 0: removed by a reload, kept for its history */
+	int in_policy;		/* 0: not (or no longer) in the policy: its
+				 * history is kept, its requests wait */
+	int64_t horizon;	/* ms of history kept (WG_HORIZON_MIN_MS or more) */
 	int64_t max_rcpt, max_conn, msgs_per_conn;	/* 0: no cap */
 	struct wg_win *win;
 	size_t nwin;
@@ -77,7 +111,6 @@ struct wg_up {
 	struct wg_send *log;
 	size_t lcap, lhead, ln;
 	uint64_t lseq;
-	int64_t last_t;
 	int64_t held[UNIT_COUNT];
 	size_t nheld;
 	struct wg_req *wait_head, *wait_tail;
@@ -88,8 +121,14 @@ struct wg_up {
 	int64_t susp_start;	/* when it was applied: sends granted before
 				 * are of the same episode */
 	char *susp_reason;
+	/* Authentication suspension (AUTHFAIL): lifted by a reload or a
+	 * resume; after it, one grant at a time (probe) until a report other
+	 * than AUTHFAIL or THROTTLED. */
+	int64_t auth_until, auth_len, auth_start;
+	char *auth_reason;
+	int probe;
 	/* Counters for status. */
-	uint64_t n_granted, n_sent, n_refunded, n_throttled;
+	uint64_t n_granted, n_sent, n_refunded, n_throttled, n_unknown, n_nomail, n_authfail;
 	struct wg_up *next;
 };
 
@@ -118,6 +157,9 @@ struct wgate {
 	struct wg_up *ups;
 	const struct policy *pol;
 	int64_t wall_minus_mono;	/* ms; places calendar boundaries */
+	int64_t grace;			/* ms: how long after its report or its
+					 * client's death an unknown outcome may
+					 * still be an acceptance (weir-gate -g) */
 	uint64_t next_id;
 	struct wg_ops ops;
 };
@@ -129,13 +171,15 @@ void wg_free(struct wgate *g);
 
 /* Install a policy (the caller keeps it alive until the next call).
  * History is kept per upstream name and re-counted against the new
- * windows at once; waiting requests that can no longer ever fit, or whose
- * upstream is gone, are refused through ops.  wall_minus_mono: wall-clock
+ * windows at once; waiting requests that can no longer ever fit are
+ * refused through ops; those of an upstream the policy does not name
+ * wait for one that does.  wall_minus_mono: wall-clock
  * ms minus `now` ms, for calendar boundaries. */
 void wg_set_policy(struct wgate *g, const struct policy *pol, int64_t wall_minus_mono,
     int64_t now);
 
-/* A new request.  WG_OK: *out is queued (call wg_pump to grant it);
+/* A new request.  WG_OK: *out is queued (call wg_pump to grant it; for
+ * an upstream no policy names yet, it waits for a policy that does);
  * otherwise refused and nothing is kept.  cls: a class name or NULL (then
  * chosen by sender and the recipient weight). */
 enum wg_code wg_acquire(struct wgate *g, const char *upstream, const char *cls,
@@ -150,25 +194,34 @@ size_t wg_pump(struct wgate *g, int64_t now);
  * reload) can let one through. */
 int64_t wg_next_wake(struct wgate *g, int64_t now);
 
-/* End a granted request.  accepted is informational.  For WG_THROTTLED,
- * reply is the upstream's reply (matched against throttle_reply). Returns
- * the suspension end (ms on the `now` axis) when the report suspended the
- * upstream, else 0.  Frees r. */
+/* End a granted request.  For WG_THROTTLED and WG_AUTHFAIL, reply is the
+ * upstream's reply (matched against throttle_reply).  at: for WG_SENT the
+ * instant of acceptance, clamped into [grant, now], or -1 for now; else
+ * ignored.  Fills *d if not NULL.  Returns the suspension end (ms on the
+ * `now` axis) when the report suspended the upstream, else 0.  Frees r. */
+int64_t wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o,
+    const char *reply, int64_t at, int64_t now, struct wg_done *d);
+/* The same with at = -1 and no *d. */
 int64_t wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o,
     const char *reply, int64_t now);
 
-/* Forget a request: a waiting one is dropped; a granted one is logged as
- * sent now (its client went away).  Frees r. */
-void wg_cancel(struct wgate *g, struct wg_req *r, int64_t now);
+/* Forget a request: a waiting one is dropped; a granted one (its client
+ * went away) is logged as WG_UNKNOWN.  Fills *d if not NULL.  Frees r. */
+void wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d);
 
-/* Journal replay: a send of weights w logged at t on upstream (created if
- * unknown, kept out of policy until a policy names it).  t may lie in the
- * future (a send that may still be in flight): it then counts until
- * t + T, and later sends are logged no earlier than t. */
-void wg_replay_send(struct wgate *g, const char *upstream, int64_t t,
+/* Lift suspensions of u now: the authentication one (auth_only), or every
+ * one (RESUME).  The probe rule stays until a good report. */
+void wg_lift(struct wg_up *u, int auth_only);
+
+/* Journal replay: a send of weights w that may have been accepted at any
+ * instant in [from, t] (from == t: at t) on upstream (created if unknown,
+ * kept out of policy until a policy names it).  t may lie in the future (a
+ * send that may still be in flight): it then counts until t + T. */
+void wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t t,
     const uint32_t w[UNIT_COUNT]);
-/* Journal replay: a suspension until `until`. */
-void wg_replay_suspend(struct wgate *g, const char *upstream, int64_t until,
+/* Journal replay: a suspension until `until`: a throttle one, or (auth)
+ * an authentication one. */
+void wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until,
     int64_t len, const char *reason);
 
 struct wg_up *wg_find(struct wgate *g, const char *name);

@@ -93,12 +93,12 @@ gc_acquire(struct gate_client *gc, uint32_t tag, const char *upstream, const cha
 
 static int
 report(struct gate_client *gc, uint32_t tag, enum gp_outcome o, uint32_t accepted,
-    const char *text)
+    int64_t at, const char *text)
 {
 	struct gp_req r;
 	size_t i;
 
-	if (tag == 0) {
+	if (tag == 0 || at < -1 || at > (int64_t)GP_AT_MAX) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -107,7 +107,8 @@ report(struct gate_client *gc, uint32_t tag, enum gp_outcome o, uint32_t accepte
 	r.tag = tag;
 	r.outcome = o;
 	r.accepted = accepted;
-	if (o == GP_THROTTLED) {
+	r.at = at;
+	if (o == GP_THROTTLED || o == GP_AUTHFAIL) {
 		for (i = 0; text && text[i] && i < GP_TEXT_MAX; i++)
 			r.text[i] = (text[i] < 0x20 || text[i] > 0x7e) ? '?' : text[i];
 		if (i == 0)
@@ -117,12 +118,18 @@ report(struct gate_client *gc, uint32_t tag, enum gp_outcome o, uint32_t accepte
 	return send_req(gc, &r);
 }
 
-int gc_report_sent(struct gate_client *gc, uint32_t tag, uint32_t accepted)
-{ return report(gc, tag, GP_SENT, accepted, NULL); }
+int gc_report_sent(struct gate_client *gc, uint32_t tag, uint32_t accepted, int64_t at_mono_ms)
+{ return report(gc, tag, GP_SENT, accepted, at_mono_ms, NULL); }
 int gc_report_refund(struct gate_client *gc, uint32_t tag)
-{ return report(gc, tag, GP_REFUND, 0, NULL); }
+{ return report(gc, tag, GP_REFUND, 0, -1, NULL); }
+int gc_report_unknown(struct gate_client *gc, uint32_t tag)
+{ return report(gc, tag, GP_UNKNOWN, 0, -1, NULL); }
+int gc_report_nomail(struct gate_client *gc, uint32_t tag)
+{ return report(gc, tag, GP_NOMAIL, 0, -1, NULL); }
 int gc_report_throttled(struct gate_client *gc, uint32_t tag, const char *reply)
-{ return report(gc, tag, GP_THROTTLED, 0, reply); }
+{ return report(gc, tag, GP_THROTTLED, 0, -1, reply); }
+int gc_report_authfail(struct gate_client *gc, uint32_t tag, const char *reply)
+{ return report(gc, tag, GP_AUTHFAIL, 0, -1, reply); }
 
 int
 gc_cancel(struct gate_client *gc, uint32_t tag)
@@ -147,6 +154,21 @@ gc_status(struct gate_client *gc, int json)
 	memset(&r, 0, sizeof r);
 	r.verb = GP_STATUS;
 	r.json = json;
+	return send_req(gc, &r);
+}
+
+int
+gc_resume(struct gate_client *gc, const char *upstream)
+{
+	struct gp_req r;
+
+	if (!gp_valid_name(upstream)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&r, 0, sizeof r);
+	r.verb = GP_RESUME;
+	strcpy(r.upstream, upstream);
 	return send_req(gc, &r);
 }
 

@@ -8,7 +8,8 @@
  * small; a non-blocking caller sees EAGAIN as an error and reconnects).
  *
  * Closing the connection gives up every waiting request; a granted one
- * is then counted by the gate as sent.
+ * is then counted by the gate as an unknown outcome (maybe accepted at any
+ * instant until now + its grace period, 10 minutes by default).
  *
  * Trusts: the gate only as far as gateproto.c's parser.  Config keys:
  * gate_socket (the caller passes the path).
@@ -35,13 +36,25 @@ void gc_close(struct gate_client *gc);
 int gc_acquire(struct gate_client *gc, uint32_t tag, const char *upstream,
     const char *cls, const char *sender, uint32_t messages, uint32_t recipients,
     uint32_t connections) MUST_CHECK;
-int gc_report_sent(struct gate_client *gc, uint32_t tag, uint32_t accepted) MUST_CHECK;
+/* at_mono_ms: clock_mono_ms() when the upstream's 250 to the final dot
+ * was read, or -1 when unknown (the gate then logs the send at once). */
+int gc_report_sent(struct gate_client *gc, uint32_t tag, uint32_t accepted,
+    int64_t at_mono_ms) MUST_CHECK;
 int gc_report_refund(struct gate_client *gc, uint32_t tag) MUST_CHECK;
+/* The final dot may have reached the upstream; its answer is unknown. */
+int gc_report_unknown(struct gate_client *gc, uint32_t tag) MUST_CHECK;
+/* Connected, but the session ended before MAIL FROM was accepted. */
+int gc_report_nomail(struct gate_client *gc, uint32_t tag) MUST_CHECK;
 /* reply: the upstream's reply; bytes that cannot travel are replaced
  * by '?' and it is cut to GP_TEXT_MAX. */
 int gc_report_throttled(struct gate_client *gc, uint32_t tag, const char *reply) MUST_CHECK;
+/* AUTH refused or TLS verification failed; reply as for throttled (a
+ * description of the TLS failure where there is no reply). */
+int gc_report_authfail(struct gate_client *gc, uint32_t tag, const char *reply) MUST_CHECK;
 int gc_cancel(struct gate_client *gc, uint32_t tag) MUST_CHECK;
 int gc_status(struct gate_client *gc, int json) MUST_CHECK;
+/* Lift every suspension of the upstream: answered "OK -" or ERR. */
+int gc_resume(struct gate_client *gc, const char *upstream) MUST_CHECK;
 
 /* One read(2) into the buffer: 1 bytes came, 0 end of file, -1 error
  * (errno; EAGAIN on a non-blocking fd). */

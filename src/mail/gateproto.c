@@ -181,6 +181,9 @@ tag(const char *s, uint32_t *out)
 	return 0;
 }
 
+#define REPORT_USAGE "REPORT <tag> SENT <accepted> <at|-> | REFUND | UNKNOWN | NOMAIL | " \
+	"THROTTLED <text> | AUTHFAIL <text>"
+
 static enum gp_code
 bad(const char **why, const char *what)
 {
@@ -199,13 +202,14 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 	memset(r, 0, sizeof *r);
 	if ((c = check_bytes(line, len, why)) != GP_OK)
 		return c;
-	/* REPORT <tag> THROTTLED <reply text, which may hold spaces> */
+	/* REPORT <tag> THROTTLED|AUTHFAIL <reply text, which may hold spaces> */
 	if (len > 7 && memcmp(line, "REPORT ", 7) == 0 && split_head(line, len, 3, &fs, r->text) == 0 &&
-	    strcmp(fs.f[2], "THROTTLED") == 0) {
+	    (strcmp(fs.f[2], "THROTTLED") == 0 || strcmp(fs.f[2], "AUTHFAIL") == 0)) {
 		if (tag(fs.f[1], &r->tag) < 0)
-			return bad(why, "REPORT <tag> THROTTLED <reply text>");
+			return bad(why, "REPORT <tag> THROTTLED|AUTHFAIL <reply text>");
 		r->verb = GP_REPORT;
-		r->outcome = GP_THROTTLED;
+		r->outcome = strcmp(fs.f[2], "THROTTLED") == 0 ? GP_THROTTLED : GP_AUTHFAIL;
+		r->at = -1;
 		return GP_OK;
 	}
 	r->text[0] = '\0';
@@ -240,19 +244,39 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 	}
 	if (strcmp(fs.f[0], "REPORT") == 0) {
 		if (fs.n < 3 || tag(fs.f[1], &r->tag) < 0)
-			return bad(why, "REPORT <tag> SENT <accepted> | REFUND | THROTTLED <text>");
+			return bad(why, REPORT_USAGE);
 		r->verb = GP_REPORT;
-		if (strcmp(fs.f[2], "SENT") == 0 && fs.n == 4 &&
+		r->at = -1;
+		if (strcmp(fs.f[2], "SENT") == 0 && fs.n == 5 &&
 		    num(fs.f[3], GP_WEIGHT_MAX, &v) == 0) {
 			r->outcome = GP_SENT;
 			r->accepted = (uint32_t)v;
+			if (strcmp(fs.f[4], "-") == 0)
+				return GP_OK;
+			if (num(fs.f[4], GP_AT_MAX, &v) < 0)
+				return bad(why, "REPORT <tag> SENT <accepted> <at|->: bad <at>");
+			r->at = (int64_t)v;
 			return GP_OK;
 		}
-		if (strcmp(fs.f[2], "REFUND") == 0 && fs.n == 3) {
-			r->outcome = GP_REFUND;
+		if (fs.n == 3) {
+			if (strcmp(fs.f[2], "REFUND") == 0)
+				r->outcome = GP_REFUND;
+			else if (strcmp(fs.f[2], "UNKNOWN") == 0)
+				r->outcome = GP_UNKNOWN;
+			else if (strcmp(fs.f[2], "NOMAIL") == 0)
+				r->outcome = GP_NOMAIL;
+			else
+				return bad(why, REPORT_USAGE);
 			return GP_OK;
 		}
-		return bad(why, "REPORT <tag> SENT <accepted> | REFUND | THROTTLED <text>");
+		return bad(why, REPORT_USAGE);
+	}
+	if (strcmp(fs.f[0], "RESUME") == 0) {
+		if (fs.n != 2 || !gp_valid_name(fs.f[1]))
+			return bad(why, "RESUME <upstream>");
+		strcpy(r->upstream, fs.f[1]);
+		r->verb = GP_RESUME;
+		return GP_OK;
 	}
 	if (strcmp(fs.f[0], "CANCEL") == 0) {
 		if (fs.n != 2 || tag(fs.f[1], &r->tag) < 0)
@@ -308,7 +332,8 @@ gp_parse_reply(const char *line, size_t len, struct gp_reply *r, const char **wh
 		r->verb = GP_R_GRANT;
 		return GP_OK;
 	}
-	if (strcmp(fs.f[0], "OK") == 0 && fs.n == 2 && tag(fs.f[1], &r->tag) == 0) {
+	if (strcmp(fs.f[0], "OK") == 0 && fs.n == 2 &&
+	    (strcmp(fs.f[1], "-") == 0 || tag(fs.f[1], &r->tag) == 0)) {
 		r->verb = GP_R_OK;
 		return GP_OK;
 	}
@@ -347,14 +372,40 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 		    r->w[UNIT_CONNECTIONS]);
 		break;
 	case GP_REPORT:
-		if (r->outcome == GP_SENT)
-			buf_printf(b, "REPORT %u SENT %u\n", r->tag, r->accepted);
-		else if (r->outcome == GP_REFUND)
+		switch (r->outcome) {
+		case GP_SENT:
+			if (r->at < -1 || r->at > (int64_t)GP_AT_MAX)
+				panic("gateproto: invalid REPORT SENT time %lld", (long long)r->at);
+			if (r->at < 0)
+				buf_printf(b, "REPORT %u SENT %u -\n", r->tag, r->accepted);
+			else
+				buf_printf(b, "REPORT %u SENT %u %lld\n", r->tag, r->accepted,
+				    (long long)r->at);
+			break;
+		case GP_REFUND:
 			buf_printf(b, "REPORT %u REFUND\n", r->tag);
-		else if (gp_valid_text(r->text, GP_TEXT_MAX))
-			buf_printf(b, "REPORT %u THROTTLED %s\n", r->tag, r->text);
-		else
-			panic("gateproto: invalid REPORT fields");
+			break;
+		case GP_UNKNOWN:
+			buf_printf(b, "REPORT %u UNKNOWN\n", r->tag);
+			break;
+		case GP_NOMAIL:
+			buf_printf(b, "REPORT %u NOMAIL\n", r->tag);
+			break;
+		case GP_THROTTLED:
+		case GP_AUTHFAIL:
+			if (!gp_valid_text(r->text, GP_TEXT_MAX))
+				panic("gateproto: invalid REPORT text");
+			buf_printf(b, "REPORT %u %s %s\n", r->tag,
+			    r->outcome == GP_THROTTLED ? "THROTTLED" : "AUTHFAIL", r->text);
+			break;
+		default:
+			panic("gateproto: invalid REPORT outcome %d", (int)r->outcome);
+		}
+		break;
+	case GP_RESUME:
+		if (!gp_valid_name(r->upstream))
+			panic("gateproto: invalid RESUME upstream");
+		buf_printf(b, "RESUME %s\n", r->upstream);
 		break;
 	case GP_CANCEL:
 		buf_printf(b, "CANCEL %u\n", r->tag);
@@ -365,7 +416,7 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 	default:
 		panic("gateproto: unknown verb %d", (int)r->verb);
 	}
-	if (r->tag == 0 && r->verb != GP_STATUS)
+	if (r->tag == 0 && r->verb != GP_STATUS && r->verb != GP_RESUME)
 		panic("gateproto: tag 0");
 	if (b->len - start > GP_LINE_MAX)
 		panic("gateproto: request line too long");
@@ -380,7 +431,10 @@ gp_fmt_reply(struct buf *b, const struct gp_reply *r)
 		    r->max_rcpt, r->msgs_per_conn);
 		break;
 	case GP_R_OK:
-		buf_printf(b, "OK %u\n", r->tag);
+		if (r->tag)
+			buf_printf(b, "OK %u\n", r->tag);
+		else
+			buf_adds(b, "OK -\n");
 		break;
 	case GP_R_SUSPENDED:
 		buf_printf(b, "SUSPENDED %u %llu\n", r->tag, (unsigned long long)r->secs);

@@ -8,19 +8,55 @@
  * field.  NUL, CR and other control bytes are errors.  Requests:
  *
  *   ACQUIRE <tag> <upstream> <class|-> <sender|-> <messages> <recipients> <connections>
- *   REPORT <tag> SENT <accepted>
+ *   REPORT <tag> SENT <accepted> <at|->    the upstream accepted the mail
  *   REPORT <tag> REFUND                    nothing reached the upstream
  *   REPORT <tag> THROTTLED <reply text>    the upstream said "slow down"
+ *   REPORT <tag> UNKNOWN                   the outcome is not known
+ *   REPORT <tag> NOMAIL                    connected, but no MAIL accepted
+ *   REPORT <tag> AUTHFAIL <reply text>     AUTH or TLS verification refused
  *   CANCEL <tag>                           drop a waiting request
+ *   RESUME <upstream>                      lift the upstream's suspensions
  *   STATUS TEXT|JSON
  *
  * Replies:
  *
  *   GRANT <tag> <grant id> <max_recipients> <messages_per_connection>
- *   OK <tag>                               report or cancel done
+ *   OK <tag|->                             report, cancel or resume done
  *   SUSPENDED <tag> <seconds>              report done; upstream suspended
  *   ERR <tag|-> <CODE> <text>
  *   STATUS <length>                        then exactly <length> bytes
+ *
+ * What each report means to the gate (weir-gate(8), "What the gate
+ * promises"):
+ *
+ *   SENT: <at> is the deliverer's CLOCK_MONOTONIC time in ms, rounded
+ *   down (clock_mono_ms), at which it read the upstream's 250 to the
+ *   final dot, or "-" when it does not know it.  The send is logged at
+ *   <at> + 1 ms (the end of that millisecond), clamped into [grant time,
+ *   now]; "-" logs it at now.  The gate and its deliverers share one
+ *   machine's monotonic clock.
+ *   UNKNOWN: the final dot may have reached the upstream but its answer
+ *   was not read (connection lost, deliverer killed).  The send counts as
+ *   if accepted at any instant from its grant to now + grace (weir-gate
+ *   -g, default 10 minutes, RFC 5321's final-dot timeout).  Answer: OK.
+ *   NOMAIL: a connection was made but the session ended before MAIL FROM
+ *   was accepted (connect, TLS, EHLO, AUTH or MAIL refused): only the
+ *   connections weight is logged; messages and recipients are given
+ *   back.  Answer: OK.
+ *   AUTHFAIL: AUTH was refused (535 and the like) or the TLS certificate
+ *   or name check failed.  Counted as NOMAIL, and the upstream is
+ *   suspended: 5 minutes, doubling on each repeat up to 1 hour; after the
+ *   suspension only one grant at a time (a probe) until a report other
+ *   than AUTHFAIL or THROTTLED comes.  A policy reload lifts it.  Answer:
+ *   SUSPENDED with the seconds left.
+ *   RESUME: lifts every suspension of the upstream now (throttle and
+ *   authentication); answered "OK -", or ERR - NOPOLICY if the gate has
+ *   never heard of the upstream.
+ *
+ * <tag> is the client's name for a request, unique among its live requests
+ * on the connection: decimal 1..4294967295, no leading zero.  Numbers are
+ * decimal without sign or leading zeros.  An ACQUIRE is answered only once
+ * it is granted (or refused): waiting is silence, not polling.
  *
  * <tag> is the client's name for a request, unique among its live requests
  * on the connection: decimal 1..4294967295, no leading zero.  Numbers are
@@ -54,7 +90,8 @@ enum gp_code {
 	GP_BYTE,	/* a control or non-ASCII byte */
 	GP_TAG,		/* no such live request */
 	GP_DUPTAG,	/* tag already in use */
-	GP_NOPOLICY,	/* no policy for that upstream */
+	GP_NOPOLICY,	/* RESUME: no such upstream (an ACQUIRE for an upstream
+			 * without policy waits for one instead) */
 	GP_NOCLASS,	/* no such class */
 	GP_TOOBIG,	/* bigger than a window or cap: can never be granted */
 	GP_BADWEIGHT,	/* all weights zero */
@@ -64,19 +101,22 @@ enum gp_code {
 	GP_NCODES
 };
 
-enum gp_verb { GP_ACQUIRE = 1, GP_REPORT, GP_CANCEL, GP_STATUS };
-enum gp_outcome { GP_SENT = 1, GP_REFUND, GP_THROTTLED };
+enum gp_verb { GP_ACQUIRE = 1, GP_REPORT, GP_CANCEL, GP_STATUS, GP_RESUME };
+enum gp_outcome { GP_SENT = 1, GP_REFUND, GP_THROTTLED, GP_UNKNOWN, GP_NOMAIL, GP_AUTHFAIL };
+
+#define GP_AT_MAX	((uint64_t)1 << 53)	/* the largest <at> taken */
 
 struct gp_req {
 	enum gp_verb verb;
 	uint32_t tag;
-	char upstream[POLICY_NAME_MAX + 1];
+	char upstream[POLICY_NAME_MAX + 1];	/* ACQUIRE, RESUME */
 	char cls[POLICY_NAME_MAX + 1];		/* "" for "-" */
 	char sender[GP_SENDER_MAX + 1];		/* "" for "-" */
 	uint32_t w[UNIT_COUNT];
 	enum gp_outcome outcome;
-	uint32_t accepted;
-	char text[GP_TEXT_MAX + 1];
+	uint32_t accepted;			/* SENT */
+	int64_t at;				/* SENT: ms, -1 for "-" */
+	char text[GP_TEXT_MAX + 1];		/* THROTTLED, AUTHFAIL */
 	int json;
 };
 
@@ -84,7 +124,7 @@ enum gp_rverb { GP_R_GRANT = 1, GP_R_OK, GP_R_SUSPENDED, GP_R_ERR, GP_R_STATUS }
 
 struct gp_reply {
 	enum gp_rverb verb;
-	uint32_t tag;		/* 0 for "-" */
+	uint32_t tag;		/* 0 for "-" (ERR, OK) */
 	uint64_t id;		/* GRANT */
 	uint32_t max_rcpt, msgs_per_conn;	/* GRANT: 0 = no cap */
 	uint64_t secs;		/* SUSPENDED */

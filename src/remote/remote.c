@@ -224,7 +224,7 @@ gate_report(struct gate *g, const struct smtp_result *res)
 		k = gc_report_refund(&g->gc, g->tag);
 		break;
 	default:
-		k = gc_report_sent(&g->gc, g->tag, (uint32_t)res->delivered);
+		k = gc_report_sent(&g->gc, g->tag, (uint32_t)res->delivered, -1);
 		break;
 	}
 	if (k < 0)

@@ -208,7 +208,7 @@ gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted
 		k = gc_report_refund(&s->gc, j->tag);
 		break;
 	default:
-		k = gc_report_sent(&s->gc, j->tag, accepted);
+		k = gc_report_sent(&s->gc, j->tag, accepted, -1);
 		break;
 	}
 	j->tag = 0;

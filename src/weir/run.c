@@ -8,11 +8,19 @@
  * exits.  A child that keeps failing is restarted after 1, 2, 4 ... 60
  * seconds; one that ran for a minute starts again at 1.
  *
- * Programs are found with libexec_path().  Config keys: those of the
- * children; this file looks only at whether a listen section exists.
+ * One `weir run` per queue: it takes an exclusive lock on lock/run in
+ * the queue (pidlock.h) before it starts anything, and its children
+ * inherit the lock's descriptor, so after a kill -9 of `weir run` the
+ * lock stays taken while any daemon it started still runs; a second
+ * `weir run` then exits 111 with one line naming the holder.
+ *
+ * Programs are found with libexec_path().  Config keys: queue_dir (for
+ * the lock), and those of the children; this file looks only at whether
+ * a listen section exists.
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +28,7 @@
 #include "lib/alloc.h"
 #include "lib/evloop.h"
 #include "lib/log.h"
+#include "lib/pidlock.h"
 #include "mail/libexec.h"
 #include "weir/weir.h"
 
@@ -171,11 +180,28 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 	};
 	struct run r;
 	size_t i;
+	char *lock;
+	long holder;
+	int lockfd;
 
 	if (argc != 1) {
 		log_warnx("usage: weir [-c FILE] run (unexpected \"%s\")", argv[1]);
 		return 2;
 	}
+	/* Inherited by the daemons on purpose (see the top of the file);
+	 * never closed: it goes with the last of us. */
+	lock = xasprintf("%s/lock/run", cfg->queue_dir);
+	lockfd = pidlock_take(lock, 1, &holder);
+	if (lockfd < 0) {
+		if (errno == EWOULDBLOCK && holder > 0)
+			fatalx(111, "another weir run (pid %ld, or a daemon it started) runs on %s: "
+			    "not starting", holder, cfg->queue_dir);
+		if (errno == EWOULDBLOCK)
+			fatalx(111, "another weir run (or a daemon it started) runs on %s: "
+			    "not starting", cfg->queue_dir);
+		fatal(111, "lock %s", lock);
+	}
+	free(lock);
 	memset(&r, 0, sizeof r);
 	r.cfile = cfg->file;
 	r.n = sizeof daemons / sizeof daemons[0];

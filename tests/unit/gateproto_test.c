@@ -1,12 +1,17 @@
 /*
  * gateproto_test.c: the weir-gate wire format (src/mail/gateproto.c):
  * round trips of every request and reply, and malformed, oversized,
- * truncated input rejected with the right error code.
+ * truncated input rejected with the right error code; the client stubs
+ * (src/mail/gateclient.c) write exactly the documented lines.
  */
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "lib/buf.h"
+#include "mail/gateclient.h"
 #include "mail/gateproto.h"
 
 static enum gp_code
@@ -50,8 +55,8 @@ Test(gateproto, report_cancel_status)
 	struct gp_req r;
 	struct buf b = BUF_INIT;
 
-	cr_assert_eq(req("REPORT 3 SENT 12", &r), GP_OK);
-	cr_assert(r.verb == GP_REPORT && r.outcome == GP_SENT && r.accepted == 12);
+	cr_assert_eq(req("REPORT 3 SENT 12 -", &r), GP_OK);
+	cr_assert(r.verb == GP_REPORT && r.outcome == GP_SENT && r.accepted == 12 && r.at == -1);
 	cr_assert_eq(req("REPORT 3 REFUND", &r), GP_OK);
 	cr_assert_eq(r.outcome, GP_REFUND);
 	cr_assert_eq(req("REPORT 3 THROTTLED 421 4.7.0 Try  again later ", &r), GP_OK);
@@ -68,6 +73,76 @@ Test(gateproto, report_cancel_status)
 	buf_free(&b);
 }
 
+/* The reports of issue 12 and RESUME: each parses, formats back to the
+ * same line, and the client stubs write exactly these lines. */
+Test(gateproto, new_reports_and_resume)
+{
+	static const char *const good[] = {
+		"REPORT 3 SENT 12 1234567", "REPORT 3 SENT 0 0", "REPORT 3 SENT 1 -",
+		"REPORT 4 UNKNOWN", "REPORT 5 NOMAIL",
+		"REPORT 6 AUTHFAIL 535 5.7.8 Authentication credentials invalid",
+		"REPORT 6 AUTHFAIL TLS: certificate verify failed", "RESUME pobox",
+		"REPORT 7 SENT 1 9007199254740992",
+	};
+	struct gp_req r, r2;
+	struct buf b = BUF_INIT;
+	const char *why;
+	size_t i;
+
+	for (i = 0; i < sizeof good / sizeof good[0]; i++) {
+		cr_assert_eq(req(good[i], &r), GP_OK, "\"%s\"", good[i]);
+		buf_reset(&b);
+		gp_fmt_request(&b, &r);
+		cr_assert_eq(b.len, strlen(good[i]) + 1, "%s -> %s", good[i], b.s);
+		cr_assert_eq(memcmp(b.s, good[i], b.len - 1), 0, "%s -> %s", good[i], b.s);
+		cr_assert_eq(gp_parse_request(b.s, b.len - 1, &r2, &why), GP_OK);
+		cr_assert_eq(memcmp(&r, &r2, sizeof r), 0);
+	}
+	cr_assert_eq(req("REPORT 3 SENT 12 1234567", &r), GP_OK);
+	cr_assert(r.outcome == GP_SENT && r.accepted == 12 && r.at == 1234567);
+	cr_assert_eq(req("REPORT 4 UNKNOWN", &r), GP_OK);
+	cr_assert(r.verb == GP_REPORT && r.outcome == GP_UNKNOWN && r.tag == 4);
+	cr_assert_eq(req("REPORT 5 NOMAIL", &r), GP_OK);
+	cr_assert_eq(r.outcome, GP_NOMAIL);
+	cr_assert_eq(req("REPORT 6 AUTHFAIL 535 5.7.8 bad  creds", &r), GP_OK);
+	cr_assert_eq(r.outcome, GP_AUTHFAIL);
+	cr_assert_str_eq(r.text, "535 5.7.8 bad  creds");
+	cr_assert_eq(req("RESUME pobox", &r), GP_OK);
+	cr_assert(r.verb == GP_RESUME && r.tag == 0);
+	cr_assert_str_eq(r.upstream, "pobox");
+	buf_free(&b);
+}
+
+/* The client stubs, through a socket pair: the exact bytes. */
+Test(gateproto, client_stubs_write_the_contract)
+{
+	struct gate_client gc;
+	int sv[2];
+	char got[512];
+	ssize_t n;
+	const char *want = "REPORT 1 SENT 2 5000\nREPORT 2 SENT 3 -\nREPORT 3 UNKNOWN\n"
+	    "REPORT 4 NOMAIL\nREPORT 5 AUTHFAIL 535 bad?pass\nRESUME isp\n";
+
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	memset(&gc, 0, sizeof gc);
+	gc.fd = sv[0];
+	cr_assert_eq(gc_report_sent(&gc, 1, 2, 5000), 0);
+	cr_assert_eq(gc_report_sent(&gc, 2, 3, -1), 0);
+	cr_assert_eq(gc_report_unknown(&gc, 3), 0);
+	cr_assert_eq(gc_report_nomail(&gc, 4), 0);
+	cr_assert_eq(gc_report_authfail(&gc, 5, "535 bad\tpass"), 0);
+	cr_assert_eq(gc_resume(&gc, "isp"), 0);
+	cr_assert_eq(gc_report_sent(&gc, 6, 1, -2), -1);
+	cr_assert_eq(gc_resume(&gc, "bad/name"), -1);
+	cr_assert_eq(gc_report_unknown(&gc, 0), -1);
+	gc_close(&gc);
+	n = read(sv[1], got, sizeof got - 1);
+	cr_assert_gt(n, 0);
+	got[n] = '\0';
+	cr_assert_str_eq(got, want);
+	close(sv[1]);
+}
+
 Test(gateproto, malformed_requests)
 {
 	static const char *const syntax[] = {
@@ -78,7 +153,12 @@ Test(gateproto, malformed_requests)
 		"ACQUIRE 1 a/b - - 1 1 1", "ACQUIRE 1 a - - 1 +1 1", "ACQUIRE 1 a - - 1 1000001 1",
 		"ACQUIRE 1 a - - x 1 1", "ACQUIRE 1 a cl@ss - 1 1 1",
 		"ACQUIRE 1 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa - - 1 1 1",
-		"REPORT", "REPORT 1", "REPORT 1 SENT", "REPORT 1 SENT 1 2", "REPORT 1 SENT -1",
+		"REPORT", "REPORT 1", "REPORT 1 SENT", "REPORT 1 SENT 1", "REPORT 1 SENT -1 -",
+		"REPORT 1 SENT 1 -1", "REPORT 1 SENT 1 01", "REPORT 1 SENT 1 --", "REPORT 1 SENT 1 2 3",
+		"REPORT 1 SENT 1 9007199254740993", "REPORT 1 SENT 1 x", "REPORT 1 SENT 1 - ",
+		"REPORT 1 UNKNOWN 1", "REPORT 1 NOMAIL x", "REPORT 1 AUTHFAIL", "REPORT 1 AUTHFAIL ",
+		"REPORT 0 UNKNOWN", "REPORT 1 unknown", "RESUME", "RESUME a b", "RESUME a/b",
+		"RESUME ", "REPORT x AUTHFAIL 535 no",
 		"REPORT 1 REFUND now", "REPORT 1 THROTTLED", "REPORT 1 THROTTLED ", "REPORT 1 DONE",
 		"REPORT x THROTTLED 421 busy", "REPORT 1 2 THROTTLED 421",
 		"CANCEL", "CANCEL 1 2", "CANCEL 0", "STATUS", "STATUS XML", "STATUS TEXT JSON", "",
@@ -141,7 +221,7 @@ Test(gateproto, replies_round_trip_and_malformed)
 	size_t i;
 	static const char *const badr[] = {
 		"GRANT 1 2 3", "GRANT 0 2 3 4", "GRANT 1 2 3 4 5", "OK", "OK 1 2", "SUSPENDED 1",
-		"ERR 1 NOSUCH text", "ERR 1 TOOBIG", "ERR 1 TOOBIG ", "ERR x TOOBIG t",
+		"ERR 1 NOSUCH text", "ERR 1 TOOBIG", "ERR 1 TOOBIG ", "ERR x TOOBIG t", "OK 0", "OK --",
 		"STATUS 16777217", "STATUS -1", "HELLO", "ERR  TOOBIG x",
 	};
 
@@ -159,6 +239,11 @@ Test(gateproto, replies_round_trip_and_malformed)
 	cr_assert_str_eq(b.s, "ERR - TOOBIG 250 recipients: window 100 per 1d can never hold it\n");
 	cr_assert_eq(gp_parse_reply(b.s, b.len - 1, &r2, &why), GP_OK);
 	cr_assert_eq(memcmp(&r, &r2, sizeof r), 0);
+	cr_assert_eq(gp_parse_reply("OK -", 4, &r2, &why), GP_OK);
+	cr_assert(r2.verb == GP_R_OK && r2.tag == 0);
+	buf_reset(&b);
+	gp_fmt_reply(&b, &r2);
+	cr_assert_str_eq(b.s, "OK -\n");
 	cr_assert_eq(gp_parse_reply("SUSPENDED 3 300", 15, &r2, &why), GP_OK);
 	cr_assert_eq(r2.secs, 300);
 	cr_assert_eq(gp_parse_reply("STATUS 12", 9, &r2, &why), GP_OK);
@@ -176,6 +261,7 @@ Test(gateproto, random_lines_round_trip_or_fail_cleanly)
 {
 	static const char *const piece[] = {
 		"ACQUIRE", "REPORT", "CANCEL", "STATUS", "SENT", "REFUND", "THROTTLED",
+		"UNKNOWN", "NOMAIL", "AUTHFAIL", "RESUME",
 		"TEXT", "JSON", "GRANT", "OK", "SUSPENDED", "ERR", "TOOBIG", "-", "0", "1",
 		"01", "42", "4294967295", "4294967296", "1000000", "1000001", "up", "a.b-c_d",
 		"x@y", "421", "4.7.0", " ", " ", " ", "  ", "\t", "\r", "\x7f", "\xc3\xa9",

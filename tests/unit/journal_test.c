@@ -281,7 +281,7 @@ Test(journal, compaction_keeps_live_state_only)
 		cr_assert_eq(wg_win_used(u2, 0), (int64_t)want);
 	}
 	journal_close(&j);
-	wg_cancel(&g, held, now + 5);
+	wg_cancel(&g, held, now + 5, NULL);
 	wg_free(&g);
 	wg_free(&g2);
 	tl_rmtree(dir);
@@ -312,20 +312,23 @@ Test(journal, unreported_grant_gets_the_grace_period)
 	wg_free(&g);
 
 	/* The gate stopped at ~10000 and starts again at 10100 with 1.5 s
-	 * of grace: the grant counts as sent at 11600. */
+	 * of grace: the grant may have been accepted at any instant in
+	 * [10000, 11600]. */
 	wg_init(&g, &noops);
 	cr_assert_eq(journal_open(&j, path, &g, 10100, 1700000000100LL, 1500), 0);
 	log_times(&g, t, &n);
 	cr_assert_eq(n, 1);
 	cr_assert_eq(t[0], 11600);
+	cr_assert_eq(wg_log_at(wg_find(&g, "up"), wg_find(&g, "up")->lseq)->from, 10000);
 	journal_close(&j);
 	wg_free(&g);
-	/* And again (the compacted file keeps the future time). */
+	/* And again (the compacted file keeps the interval exactly). */
 	wg_init(&g, &noops);
 	cr_assert_eq(journal_open(&j, path, &g, 10200, 1700000000200LL, 1500), 0);
 	log_times(&g, t, &n);
 	cr_assert_eq(n, 1);
 	cr_assert_eq(t[0], 11600);
+	cr_assert_eq(wg_log_at(wg_find(&g, "up"), wg_find(&g, "up")->lseq)->from, 10000);
 	/* With 1 per 1 s, the next grant waits until 11600 + 1000. */
 	wg_set_policy(&g, &onepol, 0, 10200);
 	cr_assert_eq(wg_acquire(&g, "up", NULL, NULL, w, NULL, 10200, &q), WG_OK);
@@ -334,4 +337,105 @@ Test(journal, unreported_grant_gets_the_grace_period)
 	journal_close(&j);
 	wg_free(&g);
 	tl_rmtree(dir);
+}
+
+/* The reports of issue 12 in the journal: an unknown outcome (X) replays
+ * as its interval, NOMAIL (N) as its connection only, SENT at the time
+ * recorded; an interval replayed moves no later send. */
+Test(journal, new_outcomes_replay_exactly)
+{
+	char *dir = tl_tmpdir(), *path = xasprintf("%s/j", dir);
+	struct journal j;
+	struct wgate g;
+	struct wg_req *a, *b, *c;
+	struct wg_up *u;
+	const int64_t W = 1700000000000LL;
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, 10000, W, 0), 0);
+	wg_set_policy(&g, &pol, 0, 10000);
+	a = grant(&g, 10000);
+	b = grant(&g, 10010);
+	c = grant(&g, 10020);
+	journal_grant(&j, a, 10000, W);
+	journal_grant(&j, b, 10010, W + 10);
+	journal_grant(&j, c, 10020, W + 20);
+	journal_end(&j, a->id, 'X', 700000, W + 690000);	/* unknown: until 700000 */
+	journal_end(&j, b->id, 'N', 10500, W + 500);
+	journal_end(&j, c->id, 'S', 10400, W + 400);
+	cr_assert_eq(journal_sync(&j), 0);
+	journal_close(&j);
+	wg_free(&g);
+	free(a); free(b); free(c);
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, 11000, W + 1000, 0), 0);
+	u = wg_find(&g, "up");
+	cr_assert_eq(u->ln, 3);
+	/* In t order: the send at 10400, the connection at 10500, then the
+	 * interval [10000, 700000]. */
+	cr_assert(wg_log_at(u, u->lseq)->t == 10400 && wg_log_at(u, u->lseq)->from == 10400);
+	cr_assert_eq(wg_log_at(u, u->lseq)->w[UNIT_RECIPIENTS], 3);
+	cr_assert_eq(wg_log_at(u, u->lseq + 1)->t, 10500);
+	cr_assert_eq(wg_log_at(u, u->lseq + 1)->w[UNIT_MESSAGES], 0);
+	cr_assert_eq(wg_log_at(u, u->lseq + 1)->w[UNIT_RECIPIENTS], 0);
+	cr_assert_eq(wg_log_at(u, u->lseq + 1)->w[UNIT_CONNECTIONS], 1);
+	cr_assert(wg_log_at(u, u->lseq + 2)->from == 10000 && wg_log_at(u, u->lseq + 2)->t == 700000);
+	journal_close(&j);
+	wg_free(&g);
+	tl_rmtree(dir);
+	free(path);
+	free(dir);
+}
+
+/* An authentication suspension (A) survives a restart, with its probe
+ * rule; a lift (E) recorded after it ends it on replay. */
+Test(journal, auth_suspension_and_lift_replay)
+{
+	char *dir = tl_tmpdir(), *path = xasprintf("%s/j", dir);
+	struct journal j;
+	struct wgate g;
+	struct wg_req *a;
+	struct wg_up *u;
+	uint64_t id;
+	const int64_t W = 1700000000000LL;
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, 10000, W, 0), 0);
+	wg_set_policy(&g, &pol, 0, 10000);
+	a = grant(&g, 10000);
+	journal_grant(&j, a, 10000, W);
+	u = a->up;
+	id = a->id;
+	(void)wg_report(&g, a, WG_AUTHFAIL, "535 5.7.8 no", 10100);
+	journal_end(&j, id, 'N', 10100, W + 100);
+	journal_suspend(&j, u, 1, 10100, W + 100);
+	cr_assert_eq(journal_sync(&j), 0);
+	journal_close(&j);
+	wg_free(&g);
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, 11000, W + 1000, 0), 0);
+	u = wg_find(&g, "up");
+	cr_assert_eq(u->auth_until, 10100 + WG_AUTH_SUSPEND_MS);
+	cr_assert_eq(u->auth_len, WG_AUTH_SUSPEND_MS);
+	cr_assert_str_eq(u->auth_reason, "535 5.7.8 no");
+	cr_assert(u->probe);
+	/* Only the connection was logged. */
+	cr_assert_eq(u->ln, 1);
+	cr_assert_eq(wg_log_at(u, u->lseq)->w[UNIT_MESSAGES], 0);
+	wg_lift(u, 1);
+	journal_lift(&j, u, 1);
+	cr_assert_eq(journal_sync(&j), 0);
+	journal_close(&j);
+	wg_free(&g);
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, 12000, W + 2000, 0), 0);
+	cr_assert_eq(wg_find(&g, "up")->auth_until, 0);
+	journal_close(&j);
+	wg_free(&g);
+	tl_rmtree(dir);
+	free(path);
+	free(dir);
 }

@@ -32,6 +32,11 @@ Other flags make it misbehave in the ways a real provider can:
   --scram-lie            offer AUTH SCRAM-SHA-256 as a server that does not
                          know the password: it answers the client's proof
                          with 235 and never sends its own signature (v=)
+  --dataend-delay ADDR=SECONDS
+                         take SECONDS to answer the final dot of the first
+                         message to ADDR (a "delaying" event first); it is
+                         accepted (its "data" event) even if the client has
+                         gone meanwhile, as a real server commits it
 
 aiosmtpd does not offer PIPELINING: --ehlo-extra PIPELINING does.
 
@@ -73,11 +78,16 @@ def parse_args():
     p.add_argument("--no-store", action="store_true",
                    help="record no events and keep no messages (benchmarks)")
     p.add_argument("--ehlo-extra", action="append", default=[])
+    p.add_argument("--dataend-delay", action="append", default=[])
     p.add_argument("--record", help="event log; without it nothing is recorded")
     return p.parse_args()
 
 
 ARGS = parse_args()
+DELAYS = {}
+for r in ARGS.dataend_delay:
+    addr, _, secs = r.partition("=")
+    DELAYS[addr] = float(secs)
 REPLIES = {}
 for r in ARGS.reply:
     stage, _, text = r.partition("=")
@@ -191,11 +201,21 @@ class Handler:
             record(event="hang", stage="dataend")
             await hang_forever()
         self.messages = getattr(self, "messages", 0) + 1
-        if not ARGS.no_store and ARGS.record:
-            with open("%s.%d" % (ARGS.record, self.messages), "wb") as f:
-                f.write(envelope.original_content)
-        record(event="data", sender=envelope.mail_from, rcpts=envelope.rcpt_tos,
-               n=self.messages)
+        n = self.messages
+        delay = max([DELAYS.pop(a, 0) for a in envelope.rcpt_tos] + [0])
+
+        async def accept():
+            if delay:
+                record(event="delaying", n=n, seconds=delay)
+                await asyncio.sleep(delay)
+            if not ARGS.no_store and ARGS.record:
+                with open("%s.%d" % (ARGS.record, n), "wb") as f:
+                    f.write(envelope.original_content)
+            record(event="data", sender=envelope.mail_from, rcpts=envelope.rcpt_tos, n=n)
+
+        # aiosmtpd cancels the handler when the client goes: the commit
+        # itself is shielded from that.
+        await asyncio.shield(asyncio.ensure_future(accept()))
         if "dataend" in REPLIES:
             return self.closing(server, REPLIES["dataend"])
         return "250 2.0.0 OK queued as TEST1"
