@@ -27,6 +27,7 @@ static const struct {
 	{ "release",      cmd_control,     NULL, "[-w S] ID...       let held messages go (tried now)" },
 	{ "delete",       cmd_control,     NULL, "[-w S] ID...|--all|--from PAT|--to PAT  remove messages, no bounce" },
 	{ "requeue",      cmd_control,     NULL, "[-w S] ID...       try messages now (through the gate)" },
+	{ "resume",       cmd_resume,      NULL, "UPSTREAM           lift the upstream's suspension now (weir-gate)" },
 	{ "queue",        cmd_queue,       NULL, "[--json]           list the queue, as mailq" },
 	{ "status",       cmd_status,      NULL, "[--json]           the gate, the queue, the time to drain it" },
 	{ "check-config", NULL, cmd_check_config, "                   check weir.conf and the policy, say every error" },

@@ -17,6 +17,9 @@
  *                          the final dot waits (the request stays, the
  *                          message whole), and is done when the delivery
  *                          ends; delete --from and requeue while running
+ *   resume_lifts_suspension  `weir resume isp` after a 421: weir-gate lifts
+ *                          the suspension and logs it; an unknown upstream
+ *                          is refused (exit 1)
  *
  * Trusts: the processes the test started.
  */
@@ -333,4 +336,52 @@ Test(queuectl, delete_mid_send)
 	}
 	buf_free(&out);
 	free(sid);
+}
+
+/* ---- 4. resume: a suspension lifted early ---- */
+
+Test(queuectl, resume_lifts_suspension)
+{
+	const char *flags[] = { "--reply", "mail=421 4.7.0 too many messages, slow down", NULL };
+	const char *a[] = { "r@dest.example" };
+	char *st;
+
+	rt_upstream_start(&t, "good", flags, 0);
+	rt_conf_upstream(&t, NULL);
+	rt_policy(&t, policy_fast);
+	rt_gate_start(&t, "2s");
+	rt_send_start(&t);
+	rt_sendmail(&t, SENDER, a, 1, "Subject: r\n\nr\n");
+	rt_wait_log(&t, "deferred <r@dest.example>", 1, 20000);
+	st = rt_gate_status(&t);
+	cr_assert(strstr(st, "suspended"), "not suspended:\n%s", st);
+	free(st);
+	{
+		const char *args[] = { "-c", t.s.qt.conf, "resume", "nosuch" };
+		struct tl_result r = rt_run(&t, "weir", args, 4, NULL);
+
+		cr_assert_eq(r.status, 1, "exit %d: %s%s", r.status, buf_cstr(&r.out),
+		    buf_cstr(&r.err));
+		tl_result_free(&r);
+		args[3] = "isp";
+		r = rt_run(&t, "weir", args, 4, NULL);
+		cr_assert_eq(r.status, 0, "exit %d: %s%s", r.status, buf_cstr(&r.out),
+		    buf_cstr(&r.err));
+		cr_assert(strstr(buf_cstr(&r.out), "upstream isp: suspensions lifted"), "%s",
+		    buf_cstr(&r.out));
+		tl_result_free(&r);
+	}
+	st = rt_gate_status(&t);
+	cr_assert(strstr(st, "suspended") == NULL, "still suspended:\n%s", st);
+	free(st);
+	st = xasprintf("%s", t.gate_log);
+	{
+		struct buf gl = BUF_INIT;
+
+		tl_read(st, &gl);
+		cr_assert(strstr(buf_cstr(&gl), "upstream isp: suspensions lifted (resume)"), "%s",
+		    buf_cstr(&gl));
+		buf_free(&gl);
+	}
+	free(st);
 }
