@@ -200,7 +200,18 @@ Test(queuectl, held_survives_restart)
 	char *sid = idstr(id);
 	struct rt_rec r;
 
-	rt_assert_queue_sound(&t);
+	/* Leftovers of a message that is gone (a crash in a delete): notes
+	 * for queue-check, removed at weir-send's start. */
+	tl_write(xasprintf("%s/hold/4242", t.s.qt.qdir), "birth 1\nsince 2\n", 16);
+	tl_write(xasprintf("%s/reply/4242", t.s.qt.qdir), "birth 1\nnext 0\nx@y\0z\n", 21);
+	{
+		struct buf qc = BUF_INIT;
+
+		cr_assert_eq(sh_queue_check(&t.s, &qc), 0, "%s", buf_cstr(&qc));
+		cr_assert(strstr(buf_cstr(&qc), "hold/4242: left by a message that is gone") &&
+		    strstr(buf_cstr(&qc), "reply/4242: left by"), "%s", buf_cstr(&qc));
+		buf_free(&qc);
+	}
 	rt_upstream_start(&t, "good", flags, 0);
 	rt_conf_upstream(&t, NULL);
 	rt_policy(&t, policy_fast);
@@ -210,6 +221,7 @@ Test(queuectl, held_survives_restart)
 	 * first, and was not tried. */
 	rt_sendmail(&t, SENDER, s1, 1, "Subject: s1\n\ns1\n");
 	rt_wait_log(&t, "delivered to <s1@dest.example>", 1, 20000);
+	cr_assert(!held_file(4242), "a leftover hold/ file was not cleaned up");
 	rt_send_kill9(&t);
 	rt_send_start(&t);
 	rt_sendmail(&t, SENDER, s2, 1, "Subject: s2\n\ns2\n");
