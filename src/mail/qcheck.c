@@ -16,7 +16,11 @@
  * weir's own sched/ (mail/schedfile.h) holds hints, written without an
  * fsync: a note that does not parse (a power cut can leave one empty),
  * or whose message is gone or has another birth, is something weir-send
- * replaces or removes (a note, not a problem).
+ * replaces or removes (a note, not a problem).  hold/N (mail/qctl.h) is
+ * written durably: one that does not parse is a problem; one whose
+ * message is gone or has another birth is a leftover (a note).  A request
+ * in ctl/ is a note: weir-send acts on it when it runs.  reply/N is a
+ * hint like sched/: malformed or stale, a note.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +34,7 @@
 #include "lib/alloc.h"
 #include "mail/envelope.h"
 #include "mail/qcheck.h"
+#include "mail/qctl.h"
 #include "mail/schedfile.h"
 
 struct idset {
@@ -475,6 +480,80 @@ qcheck_layout(struct queue *q, const struct queue_owners *own, FILE *out,
 	check_layout(&c);
 }
 
+/* hold/N: parses, and belongs to a live message; ctl/: requests. */
+static void
+check_control(struct ctx *c, struct buf *b)
+{
+	char path[sizeof QCTL_REPLY_DIR + 256];
+	struct dirent *e;
+	enum qctl_state st;
+	long long birth, hb, since;
+	unsigned long id;
+	struct stat sb;
+	DIR *dir;
+	int r;
+
+	/* A queue from before these folders: check_layout said so. */
+	if (fstatat(c->q->dfd, QCTL_HOLD_DIR, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    fstatat(c->q->dfd, QCTL_DIR, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	if ((dir = open_dir(c, QCTL_HOLD_DIR)) != NULL) {
+		while ((e = readdir(dir)) != NULL) {
+			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+				continue;
+			snprintf(path, sizeof path, QCTL_HOLD_DIR "/%s", e->d_name);
+			if (queue_parse_id(e->d_name, &id) < 0) {
+				report(c, 1, "%s: not a message number", path);
+				continue;
+			}
+			buf_reset(b);
+			r = read_file_at(c->q->dfd, path, b, QCTL_FILE_MAX);
+			if (r != 0 || qctl_hold_parse(b->s, b->len, &hb, &since) < 0) {
+				report(c, 1, "%s: %s", path, r == -1 ? strerror(errno) :
+				    "not \"birth B\\nsince T\\n\" (weir-send takes it as held)");
+				continue;
+			}
+			if (qctl_state(c->q, id, &st, &birth) < 0 || st == QS_NONE || birth != hb)
+				report(c, 0, "%s: left by a message that is gone (harmless: "
+				    "its birth tells it)", path);
+		}
+		closedir(dir);
+	}
+	if (fstatat(c->q->dfd, QCTL_REPLY_DIR, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    (dir = open_dir(c, QCTL_REPLY_DIR)) != NULL) {
+		while ((e = readdir(dir)) != NULL) {
+			const char *body;
+			size_t blen;
+
+			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+			    strcmp(e->d_name, "tmp") == 0)
+				continue;
+			snprintf(path, sizeof path, QCTL_REPLY_DIR "/%s", e->d_name);
+			buf_reset(b);
+			if (queue_parse_id(e->d_name, &id) < 0) {
+				report(c, 1, "%s: not a message number", path);
+				continue;
+			}
+			if (read_file_at(c->q->dfd, path, b, QCTL_REPLY_MAX) != 0 ||
+			    qctl_reply_parse(b->s, b->len, &hb, &since, &body, &blen) < 0) {
+				report(c, 0, "%s: malformed (weir-send rewrites it)", path);
+				continue;
+			}
+			if (qctl_state(c->q, id, &st, &birth) < 0 || st != QS_INFO || birth != hb)
+				report(c, 0, "%s: left by a message that is gone (harmless: "
+				    "its birth tells it)", path);
+		}
+		closedir(dir);
+	}
+	if ((dir = open_dir(c, QCTL_DIR)) != NULL) {
+		while ((e = readdir(dir)) != NULL)
+			if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+				report(c, 0, QCTL_DIR "/%s: a request weir-send has not done yet",
+				    e->d_name);
+		closedir(dir);
+	}
+}
+
 void
 qcheck_run(struct queue *q, const struct queue_owners *own, FILE *out,
     struct qcheck_result *res)
@@ -500,6 +579,7 @@ qcheck_run(struct queue *q, const struct queue_owners *own, FILE *out,
 	for (i = 0; i < c.ids[Q_MESS].n; i++)
 		check_message(&c, c.ids[Q_MESS].v[i], &b);
 	check_sched(&c, &b);
+	check_control(&c, &b);
 	res->messages = c.ids[Q_MESS].n;
 	buf_free(&b);
 	for (d = 0; d < Q_NDIRS; d++)

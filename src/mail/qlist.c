@@ -27,6 +27,7 @@
 #include "lib/json.h"
 #include "lib/timefmt.h"
 #include "mail/envelope.h"
+#include "mail/qctl.h"
 #include "mail/qlist.h"
 
 /* Envelope files beyond this are trouble, not something to list. */
@@ -124,7 +125,8 @@ msg_start(struct qlist_msg *m, unsigned long id, time_t mtime, int preprocessed)
 	m->id = id;
 	m->mtime = mtime;
 	m->preprocessed = preprocessed;
-	m->head = m->bouncing = m->trouble = 0;
+	m->head = m->bouncing = m->trouble = m->held = 0;
+	m->next_attempt = 0;
 	m->size = 0;
 	m->sender_off = m->sender_len = 0;
 	m->nitems = 0;
@@ -272,6 +274,48 @@ read_channel(const struct queue *q, struct qlist_msg *m, enum qdir d, struct buf
 	return 0;
 }
 
+/* Held by `weir hold`?  An unreadable hold/N counts as held, as
+ * weir-send takes it. */
+static int
+is_held(const struct queue *q, const struct qlist_msg *m)
+{
+	struct buf why = BUF_INIT;
+	long long since;
+	int r = qctl_held(q, m->id, (long long)m->mtime, &since, &why);
+
+	buf_free(&why);
+	return r != 0;
+}
+
+/* weir-send's last replies and next attempt (reply/N, a hint: one that
+ * does not parse or is stale is ignored) onto m's recipients not done. */
+static void
+read_replies(const struct queue *q, struct qlist_msg *m, struct buf *file)
+{
+	char path[QPATH_MAX];
+	const char *body, *r;
+	long long birth, next;
+	size_t i, blen, rlen;
+
+	snprintf(path, sizeof path, QCTL_REPLY_DIR "/%lu", m->id);
+	buf_reset(file);
+	if (read_file_at(q->dfd, path, file, QCTL_REPLY_MAX) != 0 ||
+	    qctl_reply_parse(file->s, file->len, &birth, &next, &body, &blen) < 0 ||
+	    birth != (long long)m->mtime)
+		return;
+	m->next_attempt = next;
+	for (i = 0; i < m->nitems; i++) {
+		struct qlist_item *it = &m->items[i];
+
+		if (it->trouble || it->done ||
+		    (r = qctl_reply_find(body, blen, m->text.s + it->off, it->len, &rlen)) == NULL)
+			continue;
+		it->reason_off = m->text.len;
+		it->reason_len = rlen;
+		buf_add(&m->text, r, rlen);
+	}
+}
+
 /* A preprocessed message into m.  0 read, 1 read or not with trouble,
  * 2 skipped (left the queue). */
 static int
@@ -295,8 +339,10 @@ read_info(const struct queue *q, struct qlist_msg *m, struct buf *file)
 		return 1;
 	}
 	msg_head(m, size, &sender, file_exists(q, Q_BOUNCE, m->id));
+	m->held = is_held(q, m);
 	bad |= read_channel(q, m, Q_LOCAL, file);
 	bad |= read_channel(q, m, Q_REMOTE, file);
+	read_replies(q, m, file);
 	return bad;
 }
 
@@ -323,6 +369,7 @@ read_todo(const struct queue *q, struct qlist_msg *m, struct buf *file)
 		return 1;
 	}
 	msg_head(m, size, &env.sender, 0);
+	m->held = is_held(q, m);
 	for (off = env.rcpt_off; qrec_next(file->s, file->len, &off, &r, &w) == 1; )
 		msg_rcpt(m, Q_TODO, &r);
 	return 0;
@@ -482,6 +529,15 @@ render_text(struct buf *t, const struct qlist_msg *m)
 		buf_adds(&raw, "> ");
 		if (m->bouncing)
 			buf_adds(&raw, " bouncing");
+		if (m->held)
+			buf_adds(&raw, " held");
+		else if (m->next_attempt > 0) {
+			date_qmail(date, (time_t)m->next_attempt);
+			dl = strlen(date);
+			if (dl > 6)
+				date[dl - 6] = '\0';
+			buf_printf(&raw, " next %s GMT", date);
+		}
 		clean_add(t, raw.s, raw.len);
 		buf_addc(t, '\n');
 	}
@@ -499,6 +555,11 @@ render_text(struct buf *t, const struct qlist_msg *m)
 			buf_adds(t, it->chan == Q_LOCAL ? "\tlocal\t" :
 			    it->chan == Q_REMOTE ? "\tremote\t" : "\ttodo\t");
 			clean_add(t, m->text.s + it->off, it->len);
+			if (it->reason_len) {
+				buf_adds(t, "\n\t\t(");
+				clean_add(t, m->text.s + it->reason_off, it->reason_len);
+				buf_addc(t, ')');
+			}
 		}
 		buf_addc(t, '\n');
 	}
@@ -522,7 +583,17 @@ render_json(struct buf *t, const struct qlist_msg *m)
 		json_str(t, m->text.s + m->sender_off, m->sender_len);
 	} else
 		buf_adds(t, "\"size\":null,\"sender\":null");
-	buf_printf(t, ",\"bouncing\":%s,\"recipients\":[", m->bouncing ? "true" : "false");
+	buf_printf(t, ",\"bouncing\":%s,\"held\":%s,\"next_attempt\":",
+	    m->bouncing ? "true" : "false", m->held ? "true" : "false");
+	if (m->next_attempt > 0 && !m->held) {
+		time_t na = (time_t)m->next_attempt;
+
+		gmtime_r(&na, &tm);
+		strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+		buf_printf(t, "\"%s\"", when);
+	} else
+		buf_adds(t, "null");
+	buf_adds(t, ",\"recipients\":[");
 	for (i = n = 0; i < m->nitems; i++) {
 		const struct qlist_item *it = &m->items[i];
 
@@ -530,9 +601,14 @@ render_json(struct buf *t, const struct qlist_msg *m)
 			continue;
 		buf_adds(t, n++ ? ",{\"address\":" : "{\"address\":");
 		json_str(t, m->text.s + it->off, it->len);
-		buf_printf(t, ",\"channel\":%s,\"state\":\"%s\"}",
+		buf_printf(t, ",\"channel\":%s,\"state\":\"%s\",\"delay_reason\":",
 		    it->chan == Q_LOCAL ? "\"local\"" : it->chan == Q_REMOTE ? "\"remote\"" : "null",
 		    it->chan == Q_TODO ? "not-preprocessed" : it->done ? "done" : "todo");
+		if (it->reason_len)
+			json_str(t, m->text.s + it->reason_off, it->reason_len);
+		else
+			buf_adds(t, "null");
+		buf_addc(t, '}');
 	}
 	buf_adds(t, "],\"trouble\":[");
 	for (i = n = 0; i < m->nitems; i++) {

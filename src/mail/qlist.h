@@ -7,11 +7,13 @@
  *   21 Nov 2026 23:35:57 GMT  #457  1234  <alice@example.org>  bouncing
  *   \tremote\tbob@example.net
  *     done\tremote\tcarol@example.net
- *   21 Nov 2026 23:36:01 GMT  #460  321  <alice@example.org> 
+ *   21 Nov 2026 23:36:01 GMT  #460  321  <alice@example.org>  held
  *   \ttodo\tdave@example.net
  *   messages in queue: 2
  *   messages in queue but not yet preprocessed: 1
  *
+ * " held" (after " bouncing") marks a message `weir hold` held; a stock
+ * qmail queue has none, so its listing is qmail-qread's byte for byte.
  * Messages are sorted by queue time (the info or todo file's mtime), then
  * id.  Bytes outside 32..126 print as '_'.  A message whose files cannot
  * be read gets "warning: trouble with #id: reason" and the listing goes
@@ -45,6 +47,7 @@ struct qlist_item {
 	enum qdir chan;		/* Q_LOCAL, Q_REMOTE, or Q_TODO (not preprocessed) */
 	int done;		/* a D record: finished */
 	size_t off, len;	/* the address or warning: in the message's text */
+	size_t reason_off, reason_len;	/* the last reply (reply/N), in text; len 0: none */
 };
 
 /* One message, as the scan found it.  Byte strings live in text. */
@@ -56,6 +59,8 @@ struct qlist_msg {
 	long long size;		/* of mess/ */
 	size_t sender_off, sender_len;
 	int bouncing;		/* a bounce/ file exists */
+	int held;		/* hold/N (mail/qctl.h): `weir hold` */
+	long long next_attempt;	/* reply/N's next attempt, wall time; 0: none known */
 	int trouble;		/* at least one item is a warning */
 	struct qlist_item *items;
 	size_t nitems, cap;

@@ -34,6 +34,9 @@ const struct qnode queue_layout[] = {
 	{ "local",          QK_SPLITDIR, 0700,  0700,  ROLE_SEND },
 	{ "remote",         QK_SPLITDIR, 0700,  0700,  ROLE_SEND },
 	{ "sched",          QK_SPLITDIR, 0700,  0700,  ROLE_SEND },	/* weir's own: QUEUE.md */
+	{ "hold",           QK_DIR,      0700,  0,     ROLE_SEND },	/* weir's own: mail/qctl.h */
+	{ "ctl",            QK_DIR,      0700,  0,     ROLE_SEND },	/* weir's own: mail/qctl.h */
+	{ "reply",          QK_DIR,      0700,  0,     ROLE_SEND },	/* weir's own: mail/qctl.h */
 	{ "lock",           QK_DIR,      0750,  0,     ROLE_QUEUE },
 	{ "lock/sendmutex", QK_FILE,     0600,  0,     ROLE_SEND },
 	{ "lock/trigger",   QK_FIFO,     0620,  0,     ROLE_QUEUE },

@@ -3,7 +3,9 @@
  * and neither todo/N nor info/S/N exists (S2 or S3).  A message being
  * eliminated is in S2 for an instant only, and by weir-send itself, which
  * runs this pass between its own steps.  weir's own sched/S/N notes are
- * removed, whatever their age, once mess/S/N is gone.
+ * removed, whatever their age, once mess/S/N is gone, and so are its
+ * hold/N and reply/N (mail/qctl.h; left by a crash in a delete, or by a
+ * failed removal).
  *
  * Trusts: the queue.
  */
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "mail/qctl.h"
 #include "mail/schedfile.h"
 #include "send/cleanup.h"
 
@@ -105,6 +108,39 @@ sched_leftovers(struct queue *q)
 	return n;
 }
 
+/* hold/N and reply/N of messages that are gone, likewise. */
+static unsigned long
+flat_leftovers(struct queue *q, const char *dir)
+{
+	char path[QPATH_MAX];
+	unsigned long n = 0, id;
+	struct dirent *e;
+	DIR *d;
+	int fd = openat(q->dfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+		if (errno != ENOENT)
+			log_warn("cleanup: open %s", dir);
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	while ((e = readdir(d)) != NULL) {
+		if (queue_parse_id(e->d_name, &id) < 0 || exists(q, Q_MESS, id))
+			continue;
+		snprintf(path, sizeof path, "%s/%lu", dir, id);
+		if (unlinkat(q->dfd, path, 0) < 0) {
+			if (errno != ENOENT)
+				log_warn("cleanup: unlink %s", path);
+			continue;
+		}
+		log_info("msg %lu: cleanup: removed %s, its message is gone", id, path);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
 unsigned long
 cleanup_pass(struct queue *q, time_t now)
 {
@@ -163,5 +199,6 @@ cleanup_pass(struct queue *q, time_t now)
 		}
 		closedir(d);
 	}
-	return n + sched_leftovers(q);
+	return n + sched_leftovers(q) + flat_leftovers(q, QCTL_HOLD_DIR) +
+	    flat_leftovers(q, QCTL_REPLY_DIR);
 }

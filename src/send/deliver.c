@@ -740,6 +740,7 @@ complete(struct sched *s, struct job *j)
 			break;
 		}
 	}
+	control_replies(s, m, j, res);
 	if (rcpt_mark_done(s->o->q, m->id, done, ndone) < 0)
 		ntemp++;
 	/* Tell the sender now, not when the last recipient is done. */

@@ -129,7 +129,7 @@ upq_unlink(struct sched *s, struct msg *m)
 	m->qnext = NULL;
 }
 
-static void
+void
 msg_forget(struct sched *s, struct msg *m)
 {
 	struct msg **p;
@@ -198,7 +198,7 @@ fifo_append(struct sched *s, struct msg *m)
 void
 enqueue(struct sched *s, struct msg *m)
 {
-	if (m->job || m->queued)
+	if (m->job || m->queued || control_stops(s, m))
 		return;
 	wait_begin(m);
 	fifo_append(s, m);
@@ -214,6 +214,9 @@ schedule_at(struct sched *s, struct msg *m, long long when, int held)
 
 	evloop_timer_cancel(s->ev, m->due);
 	m->due = NULL;
+	control_next(s, m, when <= now ? 0 : when);
+	if (control_stops(s, m))
+		return;
 	if (when <= now) {
 		wait_begin(m);
 		note_sync(s, m);	/* before enqueue, which may end m */
@@ -251,8 +254,8 @@ on_due(struct evloop *ev, struct evtimer *t, void *arg)
 
 /* ---- loading messages ---- */
 
-static struct msg *
-load_msg(struct sched *s, unsigned long id)
+struct msg *
+msg_load(struct sched *s, unsigned long id)
 {
 	char path[QPATH_MAX];
 	struct buf b = BUF_INIT, why = BUF_INIT;
@@ -288,6 +291,7 @@ load_msg(struct sched *s, unsigned long id)
 	u = config_upstream_for(s->cfg, m->sender);
 	m->up = u ? (size_t)(u - s->cfg->upstreams) : NO_UPSTREAM;
 	note_restore(s, m);
+	control_restore(s, m);
 	msg_insert(s, m);
 	buf_free(&b);
 	return m;
@@ -343,6 +347,7 @@ finish(struct sched *s, struct msg *m)
 	    remove_durably(s, m, Q_INFO) < 0 || remove_durably(s, m, Q_MESS) < 0)
 		goto later;
 	log_info("msg %lu: end", m->id);
+	control_forget(s, m);
 	msg_forget(s, m);
 	return;
 later:
@@ -431,7 +436,7 @@ on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg)
 			}
 			continue;
 		}
-		if ((m = load_msg(s, id)) != NULL)
+		if ((m = msg_load(s, id)) != NULL)
 			schedule(s, m, wall());
 	}
 	if (s->todo_pos < s->ntodo) {
@@ -439,6 +444,8 @@ on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg)
 		return;
 	}
 	s->todo_busy = 0;
+	if (s->ctl_again)
+		control_scan(s);
 	if (s->todo_again) {
 		s->todo_again = 0;
 		scan_todo(s);
@@ -474,7 +481,7 @@ scan_info(struct sched *s)
 			queue_path(path, q, Q_TODO, id);
 			if (fstatat(q->dfd, path, &st, 0) == 0)
 				continue;	/* S4: scan_todo preprocesses it */
-			if ((m = load_msg(s, id)) != NULL)
+			if ((m = msg_load(s, id)) != NULL)
 				schedule(s, m, wall());
 		}
 		closedir(d);
@@ -546,6 +553,7 @@ on_trigger(struct evloop *ev, int fd, int events, void *arg)
 	rearm_trigger(s);
 	scan_todo(s);
 	flush_if_asked(s);
+	control_scan(s);
 }
 
 static void
@@ -682,6 +690,7 @@ sched_run(const struct sched_opts *o)
 	scan_info(&s);
 	scan_todo(&s);
 	flush_if_asked(&s);	/* everything is due now anyway: just clear it */
+	control_scan(&s);
 	log_info("started on %s: %zu messages queued", o->q->path, s.nmsg);
 	evloop_timer_at(s.ev, clock_mono_ms() + TODO_RESCAN_MS, on_rescan, &s);
 	evloop_timer_at(s.ev, clock_mono_ms() + CLEANUP_MS, on_cleanup, &s);

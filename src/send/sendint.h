@@ -60,6 +60,12 @@ struct msg {
 	int pass_deferred;
 	long long prio;		/* its class's priority (policy.conf), once known */
 	int prio_known;
+	int held;		/* hold/N: no attempt (control.c) */
+	long long held_since;	/* its wall time */
+	int del_pending;	/* `weir delete` waits for the attempt in flight */
+	struct buf replies;	/* reply/N's "ADDR\0REPLY\n" lines */
+	int replies_dirty;	/* not yet in reply/N */
+	long long next_saved;	/* the next attempt reply/N says */
 	struct msg *hnext;	/* hash chain */
 	struct msg *qnext;	/* FIFO */
 };
@@ -142,6 +148,8 @@ struct sched {
 	uint32_t next_tag;
 	uint64_t gate_backoff;
 	struct evtimer *gate_retry;
+	/* control.c */
+	int ctl_again;		/* a request waits for an attempt's end or preprocessing */
 };
 
 /* sched.c */
@@ -156,6 +164,8 @@ void finish(struct sched *s, struct msg *m);
 size_t upidx(const struct sched *s, const struct msg *m);
 struct msg *msg_by_id(struct sched *s, unsigned long id);
 void upq_unlink(struct sched *s, struct msg *m);	/* out of its FIFO */
+void msg_forget(struct sched *s, struct msg *m);	/* out of memory, freed */
+struct msg *msg_load(struct sched *s, unsigned long id);	/* from info/ */
 
 /* wait.c */
 void wait_begin(struct msg *m);
@@ -186,6 +196,19 @@ void gate_start(struct sched *s);
 void gate_ask(struct sched *s, struct job *j);
 void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply);
+
+/* control.c: `weir hold`, release, delete, requeue (QUEUE.md) */
+void control_restore(struct sched *s, struct msg *m);	/* held? at load */
+/* 1: m must not be attempted now (held, or its deletion waits); its
+ * timer is cancelled and it is out of its FIFO. */
+int control_stops(struct sched *s, struct msg *m);
+/* The next attempt is at wall time when (0: now): reply/N follows. */
+void control_next(struct sched *s, struct msg *m, long long when);
+/* A batch's results: the last reply of each recipient put off. */
+void control_replies(struct sched *s, struct msg *m, const struct job *j,
+    const struct rresult *res);
+void control_scan(struct sched *s);	/* act on ctl/ */
+void control_forget(struct sched *s, struct msg *m);	/* m ends */
 
 /* reload.c */
 void sched_reload(struct sched *s);

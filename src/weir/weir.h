@@ -15,6 +15,9 @@ int cmd_run(int argc, char **argv, struct weir_config *cfg);
 int cmd_flush(int argc, char **argv, struct weir_config *cfg);
 int cmd_queue(int argc, char **argv, struct weir_config *cfg);
 int cmd_status(int argc, char **argv, struct weir_config *cfg);
+/* hold, release, delete, requeue: argv[0] says which (control.c). */
+int cmd_control(int argc, char **argv, struct weir_config *cfg);
+int cmd_resume(int argc, char **argv, struct weir_config *cfg);
 int cmd_test_relay(int argc, char **argv, struct weir_config *cfg);
 /* Loads the config itself (its errors are findings): gets -c's argument. */
 int cmd_check_config(int argc, char **argv, const char *cfile);

@@ -1,0 +1,304 @@
+/*
+ * control.c: the operator's requests while weir-send runs (`weir hold`,
+ * release, delete, requeue; QUEUE.md, "Held messages and control
+ * requests").  A request is an empty file ctl/VERB.N; the trigger, the
+ * start, the end of an attempt and the end of a preprocessing pass make
+ * weir-send read ctl/, act, and remove each request it is done with.
+ * The `weir` command waits for that removal and reads the result off
+ * the queue.
+ *
+ * A held message (hold/N) is in memory with no timer and in no FIFO:
+ * never attempted, so never expired; its release credits the time it was
+ * held as waiting (wait.c), so holding does not age it.  A message whose
+ * attempt is in flight is not changed under its deliverer: a hold takes
+ * effect when the attempt ends, a delete waits for it (its request stays
+ * until then).
+ *
+ * Trusts: ctl/ names, parsed strictly.  Config keys: none.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "mail/qctl.h"
+#include "send/sendint.h"
+
+enum verb { V_HOLD, V_RELEASE, V_DELETE, V_REQUEUE, V_N };
+static const char *const verbs[V_N] = { "hold", "release", "delete", "requeue" };
+
+static void
+on_again(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	(void)ev; (void)t;
+	control_scan(arg);
+}
+
+/* After this turn of the loop: m may be ending now. */
+static void
+scan_soon(struct sched *s)
+{
+	s->ctl_again = 1;
+	evloop_timer_at(s->ev, 0, on_again, s);
+}
+
+void
+control_restore(struct sched *s, struct msg *m)
+{
+	struct buf why = BUF_INIT;
+	int r = qctl_held(s->o->q, m->id, m->birth, &m->held_since, &why);
+
+	if (r < 0) {
+		/* The safe reading: an operator wanted it held. */
+		log_warnx("msg %lu: %s; taken as held", m->id, why.s);
+		m->held_since = 0;
+	}
+	m->held = r != 0;
+	if (m->held && m->held_since == 0)
+		m->held_since = wall();
+	buf_free(&why);
+}
+
+int
+control_stops(struct sched *s, struct msg *m)
+{
+	if (!m->held && !m->del_pending)
+		return 0;
+	evloop_timer_cancel(s->ev, m->due);
+	m->due = NULL;
+	upq_unlink(s, m);
+	wait_end(m);
+	if (m->del_pending && !m->job)
+		scan_soon(s);
+	return 1;
+}
+
+/* reply/N as m's replies and next attempt say (none: removed). */
+static void
+reply_save(struct sched *s, struct msg *m, long long next)
+{
+	char path[QPATH_MAX];
+	struct queue *q = s->o->q;
+	struct buf b = BUF_INIT;
+	int fd;
+
+	snprintf(path, sizeof path, QCTL_REPLY_DIR "/%lu", m->id);
+	m->replies_dirty = 0;
+	m->next_saved = next;
+	if (m->replies.len == 0) {
+		if (unlinkat(q->dfd, path, 0) < 0 && errno != ENOENT)
+			log_warn("msg %lu: unlink %s", m->id, path);
+		return;
+	}
+	buf_printf(&b, "birth %lld\nnext %lld\n", m->birth, next);
+	buf_add(&b, m->replies.s, m->replies.len);
+	fd = openat(q->dfd, QCTL_REPLY_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC, 0644);
+	if (fd < 0 || full_write(fd, b.s, b.len) < 0 || close(fd) < 0 ||
+	    renameat(q->dfd, QCTL_REPLY_TMP, q->dfd, path) < 0) {
+		/* A hint for the listings: the message goes on without it. */
+		if (errno != ENOENT)
+			log_warn("msg %lu: write %s", m->id, path);
+		if (fd >= 0)
+			close(fd);
+	}
+	buf_free(&b);
+}
+
+void
+control_next(struct sched *s, struct msg *m, long long when)
+{
+	if (m->held || m->del_pending)
+		when = 0;
+	if (m->replies_dirty || (m->replies.len && when != m->next_saved))
+		reply_save(s, m, when);
+}
+
+void
+control_replies(struct sched *s, struct msg *m, const struct job *j,
+    const struct rresult *res)
+{
+	struct buf keep = BUF_INIT;
+	const char *p, *end, *nul, *nl;
+	size_t i, alen;
+
+	(void)s;
+	/* Lines of recipients outside this batch stay. */
+	for (p = m->replies.s, end = p + m->replies.len; p && p < end; p = nl + 1) {
+		nul = memchr(p, '\0', (size_t)(end - p));
+		nl = memchr(nul, '\n', (size_t)(end - nul));
+		for (i = 0; i < j->n; i++)
+			if (strlen(j->addrs[i]) == (size_t)(nul - p) &&
+			    memcmp(j->addrs[i], p, (size_t)(nul - p)) == 0)
+				break;
+		if (i == j->n)
+			buf_add(&keep, p, (size_t)(nl + 1 - p));
+	}
+	for (i = 0; i < j->n; i++) {
+		if (res[i].st != RS_TEMP)
+			continue;
+		alen = strlen(j->addrs[i]);
+		buf_add(&keep, j->addrs[i], alen + 1);
+		buf_add_oneline(&keep, res[i].text ? res[i].text : "", res[i].text ?
+		    strlen(res[i].text) : 0);
+		buf_addc(&keep, '\n');
+	}
+	buf_free(&m->replies);
+	m->replies = keep;
+	m->replies_dirty = 1;
+}
+
+void
+control_forget(struct sched *s, struct msg *m)
+{
+	char path[QPATH_MAX];
+	struct buf why = BUF_INIT;
+
+	if (m->replies.len || m->next_saved) {
+		snprintf(path, sizeof path, QCTL_REPLY_DIR "/%lu", m->id);
+		if (unlinkat(s->o->q->dfd, path, 0) < 0 && errno != ENOENT)
+			log_warn("msg %lu: unlink %s", m->id, path);
+	}
+	buf_free(&m->replies);
+
+	/* Held while its last attempt delivered everything. */
+	if (m->held && qctl_unhold(s->o->q, m->id, &why) < 0)
+		log_warnx("msg %lu: %s (a stale hold/ file: its birth tells it)", m->id, why.s);
+	if (m->del_pending)
+		scan_soon(s);
+	buf_free(&why);
+}
+
+/* 1: done with the request; 0: it waits (an attempt in flight, or the
+ * message is not yet preprocessed). */
+static int
+act(struct sched *s, enum verb v, unsigned long id)
+{
+	struct buf why = BUF_INIT;
+	enum qctl_state st;
+	struct msg *m = msg_by_id(s, id);
+	long long birth, now = wall();
+	int fresh = 0;
+
+	if (m == NULL) {
+		if (qctl_state(s->o->q, id, &st, &birth) < 0) {
+			log_warn("ctl: %s %lu", verbs[v], id);
+			return 1;
+		}
+		if (st == QS_TODO)
+			return 0;
+		if (st == QS_NONE || (m = msg_load(s, id)) == NULL) {
+			log_info("ctl: %s %lu: no such message", verbs[v], id);
+			return 1;
+		}
+		fresh = 1;	/* scheduled below, as a scan of info/ would */
+	}
+	switch (v) {
+	case V_HOLD:
+		if (m->held)
+			break;
+		if (qctl_hold(s->o->q, id, m->birth, now, &why) < 0) {
+			log_warnx("msg %lu: hold: %s", id, why.s);
+			break;
+		}
+		m->held = 1;
+		m->held_since = now;
+		log_info("msg %lu: held by the operator%s", id,
+		    m->job ? " (after the attempt in flight)" : "");
+		if (!m->job)
+			(void)control_stops(s, m);
+		break;
+	case V_RELEASE:
+		if (!m->held)
+			break;
+		if (qctl_unhold(s->o->q, id, &why) < 0) {
+			log_warnx("msg %lu: release: %s", id, why.s);
+			break;
+		}
+		m->held = 0;
+		if (now > m->held_since)
+			m->waited_ms += (now - m->held_since) * 1000;
+		log_info("msg %lu: released by the operator after %lld s held", id,
+		    now - m->held_since);
+		schedule(s, m, now);
+		break;
+	case V_REQUEUE:
+		if (m->held) {
+			log_info("msg %lu: requeue: held; release it", id);
+			break;
+		}
+		log_info("msg %lu: requeued by the operator", id);
+		schedule(s, m, now);	/* through the gate, as always */
+		break;
+	case V_DELETE:
+		if (m->job) {
+			if (!m->del_pending)
+				log_info("msg %lu: delete waits for the attempt in flight", id);
+			m->del_pending = 1;
+			return 0;
+		}
+		if (qctl_delete(s->o->q, id, &why) < 0) {
+			log_warnx("msg %lu: delete: %s", id, why.s);
+			break;
+		}
+		log_info("msg %lu: deleted by the operator", id);
+		buf_free(&m->replies);
+		msg_forget(s, m);
+		m = NULL;
+		break;
+	case V_N:
+		break;
+	}
+	if (fresh && m)
+		schedule(s, m, now);
+	buf_free(&why);
+	return 1;
+}
+
+void
+control_scan(struct sched *s)
+{
+	char path[sizeof QCTL_DIR + 256];
+	struct queue *q = s->o->q;
+	struct dirent *e;
+	unsigned long id;
+	const char *dot;
+	enum verb v;
+	DIR *d;
+	int fd;
+
+	s->ctl_again = 0;
+	fd = openat(q->dfd, QCTL_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+		if (errno != ENOENT)
+			log_warn("open %s", QCTL_DIR);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		dot = strchr(e->d_name, '.');
+		for (v = 0; v < V_N; v++)
+			if (dot && (size_t)(dot - e->d_name) == strlen(verbs[v]) &&
+			    memcmp(e->d_name, verbs[v], strlen(verbs[v])) == 0)
+				break;
+		if (v == V_N || queue_parse_id(dot + 1, &id) < 0) {
+			log_warnx("%s/%s: not a request; ignored", QCTL_DIR, e->d_name);
+			continue;
+		}
+		if (act(s, v, id) == 0) {
+			s->ctl_again = 1;
+			continue;
+		}
+		snprintf(path, sizeof path, QCTL_DIR "/%s", e->d_name);
+		if (unlinkat(q->dfd, path, 0) < 0 && errno != ENOENT)
+			log_warn("unlink %s", path);
+	}
+	closedir(d);
+}
