@@ -60,7 +60,7 @@ summary(struct wgate *g, struct buf *b, int64_t mono)
 static void
 replay_once(struct buf *sum, int64_t mono, int64_t wall)
 {
-	const struct wg_ops ops = { no_grant, no_refuse, NULL };
+	const struct wg_ops ops = { .granted = no_grant, .refused = no_refuse };
 	struct journal j;
 	struct wgate g;
 
