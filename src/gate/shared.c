@@ -65,7 +65,7 @@ static const char grant_lua[] =
 "end\n"
 "local poll = tonumber(ARGV[7])\n"
 "local maxc = tonumber(ARGV[6])\n"
-"if maxc > 0 and #ids >= maxc then return {0, poll, now} end\n"
+"if maxc > 0 and w[3] > 0 and held[3] + w[3] > maxc then return {0, poll, now} end\n"
 "local nwin = tonumber(ARGV[10])\n"
 "local maxper = 0\n"
 "for i = 0, nwin - 1 do\n"

@@ -367,25 +367,50 @@ wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *s
 	return WG_OK;
 }
 
-int64_t
-wg_head_fit(struct wg_up *u, int64_t now)
+/* A kept session's connection slot (0 messages, 0 recipients): it does
+ * not queue behind messages.  The messages its session will carry are
+ * granted to the same client, which may hold some already: a slot that
+ * waited behind requests that wait for those grants' reports would
+ * never come. */
+static int
+slot_only(const struct wg_req *r)
 {
-	struct wg_req *r = u->wait_head;
+	return r->w[UNIT_MESSAGES] == 0 && r->w[UNIT_RECIPIENTS] == 0;
+}
+
+/* The first request of the FIFO proper (not a slot). */
+static struct wg_req *
+fifo_head(const struct wg_up *u)
+{
+	struct wg_req *r;
+
+	for (r = u->wait_head; r && slot_only(r); r = r->next)
+		;
+	return r;
+}
+
+/* When r could be granted, as wg_head_fit says. */
+static int64_t
+req_fit(struct wg_up *u, const struct wg_req *r, int64_t now)
+{
 	int64_t at = now, excess, acc, t;
 	uint64_t s;
 	size_t i;
 
-	if (r == NULL)
-		return -2;
 	if (!u->in_policy)
 		return -1;	/* a policy that names it */
 	if (u->susp_until > now)
 		at = u->susp_until;
 	if (u->auth_until > at)
 		at = u->auth_until;
-	if (u->max_conn && (int64_t)u->nheld >= u->max_conn)
+	/* max_connections counts the grants that hold a connection: a
+	 * kept session's slot (weight 0/0/1) while it lives, not the
+	 * messages it carries (1/n/0). */
+	if (u->max_conn && r->w[UNIT_CONNECTIONS] > 0 &&
+	    u->held[UNIT_CONNECTIONS] + r->w[UNIT_CONNECTIONS] > u->max_conn)
 		return -1;
-	if (u->probe && u->nheld > 0)
+	if (u->probe && u->nheld > 0 && (r->w[UNIT_CONNECTIONS] > 0 ||
+	    u->held[UNIT_CONNECTIONS] == 0))
 		return -1;	/* one probe at a time */
 	if (u->shared && u->shared_retry > at)
 		at = u->shared_retry;
@@ -422,6 +447,20 @@ wg_head_fit(struct wg_up *u, int64_t now)
 	return at;
 }
 
+int64_t
+wg_head_fit(struct wg_up *u, int64_t now)
+{
+	const struct wg_req *r, *h = fifo_head(u);
+	int64_t best = h ? req_fit(u, h, now) : -2, t;
+
+	for (r = u->wait_head; r; r = r->next)
+		if (slot_only(r) && (t = req_fit(u, r, now)) >= 0 && (best < 0 || t < best))
+			best = t;
+	if (best == -2 && u->wait_head)
+		best = -1;	/* only slots wait, and only a report can help */
+	return best;
+}
+
 static void
 grant(struct wgate *g, struct wg_up *u, struct wg_req *r, int64_t now)
 {
@@ -438,6 +477,21 @@ grant(struct wgate *g, struct wg_up *u, struct wg_req *r, int64_t now)
 		g->ops.granted(g->ops.arg, r);
 }
 
+/* Grant r if it fits now (and, shared, the store agrees): 1 granted. */
+static int
+try_grant(struct wgate *g, struct wg_up *u, struct wg_req *r, int64_t now)
+{
+	if (req_fit(u, r, now) != now)
+		return 0;
+	if (u->shared && g->ops.admit && !g->ops.admit(g->ops.arg, r, now, &u->shared_retry)) {
+		if (u->shared_retry <= now)
+			u->shared_retry = now + 1;
+		return 0;
+	}
+	grant(g, u, r, now);
+	return 1;
+}
+
 size_t
 wg_pump(struct wgate *g, int64_t now)
 {
@@ -445,17 +499,16 @@ wg_pump(struct wgate *g, int64_t now)
 	size_t n = 0;
 
 	for (u = g->ups; u; u = u->next) {
+		struct wg_req *r, *next;
+
 		wg_expire(u, now);
-		while (u->wait_head && wg_head_fit(u, now) == now) {
-			if (u->shared && g->ops.admit &&
-			    !g->ops.admit(g->ops.arg, u->wait_head, now, &u->shared_retry)) {
-				if (u->shared_retry <= now)
-					u->shared_retry = now + 1;
-				break;
-			}
-			grant(g, u, u->wait_head, now);
-			n++;
+		for (r = u->wait_head; r; r = next) {
+			next = r->next;
+			if (slot_only(r))
+				n += (size_t)try_grant(g, u, r, now);
 		}
+		while ((r = fifo_head(u)) != NULL && try_grant(g, u, r, now))
+			n++;
 	}
 	return n;
 }

@@ -1,6 +1,8 @@
 /* io.c: see io.h.  Short reads and writes are normal; only errors stop. */
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "lib/io.h"
@@ -127,3 +129,41 @@ fd_flag(int fd, int get, int set, int flag, int on)
 
 int fd_nonblock(int fd, int on) { return fd_flag(fd, F_GETFL, F_SETFL, O_NONBLOCK, on); }
 int fd_cloexec(int fd, int on) { return fd_flag(fd, F_GETFD, F_SETFD, FD_CLOEXEC, on); }
+
+int
+fd_send(int sock, const void *p, size_t n, const int *fds, size_t nfd)
+{
+	union {
+		char buf[CMSG_SPACE(8 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *c;
+	ssize_t r;
+
+	if (nfd > 8) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (nfd > 0) {
+		memset(&u, 0, sizeof u);
+		mh.msg_control = u.buf;
+		mh.msg_controllen = CMSG_SPACE(nfd * sizeof(int));
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(nfd * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, nfd * sizeof(int));
+	}
+	do
+		r = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -1;
+	if ((size_t)r != n) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return 0;
+}

@@ -30,5 +30,8 @@ int read_fd_all(int fd, struct buf *b, size_t max) MUST_CHECK;
 /* Set or clear O_NONBLOCK / FD_CLOEXEC. */
 int fd_nonblock(int fd, int on) MUST_CHECK;
 int fd_cloexec(int fd, int on) MUST_CHECK;
+/* One datagram of n bytes on a SOCK_SEQPACKET socket, carrying nfd
+ * descriptors (SCM_RIGHTS, at most 8): 0, or -1 with errno. */
+int fd_send(int sock, const void *p, size_t n, const int *fds, size_t nfd) MUST_CHECK;
 
 #endif

@@ -107,6 +107,10 @@ static const struct key upkeys[] = {
 	{ "timeout_data_init",  K_DURATION, "2m",  0, 1, 3600, UOFF(timeout_data_init), NULL },
 	{ "timeout_data_block", K_DURATION, "3m",  0, 1, 3600, UOFF(timeout_data_block), NULL },
 	{ "timeout_data_end",   K_DURATION, "10m", 0, 1, 3600, UOFF(timeout_data_end), NULL },
+	/* weir-send: a session kept open for the next message ends after
+	 * this long idle (0: a session per message); below the 5 minutes
+	 * RFC 5321 4.5.3.2 gives a server to wait for our next command. */
+	{ "session_idle",       K_DURATION, "30s", 0, 0, 3600, UOFF(session_idle), NULL },
 };
 #define NUPKEYS (sizeof upkeys / sizeof upkeys[0])
 

@@ -54,6 +54,7 @@ struct weir_upstream {
 	long long timeout_data_init;	/* timeout_data_init (2m) */
 	long long timeout_data_block;	/* timeout_data_block (3m) */
 	long long timeout_data_end;	/* timeout_data_end (10m) */
+	long long session_idle;		/* session_idle: kept session's idle end (30s); 0: none */
 };
 
 /* listen { ... }: weir-smtpd.  Without the section every key has its

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
@@ -34,6 +35,9 @@
 #include "remote/tls.h"
 
 #define MESSAGE_MAX (1024UL * 1024 * 1024)	/* 1 GiB: beyond it, "Z" */
+/* A session's request: the sender and the recipients of one batch
+ * (weir-send sends a bigger batch to a deliverer of its own). */
+#define REQUEST_MAX (256UL * 1024)
 
 static void
 add_text(struct buf *out, const char *t)
@@ -58,13 +62,13 @@ remote_format(const struct smtp_result *res, struct buf *out)
 }
 
 static int
-emit(const struct smtp_result *res)
+emit(int fd, const struct smtp_result *res)
 {
 	struct buf out = BUF_INIT;
 	int r;
 
 	remote_format(res, &out);
-	r = full_write(STDOUT_FILENO, out.s, out.len);
+	r = full_write(fd, out.s, out.len);
 	if (r < 0)
 		log_warn("writing the reports");
 	buf_free(&out);
@@ -73,8 +77,8 @@ emit(const struct smtp_result *res)
 
 /* A message-level report with no recipient reports: qmail-remote's way
  * of saying every recipient shares the fate. */
-static int PRINTFLIKE(2, 3)
-whole(size_t nrcpt, const char *fmt, ...)
+static int PRINTFLIKE(3, 4)
+whole(int fd, size_t nrcpt, const char *fmt, ...)
 {
 	struct smtp_result res;
 	va_list ap;
@@ -95,7 +99,7 @@ whole(size_t nrcpt, const char *fmt, ...)
 	res.kind = 'Z';
 	buf_adds(&res.text, text);
 	log_warnx("%s", text);
-	r = emit(&res);
+	r = emit(fd, &res);
 	smtp_result_free(&res);
 	return r;
 }
@@ -169,13 +173,17 @@ fail:
  * out and no answer came (it may have taken the message, at any moment
  * until the final-dot timeout); or the send happened, with this many
  * recipients accepted. */
-enum outcome { OUT_REFUND, OUT_THROTTLED, OUT_AUTHFAIL, OUT_NOMAIL, OUT_UNKNOWN, OUT_SENT };
+enum outcome {
+	OUT_REFUND, OUT_THROTTLED, OUT_AUTHFAIL, OUT_NOMAIL, OUT_UNKNOWN, OUT_SENT, OUT_STALE
+};
 
 static enum outcome
 outcome(const struct smtp_result *res)
 {
 	if (!res->connected)
 		return OUT_REFUND;
+	if (res->stale)
+		return OUT_STALE;	/* a kept session's: nothing of it sent */
 	if (res->suspend)
 		return OUT_THROTTLED;
 	if (res->authfail)
@@ -185,9 +193,9 @@ outcome(const struct smtp_result *res)
 	return res->mail_accepted ? OUT_SENT : OUT_NOMAIL;
 }
 
-/* For a caller that holds the grant (-n -r FD): one line on FD,
- *   "refund", "nomail", "unknown", "throttled REPLY", "authfail REPLY",
- *   "sent N AT UNDONE" or "relay N AT UNDONE"
+/* For a caller that holds the grant (-n -r FD, -S): one line on FD,
+ *   "refund", "stale", "nomail", "unknown", "throttled REPLY",
+ *   "authfail REPLY", "sent N AT UNDONE" or "relay N AT UNDONE"
  * where relay means the upstream refused us (relaying denied, the same
  * refusal for every recipient), not the recipients; N recipients were
  * accepted; AT is clock_mono_ms() when the 250 to the final dot was
@@ -207,6 +215,9 @@ outcome_write(int fd, const struct smtp_result *res)
 		break;
 	case OUT_REFUND:
 		buf_adds(&b, "refund");
+		break;
+	case OUT_STALE:
+		buf_adds(&b, "stale");
 		break;
 	case OUT_NOMAIL:
 		buf_adds(&b, "nomail");
@@ -249,6 +260,7 @@ gate_report(struct gate *g, const struct smtp_result *res)
 		k = gc_report_authfail(&g->gc, g->tag, res->throttle.s ? res->throttle.s : "");
 		break;
 	case OUT_REFUND:
+	case OUT_STALE:
 		k = gc_report_refund(&g->gc, g->tag);
 		break;
 	case OUT_NOMAIL:
@@ -415,154 +427,382 @@ die_with_parent(pid_t parent)
 		fatalx(111, "the caller (pid %ld) is gone; not sending", (long)parent);
 }
 
-int
-remote_run(int argc, char **argv, pid_t parent)
-{
+/* The upstream and how to reach it, from -c and -u (or the sender). */
+struct remote {
 	struct weir_config cfg;
+	int have_cfg;
 	struct weir_upstream fallback;
+	int have_fallback;
 	const struct weir_upstream *up;
-	struct buf err = BUF_INIT, secret = BUF_INIT;
-	struct body body;
 	struct smtp_params p;
-	struct smtp_result res;
-	struct trouble_rules *rules = NULL;
-	const char *cfile = NULL, *upname = NULL, *host, *sender;
-	const char *const *rcpts;
-	struct gate gate;
-	size_t nrcpt;
-	int opt, rc, have_fallback = 0, have_cfg = 0, use_gate = 1, outfd = -1, test = 0;
-	char *end;
+	struct buf secret;
+	struct trouble_rules *rules;
+};
 
-	memset(&p, 0, sizeof p);
+/* "file:line: what" lines of a config error, on one line. */
+static void
+flatten(struct buf *err)
+{
+	size_t i;
+
+	while (err->len > 0 && err->s[err->len - 1] == '\n')
+		err->s[--err->len] = '\0';
+	for (i = 0; i < err->len; i++)
+		if (err->s[i] == '\n')
+			err->s[i] = ' ';
+}
+
+/* The config and the upstream for sender (or -u upname) into r: 0, or
+ * -1 with the report's text in why. */
+static int
+find_upstream(struct remote *r, const char *cfile, const char *upname, const char *host,
+    const char *sender, struct buf *why)
+{
+	struct buf err = BUF_INIT;
+	int rc = -1;
+
+	if (config_load(&r->cfg, cfile, &err) < 0) {
+		flatten(&err);
+		buf_printf(why, "weir-remote: configuration: %s (#4.3.0)\n", err.s);
+		goto out;
+	}
+	r->have_cfg = 1;
+	if (upname) {
+		r->up = config_upstream(&r->cfg, upname);
+		if (r->up == NULL) {
+			buf_printf(why, "weir-remote: no upstream \"%s\" in %s. (#4.3.0)\n",
+			    upname, r->cfg.file ? r->cfg.file : "the configuration");
+			goto out;
+		}
+	} else if ((r->up = config_upstream_for(&r->cfg, sender)) == NULL) {
+		config_upstream_defaults(&r->fallback);
+		r->fallback.port = 25;
+		r->have_fallback = 1;
+		r->up = &r->fallback;
+	}
+	r->p.up = r->up;
+	r->p.host = r->up->host ? r->up->host : host;
+	r->p.port = r->up->port ? r->up->port : default_port(r->up->tls);
+	r->p.helo = r->cfg.hostname;
+	log_info("upstream %s: %s:%u, tls %s%s", r->up->name ? r->up->name : "(none)",
+	    r->p.host, r->p.port, r->up->tls == UP_TLS_SMTPS ? "smtps" :
+	    r->up->tls == UP_TLS_NONE ? "none" : "starttls",
+	    r->up->tls != UP_TLS_NONE && !r->up->verify ? " (not verified)" : "");
+	rc = 0;
+out:
+	buf_free(&err);
+	return rc;
+}
+
+/* The secret, TLS and the reply rules: 0, or -1 with the report's text
+ * in why. */
+static int
+get_ready(struct remote *r, struct buf *why)
+{
+	struct buf err = BUF_INIT;
+	int rc = 0;
+
+	if (prepare(r->up, &r->p, &r->secret, &err) < 0) {
+		buf_printf(why, "weir-remote: %s. (#4.3.0)\n", err.s);
+		rc = -1;
+	} else {
+		r->rules = rules_new(&r->cfg);
+		r->p.rules = r->rules;
+	}
+	buf_free(&err);
+	return rc;
+}
+
+static void
+remote_free(struct remote *r)
+{
+	secret_wipe(&r->secret);
+	trouble_free(r->rules);
+	tls_client_free(r->p.tls);
+	if (r->have_fallback)
+		config_upstream_free(&r->fallback);
+	if (r->have_cfg)
+		config_free(&r->cfg);
+}
+
+/* The message on mfd, read through: 0, or -1 when it cannot be sent as
+ * it is, its reports written to repfd (*rc: 111 if even that failed). */
+static int
+open_message(struct body *body, int mfd, size_t nrcpt, int repfd, int *rc)
+{
+	struct buf err = BUF_INIT;
+	struct smtp_result bad;
+	size_t i;
+	int perm;
+
+	if (body_open(body, mfd, MESSAGE_MAX, &err) < 0) {
+		*rc = whole(repfd, nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
+		buf_free(&err);
+		return -1;
+	}
+	if (!body->info.too_long_line)
+		return 0;
+	memset(&bad, 0, sizeof bad);
+	bad.nrcpt = nrcpt;
+	bad.rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *bad.rcpt);
+	buf_printf(&bad.text, "Line %zu of the message is %zu bytes long; SMTP allows "
+	    "%d (RFC 5322 2.1.1), so it cannot be sent as it is. (#5.6.0)\n",
+	    body->info.too_long_line, body->info.too_long_len, BODY_LINE_MAX);
+	perm = trouble_situation(SIT_LINE_TOO_LONG) == T_BOUNCE;
+	for (i = 0; i < nrcpt; i++) {
+		bad.rcpt[i].kind = perm ? 'h' : 's';
+		buf_adds(&bad.rcpt[i].text, bad.text.s);
+	}
+	bad.kind = perm ? 'D' : 'Z';
+	log_warnx("%s", bad.text.s);
+	*rc = emit(repfd, &bad);
+	smtp_result_free(&bad);
+	return -1;
+}
+
+/* One message from the caller (fd 0), as qmail-remote takes it. */
+static int
+single(const char *cfile, const char *upname, int use_gate, int outfd, pid_t parent,
+    const char *host, const char *sender, const char *const *rcpts, size_t nrcpt)
+{
+	struct remote r;
+	struct buf why = BUF_INIT;
+	struct body body;
+	struct smtp_result res;
+	struct gate gate;
+	int rc;
+
+	memset(&r, 0, sizeof r);
 	memset(&body, 0, sizeof body);	/* body_close() is safe on it */
 	memset(&gate, 0, sizeof gate);
 	gate.gc.fd = -1;
+	if (find_upstream(&r, cfile, upname, host, sender, &why) < 0) {
+		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
+		goto out;
+	}
+	if (open_message(&body, STDIN_FILENO, nrcpt, STDOUT_FILENO, &rc) < 0)
+		goto out;
+	if (get_ready(&r, &why) < 0) {
+		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
+		goto out;
+	}
+	if (!use_gate && config_untrusted_env())
+		die_with_parent(parent);
+	if (use_gate && !gate_acquire(&gate, r.cfg.gate_socket, r.up, sender, nrcpt, &why)) {
+		rc = whole(STDOUT_FILENO, nrcpt, "weir-remote: %s; not sending. (#4.3.0)\n",
+		    why.s);
+		goto out;
+	}
+	r.p.max_rcpt = gate.max_rcpt;
+	smtp_deliver(&r.p, sender, rcpts, nrcpt, &body, &res);
+	secret_wipe(&r.secret);
+	gate_report(&gate, &res);
+	if (outfd >= 0)
+		outcome_write(outfd, &res);
+	rc = emit(STDOUT_FILENO, &res);
+	smtp_result_free(&res);
+out:
+	if (gate.gc.fd >= 0)
+		gc_close(&gate.gc);
+	body_close(&body);
+	remote_free(&r);
+	buf_free(&why);
+	return rc;
+}
+
+/* -S: a kept session (remote.h).  One request: its datagram, and the
+ * descriptors it carries (message, reports, outcome).  1, 0 at the end
+ * (the caller closed its side), -1 for a malformed request (logged). */
+static int
+request_read(int sock, struct buf *req, int fds[3])
+{
+	char cbuf[CMSG_SPACE(3 * sizeof(int))];
+	struct iovec iov = { .iov_base = req->s, .iov_len = req->cap };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+	    .msg_controllen = sizeof cbuf };
+	struct cmsghdr *c;
+	ssize_t n;
+	size_t nfd = 0, i;
+
+	fds[0] = fds[1] = fds[2] = -1;
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		log_warn("session: reading the next request");
+		return -1;
+	}
+	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+			for (i = 0; i < k; i++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+				if (nfd < 3)
+					fds[nfd++] = fd;
+				else
+					close(fd);
+			}
+		}
+	if (n == 0 && nfd == 0)
+		return 0;
+	req->len = (size_t)n;
+	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || nfd != 3) {
+		log_warnx("session: a request %s; ending the session", nfd != 3 ?
+		    "without its three descriptors" : "too big for its buffer");
+		return -1;
+	}
+	return 1;
+}
+
+/* "SENDER\0RCPT\0...RCPT\0" into sender and rcpts: how many
+ * recipients, or 0 if malformed. */
+static size_t
+request_parse(struct buf *req, const char **sender, const char ***rcpts)
+{
+	size_t i, n = 0, k = 0;
+
+	if (req->len < 3 || req->s[req->len - 1] != '\0')
+		return 0;
+	for (i = 0; i < req->len; i++)
+		n += req->s[i] == '\0';
+	if (n < 2)
+		return 0;
+	*rcpts = xcalloc(n - 1, sizeof **rcpts);
+	*sender = req->s;
+	for (i = strlen(req->s) + 1; i < req->len; i += strlen(req->s + i) + 1) {
+		if (req->s[i] == '\0') {	/* an empty recipient */
+			free(*rcpts);
+			*rcpts = NULL;
+			return 0;
+		}
+		(*rcpts)[k++] = req->s + i;
+	}
+	return k;
+}
+
+/* The outcome of a message that never reached the upstream. */
+static void
+refund(int fd)
+{
+	if (full_write(fd, "refund\n", 7) < 0)
+		log_warn("writing the outcome");
+}
+
+/* One request of a session: the message delivered over ss (NULL: the
+ * session could not be set up, why says so), its reports and outcome
+ * written.  1: the session can take another message. */
+static int
+session_message(struct smtp_session *ss, struct buf *req, const int fds[3],
+    const struct buf *why)
+{
+	const char *sender = NULL, **rcpts = NULL;
+	size_t nrcpt = request_parse(req, &sender, &rcpts);
+	struct smtp_result res;
+	struct body body;
+	int rc = 0, more = 0;
+
+	memset(&body, 0, sizeof body);
+	if (ss == NULL || nrcpt == 0) {
+		(void)whole(fds[1], nrcpt, "%s", ss ? "weir-remote: a malformed request from "
+		    "weir-send. (#4.3.5)\n" : why->s);
+		refund(fds[2]);
+	} else if (open_message(&body, fds[0], nrcpt, fds[1], &rc) < 0) {
+		refund(fds[2]);
+		more = rc == 0;
+	} else {
+		smtp_session_deliver(ss, sender, rcpts, nrcpt, &body, &res);
+		outcome_write(fds[2], &res);
+		more = emit(fds[1], &res) == 0 && smtp_session_open(ss);
+		smtp_result_free(&res);
+	}
+	body_close(&body);
+	free(rcpts);
+	return more;
+}
+
+static int
+session(const char *cfile, const char *upname, const char *host, pid_t parent)
+{
+	struct remote r;
+	struct buf why = BUF_INIT, req = BUF_INIT;
+	struct smtp_session *ss = NULL;
+	int fds[3], k, i, more = 1;
+
+	memset(&r, 0, sizeof r);
+	if (find_upstream(&r, cfile, upname, host, "", &why) == 0 && get_ready(&r, &why) == 0)
+		ss = smtp_session_new(&r.p);
+	if (config_untrusted_env())
+		die_with_parent(parent);
+	buf_reserve(&req, REQUEST_MAX);
+	while (more && (k = request_read(STDIN_FILENO, &req, fds)) > 0) {
+		more = session_message(ss, &req, fds, &why);
+		for (i = 0; i < 3; i++)
+			close(fds[i]);
+		/* Then, the word that the reports are complete. */
+		if (send(STDIN_FILENO, more ? "ready" : "closing", more ? 5 : 7, MSG_NOSIGNAL) < 0)
+			more = 0;
+	}
+	if (k < 0)
+		for (i = 0; i < 3; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+	smtp_session_free(ss);
+	remote_free(&r);
+	buf_free(&req);
+	buf_free(&why);
+	return 0;
+}
+
+int
+remote_run(int argc, char **argv, pid_t parent)
+{
+	const char *cfile = NULL, *upname = NULL;
+	int opt, use_gate = 1, outfd = -1, test = 0, keep = 0;
+	char *end;
+
 	opterr = 0;
-	while ((opt = getopt(argc, argv, "+c:nr:Tu:")) != -1) {
+	while ((opt = getopt(argc, argv, "+c:nr:STu:")) != -1) {
 		switch (opt) {
 		case 'c': cfile = optarg; break;
 		case 'n': use_gate = 0; break;
+		case 'S': keep = 1; break;
 		case 'T': test = 1; break;
 		case 'r':
 			outfd = (int)strtol(optarg, &end, 10);
 			if (*end || outfd < 3 || fcntl(outfd, F_GETFD) < 0)
-				return whole(0, "weir-remote was invoked improperly: -r needs an "
-				    "open descriptor above 2. (#4.3.5)\n");
+				return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
+				    "-r needs an open descriptor above 2. (#4.3.5)\n");
 			break;
 		case 'u': upname = optarg; break;
 		default:
-			return whole(0, "weir-remote was invoked improperly: unknown option "
-			    "-%c. (#4.3.5)\n", optopt);
+			return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
+			    "unknown option -%c. (#4.3.5)\n", optopt);
 		}
 	}
 	if (!use_gate && config_untrusted_env())
 		die_with_parent(parent);
 	if (test) {
-		if (upname == NULL || optind != argc || use_gate == 0 || outfd >= 0) {
+		if (upname == NULL || optind != argc || use_gate == 0 || outfd >= 0 || keep) {
 			log_warnx("usage: weir-remote [-c FILE] -T -u UPSTREAM");
 			return 2;
 		}
 		return probe(cfile, upname);
 	}
+	if (keep) {
+		/* The caller holds a grant for each message it hands over. */
+		if (upname == NULL || argc - optind != 1 || outfd >= 0) {
+			log_warnx("usage: weir-remote [-c FILE] -S -u UPSTREAM host");
+			return 2;
+		}
+		return session(cfile, upname, argv[optind], parent);
+	}
 	if (argc - optind < 3)
-		return whole(0, "weir-remote was invoked improperly: usage: weir-remote "
-		    "[-c FILE] [-u UPSTREAM] [-n [-r FD]] host sender recip... (#4.3.5)\n");
-	host = argv[optind];
-	sender = argv[optind + 1];
-	rcpts = (const char *const *)argv + optind + 2;
-	nrcpt = (size_t)(argc - optind - 2);
-
-	if (config_load(&cfg, cfile, &err) < 0) {
-		size_t i;
-
-		/* "file:line: what" lines, on one line of the report. */
-		while (err.len > 0 && err.s[err.len - 1] == '\n')
-			err.s[--err.len] = '\0';
-		for (i = 0; i < err.len; i++)
-			if (err.s[i] == '\n')
-				err.s[i] = ' ';
-		rc = whole(nrcpt, "weir-remote: configuration: %s (#4.3.0)\n", err.s);
-		goto out;
-	}
-	have_cfg = 1;
-	if (upname) {
-		up = config_upstream(&cfg, upname);
-		if (up == NULL) {
-			rc = whole(nrcpt, "weir-remote: no upstream \"%s\" in %s. (#4.3.0)\n",
-			    upname, cfg.file ? cfg.file : "the configuration");
-			goto out;
-		}
-	} else if ((up = config_upstream_for(&cfg, sender)) == NULL) {
-		config_upstream_defaults(&fallback);
-		fallback.port = 25;
-		have_fallback = 1;
-		up = &fallback;
-	}
-	p.up = up;
-	p.host = up->host ? up->host : host;
-	p.port = up->port ? up->port : default_port(up->tls);
-	p.helo = cfg.hostname;
-	log_info("upstream %s: %s:%u, tls %s%s", up->name ? up->name : "(none)", p.host, p.port,
-	    up->tls == UP_TLS_SMTPS ? "smtps" : up->tls == UP_TLS_NONE ? "none" : "starttls",
-	    up->tls != UP_TLS_NONE && !up->verify ? " (not verified)" : "");
-
-	if (body_open(&body, STDIN_FILENO, MESSAGE_MAX, &err) < 0) {
-		rc = whole(nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
-		goto out;
-	}
-	if (body.info.too_long_line) {
-		struct smtp_result bad;
-		size_t i;
-		int perm;
-
-		memset(&bad, 0, sizeof bad);
-		bad.nrcpt = nrcpt;
-		bad.rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *bad.rcpt);
-		buf_printf(&bad.text, "Line %zu of the message is %zu bytes long; SMTP allows "
-		    "%d (RFC 5322 2.1.1), so it cannot be sent as it is. (#5.6.0)\n",
-		    body.info.too_long_line, body.info.too_long_len, BODY_LINE_MAX);
-		perm = trouble_situation(SIT_LINE_TOO_LONG) == T_BOUNCE;
-		for (i = 0; i < nrcpt; i++) {
-			bad.rcpt[i].kind = perm ? 'h' : 's';
-			buf_adds(&bad.rcpt[i].text, bad.text.s);
-		}
-		bad.kind = perm ? 'D' : 'Z';
-		log_warnx("%s", bad.text.s);
-		rc = emit(&bad);
-		smtp_result_free(&bad);
-		goto out;
-	}
-	if (prepare(up, &p, &secret, &err) < 0) {
-		rc = whole(nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
-		goto out;
-	}
-	if (!use_gate && config_untrusted_env())
-		die_with_parent(parent);
-	rules = rules_new(&cfg);
-	p.rules = rules;
-	if (use_gate && !gate_acquire(&gate, cfg.gate_socket, up, sender, nrcpt, &err)) {
-		rc = whole(nrcpt, "weir-remote: %s; not sending. (#4.3.0)\n", err.s);
-		goto out;
-	}
-	p.max_rcpt = gate.max_rcpt;
-	smtp_deliver(&p, sender, rcpts, nrcpt, &body, &res);
-	secret_wipe(&secret);
-	gate_report(&gate, &res);
-	if (outfd >= 0)
-		outcome_write(outfd, &res);
-	rc = emit(&res);
-	smtp_result_free(&res);
-out:
-	if (gate.gc.fd >= 0)
-		gc_close(&gate.gc);
-	secret_wipe(&secret);
-	trouble_free(rules);
-	tls_client_free(p.tls);
-	body_close(&body);
-	buf_free(&err);
-	if (have_fallback)
-		config_upstream_free(&fallback);
-	if (have_cfg)
-		config_free(&cfg);
-	return rc;
+		return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: usage: "
+		    "weir-remote [-c FILE] [-u UPSTREAM] [-n [-r FD]] host sender recip... "
+		    "(#4.3.5)\n");
+	return single(cfile, upname, use_gate, outfd, parent, argv[optind], argv[optind + 1],
+	    (const char *const *)argv + optind + 2, (size_t)(argc - optind - 2));
 }

@@ -14,6 +14,7 @@
  * Trusts: nothing the server sends.  Config keys: those of struct
  * weir_upstream (timeouts, tls, mechanisms, max_recipients).
  */
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,17 +33,21 @@
 enum state {
 	S_CONNECT, S_TLS_IMPLICIT, S_BANNER, S_EHLO, S_HELO, S_STARTTLS, S_TLS, S_AUTH,
 	S_MAIL, S_RCPT, S_DATA, S_BODY, S_DOT, S_QUIT, S_DONE,
+	/* A kept session (smtp_session_*) only: RSET before the next MAIL
+	 * after a transaction that did not end in a 250 to the final dot;
+	 * IDLE, where a kept session waits for its next message. */
+	S_RSET, S_IDLE,
 };
 
 static const char *const state_name[] = {
 	"CONNECT", "TLS", "BANNER", "EHLO", "HELO", "STARTTLS", "TLS", "AUTH",
-	"MAIL", "RCPT", "DATA", "BODY", "DOT", "QUIT", "DONE",
+	"MAIL", "RCPT", "DATA", "BODY", "DOT", "QUIT", "DONE", "RSET", "IDLE",
 };
 
 /* The probe's names for the steps (smtp.h). */
 static const char *const step_name[] = {
 	"connect", "tls", "banner", "ehlo", "helo", "starttls", "tls", "auth",
-	"mail", "rcpt", "data", "data", "data", "quit", "done",
+	"mail", "rcpt", "data", "data", "data", "quit", "done", "rset", "idle",
 };
 
 struct caps {
@@ -55,9 +60,12 @@ struct caps {
 
 /* Recipient states beyond smtp_rcpt.kind while a session runs. */
 #define RC_ACCEPTED 'a'
-#define RC_UNDONE 'u'		/* beyond this session's one transaction */
+#define RC_UNDONE 'u'		/* beyond this message's one transaction */
 
-struct sess {
+/* How long an idle session's unasked bytes get to make a line. */
+#define IDLE_PEEK_MS 200
+
+struct smtp_session {
 	const struct smtp_params *p;
 	const struct weir_upstream *up;
 	struct smtp_result *res;
@@ -83,11 +91,17 @@ struct sess {
 	/* the probe (smtp_probe): stop after AUTH, say what each step did */
 	int probe;
 	const char *step;		/* the step running now */
+	/* A kept session: after a transaction the machine stops in IDLE,
+	 * not QUIT; reused, this message goes over a connection an
+	 * earlier one opened; need_rset, the last transaction did not end
+	 * with a 250 to the final dot. */
+	int keep, reused, need_rset, idle;
+	int attempted;			/* a connection was tried */
 };
 
 /* The probe's line for a step that worked. */
 static void PRINTFLIKE(3, 4)
-probe_ok(struct sess *s, const char *step, const char *fmt, ...)
+probe_ok(struct smtp_session *s, const char *step, const char *fmt, ...)
 {
 	va_list ap;
 	char line[1024];
@@ -109,14 +123,14 @@ deadline(long long seconds)
 }
 
 static void
-oneline(struct sess *s, char *out, size_t max)
+oneline(struct smtp_session *s, char *out, size_t max)
 {
 	smtp_reply_oneline(&s->r, out, max);
 }
 
 /* Record why the session stops; the first reason wins. */
 static void PRINTFLIKE(3, 4)
-fail(struct sess *s, enum trouble_action a, const char *fmt, ...)
+fail(struct smtp_session *s, enum trouble_action a, const char *fmt, ...)
 {
 	va_list ap;
 	char line[1024];
@@ -145,7 +159,7 @@ fail(struct sess *s, enum trouble_action a, const char *fmt, ...)
 
 /* A failed reply at a stage, in qmail-remote's words. */
 static enum state
-fail_reply(struct sess *s, enum smtp_stage st, enum trouble_action a, const char *what)
+fail_reply(struct smtp_session *s, enum smtp_stage st, enum trouble_action a, const char *what)
 {
 	char line[SMTP_REPLY_LINE_MAX * 2];
 
@@ -156,6 +170,10 @@ fail_reply(struct sess *s, enum smtp_stage st, enum trouble_action a, const char
 	}
 	if (st <= STAGE_MAIL)
 		s->res->relay_failure = 1;
+	/* A kept connection the server closes (421) before this message's
+	 * MAIL: nothing of it was sent; it goes on a new session. */
+	if (s->reused && st <= STAGE_MAIL && s->r.code == 421 && a != T_SUSPEND)
+		s->res->stale = 1;
 	fail(s, a, "Connected to %s but %s.\nRemote host said: %s\n", s->peer, what, line);
 	if (s->r.code == 421)
 		s->usable = 0;	/* the server is closing */
@@ -164,7 +182,7 @@ fail_reply(struct sess *s, enum smtp_stage st, enum trouble_action a, const char
 
 /* A failure that is not a reply. */
 static enum state
-fail_conn(struct sess *s, enum conn_status cs, enum smtp_stage st)
+fail_conn(struct smtp_session *s, enum conn_status cs, enum smtp_stage st)
 {
 	static const char *const why[] = { "ok", "I/O error", "timeout", "connection lost",
 		"malformed reply" };
@@ -179,6 +197,8 @@ fail_conn(struct sess *s, enum conn_status cs, enum smtp_stage st)
 	}
 	if (st <= STAGE_MAIL)
 		s->res->relay_failure = 1;
+	if (s->reused && st <= STAGE_MAIL && (cs == CONN_EOF || cs == CONN_ERROR))
+		s->res->stale = 1;	/* as in fail_reply */
 	if (st == STAGE_DATA_END)
 		fail(s, trouble_situation(sit), "%s: %s after the end of data%s%s; the message "
 		    "may be delivered twice.\n", s->peer, why[-cs], *detail ? ": " : "", detail);
@@ -190,7 +210,7 @@ fail_conn(struct sess *s, enum conn_status cs, enum smtp_stage st)
 
 /* Read one whole reply into s->r: 0, or the next state after a failure. */
 static int
-get_reply(struct sess *s, enum smtp_stage st, long long timeout, enum state *next)
+get_reply(struct smtp_session *s, enum smtp_stage st, long long timeout, enum state *next)
 {
 	char line[SMTP_REPLY_LINE_MAX];
 	uint64_t dl = deadline(timeout);
@@ -219,7 +239,7 @@ get_reply(struct sess *s, enum smtp_stage st, long long timeout, enum state *nex
 }
 
 static int
-put(struct sess *s, const char *data, size_t n, long long timeout, enum smtp_stage st,
+put(struct smtp_session *s, const char *data, size_t n, long long timeout, enum smtp_stage st,
     enum state *next)
 {
 	enum conn_status cs;
@@ -234,11 +254,12 @@ put(struct sess *s, const char *data, size_t n, long long timeout, enum smtp_sta
 }
 
 static enum state
-st_connect(struct sess *s)
+st_connect(struct smtp_session *s)
 {
 	enum conn_status cs;
 
 	buf_reset(&s->err);
+	s->attempted = 1;
 	cs = conn_connect(&s->c, s->p->host, s->p->port, deadline(s->up->timeout_connect), &s->err);
 	if (cs != CONN_OK) {
 		s->res->relay_failure = 1;
@@ -263,7 +284,7 @@ st_connect(struct sess *s)
 }
 
 static enum state
-st_tls(struct sess *s)
+st_tls(struct smtp_session *s)
 {
 	enum conn_status cs;
 	char desc[128];
@@ -305,7 +326,7 @@ st_tls(struct sess *s)
 }
 
 static enum state
-st_banner(struct sess *s)
+st_banner(struct smtp_session *s)
 {
 	enum state next;
 	enum trouble_action a;
@@ -348,7 +369,7 @@ limit_value(const char *p, const char *name)
 
 /* EHLO keywords, one per line after the first (RFC 5321 4.1.1.1). */
 static void
-parse_caps(struct sess *s)
+parse_caps(struct smtp_session *s)
 {
 	const char *t = s->r.text.s ? s->r.text.s : "";
 	const char *line = strchr(t, '\n');
@@ -396,7 +417,7 @@ parse_caps(struct sess *s)
 }
 
 static enum state
-after_hello(struct sess *s)
+after_hello(struct smtp_session *s)
 {
 	if (s->up->tls == UP_TLS_STARTTLS && !s->tls_active)
 		return S_STARTTLS;
@@ -411,7 +432,7 @@ after_hello(struct sess *s)
 
 /* The probe's line for EHLO: every keyword line after the greeting. */
 static void
-probe_caps(struct sess *s, const char *cmd)
+probe_caps(struct smtp_session *s, const char *cmd)
 {
 	const char *t = s->r.text.s ? s->r.text.s : "", *line = strchr(t, '\n');
 	struct buf all = BUF_INIT;
@@ -446,7 +467,7 @@ word_or(const char *s, const char *fallback)
 }
 
 static enum state
-st_ehlo(struct sess *s, int helo)
+st_ehlo(struct smtp_session *s, int helo)
 {
 	char cmd[600];
 	enum state next;
@@ -476,7 +497,7 @@ st_ehlo(struct sess *s, int helo)
 }
 
 static enum state
-st_starttls(struct sess *s)
+st_starttls(struct smtp_session *s)
 {
 	enum state next;
 	enum trouble_action a;
@@ -505,7 +526,7 @@ st_starttls(struct sess *s)
 
 /* Send one AUTH line ("AUTH MECH [ir]" or a response) with CRLF. */
 static int
-auth_put(struct sess *s, const char *a, const char *b, enum state *next)
+auth_put(struct smtp_session *s, const char *a, const char *b, enum state *next)
 {
 	struct buf line = BUF_INIT;
 	int r;
@@ -521,7 +542,7 @@ auth_put(struct sess *s, const char *a, const char *b, enum state *next)
 }
 
 static enum state
-st_auth(struct sess *s)
+st_auth(struct smtp_session *s)
 {
 	struct saslc *sc = NULL;
 	struct buf ir = BUF_INIT, resp = BUF_INIT, cmd = BUF_INIT, why = BUF_INIT;
@@ -634,7 +655,7 @@ out:
 }
 
 static size_t
-remaining(const struct sess *s)
+remaining(const struct smtp_session *s)
 {
 	size_t i, n = 0;
 
@@ -645,10 +666,10 @@ remaining(const struct sess *s)
 }
 
 static void
-set_rcpt(struct sess *s, size_t i, char kind, const char *fmt, ...) PRINTFLIKE(4, 5);
+set_rcpt(struct smtp_session *s, size_t i, char kind, const char *fmt, ...) PRINTFLIKE(4, 5);
 
 static void
-set_rcpt(struct sess *s, size_t i, char kind, const char *fmt, ...)
+set_rcpt(struct smtp_session *s, size_t i, char kind, const char *fmt, ...)
 {
 	va_list ap;
 	char text[1024];
@@ -664,7 +685,7 @@ set_rcpt(struct sess *s, size_t i, char kind, const char *fmt, ...)
 }
 
 static enum state
-st_mail(struct sess *s)
+st_mail(struct smtp_session *s)
 {
 	struct buf cmd = BUF_INIT;
 	/* SIZE (RFC 1870): the message as sent, without the final ".". */
@@ -715,20 +736,22 @@ out:
 	return next;
 }
 
-/* One transaction per session (smtp.h): whoever is left is undone. */
+/* One transaction per message (smtp.h): whoever is left is undone.
+ * clean: it ended with a 250 to the final dot (no RSET needed). */
 static enum state
-after_transaction(struct sess *s)
+after_transaction(struct smtp_session *s, int clean)
 {
 	size_t i;
 
 	for (i = 0; i < s->res->nrcpt; i++)
 		if (s->res->rcpt[i].kind == 0)
 			s->res->rcpt[i].kind = RC_UNDONE;
-	return S_QUIT;
+	s->need_rset = !clean;
+	return s->keep ? S_IDLE : S_QUIT;
 }
 
 static enum state
-st_rcpt(struct sess *s)
+st_rcpt(struct smtp_session *s)
 {
 	size_t i = s->next;
 	const char *addr = s->res->rcpt[i].addr;
@@ -805,12 +828,12 @@ st_rcpt(struct sess *s)
 				return next;
 		}
 	}
-	return after_transaction(s);
+	return after_transaction(s, 0);
 }
 
 /* The accepted recipients of this transaction get kind and text. */
 static void
-settle(struct sess *s, char kind, const char *text)
+settle(struct smtp_session *s, char kind, const char *text)
 {
 	size_t i;
 
@@ -820,7 +843,7 @@ settle(struct sess *s, char kind, const char *text)
 }
 
 static enum state
-txn_failed(struct sess *s, enum trouble_action a, const char *what)
+txn_failed(struct smtp_session *s, enum trouble_action a, const char *what)
 {
 	char line[SMTP_REPLY_LINE_MAX * 2], text[SMTP_REPLY_LINE_MAX * 3];
 
@@ -837,11 +860,11 @@ txn_failed(struct sess *s, enum trouble_action a, const char *what)
 		s->usable = 0;
 		return fail_reply(s, STAGE_DATA, a, "the server closed the session");
 	}
-	return after_transaction(s);
+	return after_transaction(s, 0);
 }
 
 static enum state
-st_data(struct sess *s)
+st_data(struct smtp_session *s)
 {
 	enum state next;
 	enum trouble_action a;
@@ -857,7 +880,7 @@ st_data(struct sess *s)
 }
 
 static enum state
-st_body(struct sess *s)
+st_body(struct smtp_session *s)
 {
 	static char chunk[BODY_CHUNK];
 	struct buf why = BUF_INIT;
@@ -888,7 +911,7 @@ st_body(struct sess *s)
 }
 
 static enum state
-st_dot(struct sess *s)
+st_dot(struct smtp_session *s)
 {
 	char line[SMTP_REPLY_LINE_MAX * 2];
 	enum state next;
@@ -907,11 +930,28 @@ st_dot(struct sess *s)
 	buf_printf(&s->ok_text, "%s accepted message.\nRemote host said: %s\n", s->peer, line);
 	settle(s, 'r', "");
 	log_info("%s: delivered to %zu recipient(s): %s", s->peer, s->accepted, line);
-	return after_transaction(s);
+	return after_transaction(s, 1);
+}
+
+/* A kept session's next transaction, after one that did not finish. */
+static enum state
+st_rset(struct smtp_session *s)
+{
+	enum state next;
+	enum trouble_action a;
+
+	if (put(s, "RSET\r\n", 6, s->up->timeout_command, STAGE_MAIL, &next) < 0 ||
+	    get_reply(s, STAGE_MAIL, s->up->timeout_command, &next) < 0)
+		return next;
+	a = trouble_reply(s->p->rules, STAGE_MAIL, &s->r);
+	if (a != T_ACCEPT)
+		return fail_reply(s, STAGE_MAIL, a, "RSET failed");
+	s->need_rset = 0;
+	return S_MAIL;
 }
 
 static enum state
-st_quit(struct sess *s)
+st_quit(struct smtp_session *s)
 {
 	/* The reply does not matter and a failure here changes nothing, so
 	 * it is not worth waiting long for. */
@@ -925,11 +965,12 @@ st_quit(struct sess *s)
 		oneline(s, line, sizeof line);
 		probe_ok(s, "quit", "%s", line);
 	}
+	s->usable = 0;
 	return S_DONE;
 }
 
 static enum state
-step(struct sess *s, enum state st)
+step(struct smtp_session *s, enum state st)
 {
 	switch (st) {
 	case S_CONNECT:		return st_connect(s);
@@ -946,7 +987,9 @@ step(struct sess *s, enum state st)
 	case S_BODY:		return st_body(s);
 	case S_DOT:		return st_dot(s);
 	case S_QUIT:		return st_quit(s);
-	case S_DONE:		break;
+	case S_RSET:		return st_rset(s);
+	case S_DONE:
+	case S_IDLE:		break;
 	}
 	panic("smtp: step in state %d", (int)st);
 }
@@ -954,7 +997,7 @@ step(struct sess *s, enum state st)
 /* Recipients nobody decided on get the session's failure; then the
  * message report. */
 static void
-conclude(struct sess *s)
+conclude(struct smtp_session *s)
 {
 	struct smtp_result *res = s->res;
 	size_t i, nsoft = 0;
@@ -995,7 +1038,7 @@ conclude(struct sess *s)
 }
 
 static void
-sess_init(struct sess *s, const struct smtp_params *p, struct smtp_result *res)
+sess_init(struct smtp_session *s, const struct smtp_params *p, struct smtp_result *res)
 {
 	memset(s, 0, sizeof *s);
 	s->p = p;
@@ -1007,7 +1050,7 @@ sess_init(struct sess *s, const struct smtp_params *p, struct smtp_result *res)
 }
 
 static void
-sess_free(struct sess *s)
+sess_free(struct smtp_session *s)
 {
 	if (s->connected)
 		conn_close(&s->c);
@@ -1021,23 +1064,57 @@ sess_free(struct sess *s)
 
 /* From st to DONE, one logged transition at a time. */
 static void
-run_machine(struct sess *s, enum state st)
+run_machine(struct smtp_session *s, enum state st)
 {
 	enum state nx;
 
-	while (st != S_DONE) {
+	while (st != S_DONE && st != S_IDLE) {
 		s->step = step_name[st];
 		nx = step(s, st);
 		log_info("%s: %s -> %s", s->peer, state_name[st], state_name[nx]);
 		st = nx;
 	}
+	s->idle = st == S_IDLE;
 }
 
-void
-smtp_deliver(const struct smtp_params *p, const char *sender, const char *const *rcpts,
-    size_t nrcpt, struct body *body, struct smtp_result *res)
+/* The server spoke while the session was idle: a 421 before closing
+ * it, or its end.  Bytes TLS keeps to itself (a session ticket) read as
+ * nothing within the short wait. */
+static int
+idle_gone(struct smtp_session *s)
 {
-	struct sess s;
+	struct pollfd pfd = { .fd = s->c.fd, .events = POLLIN };
+	char line[SMTP_REPLY_LINE_MAX];
+	enum conn_status cs;
+	size_t len;
+
+	if (conn_pending(&s->c) == 0 && poll(&pfd, 1, 0) <= 0)
+		return 0;
+	buf_reset(&s->err);
+	cs = conn_read_line(&s->c, line, &len, deadline(0) + IDLE_PEEK_MS, &s->err);
+	if (cs == CONN_TIMEOUT)
+		return 0;
+	log_info("%s: the server ended the idle session: %s", s->peer,
+	    cs == CONN_OK ? "it spoke unasked" : cs == CONN_EOF ? "connection closed" :
+	    s->err.s ? s->err.s : "error");
+	return 1;
+}
+
+struct smtp_session *
+smtp_session_new(const struct smtp_params *p)
+{
+	struct smtp_session *s = xcalloc(1, sizeof *s);
+
+	sess_init(s, p, NULL);
+	s->keep = 1;
+	return s;
+}
+
+/* The next message's state: its paths, its result, where to begin. */
+static enum state
+message_begin(struct smtp_session *s, const char *sender, const char *const *rcpts, size_t nrcpt,
+    struct body *body, struct smtp_result *res)
+{
 	enum state st = S_CONNECT;
 	const char *why;
 	size_t i, good = 0;
@@ -1046,30 +1123,100 @@ smtp_deliver(const struct smtp_params *p, const char *sender, const char *const 
 	res->rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *res->rcpt);
 	res->nrcpt = nrcpt;
 	res->accepted_at = -1;
-	sess_init(&s, p, res);
-	s.sender = sender;
-	s.body = body;
+	s->res = res;
+	s->sender = sender;
+	s->body = body;
+	s->fail_kind = 0;
+	buf_reset(&s->fail_text);
+	buf_reset(&s->ok_text);
+	buf_reset(&s->paths);
+	free(s->rcpt_path);
 
 	/* Every path is written by one quoting function: nothing in an
 	 * address can add text to MAIL FROM or RCPT TO. */
-	if (addr_write_path(&s.paths, sender, strlen(sender), &why) < 0) {
-		fail(&s, T_BOUNCE, "The sender address is unusable: %s.\n", why);
+	if (addr_write_path(&s->paths, sender, strlen(sender), &why) < 0) {
+		fail(s, T_BOUNCE, "The sender address is unusable: %s.\n", why);
 		st = S_DONE;
 	}
-	buf_addc(&s.paths, '\0');
-	s.rcpt_path = xcalloc(nrcpt ? nrcpt : 1, sizeof *s.rcpt_path);
+	buf_addc(&s->paths, '\0');
+	s->rcpt_path = xcalloc(nrcpt ? nrcpt : 1, sizeof *s->rcpt_path);
 	for (i = 0; i < nrcpt; i++) {
 		res->rcpt[i].addr = rcpts[i];
-		s.rcpt_path[i] = s.paths.len;
-		if (addr_write_path(&s.paths, rcpts[i], strlen(rcpts[i]), &why) < 0)
-			set_rcpt(&s, i, 'h', "The recipient address is unusable: %s.\n", why);
+		s->rcpt_path[i] = s->paths.len;
+		if (addr_write_path(&s->paths, rcpts[i], strlen(rcpts[i]), &why) < 0)
+			set_rcpt(s, i, 'h', "The recipient address is unusable: %s.\n", why);
 		else
 			good++;
-		buf_addc(&s.paths, '\0');
+		buf_addc(&s->paths, '\0');
 	}
-	if (good == 0 && st != S_DONE)
-		st = S_DONE;
-	run_machine(&s, st);
+	if (good == 0 || st == S_DONE)
+		return S_IDLE;	/* nothing to send: the connection is not touched */
+	if (!s->connected)
+		return S_CONNECT;
+	/* A kept connection, as an earlier message left it. */
+	s->reused = 1;
+	res->connected = 1;
+	if (!s->idle || !s->usable || idle_gone(s)) {
+		s->usable = 0;
+		res->stale = 1;
+		fail(s, T_DEFER, "%s closed the session before this message; not sent.\n",
+		    s->peer);
+		return S_DONE;
+	}
+	return s->need_rset ? S_RSET : S_MAIL;
+}
+
+void
+smtp_session_deliver(struct smtp_session *s, const char *sender, const char *const *rcpts,
+    size_t nrcpt, struct body *body, struct smtp_result *res)
+{
+	enum state st = message_begin(s, sender, rcpts, nrcpt, body, res);
+
+	if (st == S_IDLE)
+		s->idle = s->connected ? s->idle : 0;
+	else
+		run_machine(s, st);
+	conclude(s);
+	s->res = NULL;
+}
+
+int
+smtp_session_open(const struct smtp_session *s)
+{
+	if (!s->connected)
+		return !s->attempted;	/* nothing sent yet */
+	return s->usable && s->idle;
+}
+
+void
+smtp_session_free(struct smtp_session *s)
+{
+	struct smtp_result none;
+
+	if (s == NULL)
+		return;
+	if (s->connected && s->usable && s->idle) {
+		memset(&none, 0, sizeof none);
+		s->res = &none;
+		s->keep = 0;
+		run_machine(s, S_QUIT);
+		smtp_result_free(&none);
+	}
+	sess_free(s);
+	free(s);
+}
+
+void
+smtp_deliver(const struct smtp_params *p, const char *sender, const char *const *rcpts,
+    size_t nrcpt, struct body *body, struct smtp_result *res)
+{
+	struct smtp_session s;
+	enum state st;
+
+	sess_init(&s, p, res);
+	st = message_begin(&s, sender, rcpts, nrcpt, body, res);
+	if (st != S_IDLE)
+		run_machine(&s, st);
 	conclude(&s);
 	sess_free(&s);
 }
@@ -1077,7 +1224,7 @@ smtp_deliver(const struct smtp_params *p, const char *sender, const char *const 
 void
 smtp_probe(const struct smtp_params *p, struct smtp_result *res)
 {
-	struct sess s;
+	struct smtp_session s;
 
 	memset(res, 0, sizeof *res);
 	res->rcpt = xcalloc(1, sizeof *res->rcpt);

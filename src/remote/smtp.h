@@ -10,13 +10,27 @@
  * 4.5.3.2 defaults).  With PIPELINING, MAIL, the RCPTs and DATA go out in
  * one write and their replies are read in order (RFC 2920).
  *
- * One session carries one transaction (one grant of weir-gate covers
- * one message, one connection): its recipients are the first ones, up
- * to max_recipients, the gate's cap and RCPTMAX (RFC 9422 LIMITS, when
- * offered).  The recipients beyond are "undone": reported 's' ("not
- * attempted"), never tried, counted in res->undone; they are always the
- * last ones of the list, so the caller can send them with a grant of
- * their own.
+ * One message is one transaction (one grant of weir-gate covers one
+ * message): its recipients are the first ones, up to max_recipients,
+ * the gate's cap and RCPTMAX (RFC 9422 LIMITS, when offered).  The
+ * recipients beyond are "undone": reported 's' ("not attempted"), never
+ * tried, counted in res->undone; they are always the last ones of the
+ * list, so the caller can send them with a grant of their own.
+ *
+ * smtp_deliver() carries one message over a session of its own.  A kept
+ * session (smtp_session_*, weir-remote -S) carries message after message
+ * over one connection: connect, greet, STARTTLS, AUTH for the first;
+ * then for each, MAIL, RCPT..., DATA, with RSET first when the one before
+ * did not end in a 250 to the final dot:
+ *
+ *   ... -> DOT -> IDLE -> [RSET] -> MAIL -> ... -> DOT -> IDLE ... -> QUIT
+ *
+ * The session ends (smtp_session_open() says 0) after a failure that
+ * leaves it in doubt (no reply, a 421, a refused MAIL or RSET, a throttle
+ * reply); a recipient's or a message's own 4xx/5xx leaves it open.  A
+ * server that closed the session while it was idle is found before the
+ * next message's MAIL, and that message is "stale": not sent, to be sent
+ * again at once on a new session.
  *
  * What each reply means is decided by mail/trouble.c, not here.
  *
@@ -70,6 +84,8 @@ struct smtp_result {
 	int64_t accepted_at;	/* clock_mono_ms() of the 250 to the dot; -1: none */
 	size_t undone;		/* last recipients not attempted (one transaction) */
 	size_t transactions;	/* transactions that reached DATA */
+	int stale;		/* a kept session was found closed before this
+				 * message's MAIL was accepted: nothing sent */
 	/* smtp_probe only: one line per step, "STEP ok: what" or "STEP
 	 * failed: why" (STEP: connect, tls, banner, ehlo, helo, starttls,
 	 * auth, quit), and whether one failed. */
@@ -82,6 +98,16 @@ struct smtp_result {
  * everything ends in res. */
 void smtp_deliver(const struct smtp_params *p, const char *sender, const char *const *rcpts,
     size_t nrcpt, struct body *body, struct smtp_result *res);
+/* A kept session with p (which must outlive it); nothing is sent until
+ * its first message. */
+struct smtp_session *smtp_session_new(const struct smtp_params *p);
+/* One message over the session, as smtp_deliver() for one. */
+void smtp_session_deliver(struct smtp_session *ss, const char *sender,
+    const char *const *rcpts, size_t nrcpt, struct body *body, struct smtp_result *res);
+/* 1: ready for another message (connected, or not tried yet). */
+int smtp_session_open(const struct smtp_session *ss);
+/* QUIT if open; free. */
+void smtp_session_free(struct smtp_session *ss);
 /* Connect, greet, STARTTLS, AUTH as for a delivery, then QUIT: no MAIL.
  * What each step did goes to res->steps.  Never fails as a function. */
 void smtp_probe(const struct smtp_params *p, struct smtp_result *res);

@@ -80,6 +80,7 @@ job_free(struct sched *s, struct job *j)
 		u->running--;
 	u->jobs--;
 	j->m->job = NULL;
+	sess_job_done(s, j);
 	for (i = 0; i < j->n; i++)
 		free(j->addrs[i]);
 	free(j->addrs);
@@ -333,6 +334,14 @@ maybe_complete(struct sched *s, struct job *j)
 		complete(s, j);
 }
 
+void
+job_exited(struct sched *s, struct job *j, int status)
+{
+	j->exited = 1;
+	j->status = status;
+	maybe_complete(s, j);
+}
+
 static void
 on_output(struct evloop *ev, int fd, int events, void *arg)
 {
@@ -371,14 +380,13 @@ on_child(struct evloop *ev, int signo, void *arg)
 
 	(void)ev; (void)signo;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		for (j = s->jobs; j; j = j->next)
-			if (j->state == J_RUNNING && j->pid == pid)
-				break;
-		if (j == NULL)
+		if (sess_reaped(s, pid, status))
 			continue;
-		j->exited = 1;
-		j->status = status;
-		maybe_complete(s, j);
+		for (j = s->jobs; j; j = j->next)
+			if (j->state == J_RUNNING && j->pid == pid && j->sess == NULL)
+				break;
+		if (j != NULL)
+			job_exited(s, j, status);
 	}
 }
 
@@ -391,43 +399,21 @@ program_is_setid(const char *path)
 	return stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0;
 }
 
-static int
-spawn(struct sched *s, struct job *j)
+void
+remote_argv(struct sched *s, size_t up, const char **argv, const char *mode)
 {
 	const struct sched_opts *o = s->o;
-	const struct weir_upstream *u;
-	char path[QPATH_MAX];
-	const char **argv;
-	int out[2] = { -1, -1 }, oc[2] = { -1, -1 }, mfd;
-	size_t i, k = 0;
-	pid_t parent;
+	const struct weir_upstream *u = &s->cfg->upstreams[up];
+	size_t k = 0;
 
-	if (j->up >= s->cfg->nupstreams) {
-		log_warnx("msg %lu: upstream %s is no longer configured", j->m->id,
-		    s->ups[j->up].name);
-		return -1;
-	}
-	u = &s->cfg->upstreams[j->up];
-	queue_path(path, o->q, Q_MESS, j->m->id);
-	mfd = openat(o->q->dfd, path, O_RDONLY | O_CLOEXEC);
-	if (mfd < 0) {
-		log_warn("msg %lu: open %s", j->m->id, path);
-		return -1;
-	}
-	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(oc, O_CLOEXEC) < 0) {
-		log_warn("msg %lu: pipe", j->m->id);
-		close(mfd);
-		if (out[0] >= 0) {
-			close(out[0]);
-			close(out[1]);
-		}
-		return -1;
-	}
-	argv = xcalloc(j->n + 12, sizeof *argv);
 	argv[k++] = o->remote_program;
-	argv[k++] = "-n";	/* weir-send holds the grant */
-	argv[k++] = "-r";
-	argv[k++] = "3";
+	if (strcmp(mode, "-S") == 0) {
+		argv[k++] = "-S";	/* a kept session (session.c) */
+	} else {
+		argv[k++] = "-n";	/* weir-send holds the grant */
+		argv[k++] = "-r";
+		argv[k++] = "3";
+	}
 	/* What weir-send has in force; but a set-id weir-remote (the
 	 * package's) reads only a file owned by root, never one weir-send
 	 * could have written: it gets the file itself. */
@@ -441,19 +427,20 @@ spawn(struct sched *s, struct job *j)
 	argv[k++] = "-u";
 	argv[k++] = u->name;
 	argv[k++] = u->host ? u->host : u->name;
-	argv[k++] = j->m->sender;
-	for (i = 0; i < j->n; i++)
-		argv[k++] = j->addrs[i];
 	argv[k] = NULL;
-	parent = getpid();
-	j->pid = fork();
-	if (j->pid < 0) {
-		log_warn("msg %lu: fork", j->m->id);
-		close(mfd); close(out[0]); close(out[1]); close(oc[0]); close(oc[1]);
-		free(argv);
+}
+
+pid_t
+deliverer_fork(const char *const *argv, int fd0, int fd1, int fd3)
+{
+	pid_t parent = getpid(), pid;
+
+	pid = fork();
+	if (pid < 0) {
+		log_warn("fork");
 		return -1;
 	}
-	if (j->pid == 0) {
+	if (pid == 0) {
 		sigset_t none;
 
 		sigemptyset(&none);
@@ -465,48 +452,171 @@ spawn(struct sched *s, struct job *j)
 		 * go on for minutes after it (the next weir-send retries it). */
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
 			_exit(111);
-		/* oc[1] first: it may be 0, 1 or 3 itself only if those were
+		/* fd3 first: it may be 0, 1 or 3 itself only if those were
 		 * closed, which main() does not allow. */
-		if (dup2(oc[1], 3) < 0 || dup2(mfd, 0) < 0 || dup2(out[1], 1) < 0)
+		if ((fd3 >= 0 && dup2(fd3, 3) < 0) || dup2(fd0, 0) < 0 ||
+		    (fd1 >= 0 && dup2(fd1, 1) < 0))
 			_exit(111);
 		execv(argv[0], (char *const *)argv);
 		log_warn("exec %s", argv[0]);
 		_exit(111);
 	}
-	free(argv);
-	close(mfd);
-	close(out[1]);
-	close(oc[1]);
+	return pid;
+}
+
+int
+job_open(struct sched *s, struct job *j, int *mfd, int wr[2])
+{
+	char path[QPATH_MAX];
+	int out[2] = { -1, -1 }, oc[2] = { -1, -1 };
+
+	queue_path(path, s->o->q, Q_MESS, j->m->id);
+	*mfd = openat(s->o->q->dfd, path, O_RDONLY | O_CLOEXEC);
+	if (*mfd < 0) {
+		log_warn("msg %lu: open %s", j->m->id, path);
+		return -1;
+	}
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(oc, O_CLOEXEC) < 0) {
+		log_warn("msg %lu: pipe", j->m->id);
+		close(*mfd);
+		if (out[0] >= 0) {
+			close(out[0]);
+			close(out[1]);
+		}
+		return -1;
+	}
+	wr[0] = out[1];
+	wr[1] = oc[1];
 	j->outfd = out[0];
 	j->ocfd = oc[0];
 	if (fd_nonblock(j->outfd, 1) < 0 || fd_nonblock(j->ocfd, 1) < 0)
 		log_warn("msg %lu: non-blocking pipe", j->m->id);
 	evloop_watch(s->ev, j->outfd, EV_READ, on_output, j);
 	evloop_watch(s->ev, j->ocfd, EV_READ, on_output, j);
-	j->watchdog = evloop_timer_at(s->ev, clock_mono_ms() + (uint64_t)o->remote_timeout * 1000,
-	    on_watchdog, j);
+	j->watchdog = evloop_timer_at(s->ev, clock_mono_ms() +
+	    (uint64_t)s->o->remote_timeout * 1000, on_watchdog, j);
 	return 0;
 }
 
-static void
-run_job(struct sched *s, struct job *j)
+void
+job_unopen(struct sched *s, struct job *j)
 {
-	struct upq *u = upq_of(s, j);
+	evloop_unwatch(s->ev, j->outfd);
+	evloop_unwatch(s->ev, j->ocfd);
+	close(j->outfd);
+	close(j->ocfd);
+	j->outfd = j->ocfd = -1;
+	evloop_timer_cancel(s->ev, j->watchdog);
+	j->watchdog = NULL;
+}
 
-	j->state = J_RUNNING;
-	u->running++;
-	wait_end(j->m);
-	if (spawn(s, j) < 0) {
-		struct msg *m = j->m;
+/* A deliverer of j's own: remote_program -n -r 3 -c CONFIG -u UPSTREAM
+ * HOST SENDER RCPT... with mess/S/N on fd 0, its report on fd 1 and its
+ * word for the gate on fd 3. */
+static int
+spawn(struct sched *s, struct job *j)
+{
+	const char **argv;
+	int mfd, wr[2];
+	size_t i, k;
 
-		/* Nothing reached the upstream: give the slot back. */
-		gate_tell(s, j, GP_REFUND, 0, NULL);
-		job_free(s, j);
-		schedule(s, m, wall() + SYSFAIL_S);
-		return;
+	if (j->up >= s->cfg->nupstreams) {
+		log_warnx("msg %lu: upstream %s is no longer configured", j->m->id,
+		    s->ups[j->up].name);
+		return -1;
 	}
-	log_info("msg %lu: delivering to %zu recipient%s via %s, pid %ld", j->m->id, j->n,
-	    j->n == 1 ? "" : "s", u->name, (long)j->pid);
+	if (job_open(s, j, &mfd, wr) < 0)
+		return -1;
+	argv = xcalloc(j->n + 12, sizeof *argv);
+	remote_argv(s, j->up, argv, "-n");
+	for (k = 0; argv[k]; k++)
+		;
+	argv[k++] = j->m->sender;
+	for (i = 0; i < j->n; i++)
+		argv[k++] = j->addrs[i];
+	argv[k] = NULL;
+	j->pid = deliverer_fork(argv, mfd, wr[0], wr[1]);
+	free(argv);
+	close(mfd);
+	close(wr[0]);
+	close(wr[1]);
+	if (j->pid < 0) {
+		job_unopen(s, j);
+		return -1;
+	}
+	return 0;
+}
+
+void
+job_running(struct sched *s, struct job *j)
+{
+	j->state = J_RUNNING;
+	upq_of(s, j)->running++;
+	wait_end(j->m);
+	log_info("msg %lu: delivering to %zu recipient%s via %s, %s %ld", j->m->id, j->n,
+	    j->n == 1 ? "" : "s", upq_of(s, j)->name, j->sess ? "session" : "pid", (long)j->pid);
+}
+
+/* Nothing reached the upstream: give the grant back, try later. */
+static void
+run_failed(struct sched *s, struct job *j)
+{
+	struct msg *m = j->m;
+
+	wait_end(m);
+	gate_tell(s, j, GP_REFUND, 0, NULL);
+	job_free(s, j);
+	schedule(s, m, wall() + SYSFAIL_S);
+}
+
+/* Take *p out of u's granted list. */
+static void
+granted_unlink(struct upq *u, struct job **p)
+{
+	struct job *g = *p;
+
+	*p = g->gnext;
+	g->gnext = NULL;
+	u->gtail = NULL;
+	for (p = &u->ghead; *p; p = &(*p)->gnext)
+		u->gtail = *p;
+}
+
+/* Granted jobs to free run slots: a job asked without a connection
+ * goes to an idle kept session (session.c), one with a connection to a
+ * deliverer of its own; more sessions are asked for those waiting. */
+static void
+run_granted(struct sched *s, size_t up)
+{
+	struct upq *u = &s->ups[up];
+	struct job **p = &u->ghead, *g;
+	unsigned waiting = 0;
+	int k;
+
+	while ((g = *p) != NULL && u->running < s->concurrency) {
+		if (g->conn) {
+			granted_unlink(u, p);
+			if (spawn(s, g) < 0)
+				run_failed(s, g);
+			else
+				job_running(s, g);
+			continue;
+		}
+		if ((k = sess_run(s, g)) == 0) {
+			waiting++;
+			p = &g->gnext;
+			continue;
+		}
+		granted_unlink(u, p);
+		if (k < 0)
+			run_failed(s, g);
+		else
+			job_running(s, g);
+	}
+	for (; g; g = g->gnext)
+		waiting += !g->conn;
+	if (waiting)
+		sess_open(s, up, waiting);
 }
 
 static void
@@ -514,23 +624,20 @@ spawn_or_wait(struct sched *s, struct job *j)
 {
 	struct upq *u = upq_of(s, j);
 
-	if (u->running < s->concurrency) {
-		run_job(s, j);
-		return;
-	}
 	j->gnext = NULL;
 	if (u->gtail)
 		u->gtail->gnext = j;
 	else
 		u->ghead = j;
 	u->gtail = j;
+	run_granted(s, j->up);
 }
 
 /* The deliverer's word for the gate (weir-remote -r): one line (see
  * outcome_write in remote/remote.c). */
 enum oc_kind {
 	OC_NONE, OC_REFUND, OC_NOMAIL, OC_UNKNOWN, OC_THROTTLED, OC_AUTHFAIL, OC_SENT,
-	OC_RELAY, OC_BAD
+	OC_RELAY, OC_BAD, OC_STALE
 };
 
 /* "N AT UNDONE" after "sent " or "relay ": 0, or -1 if malformed. */
@@ -564,6 +671,8 @@ parse_outcome(struct buf *b, unsigned long *n, long long *at, unsigned long *und
 	b->s[--b->len] = '\0';
 	if (strcmp(b->s, "refund") == 0)
 		return OC_REFUND;
+	if (strcmp(b->s, "stale") == 0)
+		return OC_STALE;
 	if (strcmp(b->s, "nomail") == 0)
 		return OC_NOMAIL;
 	if (strcmp(b->s, "unknown") == 0)
@@ -597,6 +706,7 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 	*undone = 0;
 	switch (k) {
 	case OC_REFUND:
+	case OC_STALE:
 		gate_tell(s, j, GP_REFUND, 0, NULL);
 		break;
 	case OC_NOMAIL:
@@ -708,7 +818,7 @@ complete(struct sched *s, struct job *j)
 		 * says; and only a recipient's own temporary failure can
 		 * expire it. */
 		if (res[i].st == RS_PERM && (how == OC_RELAY || how == OC_REFUND ||
-		    how == OC_NOMAIL || throttled))
+		    how == OC_NOMAIL || how == OC_STALE || throttled))
 			res[i].st = RS_TEMP;
 		if (res[i].st == RS_TEMP && res[i].own && own && expired) {
 			buf_reset(&note);
@@ -757,8 +867,10 @@ complete(struct sched *s, struct job *j)
 	more = j->more || undone > 0;
 	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
 	job_free(s, j);
-	if (throttled) {
-		schedule(s, m, now);	/* the same batch, after the suspension at the gate */
+	if (throttled || how == OC_STALE) {
+		/* The same batch: after the suspension at the gate, or on a
+		 * new session (the kept one had closed: nothing was sent). */
+		schedule(s, m, now);
 	} else if (ntemp && !own) {
 		/* Trouble with the relay: the pass goes on from this batch
 		 * at the next attempt. */
@@ -778,6 +890,7 @@ complete(struct sched *s, struct job *j)
 		/* Until the gate answers the report with the suspension. */
 		s->ups[up].hold_until = clock_mono_ms() + THROTTLE_GUARD_MS;
 		give_back_grants(s, up);
+		sess_throttled(s, up);
 	}
 	/* A run slot is free: a granted job may go, then more may ask. */
 	kick(s, up);
@@ -786,14 +899,6 @@ complete(struct sched *s, struct job *j)
 void
 kick(struct sched *s, size_t up)
 {
-	struct upq *u = &s->ups[up];
-	struct job *g;
-
-	while ((g = u->ghead) != NULL && u->running < s->concurrency) {
-		u->ghead = g->gnext;
-		if (u->ghead == NULL)
-			u->gtail = NULL;
-		run_job(s, g);
-	}
+	run_granted(s, up);
 	pump(s, up);
 }

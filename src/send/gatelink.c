@@ -44,6 +44,8 @@ on_reply(struct sched *s, const struct gp_reply *r)
 
 	switch (r->verb) {
 	case GP_R_GRANT:
+		if (j == NULL && sess_granted(s, r->tag, r->msgs_per_conn))
+			return;
 		if (j == NULL || j->state != J_ASKING) {
 			log_warnx("weir-gate: a grant for unknown request %u", r->tag);
 			return;
@@ -69,6 +71,8 @@ on_reply(struct sched *s, const struct gp_reply *r)
 			job_refused(s, j, r->code, r->text);
 			return;
 		}
+		if (j == NULL && r->tag && sess_refused(s, r->tag, r->text))
+			return;
 		log_warnx("weir-gate: %s %s (request %u)", gp_code_name(r->code), r->text, r->tag);
 		return;
 	default:
@@ -156,6 +160,7 @@ gate_down(struct sched *s, const char *why)
 	evloop_unwatch(s->ev, s->gc.fd);
 	gc_close(&s->gc);
 	s->gate_up = 0;
+	sess_forget_slots(s);
 	/* Waiting requests died with the connection: ask again later.
 	 * Granted jobs that have not started must not start now. */
 	for (j = s->jobs; j; j = next) {
@@ -187,7 +192,40 @@ gate_ask(struct sched *s, struct job *j)
 		s->next_tag = 1;
 	j->tag = s->next_tag;
 	j->asked = clock_mono_ms();
-	if (gc_acquire(&s->gc, j->tag, up, NULL, sender, 1, (uint32_t)j->n, 1) < 0)
+	/* On a kept session, the session holds the connection. */
+	j->conn = !sess_wanted(s, j->up) || !sess_fits(j);
+	if (gc_acquire(&s->gc, j->tag, up, NULL, sender, 1, (uint32_t)j->n,
+	    (uint32_t)j->conn) < 0)
+		gate_down(s, strerror(errno));
+}
+
+uint32_t
+gate_ask_slot(struct sched *s, size_t up)
+{
+	if (!s->gate_up)
+		return 0;
+	if (++s->next_tag == 0)
+		s->next_tag = 1;
+	if (gc_acquire(&s->gc, s->next_tag, s->ups[up].name, NULL, NULL, 0, 0, 1) < 0) {
+		gate_down(s, strerror(errno));
+		return 0;
+	}
+	return s->next_tag;
+}
+
+void
+gate_release(struct sched *s, uint32_t tag, int used)
+{
+	if (!s->gate_up || tag == 0)
+		return;
+	if ((used ? gc_report_nomail(&s->gc, tag) : gc_report_refund(&s->gc, tag)) < 0)
+		gate_down(s, strerror(errno));
+}
+
+void
+gate_cancel(struct sched *s, uint32_t tag)
+{
+	if (s->gate_up && tag != 0 && gc_cancel(&s->gc, tag) < 0)
 		gate_down(s, strerror(errno));
 }
 

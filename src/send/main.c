@@ -26,6 +26,7 @@ main(int argc, char **argv)
 {
 	struct weir_config cfg;
 	struct sched_opts o;
+	const char *slash;
 	struct buf err = BUF_INIT;
 	struct queue q;
 	const char *cfile = NULL, *remote;
@@ -67,5 +68,9 @@ main(int argc, char **argv)
 	o.delay_warning = cfg.delay_warning;
 	o.retry_skip = cfg.retry_skip;
 	o.remote_timeout = 3600;	/* longer than any SMTP timeout */
+	/* A qmail-remote takes one message per run: kept sessions are
+	 * weir-remote's (-S). */
+	slash = strrchr(o.remote_program, '/');
+	o.sessions = strcmp(slash ? slash + 1 : o.remote_program, "weir-remote") == 0;
 	return sched_run(&o);
 }

@@ -286,8 +286,12 @@ sched_reload(struct sched *s)
 		memcpy(s->snappath, snap, sizeof snap);
 	keep_restart_only(s->cfg, n);
 
+	/* Sessions run with the old settings: idle ones end now, busy ones
+	 * after their message. */
+	sess_end_all(s, "the configuration was reloaded");
 	fifo = take_fifos(s, &nfifo);
 	rebuild_queues(s, n);
+	sess_remap(s);
 	for (i = 0; i < s->tabsize; i++)
 		for (m = s->tab[i]; m; m = m->hnext) {
 			const struct weir_upstream *u = config_upstream_for(n, m->sender);

@@ -23,6 +23,7 @@ struct sched_opts {
 	long long delay_warning;	/* delay_warning, seconds; 0: none */
 	unsigned retry_skip;		/* qmail's chanskip: 20 for remote */
 	long long remote_timeout;	/* kill a deliverer after this, seconds */
+	int sessions;			/* remote_program is weir-remote: kept sessions (-S) */
 };
 
 /* Run until SIGTERM (crash-only: exits at once; the queue is always

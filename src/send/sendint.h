@@ -29,6 +29,7 @@
 
 struct job;
 struct sched;
+struct dsess;
 
 /*
  * A message waits from the moment it is due (new, or its retry time has
@@ -88,6 +89,8 @@ struct job {
 	size_t *offs;		/* their T bytes in remote/S/N */
 	char **addrs;
 	struct evtimer *watchdog;
+	int conn;		/* asked with a connection: a deliverer of its own */
+	struct dsess *sess;	/* the kept session it runs on (session.c) */
 	struct job *next;	/* all jobs */
 	struct job *gnext;	/* granted, waiting for a free run slot */
 };
@@ -150,6 +153,8 @@ struct sched {
 	struct evtimer *gate_retry;
 	/* control.c */
 	int ctl_again;		/* a request waits for an attempt's end or preprocessing */
+	/* session.c */
+	struct dsess *sessions;
 };
 
 /* sched.c */
@@ -190,12 +195,47 @@ void job_granted(struct sched *s, struct job *j, uint32_t cap);
 void job_refused(struct sched *s, struct job *j, enum gp_code code, const char *text);
 void job_drop(struct sched *s, struct job *j);	/* back to the FIFO */
 void on_child(struct evloop *ev, int signo, void *arg);
+/* The deliverer's arguments up to the host: mode "-n" (its own, with
+ * -r 3) or "-S" (a kept session); argv has room for 12. */
+void remote_argv(struct sched *s, size_t up, const char **argv, const char *mode);
+/* Fork and exec argv with fd0 on 0, fd1 on 1 and fd3 on 3 (-1: as
+ * they are), in its own process group, killed if weir-send dies. */
+pid_t deliverer_fork(const char *const *argv, int fd0, int fd1, int fd3);
+/* j's message (*mfd, read-only) and its two pipes: the write ends in
+ * wr[] (report, outcome), the read ends watched, the watchdog set. */
+int job_open(struct sched *s, struct job *j, int *mfd, int wr[2]);
+void job_unopen(struct sched *s, struct job *j);	/* undo job_open */
+void job_running(struct sched *s, struct job *j);	/* it runs: counted, logged */
+/* Its deliverer is done (status as from waitpid): complete it once its
+ * pipes are read. */
+void job_exited(struct sched *s, struct job *j, int status);
+
+/* session.c: kept sessions (weir-remote -S) */
+int sess_wanted(const struct sched *s, size_t up);	/* up's messages go on sessions */
+int sess_fits(const struct job *j);	/* small enough for one request */
+/* j to an idle session of its upstream: 1 done, 0 none idle, -1 failed. */
+int sess_run(struct sched *s, struct job *j);
+void sess_open(struct sched *s, size_t up, unsigned waiting);	/* slots for waiting jobs */
+int sess_granted(struct sched *s, uint32_t tag, uint32_t max);	/* 1: a session's */
+int sess_refused(struct sched *s, uint32_t tag, const char *why);	/* 1: a session's */
+void sess_idle(struct sched *s, struct dsess *d);
+void sess_job_done(struct sched *s, struct job *j);	/* j is being freed */
+int sess_reaped(struct sched *s, pid_t pid, int status);	/* 1: a session's deliverer */
+void sess_throttled(struct sched *s, size_t up);	/* end up's idle sessions */
+void sess_end_all(struct sched *s, const char *why);	/* a reload: all end */
+void sess_forget_slots(struct sched *s);	/* the gate connection is gone */
+void sess_remap(struct sched *s);	/* after a reload renumbered the queues */
 
 /* gatelink.c */
 void gate_start(struct sched *s);
 void gate_ask(struct sched *s, struct job *j);
 void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply);
+/* A session's connection slot: asked (its tag, 0 if the gate is not
+ * there), given back (used: a connection was made), or no longer wanted. */
+uint32_t gate_ask_slot(struct sched *s, size_t up);
+void gate_release(struct sched *s, uint32_t tag, int used);
+void gate_cancel(struct sched *s, uint32_t tag);
 
 /* control.c: `weir hold`, release, delete, requeue (QUEUE.md) */
 void control_restore(struct sched *s, struct msg *m);	/* held? at load */

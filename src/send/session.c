@@ -1,0 +1,441 @@
+/*
+ * session.c: kept sessions to an upstream.  A session is one
+ * `weir-remote -S` (remote.h) holding one connection to the upstream,
+ * through which weir-send delivers message after message:
+ *
+ *   ASKING   weir-send asked weir-gate for a connection slot (an ACQUIRE
+ *            of 0 messages, 0 recipients, 1 connection): the session
+ *            holds it as long as it lives, so the gate's max_connections
+ *            counts sessions and a connections window counts each new
+ *            session once, whatever it carries
+ *   IDLE     the slot is granted; the deliverer runs (or starts with the
+ *            first message) and waits for a message
+ *   BUSY     a message is on it: a job whose own grant (1 message, n
+ *            recipients, 0 connections) weir-send holds, handed over as
+ *            one datagram on a SOCK_SEQPACKET socketpair with three
+ *            descriptors: mess/S/N (read-only: the deliverer never opens
+ *            the queue), the report pipe and the outcome pipe.  The job
+ *            completes as a deliverer's own does (deliver.c) once both
+ *            pipes are closed and the session said "ready" or "closing"
+ *            (or died: then it is a crash, as for a deliverer of its own)
+ *   ENDING   weir-send closed its end (idle for the upstream's
+ *            session_idle, messages_per_connection reached, a reload, the
+ *            gate lost, a throttle) or the deliverer said "closing": it
+ *            QUITs and exits; when it is reaped, the slot goes back to the
+ *            gate (NOMAIL: only the connection is logged; REFUND if it
+ *            never had a message)
+ *
+ * A batch too big for one datagram, and deliverers that are not
+ * weir-remote ($WEIR_REMOTE: a qmail-remote), go through a deliverer of
+ * their own (deliver.c), as does every message of an upstream with
+ * session_idle = 0.
+ *
+ * Trusts: the deliverer's word only as "ready" or "closing".  Config
+ * keys: session_idle (upstream sections), concurrency.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/log.h"
+#include "send/sendint.h"
+
+enum dstate { DS_ASKING, DS_IDLE, DS_BUSY, DS_ENDING };
+
+struct dsess {
+	struct sched *s;
+	size_t up;		/* its queue in s->ups (not kept up to date once ENDING) */
+	enum dstate state;
+	uint32_t tag;		/* its connection slot at the gate; 0: none held */
+	pid_t pid;		/* its weir-remote -S; 0: not started */
+	int sock;		/* our end; -1: closed */
+	unsigned sent;		/* messages handed to it */
+	unsigned max;		/* messages_per_connection; 0: no cap */
+	int retire;		/* end it once its message is done (a reload) */
+	long long since;	/* wall time of its slot */
+	struct job *job;	/* the message on it */
+	struct evtimer *idle;
+	struct dsess *next;
+};
+
+/* Requests are at most this big (remote.c's REQUEST_MAX). */
+#define DS_REQUEST_MAX	(256 * 1024)
+
+int
+sess_wanted(const struct sched *s, size_t up)
+{
+	return s->o->sessions && up < s->cfg->nupstreams &&
+	    s->cfg->upstreams[up].session_idle > 0;
+}
+
+static unsigned
+count(const struct sched *s, size_t up, int state)
+{
+	const struct dsess *d;
+	unsigned n = 0;
+
+	for (d = s->sessions; d; d = d->next)
+		if (d->state != DS_ENDING && d->up == up && (state < 0 || (int)d->state == state))
+			n++;
+	return n;
+}
+
+static void
+sess_free(struct sched *s, struct dsess *d)
+{
+	struct dsess **p;
+
+	for (p = &s->sessions; *p; p = &(*p)->next)
+		if (*p == d) {
+			*p = d->next;
+			break;
+		}
+	evloop_timer_cancel(s->ev, d->idle);
+	if (d->sock >= 0) {
+		evloop_unwatch(s->ev, d->sock);
+		close(d->sock);
+	}
+	free(d);
+}
+
+/* Close our end: the deliverer QUITs and exits (reaped in sess_reaped). */
+static void
+sess_end(struct sched *s, struct dsess *d, const char *why)
+{
+	if (d->state == DS_ENDING)
+		return;
+	if (d->state == DS_ASKING) {
+		gate_cancel(s, d->tag);
+		sess_free(s, d);
+		return;
+	}
+	log_info("session %ld to %s: ending after %u message%s: %s", (long)d->pid,
+	    s->ups[d->up].name, d->sent, d->sent == 1 ? "" : "s", why);
+	d->state = DS_ENDING;
+	evloop_timer_cancel(s->ev, d->idle);
+	d->idle = NULL;
+	if (d->sock >= 0) {
+		evloop_unwatch(s->ev, d->sock);
+		close(d->sock);
+		d->sock = -1;
+	}
+	if (d->pid == 0) {
+		gate_release(s, d->tag, 0);
+		sess_free(s, d);
+	}
+}
+
+static void
+on_idle(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct dsess *d = arg;
+	struct sched *s = d->s;
+
+	(void)ev; (void)t;
+	d->idle = NULL;
+	sess_end(s, d, "idle");
+}
+
+/* The deliverer's word after each message: "ready" for the next, or
+ * "closing"; its reports are then complete. */
+static void
+on_word(struct evloop *ev, int fd, int events, void *arg)
+{
+	struct dsess *d = arg;
+	struct sched *s = d->s;
+	struct job *j = d->job;
+	char w[16];
+	ssize_t n;
+
+	(void)ev; (void)events;
+	do
+		n = recv(fd, w, sizeof w, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN)
+		return;
+	if (j && n == 5 && memcmp(w, "ready", 5) == 0) {
+		d->job = NULL;
+		d->state = DS_IDLE;
+		job_exited(s, j, 0);
+		return;
+	}
+	if (j && n == 7 && memcmp(w, "closing", 7) == 0) {
+		d->job = NULL;
+		sess_end(s, d, "the deliverer closed it");
+		job_exited(s, j, 0);
+		return;
+	}
+	if (n != 0) {
+		log_warnx("session %ld: a word out of turn; ending it", (long)d->pid);
+		kill(-d->pid, SIGKILL);
+	}
+	/* Its message, if any, ends when it is reaped. */
+	sess_end(s, d, "the deliverer's end");
+}
+
+/* remote_program -S -c CONFIG -u UPSTREAM HOST with the socket on fd 0. */
+static int
+sess_start(struct sched *s, struct dsess *d)
+{
+	int sv[2];
+	const char *argv[12];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		log_warn("session: socketpair");
+		return -1;
+	}
+	remote_argv(s, d->up, argv, "-S");
+	d->pid = deliverer_fork(argv, sv[1], -1, -1);
+	close(sv[1]);
+	if (d->pid < 0) {
+		d->pid = 0;
+		close(sv[0]);
+		return -1;
+	}
+	d->sock = sv[0];
+	evloop_watch(s->ev, d->sock, EV_READ, on_word, d);
+	log_info("session %ld to %s: started", (long)d->pid, s->ups[d->up].name);
+	return 0;
+}
+
+/* Hand j to d: "SENDER\0RCPT\0...\0" with mess/S/N and the write ends
+ * of j's pipes.  0, or -1 (j untouched, d unusable). */
+static int
+hand(struct sched *s, struct dsess *d, struct job *j)
+{
+	struct buf req = BUF_INIT;
+	int fds[3] = { -1, -1, -1 }, rfd[2] = { -1, -1 }, k;
+	size_t i;
+
+	buf_adds(&req, j->m->sender);
+	buf_addc(&req, '\0');
+	for (i = 0; i < j->n; i++) {
+		buf_adds(&req, j->addrs[i]);
+		buf_addc(&req, '\0');
+	}
+	if ((d->pid == 0 && sess_start(s, d) < 0) || job_open(s, j, &fds[0], rfd) < 0) {
+		buf_free(&req);
+		return -1;
+	}
+	fds[1] = rfd[0];
+	fds[2] = rfd[1];
+	k = fd_send(d->sock, req.s, req.len, fds, 3);
+	buf_free(&req);
+	for (i = 0; i < 3; i++)
+		close(fds[i]);
+	if (k < 0) {
+		log_warn("session %ld: handing msg %lu over", (long)d->pid, j->m->id);
+		job_unopen(s, j);
+		return -1;
+	}
+	evloop_timer_cancel(s->ev, d->idle);
+	d->idle = NULL;
+	d->state = DS_BUSY;
+	d->job = j;
+	d->sent++;
+	j->pid = d->pid;
+	j->sess = d;
+	return 0;
+}
+
+int
+sess_fits(const struct job *j)
+{
+	size_t i, len = strlen(j->m->sender) + 1;
+
+	for (i = 0; i < j->n; i++)
+		len += strlen(j->addrs[i]) + 1;
+	return len <= DS_REQUEST_MAX;
+}
+
+int
+sess_run(struct sched *s, struct job *j)
+{
+	struct dsess *d;
+
+	for (d = s->sessions; d; d = d->next)
+		if (d->up == j->up && d->state == DS_IDLE)
+			break;
+	if (d == NULL)
+		return 0;
+	if (hand(s, d, j) < 0) {
+		sess_end(s, d, "a message could not be handed over");
+		return -1;
+	}
+	return 1;
+}
+
+void
+sess_open(struct sched *s, size_t up, unsigned waiting)
+{
+	unsigned asking = count(s, up, DS_ASKING);
+	struct dsess *d;
+
+	waiting = waiting > asking ? waiting - asking : 0;
+	while (waiting-- > 0 && count(s, up, -1) < s->concurrency && s->gate_up) {
+		d = xcalloc(1, sizeof *d);
+		d->s = s;
+		d->up = up;
+		d->sock = -1;
+		d->state = DS_ASKING;
+		d->next = s->sessions;
+		s->sessions = d;
+		if ((d->tag = gate_ask_slot(s, up)) == 0) {
+			sess_free(s, d);
+			return;
+		}
+	}
+}
+
+int
+sess_granted(struct sched *s, uint32_t tag, uint32_t max)
+{
+	struct dsess *d;
+
+	for (d = s->sessions; d; d = d->next)
+		if (d->state == DS_ASKING && d->tag == tag)
+			break;
+	if (d == NULL)
+		return 0;
+	d->state = DS_IDLE;
+	d->max = max;
+	d->since = wall();
+	sess_idle(s, d);
+	return 1;
+}
+
+int
+sess_refused(struct sched *s, uint32_t tag, const char *why)
+{
+	struct dsess *d;
+
+	for (d = s->sessions; d; d = d->next)
+		if (d->state == DS_ASKING && d->tag == tag)
+			break;
+	if (d == NULL)
+		return 0;
+	log_warnx("weir-gate refused a connection slot for %s: %s", s->ups[d->up].name, why);
+	sess_free(s, d);
+	return 1;
+}
+
+/* d has no message: more, or the idle timer, or its end. */
+void
+sess_idle(struct sched *s, struct dsess *d)
+{
+	const struct weir_upstream *u = d->up < s->cfg->nupstreams ?
+	    &s->cfg->upstreams[d->up] : NULL;
+
+	if (d->state != DS_IDLE)
+		return;
+	if (d->retire || u == NULL || u->session_idle == 0) {
+		sess_end(s, d, "the configuration changed");
+		return;
+	}
+	if (d->max && d->sent >= d->max) {
+		sess_end(s, d, "messages_per_connection reached");
+		return;
+	}
+	kick(s, d->up);
+	if (d->state == DS_IDLE && d->idle == NULL)
+		d->idle = evloop_timer_at(s->ev, clock_mono_ms() +
+		    (uint64_t)u->session_idle * 1000, on_idle, d);
+}
+
+void
+sess_job_done(struct sched *s, struct job *j)
+{
+	struct dsess *d = j->sess;
+
+	if (d == NULL)
+		return;
+	j->sess = NULL;
+	if (d->job == j)
+		d->job = NULL;
+	sess_idle(s, d);
+}
+
+int
+sess_reaped(struct sched *s, pid_t pid, int status)
+{
+	struct dsess *d;
+
+	for (d = s->sessions; d; d = d->next)
+		if (d->pid == pid)
+			break;
+	if (d == NULL)
+		return 0;
+	if (WIFSIGNALED(status))
+		log_warnx("session %ld to %s: killed by signal %d", (long)pid,
+		    d->state == DS_ENDING ? "its upstream" : s->ups[d->up].name, WTERMSIG(status));
+	if (d->job) {
+		struct job *j = d->job;
+
+		d->job = NULL;
+		j->sess = NULL;
+		job_exited(s, j, status);
+	}
+	sess_end(s, d, "the deliverer exited");
+	gate_release(s, d->tag, d->sent > 0);
+	sess_free(s, d);
+	return 1;
+}
+
+void
+sess_throttled(struct sched *s, size_t up)
+{
+	struct dsess *d, *next;
+
+	for (d = s->sessions; d; d = next) {
+		next = d->next;
+		if (d->up == up && (d->state == DS_IDLE || d->state == DS_ASKING))
+			sess_end(s, d, "the upstream is throttling us");
+	}
+}
+
+void
+sess_end_all(struct sched *s, const char *why)
+{
+	struct dsess *d, *next;
+
+	for (d = s->sessions; d; d = next) {
+		next = d->next;
+		if (d->state == DS_BUSY)
+			d->retire = 1;
+		else
+			sess_end(s, d, why);
+	}
+}
+
+void
+sess_forget_slots(struct sched *s)
+{
+	struct dsess *d, *next;
+
+	for (d = s->sessions; d; d = next) {
+		next = d->next;
+		d->tag = 0;	/* the gate dropped them with the connection */
+		if (d->state == DS_ASKING)
+			sess_free(s, d);
+		else if (d->state == DS_BUSY)
+			d->retire = 1;
+		else
+			sess_end(s, d, "weir-gate was lost");
+	}
+}
+
+void
+sess_remap(struct sched *s)
+{
+	struct dsess *d;
+
+	for (d = s->sessions; d; d = d->next)
+		if (d->state == DS_BUSY && d->job)
+			d->up = d->job->up;
+}
