@@ -6,8 +6,13 @@
  * The gate (see remote.h) is spoken to only through mail/gateclient.h,
  * in gate_acquire() and gate_report() below.
  *
+ * Sender rewriting (mail/rewrite.h) is applied in rewrite_sender(),
+ * before the session: the envelope sender handed to smtp_deliver() and
+ * the From: address in the wire form of the message (remote/body.h),
+ * never the queue file.
+ *
  * Trusts: the caller's arguments, weir.conf.  Config keys: hostname,
- * gate_socket, upstream sections.
+ * gate_socket, upstream sections (rewrite_* among them).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
@@ -26,6 +32,7 @@
 #include "lib/privdrop.h"
 #include "mail/config.h"
 #include "mail/gateclient.h"
+#include "mail/rewrite.h"
 #include "mail/trouble.h"
 #include "remote/body.h"
 #include "remote/remote.h"
@@ -298,6 +305,78 @@ rules_new(const struct weir_config *cfg)
 	return t;
 }
 
+/* The queue id of the message on fd, for the log: qmail's mess file is
+ * named by its inode.  "msg N", or "message" when fd is no file. */
+static void
+message_name(int fd, char *out, size_t max)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		snprintf(out, max, "msg %llu", (unsigned long long)st.st_ino);
+	else
+		snprintf(out, max, "message");
+}
+
+/* Sender rewriting for upstream up (mail/rewrite.h), at delivery only:
+ * the envelope sender into out (sender itself when no rule applies), and
+ * with rewrite_header_from the From: address in body.  Each change, and
+ * a From: left as it was for a reason, is logged once for the message.
+ * 0 ok; -1 the rules do not build (config.c checked them), why in err. */
+static int
+rewrite_sender(const struct weir_upstream *up, const char *hostname, const char *sender,
+    struct body *body, struct buf *out, struct buf *err)
+{
+	static const char *const left[] = {
+		[RWF_SEVERAL] = "not one mailbox", [RWF_UNPARSABLE] = "unparsable",
+		[RWF_ODD_FORM] = "not plain",
+	};
+	struct rewrite rw;
+	struct buf old = BUF_INIT, nu = BUF_INIT, why = BUF_INIT;
+	const char *val;
+	char name[64];
+	size_t len, off, alen, n;
+	enum rewrite_from r;
+
+	buf_reset(out);
+	buf_adds(out, sender);
+	if (rewrite_init(&rw, (const char *const *)up->rewrite_sender.v, up->rewrite_sender.n,
+	    up->rewrite_default, (const char *const *)up->rewrite_domains.v,
+	    up->rewrite_domains.n, hostname, err) < 0)
+		return -1;
+	if (!rewrite_active(&rw))
+		goto done;
+	message_name(body->fd, name, sizeof name);
+	if (rewrite_address(&rw, sender, &nu)) {
+		log_info("%s: upstream %s: envelope sender <%s> -> <%s>", name, up->name, sender,
+		    nu.s);
+		buf_reset(out);
+		buf_add(out, nu.s, nu.len);
+	}
+	if (!up->rewrite_header_from)
+		goto done;
+	n = body_from(body, &val, &len);
+	if (n != 1 || val == NULL) {
+		if (n != 0)
+			log_warnx("%s: upstream %s: From: left as it is: %s", name, up->name,
+			    n > 1 ? "several From: fields" : "the field is too long");
+		goto done;
+	}
+	r = rewrite_from(&rw, val, len, &off, &alen, &old, &nu, &why);
+	if (r == RWF_REWRITTEN && body_from_replace(body, off, alen, nu.s, nu.len, &why) == 0)
+		log_info("%s: upstream %s: From: %s -> %s", name, up->name, old.s, nu.s);
+	else if (r != RWF_SAME)
+		log_warnx("%s: upstream %s: From: left as it is: %s%s%s", name, up->name,
+		    r == RWF_REWRITTEN ? "" : left[r], r == RWF_REWRITTEN ? "" : ": ",
+		    buf_cstr(&why));
+done:
+	rewrite_free(&rw);
+	buf_free(&old);
+	buf_free(&nu);
+	buf_free(&why);
+	return 0;
+}
+
 static unsigned
 default_port(int tls)
 {
@@ -421,7 +500,7 @@ remote_run(int argc, char **argv, pid_t parent)
 	struct weir_config cfg;
 	struct weir_upstream fallback;
 	const struct weir_upstream *up;
-	struct buf err = BUF_INIT, secret = BUF_INIT;
+	struct buf err = BUF_INIT, secret = BUF_INIT, envsender = BUF_INIT;
 	struct body body;
 	struct smtp_params p;
 	struct smtp_result res;
@@ -532,6 +611,10 @@ remote_run(int argc, char **argv, pid_t parent)
 		smtp_result_free(&bad);
 		goto out;
 	}
+	if (rewrite_sender(up, cfg.hostname, sender, &body, &envsender, &err) < 0) {
+		rc = whole(nrcpt, "weir-remote: configuration: %s. (#4.3.0)\n", err.s);
+		goto out;
+	}
 	if (prepare(up, &p, &secret, &err) < 0) {
 		rc = whole(nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
 		goto out;
@@ -545,7 +628,7 @@ remote_run(int argc, char **argv, pid_t parent)
 		goto out;
 	}
 	p.max_rcpt = gate.max_rcpt;
-	smtp_deliver(&p, sender, rcpts, nrcpt, &body, &res);
+	smtp_deliver(&p, buf_cstr(&envsender), rcpts, nrcpt, &body, &res);
 	secret_wipe(&secret);
 	gate_report(&gate, &res);
 	if (outfd >= 0)
@@ -560,6 +643,7 @@ out:
 	tls_client_free(p.tls);
 	body_close(&body);
 	buf_free(&err);
+	buf_free(&envsender);
 	if (have_fallback)
 		config_upstream_free(&fallback);
 	if (have_cfg)
