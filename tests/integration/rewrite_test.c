@@ -16,6 +16,10 @@
  *       queue id weir-send logs.
  *   without_header_option
  *       rewrite_header_from off: the envelope only.
+ *   check_config
+ *       weir check-config's warnings: an address local to this host in
+ *       the map or the default, a local accepted domain, a setting that
+ *       does nothing, an account named by an address with no rewriting.
  *
  * Ports are picked by the kernel, loopback only; each test has its own
  * folder; every process is stopped at the end, even on failure
@@ -270,4 +274,43 @@ Test(rewrite, without_header_option)
 	assert_line(&r, "r1@dest.example", "From: Root <root@box.localdomain>");
 	cr_assert_eq(rt_log_count(&t, "From: root@box.localdomain ->"), 0);
 	rt_rec_free(&r);
+}
+
+/* weir check-config warns about rewriting that cannot work or does
+ * nothing, with the line of the key. */
+Test(rewrite, check_config)
+{
+	char *conf = xasprintf("%s/check.conf", t.s.qt.tmp);
+	char *text = xasprintf("hostname = \"box.localdomain\"\n"
+	    "upstream \"plain\" {\n  host = \"127.0.0.1\"\n  username = \"me@example.org\"\n"
+	    "  secret_file = \"%s\"\n}\n"
+	    "upstream \"local\" {\n  host = \"127.0.0.1\"\n"
+	    "  rewrite_sender = {\"cron cron@box.localdomain\"}\n"
+	    "  rewrite_default = \"me@localhost\"\n"
+	    "  rewrite_domains = {\"box.localdomain\"}\n}\n"
+	    "upstream \"idle\" {\n  host = \"127.0.0.1\"\n  rewrite_header_from = true\n}\n"
+	    "upstream \"good\" {\n  host = \"127.0.0.1\"\n  username = \"me@example.org\"\n"
+	    "  secret_file = \"%s\"\n  rewrite_default = \"me@example.org\"\n"
+	    "  rewrite_header_from = true\n}\n", t.secret, t.secret);
+	const char *args[] = { "-c", conf, "check-config" };
+	struct tl_result r;
+	const char *out;
+
+	tl_write(conf, text, strlen(text));
+	r = rt_run(&t, "weir", args, 3, NULL);
+	out = buf_cstr(&r.out);
+	cr_assert(strstr(out, ":2: warning: upstream \"plain\": no sender rewriting"), "%s", out);
+	cr_assert(strstr(out, ":9: warning: upstream \"local\": rewrite_sender \"cron "
+	    "cron@box.localdomain\" rewrites to an address local"), "%s", out);
+	cr_assert(strstr(out, ":10: warning: upstream \"local\": rewrite_default "
+	    "\"me@localhost\" is local"), "%s", out);
+	cr_assert(strstr(out, ":11: warning: upstream \"local\": rewrite_domains names "
+	    "\"box.localdomain\""), "%s", out);
+	cr_assert(strstr(out, ":15: warning: upstream \"idle\": rewrite_header_from without"),
+	    "%s", out);
+	cr_assert_null(strstr(out, "upstream \"good\": no sender"), "%s", out);
+	cr_assert_null(strstr(out, "upstream \"good\": rewrite"), "%s", out);
+	tl_result_free(&r);
+	free(text);
+	free(conf);
 }
