@@ -222,6 +222,8 @@ Test(rewrite, from_only_the_address)
 	/* Folded: the fold stays where it was. */
 	cr_assert_eq(from(" \"Web, server\"\n\t<www-data@localhost>", &res), RWF_REWRITTEN);
 	cr_assert_str_eq(buf_cstr(&res), " \"Web, server\"\n\t<www-data@example.org>");
+	cr_assert_eq(from(" Web\r\n <www-data>", &res), RWF_REWRITTEN);
+	cr_assert_str_eq(buf_cstr(&res), " Web\r\n <www-data@example.org>");
 	cr_assert_eq(from(" Me <me@example.org>", &res), RWF_SAME);
 	cr_assert_str_eq(buf_cstr(&old), "me@example.org");
 	buf_free(&res);
