@@ -29,9 +29,11 @@
 #include "lib/alloc.h"
 #include "lib/netaddr.h"
 #include "lib/timefmt.h"
+#include "mail/address.h"
 #include "mail/confparse.h"
 #include "mail/config.h"
 #include "mail/queue.h"
+#include "mail/rewrite.h"
 
 #ifndef SYSCONFDIR
 #define SYSCONFDIR "/etc/weir"
@@ -98,6 +100,13 @@ static const struct key upkeys[] = {
 	{ "mechanisms",     K_LIST,     NULL, 0, 0, 0, UOFF(mechanisms), NULL },
 	{ "senders",        K_LIST,     NULL, 0, 0, 0, UOFF(senders), NULL },
 	{ "max_recipients", K_INT,      NULL, 100, 1, 100000, UOFF(max_recipients), NULL },
+	/* Sender rewriting at delivery: the map, its default for senders
+	 * outside the accepted domains, those domains (empty: the map's and
+	 * the default's), and whether the From: address follows. */
+	{ "rewrite_sender",      K_LIST, NULL, 0, 0, 0, UOFF(rewrite_sender), NULL },
+	{ "rewrite_default",     K_STR,  NULL, 0, 0, 0, UOFF(rewrite_default), NULL },
+	{ "rewrite_domains",     K_LIST, NULL, 0, 0, 0, UOFF(rewrite_domains), NULL },
+	{ "rewrite_header_from", K_BOOL, NULL, 0, 0, 1, UOFF(rewrite_header_from), NULL },
 	/* RFC 5321 4.5.3.2; the connect timeout is ours. */
 	{ "timeout_connect",    K_DURATION, "1m",  0, 1, 3600, UOFF(timeout_connect), NULL },
 	{ "timeout_banner",     K_DURATION, "5m",  0, 1, 3600, UOFF(timeout_banner), NULL },
@@ -349,10 +358,38 @@ validate(cfg_t *cfg, cfg_opt_t *opt)
 	return 0;
 }
 
+/* The rewrite keys' values (mail/rewrite.h), while the line is known. */
+static int
+validate_rewrite(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char *why = NULL, *v = NULL;
+	unsigned i;
+
+	for (i = 0; i < cfg_opt_size(opt) && why == NULL; i++) {
+		v = cfg_opt_getnstr(opt, i);
+		if (strcmp(opt->name, "rewrite_sender") == 0)
+			why = rewrite_entry_problem(v);
+		else if (strcmp(opt->name, "rewrite_default") == 0)
+			why = rewrite_address_problem(v, 0);
+		else if (strcmp(opt->name, "rewrite_domains") == 0 &&
+		    addr_domain_problem(v, strlen(v)) != NULL)
+			why = "not a valid domain name";
+	}
+	if (why == NULL)
+		return 0;
+	cfg_error(cfg, "%s: \"%s\": %s", opt->name, v, why);
+	return -1;
+}
+
 static int
 validate_up(cfg_t *cfg, cfg_opt_t *opt)
 {
-	return validate_key(cfg, opt, find_in(upkeys, NUPKEYS, opt->name));
+	if (validate_key(cfg, opt, find_in(upkeys, NUPKEYS, opt->name)) < 0)
+		return -1;
+	if (strcmp(opt->name, "rewrite_sender") == 0 || strcmp(opt->name, "rewrite_default") == 0 ||
+	    strcmp(opt->name, "rewrite_domains") == 0)
+		return validate_rewrite(cfg, opt);
+	return 0;
 }
 
 static int
@@ -587,6 +624,19 @@ check_upstream(const struct weir_upstream *u, const char *file, struct buf *err)
 	if (!u->username && (u->secret_file || u->secret_command))
 		buf_printf(err, "%s:%d: upstream \"%s\": a secret without a username\n",
 		    f, u->line, u->name);
+	if (u->rewrite_sender.n > 0 || u->rewrite_default || u->rewrite_domains.n > 0) {
+		struct rewrite rw;
+		struct buf why = BUF_INIT;
+
+		/* What one entry cannot show: a pattern given twice. */
+		if (rewrite_init(&rw, (const char *const *)u->rewrite_sender.v,
+		    u->rewrite_sender.n, u->rewrite_default,
+		    (const char *const *)u->rewrite_domains.v, u->rewrite_domains.n, NULL,
+		    &why) < 0)
+			buf_printf(err, "%s:%d: upstream \"%s\": %s\n", f, u->line, u->name, why.s);
+		rewrite_free(&rw);
+		buf_free(&why);
+	}
 	if (u->fingerprint) {
 		size_t i, hex = 0;
 

@@ -45,6 +45,11 @@ struct weir_upstream {
 	struct strlist mechanisms; /* mechanisms: SASL preference order */
 	struct strlist senders;	/* senders: globs; empty: the default upstream */
 	unsigned max_recipients; /* max_recipients per transaction (100) */
+	/* Sender rewriting at delivery (mail/rewrite.h). */
+	struct strlist rewrite_sender;	/* rewrite_sender: "PATTERN ADDRESS" entries */
+	char *rewrite_default;		/* rewrite_default; NULL: none */
+	struct strlist rewrite_domains;	/* rewrite_domains: accepted as they are */
+	int rewrite_header_from;	/* rewrite_header_from: the From: address too (false) */
 	/* Timeouts, seconds (RFC 5321 4.5.3.2 defaults). */
 	long long timeout_connect;	/* timeout_connect (1m) */
 	long long timeout_banner;	/* timeout_banner (5m) */

@@ -746,7 +746,8 @@ policy_load(struct policy *p, const char *path, struct buf *err)
 	p->cls = xcalloc(p->ncls + 1, sizeof *p->cls);
 	for (i = 0; i < p->ncls; i++)
 		copy_class(&p->cls[i], cfg_getnsec(cfg, "class", (unsigned)i));
-	if (cfg_getbool(cfg, "builtin_throttle_replies"))
+	p->builtin_throttles = cfg_getbool(cfg, "builtin_throttle_replies") ? 1 : 0;
+	if (p->builtin_throttles)
 		nbuilt = sizeof builtin_throttles / sizeof builtin_throttles[0];
 	p->nthr = cfg_size(cfg, "throttle_reply");
 	p->thr = xcalloc(p->nthr + nbuilt + 1, sizeof *p->thr);

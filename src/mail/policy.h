@@ -86,6 +86,7 @@ struct policy {
 	size_t ncls;
 	struct policy_throttle *thr;	/* the file's, then the built-in ones */
 	size_t nthr;
+	int builtin_throttles;		/* builtin_throttle_replies (true) */
 };
 
 /* Load path into p.  0 ok; -1 with every error as "file:line: what\n" in

@@ -35,7 +35,9 @@ struct patlist {
 
 struct trouble_rules {
 	struct patlist custom;		/* policy.conf's throttle_reply, tried first */
-	struct patlist throttle, relay;
+	struct patlist builtin;		/* policy.c's built-in throttle list */
+	int builtin_off;		/* policy.conf: builtin_throttle_replies = false */
+	struct patlist throttle, relay;	/* added by trouble_add_throttle/_relay */
 };
 
 static void
@@ -54,7 +56,7 @@ trouble_new(void)
 
 	/* The "slow down" replies: the one list, policy.c's. */
 	for (i = 0; i < n; i++)
-		pat_add(&t->throttle, thr[i].pattern);
+		pat_add(&t->builtin, thr[i].pattern);
 	for (i = 0; i < sizeof builtin_relay / sizeof builtin_relay[0]; i++)
 		pat_add(&t->relay, builtin_relay[i]);
 	return t;
@@ -76,6 +78,7 @@ trouble_free(struct trouble_rules *t)
 	if (t == NULL)
 		return;
 	pat_free(&t->custom);
+	pat_free(&t->builtin);
 	pat_free(&t->throttle);
 	pat_free(&t->relay);
 	free(t);
@@ -92,6 +95,8 @@ trouble_add_policy(struct trouble_rules *t, const struct policy *p)
 	for (i = 0; i < p->nthr; i++)
 		if (!p->thr[i].builtin)
 			pat_add(&t->custom, p->thr[i].pattern);
+	if (!p->builtin_throttles)
+		t->builtin_off = 1;
 }
 
 /* "CODE first-line-text", matched against each pattern. */
@@ -151,7 +156,8 @@ trouble_reply(const struct trouble_rules *t, enum smtp_stage st, const struct sm
 		return T_ACCEPT;
 	if (matches(&t->custom, r))
 		return T_SUSPEND;
-	if (!about_recipient(st, r) && matches(&t->throttle, r))
+	if (!about_recipient(st, r) && ((!t->builtin_off && matches(&t->builtin, r)) ||
+	    matches(&t->throttle, r)))
 		return T_SUSPEND;
 	/* A positive-class reply where it is not expected (a 3xx to RCPT, a
 	 * 250 to DATA) is a protocol error: never permanent. */

@@ -9,7 +9,8 @@
  *   2. Any other reply matching a throttle_reply pattern of policy.conf
  *      (trouble_add_policy) is SUSPEND, whatever the stage.  Then one
  *      matching a built-in throttle pattern (policy.c's list, the one the
- *      gate uses too: policy_builtin_throttles; 421, words about the client
+ *      gate uses too: policy_builtin_throttles; left out when policy.conf
+ *      says builtin_throttle_replies = false; 421, words about the client
  *      or session: rate limit, throttling, slow down, quota exceeded,
  *      sending limit, too many; Google's "550 5.4.5") is SUSPEND, 4xx
  *      and 5xx alike (the daily limit is not a bounce) -- except a RCPT
@@ -97,7 +98,9 @@ void trouble_free(struct trouble_rules *t);
 void trouble_add_throttle(struct trouble_rules *t, const char *pattern);
 void trouble_add_relay(struct trouble_rules *t, const char *pattern);
 /* policy.conf's own throttle_reply patterns (not its built-in ones),
- * tried before every other rule. */
+ * tried before every other rule; with its builtin_throttle_replies =
+ * false, the built-in throttle patterns no longer count (those added by
+ * trouble_add_throttle still do). */
 void trouble_add_policy(struct trouble_rules *t, const struct policy *p);
 
 /* What a complete reply at this stage means. */

@@ -19,6 +19,11 @@
  * read again with pread(2), so memory stays at one chunk whatever its
  * size; one on a pipe is kept in memory (up to max bytes).
  *
+ * The header pass also finds the From: fields (body_from()), and one
+ * replacement in the first one may be set before sending
+ * (body_from_replace(): weir-remote's sender rewriting, mail/rewrite.h);
+ * it is made on the wire only, the message on fd stays as it is.
+ *
  * Trusts: nothing.  Config keys: none.
  */
 #ifndef WEIR_BODY_H
@@ -47,6 +52,25 @@ struct body_enc {
 	int done;		/* ".\r\n" written */
 };
 
+/* The header's From: field, as body_open() found it, and the one
+ * replacement in it that body_from_replace() may set. */
+#define BODY_FROM_MAX 4096	/* a longer value is not kept */
+struct body_from {
+	size_t count;		/* From: fields in the header */
+	size_t field;		/* where the first one starts in the message */
+	size_t off;		/* where its value starts (after the colon) */
+	struct buf val;		/* that value, raw, without its last line end */
+	int toolong;		/* over BODY_FROM_MAX: val is not kept */
+	/* the scan (body_open) */
+	int state, in;
+	size_t start, namelen;	/* the field being read: its start, name bytes */
+	char name[8];
+	/* the replacement: message bytes [at, at + oldlen) go out as rep */
+	int set;
+	size_t at, oldlen, repi;
+	struct buf rep;
+};
+
 struct body {
 	int fd;
 	off_t start;		/* where the message starts in fd; -1: in mem */
@@ -59,6 +83,7 @@ struct body {
 	struct body_enc enc;
 	char in[BODY_CHUNK];
 	size_t inpos, inlen;
+	struct body_from from;
 };
 
 /* Read the message on fd through: b's size and info (a too long line is
@@ -71,6 +96,17 @@ void body_rewind(struct body *b);
  * ".\r\n" has been given, -1 on a read error (reason in err). */
 ssize_t body_next(struct body *b, char *out, size_t cap, struct buf *err);
 void body_close(struct body *b);
+
+/* The header's From: fields: how many, and the first one's value in
+ * *val, *len (*val NULL when it is over BODY_FROM_MAX bytes). */
+size_t body_from(const struct body *b, const char **val, size_t *len);
+/* From now on, bytes [off, off + len) of the first From: value go out as
+ * rep[0..rlen), and wire_len says so (SIZE follows).  rep must be
+ * printable ASCII without blanks, and the line it lands in must stay
+ * within BODY_LINE_MAX.  0 ok; -1 with the reason in why, nothing
+ * changed. */
+int body_from_replace(struct body *b, size_t off, size_t len, const char *rep, size_t rlen,
+    struct buf *why);
 
 /* The whole wire form of msg[0..n) appended to out, ".\r\n" included.
  * 0 ok; -1 if a line is too long (out then holds a partial encoding). */

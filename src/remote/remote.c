@@ -6,8 +6,13 @@
  * The gate (see remote.h) is spoken to only through mail/gateclient.h,
  * in gate_acquire() and gate_report() below.
  *
+ * Sender rewriting (mail/rewrite.h) is applied in rewrite_sender(),
+ * before the session: the envelope sender handed to smtp_deliver() and
+ * the From: address in the wire form of the message (remote/body.h),
+ * never the queue file.
+ *
  * Trusts: the caller's arguments, weir.conf.  Config keys: hostname,
- * gate_socket, upstream sections.
+ * gate_socket, upstream sections (rewrite_* among them).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +23,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
@@ -27,6 +33,7 @@
 #include "lib/privdrop.h"
 #include "mail/config.h"
 #include "mail/gateclient.h"
+#include "mail/rewrite.h"
 #include "mail/trouble.h"
 #include "remote/body.h"
 #include "remote/remote.h"
@@ -310,6 +317,78 @@ rules_new(const struct weir_config *cfg)
 	return t;
 }
 
+/* The queue id of the message on fd, for the log: qmail's mess file is
+ * named by its inode.  "msg N", or "message" when fd is no file. */
+static void
+message_name(int fd, char *out, size_t max)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		snprintf(out, max, "msg %llu", (unsigned long long)st.st_ino);
+	else
+		snprintf(out, max, "message");
+}
+
+/* Sender rewriting for upstream up (mail/rewrite.h), at delivery only:
+ * the envelope sender into out (sender itself when no rule applies), and
+ * with rewrite_header_from the From: address in body.  Each change, and
+ * a From: left as it was for a reason, is logged once for the message.
+ * 0 ok; -1 the rules do not build (config.c checked them), why in err. */
+static int
+rewrite_sender(const struct weir_upstream *up, const char *hostname, const char *sender,
+    struct body *body, struct buf *out, struct buf *err)
+{
+	static const char *const left[] = {
+		[RWF_SEVERAL] = "not one mailbox", [RWF_UNPARSABLE] = "unparsable",
+		[RWF_ODD_FORM] = "not plain",
+	};
+	struct rewrite rw;
+	struct buf old = BUF_INIT, nu = BUF_INIT, why = BUF_INIT;
+	const char *val;
+	char name[64];
+	size_t len, off, alen, n;
+	enum rewrite_from r;
+
+	buf_reset(out);
+	buf_adds(out, sender);
+	if (rewrite_init(&rw, (const char *const *)up->rewrite_sender.v, up->rewrite_sender.n,
+	    up->rewrite_default, (const char *const *)up->rewrite_domains.v,
+	    up->rewrite_domains.n, hostname, err) < 0)
+		return -1;
+	if (!rewrite_active(&rw))
+		goto done;
+	message_name(body->fd, name, sizeof name);
+	if (rewrite_address(&rw, sender, &nu)) {
+		log_info("%s: upstream %s: envelope sender <%s> -> <%s>", name, up->name, sender,
+		    nu.s);
+		buf_reset(out);
+		buf_add(out, nu.s, nu.len);
+	}
+	if (!up->rewrite_header_from)
+		goto done;
+	n = body_from(body, &val, &len);
+	if (n != 1 || val == NULL) {
+		if (n != 0)
+			log_warnx("%s: upstream %s: From: left as it is: %s", name, up->name,
+			    n > 1 ? "several From: fields" : "the field is too long");
+		goto done;
+	}
+	r = rewrite_from(&rw, val, len, &off, &alen, &old, &nu, &why);
+	if (r == RWF_REWRITTEN && body_from_replace(body, off, alen, nu.s, nu.len, &why) == 0)
+		log_info("%s: upstream %s: From: %s -> %s", name, up->name, old.s, nu.s);
+	else if (r != RWF_SAME)
+		log_warnx("%s: upstream %s: From: left as it is: %s%s%s", name, up->name,
+		    r == RWF_REWRITTEN ? "" : left[r], r == RWF_REWRITTEN ? "" : ": ",
+		    buf_cstr(&why));
+done:
+	rewrite_free(&rw);
+	buf_free(&old);
+	buf_free(&nu);
+	buf_free(&why);
+	return 0;
+}
+
 static unsigned
 default_port(int tls)
 {
@@ -566,7 +645,7 @@ single(const char *cfile, const char *upname, int use_gate, int outfd, pid_t par
     const char *host, const char *sender, const char *const *rcpts, size_t nrcpt)
 {
 	struct remote r;
-	struct buf why = BUF_INIT;
+	struct buf why = BUF_INIT, envsender = BUF_INIT;
 	struct body body;
 	struct smtp_result res;
 	struct gate gate;
@@ -582,6 +661,11 @@ single(const char *cfile, const char *upname, int use_gate, int outfd, pid_t par
 	}
 	if (open_message(&body, STDIN_FILENO, nrcpt, STDOUT_FILENO, &rc) < 0)
 		goto out;
+	if (rewrite_sender(r.up, r.cfg.hostname, sender, &body, &envsender, &why) < 0) {
+		rc = whole(STDOUT_FILENO, nrcpt, "weir-remote: configuration: %s. (#4.3.0)\n",
+		    why.s);
+		goto out;
+	}
 	if (get_ready(&r, &why) < 0) {
 		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
 		goto out;
@@ -594,7 +678,7 @@ single(const char *cfile, const char *upname, int use_gate, int outfd, pid_t par
 		goto out;
 	}
 	r.p.max_rcpt = gate.max_rcpt;
-	smtp_deliver(&r.p, sender, rcpts, nrcpt, &body, &res);
+	smtp_deliver(&r.p, buf_cstr(&envsender), rcpts, nrcpt, &body, &res);
 	secret_wipe(&r.secret);
 	gate_report(&gate, &res);
 	if (outfd >= 0)
@@ -607,6 +691,7 @@ out:
 	body_close(&body);
 	remote_free(&r);
 	buf_free(&why);
+	buf_free(&envsender);
 	return rc;
 }
 
@@ -695,13 +780,14 @@ refund(int fd)
  * session could not be set up, why says so), its reports and outcome
  * written.  1: the session can take another message. */
 static int
-session_message(struct smtp_session *ss, struct buf *req, const int fds[3],
-    const struct buf *why)
+session_message(const struct remote *r, struct smtp_session *ss, struct buf *req,
+    const int fds[3], const struct buf *why)
 {
 	const char *sender = NULL, **rcpts = NULL;
 	size_t nrcpt = request_parse(req, &sender, &rcpts);
 	struct smtp_result res;
 	struct body body;
+	struct buf envsender = BUF_INIT, err = BUF_INIT;
 	int rc = 0, more = 0;
 
 	memset(&body, 0, sizeof body);
@@ -712,14 +798,19 @@ session_message(struct smtp_session *ss, struct buf *req, const int fds[3],
 	} else if (open_message(&body, fds[0], nrcpt, fds[1], &rc) < 0) {
 		refund(fds[2]);
 		more = rc == 0;
+	} else if (rewrite_sender(r->up, r->cfg.hostname, sender, &body, &envsender, &err) < 0) {
+		(void)whole(fds[1], nrcpt, "weir-remote: configuration: %s. (#4.3.0)\n", err.s);
+		refund(fds[2]);
 	} else {
-		smtp_session_deliver(ss, sender, rcpts, nrcpt, &body, &res);
+		smtp_session_deliver(ss, buf_cstr(&envsender), rcpts, nrcpt, &body, &res);
 		outcome_write(fds[2], &res);
 		more = emit(fds[1], &res) == 0 && smtp_session_open(ss);
 		smtp_result_free(&res);
 	}
 	body_close(&body);
 	free(rcpts);
+	buf_free(&envsender);
+	buf_free(&err);
 	return more;
 }
 
@@ -738,7 +829,7 @@ session(const char *cfile, const char *upname, const char *host, pid_t parent)
 		die_with_parent(parent);
 	buf_reserve(&req, REQUEST_MAX);
 	while (more && (k = request_read(STDIN_FILENO, &req, fds)) > 0) {
-		more = session_message(ss, &req, fds, &why);
+		more = session_message(&r, ss, &req, fds, &why);
 		for (i = 0; i < 3; i++)
 			close(fds[i]);
 		/* Then, the word that the reports are complete. */

@@ -11,6 +11,10 @@
  *   - admin is a fully qualified address that is not local to this host
  *     (local recipients are rewritten to it), hostname is a sane domain
  *     name; the queue exists;
+ *   - sender rewriting (warnings): a rewrite_sender or rewrite_default
+ *     address local to this host, a local domain in rewrite_domains,
+ *     rewrite_header_from or rewrite_domains that do nothing, and an
+ *     upstream whose username is an address but that rewrites no sender;
  *   - the accounts of gate_user, send_user, smtpd_user and queue_group
  *     exist (a daemon told to become a missing user does not start);
  *   - what the programs need at run time: the deliverer's user (the
@@ -418,9 +422,64 @@ check_queue_owners(struct check *k, const struct weir_config *c)
 	buf_free(&why);
 }
 
+/* Sender rewriting (mail/rewrite.h; config.c checked each value): what
+ * would still reach the provider as a local address, and settings that
+ * do nothing. */
 static void
-check_upstream(struct check *k, const struct weir_upstream *u, const struct policy *pol,
-    int have_policy)
+check_rewrite(struct check *k, const struct weir_config *c, const struct weir_upstream *u)
+{
+	const char *at;
+	char where[512];
+	size_t i;
+
+	for (i = 0; i < u->rewrite_sender.n; i++) {
+		at = strrchr(u->rewrite_sender.v[i], '@');	/* the address's domain */
+		if (at && domain_is_local(at + 1, c)) {
+			up_where(k, u, "rewrite_sender", where, sizeof where);
+			finding(k, 1, where, "upstream \"%s\": rewrite_sender \"%s\" rewrites to "
+			    "an address local to this host (hostname \"%s\"): the provider "
+			    "sees it as it is", u->name, u->rewrite_sender.v[i], c->hostname);
+		}
+	}
+	if (u->rewrite_default && domain_is_local(strrchr(u->rewrite_default, '@') + 1, c)) {
+		up_where(k, u, "rewrite_default", where, sizeof where);
+		finding(k, 1, where, "upstream \"%s\": rewrite_default \"%s\" is local to this "
+		    "host (hostname \"%s\"): give an address of the account's domain",
+		    u->name, u->rewrite_default, c->hostname);
+	}
+	for (i = 0; i < u->rewrite_domains.n; i++)
+		if (domain_is_local(u->rewrite_domains.v[i], c)) {
+			up_where(k, u, "rewrite_domains", where, sizeof where);
+			finding(k, 1, where, "upstream \"%s\": rewrite_domains names \"%s\", "
+			    "local to this host: its senders never get rewrite_default", u->name,
+			    u->rewrite_domains.v[i]);
+		}
+	if (u->rewrite_header_from && u->rewrite_sender.n == 0 && !u->rewrite_default) {
+		up_where(k, u, "rewrite_header_from", where, sizeof where);
+		finding(k, 1, where, "upstream \"%s\": rewrite_header_from without "
+		    "rewrite_sender or rewrite_default rewrites nothing", u->name);
+	}
+	if (u->rewrite_domains.n > 0 && !u->rewrite_default) {
+		up_where(k, u, "rewrite_domains", where, sizeof where);
+		finding(k, 1, where, "upstream \"%s\": rewrite_domains without rewrite_default "
+		    "changes nothing", u->name);
+	}
+	/* An account named by an address: its provider most likely refuses
+	 * other senders, and local ones would go out as they are. */
+	at = u->username ? strrchr(u->username, '@') : NULL;
+	if (at && at[1] && !domain_is_local(at + 1, c) && u->rewrite_sender.n == 0 &&
+	    !u->rewrite_default) {
+		up_where(k, u, NULL, where, sizeof where);
+		finding(k, 1, where, "upstream \"%s\": no sender rewriting: mail from local "
+		    "users and daemons (root@%s, cron) reaches the provider with that sender, "
+		    "which providers refuse outside the account's domain; set rewrite_default "
+		    "(e.g. \"%s\") or rewrite_sender", u->name, c->hostname, u->username);
+	}
+}
+
+static void
+check_upstream(struct check *k, const struct weir_config *c, const struct weir_upstream *u,
+    const struct policy *pol, int have_policy)
 {
 	char where[512];
 	struct buf why = BUF_INIT;
@@ -462,6 +521,7 @@ check_upstream(struct check *k, const struct weir_upstream *u, const struct poli
 			finding(k, 1, where, "upstream \"%s\": ca_file %s: %s (as this user)",
 			    u->name, u->ca_file, strerror(errno));
 	}
+	check_rewrite(k, c, u);
 	up_where(k, u, "verify", where, sizeof where);
 	if (u->tls != UP_TLS_NONE && !u->verify && !u->fingerprint)
 		finding(k, 1, where, "upstream \"%s\": verify = false and no fingerprint: "
@@ -481,7 +541,7 @@ check_cross(struct check *k, const struct weir_config *c, const struct policy *p
 		    "ungoverned");
 	}
 	for (i = 0; i < c->nupstreams; i++)
-		check_upstream(k, &c->upstreams[i], pol, have_policy);
+		check_upstream(k, c, &c->upstreams[i], pol, have_policy);
 	if (!have_policy)
 		return;
 	for (i = 0; i < pol->nup; i++)

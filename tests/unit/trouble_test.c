@@ -224,3 +224,56 @@ Test(trouble, policy_patterns_first)
 	free(path);
 	free(dir);
 }
+
+/* Load policy text into p (the loader the gate uses); the rules get it. */
+static void
+load_policy(struct policy *p, const char *text)
+{
+	char *dir = tl_tmpdir(), *path = xasprintf("%s/policy.conf", dir);
+	struct buf err = BUF_INIT;
+
+	memset(p, 0, sizeof *p);
+	tl_write(path, text, strlen(text));
+	cr_assert_eq(policy_load(p, path, &err), 0, "%s", err.s ? err.s : "");
+	trouble_add_policy(rules, p);
+	buf_free(&err);
+	unlink(path);
+	rmdir(dir);
+	free(path);
+	free(dir);
+}
+
+/* builtin_throttle_replies = false (policy.conf): only the
+ * administrator's own throttle_reply patterns mean "slow down"; the
+ * built-in ones are ordinary refusals again (issue 12). */
+Test(trouble, builtin_throttle_replies_false)
+{
+	struct policy p;
+
+	load_policy(&p, "upstream \"isp\" { rate = \"1 per 1s\" }\n"
+	    "builtin_throttle_replies = false\n"
+	    "throttle_reply { pattern = \"451 4.3.2 come back*\" suspend = \"1m\" }\n");
+	cr_assert_eq(act(STAGE_MAIL, "451 4.3.2 come back in a while\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_MAIL, "421 4.7.0 Try again later\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_MAIL, "450 Rate limit exceeded\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_RCPT, "452 Too many messages from your IP\r\n"), T_DEFER);
+	cr_assert_eq(act(STAGE_DATA_END, "550 5.4.5 Daily user sending quota exceeded.\r\n"),
+	    T_BOUNCE);
+	/* Patterns added by hand stay (they are not the built-in list). */
+	trouble_add_throttle(rules, "554 5.7.0 spammy*");
+	cr_assert_eq(act(STAGE_DATA_END, "554 5.7.0 Spammy\r\n"), T_SUSPEND);
+	policy_free(&p);
+}
+
+/* builtin_throttle_replies = true, said or by default: both lists. */
+Test(trouble, builtin_throttle_replies_true)
+{
+	struct policy p;
+
+	load_policy(&p, "upstream \"isp\" { rate = \"1 per 1s\" }\n"
+	    "throttle_reply { pattern = \"451 4.3.2 come back*\" suspend = \"1m\" }\n");
+	cr_assert_eq(act(STAGE_MAIL, "451 4.3.2 come back in a while\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_MAIL, "421 4.7.0 Try again later\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_MAIL, "450 Rate limit exceeded\r\n"), T_SUSPEND);
+	policy_free(&p);
+}
