@@ -610,6 +610,12 @@ rt_rec_load(struct rt *t, struct rt_rec *r)
 				r->nauth_fail++;
 		} else if (name && strcmp(name, "dropped") == 0) {
 			r->ndropped++;
+		} else if (name && strcmp(name, "connect") == 0) {
+			r->nconnect++;
+		} else if (name && strcmp(name, "rset") == 0) {
+			r->nrset++;
+		} else if (name && strcmp(name, "idle-close") == 0) {
+			r->nidle_close++;
 		} else if (name && strcmp(name, "data") == 0) {
 			struct rt_data d;
 
@@ -619,6 +625,8 @@ rt_rec_load(struct rt *t, struct rt_rec *r)
 			d.sender = p ? json_str_at(p, NULL) : xstrdup("?");
 			p = json_key(line, "n");
 			d.n = p ? (unsigned)strtoul(p, NULL, 10) : 0;
+			p = json_key(line, "conn");
+			d.conn = p ? (unsigned)strtoul(p, NULL, 10) : 0;
 			p = json_key(line, "rcpts");
 			if (p && *p == '[') {
 				p++;

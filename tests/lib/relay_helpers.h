@@ -116,12 +116,14 @@ struct rt_data {
 	char **rcpts;
 	size_t nrcpt;
 	unsigned n;		/* the stored copy is record.N */
+	unsigned conn;		/* the connection it came on (from 1) */
 };
 
 struct rt_rec {
 	struct rt_data *v;	/* "data" events, in record order */
 	size_t n;
 	size_t nmail, nauth, nauth_fail, nstarttls, ndropped;
+	size_t nconnect, nrset, nidle_close;	/* connections, RSETs, idle closes */
 	size_t nmail_unsafe;	/* MAIL without TLS or without AUTH */
 	double *mail_times;	/* every "mail" event */
 };

@@ -38,11 +38,16 @@ Other flags make it misbehave in the ways a real provider can:
                          accepted (its "data" event) even if the client has
                          gone meanwhile, as a real server commits it
 
+  --idle-close SECONDS   after a message, close a session that sends
+                         nothing for SECONDS, with "421 4.4.2 idle timeout"
+
 aiosmtpd does not offer PIPELINING: --ehlo-extra PIPELINING does.
 
-Every event goes as one JSON line to --record FILE: EHLO, STARTTLS, AUTH
-(user only), MAIL, RCPT, DATA; the content of the Nth message (N from 1),
-as received after aiosmtpd undid the dot-stuffing, goes to FILE.N.
+Every event goes as one JSON line to --record FILE: each connection
+("connect", numbered from 1 in "conn"), EHLO, STARTTLS, AUTH (user only),
+MAIL, RCPT, RSET, DATA, an idle close; those of a session carry its
+"conn".  The content of the Nth message (N from 1), as received after
+aiosmtpd undid the dot-stuffing, goes to FILE.N.
 
 Trusts: nothing; it is a test peer.  Runs until killed.
 """
@@ -79,6 +84,7 @@ def parse_args():
                    help="record no events and keep no messages (benchmarks)")
     p.add_argument("--ehlo-extra", action="append", default=[])
     p.add_argument("--dataend-delay", action="append", default=[])
+    p.add_argument("--idle-close", type=float, default=0)
     p.add_argument("--record", help="event log; without it nothing is recorded")
     return p.parse_args()
 
@@ -106,6 +112,10 @@ def record(**event):
     event["time"] = round(time.time(), 6)   # when the upstream saw it
     with open(ARGS.record, "a") as f:
         f.write(json.dumps(event) + "\n")
+
+
+def conn(server):
+    return getattr(server, "conn_id", 0)
 
 
 def tls_on(server):
@@ -177,8 +187,9 @@ class Handler:
         if "mail" in ARGS.hang:
             record(event="hang", stage="mail")
             await hang_forever()
+        server.idle_stop()
         record(event="mail", sender=address, options=options, tls=tls_on(server),
-               auth=session.authenticated)
+               auth=session.authenticated, conn=conn(server))
         if "mail" in REPLIES:
             return self.closing(server, REPLIES["mail"])
         envelope.mail_from = address
@@ -211,17 +222,54 @@ class Handler:
             if not ARGS.no_store and ARGS.record:
                 with open("%s.%d" % (ARGS.record, n), "wb") as f:
                     f.write(envelope.original_content)
-            record(event="data", sender=envelope.mail_from, rcpts=envelope.rcpt_tos, n=n)
+            record(event="data", sender=envelope.mail_from, rcpts=envelope.rcpt_tos, n=n,
+                   conn=conn(server))
 
         # aiosmtpd cancels the handler when the client goes: the commit
         # itself is shielded from that.
         await asyncio.shield(asyncio.ensure_future(accept()))
+        server.idle_start()
         if "dataend" in REPLIES:
             return self.closing(server, REPLIES["dataend"])
         return "250 2.0.0 OK queued as TEST1"
 
+    async def handle_RSET(self, server, session, envelope):
+        server.idle_stop()
+        record(event="rset", conn=conn(server))
+        return "250 OK"
+
+
+CONNECTIONS = 0
+
 
 class Upstream(SMTP):
+    def connection_made(self, transport):
+        global CONNECTIONS
+        if not hasattr(self, "conn_id"):    # again after STARTTLS
+            CONNECTIONS += 1
+            self.conn_id = CONNECTIONS
+            self._idle = None
+            record(event="connect", conn=self.conn_id)
+        super().connection_made(transport)
+
+    def idle_start(self):
+        # --idle-close: the next command must come within the time.
+        self.idle_stop()
+        if ARGS.idle_close:
+            self._idle = asyncio.get_running_loop().call_later(ARGS.idle_close,
+                                                               self.idle_close)
+
+    def idle_stop(self):
+        if getattr(self, "_idle", None) is not None:
+            self._idle.cancel()
+            self._idle = None
+
+    def idle_close(self):
+        self._idle = None
+        record(event="idle-close", conn=self.conn_id)
+        self._writer.write(b"421 4.4.2 upstream.test idle timeout\r\n")
+        self.transport.close()
+
     async def push(self, status):
         if isinstance(status, str) and status.startswith("220 ") and not getattr(self, "_greeted", False):
             self._greeted = True
@@ -236,7 +284,7 @@ class Upstream(SMTP):
             record(event="injected")
 
     async def smtp_STARTTLS(self, arg):
-        record(event="starttls")
+        record(event="starttls", conn=self.conn_id)
         if "starttls" in ARGS.hang:
             record(event="hang", stage="starttls")
             await hang_forever()
@@ -277,7 +325,8 @@ def authenticator(server, session, envelope, mechanism, auth_data):
     if isinstance(auth_data, LoginPassword) and ARGS.auth:
         user, _, password = ARGS.auth.partition(":")
         ok = auth_data.login.decode() == user and auth_data.password.decode() == password
-        record(event="auth", mechanism=mechanism, user=auth_data.login.decode(), ok=ok)
+        record(event="auth", mechanism=mechanism, user=auth_data.login.decode(), ok=ok,
+               conn=conn(server))
     return AuthResult(success=ok, handled=False)
 
 
