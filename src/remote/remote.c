@@ -33,6 +33,7 @@
 #include "lib/privdrop.h"
 #include "mail/config.h"
 #include "mail/gateclient.h"
+#include "mail/outcome.h"
 #include "mail/rewrite.h"
 #include "mail/trouble.h"
 #include "remote/body.h"
@@ -180,64 +181,40 @@ fail:
  * out and no answer came (it may have taken the message, at any moment
  * until the final-dot timeout); or the send happened, with this many
  * recipients accepted. */
-enum outcome {
-	OUT_REFUND, OUT_THROTTLED, OUT_AUTHFAIL, OUT_NOMAIL, OUT_UNKNOWN, OUT_SENT, OUT_STALE
-};
-
-static enum outcome
+static enum outcome_kind
 outcome(const struct smtp_result *res)
 {
 	if (!res->connected)
-		return OUT_REFUND;
+		return OUTCOME_REFUND;
 	if (res->stale)
-		return OUT_STALE;	/* a kept session's: nothing of it sent */
+		return OUTCOME_STALE;	/* a kept session's: nothing of it sent */
 	if (res->suspend)
-		return OUT_THROTTLED;
+		return OUTCOME_THROTTLED;
 	if (res->authfail)
-		return OUT_AUTHFAIL;
+		return OUTCOME_AUTHFAIL;
 	if (res->dot_unanswered)
-		return OUT_UNKNOWN;
-	return res->mail_accepted ? OUT_SENT : OUT_NOMAIL;
+		return OUTCOME_UNKNOWN;
+	if (!res->mail_accepted)
+		return OUTCOME_NOMAIL;
+	return res->relay_failure ? OUTCOME_RELAY : OUTCOME_SENT;
 }
 
-/* For a caller that holds the grant (-n -r FD, -S): one line on FD,
- *   "refund", "stale", "nomail", "unknown", "throttled REPLY",
- *   "authfail REPLY", "sent N AT UNDONE" or "relay N AT UNDONE"
- * where relay means the upstream refused us (relaying denied, the same
- * refusal for every recipient), not the recipients; N recipients were
- * accepted; AT is clock_mono_ms() when the 250 to the final dot was
- * read (-1: no 250); the last UNDONE recipients were not attempted
- * (one transaction per send, smtp.h). */
+/* For a caller that holds the grant (-n -r FD, -S): the outcome line
+ * (mail/outcome.h) on fd.  One transaction per message (smtp.h): the
+ * recipients not attempted are the last ones. */
 static void
 outcome_write(int fd, const struct smtp_result *res)
 {
+	struct outcome o;
 	struct buf b = BUF_INIT;
 
-	switch (outcome(res)) {
-	case OUT_THROTTLED:
-	case OUT_AUTHFAIL:
-		buf_adds(&b, res->suspend ? "throttled " : "authfail ");
-		buf_add_oneline(&b, res->throttle.s ? res->throttle.s : "",
-		    res->throttle.s ? res->throttle.len : 0);
-		break;
-	case OUT_REFUND:
-		buf_adds(&b, "refund");
-		break;
-	case OUT_STALE:
-		buf_adds(&b, "stale");
-		break;
-	case OUT_NOMAIL:
-		buf_adds(&b, "nomail");
-		break;
-	case OUT_UNKNOWN:
-		buf_adds(&b, "unknown");
-		break;
-	case OUT_SENT:
-		buf_printf(&b, "%s %zu %lld %zu", res->relay_failure ? "relay" : "sent",
-		    res->delivered, (long long)res->accepted_at, res->undone);
-		break;
-	}
-	buf_addc(&b, '\n');
+	memset(&o, 0, sizeof o);
+	o.kind = outcome(res);
+	o.accepted = res->delivered;
+	o.at = res->accepted_at;
+	o.undone = res->undone;
+	snprintf(o.text, sizeof o.text, "%s", res->throttle.s ? res->throttle.s : "");
+	outcome_format(&o, &b);
 	if (full_write(fd, b.s, b.len) < 0)
 		log_warn("writing the outcome to fd %d", fd);
 	buf_free(&b);
@@ -260,20 +237,20 @@ gate_report(struct gate *g, const struct smtp_result *res)
 	if (!g->on)
 		return;
 	switch (outcome(res)) {
-	case OUT_THROTTLED:
+	case OUTCOME_THROTTLED:
 		k = gc_report_throttled(&g->gc, g->tag, res->throttle.s ? res->throttle.s : "");
 		break;
-	case OUT_AUTHFAIL:
+	case OUTCOME_AUTHFAIL:
 		k = gc_report_authfail(&g->gc, g->tag, res->throttle.s ? res->throttle.s : "");
 		break;
-	case OUT_REFUND:
-	case OUT_STALE:
+	case OUTCOME_REFUND:
+	case OUTCOME_STALE:
 		k = gc_report_refund(&g->gc, g->tag);
 		break;
-	case OUT_NOMAIL:
+	case OUTCOME_NOMAIL:
 		k = gc_report_nomail(&g->gc, g->tag);
 		break;
-	case OUT_UNKNOWN:
+	case OUTCOME_UNKNOWN:
 		k = gc_report_unknown(&g->gc, g->tag);
 		break;
 	default:
@@ -772,8 +749,10 @@ request_parse(struct buf *req, const char **sender, const char ***rcpts)
 static void
 refund(int fd)
 {
-	if (full_write(fd, "refund\n", 7) < 0)
-		log_warn("writing the outcome");
+	struct smtp_result none;
+
+	memset(&none, 0, sizeof none);
+	outcome_write(fd, &none);
 }
 
 /* One request of a session: the message delivered over ss (NULL: the

@@ -31,12 +31,12 @@
 #include "lib/alloc.h"
 #include "lib/log.h"
 #include "mail/envelope.h"
+#include "mail/outcome.h"
 #include "send/rcptfile.h"
 #include "send/report.h"
 #include "send/sendint.h"
 
 #define REPORT_MAX	(1 << 20)
-#define OUTCOME_MAX	2048
 #define THROTTLE_GUARD_MS 5000	/* a throttle holds grants this long at least */
 
 static void spawn_or_wait(struct sched *s, struct job *j);
@@ -633,119 +633,57 @@ spawn_or_wait(struct sched *s, struct job *j)
 	run_granted(s, j->up);
 }
 
-/* The deliverer's word for the gate (weir-remote -r): one line (see
- * outcome_write in remote/remote.c). */
-enum oc_kind {
-	OC_NONE, OC_REFUND, OC_NOMAIL, OC_UNKNOWN, OC_THROTTLED, OC_AUTHFAIL, OC_SENT,
-	OC_RELAY, OC_BAD, OC_STALE
-};
-
-/* "N AT UNDONE" after "sent " or "relay ": 0, or -1 if malformed. */
-static int
-parse_sent(const char *p, unsigned long *n, long long *at, unsigned long *undone)
-{
-	char *end;
-
-	if (*p < '0' || *p > '9')
-		return -1;
-	*n = strtoul(p, &end, 10);
-	if (*end != ' ' || (end[1] != '-' && (end[1] < '0' || end[1] > '9')))
-		return -1;
-	*at = strtoll(end + 1, &end, 10);
-	if (*end != ' ' || end[1] < '0' || end[1] > '9' || *at < -1)
-		return -1;
-	*undone = strtoul(end + 1, &end, 10);
-	return *end ? -1 : 0;
-}
-
-static enum oc_kind
-parse_outcome(struct buf *b, unsigned long *n, long long *at, unsigned long *undone,
-    const char **text)
-{
-
-	buf_add(b, "", 0);
-	if (b->len == 0)
-		return OC_NONE;
-	if (b->s[b->len - 1] != '\n' || memchr(b->s, '\n', b->len) != b->s + b->len - 1)
-		return OC_BAD;
-	b->s[--b->len] = '\0';
-	if (strcmp(b->s, "refund") == 0)
-		return OC_REFUND;
-	if (strcmp(b->s, "stale") == 0)
-		return OC_STALE;
-	if (strcmp(b->s, "nomail") == 0)
-		return OC_NOMAIL;
-	if (strcmp(b->s, "unknown") == 0)
-		return OC_UNKNOWN;
-	if (strncmp(b->s, "throttled ", 10) == 0) {
-		*text = b->s + 10;
-		return OC_THROTTLED;
-	}
-	if (strncmp(b->s, "authfail ", 9) == 0) {
-		*text = b->s + 9;
-		return OC_AUTHFAIL;
-	}
-	if (strncmp(b->s, "sent ", 5) == 0)
-		return parse_sent(b->s + 5, n, at, undone) < 0 ? OC_BAD : OC_SENT;
-	if (strncmp(b->s, "relay ", 6) == 0)
-		return parse_sent(b->s + 6, n, at, undone) < 0 ? OC_BAD : OC_RELAY;
-	return OC_BAD;
-}
-
-/* Tell the gate what the deliverer said happened; *undone: how many of
- * the batch's last recipients it did not attempt. */
-static enum oc_kind
+/* Tell the gate what the deliverer's outcome line (mail/outcome.h)
+ * says happened, and return it; *undone: how many of the batch's last
+ * recipients it did not attempt.  No line: refund if the deliverer
+ * stopped on its own (before connecting: config, secret), unknown if it
+ * crashed (maybe after the final dot); a malformed line: unknown. */
+static enum outcome_kind
 tell_gate(struct sched *s, struct job *j, size_t *undone)
 {
-	const char *text = "";
-	unsigned long n = 0, und = 0;
-	long long at = -1;
-	enum oc_kind k = parse_outcome(&j->oc, &n, &at, &und, &text);
+	struct outcome o;
+	const char *why = NULL;
 	int crashed = WIFSIGNALED(j->status);
 
 	*undone = 0;
-	switch (k) {
-	case OC_REFUND:
-	case OC_STALE:
+	if (j->oc.len == 0)
+		o.kind = crashed ? OUTCOME_UNKNOWN : OUTCOME_REFUND;
+	else if (outcome_parse(j->oc.s, j->oc.len, &o, &why) < 0) {
+		log_warnx("msg %lu: the deliverer's outcome line is malformed: %s", j->m->id, why);
+		o.kind = OUTCOME_UNKNOWN;
+	}
+	switch (o.kind) {
+	case OUTCOME_REFUND:
+	case OUTCOME_STALE:
 		gate_tell(s, j, GP_REFUND, 0, NULL);
 		break;
-	case OC_NOMAIL:
+	case OUTCOME_NOMAIL:
 		gate_tell(s, j, GP_NOMAIL, 0, NULL);
 		break;
-	case OC_THROTTLED:
-		log_warnx("msg %lu: the upstream is throttling us: %s", j->m->id, text);
-		gate_tell(s, j, GP_THROTTLED, 0, text);
+	case OUTCOME_THROTTLED:
+		log_warnx("msg %lu: the upstream is throttling us: %s", j->m->id, o.text);
+		gate_tell(s, j, GP_THROTTLED, 0, o.text);
 		break;
-	case OC_AUTHFAIL:
+	case OUTCOME_AUTHFAIL:
 		log_warnx("msg %lu: the upstream refused our credentials or certificate: %s; "
 		    "check username, secret_file (or secret_command), verify and ca_file of "
-		    "upstream %s", j->m->id, text, s->ups[j->up].name);
-		gate_tell(s, j, GP_AUTHFAIL, 0, text);
+		    "upstream %s", j->m->id, o.text, s->ups[j->up].name);
+		gate_tell(s, j, GP_AUTHFAIL, 0, o.text);
 		break;
-	case OC_SENT:
-	case OC_RELAY:
+	case OUTCOME_SENT:
+	case OUTCOME_RELAY:
 		/* Only the last ones of the batch can be undone, never all. */
-		if (und < j->n && (k == OC_SENT || und == 0))
-			*undone = und;
-		j->sent_at = at;
-		gate_tell(s, j, GP_SENT, n > j->n ? (uint32_t)j->n : (uint32_t)n, NULL);
+		if (o.undone < j->n && (o.kind == OUTCOME_SENT || o.undone == 0))
+			*undone = o.undone;
+		j->sent_at = o.at;
+		gate_tell(s, j, GP_SENT, o.accepted > j->n ? (uint32_t)j->n :
+		    (uint32_t)o.accepted, NULL);
 		break;
-	case OC_NONE:
-		if (!crashed) {
-			/* It stopped before connecting (config, secret). */
-			gate_tell(s, j, GP_REFUND, 0, NULL);
-			break;
-		}
-		/* A crash may come after the final dot: the outcome is unknown. */
-		/* fall through */
-	case OC_UNKNOWN:
-	case OC_BAD:
-		if (k == OC_BAD)
-			log_warnx("msg %lu: the deliverer's outcome line is malformed", j->m->id);
+	case OUTCOME_UNKNOWN:
 		gate_tell(s, j, GP_UNKNOWN, 0, NULL);
 		break;
 	}
-	return k;
+	return o.kind;
 }
 
 /* The upstream said "slow down": grants received but not yet used go
@@ -778,12 +716,12 @@ complete(struct sched *s, struct job *j)
 	int more;
 	size_t next_off;
 	long long now = wall();
-	enum oc_kind how = tell_gate(s, j, &undone);
+	enum outcome_kind how = tell_gate(s, j, &undone);
 	/* Only a "sent" session can tell a recipient's own failure. */
-	int own = how == OC_SENT;
+	int own = how == OUTCOME_SENT;
 	/* The upstream said slow down, or refused our credentials: the
 	 * gate suspends it; the message waits there, no attempt counted. */
-	int throttled = how == OC_THROTTLED || how == OC_AUTHFAIL;
+	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL;
 	int expired = now - m->birth - msg_waited(m) > s->lifetime;
 	struct buf note = BUF_INIT, shown = BUF_INIT;
 
@@ -817,8 +755,8 @@ complete(struct sched *s, struct job *j)
 		 * throttle) never turns into a bounce, whatever the report
 		 * says; and only a recipient's own temporary failure can
 		 * expire it. */
-		if (res[i].st == RS_PERM && (how == OC_RELAY || how == OC_REFUND ||
-		    how == OC_NOMAIL || how == OC_STALE || throttled))
+		if (res[i].st == RS_PERM && (how == OUTCOME_RELAY || how == OUTCOME_REFUND ||
+		    how == OUTCOME_NOMAIL || how == OUTCOME_STALE || throttled))
 			res[i].st = RS_TEMP;
 		if (res[i].st == RS_TEMP && res[i].own && own && expired) {
 			buf_reset(&note);
@@ -867,7 +805,7 @@ complete(struct sched *s, struct job *j)
 	more = j->more || undone > 0;
 	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
 	job_free(s, j);
-	if (throttled || how == OC_STALE) {
+	if (throttled || how == OUTCOME_STALE) {
 		/* The same batch: after the suspension at the gate, or on a
 		 * new session (the kept one had closed: nothing was sent). */
 		schedule(s, m, now);

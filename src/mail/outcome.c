@@ -1,0 +1,134 @@
+/*
+ * outcome.c: the outcome line between a deliverer and weir-send; see
+ * outcome.h for its grammar.
+ *
+ * Trusts: nothing.  Config keys: none.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "mail/outcome.h"
+
+static const char *const names[] = {
+	[OUTCOME_REFUND] = "refund", [OUTCOME_STALE] = "stale", [OUTCOME_NOMAIL] = "nomail",
+	[OUTCOME_UNKNOWN] = "unknown", [OUTCOME_THROTTLED] = "throttled",
+	[OUTCOME_AUTHFAIL] = "authfail", [OUTCOME_SENT] = "sent", [OUTCOME_RELAY] = "relay",
+};
+
+const char *
+outcome_name(enum outcome_kind k)
+{
+	return k >= OUTCOME_REFUND && k <= OUTCOME_RELAY ? names[k] : "?";
+}
+
+void
+outcome_format(const struct outcome *o, struct buf *b)
+{
+	size_t room = OUTCOME_MAX - 1 - strlen(outcome_name(o->kind)) - 1, i;
+
+	buf_adds(b, outcome_name(o->kind));
+	switch (o->kind) {
+	case OUTCOME_THROTTLED:
+	case OUTCOME_AUTHFAIL:
+		buf_addc(b, ' ');
+		for (i = 0; o->text[i] && i < room; i++)
+			buf_addc(b, o->text[i] >= 0x20 && o->text[i] < 0x7f ? o->text[i] : ' ');
+		break;
+	case OUTCOME_SENT:
+	case OUTCOME_RELAY:
+		buf_printf(b, " %lu %lld %lu", o->accepted, o->at < 0 ? -1LL : o->at, o->undone);
+		break;
+	default:
+		break;
+	}
+	buf_addc(b, '\n');
+}
+
+/* A decimal number without sign or leading zero at *p, up to max: 0 and
+ * *p past it, or -1. */
+static int
+number(const char **p, const char *end, unsigned long long max, unsigned long long *v)
+{
+	const char *s = *p;
+
+	*v = 0;
+	if (s == end || *s < '0' || *s > '9' || (*s == '0' && s + 1 < end && s[1] >= '0' &&
+	    s[1] <= '9'))
+		return -1;
+	for (; s < end && *s >= '0' && *s <= '9'; s++) {
+		if (*v > (max - (unsigned long long)(*s - '0')) / 10)
+			return -1;
+		*v = *v * 10 + (unsigned long long)(*s - '0');
+	}
+	*p = s;
+	return 0;
+}
+
+static int
+bad(const char **why, const char *what)
+{
+	*why = what;
+	return -1;
+}
+
+int
+outcome_parse(const char *s, size_t n, struct outcome *o, const char **why)
+{
+	const char *p, *end, *sp;
+	unsigned long long v;
+	size_t i, wl;
+	int k;
+
+	memset(o, 0, sizeof *o);
+	if (n == 0)
+		return bad(why, "empty");
+	if (n > OUTCOME_MAX)
+		return bad(why, "longer than OUTCOME_MAX");
+	if (s[n - 1] != '\n')
+		return bad(why, "no newline at the end");
+	end = s + n - 1;
+	for (p = s; p < end; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+			return bad(why, "a control or non-ASCII byte");
+	sp = memchr(s, ' ', (size_t)(end - s));
+	wl = (size_t)((sp ? sp : end) - s);
+	for (k = OUTCOME_REFUND; k <= OUTCOME_RELAY; k++)
+		if (strlen(names[k]) == wl && memcmp(s, names[k], wl) == 0)
+			break;
+	if (k > OUTCOME_RELAY)
+		return bad(why, "an unknown word");
+	o->kind = (enum outcome_kind)k;
+	o->at = -1;
+	p = s + wl;
+	switch (o->kind) {
+	case OUTCOME_THROTTLED:
+	case OUTCOME_AUTHFAIL:
+		if (p == end)
+			return bad(why, "no reply text");
+		for (i = 0, p++; p < end; p++)
+			o->text[i++] = *p;
+		o->text[i] = '\0';
+		return 0;
+	case OUTCOME_SENT:
+	case OUTCOME_RELAY:
+		if (p == end || *p++ != ' ' || number(&p, end, OUTCOME_COUNT_MAX, &v) < 0)
+			return bad(why, "a malformed recipient count");
+		o->accepted = (unsigned long)v;
+		if (p == end || *p++ != ' ')
+			return bad(why, "no instant");
+		if (end - p >= 2 && p[0] == '-' && p[1] == '1') {
+			p += 2;
+		} else if (number(&p, end, (1ULL << 62), &v) < 0) {
+			return bad(why, "a malformed instant");
+		} else {
+			o->at = (long long)v;
+		}
+		if (p == end || *p++ != ' ' || number(&p, end, OUTCOME_COUNT_MAX, &v) < 0)
+			return bad(why, "a malformed count of recipients not attempted");
+		o->undone = (unsigned long)v;
+		break;
+	default:
+		break;
+	}
+	return p == end ? 0 : bad(why, "trailing bytes");
+}
