@@ -9,7 +9,12 @@
  *   - Redis stopped: no grant, the log and `status` say so; Redis back
  *     (empty): grants resume;
  *   - Redis restarted empty: a gate writes its own sends back before any
- *     other gate is granted anything.
+ *     other gate is granted anything;
+ *   - leases (-g 0: the shortest, SHARED_LEASE_MIN_MS): a grant held
+ *     three leases long by a live gate keeps its slot (the gate renews
+ *     it); once that gate is killed, the slot frees one lease (and one
+ *     period) later, not an hour later; a gate restarted on its journal
+ *     takes over the grants its previous run left held.
  * This is the gate-level test (clients speak the gate protocol and
  * report at once); not through full weir instances and an upstream.
  * Every process started is killed in the fixture's fini and dies with
@@ -28,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gate/shared.h"
 #include "lib/alloc.h"
 #include "mail/gateclient.h"
 #include "testlib.h"
@@ -112,16 +118,23 @@ start_redis(void)
 	free(log);
 }
 
+/* Gate i, with -g grace unless NULL. */
 static void
-start_gate(int i)
+start_gate_g(int i, const char *grace)
 {
 	char *bin = tl_bin("weir-gate");
 	const char *argv[] = { bin, "-c", wconf, "-p", policy, "-s", gsock[i], "-j",
-		gjournal[i], NULL };
+		gjournal[i], grace ? "-g" : NULL, grace, NULL };
 
 	gpid[i] = spawn(argv, glog[i]);
 	wait_sock(gsock[i], gpid[i], glog[i]);
 	free(bin);
+}
+
+static void
+start_gate(int i)
+{
+	start_gate_g(i, NULL);
 }
 
 static void
@@ -361,5 +374,81 @@ Test(redis, empty_restart_writes_back_first)
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
 	cr_assert_eq(reply_within(&b, &r, 6000), 0, "gate 1 granted: the window was forgotten");
 	gc_close(&a);
+	gc_close(&b);
+}
+
+/* Seconds (at the test's clock) from the call to the next reply on gc,
+ * at most ms; -1 if none came. */
+static double
+grant_after(struct gate_client *gc, int ms)
+{
+	int64_t t0 = now_us();
+	struct gp_reply r;
+
+	if (!reply_within(gc, &r, ms))
+		return -1;
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	return (double)(now_us() - t0) / 1e6;
+}
+
+#define LEASE_S (SHARED_LEASE_MIN_MS / 1000)
+
+Test(redis, lease_renewed_while_held_ends_after_death, .timeout = 60)
+{
+	struct gate_client a, b;
+	struct gp_reply r;
+	double got;
+
+	write_policy("1 per 2s");
+	start_gate_g(0, "0");
+	start_gate_g(1, "0");
+	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
+	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
+	/* Gate 0 grants one and its client holds it (a slow delivery). */
+	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(reply_within(&a, &r, 5000), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	/* Three leases long, gate 1 gets nothing: gate 0 renews. */
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(reply_within(&b, &r, 3 * LEASE_S * 1000), 0,
+	    "granted while another host's grant is held and renewed");
+	/* Gate 0 dies holding it: free once the lease ends (a send that may
+	 * have happened until then, so one period more), not in an hour. */
+	reap(&gpid[0]);
+	got = grant_after(&b, (LEASE_S + 2 + 3) * 1000);
+	cr_assert(got >= 0, "no grant %d s after the holder died", LEASE_S + 2 + 3);
+	cr_assert(got >= 2.0, "granted %.3f s after the holder died: its lease was not counted",
+	    got);
+	gc_close(&a);
+	gc_close(&b);
+}
+
+Test(redis, restarted_gate_takes_over_its_grants, .timeout = 60)
+{
+	struct gate_client a, b;
+	struct gp_reply r;
+	double got;
+
+	write_policy("1 per 1s");
+	start_gate_g(0, "8s");
+	start_gate_g(1, "0");
+	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
+	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
+	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(reply_within(&a, &r, 5000), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	/* Killed holding it, down for 5 s (the scenario), restarted: its
+	 * journal counts the grant until the restart + 8 s, and so must
+	 * Redis, though the lease gate 0 last renewed ends sooner. */
+	reap(&gpid[0]);
+	gc_close(&a);
+	sleep(5);
+	start_gate_g(0, "8s");
+	wait_log(0, "serving", 5000);
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	got = grant_after(&b, 20000);
+	cr_assert(got >= 0, "no grant 20 s after the restart");
+	cr_assert(got >= 7.0, "granted %.3f s after the restart: the grant left held was not "
+	    "taken over (8 s of grace)", got);
 	gc_close(&b);
 }
