@@ -213,10 +213,54 @@ static const char renew_lua[] =
 "for k = 1, 2 do redis.call('PEXPIRE', KEYS[k], ARGV[2]) end\n"
 "return now\n";
 
-enum { S_GRANT, S_REPORT, S_RESTORE, S_CHECK, S_RENEW, S_COUNT };
+/* KEYS: log held heldw.  ARGV: nwin, then per window: per unit(1..3)
+ * calendar phase.  Returns per window {logged, held} as the grant script
+ * counts them now (a held grant whose lease ended: logged at its end). */
+static const char count_lua[] =
+"local tm = redis.call('TIME')\n"
+"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+"local pat = '^(%-?%d+) (%d+) (%d+) (%d+)$'\n"
+"local held = {0, 0, 0}\n"
+"local ent = {}\n"
+"local hs = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')\n"
+"for i = 1, #hs, 2 do\n"
+"  local v = redis.call('HGET', KEYS[3], hs[i])\n"
+"  if v then\n"
+"    local g, a, b, c = string.match(v, pat)\n"
+"    local w = {tonumber(a), tonumber(b), tonumber(c)}\n"
+"    if tonumber(hs[i + 1]) > now then\n"
+"      for k = 1, 3 do held[k] = held[k] + w[k] end\n"
+"    else\n"
+"      ent[#ent + 1] = {tonumber(hs[i + 1]), w[1], w[2], w[3]}\n"
+"    end\n"
+"  end\n"
+"end\n"
+"local lg = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')\n"
+"for i = 1, #lg, 2 do\n"
+"  local id, f, a, b, c = string.match(lg[i], '^(%S+) (%-?%d+) (%d+) (%d+) (%d+)$')\n"
+"  if a then ent[#ent + 1] = {tonumber(lg[i + 1]), tonumber(a), tonumber(b), tonumber(c)} end\n"
+"end\n"
+"local out = {}\n"
+"for i = 0, tonumber(ARGV[1]) - 1 do\n"
+"  local per = tonumber(ARGV[2 + 4 * i])\n"
+"  local u = tonumber(ARGV[3 + 4 * i])\n"
+"  local start = now - per + 1\n"
+"  if tonumber(ARGV[4 + 4 * i]) == 1 then\n"
+"    start = now - ((now - tonumber(ARGV[5 + 4 * i])) % per)\n"
+"  end\n"
+"  local sum = 0\n"
+"  for _, e in ipairs(ent) do\n"
+"    if e[1] >= start then sum = sum + e[u + 1] end\n"
+"  end\n"
+"  out[#out + 1] = sum\n"
+"  out[#out + 1] = held[u]\n"
+"end\n"
+"return out\n";
+
+enum { S_GRANT, S_REPORT, S_RESTORE, S_CHECK, S_RENEW, S_VIEW, S_COUNT };
 
 static const char *const scripts[S_COUNT] = { grant_lua, report_lua, restore_lua, check_lua,
-	renew_lua };
+	renew_lua, count_lua };
 
 struct sconn {
 	char *up, *spec, *secret;
@@ -861,4 +905,64 @@ shared_state(const struct shared *sh, const char *upstream, const char **why)
 			return sc->down;
 		}
 	return -1;
+}
+
+const char *
+shared_store(const struct shared *sh, const char *upstream)
+{
+	const struct sconn *sc;
+
+	for (sc = sh ? sh->conns : NULL; sc; sc = sc->next)
+		if (strcmp(sc->up, upstream) == 0)
+			return sc->spec;
+	return NULL;
+}
+
+int
+shared_counts(struct shared *sh, const struct wg_up *u, int64_t wmm, int64_t now,
+    int64_t *logged, int64_t *held)
+{
+	struct sconn *sc;
+	struct args a = { 0 };
+	redisReply *rep;
+	size_t i;
+	int rc = -1;
+
+	for (sc = sh ? sh->conns : NULL; sc; sc = sc->next)
+		if (strcmp(sc->up, u->name) == 0)
+			break;
+	if (sc == NULL || sc->c == NULL)
+		return -1;
+	arg_add(&a, "weir:{%s}:log", u->name);
+	arg_add(&a, "weir:{%s}:held", u->name);
+	arg_add(&a, "weir:{%s}:heldw", u->name);
+	arg_add(&a, "%zu", u->nwin);
+	for (i = 0; i < u->nwin; i++) {
+		const struct wg_win *w = &u->win[i];
+
+		arg_add(&a, "%lld", (long long)w->per);
+		arg_add(&a, "%d", (int)w->unit + 1);
+		arg_add(&a, "%d", w->calendar);
+		/* The boundaries on the wall clock, Redis's. */
+		arg_add(&a, "%lld", w->calendar && w->per > 0 ?
+		    (long long)(((w->phase + wmm) % w->per + w->per) % w->per) : 0LL);
+	}
+	rep = run(sc, S_VIEW, &a, 3, now);
+	args_free(&a);
+	if (rep == NULL)
+		return -1;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 * u->nwin) {
+		for (i = 0; i < 2 * u->nwin; i++)
+			if (rep->element[i]->type != REDIS_REPLY_INTEGER)
+				break;
+		if (i == 2 * u->nwin) {
+			for (i = 0; i < u->nwin; i++) {
+				logged[i] = rep->element[2 * i]->integer;
+				held[i] = rep->element[2 * i + 1]->integer;
+			}
+			rc = 0;
+		}
+	}
+	freeReplyObject(rep);
+	return rc;
 }

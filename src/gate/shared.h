@@ -97,4 +97,15 @@ void shared_suspend(struct shared *sh, const struct policy_upstream *pu, int64_t
  * error); -1 never asked (not shared, or no grant asked yet). */
 int shared_state(const struct shared *sh, const char *upstream, const char **why);
 
+/* The store of an upstream as policy.conf names it, or NULL (not asked
+ * yet). */
+const char *shared_store(const struct shared *sh, const char *upstream);
+
+/* u's windows as Redis counts them now, every host's sends and grants:
+ * logged[i] and held[i] for u->win[i] (wmm: wall ms minus `now` ms, for
+ * calendar boundaries).  0 ok; -1 the store does not answer or was
+ * never asked (see shared_state). */
+int shared_counts(struct shared *sh, const struct wg_up *u, int64_t wmm, int64_t now,
+    int64_t *logged, int64_t *held);
+
 #endif
