@@ -630,6 +630,23 @@ keep_ms(const struct shared *sh, const struct policy_upstream *pu)
 	return k + sh->lease_ms;
 }
 
+/* n, then per held grant: id age m r c (restore and renew). */
+static void
+add_held(const struct shared *sh, struct args *a, struct wg_req *const *held, size_t nheld,
+    int64_t now)
+{
+	size_t i;
+
+	arg_add(a, "%zu", nheld);
+	for (i = 0; i < nheld; i++) {
+		arg_add(a, "%s.%s.%llu", sh->host, sh->run, (unsigned long long)held[i]->id);
+		arg_add(a, "%lld", (long long)(now - held[i]->since));
+		arg_add(a, "%u", held[i]->w[UNIT_MESSAGES]);
+		arg_add(a, "%u", held[i]->w[UNIT_RECIPIENTS]);
+		arg_add(a, "%u", held[i]->w[UNIT_CONNECTIONS]);
+	}
+}
+
 static int
 restore(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
     struct wg_up *u, struct wg_req *const *held, size_t nheld, int64_t now, int64_t grace)
@@ -637,7 +654,6 @@ restore(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
 	struct args a = { 0 };
 	redisReply *rep;
 	uint64_t s;
-	size_t i;
 
 	add_keys(&a, pu->name, sh->host, 3);
 	arg_add(&a, "weir:{%s}:host:%s", pu->name, sh->host);
@@ -654,14 +670,7 @@ restore(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
 		arg_add(&a, "%u", e->w[UNIT_RECIPIENTS]);
 		arg_add(&a, "%u", e->w[UNIT_CONNECTIONS]);
 	}
-	arg_add(&a, "%zu", nheld);
-	for (i = 0; i < nheld; i++) {
-		arg_add(&a, "%s.%s.%llu", sh->host, sh->run, (unsigned long long)held[i]->id);
-		arg_add(&a, "%lld", (long long)(now - held[i]->since));
-		arg_add(&a, "%u", held[i]->w[UNIT_MESSAGES]);
-		arg_add(&a, "%u", held[i]->w[UNIT_RECIPIENTS]);
-		arg_add(&a, "%u", held[i]->w[UNIT_CONNECTIONS]);
-	}
+	add_held(sh, &a, held, nheld, now);
 	(void)grace;
 	rep = run(sc, S_RESTORE, &a, 4, now);
 	args_free(&a);
@@ -757,7 +766,6 @@ renew(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
 {
 	struct args a = { 0 };
 	redisReply *rep;
-	size_t i;
 
 	if (nheld == 0 && sc->adopted)
 		return 0;
@@ -768,14 +776,7 @@ renew(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
 	arg_add(&a, "%s.", sh->host);
 	arg_add(&a, "%s.%s.", sh->host, sh->run);
 	arg_add(&a, "%d", !sc->adopted);
-	arg_add(&a, "%zu", nheld);
-	for (i = 0; i < nheld; i++) {
-		arg_add(&a, "%s.%s.%llu", sh->host, sh->run, (unsigned long long)held[i]->id);
-		arg_add(&a, "%lld", (long long)(now - held[i]->since));
-		arg_add(&a, "%u", held[i]->w[UNIT_MESSAGES]);
-		arg_add(&a, "%u", held[i]->w[UNIT_RECIPIENTS]);
-		arg_add(&a, "%u", held[i]->w[UNIT_CONNECTIONS]);
-	}
+	add_held(sh, &a, held, nheld, now);
 	rep = run(sc, S_RENEW, &a, 2, now);
 	args_free(&a);
 	if (rep == NULL)

@@ -396,21 +396,31 @@ grant_after(struct gate_client *gc, int ms)
 
 #define LEASE_S (SHARED_LEASE_MIN_MS / 1000)
 
+/* Gates 0 (-g grace0) and 1 (-g 0) under rate, a client of each; a's
+ * first request granted and held. */
+static void
+hold_one(const char *rate, const char *grace0, struct gate_client *a, struct gate_client *b)
+{
+	struct gp_reply r;
+
+	write_policy(rate);
+	start_gate_g(0, grace0);
+	start_gate_g(1, "0");
+	cr_assert_eq(gc_connect(a, gsock[0]), 0);
+	cr_assert_eq(gc_connect(b, gsock[1]), 0);
+	cr_assert_eq(gc_acquire(a, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(reply_within(a, &r, 5000), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+}
+
 Test(redis, lease_renewed_while_held_ends_after_death, .timeout = 60)
 {
 	struct gate_client a, b;
 	struct gp_reply r;
 	double got;
 
-	write_policy("1 per 2s");
-	start_gate_g(0, "0");
-	start_gate_g(1, "0");
-	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
-	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
 	/* Gate 0 grants one and its client holds it (a slow delivery). */
-	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(&a, &r, 5000), 1);
-	cr_assert_eq(r.verb, GP_R_GRANT);
+	hold_one("1 per 2s", "0", &a, &b);
 	/* Three leases long, gate 1 gets nothing: gate 0 renews. */
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
 	cr_assert_eq(reply_within(&b, &r, 3 * LEASE_S * 1000), 0,
@@ -429,17 +439,9 @@ Test(redis, lease_renewed_while_held_ends_after_death, .timeout = 60)
 Test(redis, restarted_gate_takes_over_its_grants, .timeout = 60)
 {
 	struct gate_client a, b;
-	struct gp_reply r;
 	double got;
 
-	write_policy("1 per 1s");
-	start_gate_g(0, "8s");
-	start_gate_g(1, "0");
-	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
-	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
-	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(&a, &r, 5000), 1);
-	cr_assert_eq(r.verb, GP_R_GRANT);
+	hold_one("1 per 1s", "8s", &a, &b);
 	/* Killed holding it, down for 5 s (the scenario), restarted: its
 	 * journal counts the grant until the restart + 8 s, and so must
 	 * Redis, though the lease gate 0 last renewed ends sooner. */
