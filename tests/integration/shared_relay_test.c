@@ -31,8 +31,9 @@
  * Waits are for events (the upstream's record, log lines, empty queues),
  * bounded; the 10 s outage is the scenario itself.  Every process started
  * is killed at the end, even on failure: Redis here, the rest by
- * rt_teardown (relay_helpers.h).  Costs about 60 s of make check with
- * --jobs 2 (the 90-message test is 51 s of sending by itself).
+ * rt_teardown (relay_helpers.h).  The binary takes about 105 s of make
+ * check with --jobs 2 (the 90-message test is 51 s of sending by itself;
+ * see scripts/bench/BENCHMARKS.md).
  */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
