@@ -1014,7 +1014,7 @@ gate_run(const struct gate_opts *o)
 	if (journal_open(&s.j, o->journal, &s.g, now_mono(), now_wall(), o->grace * 1000) < 0)
 		return 111;
 	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());
-	s.sh = shared_new_for(o->journal, now_wall());
+	s.sh = shared_new_for(o->journal, now_wall(), s.grace_ms);
 	s.ev = evloop_new();
 	s.lfd = listen_socket(o->socket);
 	evloop_watch(s.ev, s.lfd, EV_READ, on_accept, &s);

@@ -187,9 +187,80 @@ static const char check_lua[] =
 "redis.call('PEXPIRE', KEYS[1], ARGV[1])\n"
 "return 0\n";
 
-enum { S_GRANT, S_REPORT, S_RESTORE, S_CHECK, S_COUNT };
+/* KEYS: held heldw.  ARGV: lease keep hostprefix runprefix adopt n, then
+ * per grant: id age m r c.  Renews this run's held grants (put back if
+ * their lease ended meanwhile: counted twice, never less); with adopt,
+ * an earlier run's grants of this host get a lease from now. */
+static const char renew_lua[] =
+"local tm = redis.call('TIME')\n"
+"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+"local lease = tonumber(ARGV[1])\n"
+"if ARGV[5] == '1' then\n"
+"  local hp, rp = ARGV[3], ARGV[4]\n"
+"  for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do\n"
+"    if id:sub(1, #hp) == hp and id:sub(1, #rp) ~= rp then\n"
+"      redis.call('ZADD', KEYS[1], 'XX', 'GT', now + lease, id)\n"
+"    end\n"
+"  end\n"
+"end\n"
+"local i = 7\n"
+"for k = 1, tonumber(ARGV[6]) do\n"
+"  redis.call('ZADD', KEYS[1], now + lease, ARGV[i])\n"
+"  redis.call('HSET', KEYS[2], ARGV[i], (now - tonumber(ARGV[i + 1])) .. ' ' .. ARGV[i + 2] ..\n"
+"    ' ' .. ARGV[i + 3] .. ' ' .. ARGV[i + 4])\n"
+"  i = i + 5\n"
+"end\n"
+"for k = 1, 2 do redis.call('PEXPIRE', KEYS[k], ARGV[2]) end\n"
+"return now\n";
 
-static const char *const scripts[S_COUNT] = { grant_lua, report_lua, restore_lua, check_lua };
+/* KEYS: log held heldw.  ARGV: nwin, then per window: per unit(1..3)
+ * calendar phase.  Returns per window {logged, held} as the grant script
+ * counts them now (a held grant whose lease ended: logged at its end). */
+static const char count_lua[] =
+"local tm = redis.call('TIME')\n"
+"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+"local pat = '^(%-?%d+) (%d+) (%d+) (%d+)$'\n"
+"local held = {0, 0, 0}\n"
+"local ent = {}\n"
+"local hs = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')\n"
+"for i = 1, #hs, 2 do\n"
+"  local v = redis.call('HGET', KEYS[3], hs[i])\n"
+"  if v then\n"
+"    local g, a, b, c = string.match(v, pat)\n"
+"    local w = {tonumber(a), tonumber(b), tonumber(c)}\n"
+"    if tonumber(hs[i + 1]) > now then\n"
+"      for k = 1, 3 do held[k] = held[k] + w[k] end\n"
+"    else\n"
+"      ent[#ent + 1] = {tonumber(hs[i + 1]), w[1], w[2], w[3]}\n"
+"    end\n"
+"  end\n"
+"end\n"
+"local lg = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')\n"
+"for i = 1, #lg, 2 do\n"
+"  local id, f, a, b, c = string.match(lg[i], '^(%S+) (%-?%d+) (%d+) (%d+) (%d+)$')\n"
+"  if a then ent[#ent + 1] = {tonumber(lg[i + 1]), tonumber(a), tonumber(b), tonumber(c)} end\n"
+"end\n"
+"local out = {}\n"
+"for i = 0, tonumber(ARGV[1]) - 1 do\n"
+"  local per = tonumber(ARGV[2 + 4 * i])\n"
+"  local u = tonumber(ARGV[3 + 4 * i])\n"
+"  local start = now - per + 1\n"
+"  if tonumber(ARGV[4 + 4 * i]) == 1 then\n"
+"    start = now - ((now - tonumber(ARGV[5 + 4 * i])) % per)\n"
+"  end\n"
+"  local sum = 0\n"
+"  for _, e in ipairs(ent) do\n"
+"    if e[1] >= start then sum = sum + e[u + 1] end\n"
+"  end\n"
+"  out[#out + 1] = sum\n"
+"  out[#out + 1] = held[u]\n"
+"end\n"
+"return out\n";
+
+enum { S_GRANT, S_REPORT, S_RESTORE, S_CHECK, S_RENEW, S_VIEW, S_COUNT };
+
+static const char *const scripts[S_COUNT] = { grant_lua, report_lua, restore_lua, check_lua,
+	renew_lua, count_lua };
 
 struct sconn {
 	char *up, *spec, *secret;
@@ -199,6 +270,8 @@ struct sconn {
 	char why[200];
 	int64_t next_try;	/* while c == NULL: not before */
 	int64_t next_check;	/* shared_tick: not before */
+	int64_t next_renew;	/* the leases: renew then (0: at once) */
+	int adopted;		/* an earlier run's grants taken over */
 	struct sconn *next;
 };
 
@@ -206,6 +279,7 @@ struct shared {
 	char *host;		/* stable: marks the write-back */
 	char *run;		/* this run: in grant ids */
 	uint64_t nrest;		/* write-back ids */
+	int64_t lease_ms;	/* a grant's lease (shared.h) */
 	struct sconn *conns;
 };
 
@@ -246,17 +320,33 @@ args_free(struct args *a)
 }
 
 struct shared *
-shared_new(const char *host, const char *run)
+shared_new(const char *host, const char *run, int64_t grace_ms)
 {
 	struct shared *sh = xcalloc(1, sizeof *sh);
 
 	sh->host = xstrdup(host);
 	sh->run = xstrdup(run);
+	sh->lease_ms = grace_ms > SHARED_LEASE_MIN_MS ? grace_ms : SHARED_LEASE_MIN_MS;
 	return sh;
 }
 
+int64_t
+shared_lease_ms(const struct shared *sh)
+{
+	return sh->lease_ms;
+}
+
+/* How often the leases are renewed. */
+static int64_t
+renew_ms(const struct shared *sh)
+{
+	int64_t r = sh->lease_ms / 4;
+
+	return r > SHARED_RENEW_MAX_MS ? SHARED_RENEW_MAX_MS : r;
+}
+
 struct shared *
-shared_new_for(const char *journal, int64_t wall_ms)
+shared_new_for(const char *journal, int64_t wall_ms, int64_t grace_ms)
 {
 	char host[256], run[64], *id;
 	struct shared *sh;
@@ -274,7 +364,7 @@ shared_new_for(const char *journal, int64_t wall_ms)
 		h = (h ^ (unsigned char)*p) * 16777619u;
 	id = xasprintf("%s-%08x", host, h);
 	snprintf(run, sizeof run, "%llx-%ld", (unsigned long long)wall_ms, (long)getpid());
-	sh = shared_new(id, run);
+	sh = shared_new(id, run, grace_ms);
 	free(id);
 	return sh;
 }
@@ -431,6 +521,7 @@ conn_open(struct sconn *sc, int64_t now)
 	if (sc->down)
 		log_info("upstream %s: shared store %s answers again", sc->up, sc->spec);
 	sc->down = 0;
+	sc->next_renew = 0;	/* the leases may have run on meanwhile */
 	sc->why[0] = '\0';
 	rc = 0;
 out:
@@ -528,7 +619,7 @@ add_keys(struct args *a, const char *up, const char *host, int n)
 }
 
 static int64_t
-keep_ms(const struct policy_upstream *pu)
+keep_ms(const struct shared *sh, const struct policy_upstream *pu)
 {
 	int64_t k = 0;
 	size_t i;
@@ -536,7 +627,24 @@ keep_ms(const struct policy_upstream *pu)
 	for (i = 0; i < pu->nwin; i++)
 		if (pu->win[i].per * 1000 > k)
 			k = pu->win[i].per * 1000;
-	return k + SHARED_LEASE_MS;
+	return k + sh->lease_ms;
+}
+
+/* n, then per held grant: id age m r c (restore and renew). */
+static void
+add_held(const struct shared *sh, struct args *a, struct wg_req *const *held, size_t nheld,
+    int64_t now)
+{
+	size_t i;
+
+	arg_add(a, "%zu", nheld);
+	for (i = 0; i < nheld; i++) {
+		arg_add(a, "%s.%s.%llu", sh->host, sh->run, (unsigned long long)held[i]->id);
+		arg_add(a, "%lld", (long long)(now - held[i]->since));
+		arg_add(a, "%u", held[i]->w[UNIT_MESSAGES]);
+		arg_add(a, "%u", held[i]->w[UNIT_RECIPIENTS]);
+		arg_add(a, "%u", held[i]->w[UNIT_CONNECTIONS]);
+	}
 }
 
 static int
@@ -546,12 +654,11 @@ restore(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
 	struct args a = { 0 };
 	redisReply *rep;
 	uint64_t s;
-	size_t i;
 
 	add_keys(&a, pu->name, sh->host, 3);
 	arg_add(&a, "weir:{%s}:host:%s", pu->name, sh->host);
-	arg_add(&a, "%lld", (long long)keep_ms(pu));
-	arg_add(&a, "%lld", (long long)SHARED_LEASE_MS);
+	arg_add(&a, "%lld", (long long)keep_ms(sh, pu));
+	arg_add(&a, "%lld", (long long)sh->lease_ms);
 	arg_add(&a, "%zu", u->ln);
 	for (s = u->lseq; s < u->lseq + u->ln; s++) {
 		const struct wg_send *e = wg_log_at(u, s);
@@ -563,14 +670,7 @@ restore(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
 		arg_add(&a, "%u", e->w[UNIT_RECIPIENTS]);
 		arg_add(&a, "%u", e->w[UNIT_CONNECTIONS]);
 	}
-	arg_add(&a, "%zu", nheld);
-	for (i = 0; i < nheld; i++) {
-		arg_add(&a, "%s.%s.%llu", sh->host, sh->run, (unsigned long long)held[i]->id);
-		arg_add(&a, "%lld", (long long)(now - held[i]->since));
-		arg_add(&a, "%u", held[i]->w[UNIT_MESSAGES]);
-		arg_add(&a, "%u", held[i]->w[UNIT_RECIPIENTS]);
-		arg_add(&a, "%u", held[i]->w[UNIT_CONNECTIONS]);
-	}
+	add_held(sh, &a, held, nheld, now);
 	(void)grace;
 	rep = run(sc, S_RESTORE, &a, 4, now);
 	args_free(&a);
@@ -602,11 +702,11 @@ shared_admit(struct shared *sh, const struct policy_upstream *pu, struct wg_req 
 	arg_add(&a, "%u", r->w[UNIT_MESSAGES]);
 	arg_add(&a, "%u", r->w[UNIT_RECIPIENTS]);
 	arg_add(&a, "%u", r->w[UNIT_CONNECTIONS]);
-	arg_add(&a, "%lld", (long long)SHARED_LEASE_MS);
+	arg_add(&a, "%lld", (long long)sh->lease_ms);
 	arg_add(&a, "%lld", pu->max_connections);
 	arg_add(&a, "%d", SHARED_POLL_MS);
 	arg_add(&a, "%d", SHARED_HOLD_MS);
-	arg_add(&a, "%lld", (long long)keep_ms(pu));
+	arg_add(&a, "%lld", (long long)keep_ms(sh, pu));
 	arg_add(&a, "%zu", pu->nwin);
 	for (i = 0; i < pu->nwin; i++) {
 		const struct policy_window *w = &pu->win[i];
@@ -658,6 +758,34 @@ out:
 	return rc;
 }
 
+/* Renew the leases of held (this host's grants of pu); the first time,
+ * adopt an earlier run's.  0 done; -1 the store is down. */
+static int
+renew(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
+    struct wg_req *const *held, size_t nheld, int64_t now)
+{
+	struct args a = { 0 };
+	redisReply *rep;
+
+	if (nheld == 0 && sc->adopted)
+		return 0;
+	arg_add(&a, "weir:{%s}:held", pu->name);
+	arg_add(&a, "weir:{%s}:heldw", pu->name);
+	arg_add(&a, "%lld", (long long)sh->lease_ms);
+	arg_add(&a, "%lld", (long long)keep_ms(sh, pu));
+	arg_add(&a, "%s.", sh->host);
+	arg_add(&a, "%s.%s.", sh->host, sh->run);
+	arg_add(&a, "%d", !sc->adopted);
+	add_held(sh, &a, held, nheld, now);
+	rep = run(sc, S_RENEW, &a, 2, now);
+	args_free(&a);
+	if (rep == NULL)
+		return -1;
+	freeReplyObject(rep);
+	sc->adopted = 1;
+	return 0;
+}
+
 int64_t
 shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u,
     struct wg_req *const *held, size_t nheld, int64_t now)
@@ -681,7 +809,7 @@ shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u
 	arg_add(&a, "weir:{%s}:epoch", pu->name);
 	arg_add(&a, "weir:{%s}:host:%s", pu->name, sh->host);
 	arg_add(&a, "weir:{%s}:hold", pu->name);
-	arg_add(&a, "%lld", (long long)keep_ms(pu));
+	arg_add(&a, "%lld", (long long)keep_ms(sh, pu));
 	arg_add(&a, "%d", SHARED_HOLD_MS);
 	rep = run(sc, S_CHECK, &a, 3, now);
 	args_free(&a);
@@ -690,6 +818,8 @@ shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u
 	if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
 		(void)restore(sh, sc, pu, u, held, nheld, now, 0);
 	freeReplyObject(rep);
+	if (sc->c && now >= sc->next_renew && renew(sh, sc, pu, held, nheld, now) == 0)
+		sc->next_renew = now + renew_ms(sh);
 	return sc->next_check;
 }
 
@@ -729,7 +859,7 @@ shared_ended(struct shared *sh, const struct policy_upstream *pu, struct wg_req 
 	arg_add(&a, "%s", kind);
 	arg_add(&a, "%lld", (long long)(o == WG_SENT && d->logged ? now - d->t : 0));
 	arg_add(&a, "%lld", (long long)grace);
-	arg_add(&a, "%lld", (long long)keep_ms(pu));
+	arg_add(&a, "%lld", (long long)keep_ms(sh, pu));
 	arg_add(&a, "%u", r->w[UNIT_MESSAGES]);
 	arg_add(&a, "%u", r->w[UNIT_RECIPIENTS]);
 	arg_add(&a, "%u", r->w[UNIT_CONNECTIONS]);
@@ -776,4 +906,64 @@ shared_state(const struct shared *sh, const char *upstream, const char **why)
 			return sc->down;
 		}
 	return -1;
+}
+
+const char *
+shared_store(const struct shared *sh, const char *upstream)
+{
+	const struct sconn *sc;
+
+	for (sc = sh ? sh->conns : NULL; sc; sc = sc->next)
+		if (strcmp(sc->up, upstream) == 0)
+			return sc->spec;
+	return NULL;
+}
+
+int
+shared_counts(struct shared *sh, const struct wg_up *u, int64_t wmm, int64_t now,
+    int64_t *logged, int64_t *held)
+{
+	struct sconn *sc;
+	struct args a = { 0 };
+	redisReply *rep;
+	size_t i;
+	int rc = -1;
+
+	for (sc = sh ? sh->conns : NULL; sc; sc = sc->next)
+		if (strcmp(sc->up, u->name) == 0)
+			break;
+	if (sc == NULL || sc->c == NULL)
+		return -1;
+	arg_add(&a, "weir:{%s}:log", u->name);
+	arg_add(&a, "weir:{%s}:held", u->name);
+	arg_add(&a, "weir:{%s}:heldw", u->name);
+	arg_add(&a, "%zu", u->nwin);
+	for (i = 0; i < u->nwin; i++) {
+		const struct wg_win *w = &u->win[i];
+
+		arg_add(&a, "%lld", (long long)w->per);
+		arg_add(&a, "%d", (int)w->unit + 1);
+		arg_add(&a, "%d", w->calendar);
+		/* The boundaries on the wall clock, Redis's. */
+		arg_add(&a, "%lld", w->calendar && w->per > 0 ?
+		    (long long)(((w->phase + wmm) % w->per + w->per) % w->per) : 0LL);
+	}
+	rep = run(sc, S_VIEW, &a, 3, now);
+	args_free(&a);
+	if (rep == NULL)
+		return -1;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 * u->nwin) {
+		for (i = 0; i < 2 * u->nwin; i++)
+			if (rep->element[i]->type != REDIS_REPLY_INTEGER)
+				break;
+		if (i == 2 * u->nwin) {
+			for (i = 0; i < u->nwin; i++) {
+				logged[i] = rep->element[2 * i]->integer;
+				held[i] = rep->element[2 * i + 1]->integer;
+			}
+			rc = 0;
+		}
+	}
+	freeReplyObject(rep);
+	return rc;
 }

@@ -3,11 +3,15 @@
  * use, grants held, waiting requests per class, the next grant time, the
  * suspensions with their reasons and ends, whether the journal is
  * durable, and counters (since the gate started; rcpt_accepted sums the
- * recipient counts of the SENT reports, JSON only).
+ * recipient counts of the SENT reports, JSON only).  For an upstream
+ * with a shared store: the store, whether it answers, and each window as
+ * Redis counts it for every host ("all hosts", asked of Redis for this
+ * report) below this gate's own count.
  *
  * Trusts: the engine's state.  Config keys: none.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -69,10 +73,32 @@ count_classes(const struct wg_up *u, struct cls_count *out, size_t max)
 	return n;
 }
 
+/* The shared counts of u (sc->ok: Redis answered; lg, hd per window). */
+struct shared_view {
+	int ok;
+	int64_t *lg, *hd;
+};
+
 static void
-text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, const struct shared *sh)
+view_get(struct shared_view *v, struct shared *sh, struct wg_up *u, int64_t now, int64_t wmm)
+{
+	v->lg = xcalloc(u->nwin + 1, sizeof *v->lg);
+	v->hd = xcalloc(u->nwin + 1, sizeof *v->hd);
+	v->ok = u->shared && shared_counts(sh, u, wmm, now, v->lg, v->hd) == 0;
+}
+
+static void
+view_free(struct shared_view *v)
+{
+	free(v->lg);
+	free(v->hd);
+}
+
+static void
+text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh)
 {
 	struct cls_count cc[32];
+	struct shared_view v;
 	size_t i, ncc;
 	int64_t next;
 	char when[64];
@@ -100,18 +126,22 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, const struct s
 	}
 	if (u->probe)
 		buf_adds(b, "  probing: one grant at a time until one gets through\n");
+	/* Asked first: a store that stopped answering is marked so. */
+	view_get(&v, sh, u, now, wmm);
 	if (u->shared) {
-		const char *why;
+		const char *why, *store = shared_store(sh, u->name);
 
+		buf_printf(b, "  shared store %s: ", store ? store : "(none yet)");
 		switch (shared_state(sh, u->name, &why)) {
 		case 0:
-			buf_adds(b, "  shared store: answers (windows count every host's sends)\n");
+			buf_adds(b, "answers (windows count every host's sends; \"all hosts\": "
+			    "as Redis counts them)\n");
 			break;
 		case 1:
-			buf_printf(b, "  shared store: UNREACHABLE (%s): granting nothing\n", why);
+			buf_printf(b, "UNREACHABLE (%s): granting nothing\n", why);
 			break;
 		default:
-			buf_adds(b, "  shared store: not asked yet\n");
+			buf_adds(b, "not asked yet\n");
 			break;
 		}
 	}
@@ -122,7 +152,14 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, const struct s
 		    (long long)w->limit, policy_unit_name(w->unit), (long long)(w->per / 1000),
 		    w->calendar ? " (calendar)" : "", (long long)w->sum,
 		    (long long)u->held[w->unit], (long long)wg_win_used(u, i), (long long)w->limit);
+		if (v.ok)
+			buf_printf(b, "    all hosts: %lld logged + %lld held = %lld of %lld\n",
+			    (long long)v.lg[i], (long long)v.hd[i], (long long)(v.lg[i] + v.hd[i]),
+			    (long long)w->limit);
+		else if (u->shared)
+			buf_adds(b, "    all hosts: unknown (the shared store does not answer)\n");
 	}
+	view_free(&v);
 	buf_printf(b, "  grants held: %zu", u->nheld);
 	if (u->max_conn)
 		buf_printf(b, " (max %lld)", (long long)u->max_conn);
@@ -149,9 +186,10 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, const struct s
 }
 
 static void
-json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, const struct shared *sh)
+json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh)
 {
 	struct cls_count cc[32];
+	struct shared_view v;
 	size_t i, ncc;
 	int64_t next;
 
@@ -171,11 +209,16 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, const struct s
 		json_str(b, u->auth_reason ? u->auth_reason : "");
 	}
 	buf_printf(b, ",\"probe\":%s", u->probe ? "true" : "false");
+	view_get(&v, sh, u, now, wmm);
 	if (u->shared) {
-		const char *why;
+		const char *why, *store = shared_store(sh, u->name);
 		int st = shared_state(sh, u->name, &why);
 
 		buf_printf(b, ",\"shared\":\"%s\"", st == 0 ? "ok" : st == 1 ? "down" : "unknown");
+		if (store) {
+			buf_adds(b, ",\"shared_store\":");
+			json_str(b, store);
+		}
 		if (st == 1) {
 			buf_adds(b, ",\"shared_error\":");
 			json_str(b, why);
@@ -186,11 +229,19 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, const struct s
 		const struct wg_win *w = &u->win[i];
 
 		buf_printf(b, "%s{\"limit\":%lld,\"per_s\":%lld,\"unit\":\"%s\",\"calendar\":%s,"
-		    "\"logged\":%lld,\"held\":%lld,\"used\":%lld}", i ? "," : "",
+		    "\"logged\":%lld,\"held\":%lld,\"used\":%lld", i ? "," : "",
 		    (long long)w->limit, (long long)(w->per / 1000), policy_unit_name(w->unit),
 		    w->calendar ? "true" : "false", (long long)w->sum,
 		    (long long)u->held[w->unit], (long long)wg_win_used(u, i));
+		/* Every host's, as Redis counts them (null: no answer). */
+		if (v.ok)
+			buf_printf(b, ",\"all_hosts\":{\"logged\":%lld,\"held\":%lld,\"used\":%lld}",
+			    (long long)v.lg[i], (long long)v.hd[i], (long long)(v.lg[i] + v.hd[i]));
+		else if (u->shared)
+			buf_adds(b, ",\"all_hosts\":null");
+		buf_addc(b, '}');
 	}
+	view_free(&v);
 	buf_printf(b, "],\"held\":%zu,\"max_connections\":%lld,\"waiting\":%zu,\"waiting_by_class\":{",
 	    u->nheld, (long long)u->max_conn, u->nwait);
 	ncc = count_classes(u, cc, 32);
@@ -215,7 +266,7 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, const struct s
 
 void
 gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_minus_mono,
-    const char *journal_error, const struct shared *sh)
+    const char *journal_error, struct shared *sh)
 {
 	struct wg_up *u;
 	char when[64];

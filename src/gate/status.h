@@ -12,8 +12,9 @@
  * are now + wall_minus_mono.  journal_error: why the journal cannot be
  * made durable (nothing is granted), or NULL. */
 struct shared;
-/* sh: the shared stores (their state per shared upstream), or NULL. */
+/* sh: the shared stores (their state and counts per shared upstream, asked
+ * of Redis now), or NULL. */
 void gate_status(struct buf *b, struct wgate *g, int json, int64_t now,
-    int64_t wall_minus_mono, const char *journal_error, const struct shared *sh);
+    int64_t wall_minus_mono, const char *journal_error, struct shared *sh);
 
 #endif

@@ -34,8 +34,12 @@
  *
  * The gate's text status is read for the numbers of step 3 (lines
  * "upstream NAME: ..." and "  window N UNIT per Ts...: ... = U of N", as
- * src/gate/status.c writes them); a line that does not parse leaves that
- * window out of the estimate, it is never guessed.
+ * src/gate/status.c writes them, and for an upstream whose windows are
+ * shared through Redis the line below each, "    all hosts: ... = U of
+ * N", every host's use, which counts when it is higher); a line that
+ * does not parse leaves that window out of the estimate, it is never
+ * guessed.  The gate's text, printed as it is, shows the shared store,
+ * whether it answers, and both counts of each window.
  *
  * --watch shows a short form of the same every second, on a timer (no
  * busy loop), until SIGINT or SIGTERM: each window as a bar of its use
@@ -279,6 +283,13 @@ gate_numbers(struct st *s, const char *text)
 
 			add_win(cur, limit, pu, per, used, cal,
 			    cal ? calendar_align(s, cur->name, limit, pu, per) : 0);
+		} else if (cur && cur->nwin > 0 && strncmp(line, "    all hosts: ", 15) == 0 &&
+		    (q = strstr(line, " = ")) != NULL && sscanf(q, " = %lld of %lld", &used,
+		    &of) == 2 && of == cur->win[cur->nwin - 1].limit &&
+		    used > cur->win[cur->nwin - 1].used) {
+			/* A shared upstream: every host's use of the window
+			 * just read, as Redis counts it, paces the backlog. */
+			cur->win[cur->nwin - 1].used = used;
 		}
 	}
 }

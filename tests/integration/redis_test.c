@@ -9,7 +9,15 @@
  *   - Redis stopped: no grant, the log and `status` say so; Redis back
  *     (empty): grants resume;
  *   - Redis restarted empty: a gate writes its own sends back before any
- *     other gate is granted anything.
+ *     other gate is granted anything;
+ *   - leases (-g 0: the shortest, SHARED_LEASE_MIN_MS): a grant held
+ *     three leases long by a live gate keeps its slot (the gate renews
+ *     it); once that gate is killed, the slot frees one lease (and one
+ *     period) later, not an hour later; a gate restarted on its journal
+ *     takes over the grants its previous run left held;
+ *   - status: weir-gate's (text and JSON) and `weir status` show the
+ *     store, and each window as Redis counts it for every host next to
+ *     the gate's own count; "unknown" once the store is gone.
  * This is the gate-level test (clients speak the gate protocol and
  * report at once); not through full weir instances and an upstream.
  * Every process started is killed in the fixture's fini and dies with
@@ -28,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gate/shared.h"
 #include "lib/alloc.h"
 #include "mail/gateclient.h"
 #include "testlib.h"
@@ -112,16 +121,23 @@ start_redis(void)
 	free(log);
 }
 
+/* Gate i, with -g grace unless NULL. */
 static void
-start_gate(int i)
+start_gate_g(int i, const char *grace)
 {
 	char *bin = tl_bin("weir-gate");
 	const char *argv[] = { bin, "-c", wconf, "-p", policy, "-s", gsock[i], "-j",
-		gjournal[i], NULL };
+		gjournal[i], grace ? "-g" : NULL, grace, NULL };
 
 	gpid[i] = spawn(argv, glog[i]);
 	wait_sock(gsock[i], gpid[i], glog[i]);
 	free(bin);
+}
+
+static void
+start_gate(int i)
+{
+	start_gate_g(i, NULL);
 }
 
 static void
@@ -323,7 +339,7 @@ Test(redis, down_means_no_grant)
 	wait_log(0, "unreachable", 5000);
 	cr_assert_eq(send_one(&gc, 2, 1500), 0, "granted while Redis is down");
 	tl_run(&run, &res);
-	cr_assert(strstr(buf_cstr(&res.out), "shared store: UNREACHABLE"), "%s",
+	cr_assert(strstr(buf_cstr(&res.out), ": UNREACHABLE"), "%s",
 	    buf_cstr(&res.out));
 	tl_result_free(&res);
 	start_redis();
@@ -362,4 +378,154 @@ Test(redis, empty_restart_writes_back_first)
 	cr_assert_eq(reply_within(&b, &r, 6000), 0, "gate 1 granted: the window was forgotten");
 	gc_close(&a);
 	gc_close(&b);
+}
+
+/* Seconds (at the test's clock) from the call to the next reply on gc,
+ * at most ms; -1 if none came. */
+static double
+grant_after(struct gate_client *gc, int ms)
+{
+	int64_t t0 = now_us();
+	struct gp_reply r;
+
+	if (!reply_within(gc, &r, ms))
+		return -1;
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	return (double)(now_us() - t0) / 1e6;
+}
+
+#define LEASE_S (SHARED_LEASE_MIN_MS / 1000)
+
+/* Gates 0 (-g grace0) and 1 (-g 0) under rate, a client of each; a's
+ * first request granted and held. */
+static void
+hold_one(const char *rate, const char *grace0, struct gate_client *a, struct gate_client *b)
+{
+	struct gp_reply r;
+
+	write_policy(rate);
+	start_gate_g(0, grace0);
+	start_gate_g(1, "0");
+	cr_assert_eq(gc_connect(a, gsock[0]), 0);
+	cr_assert_eq(gc_connect(b, gsock[1]), 0);
+	cr_assert_eq(gc_acquire(a, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(reply_within(a, &r, 5000), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+}
+
+Test(redis, lease_renewed_while_held_ends_after_death, .timeout = 60)
+{
+	struct gate_client a, b;
+	struct gp_reply r;
+	double got;
+
+	/* Gate 0 grants one and its client holds it (a slow delivery). */
+	hold_one("1 per 2s", "0", &a, &b);
+	/* Three leases long, gate 1 gets nothing: gate 0 renews. */
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(reply_within(&b, &r, 3 * LEASE_S * 1000), 0,
+	    "granted while another host's grant is held and renewed");
+	/* Gate 0 dies holding it: free once the lease ends (a send that may
+	 * have happened until then, so one period more), not in an hour. */
+	reap(&gpid[0]);
+	got = grant_after(&b, (LEASE_S + 2 + 3) * 1000);
+	cr_assert(got >= 0, "no grant %d s after the holder died", LEASE_S + 2 + 3);
+	cr_assert(got >= 2.0, "granted %.3f s after the holder died: its lease was not counted",
+	    got);
+	gc_close(&a);
+	gc_close(&b);
+}
+
+Test(redis, restarted_gate_takes_over_its_grants, .timeout = 60)
+{
+	struct gate_client a, b;
+	double got;
+
+	hold_one("1 per 1s", "8s", &a, &b);
+	/* Killed holding it, down for 5 s (the scenario), restarted: its
+	 * journal counts the grant until the restart + 8 s, and so must
+	 * Redis, though the lease gate 0 last renewed ends sooner. */
+	reap(&gpid[0]);
+	gc_close(&a);
+	sleep(5);
+	start_gate_g(0, "8s");
+	wait_log(0, "serving", 5000);
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	got = grant_after(&b, 20000);
+	cr_assert(got >= 0, "no grant 20 s after the restart");
+	cr_assert(got >= 7.0, "granted %.3f s after the restart: the grant left held was not "
+	    "taken over (8 s of grace)", got);
+	gc_close(&b);
+}
+
+/* weir-gate status (json or not) of gate i, malloc'ed. */
+static char *
+gate_status_of(int i, int json)
+{
+	char *bin = tl_bin("weir-gate");
+	const char *argv[] = { bin, "-c", wconf, "-s", gsock[i], "status", json ? "json" : NULL,
+		NULL };
+	struct tl_run run = { .argv = argv };
+	struct tl_result res;
+	char *out;
+
+	tl_run(&run, &res);
+	cr_assert_eq(res.status, 0, "status: exit %d: %s", res.status, buf_cstr(&res.err));
+	out = xstrdup(buf_cstr(&res.out));
+	tl_result_free(&res);
+	free(bin);
+	return out;
+}
+
+Test(redis, status_shows_every_hosts_count)
+{
+	struct gate_client a, b;
+	struct gp_reply r;
+	struct tl_result res;
+	char *st, *sconf = xasprintf("%s/status.conf", dir), *text;
+	char *bin = tl_bin("weir");
+	const char *argv[] = { bin, "-c", sconf, "status", NULL };
+	struct tl_run run = { .argv = argv };
+
+	write_policy("5 per 60s");
+	start_gate(0);
+	start_gate(1);
+	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
+	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
+	/* Gate 0: 2 sent; gate 1: 1 sent, 1 held. */
+	cr_assert_eq(send_one(&a, 1, 5000), 1);
+	cr_assert_eq(send_one(&a, 2, 5000), 1);
+	cr_assert_eq(send_one(&b, 1, 5000), 1);
+	cr_assert_eq(gc_acquire(&b, 2, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(reply_within(&b, &r, 5000), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	st = gate_status_of(0, 0);
+	cr_assert(strstr(st, "shared store unix:"), "%s", st);
+	cr_assert(strstr(st, ": answers"), "%s", st);
+	cr_assert(strstr(st, "  window 5 messages per 60s: 2 logged + 0 held = 2 of 5\n"
+	    "    all hosts: 3 logged + 1 held = 4 of 5\n"), "%s", st);
+	free(st);
+	st = gate_status_of(1, 1);
+	cr_assert(strstr(st, "\"logged\":1,\"held\":1,\"used\":2,\"all_hosts\":{\"logged\":3,"
+	    "\"held\":1,\"used\":4}"), "%s", st);
+	cr_assert(strstr(st, "\"shared\":\"ok\",\"shared_store\":\"unix:"), "%s", st);
+	free(st);
+	/* weir status shows it too (the gate's text). */
+	text = xasprintf("gate_socket = \"%s\"\nqueue_dir = \"%s/queue\"\npolicy_file = \"%s\"\n",
+	    gsock[0], dir, policy);
+	tl_write(sconf, text, strlen(text));
+	free(text);
+	tl_run(&run, &res);
+	cr_assert(strstr(buf_cstr(&res.out), "all hosts: 3 logged + 1 held = 4 of 5"), "%s%s",
+	    buf_cstr(&res.out), buf_cstr(&res.err));
+	tl_result_free(&res);
+	/* The store gone: unreachable, nothing counted for all hosts. */
+	reap(&rpid);
+	st = gate_status_of(0, 0);
+	cr_assert(strstr(st, ": UNREACHABLE") && strstr(st, "all hosts: unknown"), "%s", st);
+	free(st);
+	gc_close(&a);
+	gc_close(&b);
+	free(sconf);
+	free(bin);
 }

@@ -23,10 +23,10 @@ static const struct wg_ops noops = { NULL, NULL, NULL, NULL, NULL };
 
 static struct policy_window win = { 100, 60, UNIT_MESSAGES, 0, 0, 0 };
 static struct policy_upstream pup = { (char *)"up", &win, 1, 0, 0, 0, 0, 0, 0 };
-static struct policy pol = { NULL, &pup, 1, NULL, 0, NULL, 0 };
+static struct policy pol = { .up = &pup, .nup = 1, .builtin_throttles = 1 };
 static struct policy_window bigwin = { 1000000, 10, UNIT_MESSAGES, 0, 0, 0 };
 static struct policy_upstream bigup = { (char *)"up", &bigwin, 1, 0, 0, 0, 0, 0, 0 };
-static struct policy bigpol = { NULL, &bigup, 1, NULL, 0, NULL, 0 };
+static struct policy bigpol = { .up = &bigup, .nup = 1, .builtin_throttles = 1 };
 
 static struct wg_req *
 grant(struct wgate *g, int64_t now)
@@ -300,7 +300,7 @@ Test(journal, unreported_grant_gets_the_grace_period)
 	uint32_t w[UNIT_COUNT] = { 1, 1, 0 };
 	static struct policy_window one = { 1, 1, UNIT_MESSAGES, 0, 0, 0 };
 	static struct policy_upstream oneup = { (char *)"up", &one, 1, 0, 0, 0, 0, 0, 0 };
-	static struct policy onepol = { NULL, &oneup, 1, NULL, 0, NULL, 0 };
+	static struct policy onepol = { .up = &oneup, .nup = 1, .builtin_throttles = 1 };
 
 	wg_init(&g, &noops);
 	cr_assert_eq(journal_open(&j, path, &g, 10000, 1700000000000LL, 0), 0);

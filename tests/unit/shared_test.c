@@ -78,7 +78,7 @@ setup(void)
 	/* A store that holds a history, and this host's written back. */
 	cmd("SET weir:{up}:epoch 1");
 	cmd("SET weir:{up}:host:h 1");
-	sh = shared_new("h", "r");
+	sh = shared_new("h", "r", 0);
 	memset(&pu, 0, sizeof pu);
 	pu.name = (char *)"up";
 	pu.shared = spec;
