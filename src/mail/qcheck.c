@@ -420,8 +420,9 @@ check_sched(struct ctx *c, struct buf *b)
 		return;
 	while ((e = readdir(dir)) != NULL) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-		    strcmp(e->d_name, "tmp") == 0)
-			continue;
+		    strcmp(e->d_name, "tmp") == 0 || strcmp(e->d_name, "sessions") == 0 ||
+		    strcmp(e->d_name, "sessions.tmp") == 0)
+			continue;	/* sessions: a hint for weir status (schedfile.h) */
 		if (strcmp(e->d_name, "alive") == 0) {
 			buf_reset(b);
 			if (read_file_at(c->q->dfd, SCHED_ALIVE, b, 32) != 0 ||

@@ -28,6 +28,10 @@
 #define SCHED_DIR	"sched"
 #define SCHED_ALIVE	"sched/alive"
 #define SCHED_TMP	"sched/tmp"
+/* weir-send's open sessions, for weir status (src/send/session.c), and
+ * where a new list is written before it is renamed over it: hints. */
+#define SCHED_SESSIONS	"sched/sessions"
+#define SCHED_SESSIONS_TMP "sched/sessions.tmp"
 #define SCHEDFILE_MAX	128	/* longer is not ours */
 
 struct schednote {

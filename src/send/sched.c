@@ -682,6 +682,7 @@ sched_run(const struct sched_opts *o)
 		log_warnx("no upstream is configured: mail stays queued");
 
 	s.notes_ok = note_init(o->q) == 0;
+	sess_note(&s);		/* none open yet: an earlier run's list goes */
 	if (s.notes_ok && note_alive_load(o->q, &s.alive_before) < 0)
 		s.alive_before = 0;
 	gate_start(&s);

@@ -225,6 +225,7 @@ void sess_throttled(struct sched *s, size_t up);	/* end up's idle sessions */
 void sess_end_all(struct sched *s, const char *why);	/* a reload: all end */
 void sess_forget_slots(struct sched *s);	/* the gate connection is gone */
 void sess_remap(struct sched *s);	/* after a reload renumbered the queues */
+void sess_note(struct sched *s);	/* sched/sessions for weir status (session.c) */
 
 /* gatelink.c */
 void gate_start(struct sched *s);

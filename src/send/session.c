@@ -30,12 +30,19 @@
  * their own (deliver.c), as does every message of an upstream with
  * session_idle = 0.
  *
+ * sched/sessions lists the open sessions for `weir status`, one line
+ * each, "UPSTREAM PID SINCE SENT" (SINCE: the wall time its slot was
+ * granted; SENT: messages handed to it), rewritten through
+ * sched/sessions.tmp and a rename whenever one starts, takes a message
+ * or ends.  A hint, never fsynced, never read back by weir-send.
+ *
  * Trusts: the deliverer's word only as "ready" or "closing".  Config
  * keys: session_idle (upstream sections), concurrency.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -43,6 +50,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/io.h"
 #include "lib/log.h"
 #include "send/sendint.h"
 
@@ -86,6 +94,34 @@ count(const struct sched *s, size_t up, int state)
 	return n;
 }
 
+void
+sess_note(struct sched *s)
+{
+	const struct dsess *d;
+	struct buf b = BUF_INIT;
+	int fd, ok;
+
+	for (d = s->sessions; d; d = d->next)
+		if (d->pid > 0 && d->state != DS_ENDING)
+			buf_printf(&b, "%s %ld %lld %u\n", s->ups[d->up].name, (long)d->pid,
+			    d->since, d->sent);
+	if (!s->notes_ok)
+		goto out;	/* no sched/ (wait.c says so) */
+	fd = openat(s->o->q->dfd, SCHED_SESSIONS_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ok = fd >= 0 && full_write(fd, b.s ? b.s : "", b.len) == 0;
+	if (fd >= 0 && close(fd) < 0)
+		ok = 0;
+	if (ok && renameat(s->o->q->dfd, SCHED_SESSIONS_TMP, s->o->q->dfd, SCHED_SESSIONS) < 0)
+		ok = 0;
+	if (!ok) {
+		log_warn("writing %s (for weir status)", SCHED_SESSIONS);
+		if (fd >= 0)
+			(void)unlinkat(s->o->q->dfd, SCHED_SESSIONS_TMP, 0);
+	}
+out:
+	buf_free(&b);
+}
+
 static void
 sess_free(struct sched *s, struct dsess *d)
 {
@@ -118,6 +154,7 @@ sess_end(struct sched *s, struct dsess *d, const char *why)
 	log_info("session %ld to %s: ending after %u message%s: %s", (long)d->pid,
 	    s->ups[d->up].name, d->sent, d->sent == 1 ? "" : "s", why);
 	d->state = DS_ENDING;
+	sess_note(s);
 	evloop_timer_cancel(s->ev, d->idle);
 	d->idle = NULL;
 	if (d->sock >= 0) {
@@ -239,6 +276,7 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 	d->state = DS_BUSY;
 	d->job = j;
 	d->sent++;
+	sess_note(s);
 	j->pid = d->pid;
 	j->sess = d;
 	return 0;

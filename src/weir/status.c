@@ -55,6 +55,7 @@
  * queue_split, upstream sections (names, senders, max_recipients).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,7 @@
 #include "mail/policy.h"
 #include "mail/qlist.h"
 #include "mail/queue.h"
+#include "mail/schedfile.h"
 #include "weir/weir.h"
 
 #define GATE_TIMEOUT_S 5
@@ -380,6 +382,62 @@ iso(char *out, size_t max, time_t t)
 
 /* ---- output ---- */
 
+/* ---- weir-send's kept sessions ---- */
+
+/* sched/sessions (src/send/session.c: "UPSTREAM PID SINCE SENT" lines)
+ * as text or a JSON array; a line that does not parse is left out. */
+static void
+sessions_out(struct buf *o, const struct weir_config *cfg, int json, time_t now)
+{
+	struct buf b = BUF_INIT;
+	char path[4096], name[POLICY_NAME_MAX + 1], when[32], d[64];
+	const char *p, *nl, *sp;
+	long long pid, since, sent;
+	size_t n = 0;
+	int end;
+
+	snprintf(path, sizeof path, "%s/%s", cfg->queue_dir, SCHED_SESSIONS);
+	if (read_file_at(AT_FDCWD, path, &b, 1 << 20) < 0) {
+		if (json)
+			buf_adds(o, "null");
+		else
+			buf_printf(o, "sessions with the upstreams: unknown (%s: %s)\n", path,
+			    errno == ENOENT ? "weir-send has not run" : strerror(errno));
+		buf_free(&b);
+		return;
+	}
+	buf_adds(o, json ? "[" : "sessions with the upstreams (weir-send):\n");
+	for (p = b.s; p && *p; p = nl + 1) {
+		if ((nl = strchr(p, '\n')) == NULL)
+			break;
+		sp = memchr(p, ' ', (size_t)(nl - p));
+		end = 0;
+		if (sp == NULL || sp == p || sp - p > POLICY_NAME_MAX ||
+		    sscanf(sp, " %lld %lld %lld%n", &pid, &since, &sent, &end) != 3 ||
+		    sp + end != nl || pid <= 0 || since < 0 || sent < 0)
+			continue;
+		memcpy(name, p, (size_t)(sp - p));
+		name[sp - p] = '\0';
+		iso(when, sizeof when, (time_t)since);
+		if (json) {
+			buf_adds(o, n ? ",{\"upstream\":" : "{\"upstream\":");
+			json_cstr(o, name);
+			buf_printf(o, ",\"pid\":%lld,\"since\":\"%s\",\"messages\":%lld}", pid,
+			    when, sent);
+		} else {
+			fmt_dur(d, sizeof d, now > since ? (long long)now - since : 0);
+			buf_printf(o, "  upstream %s: pid %lld, open %s (since %s), %lld message%s\n",
+			    name, pid, d, when, sent, sent == 1 ? "" : "s");
+		}
+		n++;
+	}
+	if (json)
+		buf_addc(o, ']');
+	else if (n == 0)
+		buf_adds(o, "  none open\n");
+	buf_free(&b);
+}
+
 static void
 text_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
     const struct buf *gtext, const struct buf *gwhy, int q_ok, const struct buf *qwhy,
@@ -410,6 +468,7 @@ text_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 		buf_printf(o, "  oldest message: %s old (queued %s)\n", d, when);
 	} else
 		buf_adds(o, "  oldest message: none\n");
+	sessions_out(o, s->cfg, 0, now);
 	buf_printf(o, "drain estimate (a lower bound: every attempt succeeding, windows from "
 	    "%s):\n", winsrc);
 	for (i = 0; i < s->nup; i++) {
@@ -484,6 +543,8 @@ json_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 		    now > s->oldest ? (long long)(now - s->oldest) : 0);
 	} else
 		buf_adds(o, "\"oldest_queue_time\":null,\"oldest_age_s\":null}");
+	buf_adds(o, ",\n\"sessions\":");
+	sessions_out(o, s->cfg, 1, now);
 	buf_adds(o, ",\n\"drain_estimate\":{\"lower_bound\":true,\"windows_from\":");
 	json_cstr(o, winsrc);
 	buf_adds(o, ",\"upstreams\":[");

@@ -14,7 +14,8 @@
  *                       (the gate's "sent" total), the window held at the
  *                       upstream's clock
  *   kill9_mid_data_of_fifth
- *                       one session; the deliverer killed while the
+ *                       one session (weir status lists it, with the
+ *                       messages it carried); the deliverer killed while the
  *                       upstream holds the 5th message's final dot:
  *                       messages 1-4 once, the 5th at most twice, the
  *                       rest once, queue sound
@@ -163,6 +164,7 @@ Test(session, kill9_mid_data_of_fifth)
 	char **to = rt_addrs("k", "dest.example", 1, N);
 	const char *flags[] = { "--dataend-delay", "k5@dest.example=4", NULL };
 	struct rt_rec r;
+	struct tl_result st;
 	size_t i, want, n5;
 	pid_t dl[4];
 
@@ -173,6 +175,12 @@ Test(session, kill9_mid_data_of_fifth)
 		want = i + 1;
 		cr_assert(rt_wait(ndata_at_least, &t, &want, 20000), "message %zu not sent", i + 1);
 	}
+	/* weir status lists the session and what it carried. */
+	st = rt_run(&t, "weir", (const char *const[]){ "status" }, 1, NULL);
+	cr_assert(strstr(buf_cstr(&st.out), "sessions with the upstreams (weir-send):\n  "
+	    "upstream isp: pid ") && strstr(st.out.s, ", 4 messages\n"), "weir status:\n%s",
+	    st.out.s);
+	tl_result_free(&st);
 	for (i = 4; i < N; i++)
 		send1(to[i], "Subject: k\n\nhello\n");
 	/* The upstream holds the 5th's final dot: kill the deliverer. */
