@@ -269,6 +269,27 @@ pull_trigger(int dfd)
 	close(fd);
 }
 
+/* The message's id, INODE.TIME (TIME: todo/N's mtime, the queue time
+ * weir-send logs it with), to the caller's descriptor.  The message is
+ * queued whatever happens here: a failure is only a line. */
+static void
+tell_id(struct inj *in)
+{
+	char line[64];
+	struct stat st;
+	int n;
+
+	if (in->p->idfd < 0)
+		return;
+	if (fstat(in->intdfd, &st) < 0) {
+		log_warn("queued, but cannot tell the id: fstat %s", in->todofn);
+		return;
+	}
+	n = snprintf(line, sizeof line, "%lu.%lld\n", in->id, (long long)st.st_mtime);
+	if (full_write(in->p->idfd, line, (size_t)n) < 0)
+		log_warn("queued as %.*s, but cannot tell the caller", n - 1, line);
+}
+
 int
 inject(const struct inject_params *p)
 {
@@ -306,6 +327,7 @@ inject(const struct inject_params *p)
 		return QQ_WRITE;
 	}
 	pull_trigger(in.dfd);
+	tell_id(&in);
 	close(in.messfd);
 	close(in.intdfd);
 	return QQ_OK;

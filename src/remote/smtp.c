@@ -130,7 +130,7 @@ fail(struct sess *s, enum trouble_action a, const char *fmt, ...)
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
 	buf_adds(&s->fail_text, line);
-	log_warnx("%s: %s: %s", s->peer, trouble_action_name(a), line);
+	log_debug("%s: %s: %s", s->peer, trouble_action_name(a), line);
 	if (s->probe) {
 		size_t n = strlen(line);
 
@@ -174,7 +174,7 @@ fail_conn(struct sess *s, enum conn_status cs, enum smtp_stage st)
 
 	s->usable = 0;
 	if (st == STAGE_QUIT) {		/* everything was decided before QUIT */
-		log_info("%s: %s after QUIT", s->peer, why[-cs]);
+		log_debug("%s: %s after QUIT", s->peer, why[-cs]);
 		return S_DONE;
 	}
 	if (st <= STAGE_MAIL)
@@ -292,7 +292,7 @@ st_tls(struct sess *s)
 	}
 	s->tls_active = 1;
 	memset(&s->caps, 0, sizeof s->caps);	/* nothing learnt in the clear survives */
-	log_info("%s: TLS established: %s", s->peer, tls_describe(s->c.tls, desc, sizeof desc));
+	log_debug("%s: TLS established: %s", s->peer, tls_describe(s->c.tls, desc, sizeof desc));
 	if (s->probe) {
 		char peer[1024];
 
@@ -388,7 +388,7 @@ parse_caps(struct sess *s)
 		}
 		line = end;
 	}
-	log_info("%s: EHLO:%s%s%s%s%s%s%s", s->peer, s->caps.starttls ? " STARTTLS" : "",
+	log_debug("%s: EHLO:%s%s%s%s%s%s%s", s->peer, s->caps.starttls ? " STARTTLS" : "",
 	    s->caps.pipelining ? " PIPELINING" : "", s->caps.size ? " SIZE" : "",
 	    s->caps.eightbitmime ? " 8BITMIME" : "",
 	    s->caps.enhanced ? " ENHANCEDSTATUSCODES" : "", s->caps.auth[0] ? " AUTH " : "",
@@ -545,7 +545,7 @@ st_auth(struct sess *s)
 		next = S_QUIT;
 		goto out;
 	}
-	log_info("%s: AUTH %s as %s", s->peer, mech, s->up->username);
+	log_debug("%s: AUTH %s as %s", s->peer, mech, s->up->username);
 	buf_printf(&cmd, "AUTH %s", mech);
 	/* RFC 4954 4: an initial response that would make the line too long
 	 * waits for the first (empty) challenge. */
@@ -773,7 +773,7 @@ st_rcpt(struct sess *s)
 		    s->peer, line);
 		break;
 	}
-	log_info("%s: RCPT %s: %s", s->peer, addr, trouble_action_name(a));
+	log_debug("%s: RCPT %s: %s", s->peer, addr, trouble_action_name(a));
 	if (s->r.code == 421) {
 		s->usable = 0;
 		return fail_reply(s, STAGE_RCPT, a, "the server closed the session");
@@ -832,7 +832,7 @@ txn_failed(struct sess *s, enum trouble_action a, const char *what)
 	}
 	snprintf(text, sizeof text, "%s %s.\nRemote host said: %s\n", s->peer, what, line);
 	settle(s, a == T_BOUNCE ? 'h' : 's', text);
-	log_warnx("%s: %s: %s", s->peer, trouble_action_name(a), line);
+	log_debug("%s: %s: %s", s->peer, trouble_action_name(a), line);
 	if (s->r.code == 421) {
 		s->usable = 0;
 		return fail_reply(s, STAGE_DATA, a, "the server closed the session");
@@ -906,7 +906,7 @@ st_dot(struct sess *s)
 	buf_reset(&s->ok_text);
 	buf_printf(&s->ok_text, "%s accepted message.\nRemote host said: %s\n", s->peer, line);
 	settle(s, 'r', "");
-	log_info("%s: delivered to %zu recipient(s): %s", s->peer, s->accepted, line);
+	log_debug("%s: delivered to %zu recipient(s): %s", s->peer, s->accepted, line);
 	return after_transaction(s);
 }
 
@@ -1028,7 +1028,7 @@ run_machine(struct sess *s, enum state st)
 	while (st != S_DONE) {
 		s->step = step_name[st];
 		nx = step(s, st);
-		log_info("%s: %s -> %s", s->peer, state_name[st], state_name[nx]);
+		log_debug("%s: %s -> %s", s->peer, state_name[st], state_name[nx]);
 		st = nx;
 	}
 }

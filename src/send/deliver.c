@@ -505,7 +505,8 @@ run_job(struct sched *s, struct job *j)
 		schedule(s, m, wall() + SYSFAIL_S);
 		return;
 	}
-	log_info("msg %lu: delivering to %zu recipient%s via %s, pid %ld", j->m->id, j->n,
+	log_info("msg %lu.%lld: delivering to %zu recipient%s via %s, pid %ld", j->m->id,
+	    j->m->birth, j->n,
 	    j->n == 1 ? "" : "s", u->name, (long)j->pid);
 }
 
@@ -603,13 +604,14 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 		gate_tell(s, j, GP_NOMAIL, 0, NULL);
 		break;
 	case OC_THROTTLED:
-		log_warnx("msg %lu: the upstream is throttling us: %s", j->m->id, text);
+		log_warnx("msg %lu.%lld: the upstream is throttling us: %s", j->m->id, j->m->birth,
+		    text);
 		gate_tell(s, j, GP_THROTTLED, 0, text);
 		break;
 	case OC_AUTHFAIL:
-		log_warnx("msg %lu: the upstream refused our credentials or certificate: %s; "
+		log_warnx("msg %lu.%lld: the upstream refused our credentials or certificate: %s; "
 		    "check username, secret_file (or secret_command), verify and ca_file of "
-		    "upstream %s", j->m->id, text, s->ups[j->up].name);
+		    "upstream %s", j->m->id, j->m->birth, text, s->ups[j->up].name);
 		gate_tell(s, j, GP_AUTHFAIL, 0, text);
 		break;
 	case OC_SENT:
@@ -721,11 +723,12 @@ complete(struct sched *s, struct job *j)
 		buf_add_oneline(&shown, text, strlen(text));
 		switch (res[i].st) {
 		case RS_DELIVERED:
-			log_info("msg %lu: delivered to <%s>: %s", m->id, j->addrs[i], shown.s);
+			log_info("msg %lu.%lld: delivered to <%s>: %s", m->id, m->birth, j->addrs[i],
+			    shown.s);
 			done[ndone++] = j->offs[i];
 			break;
 		case RS_PERM:
-			log_info("msg %lu: failed for <%s>: %s", m->id, j->addrs[i], shown.s);
+			log_info("msg %lu.%lld: bounced <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
 			/* The note must be durable before the D mark. */
 			if (bounce_note(s->o->q, m->id, j->addrs[i], text) == 0) {
 				done[ndone++] = j->offs[i];
@@ -735,7 +738,7 @@ complete(struct sched *s, struct job *j)
 			}
 			break;
 		case RS_TEMP:
-			log_info("msg %lu: deferred <%s>: %s", m->id, j->addrs[i], shown.s);
+			log_info("msg %lu.%lld: deferred <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
 			ntemp++;
 			break;
 		}
