@@ -294,7 +294,7 @@ send_started(struct rt *t, void *arg)
 	if (t->send.log == NULL || access(t->send.log, F_OK) != 0)
 		return 0;
 	tl_read(t->send.log, &b);
-	r = strstr(buf_cstr(&b), "]: info: started on") != NULL;
+	r = strstr(buf_cstr(&b), ": info: started on") != NULL;
 	buf_free(&b);
 	return r;
 }
