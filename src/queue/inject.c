@@ -27,6 +27,12 @@
  * therefore set past the folder's mtime: to the folder's second + 1 when
  * the clock has not left that second yet (up to a second ahead, which
  * the retry schedule does not notice), else left as the write made it.
+ * This is not enough when the last message's time was itself set ahead
+ * (its folder had changed within its second: under load, or after an
+ * earlier reuse): ours can then equal it (logs_test's ids_never_repeat
+ * shows it).  Only a finer time in the id removes that: the mtime's
+ * nanoseconds (the clock's, when set here), which preprocessing keeps
+ * in info/, once weir-send logs them.
  *
  * Trusts: nothing it reads on fd 0 or fd 1.
  */
@@ -214,6 +220,9 @@ unique_time(struct inj *in)
 		return fail(in, QQ_WRITE, errno, "fstat %s", in->intdfn);
 	if (st.st_mtime > in->folder_mtime)
 		return 0;
+	/* The clock's nanoseconds, so that the sub-second part stays apart. */
+	if (clock_gettime(CLOCK_REALTIME, &ts[1]) < 0)
+		return fail(in, QQ_BUG, errno, "clock_gettime");
 	ts[1].tv_sec = in->folder_mtime + 1;
 	if (futimens(in->intdfd, ts) < 0)
 		return fail(in, QQ_WRITE, errno, "set the queue time of %s", in->intdfn);

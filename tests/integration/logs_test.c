@@ -340,3 +340,48 @@ Test(logs, escaped)
 	assert_form(buf_cstr(&b), 1);
 	buf_free(&b);
 }
+
+/*
+ * Inode numbers come back at once: a message that ends frees its inode
+ * and the next one injected may get it, within the same second.  The id
+ * must still differ.  Messages are ended here by hand, as weir-send ends
+ * them (todo/ and intd/ first, mess/S/N last), so that the inode is free.
+ *
+ * Disabled: it fails today.  weir-queue's queue time past mess/S's mtime
+ * keeps one reuse in a second apart (relay_run has one), not a second
+ * one: with ids in seconds (all weir-send can log: struct msg's birth),
+ * an inode used three times in one second repeats an id.  Enable it once
+ * weir-send logs the queue time's sub-second part (see inject.c).
+ */
+Test(logs, ids_never_repeat, .disabled = true)
+{
+	unsigned long prev_ino = 0;
+	char *prev = NULL;
+	size_t tries, reused = 0;
+
+	for (tries = 0; tries < 200 && reused < 3; tries++) {
+		char *id = send_v("r@dest.example", "Subject: r\n\nagain\n"), *end;
+		unsigned long ino = strtoul(id, &end, 10);
+		char *todo = xasprintf("%s/todo/%lu", t.s.qt.qdir, ino);
+		char *intd = xasprintf("%s/intd/%lu", t.s.qt.qdir, ino);
+		char *mess = xasprintf("%s/mess/%lu/%lu", t.s.qt.qdir, ino % t.s.qt.split, ino);
+
+		if (prev && ino == prev_ino) {
+			reused++;
+			cr_assert_str_neq(id, prev, "inode %lu came back and the id repeated: %s", ino,
+			    id);
+		}
+		cr_assert(unlink(todo) == 0 && unlink(intd) == 0 && unlink(mess) == 0,
+		    "ending %s: %s", id, strerror(errno));
+		free(prev);
+		prev = id;
+		prev_ino = ino;
+		free(todo);
+		free(intd);
+		free(mess);
+	}
+	free(prev);
+	if (reused == 0)
+		cr_skip_test("this file system gave no inode back in %zu injections", tries);
+	rt_say("ids_never_repeat: an inode came back %zu times in %zu injections", reused, tries);
+}
