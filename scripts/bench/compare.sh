@@ -724,7 +724,7 @@ backlog_one() {	# SYS: in a subshell; writes $scratch/backlog-SYS.out
 	# Wait until the backlog is in the queue proper (weir: every message
 	# preprocessed; Postfix: maildrop/ and incoming/ empty).
 	case $sys in
-	weir) wait_log ': new, from' "$BACKLOG" 900 || true ;;
+	weir) wait_log ': queued, from' "$BACKLOG" 900 || true ;;
 	postfix) wait_until 900 'test "$(find "$PF/spool/maildrop" "$PF/spool/incoming" -type f | wc -l)" -eq 0' || true ;;
 	esac
 	sleep 2

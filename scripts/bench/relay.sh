@@ -234,7 +234,7 @@ case " $PARTS " in *" 3 "*)
 	stand_in big --no-store
 	instance big "$PORT" none 0 "1 per 1h"
 	start_weir	# on the empty queue: weir-send's RSS with nothing queued
-	wait_log 'weir-send: info: started on' 1 60
+	wait_log 'weir-send\[[0-9]*\]: info: started on' 1 60
 	rss0=$(kb_of "$SEND_PID" VmRSS)
 	stop_weir
 	ti0=$(date +%s.%N)
@@ -245,12 +245,12 @@ case " $PARTS " in *" 3 "*)
 	wait_log 'delivered to <' 1 3600
 	# weir-send preprocesses todo/ a slice per loop turn, delivering
 	# meanwhile: wait until every message is in, then measure memory.
-	wait_log ': new, from' "$N3" 3600
+	wait_log ': queued, from' "$N3" 3600
 	sleep 1
-	ts=$(stamp_of 'weir-send: info: started on' 1)
+	ts=$(stamp_of 'weir-send\[[0-9]*\]: info: started on' 1)
 	tf=$(stamp_of 'delivered to <' 1)
-	tn=$(stamp_of ': new, from' 1)
-	tl=$(stamp_of ': new, from' "$N3")
+	tn=$(stamp_of ': queued, from' 1)
+	tl=$(stamp_of ': queued, from' "$N3")
 	rss=$(kb_of "$SEND_PID" VmRSS)
 	hwm=$(kb_of "$SEND_PID" VmHWM)
 	grss=$(kb_of "$GATE_PID" VmRSS)

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/log.h"
 #include "lib/netaddr.h"
 #include "lib/timefmt.h"
 #include "mail/address.h"
@@ -50,6 +51,8 @@ struct key {
 	size_t off;		/* where the value goes in the struct */
 	const char *const *choices; /* K_CHOICE: the values, stored as their index */
 };
+
+static const char *const log_level_choices[] = { "normal", "verbose", NULL };
 
 #define OFF(f) offsetof(struct weir_config, f), NULL
 static const struct key keys[] = {
@@ -81,6 +84,10 @@ static const struct key keys[] = {
 	{ "send_user",      K_ACCOUNT,  NULL, 0, 0, 0, OFF(send_user) },
 	{ "smtpd_user",     K_ACCOUNT,  NULL, 0, 0, 0, OFF(smtpd_user) },
 	{ "queue_group",    K_ACCOUNT,  NULL, 0, 0, 0, OFF(queue_group) },
+	/* Every program: "verbose" adds the protocol transcripts and the
+	 * step-by-step lines (lib/log.h's log_debug()). */
+	{ "log_level",      K_CHOICE,   "normal", 0, 0, 0, offsetof(struct weir_config, log_level),
+	  log_level_choices },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -859,6 +866,7 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 		goto out;
 env_override:
 	computed_defaults(c);
+	log_set_level(c->log_level == 1 ? LOG_VERBOSE : LOG_NORMAL);
 	rc = 0;
 out:
 	if (cfg)

@@ -115,6 +115,7 @@ struct weir_config {
 	char *send_user;	/* send_user: weir-send becomes it; owns the queue */
 	char *smtpd_user;	/* smtpd_user: weir-smtpd becomes it */
 	char *queue_group;	/* queue_group: weir-queue's set-group-id group */
+	int log_level;		/* log_level: 0 normal, 1 verbose (lib/log.h) */
 	struct weir_upstream *upstreams; /* upstream sections, in file order */
 	size_t nupstreams;
 	struct weir_listen listen; /* listen section */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -40,19 +41,22 @@ close_fd(int *fd)
 int
 qq_start(struct qq_child *c, const char *prog, struct buf *why)
 {
-	int msg[2] = { -1, -1 }, env[2] = { -1, -1 }, st[2] = { -1, -1 }, err = 0;
+	int msg[2] = { -1, -1 }, env[2] = { -1, -1 }, st[2] = { -1, -1 }, id[2] = { -1, -1 };
+	int err = 0;
+	char idv[16];
 	const char *base = strrchr(prog, '/');
 	char *argv[2];
 	ssize_t r;
 
 	memset(c, 0, sizeof *c);
-	c->msgfd = c->envfd = -1;
+	c->msgfd = c->envfd = c->idfd = -1;
 	c->pid = -1;
 	if (pipe2(msg, O_CLOEXEC) < 0 || pipe2(env, O_CLOEXEC) < 0 ||
-	    pipe2(st, O_CLOEXEC) < 0) {
+	    pipe2(st, O_CLOEXEC) < 0 || pipe2(id, O_CLOEXEC) < 0) {
 		buf_printf(why, "cannot make a pipe: %s", strerror(errno));
 		goto fail;
 	}
+	snprintf(idv, sizeof idv, "%d", id[1]);
 	c->pid = fork();
 	if (c->pid < 0) {
 		buf_printf(why, "cannot fork: %s", strerror(errno));
@@ -60,7 +64,9 @@ qq_start(struct qq_child *c, const char *prog, struct buf *why)
 	}
 	if (c->pid == 0) {
 		/* fds 0-2 are open (sm_stdfds), so the pipes are all >= 3. */
-		if (dup2(msg[0], 0) < 0 || dup2(env[0], 1) < 0)
+		if (dup2(msg[0], 0) < 0 || dup2(env[0], 1) < 0 || fcntl(id[1], F_SETFD, 0) < 0)
+			err = errno;
+		if (err == 0 && setenv("WEIR_QUEUE_IDFD", idv, 1) < 0)
 			err = errno;
 		signal(SIGPIPE, SIG_DFL);
 		argv[0] = (char *)(base ? base + 1 : prog);
@@ -77,8 +83,10 @@ qq_start(struct qq_child *c, const char *prog, struct buf *why)
 	close_fd(&msg[0]);
 	close_fd(&env[0]);
 	close_fd(&st[1]);
+	close_fd(&id[1]);
 	c->msgfd = msg[1];
 	c->envfd = env[1];
+	c->idfd = id[0];
 	/* The status pipe closes on a successful exec: EOF means it runs. */
 	do
 		r = read(st[0], &err, sizeof err);
@@ -94,6 +102,7 @@ fail:
 	close_fd(&msg[0]); close_fd(&msg[1]);
 	close_fd(&env[0]); close_fd(&env[1]);
 	close_fd(&st[0]); close_fd(&st[1]);
+	close_fd(&id[0]); close_fd(&id[1]);
 	return -1;
 }
 
@@ -136,6 +145,38 @@ reap(struct qq_child *c, int *status)
 	return r < 0 ? -1 : 0;
 }
 
+/* The id weir-queue wrote (it has exited: the read ends), kept only
+ * when it is digits, a dot, digits and a newline. */
+static void
+read_id(struct qq_child *c)
+{
+	char b[sizeof c->id + 1];
+	size_t n = 0, i, dots = 0;
+	ssize_t r;
+
+	c->id[0] = '\0';
+	while (n < sizeof b) {
+		r = read(c->idfd, b + n, sizeof b - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n < 4 || n >= sizeof b || b[n - 1] != '\n' || b[0] == '.' || b[n - 2] == '.')
+		return;
+	for (i = 0; i < n - 1; i++) {
+		if (b[i] == '.')
+			dots++;
+		else if (b[i] < '0' || b[i] > '9')
+			return;
+	}
+	if (dots != 1)
+		return;
+	memcpy(c->id, b, n - 1);
+	c->id[n - 1] = '\0';
+}
+
 int
 qq_finish(struct qq_child *c, const char *sender, char *const *rcpt, size_t nrcpt,
     struct buf *why)
@@ -171,6 +212,9 @@ qq_finish(struct qq_child *c, const char *sender, char *const *rcpt, size_t nrcp
 		return QQ_BUG;
 	}
 	code = WIFEXITED(status) ? WEXITSTATUS(status) : QQ_BUG;
+	if (code == 0)
+		read_id(c);
+	close_fd(&c->idfd);
 	if (code != 0)
 		buf_printf(why, "weir-queue: %s", qq_describe(code));
 	return code;
@@ -189,6 +233,7 @@ qq_abort(struct qq_child *c)
 	}
 	close_fd(&c->msgfd);
 	close_fd(&c->envfd);
+	close_fd(&c->idfd);
 	buf_free(&c->out);
 }
 
@@ -202,4 +247,5 @@ qq_cancel(struct qq_child *c)
 	close_fd(&c->envfd);
 	if (c->pid > 0)
 		(void)reap(c, &status);
+	close_fd(&c->idfd);
 }

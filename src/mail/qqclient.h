@@ -9,7 +9,12 @@
  * else weir-queue where libexec_path() finds it.  The child inherits the environment
  * ($WEIR_CONFIG, $WEIR_QUEUE).  The caller ignores SIGPIPE.
  *
- * Trusts: the program it runs, for its exit code only.  Config keys: none.
+ * weir-queue also tells the new message's id ("INODE.TIME", the id weir
+ * logs it by) through a pipe named by $WEIR_QUEUE_IDFD, set in the
+ * child: after an exit 0 it is in id, or "" (a stock qmail-queue).
+ *
+ * Trusts: the program it runs, for its exit code, and for the id only as
+ * digits, one dot, digits.  Config keys: none.
  */
 #ifndef WEIR_QQCLIENT_H
 #define WEIR_QQCLIENT_H
@@ -24,6 +29,8 @@ struct qq_child {
 	int msgfd;		/* its fd 0 */
 	int envfd;		/* its fd 1 */
 	int werr;		/* errno of the first failed write, or 0 */
+	int idfd;		/* the id pipe's reading end */
+	char id[48];		/* after qq_finish() returned 0: the id, or "" */
 	struct buf out;		/* message bytes not yet written */
 };
 

@@ -5,7 +5,8 @@
  *   S1  create pid/<pid>.<time>.<seq>; its inode number is the id N
  *   S2  link it as mess/<N%split>/N, unlink the pid/ name; write the
  *       Received line and the message; fsync the file
- *   S3  create intd/N; write u, p, F and T records; fsync the file;
+ *   S3  create intd/N; write u, p, F and T records; set its mtime (the
+ *       queue time) past the mess/ folder's (below); fsync the file;
  *       fsync the mess/<N%split> folder (the mess entry must be durable
  *       before todo/N can be)
  *   S4  link intd/N as todo/N; fsync todo/: only now is the message
@@ -16,6 +17,22 @@
  * are removed by inject_abort() from the SIGALRM handler (qmail-queue
  * leaves them to qmail-send's 36-hour cleanup).  After the link nothing
  * is undone: weir-send may already be working on todo/N.
+ *
+ * The message's id in the logs is N.T, T the queue time in seconds
+ * (todo/N's mtime, which weir-send keeps as info/'s).  Inode numbers are
+ * reused at once, so T must differ from that of the last message that
+ * had inode N: that message's queue time was at or before its removal
+ * from mess/<N%split>, so at or before that folder's mtime as we see it
+ * before our link (inode N was free when pid/ gave it to us).  T is
+ * therefore set past the folder's mtime: to the folder's second + 1 when
+ * the clock has not left that second yet (up to a second ahead, which
+ * the retry schedule does not notice), else left as the write made it.
+ * This is not enough when the last message's time was itself set ahead
+ * (its folder had changed within its second: under load, or after an
+ * earlier reuse): ours can then equal it (logs_test's ids_never_repeat
+ * shows it).  Only a finer time in the id removes that: the mtime's
+ * nanoseconds (the clock's, when set here), which preprocessing keeps
+ * in info/, once weir-send logs them.
  *
  * Trusts: nothing it reads on fd 0 or fd 1.
  */
@@ -49,6 +66,7 @@ struct inj {
 	char intdfn[QPATH_MAX];
 	char todofn[QPATH_MAX];
 	int messfd, intdfd;
+	time_t folder_mtime;	/* mess/<N%split>'s, before our link */
 	/* Read by inject_abort() from a signal handler. */
 	volatile sig_atomic_t made_mess, made_intd, made_pid;
 };
@@ -151,12 +169,17 @@ make_pid_file(struct inj *in)
 static int
 write_mess(struct inj *in)
 {
-	char date[DATE_QMAIL_MAX];
+	char date[DATE_QMAIL_MAX], dir[QPATH_MAX];
+	struct stat st;
 	static char chunk[CHUNK];
 	struct buf b = BUF_INIT;
 	ssize_t r;
 	int rc;
 
+	queue_dirpath(dir, in->p->q, Q_MESS, in->id);
+	if (fstatat(in->dfd, dir, &st, 0) < 0)
+		return fail(in, QQ_MESS, errno, "stat folder %s", dir);
+	in->folder_mtime = st.st_mtime;
 	in->made_mess = 1;	/* undo() checks the inode: never someone else's */
 	if (linkat(in->dfd, in->pidfn, in->dfd, in->messfn, 0) < 0)
 		return fail(in, QQ_MESS, errno, "link %s to %s", in->pidfn, in->messfn);
@@ -186,6 +209,26 @@ write_mess(struct inj *in)
 }
 
 /* S3: the envelope, read from fd 1 and checked as it comes. */
+/* The queue time past the folder's mtime (the header comment). */
+static int
+unique_time(struct inj *in)
+{
+	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, 0 } };
+	struct stat st;
+
+	if (fstat(in->intdfd, &st) < 0)
+		return fail(in, QQ_WRITE, errno, "fstat %s", in->intdfn);
+	if (st.st_mtime > in->folder_mtime)
+		return 0;
+	/* The clock's nanoseconds, so that the sub-second part stays apart. */
+	if (clock_gettime(CLOCK_REALTIME, &ts[1]) < 0)
+		return fail(in, QQ_BUG, errno, "clock_gettime");
+	ts[1].tv_sec = in->folder_mtime + 1;
+	if (futimens(in->intdfd, ts) < 0)
+		return fail(in, QQ_WRITE, errno, "set the queue time of %s", in->intdfn);
+	return 0;
+}
+
 static int
 write_intd(struct inj *in)
 {
@@ -234,6 +277,8 @@ write_intd(struct inj *in)
 			buf_reset(&out);
 		}
 	}
+	if ((code = unique_time(in)) != 0)
+		goto out;
 	if (fsync(in->intdfd) < 0) {
 		code = fail(in, QQ_WRITE, errno, "fsync %s", in->intdfn);
 		goto out;
@@ -267,6 +312,27 @@ pull_trigger(int dfd)
 		/* Nobody listening, or the FIFO is full: weir-send rescans. */
 	}
 	close(fd);
+}
+
+/* The message's id, INODE.TIME (TIME: todo/N's mtime, the queue time
+ * weir-send logs it with), to the caller's descriptor.  The message is
+ * queued whatever happens here: a failure is only a line. */
+static void
+tell_id(struct inj *in)
+{
+	char line[64];
+	struct stat st;
+	int n;
+
+	if (in->p->idfd < 0)
+		return;
+	if (fstat(in->intdfd, &st) < 0) {
+		log_warn("queued, but cannot tell the id: fstat %s", in->todofn);
+		return;
+	}
+	n = snprintf(line, sizeof line, "%lu.%lld\n", in->id, (long long)st.st_mtime);
+	if (full_write(in->p->idfd, line, (size_t)n) < 0)
+		log_warn("queued as %.*s, but cannot tell the caller", n - 1, line);
 }
 
 int
@@ -306,6 +372,7 @@ inject(const struct inject_params *p)
 		return QQ_WRITE;
 	}
 	pull_trigger(in.dfd);
+	tell_id(&in);
 	close(in.messfd);
 	close(in.intdfd);
 	return QQ_OK;

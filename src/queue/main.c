@@ -12,6 +12,8 @@
  * (mail/config.c), but for the warning's switch, which can only keep a
  * warning quiet.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,32 @@ catch(int sig, void (*fn)(int))
 		fatal(QQ_BUG, "sigaction");
 }
 
+/*
+ * $WEIR_QUEUE_IDFD: a descriptor the caller (mail/qqclient.c) gave us
+ * for the new message's id, weir's extension of qmail-queue's interface.
+ * Only a descriptor already open at start and above 2, so that it can
+ * never be one of the queue's files; anything else is ignored, with a
+ * line.
+ */
+static int
+id_fd(void)
+{
+	const char *v = getenv("WEIR_QUEUE_IDFD");
+	char *end;
+	long fd;
+
+	if (v == NULL || *v == '\0')
+		return -1;
+	errno = 0;
+	fd = strtol(v, &end, 10);
+	if (errno || *end || fd < 3 || fd > 1024 || fcntl((int)fd, F_GETFD) < 0) {
+		log_warnx("$WEIR_QUEUE_IDFD = \"%.20s\" is not an open descriptor above 2; "
+		    "the id is not told", v);
+		return -1;
+	}
+	return (int)fd;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -71,10 +99,11 @@ main(int argc, char **argv)
 	int rc;
 	struct inject_params p;
 	sigset_t none;
+	int idfd;
 
 	/* Arguments are ignored, as qmail-queue ignores them, but for the
 	 * first alone being --help or --version. */
-	log_init("weir-queue");
+	log_init_tool("weir-queue");
 	if ((rc = usage_std(argc, argv, "weir-queue", "usage: weir-queue   (message on "
 	    "fd 0, envelope on fd 1, as qmail-queue; see weir-queue(8))\n")) >= 0)
 		return rc;
@@ -89,6 +118,8 @@ main(int argc, char **argv)
 	catch(SIGBUS, on_bug);
 	catch(SIGILL, on_bug);
 	catch(SIGFPE, on_bug);
+	/* Before we open anything: the descriptor must be the caller's. */
+	idfd = id_fd();
 
 	rc = config_load_inject(&cfg, NULL, &warn, &err);
 	if (rc < 0)
@@ -103,6 +134,7 @@ main(int argc, char **argv)
 		fatal(QQ_QUEUE_DIR, "open queue %s", cfg.queue_dir);
 
 	p.q = &q;
+	p.idfd = idfd;
 	p.msgfd = STDIN_FILENO;
 	p.envfd = STDOUT_FILENO;
 	p.uid = getuid();

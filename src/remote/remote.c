@@ -131,7 +131,7 @@ gate_acquire(struct gate *g, const char *path, const struct weir_upstream *up,
 	memset(g, 0, sizeof *g);
 	g->gc.fd = -1;
 	if (up->name == NULL) {
-		log_info("no upstream section: not asking weir-gate");
+		log_debug("no upstream section: not asking weir-gate");
 		return 1;
 	}
 	if (gc_connect(&g->gc, path) < 0) {
@@ -149,7 +149,7 @@ gate_acquire(struct gate *g, const char *path, const struct weir_upstream *up,
 		buf_printf(why, "weir-gate: sending the request: %s", strerror(errno));
 		goto fail;
 	}
-	log_info("waiting for a grant from weir-gate for upstream %s", up->name);
+	log_debug("waiting for a grant from weir-gate for upstream %s", up->name);
 	k = gc_wait_reply(&g->gc, &r, &perr);
 	if (k <= 0) {
 		buf_printf(why, "weir-gate: %s", k == 0 ? "closed the connection" :
@@ -166,7 +166,7 @@ gate_acquire(struct gate *g, const char *path, const struct weir_upstream *up,
 	}
 	g->on = 1;
 	g->max_rcpt = r.max_rcpt;
-	log_info("weir-gate granted send %llu (recipients per transaction: %u)",
+	log_debug("weir-gate granted send %llu (recipients per transaction: %u)",
 	    (unsigned long long)r.id, r.max_rcpt);
 	return 1;
 fail:
@@ -228,7 +228,7 @@ gate_report(struct gate *g, const struct smtp_result *res)
 	const char *perr = NULL;
 	int k;
 
-	log_info("outcome: %zu of %zu recipient(s) accepted, %zu not attempted%s%s%s%s",
+	log_debug("outcome: %zu of %zu recipient(s) accepted, %zu not attempted%s%s%s%s",
 	    res->delivered, res->nrcpt, res->undone,
 	    res->relay_failure ? ", relay-level failure" : "",
 	    res->dot_unanswered ? ", no answer to the final dot" : "",
@@ -540,7 +540,7 @@ find_upstream(struct remote *r, const char *cfile, const char *upname, const cha
 	r->p.host = r->up->host ? r->up->host : host;
 	r->p.port = r->up->port ? r->up->port : default_port(r->up->tls);
 	r->p.helo = r->cfg.hostname;
-	log_info("upstream %s: %s:%u, tls %s%s", r->up->name ? r->up->name : "(none)",
+	log_debug("upstream %s: %s:%u, tls %s%s", r->up->name ? r->up->name : "(none)",
 	    r->p.host, r->p.port, r->up->tls == UP_TLS_SMTPS ? "smtps" :
 	    r->up->tls == UP_TLS_NONE ? "none" : "starttls",
 	    r->up->tls != UP_TLS_NONE && !r->up->verify ? " (not verified)" : "");

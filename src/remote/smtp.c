@@ -144,7 +144,7 @@ fail(struct smtp_session *s, enum trouble_action a, const char *fmt, ...)
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
 	buf_adds(&s->fail_text, line);
-	log_warnx("%s: %s: %s", s->peer, trouble_action_name(a), line);
+	log_debug("%s: %s: %s", s->peer, trouble_action_name(a), line);
 	if (s->probe) {
 		size_t n = strlen(line);
 
@@ -192,7 +192,7 @@ fail_conn(struct smtp_session *s, enum conn_status cs, enum smtp_stage st)
 
 	s->usable = 0;
 	if (st == STAGE_QUIT) {		/* everything was decided before QUIT */
-		log_info("%s: %s after QUIT", s->peer, why[-cs]);
+		log_debug("%s: %s after QUIT", s->peer, why[-cs]);
 		return S_DONE;
 	}
 	if (st <= STAGE_MAIL)
@@ -313,7 +313,7 @@ st_tls(struct smtp_session *s)
 	}
 	s->tls_active = 1;
 	memset(&s->caps, 0, sizeof s->caps);	/* nothing learnt in the clear survives */
-	log_info("%s: TLS established: %s", s->peer, tls_describe(s->c.tls, desc, sizeof desc));
+	log_debug("%s: TLS established: %s", s->peer, tls_describe(s->c.tls, desc, sizeof desc));
 	if (s->probe) {
 		char peer[1024];
 
@@ -409,7 +409,7 @@ parse_caps(struct smtp_session *s)
 		}
 		line = end;
 	}
-	log_info("%s: EHLO:%s%s%s%s%s%s%s", s->peer, s->caps.starttls ? " STARTTLS" : "",
+	log_debug("%s: EHLO:%s%s%s%s%s%s%s", s->peer, s->caps.starttls ? " STARTTLS" : "",
 	    s->caps.pipelining ? " PIPELINING" : "", s->caps.size ? " SIZE" : "",
 	    s->caps.eightbitmime ? " 8BITMIME" : "",
 	    s->caps.enhanced ? " ENHANCEDSTATUSCODES" : "", s->caps.auth[0] ? " AUTH " : "",
@@ -566,7 +566,7 @@ st_auth(struct smtp_session *s)
 		next = S_QUIT;
 		goto out;
 	}
-	log_info("%s: AUTH %s as %s", s->peer, mech, s->up->username);
+	log_debug("%s: AUTH %s as %s", s->peer, mech, s->up->username);
 	buf_printf(&cmd, "AUTH %s", mech);
 	/* RFC 4954 4: an initial response that would make the line too long
 	 * waits for the first (empty) challenge. */
@@ -796,7 +796,7 @@ st_rcpt(struct smtp_session *s)
 		    s->peer, line);
 		break;
 	}
-	log_info("%s: RCPT %s: %s", s->peer, addr, trouble_action_name(a));
+	log_debug("%s: RCPT %s: %s", s->peer, addr, trouble_action_name(a));
 	if (s->r.code == 421) {
 		s->usable = 0;
 		return fail_reply(s, STAGE_RCPT, a, "the server closed the session");
@@ -855,7 +855,7 @@ txn_failed(struct smtp_session *s, enum trouble_action a, const char *what)
 	}
 	snprintf(text, sizeof text, "%s %s.\nRemote host said: %s\n", s->peer, what, line);
 	settle(s, a == T_BOUNCE ? 'h' : 's', text);
-	log_warnx("%s: %s: %s", s->peer, trouble_action_name(a), line);
+	log_debug("%s: %s: %s", s->peer, trouble_action_name(a), line);
 	if (s->r.code == 421) {
 		s->usable = 0;
 		return fail_reply(s, STAGE_DATA, a, "the server closed the session");
@@ -929,7 +929,7 @@ st_dot(struct smtp_session *s)
 	buf_reset(&s->ok_text);
 	buf_printf(&s->ok_text, "%s accepted message.\nRemote host said: %s\n", s->peer, line);
 	settle(s, 'r', "");
-	log_info("%s: delivered to %zu recipient(s): %s", s->peer, s->accepted, line);
+	log_debug("%s: delivered to %zu recipient(s): %s", s->peer, s->accepted, line);
 	return after_transaction(s, 1);
 }
 
@@ -1071,7 +1071,7 @@ run_machine(struct smtp_session *s, enum state st)
 	while (st != S_DONE && st != S_IDLE) {
 		s->step = step_name[st];
 		nx = step(s, st);
-		log_info("%s: %s -> %s", s->peer, state_name[st], state_name[nx]);
+		log_debug("%s: %s -> %s", s->peer, state_name[st], state_name[nx]);
 		st = nx;
 	}
 	s->idle = st == S_IDLE;
@@ -1094,7 +1094,7 @@ idle_gone(struct smtp_session *s)
 	cs = conn_read_line(&s->c, line, &len, deadline(0) + IDLE_PEEK_MS, &s->err);
 	if (cs == CONN_TIMEOUT)
 		return 0;
-	log_info("%s: the server ended the idle session: %s", s->peer,
+	log_debug("%s: the server ended the idle session: %s", s->peer,
 	    cs == CONN_OK ? "it spoke unasked" : cs == CONN_EOF ? "connection closed" :
 	    s->err.s ? s->err.s : "error");
 	return 1;

@@ -553,8 +553,9 @@ job_running(struct sched *s, struct job *j)
 	j->state = J_RUNNING;
 	upq_of(s, j)->running++;
 	wait_end(j->m);
-	log_info("msg %lu: delivering to %zu recipient%s via %s, %s %ld", j->m->id, j->n,
-	    j->n == 1 ? "" : "s", upq_of(s, j)->name, j->sess ? "session" : "pid", (long)j->pid);
+	log_info("msg %lu.%lld: delivering to %zu recipient%s via %s, %s %ld", j->m->id,
+	    j->m->birth, j->n, j->n == 1 ? "" : "s", upq_of(s, j)->name,
+	    j->sess ? "session" : "pid", (long)j->pid);
 }
 
 /* Nothing reached the upstream: give the grant back, try later. */
@@ -649,7 +650,8 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 	if (j->oc.len == 0)
 		o.kind = crashed ? OUTCOME_UNKNOWN : OUTCOME_REFUND;
 	else if (outcome_parse(j->oc.s, j->oc.len, &o, &why) < 0) {
-		log_warnx("msg %lu: the deliverer's outcome line is malformed: %s", j->m->id, why);
+		log_warnx("msg %lu.%lld: the deliverer's outcome line is malformed: %s", j->m->id,
+		    j->m->birth, why);
 		o.kind = OUTCOME_UNKNOWN;
 	}
 	switch (o.kind) {
@@ -661,13 +663,14 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 		gate_tell(s, j, GP_NOMAIL, 0, NULL);
 		break;
 	case OUTCOME_THROTTLED:
-		log_warnx("msg %lu: the upstream is throttling us: %s", j->m->id, o.text);
+		log_warnx("msg %lu.%lld: the upstream is throttling us: %s", j->m->id, j->m->birth,
+		    o.text);
 		gate_tell(s, j, GP_THROTTLED, 0, o.text);
 		break;
 	case OUTCOME_AUTHFAIL:
-		log_warnx("msg %lu: the upstream refused our credentials or certificate: %s; "
+		log_warnx("msg %lu.%lld: the upstream refused our credentials or certificate: %s; "
 		    "check username, secret_file (or secret_command), verify and ca_file of "
-		    "upstream %s", j->m->id, o.text, s->ups[j->up].name);
+		    "upstream %s", j->m->id, j->m->birth, o.text, s->ups[j->up].name);
 		gate_tell(s, j, GP_AUTHFAIL, 0, o.text);
 		break;
 	case OUTCOME_SENT:
@@ -704,19 +707,44 @@ give_back_grants(struct sched *s, size_t up)
 	}
 }
 
-/* Apply a finished deliverer's report: D marks, bounce notes, retry. */
+static void apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone);
+
+/* A deliverer is done with j: tell the gate, then act on its report. */
 static void
 complete(struct sched *s, struct job *j)
+{
+	size_t undone;
+	enum outcome_kind how = tell_gate(s, j, &undone);
+	struct msg *m = j->m;
+	size_t up = j->up;
+
+	if (how != OUTCOME_STALE || WIFSIGNALED(j->status)) {
+		apply(s, j, how, undone);
+		return;
+	}
+	/* The kept session had been closed by the upstream while idle:
+	 * nothing of the message was sent.  Again at once, on a new
+	 * session; the upstream's other idle ones are likely closed too. */
+	log_info("msg %lu.%lld: not sent: the upstream had closed the session while it was "
+	    "idle; again on a new one", m->id, m->birth);
+	job_free(s, j);
+	schedule(s, m, wall());
+	sess_end_idle(s, up, "the upstream closes idle sessions");
+	kick(s, up);
+}
+
+/* Apply a finished deliverer's report: D marks, bounce notes, retry. */
+static void
+apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 {
 	struct msg *m = j->m;
 	struct rresult *res = xcalloc(j->n, sizeof *res);
 	size_t *done = xcalloc(j->n, sizeof *done);
-	size_t i, ndone = 0, ntemp = 0, nperm = 0, up = j->up, undone, tried;
+	size_t i, ndone = 0, ntemp = 0, nperm = 0, up = j->up, tried;
 	const char *mtext = "", *why = NULL;
 	int more;
 	size_t next_off;
 	long long now = wall();
-	enum outcome_kind how = tell_gate(s, j, &undone);
 	/* Only a "sent" session can tell a recipient's own failure. */
 	int own = how == OUTCOME_SENT;
 	/* The upstream said slow down, or refused our credentials: the
@@ -756,7 +784,7 @@ complete(struct sched *s, struct job *j)
 		 * says; and only a recipient's own temporary failure can
 		 * expire it. */
 		if (res[i].st == RS_PERM && (how == OUTCOME_RELAY || how == OUTCOME_REFUND ||
-		    how == OUTCOME_NOMAIL || how == OUTCOME_STALE || throttled))
+		    how == OUTCOME_NOMAIL || throttled))
 			res[i].st = RS_TEMP;
 		if (res[i].st == RS_TEMP && res[i].own && own && expired) {
 			buf_reset(&note);
@@ -769,11 +797,12 @@ complete(struct sched *s, struct job *j)
 		buf_add_oneline(&shown, text, strlen(text));
 		switch (res[i].st) {
 		case RS_DELIVERED:
-			log_info("msg %lu: delivered to <%s>: %s", m->id, j->addrs[i], shown.s);
+			log_info("msg %lu.%lld: delivered to <%s>: %s", m->id, m->birth, j->addrs[i],
+			    shown.s);
 			done[ndone++] = j->offs[i];
 			break;
 		case RS_PERM:
-			log_info("msg %lu: failed for <%s>: %s", m->id, j->addrs[i], shown.s);
+			log_info("msg %lu.%lld: bounced <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
 			/* The note must be durable before the D mark. */
 			if (bounce_note(s->o->q, m->id, j->addrs[i], text) == 0) {
 				done[ndone++] = j->offs[i];
@@ -783,7 +812,7 @@ complete(struct sched *s, struct job *j)
 			}
 			break;
 		case RS_TEMP:
-			log_info("msg %lu: deferred <%s>: %s", m->id, j->addrs[i], shown.s);
+			log_info("msg %lu.%lld: deferred <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
 			ntemp++;
 			break;
 		}
@@ -805,10 +834,8 @@ complete(struct sched *s, struct job *j)
 	more = j->more || undone > 0;
 	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
 	job_free(s, j);
-	if (throttled || how == OUTCOME_STALE) {
-		/* The same batch: after the suspension at the gate, or on a
-		 * new session (the kept one had closed: nothing was sent). */
-		schedule(s, m, now);
+	if (throttled) {
+		schedule(s, m, now);	/* the same batch, after the suspension at the gate */
 	} else if (ntemp && !own) {
 		/* Trouble with the relay: the pass goes on from this batch
 		 * at the next attempt. */
@@ -828,7 +855,7 @@ complete(struct sched *s, struct job *j)
 		/* Until the gate answers the report with the suspension. */
 		s->ups[up].hold_until = clock_mono_ms() + THROTTLE_GUARD_MS;
 		give_back_grants(s, up);
-		sess_throttled(s, up);
+		sess_end_idle(s, up, "the upstream is throttling us");
 	}
 	/* A run slot is free: a granted job may go, then more may ask. */
 	kick(s, up);

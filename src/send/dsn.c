@@ -333,7 +333,7 @@ inject(const struct dsn_opts *o, unsigned long id, const char *what, const char 
 		log_warnx("msg %lu: %s to <%s> not queued: %s", id, what, rcpt, why.s);
 		goto out;
 	}
-	log_info("msg %lu: %s to <%s> queued", id, what, rcpt);
+	log_info("msg %lu: %s to <%s> queued as %s", id, what, rcpt, c.id);
 	rc = 0;
 out:
 	free(rcpt);

@@ -300,8 +300,9 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 		log_warn("fsync folder todo");
 		goto out;
 	}
-	log_info("msg %lu: new, from <%.*s>, %zu recipients, %lld bytes", id,
-	    (int)e.sender.len, e.sender.addr, *nrcpt, (long long)ms.st_size);
+	log_info("msg %lu.%lld: queued, from <%.*s>, %zu recipient(s), %lld bytes, by uid %lu "
+	    "pid %lu", id, (long long)st.st_mtime, (int)e.sender.len, e.sender.addr, *nrcpt,
+	    (long long)ms.st_size, e.uid, e.pid);
 	rc = 0;
 out:
 	buf_free(&t);

@@ -346,7 +346,7 @@ finish(struct sched *s, struct msg *m)
 	if (remove_durably(s, m, Q_REMOTE) < 0 || remove_durably(s, m, Q_LOCAL) < 0 ||
 	    remove_durably(s, m, Q_INFO) < 0 || remove_durably(s, m, Q_MESS) < 0)
 		goto later;
-	log_info("msg %lu: end", m->id);
+	log_info("msg %lu.%lld: end", m->id, m->birth);
 	control_forget(s, m);
 	msg_forget(s, m);
 	return;

@@ -221,7 +221,7 @@ int sess_refused(struct sched *s, uint32_t tag, const char *why);	/* 1: a sessio
 void sess_idle(struct sched *s, struct dsess *d);
 void sess_job_done(struct sched *s, struct job *j);	/* j is being freed */
 int sess_reaped(struct sched *s, pid_t pid, int status);	/* 1: a session's deliverer */
-void sess_throttled(struct sched *s, size_t up);	/* end up's idle sessions */
+void sess_end_idle(struct sched *s, size_t up, const char *why);	/* up's idle ones */
 void sess_end_all(struct sched *s, const char *why);	/* a reload: all end */
 void sess_forget_slots(struct sched *s);	/* the gate connection is gone */
 void sess_remap(struct sched *s);	/* after a reload renumbered the queues */

@@ -426,14 +426,14 @@ sess_reaped(struct sched *s, pid_t pid, int status)
 }
 
 void
-sess_throttled(struct sched *s, size_t up)
+sess_end_idle(struct sched *s, size_t up, const char *why)
 {
 	struct dsess *d, *next;
 
 	for (d = s->sessions; d; d = next) {
 		next = d->next;
 		if (d->up == up && (d->state == DS_IDLE || d->state == DS_ASKING))
-			sess_end(s, d, "the upstream is throttling us");
+			sess_end(s, d, why);
 	}
 }
 

@@ -36,7 +36,7 @@ main(int argc, char **argv)
 	struct buf err = BUF_INIT, warn = BUF_INIT;
 	int rc;
 
-	log_init(argc > 0 && argv[0] ? argv[0] : "sendmail");
+	log_init_tool(argc > 0 && argv[0] ? argv[0] : "sendmail");
 	if ((rc = usage_std(argc, argv, log_progname(), help)) >= 0)
 		return rc;
 	alloc_set_exit_status(EX_TEMPFAIL);

@@ -197,8 +197,8 @@ sm_parse_args(int argc, char *const *argv, struct sm_opts *o, struct buf *why)
 			case 't': o->extract = 1; continue;
 			case 'i': o->dot_ends = 0; continue;
 			case 'I': o->mode = SM_NEWALIASES; continue;
-			case 'G': case 'U': case 'c': case 'm': case 'n': case 'v':
-			case 'x':
+			case 'v': o->verbose = 1; continue;
+			case 'G': case 'U': case 'c': case 'm': case 'n': case 'x':
 				continue;	/* accepted, no use here */
 			case 'q':
 				/* -q, -q1h, -qRsite, -qIid...: all one flush. */

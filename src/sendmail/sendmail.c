@@ -15,6 +15,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -414,6 +415,8 @@ sendmail_run(const struct sm_opts *o, const struct weir_config *cfg)
 	rc = qq_finish(&c, o->no_bounce ? "" : buf_cstr(&j.sender), j.rcpt.v, j.rcpt.n, &why);
 	if (rc != 0)
 		rc = qq_permanent(rc) ? EX_DATAERR : EX_TEMPFAIL;
+	else if (o->verbose)
+		printf("queued as %s\n", c.id[0] ? c.id : "(no id: not weir-queue)");
 out:
 	if (rc != 0)
 		sm_say("%s", buf_cstr(&why));

@@ -41,6 +41,7 @@ struct sm_opts {
 	const char *fullname;	/* -F, or NULL */
 	const char *config;	/* -C: another weir.conf, or NULL */
 	int no_bounce;		/* -N never: queued from <>, so no bounce */
+	int verbose;		/* -v: say the queued message's id */
 	char *const *rcpt;	/* command-line recipients */
 	size_t nrcpt;
 };

@@ -696,9 +696,13 @@ cmd_data(struct session *s, const char *arg)
 	if (code == 0) {
 		s->msgs++;
 		s->junk = 0;
-		log_info("%s: queued from <%s>, %zu recipient(s), %zu bytes", s->addr,
-		    s->sender.s ? s->sender.s : "", s->nrcpt, de.size);
-		reply(s, "250 2.0.0 Ok: queued");
+		log_info("msg %s: queued from <%s>, %zu recipient(s), %zu bytes, client %s",
+		    qq.id[0] ? qq.id : "?", s->sender.s ? s->sender.s : "", s->nrcpt, de.size,
+		    s->addr);
+		if (qq.id[0])
+			reply(s, "250 2.0.0 Ok: queued as %s", qq.id);
+		else
+			reply(s, "250 2.0.0 Ok: queued");
 	} else if (qq_permanent(code)) {
 		log_warnx("%s: %s", s->addr, why.s);
 		reply(s, "554 5.3.0 Queueing refused: %s", qq_describe(code));

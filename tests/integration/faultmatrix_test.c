@@ -15,7 +15,7 @@
  *                  (mailq lists it, no recipient is marked done); for
  *                  the disk rows the queue stays sound (queue-check);
  *   no bounce      for relay-level trouble: nothing from <>, nothing in
- *                  bounce/, no "failed for" in weir-send's log;
+ *                  bounce/, no "bounced <" in weir-send's log;
  *   the window     no interval of 1 s holds more than the policy's 2
  *                  transactions at the upstream (its own timestamps),
  *                  with a backlog after recovery;

@@ -124,7 +124,9 @@ conf(const char *extra)
 	};
 	size_t i;
 
-	buf_printf(&t, "hostname = \"client.test\"\ngate_socket = \"%s/no-gate.sock\"\n"
+	/* verbose: these tests read the transcript (weir.conf(5) log_level). */
+	buf_printf(&t, "hostname = \"client.test\"\nlog_level = \"verbose\"\n"
+	    "gate_socket = \"%s/no-gate.sock\"\n"
 	    "upstream \"t\" {\n", dir);
 	for (i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
 		char key[40];

@@ -255,7 +255,7 @@ Test(session, refused_recipient_keeps_session)
 		if (i != 2)
 			cr_assert(rt_wait(ndata_at_least, &t, &want, 20000), "message %zu", i + 1);
 		else
-			rt_wait_log(&t, "failed for <r3@dest.example>", 1, 20000);
+			rt_wait_log(&t, "bounced <r3@dest.example>", 1, 20000);
 	}
 	rt_wait_empty(&t, 30000);
 	rt_rec_load(&t, &r);

@@ -246,6 +246,24 @@ has(const struct buf *b, const char *needle)
 	return b->s && strstr(b->s, needle) != NULL;
 }
 
+/* "250 2.0.0 Ok: queued as INODE.TIME" then "\r\n" and after. */
+static int
+queued_as(const struct buf *b, const char *after)
+{
+	const char *p = b->s ? strstr(b->s, "250 2.0.0 Ok: queued as ") : NULL;
+	size_t n;
+
+	if (p == NULL)
+		return 0;
+	p += strlen("250 2.0.0 Ok: queued as ");
+	if ((n = strspn(p, "0123456789")) == 0 || p[n] != '.')
+		return 0;
+	p += n + 1;
+	if ((n = strspn(p, "0123456789")) == 0)
+		return 0;
+	return strncmp(p + n, "\r\n", 2) == 0 && strncmp(p + n + 2, after, strlen(after)) == 0;
+}
+
 #define ENV1 "Fa@b.example\0Tc@d.example\0"
 
 /* ---- basics ---- */
@@ -265,7 +283,7 @@ Test(smtpd, one_message_queued_dot_unstuffed_lf_lines)
 	cr_assert(has(&out, "250-PIPELINING\r\n250-SIZE 26214400\r\n250-8BITMIME\r\n"
 	    "250 ENHANCEDSTATUSCODES\r\n"), "%s", out.s);
 	cr_assert(has(&out, "354 "), "%s", out.s);
-	cr_assert(has(&out, "250 2.0.0 Ok: queued\r\n221 2.0.0"), "%s", out.s);
+	cr_assert(queued_as(&out, "221 2.0.0"), "%s", out.s);
 	assert_one_message("Subject: hi\n\n.leading dot\nline\n", ENV1, sizeof ENV1 - 1);
 	buf_free(&out);
 }
@@ -994,7 +1012,7 @@ Test(smtpd, weir_run_starts_listener)
 	fd = connect_from("127.0.0.1");
 	tcp_talk(fd, chunks, &out);
 	close(fd);
-	cr_assert(has(&out, "250 2.0.0 Ok: queued\r\n221 "), "%s", out.s);
+	cr_assert(queued_as(&out, "221 "), "%s", out.s);
 	cr_assert(kill(listener, SIGTERM) == 0);
 	while (waitpid(listener, &status, 0) < 0 && errno == EINTR)
 		;

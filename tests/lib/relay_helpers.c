@@ -294,7 +294,7 @@ send_started(struct rt *t, void *arg)
 	if (t->send.log == NULL || access(t->send.log, F_OK) != 0)
 		return 0;
 	tl_read(t->send.log, &b);
-	r = strstr(buf_cstr(&b), "weir-send: info: started on") != NULL;
+	r = strstr(buf_cstr(&b), ": info: started on") != NULL;
 	buf_free(&b);
 	return r;
 }
@@ -797,8 +797,8 @@ rt_assert_no_bounce(struct rt *t, const struct rt_rec *r)
 
 	for (i = 0; i < r->n; i++)
 		cr_assert(strcmp(r->v[i].sender, "<>") != 0, "a bounce went out (data event %zu)", i);
-	cr_assert(strstr(logs, ": failed for <") == NULL, "a recipient failed: ...%.300s",
-	    strstr(logs, ": failed for <"));
+	cr_assert(strstr(logs, ": bounced <") == NULL, "a recipient failed: ...%.300s",
+	    strstr(logs, ": bounced <"));
 	cr_assert(strstr(logs, "bounce to <") == NULL, "a bounce was queued: ...%.300s",
 	    strstr(logs, "bounce to <"));
 	cr_assert_eq(tl_count_files(bdir), 0, "files in bounce/");

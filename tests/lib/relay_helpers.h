@@ -155,7 +155,7 @@ double rt_now(void);
 /* n addresses PREFIX<from+i>@domain (NULL-ended); rt_addrs_free() frees. */
 char **rt_addrs(const char *prefix, const char *domain, size_t from, size_t n);
 void rt_addrs_free(char **v, size_t n);
-/* No bounce: no data event from <>, nothing in bounce/, no "failed for"
+/* No bounce: no data event from <>, nothing in bounce/, no "bounced <"
  * nor "bounce to" in weir-send's logs. */
 void rt_assert_no_bounce(struct rt *t, const struct rt_rec *r);
 /* How often weir-send's logs hold what; 1 if they hold it n times

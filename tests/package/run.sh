@@ -322,7 +322,7 @@ check "the queued message is delivered after the upgrade (init.d)" wait_for 60 a
 check "/etc/init.d/weir status" init_d status
 check "/etc/init.d/weir reload" init_d reload
 check "weir-gate re-read the policy (SIGHUP through init.d)" wait_for 10 \
-	grep -q 'weir-gate: info: policy /etc/weir/policy.conf loaded (SIGHUP)' "$root/var/log/weir.log"
+	grep -q 'weir-gate\[[0-9]*\]: info: policy /etc/weir/policy.conf loaded (SIGHUP)' "$root/var/log/weir.log"
 check "/etc/init.d/weir stop" init_d stop
 check "init.d stop stopped every daemon" wait_for 10 sh -c "[ -z \"\$(for p in /proc/[0-9]*; do [ \"\$(readlink \$p/root)\" = '$root' ] && echo x; done)\" ]"
 check "/etc/init.d/weir status says stopped" sh -c "! chroot '$root' /etc/init.d/weir status >/dev/null 2>&1"
@@ -429,7 +429,7 @@ else
 	check "systemctl reload weir" in_ct systemctl reload weir
 	check "weir-gate re-read the policy (SIGHUP)" wait_for 10 sh -c \
 		"nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- journalctl -u weir --no-pager |
-		grep -q 'weir-gate: info: policy /etc/weir/policy.conf loaded (SIGHUP)'"
+		grep -q 'weir-gate\[[0-9]*\]: info: policy /etc/weir/policy.conf loaded (SIGHUP)'"
 	check "reload restarted nothing" sh -c "[ -n '$gatepid' ] && grep -q '^Name:[[:space:]]*weir-gate$' /proc/$gatepid/status"
 	# A broken weir.conf: the restart fails once, no restart loop.
 	cp "$root/etc/weir/weir.conf" "$work/weir.conf.good"
