@@ -511,20 +511,26 @@ case " $PARTS " in *" relay "*)
 	echo
 	echo "== relay with no limit: $N_REL messages of 1 KB queued while stopped, then released until"
 	echo "   the queue is empty; CPU: the whole process tree (session) per message"
-	printf '%-11s %-38s %7s %7s %8s  %s\n' system upstream secs msg/s "ms CPU" load
+	printf '%-11s %-38s %7s %7s %8s %6s  %s\n' system upstream secs msg/s "ms CPU" AUTHs load
 	SINKP=$(free_port)
 	smtp-sink -u nobody "127.0.0.1:$SINKP" 256 &
 	pids="$pids $!"
-	stand_in tls --no-store --cert "$scratch/certs/good.pem" --key "$scratch/certs/good.key" --auth me:pw
+	# The stand-in records its connections and AUTHs (not the messages).
+	stand_in tls --no-store --record "$scratch/tls.rec" --cert "$scratch/certs/good.pem" \
+		--key "$scratch/certs/good.key" --auth me:pw
 	TLSP=$PORT
 	sleep 0.3
 	for up in "smtp-sink plain:$SINKP:plain" "upstream.py STARTTLS+AUTH:$TLSP:starttls+auth"; do
 		label=${up%%:*}
 		rest=${up#*:}
 		for sys in $SYSTEMS; do
+			a0=$(grep -c '"event": "auth"' "$scratch/tls.rec" 2>/dev/null || true)
 			read -r secs cpu <<<"$(relay_run "$sys" "rel-$sys-${rest##*:}" "${rest%%:*}" "${rest##*:}" "$N_REL")"
-			printf '%-11s %-38s %7.2f %7.0f %8.2f  %s\n' "$sys" "$label" "$secs" \
-				"$(calc "$N_REL / $secs")" "$(calc "$cpu * 1000 / $N_REL")" "$(load)"
+			a1=$(grep -c '"event": "auth"' "$scratch/tls.rec" 2>/dev/null || true)
+			auths=-
+			[ "${rest##*:}" = plain ] || auths=$((${a1:-0} - ${a0:-0}))
+			printf '%-11s %-38s %7.2f %7.0f %8.2f %6s  %s\n' "$sys" "$label" "$secs" \
+				"$(calc "$N_REL / $secs")" "$(calc "$cpu * 1000 / $N_REL")" "$auths" "$(load)"
 			echo "rel $sys ${rest##*:} $(calc "$N_REL / $secs") $(calc "$cpu * 1000 / $N_REL")" >>"$scratch/figures"
 		done
 	done
