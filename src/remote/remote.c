@@ -673,8 +673,9 @@ out:
 }
 
 /* -S: a kept session (remote.h).  One request: its datagram, and the
- * descriptors it carries (message, reports, outcome).  1, 0 at the end
- * (the caller closed its side), -1 for a malformed request (logged). */
+ * descriptors it carries (message, reports, outcome).  1, 2 for a TLS
+ * session to resume, 0 at the end (the caller closed its side), -1 for
+ * a malformed request (logged). */
 static int
 request_read(int sock, struct buf *req, int fds[3])
 {
@@ -711,6 +712,8 @@ request_read(int sock, struct buf *req, int fds[3])
 	if (n == 0 && nfd == 0)
 		return 0;
 	req->len = (size_t)n;
+	if (nfd == 0 && n > 4 && memcmp(req->s, "tls", 4) == 0 && !(mh.msg_flags & MSG_TRUNC))
+		return 2;	/* "tls\0" and a TLS session to resume */
 	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || nfd != 3) {
 		log_warnx("session: a request %s; ending the session", nfd != 3 ?
 		    "without its three descriptors" : "too big for its buffer");
@@ -793,11 +796,35 @@ session_message(const struct remote *r, struct smtp_session *ss, struct buf *req
 	return more;
 }
 
+/* The word that a message's reports are complete: "ready" (with, after
+ * "\0", the connection's TLS session for later sessions to resume, when
+ * it is new: it holds no secret of the upstream account) or "closing".
+ * 1 if the session goes on. */
+static int
+say_ready(struct smtp_session *ss, int more, struct buf *sent)
+{
+	struct buf w = BUF_INIT, der = BUF_INIT;
+	int ok;
+
+	buf_adds(&w, more ? "ready" : "closing");
+	if (more && smtp_session_tls(ss, &der) == 0 &&
+	    (der.len != sent->len || memcmp(der.s, sent->s, der.len) != 0)) {
+		buf_addc(&w, '\0');
+		buf_add(&w, der.s, der.len);
+		buf_reset(sent);
+		buf_add(sent, der.s, der.len);
+	}
+	ok = send(STDIN_FILENO, w.s, w.len, MSG_NOSIGNAL) == (ssize_t)w.len;
+	buf_free(&w);
+	buf_free(&der);
+	return more && ok;
+}
+
 static int
 session(const char *cfile, const char *upname, const char *host, pid_t parent)
 {
 	struct remote r;
-	struct buf why = BUF_INIT, req = BUF_INIT;
+	struct buf why = BUF_INIT, req = BUF_INIT, tls = BUF_INIT;
 	struct smtp_session *ss = NULL;
 	int fds[3], k, i, more = 1;
 
@@ -808,12 +835,15 @@ session(const char *cfile, const char *upname, const char *host, pid_t parent)
 		die_with_parent(parent);
 	buf_reserve(&req, REQUEST_MAX);
 	while (more && (k = request_read(STDIN_FILENO, &req, fds)) > 0) {
+		if (k == 2) {
+			if (r.p.tls == NULL || tls_client_resume(r.p.tls, req.s + 4, req.len - 4) < 0)
+				log_debug("session: the TLS session offered cannot be resumed");
+			continue;
+		}
 		more = session_message(&r, ss, &req, fds, &why);
 		for (i = 0; i < 3; i++)
 			close(fds[i]);
-		/* Then, the word that the reports are complete. */
-		if (send(STDIN_FILENO, more ? "ready" : "closing", more ? 5 : 7, MSG_NOSIGNAL) < 0)
-			more = 0;
+		more = say_ready(ss, more, &tls);
 	}
 	if (k < 0)
 		for (i = 0; i < 3; i++)
@@ -823,6 +853,7 @@ session(const char *cfile, const char *upname, const char *host, pid_t parent)
 	remote_free(&r);
 	buf_free(&req);
 	buf_free(&why);
+	buf_free(&tls);
 	return 0;
 }
 

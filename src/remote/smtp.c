@@ -1188,6 +1188,12 @@ smtp_session_open(const struct smtp_session *s)
 	return s->usable && s->idle;
 }
 
+int
+smtp_session_tls(struct smtp_session *s, struct buf *out)
+{
+	return s->connected && s->c.tls ? tls_session_export(s->c.tls, out) : -1;
+}
+
 void
 smtp_session_free(struct smtp_session *s)
 {

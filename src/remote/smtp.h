@@ -108,6 +108,9 @@ void smtp_session_deliver(struct smtp_session *ss, const char *sender,
 int smtp_session_open(const struct smtp_session *ss);
 /* QUIT if open; free. */
 void smtp_session_free(struct smtp_session *ss);
+/* The connection's TLS session, for the next session to resume
+ * (tls_session_export): 0, or -1 if there is none to give. */
+int smtp_session_tls(struct smtp_session *ss, struct buf *out);
 /* Connect, greet, STARTTLS, AUTH as for a delivery, then QUIT: no MAIL.
  * What each step did goes to res->steps.  Never fails as a function. */
 void smtp_probe(const struct smtp_params *p, struct smtp_result *res);

@@ -32,6 +32,7 @@ struct tls_client {
 	int verify;
 	unsigned char pin[32];
 	int pinned;
+	SSL_SESSION *resume;	/* offered in the next handshake; NULL: none */
 };
 
 struct tls_session {
@@ -132,9 +133,61 @@ tls_client_free(struct tls_client *c)
 {
 	if (c == NULL)
 		return;
+	if (c->resume)
+		SSL_SESSION_free(c->resume);
 	if (c->ctx)
 		SSL_CTX_free(c->ctx);
 	free(c);
+}
+
+int
+tls_client_resume(struct tls_client *c, const void *der, size_t n)
+{
+	const unsigned char *p = der;
+	SSL_SESSION *ss;
+
+	if (n == 0 || n > TLS_SESSION_MAX || (ss = d2i_SSL_SESSION(NULL, &p, (long)n)) == NULL)
+		return -1;
+	if (p != (const unsigned char *)der + n || !SSL_SESSION_is_resumable(ss)) {
+		SSL_SESSION_free(ss);
+		return -1;
+	}
+	if (c->resume)
+		SSL_SESSION_free(c->resume);
+	c->resume = ss;
+	return 0;
+}
+
+int
+tls_session_export(struct tls_session *s, struct buf *out)
+{
+	SSL_SESSION *ss = SSL_get1_session(s->ssl);
+	unsigned char *p;
+	int n;
+
+	buf_reset(out);
+	if (ss == NULL)
+		return -1;
+	if (!SSL_SESSION_is_resumable(ss) || (n = i2d_SSL_SESSION(ss, NULL)) <= 0 ||
+	    n > TLS_SESSION_MAX) {
+		SSL_SESSION_free(ss);
+		return -1;
+	}
+	buf_reserve(out, (size_t)n);
+	p = (unsigned char *)out->s;
+	if (i2d_SSL_SESSION(ss, &p) != n) {
+		SSL_SESSION_free(ss);
+		return -1;
+	}
+	out->len = (size_t)n;
+	SSL_SESSION_free(ss);
+	return 0;
+}
+
+int
+tls_session_resumed(const struct tls_session *s)
+{
+	return SSL_session_reused(s->ssl) == 1;
 }
 
 /* Wait for fd to be readable or writable, as OpenSSL asked.  0 ready,
@@ -236,6 +289,13 @@ tls_handshake(struct tls_client *c, int fd, const char *host, uint64_t deadline_
 		ssl_errors(err, "cannot set the host name to verify");
 		goto fail;
 	}
+	/* A session this upstream gave an earlier connection (verified as
+	 * strictly then: the chain, the name and the pin are checked below
+	 * on the certificate it carries all the same). */
+	if (c->resume && SSL_set_session(s->ssl, c->resume) != 1) {
+		ssl_errors(err, "cannot offer the session to resume");
+		goto fail;
+	}
 	while ((r = SSL_connect(s->ssl)) != 1) {
 		int k = ssl_retry(s, r, deadline_ms, "TLS handshake", err);
 
@@ -313,7 +373,8 @@ tls_write(struct tls_session *s, const void *p, size_t n, uint64_t deadline_ms, 
 const char *
 tls_describe(const struct tls_session *s, char *buf, size_t max)
 {
-	snprintf(buf, max, "%s %s", SSL_get_version(s->ssl), SSL_get_cipher_name(s->ssl));
+	snprintf(buf, max, "%s %s%s", SSL_get_version(s->ssl), SSL_get_cipher_name(s->ssl),
+	    tls_session_resumed(s) ? " (resumed)" : "");
 	return buf;
 }
 

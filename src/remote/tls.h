@@ -46,6 +46,18 @@ ssize_t tls_read(struct tls_session *s, void *p, size_t n, uint64_t deadline_ms,
 /* All n bytes, or a negative enum tls_status. */
 enum tls_status tls_write(struct tls_session *s, const void *p, size_t n, uint64_t deadline_ms,
     struct buf *err);
+/* TLS session resumption (RFC 8446 2.2, RFC 5077): a session this
+ * client's upstream gave an earlier connection, as DER, offered in the
+ * next handshakes (0; -1 if it does not parse or cannot be resumed).
+ * The certificate it carries is checked as in a full handshake (chain
+ * and name as verified then, the pin again). */
+#define TLS_SESSION_MAX	(64 * 1024)
+int tls_client_resume(struct tls_client *c, const void *der, size_t n);
+/* The connection's session as DER into out, once resumable (a TLS 1.3
+ * ticket arrives after the handshake: ask after a reply was read); 0, or
+ * -1 (none yet). */
+int tls_session_export(struct tls_session *s, struct buf *out);
+int tls_session_resumed(const struct tls_session *s);
 /* "TLSv1.3 TLS_AES_256_GCM_SHA384", for the log. */
 const char *tls_describe(const struct tls_session *s, char *buf, size_t max);
 /* The peer's certificate, for weir-remote -T: "subject CN=..., issuer

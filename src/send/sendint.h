@@ -114,6 +114,10 @@ struct upq {
 	 * 0: nothing learnt. */
 	size_t fit_lo, fit_hi;
 	uint64_t hold_until;		/* monotonic ms: throttled, run nothing before */
+	/* The latest TLS session a kept session's deliverer gave (DER),
+	 * handed to the next ones to resume (session.c); cleared on a
+	 * reload, which may change what verification asks. */
+	struct buf tls;
 	uint32_t throttle_tag;		/* the THROTTLED report awaiting its answer */
 };
 

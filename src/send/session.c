@@ -72,6 +72,9 @@ struct dsess {
 	struct dsess *next;
 };
 
+/* A TLS session a deliverer gives (tls.h's TLS_SESSION_MAX). */
+#define DS_TLS_MAX	(64 * 1024)
+
 /* Requests are at most this big (remote.c's REQUEST_MAX). */
 #define DS_REQUEST_MAX	(256 * 1024)
 
@@ -187,15 +190,21 @@ on_word(struct evloop *ev, int fd, int events, void *arg)
 	struct dsess *d = arg;
 	struct sched *s = d->s;
 	struct job *j = d->job;
-	char w[16];
+	static char w[6 + DS_TLS_MAX];
 	ssize_t n;
 
 	(void)ev; (void)events;
 	do
-		n = recv(fd, w, sizeof w, MSG_DONTWAIT);
+		n = recv(fd, w, sizeof w, MSG_DONTWAIT | MSG_TRUNC);
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && errno == EAGAIN)
 		return;
+	if (j && n > 6 && n <= (ssize_t)sizeof w && memcmp(w, "ready", 6) == 0) {
+		/* With the connection's TLS session, for the next ones. */
+		buf_reset(&s->ups[d->up].tls);
+		buf_add(&s->ups[d->up].tls, w + 6, (size_t)n - 6);
+		n = 5;
+	}
 	if (j && n == 5 && memcmp(w, "ready", 5) == 0) {
 		d->job = NULL;
 		d->state = DS_IDLE;
@@ -237,6 +246,16 @@ sess_start(struct sched *s, struct dsess *d)
 	}
 	d->sock = sv[0];
 	evloop_watch(s->ev, d->sock, EV_READ, on_word, d);
+	if (s->ups[d->up].tls.len > 0) {
+		/* "tls\0" and the session to resume. */
+		struct buf b = BUF_INIT;
+
+		buf_add(&b, "tls", 4);
+		buf_add(&b, s->ups[d->up].tls.s, s->ups[d->up].tls.len);
+		if (fd_send(d->sock, b.s, b.len, NULL, 0) < 0)
+			log_warn("session %ld: offering a TLS session", (long)d->pid);
+		buf_free(&b);
+	}
 	log_info("session %ld to %s: started", (long)d->pid, s->ups[d->up].name);
 	return 0;
 }
@@ -441,7 +460,10 @@ void
 sess_end_all(struct sched *s, const char *why)
 {
 	struct dsess *d, *next;
+	size_t i;
 
+	for (i = 0; i < s->nups; i++)
+		buf_free(&s->ups[i].tls);	/* verification may ask more now */
 	for (d = s->sessions; d; d = next) {
 		next = d->next;
 		if (d->state == DS_BUSY)

@@ -27,6 +27,10 @@
  *                       a 550 to one recipient of one message: that
  *                       recipient bounces, the session goes on (RSET) and
  *                       carries the others
+ *   tls_session_resumed
+ *                       the second session's TLS handshake resumes the
+ *                       first one's session (weir-remote says so at
+ *                       log_level verbose), verified as strictly
  *   single_message_sessions_when_off
  *                       session_idle = 0: one connection per message, as
  *                       before
@@ -287,4 +291,30 @@ Test(session, single_message_sessions_when_off)
 	cr_assert_eq(r.nconnect, N, "%zu connections for %d messages", r.nconnect, N);
 	rt_rec_free(&r);
 	rt_addrs_free(to, N);
+}
+
+Test(session, tls_session_resumed)
+{
+	struct rt_rec r;
+	size_t want = 1;
+
+	rt_setup(&t, 1);
+	sh_conf_append(&t.s, "log_level = \"verbose\"\n");
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_conf_upstream(&t, "  session_idle = \"1s\"\n");
+	rt_policy(&t, "upstream \"isp\" { rate = {\"100 per 1s\"} }\n");
+	rt_gate_start(&t, "2s");
+	rt_send_start(&t);
+	send1("t1@dest.example", "Subject: t\n\none\n");
+	cr_assert(rt_wait(ndata_at_least, &t, &want, 20000));
+	rt_wait_log(&t, "ending after 1 message: idle", 1, 20000);
+	send1("t2@dest.example", "Subject: t\n\ntwo\n");
+	rt_wait_empty(&t, 20000);
+	rt_rec_load(&t, &r);
+	cr_assert_eq(r.nconnect, 2, "%zu connections", r.nconnect);
+	cr_assert_eq(r.n, 2);
+	cr_assert_eq(rt_log_count(&t, "TLS established: "), 2);
+	cr_assert_eq(rt_log_count(&t, " (resumed)"), 1, "the second handshake did not resume:\n%s",
+	    rt_send_logs_tail(&t, 6000));
+	rt_rec_free(&r);
 }
