@@ -27,6 +27,16 @@
  *                       a 550 to one recipient of one message: that
  *                       recipient bounces, the session goes on (RSET) and
  *                       carries the others
+ *   reply_421_mid_session
+ *                       a 421 to one message's RCPT in mid-session: the
+ *                       session ends, the upstream is suspended, nothing
+ *                       bounces; after the suspension the rest goes on a
+ *                       new session, each message once
+ *   timeout_after_data  the upstream never answers one message's final
+ *                       dot: weir-remote gives up after timeout_data_end,
+ *                       the session ends, the message is kept (counted
+ *                       unknown at the gate) and sent once the upstream
+ *                       answers again
  *   tls_session_resumed
  *                       the second session's TLS handshake resumes the
  *                       first one's session (weir-remote says so at
@@ -317,4 +327,92 @@ Test(session, tls_session_resumed)
 	cr_assert_eq(rt_log_count(&t, " (resumed)"), 1, "the second handshake did not resume:\n%s",
 	    rt_send_logs_tail(&t, 6000));
 	rt_rec_free(&r);
+}
+
+/* Messages to[from..to) one after the other, each accepted before the
+ * next is queued (so the one session carries them in that order). */
+static void
+send_in_turn(char **to, size_t from, size_t upto)
+{
+	size_t i, want;
+
+	for (i = from; i < upto; i++) {
+		send1(to[i], "Subject: s\n\nhello\n");
+		want = i + 1;
+		cr_assert(rt_wait(ndata_at_least, &t, &want, 20000), "<%s> not sent", to[i]);
+	}
+}
+
+Test(session, reply_421_mid_session)
+{
+	enum { N = 5 };
+	char **to = rt_addrs("m", "dest.example", 1, N);
+	const char *flags[] = { "--reply", "rcpt:m3@dest.example=421 4.7.0 try again later",
+		NULL };
+	unsigned port;
+	struct rt_rec r;
+	char *st;
+	size_t i;
+
+	start_all(1, flags, NULL, "upstream \"isp\" { rate = {\"100 per 1s\"} }\n"
+	    "throttle_reply { pattern = \"421 *\" suspend = \"3s\" }\n");
+	port = t.port;
+	send_in_turn(to, 0, 2);
+	send1(to[2], "Subject: s\n\nhello\n");
+	rt_wait_log(&t, "the upstream is throttling us", 1, 20000);
+	st = rt_gate_status(&t);
+	cr_assert(strstr(st, "suspended"), "gate status:\n%s", st);
+	free(st);
+	/* The provider recovers; the suspension ends on its own. */
+	rt_upstream_stop(&t);
+	rt_upstream_start(&t, "good", NULL, port);
+	for (i = 3; i < N; i++)
+		send1(to[i], "Subject: s\n\nhello\n");
+	rt_wait_empty(&t, 30000);
+	rt_rec_load(&t, &r);
+	for (i = 0; i < N; i++)
+		cr_assert_eq(rt_rec_count(&r, SENDER, to[i]), 1, "<%s> delivered %zu times", to[i],
+		    rt_rec_count(&r, SENDER, to[i]));
+	/* The 421 ended the session (the deliverer said so), after m1, m2
+	 * and m3 on it; the rest came on a new one. */
+	cr_assert_eq(rt_log_count(&t, ": ending after 3 messages: the deliverer closed it"), 1,
+	    "%s", rt_send_logs_tail(&t, 6000));
+	rt_assert_no_bounce(&t, &r);
+	rt_assert_window(&r, 100, 1.0);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
+	rt_addrs_free(to, N);
+}
+
+Test(session, timeout_after_data)
+{
+	enum { N = 3 };
+	char **to = rt_addrs("d", "dest.example", 1, N);
+	const char *flags[] = { "--hang", "dataend", NULL };
+	unsigned port;
+	struct rt_rec r;
+	size_t i;
+
+	start_all(1, NULL, "  timeout_data_end = \"2s\"\n",
+	    "upstream \"isp\" { rate = {\"100 per 1s\"} }\n");
+	port = t.port;
+	send_in_turn(to, 0, 1);
+	/* The same port, now never answering the final dot. */
+	rt_upstream_stop(&t);
+	rt_upstream_start(&t, "good", flags, port);
+	send1(to[1], "Subject: s\n\nhello\n");
+	rt_wait_log(&t, "may be delivered twice", 1, 30000);
+	rt_wait_log(&t, ": ending after 2 messages: the deliverer closed it", 1, 10000);
+	rt_upstream_stop(&t);
+	rt_upstream_start(&t, "good", NULL, port);
+	send1(to[2], "Subject: s\n\nhello\n");
+	rt_flush_until_empty(&t, 60000);
+	rt_rec_load(&t, &r);
+	for (i = 0; i < N; i++)
+		cr_assert_eq(rt_rec_count(&r, SENDER, to[i]), 1, "<%s> delivered %zu times", to[i],
+		    rt_rec_count(&r, SENDER, to[i]));
+	rt_assert_no_bounce(&t, &r);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
+	rt_addrs_free(to, N);
 }
