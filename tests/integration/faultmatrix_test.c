@@ -363,7 +363,7 @@ send_disk_fault(const struct disk_fault *f)
 	}
 	inject_all();
 	if (f->preprocessed) {
-		rt_wait_log(&t, ": new, from <", 4, 20000);
+		rt_wait_log(&t, ": queued, from <", 4, 20000);
 		rt_gate_start(&t, "2s");
 	}
 	/* The user (the admin) sees the failed call in weir-send's log. */
