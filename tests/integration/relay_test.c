@@ -46,6 +46,9 @@
  *   throttle_holds_granted_jobs
  *                       grants that arrive after a throttle are given back:
  *                       nothing more reaches the throttling upstream
+ *   batches_remember_the_fit
+ *                       a recipient window smaller than a batch: the size
+ *                       that fits is kept, not found again per message
  *   mailq_during_preprocessing
  *                       mailq never stumbles over a half-written info/
  *
@@ -897,6 +900,45 @@ Test(relay, gate_caps_batches)
 	rt_assert_queue_sound(&t);
 	rt_rec_free(&r);
 	rt_addrs_free(list, 10);
+}
+
+/*
+ * A recipient window smaller than a batch: "6 recipients per 1s", four
+ * messages of 10.  The first batch of 10 is refused as too big and
+ * halved; weir-send keeps the size that fits for the upstream (send/
+ * deliver.c, fit_size), so after it has found 6 the later messages ask
+ * for 6 at once: three refusals in all (10, 8, 7), not one or more per
+ * message.  Every recipient once, no transaction over 6.
+ */
+Test(relay, batches_remember_the_fit)
+{
+	enum { M = 4, R = 10 };
+	char **v[M];
+	struct rt_rec r;
+	size_t i, k, refused;
+	char prefix[8];
+
+	start_all("good", NULL, NULL,
+	    "upstream \"isp\" { rate = {\"100 per 1s\", \"6 recipients per 1s\"} }\n");
+	for (k = 0; k < M; k++) {
+		snprintf(prefix, sizeof prefix, "f%zu-", k);
+		v[k] = rt_addrs(prefix, "list.example", 1, R);
+		rt_sendmail(&t, SENDER, (const char *const *)v[k], R, "Subject: fit\n\nhello\n");
+	}
+	rt_wait_empty(&t, 40000);
+	rt_rec_load(&t, &r);
+	for (i = 0; i < r.n; i++)
+		cr_assert(r.v[i].nrcpt <= 6, "a transaction with %zu recipients", r.v[i].nrcpt);
+	for (k = 0; k < M; k++) {
+		assert_once(&r, v[k], R);
+		rt_addrs_free(v[k], R);
+	}
+	refused = rt_log_count(&t, "; asking for ");
+	cr_assert(refused <= 3, "%zu batches refused as too big for %d messages:\n%s", refused, M,
+	    rt_send_logs_tail(&t, 6000));
+	rt_assert_window(&r, 100, 1.0);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
 }
 
 /* ---- mailq while weir-send preprocesses ---- */
