@@ -59,7 +59,7 @@ control_restore(struct sched *s, struct msg *m)
 	}
 	m->held = r != 0;
 	if (m->held && m->held_since == 0)
-		m->held_since = wall();
+		m->held_since = sched_wall();
 	buf_free(&why);
 }
 
@@ -70,7 +70,7 @@ control_stops(struct sched *s, struct msg *m)
 		return 0;
 	evloop_timer_cancel(s->ev, m->due);
 	m->due = NULL;
-	upq_unlink(s, m);
+	sched_unlink(s, m);
 	wait_end(m);
 	if (m->del_pending && !m->job)
 		scan_soon(s);
@@ -181,7 +181,7 @@ act(struct sched *s, enum verb v, unsigned long id)
 	struct buf why = BUF_INIT;
 	enum qctl_state st;
 	struct msg *m = msg_by_id(s, id);
-	long long birth, now = wall();
+	long long birth, now = sched_wall();
 	int fresh = 0;
 
 	if (m == NULL) {
@@ -224,7 +224,7 @@ act(struct sched *s, enum verb v, unsigned long id)
 			m->waited_ms += (now - m->held_since) * 1000;
 		log_info("msg %lu: released by the operator after %lld s held", id,
 		    now - m->held_since);
-		schedule(s, m, now);
+		sched_at(s, m, now);
 		break;
 	case V_REQUEUE:
 		if (m->held) {
@@ -232,7 +232,7 @@ act(struct sched *s, enum verb v, unsigned long id)
 			break;
 		}
 		log_info("msg %lu: requeued by the operator", id);
-		schedule(s, m, now);	/* through the gate, as always */
+		sched_at(s, m, now);	/* through the gate, as always */
 		break;
 	case V_DELETE:
 		if (m->job) {
@@ -254,7 +254,7 @@ act(struct sched *s, enum verb v, unsigned long id)
 		break;
 	}
 	if (fresh && m)
-		schedule(s, m, now);
+		sched_at(s, m, now);
 	buf_free(&why);
 	return 1;
 }

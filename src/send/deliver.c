@@ -1,7 +1,7 @@
 /*
  * deliver.c: one attempt at a message, start to finish.
  *
- *   pump()      takes messages from an upstream's FIFO while the upstream
+ *   gate_pump()      takes messages from an upstream's FIFO while the upstream
  *               has fewer than concurrency + LOOKAHEAD jobs
  *   start()     puts up to max_recipients not-done recipients in a job and
  *               asks weir-gate for it (gatelink.c)
@@ -10,7 +10,7 @@
  *   spawn()     remote_program -n -r 3 -c CONFIG -u UPSTREAM HOST SENDER
  *               RCPT... with mess/S/N on fd 0, its report on fd 1 and its
  *               word for the gate on fd 3
- *   complete()  applies the report (D marks, bounce notes), tells the gate,
+ *   complete_job()  applies the report (D marks, bounce notes), tells the gate,
  *               and schedules the message's next step
  *
  * Trusts: the deliverer's output only through report_parse() and the
@@ -39,7 +39,7 @@
 #define REPORT_MAX	(1 << 20)
 #define THROTTLE_GUARD_MS 5000	/* a throttle holds grants this long at least */
 
-static void spawn_or_wait(struct sched *s, struct job *j);
+static void deliver_granted(struct sched *s, struct job *j);
 
 static struct upq *
 upq_of(struct sched *s, const struct job *j)
@@ -96,7 +96,7 @@ job_drop(struct sched *s, struct job *j)
 	struct msg *m = j->m;
 
 	job_free(s, j);
-	enqueue(s, m);
+	sched_enqueue(s, m);
 }
 
 /* The end of a pass over m's recipients: 1 if one was put off (the
@@ -150,17 +150,17 @@ start(struct sched *s, struct msg *m)
 	if (m->up == NO_UPSTREAM) {
 		log_warnx("msg %lu: no upstream in %s takes mail from <%s>; will try again",
 		    m->id, s->cfg->file ? s->cfg->file : "the config", m->sender);
-		schedule(s, m, sched_next_retry(m->birth, wall(), s->retry_skip));
+		sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
 		return;
 	}
 	r = rcptfile_load(s->o->q, m->id, &f);
 	if (r < 0) {
-		schedule(s, m, wall() + SYSFAIL_S);
+		sched_at(s, m, sched_wall() + SYSFAIL_S);
 		return;
 	}
 	if (r == 1 || f.ndone == f.n) {
 		rcptfile_free(&f);
-		finish(s, m);
+		sched_finish(s, m);
 		return;
 	}
 	u = &s->cfg->upstreams[m->up];
@@ -207,9 +207,9 @@ start(struct sched *s, struct msg *m)
 		 * earlier batch put one off, else finish (from the top), or
 		 * retry the notes. */
 		if (pass_over(m))
-			schedule(s, m, sched_next_retry(m->birth, wall(), s->retry_skip));
+			sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
 		else
-			schedule(s, m, trouble ? wall() + SYSFAIL_S : wall());
+			sched_at(s, m, trouble ? sched_wall() + SYSFAIL_S : sched_wall());
 		return;
 	}
 	m->job = j;
@@ -232,7 +232,7 @@ outranks(const struct sched *s, size_t up, const struct msg *m)
 }
 
 void
-pump(struct sched *s, size_t up)
+gate_pump(struct sched *s, size_t up)
 {
 	struct upq *u = &s->ups[up];
 	struct msg *m;
@@ -260,7 +260,7 @@ shrink(struct job *j, size_t n)
 }
 
 void
-job_granted(struct sched *s, struct job *j, uint32_t cap)
+gate_granted(struct sched *s, struct job *j, uint32_t cap)
 {
 	uint64_t now = clock_mono_ms();
 	struct upq *u = upq_of(s, j);
@@ -283,16 +283,16 @@ job_granted(struct sched *s, struct job *j, uint32_t cap)
 		 * gate that did not suspend would grant it again at once). */
 		gate_tell(s, j, GP_REFUND, 0, NULL);
 		job_free(s, j);
-		schedule_held(s, m, wall() + (long long)((u->hold_until - now + 999) / 1000));
+		sched_held(s, m, sched_wall() + (long long)((u->hold_until - now + 999) / 1000));
 		return;
 	}
 	/* The grant covers the weight we asked for; a smaller cap only
 	 * shapes the next requests. */
-	spawn_or_wait(s, j);
+	deliver_granted(s, j);
 }
 
 void
-job_refused(struct sched *s, struct job *j, enum gp_code code, const char *text)
+gate_refused(struct sched *s, struct job *j, enum gp_code code, const char *text)
 {
 	struct msg *m = j->m;
 
@@ -309,10 +309,10 @@ job_refused(struct sched *s, struct job *j, enum gp_code code, const char *text)
 	log_warnx("msg %lu: weir-gate refused: %s %s; will try again in %d s", m->id,
 	    gp_code_name(code), text, SYSFAIL_S);
 	job_free(s, j);
-	schedule(s, m, wall() + SYSFAIL_S);
+	sched_at(s, m, sched_wall() + SYSFAIL_S);
 }
 
-static void complete(struct sched *s, struct job *j);
+static void complete_job(struct sched *s, struct job *j);
 
 static void
 on_watchdog(struct evloop *ev, struct evtimer *t, void *arg)
@@ -331,11 +331,11 @@ static void
 maybe_complete(struct sched *s, struct job *j)
 {
 	if (j->exited && j->outfd < 0 && j->ocfd < 0)
-		complete(s, j);
+		complete_job(s, j);
 }
 
 void
-job_exited(struct sched *s, struct job *j, int status)
+deliver_exited(struct sched *s, struct job *j, int status)
 {
 	j->exited = 1;
 	j->status = status;
@@ -371,7 +371,7 @@ on_output(struct evloop *ev, int fd, int events, void *arg)
 }
 
 void
-on_child(struct evloop *ev, int signo, void *arg)
+deliver_on_child(struct evloop *ev, int signo, void *arg)
 {
 	struct sched *s = arg;
 	struct job *j;
@@ -386,7 +386,7 @@ on_child(struct evloop *ev, int signo, void *arg)
 			if (j->state == J_RUNNING && j->pid == pid && j->sess == NULL)
 				break;
 		if (j != NULL)
-			job_exited(s, j, status);
+			deliver_exited(s, j, status);
 	}
 }
 
@@ -400,7 +400,7 @@ program_is_setid(const char *path)
 }
 
 void
-remote_argv(struct sched *s, size_t up, const char **argv, const char *mode)
+deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode)
 {
 	const struct sched_opts *o = s->o;
 	const struct weir_upstream *u = &s->cfg->upstreams[up];
@@ -431,7 +431,7 @@ remote_argv(struct sched *s, size_t up, const char **argv, const char *mode)
 }
 
 pid_t
-deliverer_fork(const char *const *argv, int fd0, int fd1, int fd3)
+deliver_fork(const char *const *argv, int fd0, int fd1, int fd3)
 {
 	pid_t parent = getpid(), pid;
 
@@ -465,7 +465,7 @@ deliverer_fork(const char *const *argv, int fd0, int fd1, int fd3)
 }
 
 int
-job_open(struct sched *s, struct job *j, int *mfd, int wr[2])
+deliver_open(struct sched *s, struct job *j, int *mfd, int wr[2])
 {
 	char path[QPATH_MAX];
 	int out[2] = { -1, -1 }, oc[2] = { -1, -1 };
@@ -499,7 +499,7 @@ job_open(struct sched *s, struct job *j, int *mfd, int wr[2])
 }
 
 void
-job_unopen(struct sched *s, struct job *j)
+deliver_unopen(struct sched *s, struct job *j)
 {
 	evloop_unwatch(s->ev, j->outfd);
 	evloop_unwatch(s->ev, j->ocfd);
@@ -525,30 +525,30 @@ spawn(struct sched *s, struct job *j)
 		    s->ups[j->up].name);
 		return -1;
 	}
-	if (job_open(s, j, &mfd, wr) < 0)
+	if (deliver_open(s, j, &mfd, wr) < 0)
 		return -1;
 	argv = xcalloc(j->n + 12, sizeof *argv);
-	remote_argv(s, j->up, argv, "-n");
+	deliver_argv(s, j->up, argv, "-n");
 	for (k = 0; argv[k]; k++)
 		;
 	argv[k++] = j->m->sender;
 	for (i = 0; i < j->n; i++)
 		argv[k++] = j->addrs[i];
 	argv[k] = NULL;
-	j->pid = deliverer_fork(argv, mfd, wr[0], wr[1]);
+	j->pid = deliver_fork(argv, mfd, wr[0], wr[1]);
 	free(argv);
 	close(mfd);
 	close(wr[0]);
 	close(wr[1]);
 	if (j->pid < 0) {
-		job_unopen(s, j);
+		deliver_unopen(s, j);
 		return -1;
 	}
 	return 0;
 }
 
 void
-job_running(struct sched *s, struct job *j)
+deliver_running(struct sched *s, struct job *j)
 {
 	j->state = J_RUNNING;
 	upq_of(s, j)->running++;
@@ -567,7 +567,7 @@ run_failed(struct sched *s, struct job *j)
 	wait_end(m);
 	gate_tell(s, j, GP_REFUND, 0, NULL);
 	job_free(s, j);
-	schedule(s, m, wall() + SYSFAIL_S);
+	sched_at(s, m, sched_wall() + SYSFAIL_S);
 }
 
 /* Take *p out of u's granted list. */
@@ -600,7 +600,7 @@ run_granted(struct sched *s, size_t up)
 			if (spawn(s, g) < 0)
 				run_failed(s, g);
 			else
-				job_running(s, g);
+				deliver_running(s, g);
 			continue;
 		}
 		if ((k = sess_run(s, g)) == 0) {
@@ -612,7 +612,7 @@ run_granted(struct sched *s, size_t up)
 		if (k < 0)
 			run_failed(s, g);
 		else
-			job_running(s, g);
+			deliver_running(s, g);
 	}
 	for (; g; g = g->gnext)
 		waiting += !g->conn;
@@ -621,7 +621,7 @@ run_granted(struct sched *s, size_t up)
 }
 
 static void
-spawn_or_wait(struct sched *s, struct job *j)
+deliver_granted(struct sched *s, struct job *j)
 {
 	struct upq *u = upq_of(s, j);
 
@@ -711,7 +711,7 @@ static void apply(struct sched *s, struct job *j, enum outcome_kind how, size_t 
 
 /* A deliverer is done with j: tell the gate, then act on its report. */
 static void
-complete(struct sched *s, struct job *j)
+complete_job(struct sched *s, struct job *j)
 {
 	size_t undone;
 	enum outcome_kind how = tell_gate(s, j, &undone);
@@ -728,9 +728,9 @@ complete(struct sched *s, struct job *j)
 	log_info("msg %lu.%lld: not sent: the upstream had closed the session while it was "
 	    "idle; again on a new one", m->id, m->birth);
 	job_free(s, j);
-	schedule(s, m, wall());
+	sched_at(s, m, sched_wall());
 	sess_end_idle(s, up, "the upstream closes idle sessions");
-	kick(s, up);
+	deliver_kick(s, up);
 }
 
 /* Apply a finished deliverer's report: D marks, bounce notes, retry. */
@@ -744,13 +744,13 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	const char *mtext = "", *why = NULL;
 	int more;
 	size_t next_off;
-	long long now = wall();
+	long long now = sched_wall();
 	/* Only a "sent" session can tell a recipient's own failure. */
 	int own = how == OUTCOME_SENT;
 	/* The upstream said slow down, or refused our credentials: the
 	 * gate suspends it; the message waits there, no attempt counted. */
 	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL;
-	int expired = now - m->birth - msg_waited(m) > s->lifetime;
+	int expired = now - m->birth - wait_credit(m) > s->lifetime;
 	struct buf note = BUF_INIT, shown = BUF_INIT;
 
 	if (WIFSIGNALED(j->status))
@@ -826,7 +826,7 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 		(void)dsn_send(s->o->q, m->id, &s->dsn);	/* kept for later on failure */
 	}
 	if (ntemp && !throttled)
-		maybe_warn(s, m, j, res);
+		wait_warn(s, m, j, res);
 	buf_free(&note);
 	buf_free(&shown);
 	free(res);
@@ -835,21 +835,21 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
 	job_free(s, j);
 	if (throttled) {
-		schedule(s, m, now);	/* the same batch, after the suspension at the gate */
+		sched_at(s, m, now);	/* the same batch, after the suspension at the gate */
 	} else if (ntemp && !own) {
 		/* Trouble with the relay: the pass goes on from this batch
 		 * at the next attempt. */
-		schedule(s, m, sched_next_retry(m->birth, now, s->retry_skip));
+		sched_at(s, m, sched_next_retry(m->birth, now, s->retry_skip));
 	} else if (more) {
 		/* The rest of the pass first: recipients put off here must
 		 * not keep the later ones from ever being tried. */
 		m->pass_off = next_off;
 		m->pass_deferred |= ntemp != 0;
-		schedule(s, m, now);
+		sched_at(s, m, now);
 	} else if (pass_over(m) || ntemp) {
-		schedule(s, m, sched_next_retry(m->birth, now, s->retry_skip));
+		sched_at(s, m, sched_next_retry(m->birth, now, s->retry_skip));
 	} else {
-		finish(s, m);		/* needs no job slot */
+		sched_finish(s, m);		/* needs no job slot */
 	}
 	if (throttled) {
 		/* Until the gate answers the report with the suspension. */
@@ -858,12 +858,12 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 		sess_end_idle(s, up, "the upstream is throttling us");
 	}
 	/* A run slot is free: a granted job may go, then more may ask. */
-	kick(s, up);
+	deliver_kick(s, up);
 }
 
 void
-kick(struct sched *s, size_t up)
+deliver_kick(struct sched *s, size_t up)
 {
 	run_granted(s, up);
-	pump(s, up);
+	gate_pump(s, up);
 }

@@ -50,7 +50,7 @@ on_reply(struct sched *s, const struct gp_reply *r)
 			log_warnx("weir-gate: a grant for unknown request %u", r->tag);
 			return;
 		}
-		job_granted(s, j, r->max_rcpt);
+		gate_granted(s, j, r->max_rcpt);
 		return;
 	case GP_R_SUSPENDED: {
 		size_t i;
@@ -68,7 +68,7 @@ on_reply(struct sched *s, const struct gp_reply *r)
 		return;
 	case GP_R_ERR:
 		if (j && j->state == J_ASKING) {
-			job_refused(s, j, r->code, r->text);
+			gate_refused(s, j, r->code, r->text);
 			return;
 		}
 		if (j == NULL && r->tag && sess_refused(s, r->tag, r->text))

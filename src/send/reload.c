@@ -92,7 +92,7 @@ load_snapshot(const char *path, struct weir_config *n, int *fd, char snap[32], s
 }
 
 void
-config_snapshot_start(struct sched *s)
+reload_snapshot_start(struct sched *s)
 {
 	struct weir_config *n;
 	struct buf err = BUF_INIT;
@@ -119,7 +119,7 @@ config_snapshot_start(struct sched *s)
 }
 
 void
-classes_load(struct sched *s)
+reload_classes(struct sched *s)
 {
 	struct policy *p = xcalloc(1, sizeof *p);
 	struct buf err = BUF_INIT;
@@ -254,7 +254,7 @@ misplaced_grant(struct sched *s)
 }
 
 void
-sched_reload(struct sched *s)
+reload_sighup(struct sched *s)
 {
 	struct weir_config *n = xcalloc(1, sizeof *n), *old = s->loaded;
 	struct buf err = BUF_INIT;
@@ -313,7 +313,7 @@ sched_reload(struct sched *s)
 
 	s->cfg = n;
 	s->loaded = n;
-	classes_load(s);
+	reload_classes(s);
 	s->concurrency = n->concurrency;
 	s->lifetime = n->queue_lifetime;
 	s->retry_skip = n->retry_skip;
@@ -330,17 +330,17 @@ sched_reload(struct sched *s)
 	    n->retry_skip, n->delay_warning, moved);
 
 	for (i = 0; i < nfifo; i++)
-		fifo_append(s, fifo[i]);
+		sched_fifo_append(s, fifo[i]);
 	free(fifo);
 	while ((j = misplaced_grant(s)) != NULL) {
 		gate_tell(s, j, GP_REFUND, 0, NULL);
 		job_drop(s, j);
 	}
 	for (i = 0; i < s->nups; i++)
-		kick(s, i);
+		deliver_kick(s, i);
 	/* By id: starting one message may end (and free) another's turn. */
 	for (i = 0; i < nadopted; i++)
 		if ((m = msg_by_id(s, adopted[i])) != NULL && m->due)
-			schedule(s, m, wall());
+			sched_at(s, m, sched_wall());
 	free(adopted);
 }

@@ -101,7 +101,7 @@ struct job {
 struct upq {
 	char *name;			/* the upstream's; NULL for s->none */
 	/* Messages waiting for a job: highest class priority first, FIFO
-	 * within a class (sched.c, fifo_append). */
+	 * within a class (sched.c, sched_fifo_append). */
 	struct msg *head, *tail;
 	struct job *ghead, *gtail;	/* granted jobs waiting to run */
 	unsigned jobs, running;
@@ -162,57 +162,57 @@ struct sched {
 };
 
 /* sched.c */
-long long wall(void);
-void schedule(struct sched *s, struct msg *m, long long when);
-/* Like schedule(), for a message held back by a suspension: still
+long long sched_wall(void);
+void sched_at(struct sched *s, struct msg *m, long long when);
+/* Like sched_at(), for a message held back by a suspension: still
  * waiting (credited) until then. */
-void schedule_held(struct sched *s, struct msg *m, long long when);
-void enqueue(struct sched *s, struct msg *m);
-void fifo_append(struct sched *s, struct msg *m);	/* enqueue, but start nothing */
-void finish(struct sched *s, struct msg *m);
-size_t upidx(const struct sched *s, const struct msg *m);
+void sched_held(struct sched *s, struct msg *m, long long when);
+void sched_enqueue(struct sched *s, struct msg *m);
+void sched_fifo_append(struct sched *s, struct msg *m);	/* sched_enqueue, but start nothing */
+void sched_finish(struct sched *s, struct msg *m);
+size_t sched_upidx(const struct sched *s, const struct msg *m);
 struct msg *msg_by_id(struct sched *s, unsigned long id);
-void upq_unlink(struct sched *s, struct msg *m);	/* out of its FIFO */
+void sched_unlink(struct sched *s, struct msg *m);	/* out of its FIFO */
 void msg_forget(struct sched *s, struct msg *m);	/* out of memory, freed */
 struct msg *msg_load(struct sched *s, unsigned long id);	/* from info/ */
 
 /* wait.c */
 void wait_begin(struct msg *m);
 void wait_end(struct msg *m);
-long long msg_waited(const struct msg *m);	/* credit so far, seconds */
+long long wait_credit(const struct msg *m);	/* credit so far, seconds */
 /* Write sched/S/N if what it says is off by 30 s or more, or says the
  * message waits when it does not.  1 written, 0 not needed, -1 failed
  * (logged). */
-int note_sync(struct sched *s, struct msg *m);
+int wait_note_sync(struct sched *s, struct msg *m);
 /* The credit and mark a note carries into this run, into m. */
-void note_restore(struct sched *s, struct msg *m);
-void sweep_start(struct sched *s);
+void wait_note_restore(struct sched *s, struct msg *m);
+void wait_sweep_start(struct sched *s);
 /* The delay warning, if one is due: j's results res[] are the latest
  * replies.  Called after the marks of a batch with temporary failures. */
-void maybe_warn(struct sched *s, struct msg *m, const struct job *j,
+void wait_warn(struct sched *s, struct msg *m, const struct job *j,
     const struct rresult *res);
 
 /* deliver.c */
-void pump(struct sched *s, size_t up);
-void kick(struct sched *s, size_t up);	/* granted jobs to free slots, then pump */
-void job_granted(struct sched *s, struct job *j, uint32_t cap);
-void job_refused(struct sched *s, struct job *j, enum gp_code code, const char *text);
+void gate_pump(struct sched *s, size_t up);
+void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then gate_pump */
+void gate_granted(struct sched *s, struct job *j, uint32_t cap);
+void gate_refused(struct sched *s, struct job *j, enum gp_code code, const char *text);
 void job_drop(struct sched *s, struct job *j);	/* back to the FIFO */
-void on_child(struct evloop *ev, int signo, void *arg);
+void deliver_on_child(struct evloop *ev, int signo, void *arg);
 /* The deliverer's arguments up to the host: mode "-n" (its own, with
  * -r 3) or "-S" (a kept session); argv has room for 12. */
-void remote_argv(struct sched *s, size_t up, const char **argv, const char *mode);
+void deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode);
 /* Fork and exec argv with fd0 on 0, fd1 on 1 and fd3 on 3 (-1: as
  * they are), in its own process group, killed if weir-send dies. */
-pid_t deliverer_fork(const char *const *argv, int fd0, int fd1, int fd3);
+pid_t deliver_fork(const char *const *argv, int fd0, int fd1, int fd3);
 /* j's message (*mfd, read-only) and its two pipes: the write ends in
  * wr[] (report, outcome), the read ends watched, the watchdog set. */
-int job_open(struct sched *s, struct job *j, int *mfd, int wr[2]);
-void job_unopen(struct sched *s, struct job *j);	/* undo job_open */
-void job_running(struct sched *s, struct job *j);	/* it runs: counted, logged */
+int deliver_open(struct sched *s, struct job *j, int *mfd, int wr[2]);
+void deliver_unopen(struct sched *s, struct job *j);	/* undo deliver_open */
+void deliver_running(struct sched *s, struct job *j);	/* it runs: counted, logged */
 /* Its deliverer is done (status as from waitpid): complete it once its
  * pipes are read. */
-void job_exited(struct sched *s, struct job *j, int status);
+void deliver_exited(struct sched *s, struct job *j, int status);
 
 /* session.c: kept sessions (weir-remote -S) */
 int sess_wanted(const struct sched *s, size_t up);	/* up's messages go on sessions */
@@ -256,12 +256,12 @@ void control_scan(struct sched *s);	/* act on ctl/ */
 void control_forget(struct sched *s, struct msg *m);	/* m ends */
 
 /* reload.c */
-void sched_reload(struct sched *s);
+void reload_sighup(struct sched *s);
 /* s->pol from s->cfg's policy_file (at start and on SIGHUP): the
  * classes that order each upstream's FIFO, as weir-gate chooses them. */
-void classes_load(struct sched *s);
+void reload_classes(struct sched *s);
 /* At start: the config in force becomes the one parsed from a snapshot
  * of its file (as after a reload). */
-void config_snapshot_start(struct sched *s);
+void reload_snapshot_start(struct sched *s);
 
 #endif
