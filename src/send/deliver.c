@@ -30,7 +30,6 @@
 
 #include "lib/alloc.h"
 #include "lib/log.h"
-#include "mail/envelope.h"
 #include "mail/outcome.h"
 #include "send/rcptfile.h"
 #include "send/report.h"
@@ -39,15 +38,13 @@
 #define REPORT_MAX	(1 << 20)
 #define THROTTLE_GUARD_MS 5000	/* a throttle holds grants this long at least */
 
-static void deliver_granted(struct sched *s, struct job *j);
-
 static struct upq *
 upq_of(struct sched *s, const struct job *j)
 {
 	return &s->ups[j->up];
 }
 
-static void
+void
 job_free(struct sched *s, struct job *j)
 {
 	struct upq *u = upq_of(s, j);
@@ -97,219 +94,6 @@ job_drop(struct sched *s, struct job *j)
 
 	job_free(s, j);
 	sched_enqueue(s, m);
-}
-
-/* The end of a pass over m's recipients: 1 if one was put off (the
- * message wants a retry). */
-static int
-pass_over(struct msg *m)
-{
-	int deferred = m->pass_deferred;
-
-	m->pass_off = 0;
-	m->pass_deferred = 0;
-	return deferred;
-}
-
-/* The size of u's next batch, at most cap, by what was learnt (struct
- * upq): below the smallest size found too big, halfway up from the
- * largest that went (so a few refusals find the size that fits, and
- * then none). */
-static size_t
-fit_size(const struct upq *u, size_t cap)
-{
-	size_t n;
-
-	if (u->fit_hi == 0)
-		return cap;
-	n = u->fit_lo + 1 >= u->fit_hi ? u->fit_lo : (u->fit_lo + u->fit_hi + 1) / 2;
-	return n > 0 && n < cap ? n : cap;
-}
-
-/* n recipients were too many for u: 1 if that is news. */
-static int
-fit_toobig(struct upq *u, size_t n)
-{
-	if (n == 0 || (u->fit_hi && u->fit_hi <= n))
-		return 0;
-	u->fit_hi = n;
-	if (u->fit_lo >= n)
-		u->fit_lo = 0;
-	return 1;
-}
-
-static void
-start(struct sched *s, struct msg *m)
-{
-	const struct weir_upstream *u;
-	struct rcptfile f;
-	struct job *j;
-	size_t i, cap;
-	int r, trouble = 0;
-
-	if (m->up == NO_UPSTREAM) {
-		log_warnx("msg %lu: no upstream in %s takes mail from <%s>; will try again",
-		    m->id, s->cfg->file ? s->cfg->file : "the config", m->sender);
-		sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
-		return;
-	}
-	r = rcptfile_load(s->o->q, m->id, &f);
-	if (r < 0) {
-		sched_at(s, m, sched_wall() + SYSFAIL_S);
-		return;
-	}
-	if (r == 1 || f.ndone == f.n) {
-		rcptfile_free(&f);
-		sched_finish(s, m);
-		return;
-	}
-	u = &s->cfg->upstreams[m->up];
-	cap = u->max_recipients ? u->max_recipients : 100;
-	if (s->ups[m->up].cap && s->ups[m->up].cap < cap)
-		cap = s->ups[m->up].cap;
-	cap = fit_size(&s->ups[m->up], cap);
-	j = xcalloc(1, sizeof *j);
-	j->m = m;
-	j->up = m->up;
-	j->state = J_ASKING;
-	j->outfd = j->ocfd = -1;
-	j->sent_at = -1;
-	j->offs = xcalloc(cap, sizeof *j->offs);
-	j->addrs = xcalloc(cap, sizeof *j->addrs);
-	for (i = 0; i < f.n && j->n < cap; i++) {
-		const char *bad;
-
-		if (f.v[i].done || f.v[i].off < m->pass_off)
-			continue;
-		/* A stock qmail-send may have let such an address in; it must
-		 * never reach an SMTP command line. */
-		if ((bad = envelope_addr_problem(f.v[i].addr, f.v[i].len)) != NULL) {
-			log_warnx("msg %lu: recipient %zu: %s; bouncing it", m->id, i, bad);
-			if (bounce_note(s->o->q, m->id, f.v[i].addr, "The address cannot be "
-			    "used in SMTP: it holds a control character. (#5.1.3)") < 0 ||
-			    rcpt_mark_done(s->o->q, m->id, &f.v[i].off, 1) < 0)
-				trouble = 1;
-			f.ndone++;
-			continue;
-		}
-		j->offs[j->n] = f.v[i].off;
-		j->addrs[j->n] = xstrndup(f.v[i].addr, f.v[i].len);
-		j->n++;
-	}
-	for (; i < f.n && !j->more; i++)
-		j->more = !f.v[i].done;
-	rcptfile_free(&f);
-	if (j->n == 0) {
-		free(j->offs);
-		free(j->addrs);
-		free(j);
-		/* Only bad addresses were left in this pass: a retry if an
-		 * earlier batch put one off, else finish (from the top), or
-		 * retry the notes. */
-		if (pass_over(m))
-			sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
-		else
-			sched_at(s, m, trouble ? sched_wall() + SYSFAIL_S : sched_wall());
-		return;
-	}
-	m->job = j;
-	j->next = s->jobs;
-	s->jobs = j;
-	s->ups[m->up].jobs++;
-	gate_ask(s, j);
-}
-
-/* Does m outrank a request for up still waiting at the gate? */
-static int
-outranks(const struct sched *s, size_t up, const struct msg *m)
-{
-	const struct job *j;
-
-	for (j = s->jobs; j; j = j->next)
-		if (j->up == up && j->state == J_ASKING && j->m->prio < m->prio)
-			return 1;
-	return 0;
-}
-
-void
-gate_pump(struct sched *s, size_t up)
-{
-	struct upq *u = &s->ups[up];
-	struct msg *m;
-
-	while (u->head && (u->jobs < s->concurrency + LOOKAHEAD ||
-	    (u->jobs < s->concurrency + 2 * LOOKAHEAD && outranks(s, up, u->head)))) {
-		m = u->head;
-		u->head = m->qnext;
-		if (u->head == NULL)
-			u->tail = NULL;
-		m->queued = 0;
-		m->qnext = NULL;
-		start(s, m);
-	}
-}
-
-/* Shrink a job to its first n recipients. */
-static void
-shrink(struct job *j, size_t n)
-{
-	if (j->n > n)
-		j->more = 1;
-	while (j->n > n)
-		free(j->addrs[--j->n]);
-}
-
-void
-gate_granted(struct sched *s, struct job *j, uint32_t cap)
-{
-	uint64_t now = clock_mono_ms();
-	struct upq *u = upq_of(s, j);
-	struct msg *m = j->m;
-
-	j->state = J_GRANTED;
-	if (cap)
-		u->cap = cap;
-	if (j->n > u->fit_lo && (u->fit_hi == 0 || j->n < u->fit_hi))
-		u->fit_lo = j->n;	/* it fits */
-	if (j->up != m->up) {
-		/* A reload sent the message to another upstream (or none). */
-		gate_tell(s, j, GP_REFUND, 0, NULL);
-		job_drop(s, j);
-		return;
-	}
-	if (now < u->hold_until) {
-		/* Granted before the gate read our throttle report: give it
-		 * back and ask again once the hold is over (not at once: a
-		 * gate that did not suspend would grant it again at once). */
-		gate_tell(s, j, GP_REFUND, 0, NULL);
-		job_free(s, j);
-		sched_held(s, m, sched_wall() + (long long)((u->hold_until - now + 999) / 1000));
-		return;
-	}
-	/* The grant covers the weight we asked for; a smaller cap only
-	 * shapes the next requests. */
-	deliver_granted(s, j);
-}
-
-void
-gate_refused(struct sched *s, struct job *j, enum gp_code code, const char *text)
-{
-	struct msg *m = j->m;
-
-	if (code == GP_TOOBIG && j->n > 1) {
-		/* More recipients than a window or cap allows at once: halve
-		 * this batch; the next ones stay below this size (each
-		 * refusal lowers it, so they converge on the size that fits). */
-		(void)fit_toobig(upq_of(s, j), j->n);
-		shrink(j, fit_size(upq_of(s, j), j->n - 1));
-		log_info("msg %lu: weir-gate: %s; asking for %zu recipients", m->id, text, j->n);
-		gate_ask(s, j);
-		return;
-	}
-	log_warnx("msg %lu: weir-gate refused: %s %s; will try again in %d s", m->id,
-	    gp_code_name(code), text, SYSFAIL_S);
-	job_free(s, j);
-	sched_at(s, m, sched_wall() + SYSFAIL_S);
 }
 
 static void complete_job(struct sched *s, struct job *j);
@@ -620,7 +404,7 @@ run_granted(struct sched *s, size_t up)
 		sess_open(s, up, waiting);
 }
 
-static void
+void
 deliver_granted(struct sched *s, struct job *j)
 {
 	struct upq *u = upq_of(s, j);
@@ -772,7 +556,7 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 		struct upq *u = upq_of(s, j);
 
 		u->fit_lo = tried;
-		if (fit_toobig(u, tried + 1))
+		if (gate_fit_toobig(u, tried + 1))
 			log_info("msg %lu: %s takes %zu recipients per transaction; batches of "
 			    "%zu from now on", m->id, u->name, tried, tried);
 	}
@@ -846,7 +630,7 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 		m->pass_off = next_off;
 		m->pass_deferred |= ntemp != 0;
 		sched_at(s, m, now);
-	} else if (pass_over(m) || ntemp) {
+	} else if (msg_pass_over(m) || ntemp) {
 		sched_at(s, m, sched_next_retry(m->birth, now, s->retry_skip));
 	} else {
 		sched_finish(s, m);		/* needs no job slot */

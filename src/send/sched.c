@@ -146,6 +146,18 @@ msg_forget(struct sched *s, struct msg *m)
 	free(m);
 }
 
+/* The end of a pass over m's recipients: 1 if one was put off (the
+ * message wants a retry). */
+int
+msg_pass_over(struct msg *m)
+{
+	int deferred = m->pass_deferred;
+
+	m->pass_off = 0;
+	m->pass_deferred = 0;
+	return deferred;
+}
+
 /* ---- timing ---- */
 
 static void on_due(struct evloop *ev, struct evtimer *t, void *arg);

@@ -175,6 +175,9 @@ struct msg *msg_by_id(struct sched *s, unsigned long id);
 void sched_unlink(struct sched *s, struct msg *m);	/* out of its FIFO */
 void msg_forget(struct sched *s, struct msg *m);	/* out of memory, freed */
 struct msg *msg_load(struct sched *s, unsigned long id);	/* from info/ */
+/* The end of a pass over m's recipients: 1 if one was put off (the
+ * message wants a retry). */
+int msg_pass_over(struct msg *m);
 
 /* wait.c */
 void wait_begin(struct msg *m);
@@ -193,11 +196,11 @@ void wait_warn(struct sched *s, struct msg *m, const struct job *j,
     const struct rresult *res);
 
 /* deliver.c */
-void gate_pump(struct sched *s, size_t up);
 void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then gate_pump */
-void gate_granted(struct sched *s, struct job *j, uint32_t cap);
-void gate_refused(struct sched *s, struct job *j, enum gp_code code, const char *text);
+void job_free(struct sched *s, struct job *j);
 void job_drop(struct sched *s, struct job *j);	/* back to the FIFO */
+/* A granted job: run it if a run slot is free, else when one is. */
+void deliver_granted(struct sched *s, struct job *j);
 void deliver_on_child(struct evloop *ev, int signo, void *arg);
 /* The deliverer's arguments up to the host: mode "-n" (its own, with
  * -r 3) or "-S" (a kept session); argv has room for 12. */
@@ -233,6 +236,10 @@ void sess_note(struct sched *s);	/* sched/sessions for weir status (session.c) *
 
 /* gatelink.c */
 void gate_start(struct sched *s);
+/* Messages from up's FIFO to requests at the gate. */
+void gate_pump(struct sched *s, size_t up);
+/* n recipients were too many for u: 1 if that is news. */
+int gate_fit_toobig(struct upq *u, size_t n);
 void gate_ask(struct sched *s, struct job *j);
 void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply);
