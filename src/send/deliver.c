@@ -30,13 +30,13 @@
 
 #include "lib/alloc.h"
 #include "lib/log.h"
+#include "mail/envelope.h"
 #include "mail/outcome.h"
 #include "send/rcptfile.h"
 #include "send/report.h"
 #include "send/sendint.h"
 
 #define REPORT_MAX	(1 << 20)
-#define THROTTLE_GUARD_MS 5000	/* a throttle holds grants this long at least */
 
 static struct upq *
 upq_of(struct sched *s, const struct job *j)
@@ -95,8 +95,6 @@ job_drop(struct sched *s, struct job *j)
 	job_free(s, j);
 	sched_enqueue(s, m);
 }
-
-static void complete_job(struct sched *s, struct job *j);
 
 static void
 on_watchdog(struct evloop *ev, struct evtimer *t, void *arg)
@@ -416,233 +414,6 @@ deliver_granted(struct sched *s, struct job *j)
 		u->ghead = j;
 	u->gtail = j;
 	run_granted(s, j->up);
-}
-
-/* Tell the gate what the deliverer's outcome line (mail/outcome.h)
- * says happened, and return it; *undone: how many of the batch's last
- * recipients it did not attempt.  No line: refund if the deliverer
- * stopped on its own (before connecting: config, secret), unknown if it
- * crashed (maybe after the final dot); a malformed line: unknown. */
-static enum outcome_kind
-tell_gate(struct sched *s, struct job *j, size_t *undone)
-{
-	struct outcome o;
-	const char *why = NULL;
-	int crashed = WIFSIGNALED(j->status);
-
-	*undone = 0;
-	if (j->oc.len == 0)
-		o.kind = crashed ? OUTCOME_UNKNOWN : OUTCOME_REFUND;
-	else if (outcome_parse(j->oc.s, j->oc.len, &o, &why) < 0) {
-		log_warnx("msg %lu.%lld: the deliverer's outcome line is malformed: %s", j->m->id,
-		    j->m->birth, why);
-		o.kind = OUTCOME_UNKNOWN;
-	}
-	switch (o.kind) {
-	case OUTCOME_REFUND:
-	case OUTCOME_STALE:
-		gate_tell(s, j, GP_REFUND, 0, NULL);
-		break;
-	case OUTCOME_NOMAIL:
-		gate_tell(s, j, GP_NOMAIL, 0, NULL);
-		break;
-	case OUTCOME_THROTTLED:
-		log_warnx("msg %lu.%lld: the upstream is throttling us: %s", j->m->id, j->m->birth,
-		    o.text);
-		gate_tell(s, j, GP_THROTTLED, 0, o.text);
-		break;
-	case OUTCOME_AUTHFAIL:
-		log_warnx("msg %lu.%lld: the upstream refused our credentials or certificate: %s; "
-		    "check username, secret_file (or secret_command), verify and ca_file of "
-		    "upstream %s", j->m->id, j->m->birth, o.text, s->ups[j->up].name);
-		gate_tell(s, j, GP_AUTHFAIL, 0, o.text);
-		break;
-	case OUTCOME_SENT:
-	case OUTCOME_RELAY:
-		/* Only the last ones of the batch can be undone, never all. */
-		if (o.undone < j->n && (o.kind == OUTCOME_SENT || o.undone == 0))
-			*undone = o.undone;
-		j->sent_at = o.at;
-		gate_tell(s, j, GP_SENT, o.accepted > j->n ? (uint32_t)j->n :
-		    (uint32_t)o.accepted, NULL);
-		break;
-	case OUTCOME_UNKNOWN:
-		gate_tell(s, j, GP_UNKNOWN, 0, NULL);
-		break;
-	}
-	return o.kind;
-}
-
-/* The upstream said "slow down": grants received but not yet used go
- * back to the gate unused, and their messages ask again (and wait out
- * the suspension there), so a throttle is never answered by a burst. */
-static void
-give_back_grants(struct sched *s, size_t up)
-{
-	struct upq *u = &s->ups[up];
-	struct job *g;
-
-	while ((g = u->ghead) != NULL) {
-		u->ghead = g->gnext;
-		if (u->ghead == NULL)
-			u->gtail = NULL;
-		gate_tell(s, g, GP_REFUND, 0, NULL);
-		job_drop(s, g);
-	}
-}
-
-static void apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone);
-
-/* A deliverer is done with j: tell the gate, then act on its report. */
-static void
-complete_job(struct sched *s, struct job *j)
-{
-	size_t undone;
-	enum outcome_kind how = tell_gate(s, j, &undone);
-	struct msg *m = j->m;
-	size_t up = j->up;
-
-	if (how != OUTCOME_STALE || WIFSIGNALED(j->status)) {
-		apply(s, j, how, undone);
-		return;
-	}
-	/* The kept session had been closed by the upstream while idle:
-	 * nothing of the message was sent.  Again at once, on a new
-	 * session; the upstream's other idle ones are likely closed too. */
-	log_info("msg %lu.%lld: not sent: the upstream had closed the session while it was "
-	    "idle; again on a new one", m->id, m->birth);
-	job_free(s, j);
-	sched_at(s, m, sched_wall());
-	sess_end_idle(s, up, "the upstream closes idle sessions");
-	deliver_kick(s, up);
-}
-
-/* Apply a finished deliverer's report: D marks, bounce notes, retry. */
-static void
-apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
-{
-	struct msg *m = j->m;
-	struct rresult *res = xcalloc(j->n, sizeof *res);
-	size_t *done = xcalloc(j->n, sizeof *done);
-	size_t i, ndone = 0, ntemp = 0, nperm = 0, up = j->up, tried;
-	const char *mtext = "", *why = NULL;
-	int more;
-	size_t next_off;
-	long long now = sched_wall();
-	/* Only a "sent" session can tell a recipient's own failure. */
-	int own = how == OUTCOME_SENT;
-	/* The upstream said slow down, or refused our credentials: the
-	 * gate suspends it; the message waits there, no attempt counted. */
-	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL;
-	int expired = now - m->birth - wait_credit(m) > s->lifetime;
-	struct buf note = BUF_INIT, shown = BUF_INIT;
-
-	if (WIFSIGNALED(j->status))
-		why = "the deliverer crashed";
-	else if (WEXITSTATUS(j->status) != 0)
-		why = "the deliverer could not run";
-	if (why) {
-		for (i = 0; i < j->n; i++)
-			res[i] = (struct rresult){ RS_TEMP, why, 0 };
-	} else {
-		buf_add(&j->out, "", 0);
-		report_parse(j->out.s ? j->out.s : "", j->out.len, j->n, res, &mtext);
-	}
-	/* The last `undone` recipients were not attempted (one transaction
-	 * per grant): not a failure, they go in the next batch; and batches
-	 * of this upstream are no bigger than what it took from now on. */
-	tried = j->n - undone;
-	if (undone > 0) {
-		struct upq *u = upq_of(s, j);
-
-		u->fit_lo = tried;
-		if (gate_fit_toobig(u, tried + 1))
-			log_info("msg %lu: %s takes %zu recipients per transaction; batches of "
-			    "%zu from now on", m->id, u->name, tried, tried);
-	}
-	for (i = 0; i < tried; i++) {
-		const char *text = res[i].text ? res[i].text : "";
-
-		/* Trouble with the relay (connect, TLS, AUTH, MAIL FROM, a
-		 * throttle) never turns into a bounce, whatever the report
-		 * says; and only a recipient's own temporary failure can
-		 * expire it. */
-		if (res[i].st == RS_PERM && (how == OUTCOME_RELAY || how == OUTCOME_REFUND ||
-		    how == OUTCOME_NOMAIL || throttled))
-			res[i].st = RS_TEMP;
-		if (res[i].st == RS_TEMP && res[i].own && own && expired) {
-			buf_reset(&note);
-			buf_printf(&note, "%s\nI'm not going to try again; this message has been "
-			    "in the queue too long.", text);
-			res[i].st = RS_PERM;
-			text = note.s;
-		}
-		buf_reset(&shown);
-		buf_add_oneline(&shown, text, strlen(text));
-		switch (res[i].st) {
-		case RS_DELIVERED:
-			log_info("msg %lu.%lld: delivered to <%s>: %s", m->id, m->birth, j->addrs[i],
-			    shown.s);
-			done[ndone++] = j->offs[i];
-			break;
-		case RS_PERM:
-			log_info("msg %lu.%lld: bounced <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
-			/* The note must be durable before the D mark. */
-			if (bounce_note(s->o->q, m->id, j->addrs[i], text) == 0) {
-				done[ndone++] = j->offs[i];
-				nperm++;
-			} else {
-				ntemp++;
-			}
-			break;
-		case RS_TEMP:
-			log_info("msg %lu.%lld: deferred <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
-			ntemp++;
-			break;
-		}
-	}
-	control_replies(s, m, j, res);
-	if (rcpt_mark_done(s->o->q, m->id, done, ndone) < 0)
-		ntemp++;
-	/* Tell the sender now, not when the last recipient is done. */
-	if (nperm && ntemp) {
-		s->dsn.now = (time_t)now;
-		(void)dsn_send(s->o->q, m->id, &s->dsn);	/* kept for later on failure */
-	}
-	if (ntemp && !throttled)
-		wait_warn(s, m, j, res);
-	buf_free(&note);
-	buf_free(&shown);
-	free(res);
-	free(done);
-	more = j->more || undone > 0;
-	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
-	job_free(s, j);
-	if (throttled) {
-		sched_at(s, m, now);	/* the same batch, after the suspension at the gate */
-	} else if (ntemp && !own) {
-		/* Trouble with the relay: the pass goes on from this batch
-		 * at the next attempt. */
-		sched_at(s, m, sched_next_retry(m->birth, now, s->retry_skip));
-	} else if (more) {
-		/* The rest of the pass first: recipients put off here must
-		 * not keep the later ones from ever being tried. */
-		m->pass_off = next_off;
-		m->pass_deferred |= ntemp != 0;
-		sched_at(s, m, now);
-	} else if (msg_pass_over(m) || ntemp) {
-		sched_at(s, m, sched_next_retry(m->birth, now, s->retry_skip));
-	} else {
-		sched_finish(s, m);		/* needs no job slot */
-	}
-	if (throttled) {
-		/* Until the gate answers the report with the suspension. */
-		s->ups[up].hold_until = clock_mono_ms() + THROTTLE_GUARD_MS;
-		give_back_grants(s, up);
-		sess_end_idle(s, up, "the upstream is throttling us");
-	}
-	/* A run slot is free: a granted job may go, then more may ask. */
-	deliver_kick(s, up);
 }
 
 void

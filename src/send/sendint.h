@@ -217,6 +217,11 @@ void deliver_running(struct sched *s, struct job *j);	/* it runs: counted, logge
  * pipes are read. */
 void deliver_exited(struct sched *s, struct job *j, int status);
 
+/* complete.c */
+/* j's deliverer is done and its pipes read: tell the gate, apply the
+ * report, send the message on; j is freed. */
+void complete_job(struct sched *s, struct job *j);
+
 /* session.c: kept sessions (weir-remote -S) */
 int sess_wanted(const struct sched *s, size_t up);	/* up's messages go on sessions */
 int sess_fits(const struct job *j);	/* small enough for one request */
