@@ -120,25 +120,19 @@ complete_job(struct sched *s, struct job *j)
 	deliver_kick(s, up);
 }
 
-/* Apply a finished deliverer's report: D marks, bounce notes, retry. */
+/* What a batch came to, recipient by recipient. */
+struct tally {
+	size_t *done;		/* their T bytes in remote/S/N, to mark D */
+	size_t ndone, ntemp, nperm;
+};
+
+/* res[] for each of j's recipients: the report's, or all put off if
+ * the deliverer crashed or could not run. */
 static void
-apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
+read_results(struct job *j, struct rresult *res)
 {
-	struct msg *m = j->m;
-	struct rresult *res = xcalloc(j->n, sizeof *res);
-	size_t *done = xcalloc(j->n, sizeof *done);
-	size_t i, ndone = 0, ntemp = 0, nperm = 0, up = j->up, tried;
 	const char *mtext = "", *why = NULL;
-	int more;
-	size_t next_off;
-	long long now = sched_wall();
-	/* Only a "sent" session can tell a recipient's own failure. */
-	int own = how == OUTCOME_SENT;
-	/* The upstream said slow down, or refused our credentials: the
-	 * gate suspends it; the message waits there, no attempt counted. */
-	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL;
-	int expired = now - m->birth - wait_credit(m) > s->lifetime;
-	struct buf note = BUF_INIT, shown = BUF_INIT;
+	size_t i;
 
 	if (WIFSIGNALED(j->status))
 		why = "the deliverer crashed";
@@ -151,79 +145,89 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 		buf_add(&j->out, "", 0);
 		report_parse(j->out.s ? j->out.s : "", j->out.len, j->n, res, &mtext);
 	}
-	/* The last `undone` recipients were not attempted (one transaction
-	 * per grant): not a failure, they go in the next batch; and batches
-	 * of this upstream are no bigger than what it took from now on. */
-	tried = j->n - undone;
+}
+
+/* The last `undone` recipients were not attempted (one transaction per
+ * grant): not a failure, they go in the next batch; and batches of
+ * this upstream are no bigger than what it took from now on.  Returns
+ * how many were tried. */
+static size_t
+learn_undone(struct sched *s, struct job *j, size_t undone)
+{
+	size_t tried = j->n - undone;
+
 	if (undone > 0) {
 		struct upq *u = &s->ups[j->up];
 
 		u->fit_lo = tried;
 		if (gate_fit_toobig(u, tried + 1))
 			log_info("msg %lu: %s takes %zu recipients per transaction; batches of "
-			    "%zu from now on", m->id, u->name, tried, tried);
+			    "%zu from now on", j->m->id, u->name, tried, tried);
 	}
-	for (i = 0; i < tried; i++) {
-		const char *text = res[i].text ? res[i].text : "";
+	return tried;
+}
 
-		/* Trouble with the relay (connect, TLS, AUTH, MAIL FROM, a
-		 * throttle) never turns into a bounce, whatever the report
-		 * says; and only a recipient's own temporary failure can
-		 * expire it. */
-		if (res[i].st == RS_PERM && (how == OUTCOME_RELAY || how == OUTCOME_REFUND ||
-		    how == OUTCOME_NOMAIL || throttled))
-			res[i].st = RS_TEMP;
-		if (res[i].st == RS_TEMP && res[i].own && own && expired) {
-			buf_reset(&note);
-			buf_printf(&note, "%s\nI'm not going to try again; this message has been "
-			    "in the queue too long.", text);
-			res[i].st = RS_PERM;
-			text = note.s;
-		}
-		buf_reset(&shown);
-		buf_add_oneline(&shown, text, strlen(text));
-		switch (res[i].st) {
-		case RS_DELIVERED:
-			log_info("msg %lu.%lld: delivered to <%s>: %s", m->id, m->birth, j->addrs[i],
-			    shown.s);
-			done[ndone++] = j->offs[i];
-			break;
-		case RS_PERM:
-			log_info("msg %lu.%lld: bounced <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
-			/* The note must be durable before the D mark. */
-			if (bounce_note(s->o->q, m->id, j->addrs[i], text) == 0) {
-				done[ndone++] = j->offs[i];
-				nperm++;
-			} else {
-				ntemp++;
-			}
-			break;
-		case RS_TEMP:
-			log_info("msg %lu.%lld: deferred <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
-			ntemp++;
-			break;
-		}
+/* Recipient i of j: log its result r, and add it to t (a bounce note,
+ * durable before its D mark).  how is the outcome line's; expired: the
+ * message is past queue_lifetime. */
+static void
+settle(struct sched *s, struct job *j, size_t i, struct rresult *r, enum outcome_kind how,
+    int expired, struct tally *t)
+{
+	struct msg *m = j->m;
+	const char *text = r->text ? r->text : "";
+	struct buf note = BUF_INIT, shown = BUF_INIT;
+
+	/* Trouble with the relay (connect, TLS, AUTH, MAIL FROM, a
+	 * throttle) never turns into a bounce, whatever the report says;
+	 * and only a recipient's own temporary failure, in a "sent"
+	 * session, can expire it. */
+	if (r->st == RS_PERM && (how == OUTCOME_RELAY || how == OUTCOME_REFUND ||
+	    how == OUTCOME_NOMAIL || how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL))
+		r->st = RS_TEMP;
+	if (r->st == RS_TEMP && r->own && how == OUTCOME_SENT && expired) {
+		buf_printf(&note, "%s\nI'm not going to try again; this message has been "
+		    "in the queue too long.", text);
+		r->st = RS_PERM;
+		text = note.s;
 	}
-	control_replies(s, m, j, res);
-	if (rcpt_mark_done(s->o->q, m->id, done, ndone) < 0)
-		ntemp++;
-	/* Tell the sender now, not when the last recipient is done. */
-	if (nperm && ntemp) {
-		s->dsn.now = (time_t)now;
-		(void)dsn_send(s->o->q, m->id, &s->dsn);	/* kept for later on failure */
+	buf_add_oneline(&shown, text, strlen(text));
+	switch (r->st) {
+	case RS_DELIVERED:
+		log_info("msg %lu.%lld: delivered to <%s>: %s", m->id, m->birth, j->addrs[i],
+		    shown.s);
+		t->done[t->ndone++] = j->offs[i];
+		break;
+	case RS_PERM:
+		log_info("msg %lu.%lld: bounced <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
+		/* The note must be durable before the D mark. */
+		if (bounce_note(s->o->q, m->id, j->addrs[i], text) == 0) {
+			t->done[t->ndone++] = j->offs[i];
+			t->nperm++;
+		} else {
+			t->ntemp++;
+		}
+		break;
+	case RS_TEMP:
+		log_info("msg %lu.%lld: deferred <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
+		t->ntemp++;
+		break;
 	}
-	if (ntemp && !throttled)
-		wait_warn(s, m, j, res);
 	buf_free(&note);
 	buf_free(&shown);
-	free(res);
-	free(done);
-	more = j->more || undone > 0;
-	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
-	job_free(s, j);
-	if (throttled) {
+}
+
+/* m's next step after a batch (its job freed): the same batch after a
+ * suspension, the rest of the pass, a retry, or its end.  more: not-done
+ * recipients after the batch, from next_off in remote/S/N; ntemp:
+ * recipients put off. */
+static void
+next_step(struct sched *s, struct msg *m, enum outcome_kind how, int more, size_t next_off,
+    size_t ntemp, long long now)
+{
+	if (how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL) {
 		sched_at(s, m, now);	/* the same batch, after the suspension at the gate */
-	} else if (ntemp && !own) {
+	} else if (ntemp && how != OUTCOME_SENT) {
 		/* Trouble with the relay: the pass goes on from this batch
 		 * at the next attempt. */
 		sched_at(s, m, sched_next_retry(m->birth, now, s->retry_skip));
@@ -238,6 +242,43 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	} else {
 		sched_finish(s, m);		/* needs no job slot */
 	}
+}
+
+/* Apply a finished deliverer's report: D marks, bounce notes, retry. */
+static void
+apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
+{
+	struct msg *m = j->m;
+	struct rresult *res = xcalloc(j->n, sizeof *res);
+	struct tally t = { xcalloc(j->n, sizeof *t.done), 0, 0, 0 };
+	size_t i, up = j->up, tried, next_off;
+	long long now = sched_wall();
+	/* The upstream said slow down, or refused our credentials: the
+	 * gate suspends it; the message waits there, no attempt counted. */
+	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL;
+	int expired = now - m->birth - wait_credit(m) > s->lifetime;
+	int more;
+
+	read_results(j, res);
+	tried = learn_undone(s, j, undone);
+	for (i = 0; i < tried; i++)
+		settle(s, j, i, &res[i], how, expired, &t);
+	control_replies(s, m, j, res);
+	if (rcpt_mark_done(s->o->q, m->id, t.done, t.ndone) < 0)
+		t.ntemp++;
+	/* Tell the sender now, not when the last recipient is done. */
+	if (t.nperm && t.ntemp) {
+		s->dsn.now = (time_t)now;
+		(void)dsn_send(s->o->q, m->id, &s->dsn);	/* kept for later on failure */
+	}
+	if (t.ntemp && !throttled)
+		wait_warn(s, m, j, res);
+	free(res);
+	free(t.done);
+	more = j->more || undone > 0;
+	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
+	job_free(s, j);
+	next_step(s, m, how, more, next_off, t.ntemp, now);
 	if (throttled) {
 		/* Until the gate answers the report with the suspension. */
 		s->ups[up].hold_until = clock_mono_ms() + THROTTLE_GUARD_MS;
