@@ -68,13 +68,66 @@ gate_fit_toobig(struct upq *u, size_t n)
 	return 1;
 }
 
+/* The most recipients m's next batch may have: its upstream's
+ * max_recipients (100 if unset), the gate's cap, what was learnt. */
+static size_t
+batch_cap(const struct sched *s, const struct msg *m)
+{
+	const struct weir_upstream *u = &s->cfg->upstreams[m->up];
+	size_t cap = u->max_recipients ? u->max_recipients : 100;
+
+	if (s->ups[m->up].cap && s->ups[m->up].cap < cap)
+		cap = s->ups[m->up].cap;
+	return fit_size(&s->ups[m->up], cap);
+}
+
+/* A job for m with up to cap of f's not-done recipients from m's pass
+ * on; an address that must never reach SMTP is bounced (*trouble: its
+ * note or mark failed). */
+static struct job *
+batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *trouble)
+{
+	struct job *j = xcalloc(1, sizeof *j);
+	size_t i;
+
+	j->m = m;
+	j->up = m->up;
+	j->state = J_ASKING;
+	j->outfd = j->ocfd = -1;
+	j->sent_at = -1;
+	j->offs = xcalloc(cap, sizeof *j->offs);
+	j->addrs = xcalloc(cap, sizeof *j->addrs);
+	for (i = 0; i < f->n && j->n < cap; i++) {
+		const char *bad;
+
+		if (f->v[i].done || f->v[i].off < m->pass_off)
+			continue;
+		/* A stock qmail-send may have let such an address in; it must
+		 * never reach an SMTP command line. */
+		if ((bad = envelope_addr_problem(f->v[i].addr, f->v[i].len)) != NULL) {
+			log_warnx("msg %lu: recipient %zu: %s; bouncing it", m->id, i, bad);
+			if (bounce_note(s->o->q, m->id, f->v[i].addr, "The address cannot be "
+			    "used in SMTP: it holds a control character. (#5.1.3)") < 0 ||
+			    rcpt_mark_done(s->o->q, m->id, &f->v[i].off, 1) < 0)
+				*trouble = 1;
+			f->ndone++;
+			continue;
+		}
+		j->offs[j->n] = f->v[i].off;
+		j->addrs[j->n] = xstrndup(f->v[i].addr, f->v[i].len);
+		j->n++;
+	}
+	for (; i < f->n && !j->more; i++)
+		j->more = !f->v[i].done;
+	return j;
+}
+
+/* m's next batch, asked of the gate; or m's retry, or its end. */
 static void
 start(struct sched *s, struct msg *m)
 {
-	const struct weir_upstream *u;
 	struct rcptfile f;
 	struct job *j;
-	size_t i, cap;
 	int r, trouble = 0;
 
 	if (m->up == NO_UPSTREAM) {
@@ -93,41 +146,7 @@ start(struct sched *s, struct msg *m)
 		sched_finish(s, m);
 		return;
 	}
-	u = &s->cfg->upstreams[m->up];
-	cap = u->max_recipients ? u->max_recipients : 100;
-	if (s->ups[m->up].cap && s->ups[m->up].cap < cap)
-		cap = s->ups[m->up].cap;
-	cap = fit_size(&s->ups[m->up], cap);
-	j = xcalloc(1, sizeof *j);
-	j->m = m;
-	j->up = m->up;
-	j->state = J_ASKING;
-	j->outfd = j->ocfd = -1;
-	j->sent_at = -1;
-	j->offs = xcalloc(cap, sizeof *j->offs);
-	j->addrs = xcalloc(cap, sizeof *j->addrs);
-	for (i = 0; i < f.n && j->n < cap; i++) {
-		const char *bad;
-
-		if (f.v[i].done || f.v[i].off < m->pass_off)
-			continue;
-		/* A stock qmail-send may have let such an address in; it must
-		 * never reach an SMTP command line. */
-		if ((bad = envelope_addr_problem(f.v[i].addr, f.v[i].len)) != NULL) {
-			log_warnx("msg %lu: recipient %zu: %s; bouncing it", m->id, i, bad);
-			if (bounce_note(s->o->q, m->id, f.v[i].addr, "The address cannot be "
-			    "used in SMTP: it holds a control character. (#5.1.3)") < 0 ||
-			    rcpt_mark_done(s->o->q, m->id, &f.v[i].off, 1) < 0)
-				trouble = 1;
-			f.ndone++;
-			continue;
-		}
-		j->offs[j->n] = f.v[i].off;
-		j->addrs[j->n] = xstrndup(f.v[i].addr, f.v[i].len);
-		j->n++;
-	}
-	for (; i < f.n && !j->more; i++)
-		j->more = !f.v[i].done;
+	j = batch_fill(s, m, &f, batch_cap(s, m), &trouble);
 	rcptfile_free(&f);
 	if (j->n == 0) {
 		free(j->offs);
