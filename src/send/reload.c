@@ -253,15 +253,67 @@ misplaced_grant(struct sched *s)
 	return NULL;
 }
 
+/* Each message's upstream by n (s->cfg still the old config): returns
+ * how many moved to another; *adopted: the ids of those no upstream
+ * took before, waiting for a retry, that one takes now. */
+static size_t
+remap_messages(struct sched *s, const struct weir_config *n, unsigned long **adopted,
+    size_t *nadopted)
+{
+	struct msg *m;
+	size_t i, moved = 0, cap = 0;
+
+	for (i = 0; i < s->tabsize; i++)
+		for (m = s->tab[i]; m; m = m->hnext) {
+			const struct weir_upstream *u = config_upstream_for(n, m->sender);
+			size_t up = u ? (size_t)(u - n->upstreams) : NO_UPSTREAM;
+			const char *was = m->up == NO_UPSTREAM ? NULL : s->cfg->upstreams[m->up].name;
+
+			if ((was == NULL) != (u == NULL) || (u && strcmp(was, u->name) != 0))
+				moved++;
+			/* Mail no upstream took waits for a retry: it may go now. */
+			if (was == NULL && u != NULL && m->due) {
+				if (*nadopted == cap) {
+					cap = cap ? cap * 2 : 64;
+					*adopted = xrealloc(*adopted, cap * sizeof **adopted);
+				}
+				(*adopted)[(*nadopted)++] = m->id;
+			}
+			m->up = up;
+		}
+	return moved;
+}
+
+/* n becomes the config in force; the one loaded before is freed. */
+static void
+settings_take(struct sched *s, struct weir_config *n)
+{
+	struct weir_config *old = s->loaded;
+
+	s->cfg = n;
+	s->loaded = n;
+	reload_classes(s);
+	s->concurrency = n->concurrency;
+	s->lifetime = n->queue_lifetime;
+	s->retry_skip = n->retry_skip;
+	s->delay_warning = n->delay_warning;
+	s->pre.hostname = s->dsn.hostname = n->hostname;
+	s->pre.admin = s->dsn.admin = n->admin;
+	if (old) {
+		config_free(old);
+		free(old);
+	}
+}
+
 void
 reload_sighup(struct sched *s)
 {
-	struct weir_config *n = xcalloc(1, sizeof *n), *old = s->loaded;
+	struct weir_config *n = xcalloc(1, sizeof *n);
 	struct buf err = BUF_INIT;
 	struct msg **fifo, *m;
 	struct job *j;
 	unsigned long *adopted = NULL;
-	size_t i, nfifo, moved = 0, nadopted = 0, cap = 0;
+	size_t i, nfifo, moved, nadopted = 0;
 	char *line, *save = NULL, snap[32];
 	int fd = -1, r;
 
@@ -292,38 +344,9 @@ reload_sighup(struct sched *s)
 	fifo = take_fifos(s, &nfifo);
 	rebuild_queues(s, n);
 	sess_remap(s);
-	for (i = 0; i < s->tabsize; i++)
-		for (m = s->tab[i]; m; m = m->hnext) {
-			const struct weir_upstream *u = config_upstream_for(n, m->sender);
-			size_t up = u ? (size_t)(u - n->upstreams) : NO_UPSTREAM;
-			const char *was = m->up == NO_UPSTREAM ? NULL : s->cfg->upstreams[m->up].name;
+	moved = remap_messages(s, n, &adopted, &nadopted);
 
-			if ((was == NULL) != (u == NULL) || (u && strcmp(was, u->name) != 0))
-				moved++;
-			/* Mail no upstream took waits for a retry: it may go now. */
-			if (was == NULL && u != NULL && m->due) {
-				if (nadopted == cap) {
-					cap = cap ? cap * 2 : 64;
-					adopted = xrealloc(adopted, cap * sizeof *adopted);
-				}
-				adopted[nadopted++] = m->id;
-			}
-			m->up = up;
-		}
-
-	s->cfg = n;
-	s->loaded = n;
-	reload_classes(s);
-	s->concurrency = n->concurrency;
-	s->lifetime = n->queue_lifetime;
-	s->retry_skip = n->retry_skip;
-	s->delay_warning = n->delay_warning;
-	s->pre.hostname = s->dsn.hostname = n->hostname;
-	s->pre.admin = s->dsn.admin = n->admin;
-	if (old) {
-		config_free(old);
-		free(old);
-	}
+	settings_take(s, n);
 	log_info("SIGHUP: %s reloaded: upstreams %zu, concurrency %u, queue_lifetime %lld s, "
 	    "retry_skip %u, delay_warning %lld s; messages moved to another upstream: %zu",
 	    n->file ? n->file : "the config", n->nupstreams, n->concurrency, n->queue_lifetime,
