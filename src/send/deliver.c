@@ -44,58 +44,6 @@ upq_of(struct sched *s, const struct job *j)
 	return &s->ups[j->up];
 }
 
-void
-job_free(struct sched *s, struct job *j)
-{
-	struct upq *u = upq_of(s, j);
-	struct job **p;
-	size_t i;
-
-	for (p = &s->jobs; *p; p = &(*p)->next)
-		if (*p == j) {
-			*p = j->next;
-			break;
-		}
-	for (p = &u->ghead; *p; p = &(*p)->gnext)
-		if (*p == j) {
-			*p = j->gnext;
-			break;
-		}
-	u->gtail = NULL;
-	for (p = &u->ghead; *p; p = &(*p)->gnext)
-		u->gtail = *p;
-	if (j->outfd >= 0) {
-		evloop_unwatch(s->ev, j->outfd);
-		close(j->outfd);
-	}
-	if (j->ocfd >= 0) {
-		evloop_unwatch(s->ev, j->ocfd);
-		close(j->ocfd);
-	}
-	evloop_timer_cancel(s->ev, j->watchdog);
-	if (j->state == J_RUNNING)
-		u->running--;
-	u->jobs--;
-	j->m->job = NULL;
-	sess_job_done(s, j);
-	for (i = 0; i < j->n; i++)
-		free(j->addrs[i]);
-	free(j->addrs);
-	free(j->offs);
-	buf_free(&j->out);
-	buf_free(&j->oc);
-	free(j);
-}
-
-void
-job_drop(struct sched *s, struct job *j)
-{
-	struct msg *m = j->m;
-
-	job_free(s, j);
-	sched_enqueue(s, m);
-}
-
 static void
 on_watchdog(struct evloop *ev, struct evtimer *t, void *arg)
 {
@@ -340,18 +288,6 @@ deliver_running(struct sched *s, struct job *j)
 	    j->sess ? "session" : "pid", (long)j->pid);
 }
 
-/* Nothing reached the upstream: give the grant back, try later. */
-static void
-run_failed(struct sched *s, struct job *j)
-{
-	struct msg *m = j->m;
-
-	wait_end(m);
-	gate_tell(s, j, GP_REFUND, 0, NULL);
-	job_free(s, j);
-	sched_at(s, m, sched_wall() + SYSFAIL_S);
-}
-
 /* Take *p out of u's granted list. */
 static void
 granted_unlink(struct upq *u, struct job **p)
@@ -380,7 +316,7 @@ run_granted(struct sched *s, size_t up)
 		if (g->conn) {
 			granted_unlink(u, p);
 			if (spawn(s, g) < 0)
-				run_failed(s, g);
+				complete_unrun(s, g);
 			else
 				deliver_running(s, g);
 			continue;
@@ -392,7 +328,7 @@ run_granted(struct sched *s, size_t up)
 		}
 		granted_unlink(u, p);
 		if (k < 0)
-			run_failed(s, g);
+			complete_unrun(s, g);
 		else
 			deliver_running(s, g);
 	}

@@ -197,8 +197,6 @@ void wait_warn(struct sched *s, struct msg *m, const struct job *j,
 
 /* deliver.c */
 void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then gate_pump */
-void job_free(struct sched *s, struct job *j);
-void job_drop(struct sched *s, struct job *j);	/* back to the FIFO */
 /* A granted job: run it if a run slot is free, else when one is. */
 void deliver_granted(struct sched *s, struct job *j);
 void deliver_on_child(struct evloop *ev, int signo, void *arg);
@@ -221,6 +219,11 @@ void deliver_exited(struct sched *s, struct job *j, int status);
 /* j's deliverer is done and its pipes read: tell the gate, apply the
  * report, send the message on; j is freed. */
 void complete_job(struct sched *s, struct job *j);
+/* j's deliverer did not run: nothing reached the upstream; the grant
+ * goes back, the message is tried later; j is freed. */
+void complete_unrun(struct sched *s, struct job *j);
+void job_free(struct sched *s, struct job *j);
+void job_drop(struct sched *s, struct job *j);	/* freed; its message back to the FIFO */
 
 /* session.c: kept sessions (weir-remote -S) */
 int sess_wanted(const struct sched *s, size_t up);	/* up's messages go on sessions */
