@@ -22,7 +22,8 @@
 
 #define THROTTLE_GUARD_MS 5000	/* a throttle holds grants this long at least */
 
-static void apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone);
+static enum upstream_word apply(struct sched *s, struct job *j, enum outcome_kind how,
+    size_t undone);
 
 /* ---- the end of a job ---- */
 
@@ -147,37 +148,16 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 	return o.kind;
 }
 
-/* The upstream said "slow down": grants received but not yet used go
- * back to the gate unused, and their messages ask again (and wait out
- * the suspension there), so a throttle is never answered by a burst. */
-static void
-give_back_grants(struct sched *s, size_t up)
-{
-	struct upq *u = &s->ups[up];
-	struct job *g;
-
-	while ((g = u->ghead) != NULL) {
-		u->ghead = g->gnext;
-		if (u->ghead == NULL)
-			u->gtail = NULL;
-		gate_tell(s, g, GP_REFUND, 0, NULL);
-		job_drop(s, g);
-	}
-}
-
 /* A deliverer is done with j: tell the gate, then act on its report. */
-void
+enum upstream_word
 complete_job(struct sched *s, struct job *j)
 {
 	size_t undone;
 	enum outcome_kind how = tell_gate(s, j, &undone);
 	struct msg *m = j->m;
-	size_t up = j->up;
 
-	if (how != OUTCOME_STALE || WIFSIGNALED(j->status)) {
-		apply(s, j, how, undone);
-		return;
-	}
+	if (how != OUTCOME_STALE || WIFSIGNALED(j->status))
+		return apply(s, j, how, undone);
 	/* The kept session had been closed by the upstream while idle:
 	 * nothing of the message was sent.  Again at once, on a new
 	 * session; the upstream's other idle ones are likely closed too. */
@@ -185,8 +165,7 @@ complete_job(struct sched *s, struct job *j)
 	    "idle; again on a new one", m->id, m->birth);
 	job_free(s, j);
 	sched_at(s, m, sched_wall());
-	sess_end_idle(s, up, "the upstream closes idle sessions");
-	deliver_kick(s, up);
+	return UP_CLOSES_IDLE;
 }
 
 /* What a batch came to, recipient by recipient. */
@@ -314,7 +293,7 @@ next_step(struct sched *s, struct msg *m, enum outcome_kind how, int more, size_
 }
 
 /* Apply a finished deliverer's report: D marks, bounce notes, retry. */
-static void
+static enum upstream_word
 apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 {
 	struct msg *m = j->m;
@@ -348,12 +327,9 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
 	job_free(s, j);
 	next_step(s, m, how, more, next_off, t.ntemp, now);
-	if (throttled) {
-		/* Until the gate answers the report with the suspension. */
-		s->ups[up].hold_until = clock_mono_ms() + THROTTLE_GUARD_MS;
-		give_back_grants(s, up);
-		sess_end_idle(s, up, "the upstream is throttling us");
-	}
-	/* A run slot is free: a granted job may go, then more may ask. */
-	deliver_kick(s, up);
+	if (!throttled)
+		return UP_OK;
+	/* Until the gate answers the report with the suspension. */
+	s->ups[up].hold_until = clock_mono_ms() + THROTTLE_GUARD_MS;
+	return UP_THROTTLES;
 }

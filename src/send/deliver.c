@@ -57,11 +57,47 @@ on_watchdog(struct evloop *ev, struct evtimer *t, void *arg)
 	kill(-j->pid, SIGKILL);
 }
 
+/* The upstream said "slow down": grants received but not yet used go
+ * back to the gate unused, and their messages ask again (and wait out
+ * the suspension there), so a throttle is never answered by a burst. */
+static void
+give_back_grants(struct sched *s, size_t up)
+{
+	struct upq *u = &s->ups[up];
+	struct job *g;
+
+	while ((g = u->ghead) != NULL) {
+		u->ghead = g->gnext;
+		if (u->ghead == NULL)
+			u->gtail = NULL;
+		gate_tell(s, g, GP_REFUND, 0, NULL);
+		job_drop(s, g);
+	}
+}
+
+/* j is done once its deliverer exited (or its session said so) and its
+ * pipes are read: the completion stage takes it; then what the batch
+ * said of the upstream is acted on here, and the run slot it leaves
+ * free goes to a granted job, then more may ask. */
 static void
 maybe_complete(struct sched *s, struct job *j)
 {
-	if (j->exited && j->outfd < 0 && j->ocfd < 0)
-		complete_job(s, j);
+	size_t up = j->up;
+
+	if (!j->exited || j->outfd >= 0 || j->ocfd >= 0)
+		return;
+	switch (complete_job(s, j)) {
+	case UP_OK:
+		break;
+	case UP_THROTTLES:
+		give_back_grants(s, up);
+		sess_end_idle(s, up, "the upstream is throttling us");
+		break;
+	case UP_CLOSES_IDLE:
+		sess_end_idle(s, up, "the upstream closes idle sessions");
+		break;
+	}
+	deliver_kick(s, up);
 }
 
 void

@@ -216,9 +216,15 @@ void deliver_running(struct sched *s, struct job *j);	/* it runs: counted, logge
 void deliver_exited(struct sched *s, struct job *j, int status);
 
 /* complete.c */
+/* What a batch said of its upstream, for deliver.c to act on. */
+enum upstream_word {
+	UP_OK,
+	UP_THROTTLES,		/* "slow down", or our credentials refused */
+	UP_CLOSES_IDLE		/* it had closed a kept session while idle */
+};
 /* j's deliverer is done and its pipes read: tell the gate, apply the
  * report, send the message on; j is freed. */
-void complete_job(struct sched *s, struct job *j);
+enum upstream_word complete_job(struct sched *s, struct job *j);
 /* j's deliverer did not run: nothing reached the upstream; the grant
  * goes back, the message is tried later; j is freed. */
 void complete_unrun(struct sched *s, struct job *j);
