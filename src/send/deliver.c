@@ -1,21 +1,23 @@
 /*
- * deliver.c: one attempt at a message, start to finish.
+ * deliver.c: stage 3 of an attempt (sendint.h): granted jobs to run
+ * slots, `concurrency` per upstream.
  *
- *   gate_pump()      takes messages from an upstream's FIFO while the upstream
- *               has fewer than concurrency + LOOKAHEAD jobs
- *   start()     puts up to max_recipients not-done recipients in a job and
- *               asks weir-gate for it (gatelink.c)
- *   granted     runs the deliverer at once if fewer than `concurrency`
- *               run for this upstream, else when one finishes
- *   spawn()     remote_program -n -r 3 -c CONFIG -u UPSTREAM HOST SENDER
- *               RCPT... with mess/S/N on fd 0, its report on fd 1 and its
- *               word for the gate on fd 3
- *   complete_job()  applies the report (D marks, bounce notes), tells the gate,
- *               and schedules the message's next step
+ *   deliver_granted()  a granted job runs at once if a slot is free,
+ *                      else when one is (deliver_kick)
+ *   spawn()            a job asked with a connection runs its own
+ *                      deliverer: remote_program -n -r 3 -c CONFIG -u
+ *                      UPSTREAM HOST SENDER RCPT... with mess/S/N on fd
+ *                      0, its report on fd 1 and its word for the gate on
+ *                      fd 3; one asked without goes to an idle kept
+ *                      session (session.c), which gets the same three
+ *   maybe_complete()   once the deliverer is done and both pipes are
+ *                      read: complete_job (complete.c), then what the
+ *                      batch said of the upstream, then the free slot
  *
- * Trusts: the deliverer's output only through report_parse() and the
- * strict outcome parser below.  Config keys: concurrency, queue_lifetime,
- * retry_skip, delay_warning, upstream (max_recipients, name, host).
+ * Trusts: nothing of the deliverer's output (complete.c parses it);
+ * reads at most REPORT_MAX and OUTCOME_MAX bytes, and kills a deliverer
+ * after remote_timeout (an hour, main.c).  Config keys: concurrency,
+ * upstream (name, host, session_idle through session.c).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,9 +1,21 @@
 /*
- * gatelink.c: weir-send's side of weir-gate.  One connection; every
- * batch is an ACQUIRE (1 message, n recipients, 1 connection) tagged with
- * a number of ours; the deliverer runs only once its GRANT arrives, and
- * weir-send REPORTs what the deliverer said happened.  Waiting for a grant
- * is silence on the socket, and costs nothing.
+ * gatelink.c: stage 2 of an attempt (sendint.h), weir-send's side of
+ * weir-gate.
+ *
+ *   gate_pump()  takes messages from an upstream's FIFO while the
+ *                upstream has fewer than concurrency + LOOKAHEAD jobs
+ *   start()      puts up to max_recipients not-done recipients in a job
+ *                (fewer if the gate's cap or what was learnt says so)
+ *   gate_ask()   asks weir-gate for it
+ *   on_reply()   a grant goes to deliver.c (deliver_granted); a
+ *                refusal for too many recipients halves the batch and
+ *                asks again, another is a retry later
+ *
+ * One connection; every batch is an ACQUIRE (1 message, n recipients, 1
+ * connection, or 0 if a kept session holds it) tagged with a number of
+ * ours; the deliverer runs only once its GRANT arrives, and weir-send
+ * REPORTs what the deliverer said happened (gate_tell).  Waiting for a
+ * grant is silence on the socket, and costs nothing.
  *
  * If the gate is not there (not started yet, restarting), nothing is
  * sent: requests wait and are asked again once the connection is back,
@@ -11,8 +23,9 @@
  * are counted by the gate as sent; jobs not yet running go back to their
  * FIFO.
  *
- * Trusts: the gate's replies only through gateclient's parser.
- * Config keys: gate_socket.
+ * Trusts: the gate's replies only through gateclient's parser; remote/S/N
+ * through rcptfile_load().  Config keys: gate_socket, upstream
+ * (max_recipients), concurrency.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -7,9 +7,11 @@
  * keeps what must outlive a run: the waiting credit and the delay
  * warning's mark (wait.c).
  *
- * Attempts themselves (batches, grants, deliverers) are deliver.c's and
- * gatelink.c's; this file keeps the messages, their timing, preprocessing,
- * the trigger, elimination and cleanup.
+ * Stage 1 of an attempt (sendint.h): this file keeps the messages,
+ * their timing, preprocessing, the trigger, elimination and cleanup; a
+ * message due goes to its FIFO and on to the gate (gatelink.c's
+ * gate_pump).  Batches, grants, deliverers and their reports are the
+ * later stages'.
  *
  * Trusts: the queue, and the deliverer's report only through
  * report_parse().  Config keys (through struct sched_opts and the

@@ -1,8 +1,46 @@
 /*
- * sendint.h: weir-send's internals, shared by sched.c (messages and
- * their timing), wait.c (the waiting credit and its note in sched/),
- * deliver.c (batches and deliverers), gatelink.c (the conversation with
- * weir-gate) and reload.c (SIGHUP).  Not for other programs.
+ * sendint.h: weir-send's internals, shared by its files.  Not for other
+ * programs.
+ *
+ * A message's life, one stage per file, each calling the next:
+ *
+ *   1 schedule   sched.c     the message table, each message's timer,
+ *                            the FIFO per upstream (class order), its
+ *                            end (sched_finish: S5 to S1)
+ *                  | sched_enqueue -> gate_pump
+ *   2 ask        gatelink.c  a batch of the message's not-done recipients
+ *                            (a job), asked of weir-gate; its grant or
+ *                            refusal
+ *                  | a grant -> deliver_granted
+ *   3 deliver    deliver.c   run slots per upstream: a deliverer of the
+ *                            job's own, or a kept session (session.c);
+ *                            its report and outcome pipes read
+ *                  | pipes read, deliverer done -> complete_job
+ *                  | (or it could not run -> complete_unrun)
+ *   4 complete   complete.c  the outcome to the gate, the report applied
+ *                            (D marks, bounce notes, the delay warning),
+ *                            the job freed; the message's next step
+ *
+ * The way back, and only through these entries:
+ *   to 1: sched_at (the rest of the pass, a retry: a timer), sched_held
+ *         (a suspension), sched_finish (no recipient left), and
+ *         job_drop's sched_enqueue (a job undone: back to the FIFO);
+ *         called by 2 and 4.
+ *   to 2: gate_tell (what became of a grant; by 3 and 4), gate_pump (a
+ *         job slot is free: more may ask; by deliver_kick),
+ *         gate_fit_toobig (a batch was too big; by 4), and the kept
+ *         sessions' connection slots (gate_ask_slot, gate_release,
+ *         gate_cancel; by session.c).
+ *   to 3: deliver_kick (a run slot is free; by session.c and reload.c);
+ *         what a batch said of its upstream (throttling, idle sessions
+ *         closed) is complete_job's return value, acted on by deliver.c.
+ * A deliverer's end (SIGCHLD) reaches deliver.c (deliver_on_child) and,
+ * for a session's, session.c (sess_reaped); a gate reply reaches
+ * gatelink.c (on_reply).
+ *
+ * Beside the stages: wait.c (the waiting credit and its note in sched/,
+ * used by 1, 3 and 4), control.c (`weir hold` and the others: called by
+ * 1 and 4, calls 1), reload.c (SIGHUP: calls 1, 2, 3 and session.c).
  */
 #ifndef WEIR_SENDINT_H
 #define WEIR_SENDINT_H
@@ -107,7 +145,7 @@ struct upq {
 	unsigned jobs, running;
 	size_t cap;			/* recipients per request the gate allows; 0: unknown */
 	/* Batch sizes learnt, kept until a reload whatever the gate's cap
-	 * says (deliver.c, fit_size): fit_hi, the smallest found too big
+	 * says (gatelink.c, fit_size): fit_hi, the smallest found too big
 	 * (the gate's TOOBIG for a recipient window or a cap; a deliverer
 	 * that took fewer, for the upstream's RCPTMAX or a set-id
 	 * weir-remote's own max_recipients); fit_lo, the largest that went.
@@ -161,7 +199,7 @@ struct sched {
 	struct dsess *sessions;
 };
 
-/* sched.c */
+/* 1 sched.c */
 long long sched_wall(void);
 void sched_at(struct sched *s, struct msg *m, long long when);
 /* Like sched_at(), for a message held back by a suspension: still
@@ -179,23 +217,22 @@ struct msg *msg_load(struct sched *s, unsigned long id);	/* from info/ */
  * message wants a retry). */
 int msg_pass_over(struct msg *m);
 
-/* wait.c */
-void wait_begin(struct msg *m);
-void wait_end(struct msg *m);
-long long wait_credit(const struct msg *m);	/* credit so far, seconds */
-/* Write sched/S/N if what it says is off by 30 s or more, or says the
- * message waits when it does not.  1 written, 0 not needed, -1 failed
- * (logged). */
-int wait_note_sync(struct sched *s, struct msg *m);
-/* The credit and mark a note carries into this run, into m. */
-void wait_note_restore(struct sched *s, struct msg *m);
-void wait_sweep_start(struct sched *s);
-/* The delay warning, if one is due: j's results res[] are the latest
- * replies.  Called after the marks of a batch with temporary failures. */
-void wait_warn(struct sched *s, struct msg *m, const struct job *j,
-    const struct rresult *res);
+/* 2 gatelink.c */
+void gate_start(struct sched *s);
+/* Messages from up's FIFO to requests at the gate. */
+void gate_pump(struct sched *s, size_t up);
+/* n recipients were too many for u: 1 if that is news. */
+int gate_fit_toobig(struct upq *u, size_t n);
+void gate_ask(struct sched *s, struct job *j);
+void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
+    const char *reply);
+/* A session's connection slot: asked (its tag, 0 if the gate is not
+ * there), given back (used: a connection was made), or no longer wanted. */
+uint32_t gate_ask_slot(struct sched *s, size_t up);
+void gate_release(struct sched *s, uint32_t tag, int used);
+void gate_cancel(struct sched *s, uint32_t tag);
 
-/* deliver.c */
+/* 3 deliver.c */
 void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then gate_pump */
 /* A granted job: run it if a run slot is free, else when one is. */
 void deliver_granted(struct sched *s, struct job *j);
@@ -215,23 +252,7 @@ void deliver_running(struct sched *s, struct job *j);	/* it runs: counted, logge
  * pipes are read. */
 void deliver_exited(struct sched *s, struct job *j, int status);
 
-/* complete.c */
-/* What a batch said of its upstream, for deliver.c to act on. */
-enum upstream_word {
-	UP_OK,
-	UP_THROTTLES,		/* "slow down", or our credentials refused */
-	UP_CLOSES_IDLE		/* it had closed a kept session while idle */
-};
-/* j's deliverer is done and its pipes read: tell the gate, apply the
- * report, send the message on; j is freed. */
-enum upstream_word complete_job(struct sched *s, struct job *j);
-/* j's deliverer did not run: nothing reached the upstream; the grant
- * goes back, the message is tried later; j is freed. */
-void complete_unrun(struct sched *s, struct job *j);
-void job_free(struct sched *s, struct job *j);
-void job_drop(struct sched *s, struct job *j);	/* freed; its message back to the FIFO */
-
-/* session.c: kept sessions (weir-remote -S) */
+/* 3 session.c: kept sessions (weir-remote -S) */
 int sess_wanted(const struct sched *s, size_t up);	/* up's messages go on sessions */
 int sess_fits(const struct job *j);	/* small enough for one request */
 /* j to an idle session of its upstream: 1 done, 0 none idle, -1 failed. */
@@ -248,20 +269,37 @@ void sess_forget_slots(struct sched *s);	/* the gate connection is gone */
 void sess_remap(struct sched *s);	/* after a reload renumbered the queues */
 void sess_note(struct sched *s);	/* sched/sessions for weir status (session.c) */
 
-/* gatelink.c */
-void gate_start(struct sched *s);
-/* Messages from up's FIFO to requests at the gate. */
-void gate_pump(struct sched *s, size_t up);
-/* n recipients were too many for u: 1 if that is news. */
-int gate_fit_toobig(struct upq *u, size_t n);
-void gate_ask(struct sched *s, struct job *j);
-void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
-    const char *reply);
-/* A session's connection slot: asked (its tag, 0 if the gate is not
- * there), given back (used: a connection was made), or no longer wanted. */
-uint32_t gate_ask_slot(struct sched *s, size_t up);
-void gate_release(struct sched *s, uint32_t tag, int used);
-void gate_cancel(struct sched *s, uint32_t tag);
+/* 4 complete.c */
+/* What a batch said of its upstream, for deliver.c to act on. */
+enum upstream_word {
+	UP_OK,
+	UP_THROTTLES,		/* "slow down", or our credentials refused */
+	UP_CLOSES_IDLE		/* it had closed a kept session while idle */
+};
+/* j's deliverer is done and its pipes read: tell the gate, apply the
+ * report, send the message on; j is freed. */
+enum upstream_word complete_job(struct sched *s, struct job *j);
+/* j's deliverer did not run: nothing reached the upstream; the grant
+ * goes back, the message is tried later; j is freed. */
+void complete_unrun(struct sched *s, struct job *j);
+void job_free(struct sched *s, struct job *j);
+void job_drop(struct sched *s, struct job *j);	/* freed; its message back to the FIFO */
+
+/* wait.c */
+void wait_begin(struct msg *m);
+void wait_end(struct msg *m);
+long long wait_credit(const struct msg *m);	/* credit so far, seconds */
+/* Write sched/S/N if what it says is off by 30 s or more, or says the
+ * message waits when it does not.  1 written, 0 not needed, -1 failed
+ * (logged). */
+int wait_note_sync(struct sched *s, struct msg *m);
+/* The credit and mark a note carries into this run, into m. */
+void wait_note_restore(struct sched *s, struct msg *m);
+void wait_sweep_start(struct sched *s);
+/* The delay warning, if one is due: j's results res[] are the latest
+ * replies.  Called after the marks of a batch with temporary failures. */
+void wait_warn(struct sched *s, struct msg *m, const struct job *j,
+    const struct rresult *res);
 
 /* control.c: `weir hold`, release, delete, requeue (QUEUE.md) */
 void control_restore(struct sched *s, struct msg *m);	/* held? at load */

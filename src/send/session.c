@@ -15,9 +15,10 @@
  *            one datagram on a SOCK_SEQPACKET socketpair with three
  *            descriptors: mess/S/N (read-only: the deliverer never opens
  *            the queue), the report pipe and the outcome pipe.  The job
- *            completes as a deliverer's own does (deliver.c) once both
- *            pipes are closed and the session said "ready" or "closing"
- *            (or died: then it is a crash, as for a deliverer of its own)
+ *            completes as a deliverer's own does (deliver.c, then
+ *            complete.c) once both pipes are closed and the session said
+ *            "ready" or "closing" (or died: then it is a crash, as for a
+ *            deliverer of its own)
  *   ENDING   weir-send closed its end (idle for the upstream's
  *            session_idle, messages_per_connection reached, a reload, the
  *            gate lost, a throttle) or the deliverer said "closing": it
