@@ -31,9 +31,11 @@
  *         gate_fit_toobig (a batch was too big; by 4), and the kept
  *         sessions' connection slots (gate_ask_slot, gate_release,
  *         gate_cancel; by session.c).
- *   to 3: deliver_kick (a run slot is free; by session.c and reload.c);
- *         what a batch said of its upstream (throttling, idle sessions
- *         closed) is complete_job's return value, acted on by deliver.c.
+ *   to 3: deliver_kick (a run slot is free; by session.c and reload.c),
+ *         sess_job_done (a job's end frees its kept session; by
+ *         job_free); what a batch said of its upstream (throttling, idle
+ *         sessions closed) is complete_job's return value, acted on by
+ *         deliver.c.
  * A deliverer's end (SIGCHLD) reaches deliver.c (deliver_on_child) and,
  * for a session's, session.c (sess_reaped); a gate reply reaches
  * gatelink.c (on_reply).
