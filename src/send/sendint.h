@@ -36,6 +36,9 @@
  *         job_free); what a batch said of its upstream (throttling, idle
  *         sessions closed) is complete_job's return value, acted on by
  *         deliver.c.
+ * Any stage may use stage 1's helpers, which call nothing onward
+ * (sched_wall, sched_next_retry, msg_pass_over), and end a job
+ * (job_free, job_drop: complete.c's).
  * A deliverer's end (SIGCHLD) reaches deliver.c (deliver_on_child) and,
  * for a session's, session.c (sess_reaped); a gate reply reaches
  * gatelink.c (on_reply).
