@@ -59,7 +59,7 @@ control_restore(struct sched *s, struct msg *m)
 	}
 	m->held = r != 0;
 	if (m->held && m->held_since == 0)
-		m->held_since = wall();
+		m->held_since = sched_wall();
 	buf_free(&why);
 }
 
@@ -70,7 +70,7 @@ control_stops(struct sched *s, struct msg *m)
 		return 0;
 	evloop_timer_cancel(s->ev, m->due);
 	m->due = NULL;
-	upq_unlink(s, m);
+	sched_unlink(s, m);
 	wait_end(m);
 	if (m->del_pending && !m->job)
 		scan_soon(s);
@@ -173,6 +173,57 @@ control_forget(struct sched *s, struct msg *m)
 	buf_free(&why);
 }
 
+/* `weir hold`: m is held; at once, or after the attempt in flight. */
+static void
+hold(struct sched *s, struct msg *m, long long now, struct buf *why)
+{
+	if (m->held)
+		return;
+	if (qctl_hold(s->o->q, m->id, m->birth, now, why) < 0) {
+		log_warnx("msg %lu: hold: %s", m->id, why->s);
+		return;
+	}
+	m->held = 1;
+	m->held_since = now;
+	log_info("msg %lu: held by the operator%s", m->id,
+	    m->job ? " (after the attempt in flight)" : "");
+	if (!m->job)
+		(void)control_stops(s, m);
+}
+
+/* `weir release`: the time m was held counts as waiting; it goes now. */
+static void
+release(struct sched *s, struct msg *m, long long now, struct buf *why)
+{
+	if (!m->held)
+		return;
+	if (qctl_unhold(s->o->q, m->id, why) < 0) {
+		log_warnx("msg %lu: release: %s", m->id, why->s);
+		return;
+	}
+	m->held = 0;
+	if (now > m->held_since)
+		m->waited_ms += (now - m->held_since) * 1000;
+	log_info("msg %lu: released by the operator after %lld s held", m->id,
+	    now - m->held_since);
+	sched_at(s, m, now);
+}
+
+/* `weir delete` of m, no attempt in flight: 0 m is gone (freed), -1
+ * not (logged). */
+static int
+delete(struct sched *s, struct msg *m, struct buf *why)
+{
+	if (qctl_delete(s->o->q, m->id, why) < 0) {
+		log_warnx("msg %lu: delete: %s", m->id, why->s);
+		return -1;
+	}
+	log_info("msg %lu: deleted by the operator", m->id);
+	buf_free(&m->replies);
+	msg_forget(s, m);
+	return 0;
+}
+
 /* 1: done with the request; 0: it waits (an attempt in flight, or the
  * message is not yet preprocessed). */
 static int
@@ -181,7 +232,7 @@ act(struct sched *s, enum verb v, unsigned long id)
 	struct buf why = BUF_INIT;
 	enum qctl_state st;
 	struct msg *m = msg_by_id(s, id);
-	long long birth, now = wall();
+	long long birth, now = sched_wall();
 	int fresh = 0;
 
 	if (m == NULL) {
@@ -199,32 +250,10 @@ act(struct sched *s, enum verb v, unsigned long id)
 	}
 	switch (v) {
 	case V_HOLD:
-		if (m->held)
-			break;
-		if (qctl_hold(s->o->q, id, m->birth, now, &why) < 0) {
-			log_warnx("msg %lu: hold: %s", id, why.s);
-			break;
-		}
-		m->held = 1;
-		m->held_since = now;
-		log_info("msg %lu: held by the operator%s", id,
-		    m->job ? " (after the attempt in flight)" : "");
-		if (!m->job)
-			(void)control_stops(s, m);
+		hold(s, m, now, &why);
 		break;
 	case V_RELEASE:
-		if (!m->held)
-			break;
-		if (qctl_unhold(s->o->q, id, &why) < 0) {
-			log_warnx("msg %lu: release: %s", id, why.s);
-			break;
-		}
-		m->held = 0;
-		if (now > m->held_since)
-			m->waited_ms += (now - m->held_since) * 1000;
-		log_info("msg %lu: released by the operator after %lld s held", id,
-		    now - m->held_since);
-		schedule(s, m, now);
+		release(s, m, now, &why);
 		break;
 	case V_REQUEUE:
 		if (m->held) {
@@ -232,7 +261,7 @@ act(struct sched *s, enum verb v, unsigned long id)
 			break;
 		}
 		log_info("msg %lu: requeued by the operator", id);
-		schedule(s, m, now);	/* through the gate, as always */
+		sched_at(s, m, now);	/* through the gate, as always */
 		break;
 	case V_DELETE:
 		if (m->job) {
@@ -241,20 +270,14 @@ act(struct sched *s, enum verb v, unsigned long id)
 			m->del_pending = 1;
 			return 0;
 		}
-		if (qctl_delete(s->o->q, id, &why) < 0) {
-			log_warnx("msg %lu: delete: %s", id, why.s);
-			break;
-		}
-		log_info("msg %lu: deleted by the operator", id);
-		buf_free(&m->replies);
-		msg_forget(s, m);
-		m = NULL;
+		if (delete(s, m, &why) == 0)
+			m = NULL;
 		break;
 	case V_N:
 		break;
 	}
 	if (fresh && m)
-		schedule(s, m, now);
+		sched_at(s, m, now);
 	buf_free(&why);
 	return 1;
 }

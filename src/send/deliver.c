@@ -1,21 +1,23 @@
 /*
- * deliver.c: one attempt at a message, start to finish.
+ * deliver.c: stage 3 of an attempt (sendint.h): granted jobs to run
+ * slots, `concurrency` per upstream.
  *
- *   pump()      takes messages from an upstream's FIFO while the upstream
- *               has fewer than concurrency + LOOKAHEAD jobs
- *   start()     puts up to max_recipients not-done recipients in a job and
- *               asks weir-gate for it (gatelink.c)
- *   granted     runs the deliverer at once if fewer than `concurrency`
- *               run for this upstream, else when one finishes
- *   spawn()     remote_program -n -r 3 -c CONFIG -u UPSTREAM HOST SENDER
- *               RCPT... with mess/S/N on fd 0, its report on fd 1 and its
- *               word for the gate on fd 3
- *   complete()  applies the report (D marks, bounce notes), tells the gate,
- *               and schedules the message's next step
+ *   deliver_granted()  a granted job runs at once if a slot is free,
+ *                      else when one is (deliver_kick)
+ *   spawn()            a job asked with a connection runs its own
+ *                      deliverer: remote_program -n -r 3 -c CONFIG -u
+ *                      UPSTREAM HOST SENDER RCPT... with mess/S/N on fd
+ *                      0, its report on fd 1 and its word for the gate on
+ *                      fd 3; one asked without goes to an idle kept
+ *                      session (session.c), which gets the same three
+ *   maybe_complete()   once the deliverer is done and both pipes are
+ *                      read: complete_job (complete.c), then what the
+ *                      batch said of the upstream, then the free slot
  *
- * Trusts: the deliverer's output only through report_parse() and the
- * strict outcome parser below.  Config keys: concurrency, queue_lifetime,
- * retry_skip, delay_warning, upstream (max_recipients, name, host).
+ * Trusts: nothing of the deliverer's output (complete.c parses it);
+ * reads at most REPORT_MAX and OUTCOME_MAX bytes, and kills a deliverer
+ * after remote_timeout (an hour, main.c).  Config keys: concurrency,
+ * upstream (name, host, session_idle through session.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,282 +39,12 @@
 #include "send/sendint.h"
 
 #define REPORT_MAX	(1 << 20)
-#define THROTTLE_GUARD_MS 5000	/* a throttle holds grants this long at least */
-
-static void spawn_or_wait(struct sched *s, struct job *j);
 
 static struct upq *
 upq_of(struct sched *s, const struct job *j)
 {
 	return &s->ups[j->up];
 }
-
-static void
-job_free(struct sched *s, struct job *j)
-{
-	struct upq *u = upq_of(s, j);
-	struct job **p;
-	size_t i;
-
-	for (p = &s->jobs; *p; p = &(*p)->next)
-		if (*p == j) {
-			*p = j->next;
-			break;
-		}
-	for (p = &u->ghead; *p; p = &(*p)->gnext)
-		if (*p == j) {
-			*p = j->gnext;
-			break;
-		}
-	u->gtail = NULL;
-	for (p = &u->ghead; *p; p = &(*p)->gnext)
-		u->gtail = *p;
-	if (j->outfd >= 0) {
-		evloop_unwatch(s->ev, j->outfd);
-		close(j->outfd);
-	}
-	if (j->ocfd >= 0) {
-		evloop_unwatch(s->ev, j->ocfd);
-		close(j->ocfd);
-	}
-	evloop_timer_cancel(s->ev, j->watchdog);
-	if (j->state == J_RUNNING)
-		u->running--;
-	u->jobs--;
-	j->m->job = NULL;
-	sess_job_done(s, j);
-	for (i = 0; i < j->n; i++)
-		free(j->addrs[i]);
-	free(j->addrs);
-	free(j->offs);
-	buf_free(&j->out);
-	buf_free(&j->oc);
-	free(j);
-}
-
-void
-job_drop(struct sched *s, struct job *j)
-{
-	struct msg *m = j->m;
-
-	job_free(s, j);
-	enqueue(s, m);
-}
-
-/* The end of a pass over m's recipients: 1 if one was put off (the
- * message wants a retry). */
-static int
-pass_over(struct msg *m)
-{
-	int deferred = m->pass_deferred;
-
-	m->pass_off = 0;
-	m->pass_deferred = 0;
-	return deferred;
-}
-
-/* The size of u's next batch, at most cap, by what was learnt (struct
- * upq): below the smallest size found too big, halfway up from the
- * largest that went (so a few refusals find the size that fits, and
- * then none). */
-static size_t
-fit_size(const struct upq *u, size_t cap)
-{
-	size_t n;
-
-	if (u->fit_hi == 0)
-		return cap;
-	n = u->fit_lo + 1 >= u->fit_hi ? u->fit_lo : (u->fit_lo + u->fit_hi + 1) / 2;
-	return n > 0 && n < cap ? n : cap;
-}
-
-/* n recipients were too many for u: 1 if that is news. */
-static int
-fit_toobig(struct upq *u, size_t n)
-{
-	if (n == 0 || (u->fit_hi && u->fit_hi <= n))
-		return 0;
-	u->fit_hi = n;
-	if (u->fit_lo >= n)
-		u->fit_lo = 0;
-	return 1;
-}
-
-static void
-start(struct sched *s, struct msg *m)
-{
-	const struct weir_upstream *u;
-	struct rcptfile f;
-	struct job *j;
-	size_t i, cap;
-	int r, trouble = 0;
-
-	if (m->up == NO_UPSTREAM) {
-		log_warnx("msg %lu: no upstream in %s takes mail from <%s>; will try again",
-		    m->id, s->cfg->file ? s->cfg->file : "the config", m->sender);
-		schedule(s, m, sched_next_retry(m->birth, wall(), s->retry_skip));
-		return;
-	}
-	r = rcptfile_load(s->o->q, m->id, &f);
-	if (r < 0) {
-		schedule(s, m, wall() + SYSFAIL_S);
-		return;
-	}
-	if (r == 1 || f.ndone == f.n) {
-		rcptfile_free(&f);
-		finish(s, m);
-		return;
-	}
-	u = &s->cfg->upstreams[m->up];
-	cap = u->max_recipients ? u->max_recipients : 100;
-	if (s->ups[m->up].cap && s->ups[m->up].cap < cap)
-		cap = s->ups[m->up].cap;
-	cap = fit_size(&s->ups[m->up], cap);
-	j = xcalloc(1, sizeof *j);
-	j->m = m;
-	j->up = m->up;
-	j->state = J_ASKING;
-	j->outfd = j->ocfd = -1;
-	j->sent_at = -1;
-	j->offs = xcalloc(cap, sizeof *j->offs);
-	j->addrs = xcalloc(cap, sizeof *j->addrs);
-	for (i = 0; i < f.n && j->n < cap; i++) {
-		const char *bad;
-
-		if (f.v[i].done || f.v[i].off < m->pass_off)
-			continue;
-		/* A stock qmail-send may have let such an address in; it must
-		 * never reach an SMTP command line. */
-		if ((bad = envelope_addr_problem(f.v[i].addr, f.v[i].len)) != NULL) {
-			log_warnx("msg %lu: recipient %zu: %s; bouncing it", m->id, i, bad);
-			if (bounce_note(s->o->q, m->id, f.v[i].addr, "The address cannot be "
-			    "used in SMTP: it holds a control character. (#5.1.3)") < 0 ||
-			    rcpt_mark_done(s->o->q, m->id, &f.v[i].off, 1) < 0)
-				trouble = 1;
-			f.ndone++;
-			continue;
-		}
-		j->offs[j->n] = f.v[i].off;
-		j->addrs[j->n] = xstrndup(f.v[i].addr, f.v[i].len);
-		j->n++;
-	}
-	for (; i < f.n && !j->more; i++)
-		j->more = !f.v[i].done;
-	rcptfile_free(&f);
-	if (j->n == 0) {
-		free(j->offs);
-		free(j->addrs);
-		free(j);
-		/* Only bad addresses were left in this pass: a retry if an
-		 * earlier batch put one off, else finish (from the top), or
-		 * retry the notes. */
-		if (pass_over(m))
-			schedule(s, m, sched_next_retry(m->birth, wall(), s->retry_skip));
-		else
-			schedule(s, m, trouble ? wall() + SYSFAIL_S : wall());
-		return;
-	}
-	m->job = j;
-	j->next = s->jobs;
-	s->jobs = j;
-	s->ups[m->up].jobs++;
-	gate_ask(s, j);
-}
-
-/* Does m outrank a request for up still waiting at the gate? */
-static int
-outranks(const struct sched *s, size_t up, const struct msg *m)
-{
-	const struct job *j;
-
-	for (j = s->jobs; j; j = j->next)
-		if (j->up == up && j->state == J_ASKING && j->m->prio < m->prio)
-			return 1;
-	return 0;
-}
-
-void
-pump(struct sched *s, size_t up)
-{
-	struct upq *u = &s->ups[up];
-	struct msg *m;
-
-	while (u->head && (u->jobs < s->concurrency + LOOKAHEAD ||
-	    (u->jobs < s->concurrency + 2 * LOOKAHEAD && outranks(s, up, u->head)))) {
-		m = u->head;
-		u->head = m->qnext;
-		if (u->head == NULL)
-			u->tail = NULL;
-		m->queued = 0;
-		m->qnext = NULL;
-		start(s, m);
-	}
-}
-
-/* Shrink a job to its first n recipients. */
-static void
-shrink(struct job *j, size_t n)
-{
-	if (j->n > n)
-		j->more = 1;
-	while (j->n > n)
-		free(j->addrs[--j->n]);
-}
-
-void
-job_granted(struct sched *s, struct job *j, uint32_t cap)
-{
-	uint64_t now = clock_mono_ms();
-	struct upq *u = upq_of(s, j);
-	struct msg *m = j->m;
-
-	j->state = J_GRANTED;
-	if (cap)
-		u->cap = cap;
-	if (j->n > u->fit_lo && (u->fit_hi == 0 || j->n < u->fit_hi))
-		u->fit_lo = j->n;	/* it fits */
-	if (j->up != m->up) {
-		/* A reload sent the message to another upstream (or none). */
-		gate_tell(s, j, GP_REFUND, 0, NULL);
-		job_drop(s, j);
-		return;
-	}
-	if (now < u->hold_until) {
-		/* Granted before the gate read our throttle report: give it
-		 * back and ask again once the hold is over (not at once: a
-		 * gate that did not suspend would grant it again at once). */
-		gate_tell(s, j, GP_REFUND, 0, NULL);
-		job_free(s, j);
-		schedule_held(s, m, wall() + (long long)((u->hold_until - now + 999) / 1000));
-		return;
-	}
-	/* The grant covers the weight we asked for; a smaller cap only
-	 * shapes the next requests. */
-	spawn_or_wait(s, j);
-}
-
-void
-job_refused(struct sched *s, struct job *j, enum gp_code code, const char *text)
-{
-	struct msg *m = j->m;
-
-	if (code == GP_TOOBIG && j->n > 1) {
-		/* More recipients than a window or cap allows at once: halve
-		 * this batch; the next ones stay below this size (each
-		 * refusal lowers it, so they converge on the size that fits). */
-		(void)fit_toobig(upq_of(s, j), j->n);
-		shrink(j, fit_size(upq_of(s, j), j->n - 1));
-		log_info("msg %lu: weir-gate: %s; asking for %zu recipients", m->id, text, j->n);
-		gate_ask(s, j);
-		return;
-	}
-	log_warnx("msg %lu: weir-gate refused: %s %s; will try again in %d s", m->id,
-	    gp_code_name(code), text, SYSFAIL_S);
-	job_free(s, j);
-	schedule(s, m, wall() + SYSFAIL_S);
-}
-
-static void complete(struct sched *s, struct job *j);
 
 static void
 on_watchdog(struct evloop *ev, struct evtimer *t, void *arg)
@@ -327,15 +59,51 @@ on_watchdog(struct evloop *ev, struct evtimer *t, void *arg)
 	kill(-j->pid, SIGKILL);
 }
 
+/* The upstream said "slow down": grants received but not yet used go
+ * back to the gate unused, and their messages ask again (and wait out
+ * the suspension there), so a throttle is never answered by a burst. */
+static void
+give_back_grants(struct sched *s, size_t up)
+{
+	struct upq *u = &s->ups[up];
+	struct job *g;
+
+	while ((g = u->ghead) != NULL) {
+		u->ghead = g->gnext;
+		if (u->ghead == NULL)
+			u->gtail = NULL;
+		gate_tell(s, g, GP_REFUND, 0, NULL);
+		job_drop(s, g);
+	}
+}
+
+/* j is done once its deliverer exited (or its session said so) and its
+ * pipes are read: the completion stage takes it; then what the batch
+ * said of the upstream is acted on here, and the run slot it leaves
+ * free goes to a granted job, then more may ask. */
 static void
 maybe_complete(struct sched *s, struct job *j)
 {
-	if (j->exited && j->outfd < 0 && j->ocfd < 0)
-		complete(s, j);
+	size_t up = j->up;
+
+	if (!j->exited || j->outfd >= 0 || j->ocfd >= 0)
+		return;
+	switch (complete_job(s, j)) {
+	case UP_OK:
+		break;
+	case UP_THROTTLES:
+		give_back_grants(s, up);
+		sess_end_idle(s, up, "the upstream is throttling us");
+		break;
+	case UP_CLOSES_IDLE:
+		sess_end_idle(s, up, "the upstream closes idle sessions");
+		break;
+	}
+	deliver_kick(s, up);
 }
 
 void
-job_exited(struct sched *s, struct job *j, int status)
+deliver_exited(struct sched *s, struct job *j, int status)
 {
 	j->exited = 1;
 	j->status = status;
@@ -371,7 +139,7 @@ on_output(struct evloop *ev, int fd, int events, void *arg)
 }
 
 void
-on_child(struct evloop *ev, int signo, void *arg)
+deliver_on_child(struct evloop *ev, int signo, void *arg)
 {
 	struct sched *s = arg;
 	struct job *j;
@@ -386,7 +154,7 @@ on_child(struct evloop *ev, int signo, void *arg)
 			if (j->state == J_RUNNING && j->pid == pid && j->sess == NULL)
 				break;
 		if (j != NULL)
-			job_exited(s, j, status);
+			deliver_exited(s, j, status);
 	}
 }
 
@@ -400,7 +168,7 @@ program_is_setid(const char *path)
 }
 
 void
-remote_argv(struct sched *s, size_t up, const char **argv, const char *mode)
+deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode)
 {
 	const struct sched_opts *o = s->o;
 	const struct weir_upstream *u = &s->cfg->upstreams[up];
@@ -431,7 +199,7 @@ remote_argv(struct sched *s, size_t up, const char **argv, const char *mode)
 }
 
 pid_t
-deliverer_fork(const char *const *argv, int fd0, int fd1, int fd3)
+deliver_fork(const char *const *argv, int fd0, int fd1, int fd3)
 {
 	pid_t parent = getpid(), pid;
 
@@ -465,7 +233,7 @@ deliverer_fork(const char *const *argv, int fd0, int fd1, int fd3)
 }
 
 int
-job_open(struct sched *s, struct job *j, int *mfd, int wr[2])
+deliver_open(struct sched *s, struct job *j, int *mfd, int wr[2])
 {
 	char path[QPATH_MAX];
 	int out[2] = { -1, -1 }, oc[2] = { -1, -1 };
@@ -499,7 +267,7 @@ job_open(struct sched *s, struct job *j, int *mfd, int wr[2])
 }
 
 void
-job_unopen(struct sched *s, struct job *j)
+deliver_unopen(struct sched *s, struct job *j)
 {
 	evloop_unwatch(s->ev, j->outfd);
 	evloop_unwatch(s->ev, j->ocfd);
@@ -525,30 +293,30 @@ spawn(struct sched *s, struct job *j)
 		    s->ups[j->up].name);
 		return -1;
 	}
-	if (job_open(s, j, &mfd, wr) < 0)
+	if (deliver_open(s, j, &mfd, wr) < 0)
 		return -1;
 	argv = xcalloc(j->n + 12, sizeof *argv);
-	remote_argv(s, j->up, argv, "-n");
+	deliver_argv(s, j->up, argv, "-n");
 	for (k = 0; argv[k]; k++)
 		;
 	argv[k++] = j->m->sender;
 	for (i = 0; i < j->n; i++)
 		argv[k++] = j->addrs[i];
 	argv[k] = NULL;
-	j->pid = deliverer_fork(argv, mfd, wr[0], wr[1]);
+	j->pid = deliver_fork(argv, mfd, wr[0], wr[1]);
 	free(argv);
 	close(mfd);
 	close(wr[0]);
 	close(wr[1]);
 	if (j->pid < 0) {
-		job_unopen(s, j);
+		deliver_unopen(s, j);
 		return -1;
 	}
 	return 0;
 }
 
 void
-job_running(struct sched *s, struct job *j)
+deliver_running(struct sched *s, struct job *j)
 {
 	j->state = J_RUNNING;
 	upq_of(s, j)->running++;
@@ -556,18 +324,6 @@ job_running(struct sched *s, struct job *j)
 	log_info("msg %lu.%lld: delivering to %zu recipient%s via %s, %s %ld", j->m->id,
 	    j->m->birth, j->n, j->n == 1 ? "" : "s", upq_of(s, j)->name,
 	    j->sess ? "session" : "pid", (long)j->pid);
-}
-
-/* Nothing reached the upstream: give the grant back, try later. */
-static void
-run_failed(struct sched *s, struct job *j)
-{
-	struct msg *m = j->m;
-
-	wait_end(m);
-	gate_tell(s, j, GP_REFUND, 0, NULL);
-	job_free(s, j);
-	schedule(s, m, wall() + SYSFAIL_S);
 }
 
 /* Take *p out of u's granted list. */
@@ -598,9 +354,9 @@ run_granted(struct sched *s, size_t up)
 		if (g->conn) {
 			granted_unlink(u, p);
 			if (spawn(s, g) < 0)
-				run_failed(s, g);
+				complete_unrun(s, g);
 			else
-				job_running(s, g);
+				deliver_running(s, g);
 			continue;
 		}
 		if ((k = sess_run(s, g)) == 0) {
@@ -610,9 +366,9 @@ run_granted(struct sched *s, size_t up)
 		}
 		granted_unlink(u, p);
 		if (k < 0)
-			run_failed(s, g);
+			complete_unrun(s, g);
 		else
-			job_running(s, g);
+			deliver_running(s, g);
 	}
 	for (; g; g = g->gnext)
 		waiting += !g->conn;
@@ -620,8 +376,8 @@ run_granted(struct sched *s, size_t up)
 		sess_open(s, up, waiting);
 }
 
-static void
-spawn_or_wait(struct sched *s, struct job *j)
+void
+deliver_granted(struct sched *s, struct job *j)
 {
 	struct upq *u = upq_of(s, j);
 
@@ -634,236 +390,9 @@ spawn_or_wait(struct sched *s, struct job *j)
 	run_granted(s, j->up);
 }
 
-/* Tell the gate what the deliverer's outcome line (mail/outcome.h)
- * says happened, and return it; *undone: how many of the batch's last
- * recipients it did not attempt.  No line: refund if the deliverer
- * stopped on its own (before connecting: config, secret), unknown if it
- * crashed (maybe after the final dot); a malformed line: unknown. */
-static enum outcome_kind
-tell_gate(struct sched *s, struct job *j, size_t *undone)
-{
-	struct outcome o;
-	const char *why = NULL;
-	int crashed = WIFSIGNALED(j->status);
-
-	*undone = 0;
-	if (j->oc.len == 0)
-		o.kind = crashed ? OUTCOME_UNKNOWN : OUTCOME_REFUND;
-	else if (outcome_parse(j->oc.s, j->oc.len, &o, &why) < 0) {
-		log_warnx("msg %lu.%lld: the deliverer's outcome line is malformed: %s", j->m->id,
-		    j->m->birth, why);
-		o.kind = OUTCOME_UNKNOWN;
-	}
-	switch (o.kind) {
-	case OUTCOME_REFUND:
-	case OUTCOME_STALE:
-		gate_tell(s, j, GP_REFUND, 0, NULL);
-		break;
-	case OUTCOME_NOMAIL:
-		gate_tell(s, j, GP_NOMAIL, 0, NULL);
-		break;
-	case OUTCOME_THROTTLED:
-		log_warnx("msg %lu.%lld: the upstream is throttling us: %s", j->m->id, j->m->birth,
-		    o.text);
-		gate_tell(s, j, GP_THROTTLED, 0, o.text);
-		break;
-	case OUTCOME_AUTHFAIL:
-		log_warnx("msg %lu.%lld: the upstream refused our credentials or certificate: %s; "
-		    "check username, secret_file (or secret_command), verify and ca_file of "
-		    "upstream %s", j->m->id, j->m->birth, o.text, s->ups[j->up].name);
-		gate_tell(s, j, GP_AUTHFAIL, 0, o.text);
-		break;
-	case OUTCOME_SENT:
-	case OUTCOME_RELAY:
-		/* Only the last ones of the batch can be undone, never all. */
-		if (o.undone < j->n && (o.kind == OUTCOME_SENT || o.undone == 0))
-			*undone = o.undone;
-		j->sent_at = o.at;
-		gate_tell(s, j, GP_SENT, o.accepted > j->n ? (uint32_t)j->n :
-		    (uint32_t)o.accepted, NULL);
-		break;
-	case OUTCOME_UNKNOWN:
-		gate_tell(s, j, GP_UNKNOWN, 0, NULL);
-		break;
-	}
-	return o.kind;
-}
-
-/* The upstream said "slow down": grants received but not yet used go
- * back to the gate unused, and their messages ask again (and wait out
- * the suspension there), so a throttle is never answered by a burst. */
-static void
-give_back_grants(struct sched *s, size_t up)
-{
-	struct upq *u = &s->ups[up];
-	struct job *g;
-
-	while ((g = u->ghead) != NULL) {
-		u->ghead = g->gnext;
-		if (u->ghead == NULL)
-			u->gtail = NULL;
-		gate_tell(s, g, GP_REFUND, 0, NULL);
-		job_drop(s, g);
-	}
-}
-
-static void apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone);
-
-/* A deliverer is done with j: tell the gate, then act on its report. */
-static void
-complete(struct sched *s, struct job *j)
-{
-	size_t undone;
-	enum outcome_kind how = tell_gate(s, j, &undone);
-	struct msg *m = j->m;
-	size_t up = j->up;
-
-	if (how != OUTCOME_STALE || WIFSIGNALED(j->status)) {
-		apply(s, j, how, undone);
-		return;
-	}
-	/* The kept session had been closed by the upstream while idle:
-	 * nothing of the message was sent.  Again at once, on a new
-	 * session; the upstream's other idle ones are likely closed too. */
-	log_info("msg %lu.%lld: not sent: the upstream had closed the session while it was "
-	    "idle; again on a new one", m->id, m->birth);
-	job_free(s, j);
-	schedule(s, m, wall());
-	sess_end_idle(s, up, "the upstream closes idle sessions");
-	kick(s, up);
-}
-
-/* Apply a finished deliverer's report: D marks, bounce notes, retry. */
-static void
-apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
-{
-	struct msg *m = j->m;
-	struct rresult *res = xcalloc(j->n, sizeof *res);
-	size_t *done = xcalloc(j->n, sizeof *done);
-	size_t i, ndone = 0, ntemp = 0, nperm = 0, up = j->up, tried;
-	const char *mtext = "", *why = NULL;
-	int more;
-	size_t next_off;
-	long long now = wall();
-	/* Only a "sent" session can tell a recipient's own failure. */
-	int own = how == OUTCOME_SENT;
-	/* The upstream said slow down, or refused our credentials: the
-	 * gate suspends it; the message waits there, no attempt counted. */
-	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL;
-	int expired = now - m->birth - msg_waited(m) > s->lifetime;
-	struct buf note = BUF_INIT, shown = BUF_INIT;
-
-	if (WIFSIGNALED(j->status))
-		why = "the deliverer crashed";
-	else if (WEXITSTATUS(j->status) != 0)
-		why = "the deliverer could not run";
-	if (why) {
-		for (i = 0; i < j->n; i++)
-			res[i] = (struct rresult){ RS_TEMP, why, 0 };
-	} else {
-		buf_add(&j->out, "", 0);
-		report_parse(j->out.s ? j->out.s : "", j->out.len, j->n, res, &mtext);
-	}
-	/* The last `undone` recipients were not attempted (one transaction
-	 * per grant): not a failure, they go in the next batch; and batches
-	 * of this upstream are no bigger than what it took from now on. */
-	tried = j->n - undone;
-	if (undone > 0) {
-		struct upq *u = upq_of(s, j);
-
-		u->fit_lo = tried;
-		if (fit_toobig(u, tried + 1))
-			log_info("msg %lu: %s takes %zu recipients per transaction; batches of "
-			    "%zu from now on", m->id, u->name, tried, tried);
-	}
-	for (i = 0; i < tried; i++) {
-		const char *text = res[i].text ? res[i].text : "";
-
-		/* Trouble with the relay (connect, TLS, AUTH, MAIL FROM, a
-		 * throttle) never turns into a bounce, whatever the report
-		 * says; and only a recipient's own temporary failure can
-		 * expire it. */
-		if (res[i].st == RS_PERM && (how == OUTCOME_RELAY || how == OUTCOME_REFUND ||
-		    how == OUTCOME_NOMAIL || throttled))
-			res[i].st = RS_TEMP;
-		if (res[i].st == RS_TEMP && res[i].own && own && expired) {
-			buf_reset(&note);
-			buf_printf(&note, "%s\nI'm not going to try again; this message has been "
-			    "in the queue too long.", text);
-			res[i].st = RS_PERM;
-			text = note.s;
-		}
-		buf_reset(&shown);
-		buf_add_oneline(&shown, text, strlen(text));
-		switch (res[i].st) {
-		case RS_DELIVERED:
-			log_info("msg %lu.%lld: delivered to <%s>: %s", m->id, m->birth, j->addrs[i],
-			    shown.s);
-			done[ndone++] = j->offs[i];
-			break;
-		case RS_PERM:
-			log_info("msg %lu.%lld: bounced <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
-			/* The note must be durable before the D mark. */
-			if (bounce_note(s->o->q, m->id, j->addrs[i], text) == 0) {
-				done[ndone++] = j->offs[i];
-				nperm++;
-			} else {
-				ntemp++;
-			}
-			break;
-		case RS_TEMP:
-			log_info("msg %lu.%lld: deferred <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
-			ntemp++;
-			break;
-		}
-	}
-	control_replies(s, m, j, res);
-	if (rcpt_mark_done(s->o->q, m->id, done, ndone) < 0)
-		ntemp++;
-	/* Tell the sender now, not when the last recipient is done. */
-	if (nperm && ntemp) {
-		s->dsn.now = (time_t)now;
-		(void)dsn_send(s->o->q, m->id, &s->dsn);	/* kept for later on failure */
-	}
-	if (ntemp && !throttled)
-		maybe_warn(s, m, j, res);
-	buf_free(&note);
-	buf_free(&shown);
-	free(res);
-	free(done);
-	more = j->more || undone > 0;
-	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
-	job_free(s, j);
-	if (throttled) {
-		schedule(s, m, now);	/* the same batch, after the suspension at the gate */
-	} else if (ntemp && !own) {
-		/* Trouble with the relay: the pass goes on from this batch
-		 * at the next attempt. */
-		schedule(s, m, sched_next_retry(m->birth, now, s->retry_skip));
-	} else if (more) {
-		/* The rest of the pass first: recipients put off here must
-		 * not keep the later ones from ever being tried. */
-		m->pass_off = next_off;
-		m->pass_deferred |= ntemp != 0;
-		schedule(s, m, now);
-	} else if (pass_over(m) || ntemp) {
-		schedule(s, m, sched_next_retry(m->birth, now, s->retry_skip));
-	} else {
-		finish(s, m);		/* needs no job slot */
-	}
-	if (throttled) {
-		/* Until the gate answers the report with the suspension. */
-		s->ups[up].hold_until = clock_mono_ms() + THROTTLE_GUARD_MS;
-		give_back_grants(s, up);
-		sess_end_idle(s, up, "the upstream is throttling us");
-	}
-	/* A run slot is free: a granted job may go, then more may ask. */
-	kick(s, up);
-}
-
 void
-kick(struct sched *s, size_t up)
+deliver_kick(struct sched *s, size_t up)
 {
 	run_granted(s, up);
-	pump(s, up);
+	gate_pump(s, up);
 }

@@ -1,9 +1,21 @@
 /*
- * gatelink.c: weir-send's side of weir-gate.  One connection; every
- * batch is an ACQUIRE (1 message, n recipients, 1 connection) tagged with
- * a number of ours; the deliverer runs only once its GRANT arrives, and
- * weir-send REPORTs what the deliverer said happened.  Waiting for a grant
- * is silence on the socket, and costs nothing.
+ * gatelink.c: stage 2 of an attempt (sendint.h), weir-send's side of
+ * weir-gate.
+ *
+ *   gate_pump()  takes messages from an upstream's FIFO while the
+ *                upstream has fewer than concurrency + LOOKAHEAD jobs
+ *   start()      puts up to max_recipients not-done recipients in a job
+ *                (fewer if the gate's cap or what was learnt says so)
+ *   gate_ask()   asks weir-gate for it
+ *   on_reply()   a grant goes to deliver.c (deliver_granted); a
+ *                refusal for too many recipients halves the batch and
+ *                asks again, another is a retry later
+ *
+ * One connection; every batch is an ACQUIRE (1 message, n recipients, 1
+ * connection, or 0 if a kept session holds it) tagged with a number of
+ * ours; the deliverer runs only once its GRANT arrives, and weir-send
+ * REPORTs what the deliverer said happened (gate_tell).  Waiting for a
+ * grant is silence on the socket, and costs nothing.
  *
  * If the gate is not there (not started yet, restarting), nothing is
  * sent: requests wait and are asked again once the connection is back,
@@ -11,14 +23,19 @@
  * are counted by the gate as sent; jobs not yet running go back to their
  * FIFO.
  *
- * Trusts: the gate's replies only through gateclient's parser.
- * Config keys: gate_socket.
+ * Trusts: the gate's replies only through gateclient's parser; remote/S/N
+ * through rcptfile_load().  Config keys: gate_socket, upstream
+ * (max_recipients), concurrency.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/alloc.h"
 #include "lib/log.h"
+#include "mail/envelope.h"
+#include "send/rcptfile.h"
 #include "send/sendint.h"
 
 #define BACKOFF_MIN_MS	100	/* weir run starts the gate a moment before us */
@@ -37,6 +54,226 @@ by_tag(struct sched *s, uint32_t tag)
 	return NULL;
 }
 
+/* The size of u's next batch, at most cap, by what was learnt (struct
+ * upq): below the smallest size found too big, halfway up from the
+ * largest that went (so a few refusals find the size that fits, and
+ * then none). */
+static size_t
+fit_size(const struct upq *u, size_t cap)
+{
+	size_t n;
+
+	if (u->fit_hi == 0)
+		return cap;
+	n = u->fit_lo + 1 >= u->fit_hi ? u->fit_lo : (u->fit_lo + u->fit_hi + 1) / 2;
+	return n > 0 && n < cap ? n : cap;
+}
+
+/* n recipients were too many for u: 1 if that is news. */
+int
+gate_fit_toobig(struct upq *u, size_t n)
+{
+	if (n == 0 || (u->fit_hi && u->fit_hi <= n))
+		return 0;
+	u->fit_hi = n;
+	if (u->fit_lo >= n)
+		u->fit_lo = 0;
+	return 1;
+}
+
+/* The most recipients m's next batch may have: its upstream's
+ * max_recipients (100 if unset), the gate's cap, what was learnt. */
+static size_t
+batch_cap(const struct sched *s, const struct msg *m)
+{
+	const struct weir_upstream *u = &s->cfg->upstreams[m->up];
+	size_t cap = u->max_recipients ? u->max_recipients : 100;
+
+	if (s->ups[m->up].cap && s->ups[m->up].cap < cap)
+		cap = s->ups[m->up].cap;
+	return fit_size(&s->ups[m->up], cap);
+}
+
+/* A job for m with up to cap of f's not-done recipients from m's pass
+ * on; an address that must never reach SMTP is bounced (*trouble: its
+ * note or mark failed). */
+static struct job *
+batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *trouble)
+{
+	struct job *j = xcalloc(1, sizeof *j);
+	size_t i;
+
+	j->m = m;
+	j->up = m->up;
+	j->state = J_ASKING;
+	j->outfd = j->ocfd = -1;
+	j->sent_at = -1;
+	j->offs = xcalloc(cap, sizeof *j->offs);
+	j->addrs = xcalloc(cap, sizeof *j->addrs);
+	for (i = 0; i < f->n && j->n < cap; i++) {
+		const char *bad;
+
+		if (f->v[i].done || f->v[i].off < m->pass_off)
+			continue;
+		/* A stock qmail-send may have let such an address in; it must
+		 * never reach an SMTP command line. */
+		if ((bad = envelope_addr_problem(f->v[i].addr, f->v[i].len)) != NULL) {
+			log_warnx("msg %lu: recipient %zu: %s; bouncing it", m->id, i, bad);
+			if (bounce_note(s->o->q, m->id, f->v[i].addr, "The address cannot be "
+			    "used in SMTP: it holds a control character. (#5.1.3)") < 0 ||
+			    rcpt_mark_done(s->o->q, m->id, &f->v[i].off, 1) < 0)
+				*trouble = 1;
+			f->ndone++;
+			continue;
+		}
+		j->offs[j->n] = f->v[i].off;
+		j->addrs[j->n] = xstrndup(f->v[i].addr, f->v[i].len);
+		j->n++;
+	}
+	for (; i < f->n && !j->more; i++)
+		j->more = !f->v[i].done;
+	return j;
+}
+
+/* m's next batch, asked of the gate; or m's retry, or its end. */
+static void
+start(struct sched *s, struct msg *m)
+{
+	struct rcptfile f;
+	struct job *j;
+	int r, trouble = 0;
+
+	if (m->up == NO_UPSTREAM) {
+		log_warnx("msg %lu: no upstream in %s takes mail from <%s>; will try again",
+		    m->id, s->cfg->file ? s->cfg->file : "the config", m->sender);
+		sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
+		return;
+	}
+	r = rcptfile_load(s->o->q, m->id, &f);
+	if (r < 0) {
+		sched_at(s, m, sched_wall() + SYSFAIL_S);
+		return;
+	}
+	if (r == 1 || f.ndone == f.n) {
+		rcptfile_free(&f);
+		sched_finish(s, m);
+		return;
+	}
+	j = batch_fill(s, m, &f, batch_cap(s, m), &trouble);
+	rcptfile_free(&f);
+	if (j->n == 0) {
+		free(j->offs);
+		free(j->addrs);
+		free(j);
+		/* Only bad addresses were left in this pass: a retry if an
+		 * earlier batch put one off, else finish (from the top), or
+		 * retry the notes. */
+		if (msg_pass_over(m))
+			sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
+		else
+			sched_at(s, m, trouble ? sched_wall() + SYSFAIL_S : sched_wall());
+		return;
+	}
+	m->job = j;
+	j->next = s->jobs;
+	s->jobs = j;
+	s->ups[m->up].jobs++;
+	gate_ask(s, j);
+}
+
+/* Does m outrank a request for up still waiting at the gate? */
+static int
+outranks(const struct sched *s, size_t up, const struct msg *m)
+{
+	const struct job *j;
+
+	for (j = s->jobs; j; j = j->next)
+		if (j->up == up && j->state == J_ASKING && j->m->prio < m->prio)
+			return 1;
+	return 0;
+}
+
+void
+gate_pump(struct sched *s, size_t up)
+{
+	struct upq *u = &s->ups[up];
+	struct msg *m;
+
+	while (u->head && (u->jobs < s->concurrency + LOOKAHEAD ||
+	    (u->jobs < s->concurrency + 2 * LOOKAHEAD && outranks(s, up, u->head)))) {
+		m = u->head;
+		u->head = m->qnext;
+		if (u->head == NULL)
+			u->tail = NULL;
+		m->queued = 0;
+		m->qnext = NULL;
+		start(s, m);
+	}
+}
+
+/* Shrink a job to its first n recipients. */
+static void
+shrink(struct job *j, size_t n)
+{
+	if (j->n > n)
+		j->more = 1;
+	while (j->n > n)
+		free(j->addrs[--j->n]);
+}
+
+static void
+gate_granted(struct sched *s, struct job *j, uint32_t cap)
+{
+	uint64_t now = clock_mono_ms();
+	struct upq *u = &s->ups[j->up];
+	struct msg *m = j->m;
+
+	j->state = J_GRANTED;
+	if (cap)
+		u->cap = cap;
+	if (j->n > u->fit_lo && (u->fit_hi == 0 || j->n < u->fit_hi))
+		u->fit_lo = j->n;	/* it fits */
+	if (j->up != m->up) {
+		/* A reload sent the message to another upstream (or none). */
+		gate_tell(s, j, GP_REFUND, 0, NULL);
+		job_drop(s, j);
+		return;
+	}
+	if (now < u->hold_until) {
+		/* Granted before the gate read our throttle report: give it
+		 * back and ask again once the hold is over (not at once: a
+		 * gate that did not suspend would grant it again at once). */
+		gate_tell(s, j, GP_REFUND, 0, NULL);
+		job_free(s, j);
+		sched_held(s, m, sched_wall() + (long long)((u->hold_until - now + 999) / 1000));
+		return;
+	}
+	/* The grant covers the weight we asked for; a smaller cap only
+	 * shapes the next requests. */
+	deliver_granted(s, j);
+}
+
+static void
+gate_refused(struct sched *s, struct job *j, enum gp_code code, const char *text)
+{
+	struct msg *m = j->m;
+
+	if (code == GP_TOOBIG && j->n > 1) {
+		/* More recipients than a window or cap allows at once: halve
+		 * this batch; the next ones stay below this size (each
+		 * refusal lowers it, so they converge on the size that fits). */
+		(void)gate_fit_toobig(&s->ups[j->up], j->n);
+		shrink(j, fit_size(&s->ups[j->up], j->n - 1));
+		log_info("msg %lu: weir-gate: %s; asking for %zu recipients", m->id, text, j->n);
+		gate_ask(s, j);
+		return;
+	}
+	log_warnx("msg %lu: weir-gate refused: %s %s; will try again in %d s", m->id,
+	    gp_code_name(code), text, SYSFAIL_S);
+	job_free(s, j);
+	sched_at(s, m, sched_wall() + SYSFAIL_S);
+}
+
 static void
 on_reply(struct sched *s, const struct gp_reply *r)
 {
@@ -50,7 +287,7 @@ on_reply(struct sched *s, const struct gp_reply *r)
 			log_warnx("weir-gate: a grant for unknown request %u", r->tag);
 			return;
 		}
-		job_granted(s, j, r->max_rcpt);
+		gate_granted(s, j, r->max_rcpt);
 		return;
 	case GP_R_SUSPENDED: {
 		size_t i;
@@ -68,7 +305,7 @@ on_reply(struct sched *s, const struct gp_reply *r)
 		return;
 	case GP_R_ERR:
 		if (j && j->state == J_ASKING) {
-			job_refused(s, j, r->code, r->text);
+			gate_refused(s, j, r->code, r->text);
 			return;
 		}
 		if (j == NULL && r->tag && sess_refused(s, r->tag, r->text))

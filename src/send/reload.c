@@ -92,7 +92,7 @@ load_snapshot(const char *path, struct weir_config *n, int *fd, char snap[32], s
 }
 
 void
-config_snapshot_start(struct sched *s)
+reload_snapshot_start(struct sched *s)
 {
 	struct weir_config *n;
 	struct buf err = BUF_INIT;
@@ -119,7 +119,7 @@ config_snapshot_start(struct sched *s)
 }
 
 void
-classes_load(struct sched *s)
+reload_classes(struct sched *s)
 {
 	struct policy *p = xcalloc(1, sizeof *p);
 	struct buf err = BUF_INIT;
@@ -253,15 +253,67 @@ misplaced_grant(struct sched *s)
 	return NULL;
 }
 
-void
-sched_reload(struct sched *s)
+/* Each message's upstream by n (s->cfg still the old config): returns
+ * how many moved to another; *adopted: the ids of those no upstream
+ * took before, waiting for a retry, that one takes now. */
+static size_t
+remap_messages(struct sched *s, const struct weir_config *n, unsigned long **adopted,
+    size_t *nadopted)
 {
-	struct weir_config *n = xcalloc(1, sizeof *n), *old = s->loaded;
+	struct msg *m;
+	size_t i, moved = 0, cap = 0;
+
+	for (i = 0; i < s->tabsize; i++)
+		for (m = s->tab[i]; m; m = m->hnext) {
+			const struct weir_upstream *u = config_upstream_for(n, m->sender);
+			size_t up = u ? (size_t)(u - n->upstreams) : NO_UPSTREAM;
+			const char *was = m->up == NO_UPSTREAM ? NULL : s->cfg->upstreams[m->up].name;
+
+			if ((was == NULL) != (u == NULL) || (u && strcmp(was, u->name) != 0))
+				moved++;
+			/* Mail no upstream took waits for a retry: it may go now. */
+			if (was == NULL && u != NULL && m->due) {
+				if (*nadopted == cap) {
+					cap = cap ? cap * 2 : 64;
+					*adopted = xrealloc(*adopted, cap * sizeof **adopted);
+				}
+				(*adopted)[(*nadopted)++] = m->id;
+			}
+			m->up = up;
+		}
+	return moved;
+}
+
+/* n becomes the config in force; the one loaded before is freed. */
+static void
+settings_take(struct sched *s, struct weir_config *n)
+{
+	struct weir_config *old = s->loaded;
+
+	s->cfg = n;
+	s->loaded = n;
+	reload_classes(s);
+	s->concurrency = n->concurrency;
+	s->lifetime = n->queue_lifetime;
+	s->retry_skip = n->retry_skip;
+	s->delay_warning = n->delay_warning;
+	s->pre.hostname = s->dsn.hostname = n->hostname;
+	s->pre.admin = s->dsn.admin = n->admin;
+	if (old) {
+		config_free(old);
+		free(old);
+	}
+}
+
+void
+reload_sighup(struct sched *s)
+{
+	struct weir_config *n = xcalloc(1, sizeof *n);
 	struct buf err = BUF_INIT;
 	struct msg **fifo, *m;
 	struct job *j;
 	unsigned long *adopted = NULL;
-	size_t i, nfifo, moved = 0, nadopted = 0, cap = 0;
+	size_t i, nfifo, moved, nadopted = 0;
 	char *line, *save = NULL, snap[32];
 	int fd = -1, r;
 
@@ -292,55 +344,26 @@ sched_reload(struct sched *s)
 	fifo = take_fifos(s, &nfifo);
 	rebuild_queues(s, n);
 	sess_remap(s);
-	for (i = 0; i < s->tabsize; i++)
-		for (m = s->tab[i]; m; m = m->hnext) {
-			const struct weir_upstream *u = config_upstream_for(n, m->sender);
-			size_t up = u ? (size_t)(u - n->upstreams) : NO_UPSTREAM;
-			const char *was = m->up == NO_UPSTREAM ? NULL : s->cfg->upstreams[m->up].name;
+	moved = remap_messages(s, n, &adopted, &nadopted);
 
-			if ((was == NULL) != (u == NULL) || (u && strcmp(was, u->name) != 0))
-				moved++;
-			/* Mail no upstream took waits for a retry: it may go now. */
-			if (was == NULL && u != NULL && m->due) {
-				if (nadopted == cap) {
-					cap = cap ? cap * 2 : 64;
-					adopted = xrealloc(adopted, cap * sizeof *adopted);
-				}
-				adopted[nadopted++] = m->id;
-			}
-			m->up = up;
-		}
-
-	s->cfg = n;
-	s->loaded = n;
-	classes_load(s);
-	s->concurrency = n->concurrency;
-	s->lifetime = n->queue_lifetime;
-	s->retry_skip = n->retry_skip;
-	s->delay_warning = n->delay_warning;
-	s->pre.hostname = s->dsn.hostname = n->hostname;
-	s->pre.admin = s->dsn.admin = n->admin;
-	if (old) {
-		config_free(old);
-		free(old);
-	}
+	settings_take(s, n);
 	log_info("SIGHUP: %s reloaded: upstreams %zu, concurrency %u, queue_lifetime %lld s, "
 	    "retry_skip %u, delay_warning %lld s; messages moved to another upstream: %zu",
 	    n->file ? n->file : "the config", n->nupstreams, n->concurrency, n->queue_lifetime,
 	    n->retry_skip, n->delay_warning, moved);
 
 	for (i = 0; i < nfifo; i++)
-		fifo_append(s, fifo[i]);
+		sched_fifo_append(s, fifo[i]);
 	free(fifo);
 	while ((j = misplaced_grant(s)) != NULL) {
 		gate_tell(s, j, GP_REFUND, 0, NULL);
 		job_drop(s, j);
 	}
 	for (i = 0; i < s->nups; i++)
-		kick(s, i);
+		deliver_kick(s, i);
 	/* By id: starting one message may end (and free) another's turn. */
 	for (i = 0; i < nadopted; i++)
 		if ((m = msg_by_id(s, adopted[i])) != NULL && m->due)
-			schedule(s, m, wall());
+			sched_at(s, m, sched_wall());
 	free(adopted);
 }

@@ -7,9 +7,11 @@
  * keeps what must outlive a run: the waiting credit and the delay
  * warning's mark (wait.c).
  *
- * Attempts themselves (batches, grants, deliverers) are deliver.c's and
- * gatelink.c's; this file keeps the messages, their timing, preprocessing,
- * the trigger, elimination and cleanup.
+ * Stage 1 of an attempt (sendint.h): this file keeps the messages,
+ * their timing, preprocessing, the trigger, elimination and cleanup; a
+ * message due goes to its FIFO and on to the gate (gatelink.c's
+ * gate_pump).  Batches, grants, deliverers and their reports are the
+ * later stages'.
  *
  * Trusts: the queue, and the deliverer's report only through
  * report_parse().  Config keys (through struct sched_opts and the
@@ -56,7 +58,7 @@ sched_next_retry(long long birth, long long now, unsigned skip)
 }
 
 long long
-wall(void)
+sched_wall(void)
 {
 	return (long long)time(NULL);
 }
@@ -105,15 +107,15 @@ msg_insert(struct sched *s, struct msg *m)
 }
 
 size_t
-upidx(const struct sched *s, const struct msg *m)
+sched_upidx(const struct sched *s, const struct msg *m)
 {
 	return m->up == NO_UPSTREAM ? s->none : m->up;
 }
 
 void
-upq_unlink(struct sched *s, struct msg *m)
+sched_unlink(struct sched *s, struct msg *m)
 {
-	struct upq *u = &s->ups[upidx(s, m)];
+	struct upq *u = &s->ups[sched_upidx(s, m)];
 	struct msg **q, *prev = NULL;
 
 	if (!m->queued)
@@ -139,11 +141,23 @@ msg_forget(struct sched *s, struct msg *m)
 			*p = m->hnext;
 			break;
 		}
-	upq_unlink(s, m);
+	sched_unlink(s, m);
 	evloop_timer_cancel(s->ev, m->due);
 	s->nmsg--;
 	free(m->sender);
 	free(m);
+}
+
+/* The end of a pass over m's recipients: 1 if one was put off (the
+ * message wants a retry). */
+int
+msg_pass_over(struct msg *m)
+{
+	int deferred = m->pass_deferred;
+
+	m->pass_off = 0;
+	m->pass_deferred = 0;
+	return deferred;
 }
 
 /* ---- timing ---- */
@@ -173,9 +187,9 @@ msg_prio(struct sched *s, struct msg *m)
  * higher one, so an interactive message passes a deep bulk backlog
  * (weir-gate then picks among the requests by class too). */
 void
-fifo_append(struct sched *s, struct msg *m)
+sched_fifo_append(struct sched *s, struct msg *m)
 {
-	struct upq *u = &s->ups[upidx(s, m)];
+	struct upq *u = &s->ups[sched_upidx(s, m)];
 	long long p = msg_prio(s, m);
 	struct msg **q;
 
@@ -196,21 +210,21 @@ fifo_append(struct sched *s, struct msg *m)
 }
 
 void
-enqueue(struct sched *s, struct msg *m)
+sched_enqueue(struct sched *s, struct msg *m)
 {
 	if (m->job || m->queued || control_stops(s, m))
 		return;
 	wait_begin(m);
-	fifo_append(s, m);
-	pump(s, upidx(s, m));
+	sched_fifo_append(s, m);
+	gate_pump(s, sched_upidx(s, m));
 }
 
 /* Attempt m at wall-clock time `when` (now or earlier: at once).  Until
  * then it waits (credited) only if held by a suspension. */
 static void
-schedule_at(struct sched *s, struct msg *m, long long when, int held)
+sched_when(struct sched *s, struct msg *m, long long when, int held)
 {
-	long long now = wall();
+	long long now = sched_wall();
 
 	evloop_timer_cancel(s->ev, m->due);
 	m->due = NULL;
@@ -219,27 +233,27 @@ schedule_at(struct sched *s, struct msg *m, long long when, int held)
 		return;
 	if (when <= now) {
 		wait_begin(m);
-		note_sync(s, m);	/* before enqueue, which may end m */
-		enqueue(s, m);
+		wait_note_sync(s, m);	/* before sched_enqueue, which may end m */
+		sched_enqueue(s, m);
 		return;
 	}
 	if (!held)
 		wait_end(m);
-	note_sync(s, m);
+	wait_note_sync(s, m);
 	m->due = evloop_timer_at(s->ev, clock_mono_ms() + (uint64_t)(when - now) * 1000,
 	    on_due, m);
 }
 
 void
-schedule(struct sched *s, struct msg *m, long long when)
+sched_at(struct sched *s, struct msg *m, long long when)
 {
-	schedule_at(s, m, when, 0);
+	sched_when(s, m, when, 0);
 }
 
 void
-schedule_held(struct sched *s, struct msg *m, long long when)
+sched_held(struct sched *s, struct msg *m, long long when)
 {
-	schedule_at(s, m, when, 1);
+	sched_when(s, m, when, 1);
 }
 
 static void
@@ -249,7 +263,7 @@ on_due(struct evloop *ev, struct evtimer *t, void *arg)
 
 	(void)ev; (void)t;
 	m->due = NULL;	/* freed by the loop after this returns */
-	enqueue(m->s, m);
+	sched_enqueue(m->s, m);
 }
 
 /* ---- loading messages ---- */
@@ -290,7 +304,7 @@ msg_load(struct sched *s, unsigned long id)
 	m->sender = xstrndup(sender.addr, sender.len);
 	u = config_upstream_for(s->cfg, m->sender);
 	m->up = u ? (size_t)(u - s->cfg->upstreams) : NO_UPSTREAM;
-	note_restore(s, m);
+	wait_note_restore(s, m);
 	control_restore(s, m);
 	msg_insert(s, m);
 	buf_free(&b);
@@ -324,18 +338,18 @@ remove_durably(struct sched *s, struct msg *m, enum qdir d)
 /* S5 to S1, as QUEUE.md says: bounce first, then remote/ and local/,
  * then info/ (S2), then mess/ (S1), each removal durable before the next. */
 void
-finish(struct sched *s, struct msg *m)
+sched_finish(struct sched *s, struct msg *m)
 {
 	/* Recipients a stock qmail-send left in local/ are never dropped:
 	 * they join remote/ and go first. */
 	switch (local_takeover(s->o->q, m->id, &s->pre)) {
 	case 1:
-		schedule(s, m, wall());
+		sched_at(s, m, sched_wall());
 		return;
 	case -1:
 		goto later;
 	}
-	s->dsn.now = (time_t)wall();
+	s->dsn.now = (time_t)sched_wall();
 	if (dsn_send(s->o->q, m->id, &s->dsn) < 0)
 		goto later;
 	/* sched/S/N first, but not durably: one left behind is harmless
@@ -351,7 +365,7 @@ finish(struct sched *s, struct msg *m)
 	msg_forget(s, m);
 	return;
 later:
-	schedule(s, m, wall() + SYSFAIL_S);
+	sched_at(s, m, sched_wall() + SYSFAIL_S);
 }
 
 /* ---- todo/ and the trigger ---- */
@@ -437,7 +451,7 @@ on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg)
 			continue;
 		}
 		if ((m = msg_load(s, id)) != NULL)
-			schedule(s, m, wall());
+			sched_at(s, m, sched_wall());
 	}
 	if (s->todo_pos < s->ntodo) {
 		evloop_timer_at(ev, 0, on_todo_slice, s);	/* after what is pending */
@@ -482,7 +496,7 @@ scan_info(struct sched *s)
 			if (fstatat(q->dfd, path, &st, 0) == 0)
 				continue;	/* S4: scan_todo preprocesses it */
 			if ((m = msg_load(s, id)) != NULL)
-				schedule(s, m, wall());
+				sched_at(s, m, sched_wall());
 		}
 		closedir(d);
 	}
@@ -532,7 +546,7 @@ flush_if_asked(struct sched *s)
 		if ((m = msg_by_id(s, ids[i])) != NULL && m->due) {
 			evloop_timer_cancel(s->ev, m->due);
 			m->due = NULL;
-			enqueue(s, m);
+			sched_enqueue(s, m);
 		}
 	free(ids);
 	log_info("flush: %zu deferred messages to be tried now", n);
@@ -572,7 +586,7 @@ on_cleanup(struct evloop *ev, struct evtimer *t, void *arg)
 	struct sched *s = arg;
 
 	(void)t;
-	cleanup_pass(s->o->q, (time_t)wall());
+	cleanup_pass(s->o->q, (time_t)sched_wall());
 	evloop_timer_at(ev, clock_mono_ms() + CLEANUP_MS, on_cleanup, s);
 }
 
@@ -626,7 +640,7 @@ static void
 on_hup(struct evloop *ev, int signo, void *arg)
 {
 	(void)ev; (void)signo;
-	sched_reload(arg);
+	reload_sighup(arg);
 }
 
 int
@@ -647,8 +661,8 @@ sched_run(const struct sched_opts *o)
 
 	/* From here on the settings are s.cfg's (o's, or the same file's
 	 * as snapshot for the deliverers): see reload.c. */
-	config_snapshot_start(&s);
-	classes_load(&s);
+	reload_snapshot_start(&s);
+	reload_classes(&s);
 	s.concurrency = s.cfg == o->cfg ? o->concurrency : s.cfg->concurrency;
 	s.lifetime = s.cfg == o->cfg ? o->lifetime : s.cfg->queue_lifetime;
 	s.retry_skip = s.cfg == o->cfg ? o->retry_skip : s.cfg->retry_skip;
@@ -673,7 +687,7 @@ sched_run(const struct sched_opts *o)
 			s.ups[i].name = xstrdup(s.cfg->upstreams[i].name);
 	}
 	s.ev = evloop_new();
-	evloop_signal(s.ev, SIGCHLD, on_child, &s);
+	evloop_signal(s.ev, SIGCHLD, deliver_on_child, &s);
 	evloop_signal(s.ev, SIGTERM, on_term, &s);
 	evloop_signal(s.ev, SIGINT, on_term, &s);
 	evloop_signal(s.ev, SIGHUP, on_hup, &s);
@@ -687,7 +701,7 @@ sched_run(const struct sched_opts *o)
 		s.alive_before = 0;
 	gate_start(&s);
 	rearm_trigger(&s);
-	cleanup_pass(o->q, (time_t)wall());
+	cleanup_pass(o->q, (time_t)sched_wall());
 	scan_info(&s);
 	scan_todo(&s);
 	flush_if_asked(&s);	/* everything is due now anyway: just clear it */
@@ -695,7 +709,7 @@ sched_run(const struct sched_opts *o)
 	log_info("started on %s: %zu messages queued", o->q->path, s.nmsg);
 	evloop_timer_at(s.ev, clock_mono_ms() + TODO_RESCAN_MS, on_rescan, &s);
 	evloop_timer_at(s.ev, clock_mono_ms() + CLEANUP_MS, on_cleanup, &s);
-	sweep_start(&s);
+	wait_sweep_start(&s);
 	if (evloop_run(s.ev) < 0)
 		fatal(111, "event loop");
 	return 0;

@@ -1,8 +1,51 @@
 /*
- * sendint.h: weir-send's internals, shared by sched.c (messages and
- * their timing), wait.c (the waiting credit and its note in sched/),
- * deliver.c (batches and deliverers), gatelink.c (the conversation with
- * weir-gate) and reload.c (SIGHUP).  Not for other programs.
+ * sendint.h: weir-send's internals, shared by its files.  Not for other
+ * programs.
+ *
+ * A message's life, one stage per file, each calling the next:
+ *
+ *   1 schedule   sched.c     the message table, each message's timer,
+ *                            the FIFO per upstream (class order), its
+ *                            end (sched_finish: S5 to S1)
+ *                  | sched_enqueue -> gate_pump
+ *   2 ask        gatelink.c  a batch of the message's not-done recipients
+ *                            (a job), asked of weir-gate; its grant or
+ *                            refusal
+ *                  | a grant -> deliver_granted
+ *   3 deliver    deliver.c   run slots per upstream: a deliverer of the
+ *                            job's own, or a kept session (session.c);
+ *                            its report and outcome pipes read
+ *                  | pipes read, deliverer done -> complete_job
+ *                  | (or it could not run -> complete_unrun)
+ *   4 complete   complete.c  the outcome to the gate, the report applied
+ *                            (D marks, bounce notes, the delay warning),
+ *                            the job freed; the message's next step
+ *
+ * The way back, and only through these entries:
+ *   to 1: sched_at (the rest of the pass, a retry: a timer), sched_held
+ *         (a suspension), sched_finish (no recipient left), and
+ *         job_drop's sched_enqueue (a job undone: back to the FIFO);
+ *         called by 2 and 4.
+ *   to 2: gate_tell (what became of a grant; by 3 and 4), gate_pump (a
+ *         job slot is free: more may ask; by deliver_kick),
+ *         gate_fit_toobig (a batch was too big; by 4), and the kept
+ *         sessions' connection slots (gate_ask_slot, gate_release,
+ *         gate_cancel; by session.c).
+ *   to 3: deliver_kick (a run slot is free; by session.c and reload.c),
+ *         sess_job_done (a job's end frees its kept session; by
+ *         job_free); what a batch said of its upstream (throttling, idle
+ *         sessions closed) is complete_job's return value, acted on by
+ *         deliver.c.
+ * Any stage may use stage 1's helpers, which call nothing onward
+ * (sched_wall, sched_next_retry, msg_pass_over), and end a job
+ * (job_free, job_drop: complete.c's).
+ * A deliverer's end (SIGCHLD) reaches deliver.c (deliver_on_child) and,
+ * for a session's, session.c (sess_reaped); a gate reply reaches
+ * gatelink.c (on_reply).
+ *
+ * Beside the stages: wait.c (the waiting credit and its note in sched/,
+ * used by 1, 3 and 4), control.c (`weir hold` and the others: called by
+ * 1 and 4, calls 1), reload.c (SIGHUP: calls 1, 2, 3 and session.c).
  */
 #ifndef WEIR_SENDINT_H
 #define WEIR_SENDINT_H
@@ -101,13 +144,13 @@ struct job {
 struct upq {
 	char *name;			/* the upstream's; NULL for s->none */
 	/* Messages waiting for a job: highest class priority first, FIFO
-	 * within a class (sched.c, fifo_append). */
+	 * within a class (sched.c, sched_fifo_append). */
 	struct msg *head, *tail;
 	struct job *ghead, *gtail;	/* granted jobs waiting to run */
 	unsigned jobs, running;
 	size_t cap;			/* recipients per request the gate allows; 0: unknown */
 	/* Batch sizes learnt, kept until a reload whatever the gate's cap
-	 * says (deliver.c, fit_size): fit_hi, the smallest found too big
+	 * says (gatelink.c, fit_size): fit_hi, the smallest found too big
 	 * (the gate's TOOBIG for a recipient window or a cap; a deliverer
 	 * that took fewer, for the upstream's RCPTMAX or a set-id
 	 * weir-remote's own max_recipients); fit_lo, the largest that went.
@@ -161,60 +204,60 @@ struct sched {
 	struct dsess *sessions;
 };
 
-/* sched.c */
-long long wall(void);
-void schedule(struct sched *s, struct msg *m, long long when);
-/* Like schedule(), for a message held back by a suspension: still
+/* 1 sched.c */
+long long sched_wall(void);
+void sched_at(struct sched *s, struct msg *m, long long when);
+/* Like sched_at(), for a message held back by a suspension: still
  * waiting (credited) until then. */
-void schedule_held(struct sched *s, struct msg *m, long long when);
-void enqueue(struct sched *s, struct msg *m);
-void fifo_append(struct sched *s, struct msg *m);	/* enqueue, but start nothing */
-void finish(struct sched *s, struct msg *m);
-size_t upidx(const struct sched *s, const struct msg *m);
+void sched_held(struct sched *s, struct msg *m, long long when);
+void sched_enqueue(struct sched *s, struct msg *m);
+void sched_fifo_append(struct sched *s, struct msg *m);	/* sched_enqueue, but start nothing */
+void sched_finish(struct sched *s, struct msg *m);
+size_t sched_upidx(const struct sched *s, const struct msg *m);
 struct msg *msg_by_id(struct sched *s, unsigned long id);
-void upq_unlink(struct sched *s, struct msg *m);	/* out of its FIFO */
+void sched_unlink(struct sched *s, struct msg *m);	/* out of its FIFO */
 void msg_forget(struct sched *s, struct msg *m);	/* out of memory, freed */
 struct msg *msg_load(struct sched *s, unsigned long id);	/* from info/ */
+/* The end of a pass over m's recipients: 1 if one was put off (the
+ * message wants a retry). */
+int msg_pass_over(struct msg *m);
 
-/* wait.c */
-void wait_begin(struct msg *m);
-void wait_end(struct msg *m);
-long long msg_waited(const struct msg *m);	/* credit so far, seconds */
-/* Write sched/S/N if what it says is off by 30 s or more, or says the
- * message waits when it does not.  1 written, 0 not needed, -1 failed
- * (logged). */
-int note_sync(struct sched *s, struct msg *m);
-/* The credit and mark a note carries into this run, into m. */
-void note_restore(struct sched *s, struct msg *m);
-void sweep_start(struct sched *s);
-/* The delay warning, if one is due: j's results res[] are the latest
- * replies.  Called after the marks of a batch with temporary failures. */
-void maybe_warn(struct sched *s, struct msg *m, const struct job *j,
-    const struct rresult *res);
+/* 2 gatelink.c */
+void gate_start(struct sched *s);
+/* Messages from up's FIFO to requests at the gate. */
+void gate_pump(struct sched *s, size_t up);
+/* n recipients were too many for u: 1 if that is news. */
+int gate_fit_toobig(struct upq *u, size_t n);
+void gate_ask(struct sched *s, struct job *j);
+void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
+    const char *reply);
+/* A session's connection slot: asked (its tag, 0 if the gate is not
+ * there), given back (used: a connection was made), or no longer wanted. */
+uint32_t gate_ask_slot(struct sched *s, size_t up);
+void gate_release(struct sched *s, uint32_t tag, int used);
+void gate_cancel(struct sched *s, uint32_t tag);
 
-/* deliver.c */
-void pump(struct sched *s, size_t up);
-void kick(struct sched *s, size_t up);	/* granted jobs to free slots, then pump */
-void job_granted(struct sched *s, struct job *j, uint32_t cap);
-void job_refused(struct sched *s, struct job *j, enum gp_code code, const char *text);
-void job_drop(struct sched *s, struct job *j);	/* back to the FIFO */
-void on_child(struct evloop *ev, int signo, void *arg);
+/* 3 deliver.c */
+void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then gate_pump */
+/* A granted job: run it if a run slot is free, else when one is. */
+void deliver_granted(struct sched *s, struct job *j);
+void deliver_on_child(struct evloop *ev, int signo, void *arg);
 /* The deliverer's arguments up to the host: mode "-n" (its own, with
  * -r 3) or "-S" (a kept session); argv has room for 12. */
-void remote_argv(struct sched *s, size_t up, const char **argv, const char *mode);
+void deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode);
 /* Fork and exec argv with fd0 on 0, fd1 on 1 and fd3 on 3 (-1: as
  * they are), in its own process group, killed if weir-send dies. */
-pid_t deliverer_fork(const char *const *argv, int fd0, int fd1, int fd3);
+pid_t deliver_fork(const char *const *argv, int fd0, int fd1, int fd3);
 /* j's message (*mfd, read-only) and its two pipes: the write ends in
  * wr[] (report, outcome), the read ends watched, the watchdog set. */
-int job_open(struct sched *s, struct job *j, int *mfd, int wr[2]);
-void job_unopen(struct sched *s, struct job *j);	/* undo job_open */
-void job_running(struct sched *s, struct job *j);	/* it runs: counted, logged */
+int deliver_open(struct sched *s, struct job *j, int *mfd, int wr[2]);
+void deliver_unopen(struct sched *s, struct job *j);	/* undo deliver_open */
+void deliver_running(struct sched *s, struct job *j);	/* it runs: counted, logged */
 /* Its deliverer is done (status as from waitpid): complete it once its
  * pipes are read. */
-void job_exited(struct sched *s, struct job *j, int status);
+void deliver_exited(struct sched *s, struct job *j, int status);
 
-/* session.c: kept sessions (weir-remote -S) */
+/* 3 session.c: kept sessions (weir-remote -S) */
 int sess_wanted(const struct sched *s, size_t up);	/* up's messages go on sessions */
 int sess_fits(const struct job *j);	/* small enough for one request */
 /* j to an idle session of its upstream: 1 done, 0 none idle, -1 failed. */
@@ -231,16 +274,37 @@ void sess_forget_slots(struct sched *s);	/* the gate connection is gone */
 void sess_remap(struct sched *s);	/* after a reload renumbered the queues */
 void sess_note(struct sched *s);	/* sched/sessions for weir status (session.c) */
 
-/* gatelink.c */
-void gate_start(struct sched *s);
-void gate_ask(struct sched *s, struct job *j);
-void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
-    const char *reply);
-/* A session's connection slot: asked (its tag, 0 if the gate is not
- * there), given back (used: a connection was made), or no longer wanted. */
-uint32_t gate_ask_slot(struct sched *s, size_t up);
-void gate_release(struct sched *s, uint32_t tag, int used);
-void gate_cancel(struct sched *s, uint32_t tag);
+/* 4 complete.c */
+/* What a batch said of its upstream, for deliver.c to act on. */
+enum upstream_word {
+	UP_OK,
+	UP_THROTTLES,		/* "slow down", or our credentials refused */
+	UP_CLOSES_IDLE		/* it had closed a kept session while idle */
+};
+/* j's deliverer is done and its pipes read: tell the gate, apply the
+ * report, send the message on; j is freed. */
+enum upstream_word complete_job(struct sched *s, struct job *j);
+/* j's deliverer did not run: nothing reached the upstream; the grant
+ * goes back, the message is tried later; j is freed. */
+void complete_unrun(struct sched *s, struct job *j);
+void job_free(struct sched *s, struct job *j);
+void job_drop(struct sched *s, struct job *j);	/* freed; its message back to the FIFO */
+
+/* wait.c */
+void wait_begin(struct msg *m);
+void wait_end(struct msg *m);
+long long wait_credit(const struct msg *m);	/* credit so far, seconds */
+/* Write sched/S/N if what it says is off by 30 s or more, or says the
+ * message waits when it does not.  1 written, 0 not needed, -1 failed
+ * (logged). */
+int wait_note_sync(struct sched *s, struct msg *m);
+/* The credit and mark a note carries into this run, into m. */
+void wait_note_restore(struct sched *s, struct msg *m);
+void wait_sweep_start(struct sched *s);
+/* The delay warning, if one is due: j's results res[] are the latest
+ * replies.  Called after the marks of a batch with temporary failures. */
+void wait_warn(struct sched *s, struct msg *m, const struct job *j,
+    const struct rresult *res);
 
 /* control.c: `weir hold`, release, delete, requeue (QUEUE.md) */
 void control_restore(struct sched *s, struct msg *m);	/* held? at load */
@@ -256,12 +320,12 @@ void control_scan(struct sched *s);	/* act on ctl/ */
 void control_forget(struct sched *s, struct msg *m);	/* m ends */
 
 /* reload.c */
-void sched_reload(struct sched *s);
+void reload_sighup(struct sched *s);
 /* s->pol from s->cfg's policy_file (at start and on SIGHUP): the
  * classes that order each upstream's FIFO, as weir-gate chooses them. */
-void classes_load(struct sched *s);
+void reload_classes(struct sched *s);
 /* At start: the config in force becomes the one parsed from a snapshot
  * of its file (as after a reload). */
-void config_snapshot_start(struct sched *s);
+void reload_snapshot_start(struct sched *s);
 
 #endif

@@ -15,9 +15,10 @@
  *            one datagram on a SOCK_SEQPACKET socketpair with three
  *            descriptors: mess/S/N (read-only: the deliverer never opens
  *            the queue), the report pipe and the outcome pipe.  The job
- *            completes as a deliverer's own does (deliver.c) once both
- *            pipes are closed and the session said "ready" or "closing"
- *            (or died: then it is a crash, as for a deliverer of its own)
+ *            completes as a deliverer's own does (deliver.c, then
+ *            complete.c) once both pipes are closed and the session said
+ *            "ready" or "closing" (or died: then it is a crash, as for a
+ *            deliverer of its own)
  *   ENDING   weir-send closed its end (idle for the upstream's
  *            session_idle, messages_per_connection reached, a reload, the
  *            gate lost, a throttle) or the deliverer said "closing": it
@@ -208,13 +209,13 @@ on_word(struct evloop *ev, int fd, int events, void *arg)
 	if (j && n == 5 && memcmp(w, "ready", 5) == 0) {
 		d->job = NULL;
 		d->state = DS_IDLE;
-		job_exited(s, j, 0);
+		deliver_exited(s, j, 0);
 		return;
 	}
 	if (j && n == 7 && memcmp(w, "closing", 7) == 0) {
 		d->job = NULL;
 		sess_end(s, d, "the deliverer closed it");
-		job_exited(s, j, 0);
+		deliver_exited(s, j, 0);
 		return;
 	}
 	if (n != 0) {
@@ -236,8 +237,8 @@ sess_start(struct sched *s, struct dsess *d)
 		log_warn("session: socketpair");
 		return -1;
 	}
-	remote_argv(s, d->up, argv, "-S");
-	d->pid = deliverer_fork(argv, sv[1], -1, -1);
+	deliver_argv(s, d->up, argv, "-S");
+	d->pid = deliver_fork(argv, sv[1], -1, -1);
 	close(sv[1]);
 	if (d->pid < 0) {
 		d->pid = 0;
@@ -275,7 +276,7 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 		buf_adds(&req, j->addrs[i]);
 		buf_addc(&req, '\0');
 	}
-	if ((d->pid == 0 && sess_start(s, d) < 0) || job_open(s, j, &fds[0], rfd) < 0) {
+	if ((d->pid == 0 && sess_start(s, d) < 0) || deliver_open(s, j, &fds[0], rfd) < 0) {
 		buf_free(&req);
 		return -1;
 	}
@@ -287,7 +288,7 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 		close(fds[i]);
 	if (k < 0) {
 		log_warn("session %ld: handing msg %lu over", (long)d->pid, j->m->id);
-		job_unopen(s, j);
+		deliver_unopen(s, j);
 		return -1;
 	}
 	evloop_timer_cancel(s->ev, d->idle);
@@ -362,7 +363,7 @@ sess_granted(struct sched *s, uint32_t tag, uint32_t max)
 		return 0;
 	d->state = DS_IDLE;
 	d->max = max;
-	d->since = wall();
+	d->since = sched_wall();
 	sess_idle(s, d);
 	return 1;
 }
@@ -399,7 +400,7 @@ sess_idle(struct sched *s, struct dsess *d)
 		sess_end(s, d, "messages_per_connection reached");
 		return;
 	}
-	kick(s, d->up);
+	deliver_kick(s, d->up);
 	if (d->state == DS_IDLE && d->idle == NULL)
 		d->idle = evloop_timer_at(s->ev, clock_mono_ms() +
 		    (uint64_t)u->session_idle * 1000, on_idle, d);
@@ -436,7 +437,7 @@ sess_reaped(struct sched *s, pid_t pid, int status)
 
 		d->job = NULL;
 		j->sess = NULL;
-		job_exited(s, j, status);
+		deliver_exited(s, j, status);
 	}
 	sess_end(s, d, "the deliverer exited");
 	gate_release(s, d->tag, d->sent > 0);

@@ -68,7 +68,7 @@ credit_ms(const struct msg *m, uint64_t mono)
 }
 
 long long
-msg_waited(const struct msg *m)
+wait_credit(const struct msg *m)
 {
 	return credit_ms(m, clock_mono_ms()) / 1000;
 }
@@ -78,7 +78,7 @@ static int
 save(struct sched *s, struct msg *m, int durable)
 {
 	uint64_t mono = clock_mono_ms();
-	long long now = wall();
+	long long now = sched_wall();
 	struct schednote n;
 
 	n.birth = m->birth;
@@ -93,10 +93,10 @@ save(struct sched *s, struct msg *m, int durable)
 }
 
 int
-note_sync(struct sched *s, struct msg *m)
+wait_note_sync(struct sched *s, struct msg *m)
 {
 	uint64_t mono = clock_mono_ms();
-	long long now = wall(), ondisk = 0, since = 0;
+	long long now = sched_wall(), ondisk = 0, since = 0;
 
 	if (!s->notes_ok)
 		return 0;
@@ -117,10 +117,10 @@ note_sync(struct sched *s, struct msg *m)
 }
 
 void
-note_restore(struct sched *s, struct msg *m)
+wait_note_restore(struct sched *s, struct msg *m)
 {
 	struct schednote n;
-	long long credit, now = wall();
+	long long credit, now = sched_wall();
 	int r;
 
 	if (!s->notes_ok)
@@ -159,11 +159,11 @@ on_sweep(struct evloop *ev, struct evtimer *t, void *arg)
 	int r = 0;
 
 	(void)t;
-	if (s->sweep_pos == 0 && note_alive_save(s->o->q, wall()) < 0)
+	if (s->sweep_pos == 0 && note_alive_save(s->o->q, sched_wall()) < 0)
 		log_warnx("%s not written: a restart now credits open waits less", SCHED_ALIVE);
 	for (; s->sweep_pos < s->tabsize && writes < SWEEP_WRITES && r >= 0; s->sweep_pos++)
 		for (m = s->tab[s->sweep_pos]; m && r >= 0; m = m->hnext)
-			if ((r = note_sync(s, m)) > 0)
+			if ((r = wait_note_sync(s, m)) > 0)
 				writes++;
 	/* A failed write (logged) ends this round: not one line per message. */
 	if (r >= 0 && s->sweep_pos < s->tabsize) {
@@ -175,12 +175,12 @@ on_sweep(struct evloop *ev, struct evtimer *t, void *arg)
 }
 
 void
-sweep_start(struct sched *s)
+wait_sweep_start(struct sched *s)
 {
 	if (!s->notes_ok)
 		return;
 	s->sweep_pos = 0;
-	if (note_alive_save(s->o->q, wall()) < 0)
+	if (note_alive_save(s->o->q, sched_wall()) < 0)
 		log_warnx("%s not written: a restart now credits open waits less", SCHED_ALIVE);
 	evloop_timer_at(s->ev, clock_mono_ms() + SWEEP_MS, on_sweep, s);
 }
@@ -188,9 +188,9 @@ sweep_start(struct sched *s)
 /* ---- the delay warning ---- */
 
 void
-maybe_warn(struct sched *s, struct msg *m, const struct job *j, const struct rresult *res)
+wait_warn(struct sched *s, struct msg *m, const struct job *j, const struct rresult *res)
 {
-	long long now = wall(), waited = msg_waited(m);
+	long long now = sched_wall(), waited = wait_credit(m);
 	struct dsn_rcpt *v;
 	struct rcptfile f;
 	size_t i, k, n = 0;

@@ -1,0 +1,335 @@
+/*
+ * complete.c: the last stage of an attempt (sendint.h): a deliverer is
+ * done with a batch.  Tell weir-gate what its outcome line says, apply
+ * its report (D marks, bounce notes, the delay warning), and send the
+ * message on: the rest of its pass, a retry, or its end.
+ *
+ * Trusts: the deliverer's output only through report_parse() and
+ * outcome_parse().  Config keys: queue_lifetime, retry_skip,
+ * delay_warning (through struct sched).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/log.h"
+#include "mail/outcome.h"
+#include "send/rcptfile.h"
+#include "send/report.h"
+#include "send/sendint.h"
+
+#define THROTTLE_GUARD_MS 5000	/* a throttle holds grants this long at least */
+
+static enum upstream_word apply(struct sched *s, struct job *j, enum outcome_kind how,
+    size_t undone);
+
+/* ---- the end of a job ---- */
+
+void
+job_free(struct sched *s, struct job *j)
+{
+	struct upq *u = &s->ups[j->up];
+	struct job **p;
+	size_t i;
+
+	for (p = &s->jobs; *p; p = &(*p)->next)
+		if (*p == j) {
+			*p = j->next;
+			break;
+		}
+	for (p = &u->ghead; *p; p = &(*p)->gnext)
+		if (*p == j) {
+			*p = j->gnext;
+			break;
+		}
+	u->gtail = NULL;
+	for (p = &u->ghead; *p; p = &(*p)->gnext)
+		u->gtail = *p;
+	if (j->outfd >= 0) {
+		evloop_unwatch(s->ev, j->outfd);
+		close(j->outfd);
+	}
+	if (j->ocfd >= 0) {
+		evloop_unwatch(s->ev, j->ocfd);
+		close(j->ocfd);
+	}
+	evloop_timer_cancel(s->ev, j->watchdog);
+	if (j->state == J_RUNNING)
+		u->running--;
+	u->jobs--;
+	j->m->job = NULL;
+	sess_job_done(s, j);
+	for (i = 0; i < j->n; i++)
+		free(j->addrs[i]);
+	free(j->addrs);
+	free(j->offs);
+	buf_free(&j->out);
+	buf_free(&j->oc);
+	free(j);
+}
+
+void
+job_drop(struct sched *s, struct job *j)
+{
+	struct msg *m = j->m;
+
+	job_free(s, j);
+	sched_enqueue(s, m);
+}
+
+/* Nothing reached the upstream: give the grant back, try later. */
+void
+complete_unrun(struct sched *s, struct job *j)
+{
+	struct msg *m = j->m;
+
+	wait_end(m);
+	gate_tell(s, j, GP_REFUND, 0, NULL);
+	job_free(s, j);
+	sched_at(s, m, sched_wall() + SYSFAIL_S);
+}
+
+/* ---- a deliverer's report ---- */
+
+/* Tell the gate what the deliverer's outcome line (mail/outcome.h)
+ * says happened, and return it; *undone: how many of the batch's last
+ * recipients it did not attempt.  No line: refund if the deliverer
+ * stopped on its own (before connecting: config, secret), unknown if it
+ * crashed (maybe after the final dot); a malformed line: unknown. */
+static enum outcome_kind
+tell_gate(struct sched *s, struct job *j, size_t *undone)
+{
+	struct outcome o;
+	const char *why = NULL;
+	int crashed = WIFSIGNALED(j->status);
+
+	*undone = 0;
+	if (j->oc.len == 0)
+		o.kind = crashed ? OUTCOME_UNKNOWN : OUTCOME_REFUND;
+	else if (outcome_parse(j->oc.s, j->oc.len, &o, &why) < 0) {
+		log_warnx("msg %lu.%lld: the deliverer's outcome line is malformed: %s", j->m->id,
+		    j->m->birth, why);
+		o.kind = OUTCOME_UNKNOWN;
+	}
+	switch (o.kind) {
+	case OUTCOME_REFUND:
+	case OUTCOME_STALE:
+		gate_tell(s, j, GP_REFUND, 0, NULL);
+		break;
+	case OUTCOME_NOMAIL:
+		gate_tell(s, j, GP_NOMAIL, 0, NULL);
+		break;
+	case OUTCOME_THROTTLED:
+		log_warnx("msg %lu.%lld: the upstream is throttling us: %s", j->m->id, j->m->birth,
+		    o.text);
+		gate_tell(s, j, GP_THROTTLED, 0, o.text);
+		break;
+	case OUTCOME_AUTHFAIL:
+		log_warnx("msg %lu.%lld: the upstream refused our credentials or certificate: %s; "
+		    "check username, secret_file (or secret_command), verify and ca_file of "
+		    "upstream %s", j->m->id, j->m->birth, o.text, s->ups[j->up].name);
+		gate_tell(s, j, GP_AUTHFAIL, 0, o.text);
+		break;
+	case OUTCOME_SENT:
+	case OUTCOME_RELAY:
+		/* Only the last ones of the batch can be undone, never all. */
+		if (o.undone < j->n && (o.kind == OUTCOME_SENT || o.undone == 0))
+			*undone = o.undone;
+		j->sent_at = o.at;
+		gate_tell(s, j, GP_SENT, o.accepted > j->n ? (uint32_t)j->n :
+		    (uint32_t)o.accepted, NULL);
+		break;
+	case OUTCOME_UNKNOWN:
+		gate_tell(s, j, GP_UNKNOWN, 0, NULL);
+		break;
+	}
+	return o.kind;
+}
+
+/* A deliverer is done with j: tell the gate, then act on its report. */
+enum upstream_word
+complete_job(struct sched *s, struct job *j)
+{
+	size_t undone;
+	enum outcome_kind how = tell_gate(s, j, &undone);
+	struct msg *m = j->m;
+
+	if (how != OUTCOME_STALE || WIFSIGNALED(j->status))
+		return apply(s, j, how, undone);
+	/* The kept session had been closed by the upstream while idle:
+	 * nothing of the message was sent.  Again at once, on a new
+	 * session; the upstream's other idle ones are likely closed too. */
+	log_info("msg %lu.%lld: not sent: the upstream had closed the session while it was "
+	    "idle; again on a new one", m->id, m->birth);
+	job_free(s, j);
+	sched_at(s, m, sched_wall());
+	return UP_CLOSES_IDLE;
+}
+
+/* What a batch came to, recipient by recipient. */
+struct tally {
+	size_t *done;		/* their T bytes in remote/S/N, to mark D */
+	size_t ndone, ntemp, nperm;
+};
+
+/* res[] for each of j's recipients: the report's, or all put off if
+ * the deliverer crashed or could not run. */
+static void
+read_results(struct job *j, struct rresult *res)
+{
+	const char *mtext = "", *why = NULL;
+	size_t i;
+
+	if (WIFSIGNALED(j->status))
+		why = "the deliverer crashed";
+	else if (WEXITSTATUS(j->status) != 0)
+		why = "the deliverer could not run";
+	if (why) {
+		for (i = 0; i < j->n; i++)
+			res[i] = (struct rresult){ RS_TEMP, why, 0 };
+	} else {
+		buf_add(&j->out, "", 0);
+		report_parse(j->out.s ? j->out.s : "", j->out.len, j->n, res, &mtext);
+	}
+}
+
+/* The last `undone` recipients were not attempted (one transaction per
+ * grant): not a failure, they go in the next batch; and batches of
+ * this upstream are no bigger than what it took from now on.  Returns
+ * how many were tried. */
+static size_t
+learn_undone(struct sched *s, struct job *j, size_t undone)
+{
+	size_t tried = j->n - undone;
+
+	if (undone > 0) {
+		struct upq *u = &s->ups[j->up];
+
+		u->fit_lo = tried;
+		if (gate_fit_toobig(u, tried + 1))
+			log_info("msg %lu: %s takes %zu recipients per transaction; batches of "
+			    "%zu from now on", j->m->id, u->name, tried, tried);
+	}
+	return tried;
+}
+
+/* Recipient i of j: log its result r, and add it to t (a bounce note,
+ * durable before its D mark).  how is the outcome line's; expired: the
+ * message is past queue_lifetime. */
+static void
+settle(struct sched *s, struct job *j, size_t i, struct rresult *r, enum outcome_kind how,
+    int expired, struct tally *t)
+{
+	struct msg *m = j->m;
+	const char *text = r->text ? r->text : "";
+	struct buf note = BUF_INIT, shown = BUF_INIT;
+
+	/* Trouble with the relay (connect, TLS, AUTH, MAIL FROM, a
+	 * throttle) never turns into a bounce, whatever the report says;
+	 * and only a recipient's own temporary failure, in a "sent"
+	 * session, can expire it. */
+	if (r->st == RS_PERM && (how == OUTCOME_RELAY || how == OUTCOME_REFUND ||
+	    how == OUTCOME_NOMAIL || how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL))
+		r->st = RS_TEMP;
+	if (r->st == RS_TEMP && r->own && how == OUTCOME_SENT && expired) {
+		buf_printf(&note, "%s\nI'm not going to try again; this message has been "
+		    "in the queue too long.", text);
+		r->st = RS_PERM;
+		text = note.s;
+	}
+	buf_add_oneline(&shown, text, strlen(text));
+	switch (r->st) {
+	case RS_DELIVERED:
+		log_info("msg %lu.%lld: delivered to <%s>: %s", m->id, m->birth, j->addrs[i],
+		    shown.s);
+		t->done[t->ndone++] = j->offs[i];
+		break;
+	case RS_PERM:
+		log_info("msg %lu.%lld: bounced <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
+		/* The note must be durable before the D mark. */
+		if (bounce_note(s->o->q, m->id, j->addrs[i], text) == 0) {
+			t->done[t->ndone++] = j->offs[i];
+			t->nperm++;
+		} else {
+			t->ntemp++;
+		}
+		break;
+	case RS_TEMP:
+		log_info("msg %lu.%lld: deferred <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
+		t->ntemp++;
+		break;
+	}
+	buf_free(&note);
+	buf_free(&shown);
+}
+
+/* m's next step after a batch (its job freed): the same batch after a
+ * suspension, the rest of the pass, a retry, or its end.  more: not-done
+ * recipients after the batch, from next_off in remote/S/N; ntemp:
+ * recipients put off. */
+static void
+next_step(struct sched *s, struct msg *m, enum outcome_kind how, int more, size_t next_off,
+    size_t ntemp, long long now)
+{
+	if (how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL) {
+		sched_at(s, m, now);	/* the same batch, after the suspension at the gate */
+	} else if (ntemp && how != OUTCOME_SENT) {
+		/* Trouble with the relay: the pass goes on from this batch
+		 * at the next attempt. */
+		sched_at(s, m, sched_next_retry(m->birth, now, s->retry_skip));
+	} else if (more) {
+		/* The rest of the pass first: recipients put off here must
+		 * not keep the later ones from ever being tried. */
+		m->pass_off = next_off;
+		m->pass_deferred |= ntemp != 0;
+		sched_at(s, m, now);
+	} else if (msg_pass_over(m) || ntemp) {
+		sched_at(s, m, sched_next_retry(m->birth, now, s->retry_skip));
+	} else {
+		sched_finish(s, m);		/* needs no job slot */
+	}
+}
+
+/* Apply a finished deliverer's report: D marks, bounce notes, retry. */
+static enum upstream_word
+apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
+{
+	struct msg *m = j->m;
+	struct rresult *res = xcalloc(j->n, sizeof *res);
+	struct tally t = { xcalloc(j->n, sizeof *t.done), 0, 0, 0 };
+	size_t i, up = j->up, tried, next_off;
+	long long now = sched_wall();
+	/* The upstream said slow down, or refused our credentials: the
+	 * gate suspends it; the message waits there, no attempt counted. */
+	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL;
+	int expired = now - m->birth - wait_credit(m) > s->lifetime;
+	int more;
+
+	read_results(j, res);
+	tried = learn_undone(s, j, undone);
+	for (i = 0; i < tried; i++)
+		settle(s, j, i, &res[i], how, expired, &t);
+	control_replies(s, m, j, res);
+	if (rcpt_mark_done(s->o->q, m->id, t.done, t.ndone) < 0)
+		t.ntemp++;
+	/* Tell the sender now, not when the last recipient is done. */
+	if (t.nperm && t.ntemp) {
+		s->dsn.now = (time_t)now;
+		(void)dsn_send(s->o->q, m->id, &s->dsn);	/* kept for later on failure */
+	}
+	if (t.ntemp && !throttled)
+		wait_warn(s, m, j, res);
+	free(res);
+	free(t.done);
+	more = j->more || undone > 0;
+	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
+	job_free(s, j);
+	next_step(s, m, how, more, next_off, t.ntemp, now);
+	if (!throttled)
+		return UP_OK;
+	/* Until the gate answers the report with the suspension. */
+	s->ups[up].hold_until = clock_mono_ms() + THROTTLE_GUARD_MS;
+	return UP_THROTTLES;
+}
