@@ -179,15 +179,19 @@ test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
 # the replayer checks every state a power cut could leave.  `make check`
 # tries a bounded set of states per call boundary, `make crashtest` all
 # subsets of what was not yet durable (up to CRASH_BOUND, sampled beyond).
-# Both then run the real weir-send on a few recovered states, and run the
-# harness on weir-queue mutants that must fail (crash-selftest).
+# The workload injects with weir-queue, sendmail and over SMTP to the real
+# weir-smtpd (messages over 100 KB among them), kills a weir-queue and an
+# SMTP client halfway, and compacts weir-gate's journal.  Both then let
+# the real weir-gate, weir-send and weir-remote deliver a few recovered
+# states to the stand-in upstream (tests/upstream/upstream.py), and run
+# the harness on weir-queue mutants that must fail (crash-selftest).
 RECORDER    := $(BUILD)/tests/recorder.so
 CRASHREPLAY := $(BUILD)/tests/durability/crashreplay
 CRASH_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out %/recorder.c,$(wildcard tests/durability/*.c)))
 CRASH_OBJ   += $(BUILD)/tests/lib/testlib_sock.o
 CRASH_BOUND ?= 10
-# States that the real weir-gate and weir-send then deliver (-d): make
-# check; make crashtest delivers 20.
+# States that the real weir-gate, weir-send and weir-remote then deliver
+# to the upstream (-d): make check; make crashtest delivers 20.
 CRASH_DELIVER ?= 2
 
 $(RECORDER): tests/durability/recorder.c | $(PATHS_H)
@@ -199,11 +203,11 @@ $(CRASHREPLAY): $(CRASH_OBJ) $(LIBPROGS) $(LIBWEIR)
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS)
 
 crash-check: all $(RECORDER) $(CRASHREPLAY)
-	@$(CRASHREPLAY) -d $(CRASH_DELIVER) -B $(BUILD)/bin -R $(RECORDER)
+	@$(CRASHREPLAY) -d $(CRASH_DELIVER) -U tests/upstream/upstream.py -B $(BUILD)/bin -R $(RECORDER)
 	@$(MAKE) --no-print-directory crash-selftest CRASH_SELFTEST_FLAGS=-1
 
 crashtest: all $(RECORDER) $(CRASHREPLAY)
-	@$(CRASHREPLAY) -x -b $(CRASH_BOUND) -d 20 -B $(BUILD)/bin -R $(RECORDER)
+	@$(CRASHREPLAY) -x -b $(CRASH_BOUND) -d 20 -U tests/upstream/upstream.py -B $(BUILD)/bin -R $(RECORDER)
 	@$(MAKE) --no-print-directory crash-selftest
 
 # The harness's self-test: weir-queue made wrong through the recorder's
