@@ -44,7 +44,7 @@ int wl_run(struct workload *w);
  * stand-in upstream (w->upstream) which records to root/upstream.jsonl
  * (each message's content in root/upstream.jsonl.N), until
  * ready(that record) or ms pass; then stop them and run `weir
- * queue-check` (its exit code to *qcheck).  1 if ready.  Dies on set-up
+ * queue-check` (its exit code to *qcheck, its output to root/qcheck.log).  1 if ready.  Dies on set-up
  * errors. */
 int wl_deliver(struct workload *w, const char *root, int (*ready)(const char *record), int ms,
     int *qcheck);

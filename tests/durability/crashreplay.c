@@ -1635,9 +1635,17 @@ deliver_state(const struct state *s, size_t upto, struct verdict *v)
 	if (!wl_deliver(wl, scratch, all_delivered, 30000, &qc))
 		fail(v, "deliver", "not everything arrived at the upstream within 30 s: %s",
 		    buf_cstr(&expect));
-	if (qc != 0)
-		fail(v, "deliver", "weir queue-check exited %d after the delivery (see %s/run.log)",
-		    qc, scratch);
+	if (qc != 0) {
+		struct buf out = BUF_INIT;
+		char *qlog = xasprintf("%s/qcheck.log", scratch);
+
+		if (read_file_at(AT_FDCWD, qlog, &out, 1 << 16) != 0)
+			buf_printf(&out, "(read %s: %s)", qlog, strerror(errno));
+		fail(v, "deliver", "weir queue-check exited %d after the delivery: %.400s", qc,
+		    buf_cstr(&out));
+		buf_free(&out);
+		free(qlog);
+	}
 	na = arrivals(record, &a);
 	for (i = 0; i < na; i++) {
 		struct buf want = BUF_INIT, crlf = BUF_INIT;
