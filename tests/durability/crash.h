@@ -25,7 +25,8 @@ struct workload {
 	char *conf;
 	const char *skip;	/* WEIR_REC_SKIP ("prog:path"), or NULL */
 	const char *upstream;	/* tests/upstream/upstream.py (for wl_deliver) */
-	pid_t gate_pid;		/* its records are the journal's */
+	pid_t gate_pid[4];	/* weir-gate's runs: their records are the journal's */
+	size_t ngate;
 	unsigned injected, refused;
 };
 

@@ -1303,7 +1303,18 @@ no_refuse(void *arg, struct wg_req *r, enum wg_code c)
 	(void)arg; (void)r; (void)c;
 }
 
-static pid_t gate_pid;
+static const struct workload *gates;	/* its gate_pid[] wrote the journal */
+
+static int
+by_gate(long pid)
+{
+	size_t i;
+
+	for (i = 0; i < gates->ngate; i++)
+		if (gates->gate_pid[i] == pid)
+			return 1;
+	return 0;
+}
 
 /* Weights of the grant id in the gate's journal writes, and whether it
  * was refunded, in records [0, upto). */
@@ -1318,7 +1329,7 @@ grant_weights(size_t upto, uint64_t id, uint64_t *msgs, uint64_t *rcpts, int *re
 		const struct rec *r = &recs[i];
 		const char *p, *end;
 
-		if (r->kind != 'W' || r->pid != gate_pid)
+		if (r->kind != 'W' || !by_gate(r->pid))
 			continue;
 		for (p = r->data, end = r->data + r->len; p < end; ) {
 			const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -1909,7 +1920,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "crashreplay: scratch folder kept: %s\n", w.root);
 		return 2;
 	}
-	gate_pid = w.gate_pid;
+	gates = &w;
 	delivered_dir = xasprintf("%s/etc/delivered", w.root);
 	parse_log(w.log);
 

@@ -711,6 +711,25 @@ finished(const struct workload *w)
 	return r;
 }
 
+/* Stop weir-gate and start it again (argv: weir-gate -c CONF), which
+ * compacts its journal; wait until it answers. */
+static void
+restart_gate(struct workload *w, const char **argv, const char *gate, const char *sock,
+    const char *glog)
+{
+	int ms;
+
+	if (w->ngate == sizeof w->gate_pid / sizeof w->gate_pid[0])
+		cr_die("too many weir-gate runs");
+	stop_group(&gate_run);
+	argv[0] = gate;
+	w->gate_pid[w->ngate++] = gate_run = spawn(argv, NULL, NULL, glog, 1);
+	for (ms = 0; ms < 10000 && !tl_sock_answers(sock); ms += 10)
+		usleep(10000);
+	if (ms >= 10000)
+		cr_die("restarted weir-gate does not answer on %s (see %s)", sock, glog);
+}
+
 int
 wl_run(struct workload *w)
 {
@@ -726,7 +745,7 @@ wl_run(struct workload *w)
 	argv[1] = "-c";
 	argv[2] = w->conf;
 	argv[3] = NULL;
-	w->gate_pid = gate_run = spawn(argv, NULL, NULL, glog, 1);
+	w->gate_pid[w->ngate++] = gate_run = spawn(argv, NULL, NULL, glog, 1);
 	for (ms = 0; ms < 10000 && !tl_sock_answers(sock); ms += 10)
 		usleep(10000);
 	if (ms >= 10000)
@@ -745,6 +764,12 @@ wl_run(struct workload *w)
 	}
 	argv[0] = send;
 	send_pid = spawn(argv, NULL, NULL, slog, 1);
+	/* Once weir-send has some through, a restart of weir-gate: it
+	 * compacts its journal (every send of the window, to a new file)
+	 * with deliveries on both sides of it. */
+	for (ms = 0; ms < WAIT_MS && count_confirmed(w) < 4; ms += 10)
+		usleep(10000);
+	restart_gate(w, argv, gate, sock, glog);
 	for (i = 0; i < sizeof during / sizeof during[0]; i++)
 		inject(w, &during[i]);
 	for (ms = 0; ms < WAIT_MS && !finished(w); ms += 50)
@@ -755,14 +780,8 @@ wl_run(struct workload *w)
 		    count_confirmed(w), EXPECT_CONFIRMED, count_mess(w), EXPECT_LEFT, slog);
 		rc = -1;
 	}
-	/* A restart compacts the journal: its live sends to a new file. */
-	stop_group(&gate_run);
-	argv[0] = gate;
-	gate_run = spawn(argv, NULL, NULL, glog, 1);
-	for (ms = 0; ms < 10000 && !tl_sock_answers(sock); ms += 10)
-		usleep(10000);
-	if (ms >= 10000)
-		cr_die("restarted weir-gate does not answer on %s (see %s)", sock, glog);
+	/* And at the end, with only the deferred messages left. */
+	restart_gate(w, argv, gate, sock, glog);
 	wl_stop(w);
 	if (unsetenv("LD_PRELOAD") < 0)
 		cr_die("unsetenv: %s", strerror(errno));
@@ -777,7 +796,7 @@ wl_run(struct workload *w)
 void
 wl_stop(struct workload *w)
 {
-	(void)w;	/* w->gate_pid stays: the replay knows the journal by it */
+	(void)w;	/* w->gate_pid stays: the replay knows the journal by them */
 	stop_all();
 }
 
