@@ -25,6 +25,7 @@ struct workload {
 	char *conf;
 	const char *skip;	/* WEIR_REC_SKIP ("prog:path"), or NULL */
 	const char *upstream;	/* tests/upstream/upstream.py (for wl_deliver) */
+	int race;		/* -r: weir-send takes a todo/ entry not yet durable */
 	pid_t gate_pid[4];	/* weir-gate's runs: their records are the journal's */
 	size_t ngate;
 	unsigned injected, refused;

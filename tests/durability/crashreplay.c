@@ -1859,7 +1859,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: crashreplay [-x] [-1] [-d states -U upstream.py] [-b bound] [-s samples] "
-	    "[-k] [-v] [-S skip] -B bindir -R recorder.so\n");
+	    "[-k] [-v] [-r] [-S skip] -B bindir -R recorder.so\n");
 	exit(2);
 }
 
@@ -1881,7 +1881,7 @@ main(int argc, char **argv)
 	run.maxshown = 40;
 	run.rng = 0x2545f4914f6cdd1dULL;
 	log_init("crashreplay");
-	while ((ch = getopt(argc, argv, "x1d:b:s:kS:U:B:R:v")) != -1) {
+	while ((ch = getopt(argc, argv, "x1d:b:s:kS:U:B:R:rv")) != -1) {
 		switch (ch) {
 		case 'x': run.exhaustive = 1; break;
 		case '1': run.first = 1; run.maxshown = 1; break;
@@ -1892,6 +1892,7 @@ main(int argc, char **argv)
 		case 'v': run.maxshown = (size_t)-1; break;
 		case 'S': w.skip = optarg; break;
 		case 'U': w.upstream = optarg; break;
+		case 'r': w.race = 1; break;
 		case 'B': w.bindir = optarg; break;
 		case 'R': w.recorder = optarg; break;
 		default: usage();

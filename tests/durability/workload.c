@@ -649,6 +649,93 @@ out:
 	free(prog);
 }
 
+/* The log's text so far (W data holds NULs: search it with memmem). */
+static void
+read_log(const struct workload *w, struct buf *b)
+{
+	buf_reset(b);
+	if (read_file_at(AT_FDCWD, w->log, b, 1u << 30) != 0)
+		cr_die("read %s: %s", w->log, strerror(errno));
+}
+
+/* -r: weir-queue, with m, is held between its todo/ link and that
+ * folder's fsync (the recorder's WEIR_REC_PAUSE) while wake() starts
+ * weir-send, which lists todo/ as it starts and begins on m's entry
+ * (opens its info/ file); then weir-queue goes on.  A power cut in that
+ * window may keep anything weir-send did and lose the todo/ link. */
+static void
+inject_race(struct workload *w, const struct msgspec *m, void (*wake)(struct workload *))
+{
+	char *ep = xasprintf("%s/etc/%s.env", w->root, m->id), *mp = xasprintf("%s/etc/%s.msg", w->root, m->id);
+	char *go = xasprintf("%s/etc/race.go", w->root), *pz = xasprintf("weir-queue:queue/todo/:%s", go);
+	char *elog = xasprintf("%s/inject.log", w->root), *pat = NULL, *id = NULL;
+	const char *argv[2];
+	struct buf msg = BUF_INIT, env = BUF_INIT, logb = BUF_INIT;
+	pid_t pid;
+	int ms, code, sp, seen = 0;
+
+	make_msg(m, &msg, &env);
+	write_file(mp, msg.s, msg.len, 0644);
+	write_file(ep, env.s, env.len, 0644);
+	argv[0] = xasprintf("%s/weir-queue", w->bindir);
+	argv[1] = NULL;
+	if (setenv("WEIR_REC_PAUSE", pz, 1) < 0)
+		cr_die("setenv: %s", strerror(errno));
+	pid = spawn(argv, mp, ep, elog, 0);
+	if (unsetenv("WEIR_REC_PAUSE") < 0)
+		cr_die("unsetenv: %s", strerror(errno));
+	/* Its todo/ link: "<pid> L <ino> queue/intd/<id> queue/todo/<id>". */
+	pat = xasprintf("\n%ld L ", (long)pid);
+	for (ms = 0; ms < 10000 && id == NULL; ms += 10) {
+		const char *p, *t, *nl;
+
+		read_log(w, &logb);
+		for (p = logb.s; id == NULL && logb.len &&
+		    (p = memmem(p, logb.len - (size_t)(p - logb.s), pat, strlen(pat))) != NULL; p = nl) {
+			if ((nl = memchr(p + 1, '\n', logb.len - (size_t)(p + 1 - logb.s))) == NULL)
+				break;
+			if ((t = memmem(p, (size_t)(nl - p), " queue/todo/", 12)) != NULL)
+				id = xstrndup(t + 12, (size_t)(nl - t - 12));
+		}
+		if (id == NULL)
+			usleep(10000);
+	}
+	if (id == NULL)
+		cr_die("weir-queue (pid %ld) did not link %s into todo/ in 10 s (see %s)",
+		    (long)pid, m->id, elog);
+	wake(w);
+	for (ms = 0; ms < 30000 && !seen; ms += 10) {
+		read_log(w, &logb);
+		for (sp = 0; sp < CR_SPLIT && !seen; sp++) {
+			free(pat);
+			pat = xasprintf(" queue/info/%d/%s ", sp, id);
+			seen = logb.len && memmem(logb.s, logb.len, pat, strlen(pat)) != NULL;
+		}
+		if (!seen)
+			usleep(10000);
+	}
+	if (!seen)
+		cr_die("weir-send did not begin on todo/%s (%s) in 30 s", id, m->id);
+	write_file(go, "", 0, 0644);
+	if ((code = wait_exit(pid)) != 0) {
+		fprintf(stderr, "crashreplay: weir-queue of %s exited %d (see %s)\n", m->id, code, elog);
+		w->refused++;
+	} else {
+		promise(w, m, &msg);
+	}
+	buf_free(&msg);
+	buf_free(&env);
+	buf_free(&logb);
+	free((char *)argv[0]);
+	free(ep);
+	free(mp);
+	free(go);
+	free(pz);
+	free(elog);
+	free(pat);
+	free(id);
+}
+
 static size_t
 count_in(const char *dir)
 {
@@ -711,6 +798,17 @@ finished(const struct workload *w)
 	return r;
 }
 
+static void
+start_send(struct workload *w)
+{
+	char *send = xasprintf("%s/weir-send", w->bindir), *slog = xasprintf("%s/send.log", w->root);
+	const char *argv[] = { send, "-c", w->conf, NULL };
+
+	send_pid = spawn(argv, NULL, NULL, slog, 1);
+	free(send);
+	free(slog);
+}
+
 /* Stop weir-gate and start it again (argv: weir-gate -c CONF), which
  * compacts its journal; wait until it answers. */
 static void
@@ -733,7 +831,7 @@ restart_gate(struct workload *w, const char **argv, const char *gate, const char
 int
 wl_run(struct workload *w)
 {
-	char *gate = xasprintf("%s/weir-gate", w->bindir), *send = xasprintf("%s/weir-send", w->bindir);
+	char *gate = xasprintf("%s/weir-gate", w->bindir);
 	char *sock = xasprintf("%s/run/gate.sock", w->root);
 	char *glog = xasprintf("%s/gate.log", w->root), *slog = xasprintf("%s/send.log", w->root);
 	const char *argv[4];
@@ -751,7 +849,12 @@ wl_run(struct workload *w)
 	if (ms >= 10000)
 		cr_die("weir-gate does not answer on %s (see %s)", sock, glog);
 
-	for (i = 0; i < sizeof before / sizeof before[0]; i++)
+	/* -r: m1 first, alone in todo/ (else weir-send's fsync of todo/
+	 * after an older entry would close the window), held after its
+	 * todo/ link while weir-send starts; the others come after. */
+	if (w->race)
+		inject_race(w, &before[0], start_send);
+	for (i = w->race ? 1 : 0; i < sizeof before / sizeof before[0]; i++)
 		inject(w, &before[i]);
 	inject_killed(w, &killed);
 	{
@@ -762,8 +865,8 @@ wl_run(struct workload *w)
 		buf_free(&msg);
 		buf_free(&env);
 	}
-	argv[0] = send;
-	send_pid = spawn(argv, NULL, NULL, slog, 1);
+	if (!w->race)
+		start_send(w);
 	/* Once weir-send has some through, a restart of weir-gate: it
 	 * compacts its journal (every send of the window, to a new file)
 	 * with deliveries on both sides of it. */
@@ -786,7 +889,6 @@ wl_run(struct workload *w)
 	if (unsetenv("LD_PRELOAD") < 0)
 		cr_die("unsetenv: %s", strerror(errno));
 	free(gate);
-	free(send);
 	free(sock);
 	free(glog);
 	free(slog);
