@@ -2,7 +2,8 @@
  * crashreplay.c: crash-consistency beyond kill -9.  A killed process
  * leaves the page cache behind; a power cut does not.  This harness runs
  * a representative workload (workload.c) with every file-changing call
- * of weir-queue, sendmail, weir-send and weir-gate recorded (recorder.c),
+ * of weir-queue, sendmail, weir-send and weir-gate recorded (recorder.c;
+ * weir-smtpd writes through weir-queue),
  * then, for every prefix of the log (every call boundary), rebuilds what
  * a power cut there could leave on disk, runs weir's recovery on it and
  * checks weir's promises.
@@ -52,17 +53,37 @@
  *             has the mess/ file its writer wrote by the cut, byte for
  *             byte: an empty, torn or zero-filled message never becomes
  *             deliverable;
- *   deliver   (-d) the real weir-gate and weir-send, started on the state
- *             after `weir flush` with the scripted deliverer, deliver every
- *             recipient of an acknowledged message not confirmed before
- *             the cut (but "bad" and "slow" ones) within 30 s, and every
- *             message they deliver has the injected body, byte for byte.
+ *   deliver   (-d) the real weir-gate, weir-send and weir-remote,
+ *             started on the state after `weir flush`, deliver to the
+ *             stand-in upstream tests/upstream/upstream.py (aiosmtpd on a
+ *             loopback port the kernel picks; "bad" recipients get 550,
+ *             "slow" ones 451) every recipient of an acknowledged message
+ *             not confirmed before the cut (but "bad" and "slow" ones)
+ *             within 30 s; every message that arrives is a bounce (null
+ *             sender) or has the body that was injected, byte for byte
+ *             as the upstream stored it (CRLF, dot-stuffing undone; the
+ *             header fields weir adds aside), and nothing of an injection
+ *             killed halfway arrives; then `weir queue-check` is sound.
  *
- * Usage: crashreplay [-x] [-1] [-d states] [-b bound] [-s samples] [-k] [-v] [-S skip] -B bindir -R recorder.so
+ * The workload (workload.c) injects with weir-queue, sendmail and over
+ * SMTP through the real weir-smtpd (messages of 115 and 120 KB among
+ * them), kills a weir-queue halfway and hangs up an SMTP client in the
+ * middle of DATA, and restarts weir-gate in the middle of the deliveries
+ * and at the end (each start compacts its journal).  The recorded run
+ * delivers through a scripted qmail-remote stand-in: its confirmations
+ * ("Y" records) must be in the ordered log before weir-send hears them,
+ * which a real upstream cannot write; -d uses the real weir-remote.
+ *
+ * Usage: crashreplay [-x] [-1] [-d states -U upstream.py] [-b bound] [-s samples] [-k] [-v]
+ *                    [-r] [-S skip] -B bindir -R recorder.so
  *   -x  exhaustive;  -1  stop at the first failing state;  -d n  deliver
  *   n states (spread over the log, each passing the checks) with the real
- *   weir-gate and weir-send (check "deliver", below);  -k  keep the
- *   scratch folder;  -v  show every failing state (else the first 40);
+ *   weir-gate, weir-send and weir-remote to the upstream script -U
+ *   (check "deliver", above);  -k  keep the scratch folder;  -v  show
+ *   every failing state (else the first 40);  -r  hold the first
+ *   weir-queue between its todo/ link and its fsync of todo/ (the
+ *   recorder's WEIR_REC_PAUSE) while weir-send starts and takes the
+ *   entry (`make crash-race`);
  *   -S prog:path[:file|:dir[:after]]  WEIR_REC_SKIP (recorder.c: that
  *   program leaves out, or moves after its next fsync of the folder
  *   after..., its fsyncs of path...: a deliberately broken weir, to show
