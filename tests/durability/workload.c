@@ -912,46 +912,14 @@ upstream_start(const struct workload *w, const char *record, const char *replies
 {
 	const char *argv[] = { "/usr/bin/python3", w->upstream, "--port", "0", "--record", record,
 		"--reply-file", replies, NULL };
-	char line[128];
-	size_t got = 0;
-	unsigned port = 0;
-	time_t until = time(NULL) + 15;
-	int p[2];
+	char said[128];
+	unsigned port;
 
-	if (pipe2(p, O_CLOEXEC) < 0)
-		cr_die("pipe: %s", strerror(errno));
-	if ((upstream_pid = fork()) < 0)
+	if ((upstream_pid = tl_upstream_spawn(argv, errlog, &port, said, sizeof said)) < 0)
 		cr_die("fork: %s", strerror(errno));
-	if (upstream_pid == 0) {
-		int e = open(errlog, O_WRONLY | O_APPEND | O_CREAT, 0644);
-
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (e < 0 || dup2(p[1], 1) < 0 || dup2(e, 2) < 0)
-			_exit(126);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	setpgid(upstream_pid, upstream_pid);
-	if (close(p[1]) < 0)
-		cr_die("close: %s", strerror(errno));
-	while (got < sizeof line - 1 && time(NULL) < until) {
-		struct pollfd pf = { p[0], POLLIN, 0 };
-		ssize_t r;
-
-		if (poll(&pf, 1, 1000) <= 0)
-			continue;
-		if ((r = read(p[0], line + got, sizeof line - 1 - got)) <= 0)
-			break;
-		got += (size_t)r;
-		line[got] = '\0';
-		if (strchr(line, '\n'))
-			break;
-	}
-	close(p[0]);
-	line[got] = '\0';
-	if (sscanf(line, "PORT %u", &port) != 1 || port == 0)
-		cr_die("the upstream %s did not say its port in 15 s (see %s)", w->upstream, errlog);
+	if (port == 0)
+		cr_die("the upstream %s did not say its port in 15 s: \"%s\" (see %s)", w->upstream,
+		    said, errlog);
 	return port;
 }
 
