@@ -2,22 +2,27 @@
  * workload.c: the representative run the crash-replay harness records.
  * A scratch queue (split CR_SPLIT) under a fresh root, a real weir-gate
  * (journal in root/gate), a real weir-send delivering through a scripted
- * qmail-remote(8) compatible deliverer, and nine messages: seven
- * injected before weir-send starts (four with weir-queue, one of them of
- * 120 KB, one with sendmail, two over SMTP to the real weir-smtpd, one
- * of them of 115 KB with lines that need dot-stuffing), two while it
- * runs (one with sendmail, one over SMTP); and two injections killed
- * halfway, which must never become deliverable: a weir-queue killed
- * (SIGKILL) halfway through its message, and an SMTP client that hangs
- * up in the middle of DATA (210 KB, three quarters sent), once weir-smtpd's weir-queue has written
- * some of it.  Recipients "bad*" fail permanently (bounce notes, then
- * bounces, which are delivered in turn), "slow*" are deferred (the
- * retry is minutes away: those messages stay queued), the others are
- * delivered; the policy's max_recipients = 2 splits a message into
- * several transactions.  The run ends when every expected confirmation
- * came and only the two messages with a deferred recipient (and the
- * killed weir-queue's file) are left; then weir-gate is restarted, which
- * compacts its journal (recorded too).
+ * qmail-remote(8) compatible deliverer, and nine messages: six injected
+ * before weir-send starts (four with weir-queue, one of them of 120 KB,
+ * one with sendmail, one of 115 KB over SMTP to the real weir-smtpd),
+ * three while it runs (one each way); every body has a lone dot line
+ * and lines that begin with a dot (SMTP's dot-stuffing, in and out).
+ * Two injections are killed halfway and must never become deliverable:
+ * a weir-queue killed (SIGKILL) halfway through its message, and an SMTP
+ * client that hangs up in the middle of DATA (210 KB, three quarters
+ * sent) once weir-smtpd's weir-queue has written some of it.
+ * Recipients "bad*" fail permanently (bounce notes, then bounces, which
+ * are delivered in turn), "slow*" are deferred (the retry is minutes
+ * away: those messages stay queued), the others are delivered; the
+ * policy's max_recipients = 2 splits a message into several
+ * transactions.  weir-gate is restarted (each start compacts its
+ * journal: the live sends to a new file) once weir-send has four
+ * confirmations, before the three later injections, and again at the
+ * end, when every expected confirmation came and only the two messages
+ * with a deferred recipient (and the killed weir-queue's file) are left.
+ * With -r (race), m1 goes first and its weir-queue is held between its
+ * todo/ link and its fsync of todo/ while weir-send starts and takes the
+ * entry (inject_race()).
  *
  * The recorded programs run with the recorder preloaded; the harness
  * itself adds the promises it sees: "Q" when an injection exits 0 (after
@@ -809,45 +814,38 @@ start_send(struct workload *w)
 	free(slog);
 }
 
-/* Stop weir-gate and start it again (argv: weir-gate -c CONF), which
- * compacts its journal; wait until it answers. */
+/* Start weir-gate (stopping the one running, if any: a restart compacts
+ * its journal) and wait until it answers. */
 static void
-restart_gate(struct workload *w, const char **argv, const char *gate, const char *sock,
-    const char *glog)
+start_gate(struct workload *w)
 {
+	char *gate = xasprintf("%s/weir-gate", w->bindir), *sock = xasprintf("%s/run/gate.sock", w->root);
+	char *glog = xasprintf("%s/gate.log", w->root);
+	const char *argv[] = { gate, "-c", w->conf, NULL };
 	int ms;
 
 	if (w->ngate == sizeof w->gate_pid / sizeof w->gate_pid[0])
 		cr_die("too many weir-gate runs");
 	stop_group(&gate_run);
-	argv[0] = gate;
 	w->gate_pid[w->ngate++] = gate_run = spawn(argv, NULL, NULL, glog, 1);
 	for (ms = 0; ms < 10000 && !tl_sock_answers(sock); ms += 10)
 		usleep(10000);
 	if (ms >= 10000)
-		cr_die("restarted weir-gate does not answer on %s (see %s)", sock, glog);
+		cr_die("weir-gate (run %zu) does not answer on %s (see %s)", w->ngate, sock, glog);
+	free(gate);
+	free(sock);
+	free(glog);
 }
 
 int
 wl_run(struct workload *w)
 {
-	char *gate = xasprintf("%s/weir-gate", w->bindir);
-	char *sock = xasprintf("%s/run/gate.sock", w->root);
-	char *glog = xasprintf("%s/gate.log", w->root), *slog = xasprintf("%s/send.log", w->root);
-	const char *argv[4];
+	char *slog = xasprintf("%s/send.log", w->root);
 	size_t i;
 	int ms, rc = 0;
 
 	record_from_here(w);
-	argv[0] = gate;
-	argv[1] = "-c";
-	argv[2] = w->conf;
-	argv[3] = NULL;
-	w->gate_pid[w->ngate++] = gate_run = spawn(argv, NULL, NULL, glog, 1);
-	for (ms = 0; ms < 10000 && !tl_sock_answers(sock); ms += 10)
-		usleep(10000);
-	if (ms >= 10000)
-		cr_die("weir-gate does not answer on %s (see %s)", sock, glog);
+	start_gate(w);
 
 	/* -r: m1 first, alone in todo/ (else weir-send's fsync of todo/
 	 * after an older entry would close the window), held after its
@@ -872,7 +870,7 @@ wl_run(struct workload *w)
 	 * with deliveries on both sides of it. */
 	for (ms = 0; ms < WAIT_MS && count_confirmed(w) < 4; ms += 10)
 		usleep(10000);
-	restart_gate(w, argv, gate, sock, glog);
+	start_gate(w);
 	for (i = 0; i < sizeof during / sizeof during[0]; i++)
 		inject(w, &during[i]);
 	for (ms = 0; ms < WAIT_MS && !finished(w); ms += 50)
@@ -884,13 +882,10 @@ wl_run(struct workload *w)
 		rc = -1;
 	}
 	/* And at the end, with only the deferred messages left. */
-	restart_gate(w, argv, gate, sock, glog);
+	start_gate(w);
 	wl_stop(w);
 	if (unsetenv("LD_PRELOAD") < 0)
 		cr_die("unsetenv: %s", strerror(errno));
-	free(gate);
-	free(sock);
-	free(glog);
 	free(slog);
 	return rc;
 }
