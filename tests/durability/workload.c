@@ -533,8 +533,8 @@ smtp_cmd(struct smtp *c, int want, const char *verb, const char *arg)
 	buf_free(&b);
 }
 
-/* Hang up, reap weir-smtpd: it must exit 0 unless the client went
- * in the middle of DATA (hangup: exit 1). */
+/* Hang up, reap weir-smtpd: it exits 0 after QUIT, 1 when the client
+ * just went (hangup, in the middle of DATA). */
 static void
 smtp_end(struct smtp *c, int hangup)
 {
