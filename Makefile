@@ -183,7 +183,8 @@ test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
 # subsets of what was not yet durable (up to CRASH_BOUND, sampled beyond).
 # The workload injects with weir-queue, sendmail and over SMTP to the real
 # weir-smtpd (messages over 100 KB among them), kills a weir-queue and an
-# SMTP client halfway, and compacts weir-gate's journal.  Both then let
+# SMTP client halfway, and restarts weir-gate (a journal compaction) in
+# the middle of the deliveries and at the end.  Both then let
 # the real weir-gate, weir-send and weir-remote deliver a few recovered
 # states to the stand-in upstream (tests/upstream/upstream.py), and run
 # the harness on weir-queue mutants that must fail (crash-selftest).
