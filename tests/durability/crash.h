@@ -45,11 +45,9 @@ int wl_run(struct workload *w);
  * journal under root/state (after `weir flush`), delivering to the
  * stand-in upstream (w->upstream) which records to root/upstream.jsonl
  * (each message's content in root/upstream.jsonl.N), until
- * ready(that record) or ms pass; then stop them and run `weir
- * queue-check` (its exit code to *qcheck, its output to root/qcheck.log).  1 if ready.  Dies on set-up
- * errors. */
-int wl_deliver(struct workload *w, const char *root, int (*ready)(const char *record), int ms,
-    int *qcheck);
+ * ready(that record) or ms pass; then stop them.  1 if ready.  Dies on
+ * set-up errors. */
+int wl_deliver(struct workload *w, const char *root, int (*ready)(const char *record), int ms);
 /* Stop whatever wl_run left running (idempotent). */
 void wl_stop(struct workload *w);
 

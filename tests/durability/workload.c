@@ -922,18 +922,15 @@ upstream_start(const struct workload *w, const char *record, const char *replies
  * journal under root/state, after `weir flush`, delivering to the
  * stand-in upstream (root/upstream.jsonl; "bad" recipients refused with
  * 550, "slow" ones deferred with 451), until ready(record) or ms pass;
- * stop them and the upstream; then `weir queue-check` on the queue
- * (its exit code to *qcheck, its output to root/qcheck.log).  1 if ready()
- * came true. */
+ * then stop them and the upstream.  1 if ready() came true. */
 int
-wl_deliver(struct workload *w, const char *root, int (*ready)(const char *record), int ms,
-    int *qcheck)
+wl_deliver(struct workload *w, const char *root, int (*ready)(const char *record), int ms)
 {
 	char *conf = xasprintf("%s/weir.conf", root), *rec = xasprintf("%s/upstream.jsonl", root);
 	char *replies = xasprintf("%s/replies", root), *sock = xasprintf("%s/gate.sock", root);
 	char *gate = xasprintf("%s/weir-gate", w->bindir), *send = xasprintf("%s/weir-send", w->bindir);
 	char *weir = xasprintf("%s/weir", w->bindir), *elog = xasprintf("%s/run.log", root);
-	char *remote = xasprintf("%s/weir-remote", w->bindir), *qlog = xasprintf("%s/qcheck.log", root);
+	char *remote = xasprintf("%s/weir-remote", w->bindir);
 	const struct msgspec *const all[] = { before, during, &killed, &hungup };
 	const size_t nall[] = { sizeof before / sizeof before[0], sizeof during / sizeof during[0], 1, 1 };
 	const char *argv[5];
@@ -980,11 +977,6 @@ wl_deliver(struct workload *w, const char *root, int (*ready)(const char *record
 	for (t = 0; t < ms && !(ok = ready(rec)); t += 50)
 		usleep(50000);
 	stop_all();
-	argv[0] = weir;
-	argv[1] = "queue-check";
-	if (unlink(qlog) < 0 && errno != ENOENT)
-		cr_die("unlink %s: %s", qlog, strerror(errno));
-	*qcheck = wait_exit(spawn(argv, NULL, NULL, qlog, 0));
 	if (setenv("WEIR_CONFIG", w->conf, 1) < 0)
 		cr_die("setenv: %s", strerror(errno));
 	buf_free(&b);
@@ -997,6 +989,5 @@ wl_deliver(struct workload *w, const char *root, int (*ready)(const char *record
 	free(weir);
 	free(elog);
 	free(remote);
-	free(qlog);
 	return ok;
 }
