@@ -24,7 +24,10 @@ struct workload {
 	char *log;		/* root/rec.log */
 	char *conf;
 	const char *skip;	/* WEIR_REC_SKIP ("prog:path"), or NULL */
-	pid_t gate_pid;		/* its records are the journal's */
+	const char *upstream;	/* tests/upstream/upstream.py (for wl_deliver) */
+	int race;		/* -r: weir-send takes a todo/ entry not yet durable */
+	pid_t gate_pid[4];	/* weir-gate's runs: their records are the journal's */
+	size_t ngate;
 	unsigned injected, refused;
 };
 
@@ -38,10 +41,13 @@ void wl_setup(struct workload *w);
 /* Run the workload (gate, injections, weir-send, deliveries); returns
  * 0 when it reached its expected end, -1 (with a message) if not. */
 int wl_run(struct workload *w);
-/* Run the real weir-gate and weir-send, with the scripted deliverer, on
- * the queue and journal under root/state (after `weir flush`) until
- * ready(root/deliver.log) or ms pass; 1 if ready.  Dies on set-up errors. */
-int wl_deliver(struct workload *w, const char *root, int (*ready)(const char *dlog), int ms);
+/* Run the real weir-gate, weir-send and weir-remote on the queue and
+ * journal under root/state (after `weir flush`), delivering to the
+ * stand-in upstream (w->upstream) which records to root/upstream.jsonl
+ * (each message's content in root/upstream.jsonl.N), until
+ * ready(that record) or ms pass; then stop them.  1 if ready.  Dies on
+ * set-up errors. */
+int wl_deliver(struct workload *w, const char *root, int (*ready)(const char *record), int ms);
 /* Stop whatever wl_run left running (idempotent). */
 void wl_stop(struct workload *w);
 

@@ -2,7 +2,8 @@
  * crashreplay.c: crash-consistency beyond kill -9.  A killed process
  * leaves the page cache behind; a power cut does not.  This harness runs
  * a representative workload (workload.c) with every file-changing call
- * of weir-queue, sendmail, weir-send and weir-gate recorded (recorder.c),
+ * of weir-queue, sendmail, weir-send and weir-gate recorded (recorder.c;
+ * weir-smtpd writes through weir-queue),
  * then, for every prefix of the log (every call boundary), rebuilds what
  * a power cut there could leave on disk, runs weir's recovery on it and
  * checks weir's promises.
@@ -52,17 +53,38 @@
  *             has the mess/ file its writer wrote by the cut, byte for
  *             byte: an empty, torn or zero-filled message never becomes
  *             deliverable;
- *   deliver   (-d) the real weir-gate and weir-send, started on the state
- *             after `weir flush` with the scripted deliverer, deliver every
- *             recipient of an acknowledged message not confirmed before
- *             the cut (but "bad" and "slow" ones) within 30 s, and every
- *             message they deliver has the injected body, byte for byte.
+ *   deliver   (-d) the real weir-gate, weir-send and weir-remote,
+ *             started on the state after `weir flush`, deliver to the
+ *             stand-in upstream tests/upstream/upstream.py (aiosmtpd on a
+ *             loopback port the kernel picks; "bad" recipients get 550,
+ *             "slow" ones 451) every recipient of an acknowledged message
+ *             not confirmed before the cut (but "bad" and "slow" ones)
+ *             within 30 s; every message that arrives is a bounce (null
+ *             sender) or has the body that was injected, byte for byte
+ *             as the upstream stored it (CRLF, dot-stuffing undone; the
+ *             header fields weir adds aside), and nothing of an injection
+ *             killed halfway arrives; then, weir-send's cleanup run with
+ *             the clock 37 hours on, `weir queue-check` is sound.
  *
- * Usage: crashreplay [-x] [-1] [-d states] [-b bound] [-s samples] [-k] [-v] [-S skip] -B bindir -R recorder.so
+ * The workload (workload.c) injects with weir-queue, sendmail and over
+ * SMTP through the real weir-smtpd (messages of 115 and 120 KB among
+ * them), kills a weir-queue halfway and hangs up an SMTP client in the
+ * middle of DATA, and restarts weir-gate in the middle of the deliveries
+ * and at the end (each start compacts its journal).  The recorded run
+ * delivers through a scripted qmail-remote stand-in: its confirmations
+ * ("Y" records) must be in the ordered log before weir-send hears them,
+ * which a real upstream cannot write; -d uses the real weir-remote.
+ *
+ * Usage: crashreplay [-x] [-1] [-d states -U upstream.py] [-b bound] [-s samples] [-k] [-v]
+ *                    [-r] [-S skip] -B bindir -R recorder.so
  *   -x  exhaustive;  -1  stop at the first failing state;  -d n  deliver
  *   n states (spread over the log, each passing the checks) with the real
- *   weir-gate and weir-send (check "deliver", below);  -k  keep the
- *   scratch folder;  -v  show every failing state (else the first 40);
+ *   weir-gate, weir-send and weir-remote to the upstream script -U
+ *   (check "deliver", above);  -k  keep the scratch folder;  -v  show
+ *   every failing state (else the first 40);  -r  hold the first
+ *   weir-queue between its todo/ link and its fsync of todo/ (the
+ *   recorder's WEIR_REC_PAUSE) while weir-send starts and takes the
+ *   entry (`make crash-race`);
  *   -S prog:path[:file|:dir[:after]]  WEIR_REC_SKIP (recorder.c: that
  *   program leaves out, or moves after its next fsync of the folder
  *   after..., its fsyncs of path...: a deliberately broken weir, to show
@@ -1303,7 +1325,18 @@ no_refuse(void *arg, struct wg_req *r, enum wg_code c)
 	(void)arg; (void)r; (void)c;
 }
 
-static pid_t gate_pid;
+static const struct workload *gates;	/* its gate_pid[] wrote the journal */
+
+static int
+by_gate(long pid)
+{
+	size_t i;
+
+	for (i = 0; i < gates->ngate; i++)
+		if (gates->gate_pid[i] == pid)
+			return 1;
+	return 0;
+}
 
 /* Weights of the grant id in the gate's journal writes, and whether it
  * was refunded, in records [0, upto). */
@@ -1318,7 +1351,7 @@ grant_weights(size_t upto, uint64_t id, uint64_t *msgs, uint64_t *rcpts, int *re
 		const struct rec *r = &recs[i];
 		const char *p, *end;
 
-		if (r->kind != 'W' || r->pid != gate_pid)
+		if (r->kind != 'W' || !by_gate(r->pid))
 			continue;
 		for (p = r->data, end = r->data + r->len; p < end; ) {
 			const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -1448,46 +1481,212 @@ check_state(size_t upto, struct verdict *v)
 	free(jpath);
 }
 
-/* ---- delivering a recovered state with the real weir-send ---- */
+/* ---- delivering a recovered state: the real weir-send and weir-remote
+ * to the stand-in upstream ---- */
 
 static struct workload *wl;
-static struct buf expect;	/* "k rcpt\n" lines that must be delivered */
+static struct buf expect;	/* "k rcpt\n" lines that must arrive */
 
-/* Has every expected recipient been delivered (a "Y <hash> k rcpt r" line)? */
-static int
-all_delivered(const char *dlog)
+/* A message the upstream accepted. */
+struct arrival {
+	long n;			/* its content is in record.n */
+	char k[32];		/* its own X-Crash-Id, "-" if none */
+	char *sender;		/* "<>" (aiosmtpd's) for the null sender */
+	char *rcpts;		/* ",a,b," */
+	struct buf msg;		/* as the upstream stored it (CRLF, unstuffed) */
+};
+
+/* The string after key in a JSON line, up to the next quote (the
+ * workload's addresses hold no quote or backslash), or NULL. */
+static char *
+json_str(const char *line, const char *key)
 {
-	struct buf d = BUF_INIT;
-	const char *p, *nl;
+	const char *p = strstr(line, key), *e;
+
+	if (p == NULL)
+		return NULL;
+	p += strlen(key);
+	if ((e = strchr(p, '"')) == NULL)
+		return NULL;
+	return xstrndup(p, (size_t)(e - p));
+}
+
+/* The X-Crash-Id of m's own header block (CRLF lines), into k. */
+static void
+crlf_crash_id(const struct buf *m, char *k, size_t ksz)
+{
+	const char *p = m->s, *end = m->s + m->len, *nl;
+
+	snprintf(k, ksz, "-");
+	for (; p && p < end && (nl = memmem(p, (size_t)(end - p), "\r\n", 2)) != NULL; p = nl + 2) {
+		if (nl == p)
+			return;		/* the end of the header */
+		if ((size_t)(nl - p) > 12 && memcmp(p, "X-Crash-Id: ", 12) == 0) {
+			snprintf(k, ksz, "%.*s", (int)(nl - p - 12), p + 12);
+			return;
+		}
+	}
+}
+
+/* Every message in the upstream's record (upstream.py: one JSON object
+ * a line, {"event": "data", "sender": "...", "rcpts": ["...", ...],
+ * "n": N, ...} for each message accepted, whose content is record.N). */
+static size_t
+arrivals(const char *record, struct arrival **out)
+{
+	struct buf b = BUF_INIT;
+	struct arrival *v = NULL;
+	size_t n = 0, cap = 0;
+	char *line, *save = NULL;
+
+	*out = NULL;
+	if (read_file_at(AT_FDCWD, record, &b, 1 << 24) != 0 || b.len == 0) {
+		buf_free(&b);
+		return 0;
+	}
+	for (line = strtok_r(b.s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		struct arrival a;
+		const char *r, *e, *np;
+		struct buf rc = BUF_INIT;
+		char *path;
+
+		if (strstr(line, "\"event\": \"data\"") == NULL)
+			continue;
+		if ((r = strstr(line, "\"rcpts\": [")) == NULL || (e = strchr(r, ']')) == NULL ||
+		    (np = strstr(line, "\"n\": ")) == NULL)
+			cr_die("%s: a data event without rcpts or n: %s", record, line);
+		memset(&a, 0, sizeof a);
+		a.n = strtol(np + 5, NULL, 10);
+		a.sender = json_str(line, "\"sender\": \"");
+		if (a.sender == NULL)
+			a.sender = xstrdup("");
+		buf_addc(&rc, ',');
+		for (r += 10; r < e; r++)
+			if (*r != '"' && *r != ' ')
+				buf_addc(&rc, *r);
+		buf_addc(&rc, ',');
+		a.rcpts = xstrdup(buf_cstr(&rc));
+		buf_free(&rc);
+		path = xasprintf("%s.%ld", record, a.n);
+		if (read_file_at(AT_FDCWD, path, &a.msg, 1 << 26) != 0)
+			cr_die("read %s: %s", path, strerror(errno));
+		free(path);
+		crlf_crash_id(&a.msg, a.k, sizeof a.k);
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			v = xrealloc(v, cap * sizeof *v);
+		}
+		v[n++] = a;
+	}
+	buf_free(&b);
+	*out = v;
+	return n;
+}
+
+static void
+free_arrivals(struct arrival *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(v[i].sender);
+		free(v[i].rcpts);
+		buf_free(&v[i].msg);
+	}
+	free(v);
+}
+
+/* Has every expected "k rcpt" arrived? */
+static int
+all_delivered(const char *record)
+{
+	struct arrival *a;
+	size_t na = arrivals(record, &a), i;
+	const char *p, *nl, *sp;
 	int ok = 1;
 
-	if (read_file_at(AT_FDCWD, dlog, &d, 1 << 24) != 0)
-		return 0;
 	for (p = expect.s; ok && p && p < expect.s + expect.len; p = nl + 1) {
-		char *pat;
+		char *rc;
 
 		nl = memchr(p, '\n', (size_t)(expect.s + expect.len - p));
-		pat = xasprintf(" %.*s r\n", (int)(nl - p), p);
-		ok = d.len && memmem(d.s, d.len, pat, strlen(pat)) != NULL;
-		free(pat);
+		sp = memchr(p, ' ', (size_t)(nl - p));
+		rc = xasprintf(",%.*s,", (int)(nl - sp - 1), sp + 1);
+		ok = 0;
+		for (i = 0; i < na && !ok; i++)
+			ok = strlen(a[i].k) == (size_t)(sp - p) && memcmp(a[i].k, p, (size_t)(sp - p)) == 0 &&
+			    strstr(a[i].rcpts, rc) != NULL;
+		free(rc);
 	}
-	buf_free(&d);
+	free_arrivals(a, na);
 	return ok;
 }
 
-/* Start the real weir-gate and weir-send on the state (materialised
- * again: the checks changed it) after `weir flush`: every recipient of an
- * acknowledged message that the deliverer had not confirmed before the
- * cut, and that is not refused or deferred by design, is delivered; and
- * every message delivered is byte for byte the body that was injected
- * (a weir-queue killed halfway has none: it must never be delivered). */
+/* The body of a CRLF message: the bytes after the first empty line. */
+static const char *
+crlf_body(const struct buf *m, size_t *blen)
+{
+	const char *e = m->len ? memmem(m->s, m->len, "\r\n\r\n", 4) : NULL;
+
+	if (e == NULL) {
+		*blen = 0;
+		return "";
+	}
+	*blen = m->len - (size_t)(e + 4 - m->s);
+	return e + 4;
+}
+
+/* After the delivery: weir-send's cleanup with the clock 37 hours on
+ * (as in check_state(): the leftovers of injections in flight at the cut
+ * go once 36 hours old), then queue-check (qcheck_run(), the code of
+ * `weir queue-check`) finds no problem. */
+static void
+after_delivery(struct verdict *v)
+{
+	char *qdir = xasprintf("%s/state/queue", scratch), *out = NULL, *line, *save = NULL;
+	struct qcheck_result res;
+	struct queue q;
+	size_t outlen = 0;
+	FILE *f;
+	int saved = quiet_begin();
+
+	if (queue_open(&q, qdir, CR_SPLIT) < 0) {
+		quiet_end(saved);
+		fail(v, "deliver", "cannot open the queue after the delivery: %s", strerror(errno));
+		free(qdir);
+		return;
+	}
+	(void)cleanup_pass(&q, time(NULL) + 37 * 3600);
+	if ((f = open_memstream(&out, &outlen)) == NULL)
+		cr_die("open_memstream: %s", strerror(errno));
+	memset(&res, 0, sizeof res);
+	qcheck_run(&q, NULL, f, &res);
+	fclose(f);
+	queue_close(&q);
+	quiet_end(saved);
+	if (res.problems)
+		for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			if (strncmp(line, "problem", 7) == 0)
+				fail(v, "deliver", "after the delivery, queue-check: %s", line);
+	free(out);
+	free(qdir);
+}
+
+/* Start the real weir-gate, weir-send and weir-remote on the state
+ * (materialised again: the checks changed it) after `weir flush`, to the
+ * stand-in upstream: every recipient of an acknowledged message that the
+ * deliverer had not confirmed before the cut, and that is not refused or
+ * deferred by design, arrives within 30 s; every message that arrives
+ * bears the body that was injected, byte for byte (as the upstream
+ * stored it: CRLF line ends; the header fields weir adds aside), or is a
+ * bounce (null sender): a weir-queue killed halfway or an SMTP client
+ * gone in the middle of DATA never wrote one, and nothing of theirs must
+ * arrive; and `weir queue-check` is sound afterwards. */
 static size_t
 deliver_state(const struct state *s, size_t upto, struct verdict *v)
 {
-	char *dlog = xasprintf("%s/deliver.log", scratch), *tok, *save = NULL, *rc;
-	struct buf d = BUF_INIT;
-	const char *p, *nl;
-	size_t i, n = 0;
+	char *record = xasprintf("%s/upstream.jsonl", scratch), *tok, *save = NULL, *rc;
+	struct arrival *a;
+	size_t i, na, n = 0;
 
 	buf_reset(&expect);
 	for (i = 0; i < upto; i++) {
@@ -1502,44 +1701,56 @@ deliver_state(const struct state *s, size_t upto, struct verdict *v)
 	}
 	materialise(s);
 	if (!wl_deliver(wl, scratch, all_delivered, 30000))
-		fail(v, "deliver", "weir-send did not deliver within 30 s: %s", buf_cstr(&expect));
-	if (read_file_at(AT_FDCWD, dlog, &d, 1 << 24) != 0)
-		cr_die("read %s: %s", dlog, strerror(errno));
-	for (p = d.s; p && p < d.s + d.len; p = nl + 1) {
-		char hash[17], k[32], line[512];
-		struct buf got = BUF_INIT, want = BUF_INIT;
-		size_t gl, wlen;
+		fail(v, "deliver", "not everything arrived at the upstream within 30 s: %s",
+		    buf_cstr(&expect));
+	after_delivery(v);
+	na = arrivals(record, &a);
+	for (i = 0; i < na; i++) {
+		struct buf want = BUF_INIT, crlf = BUF_INIT;
+		size_t gl, wlen, j;
 		const char *gb, *wb;
 		char *path;
 
-		nl = memchr(p, '\n', (size_t)(d.s + d.len - p));
-		if (nl == NULL)
-			break;
-		snprintf(line, sizeof line, "%.*s", (int)(nl - p), p);
-		if (sscanf(line, "%*d Y %16s %31s", hash, k) != 2 || strcmp(k, "-") == 0)
+		if (strcmp(a[i].k, "-") == 0) {
+			if (a[i].sender[0] != '\0' && strcmp(a[i].sender, "<>") != 0)
+				fail(v, "deliver", "a message from <%s> arrived (upstream #%ld) that is "
+				    "neither one injected nor a bounce", a[i].sender, a[i].n);
 			continue;	/* a bounce: weir's own message */
-		path = xasprintf("%s/etc/delivered/%s", scratch, hash);
-		if (read_file_at(AT_FDCWD, path, &got, 1 << 24) != 0)
-			cr_die("read %s: %s", path, strerror(errno));
-		free(path);
-		path = xasprintf("%s/etc/%s.msg", wl->root, k);
-		gb = cr_body(got.s, got.len, &gl);
-		if (read_file_at(AT_FDCWD, path, &want, 1 << 24) != 0) {
-			fail(v, "deliver", "message %s was delivered but was never wholly injected", k);
+		}
+		path = xasprintf("%s/etc/%s.msg", wl->root, a[i].k);
+		gb = crlf_body(&a[i].msg, &gl);
+		if (read_file_at(AT_FDCWD, path, &want, 1 << 26) != 0) {
+			fail(v, "deliver", "message %s arrived but was never wholly injected", a[i].k);
 		} else {
 			wb = cr_body(want.s, want.len, &wlen);
-			if (gl != wlen || memcmp(gb, wb, gl) != 0)
-				fail(v, "deliver", "message %s was delivered with another body (%zu bytes, "
-				    "%zu injected)", k, gl, wlen);
+			for (j = 0; j < wlen; j++) {
+				if (wb[j] == '\n')
+					buf_addc(&crlf, '\r');
+				buf_addc(&crlf, wb[j]);
+			}
+			if (gl != crlf.len || memcmp(gb, crlf.s, gl) != 0)
+				fail(v, "deliver", "message %s arrived with another body (%zu bytes, "
+				    "%zu injected; upstream #%ld)", a[i].k, gl, crlf.len, a[i].n);
 		}
 		free(path);
-		buf_free(&got);
 		buf_free(&want);
+		buf_free(&crlf);
 	}
-	if (unlink(dlog) < 0)
-		cr_die("unlink %s: %s", dlog, strerror(errno));
-	buf_free(&d);
-	free(dlog);
+	/* The next delivered state starts a new record. */
+	if (unlink(record) < 0 && errno != ENOENT)
+		cr_die("unlink %s: %s", record, strerror(errno));
+	for (i = 1;; i++) {
+		char *p = xasprintf("%s.%zu", record, i);
+		int r = unlink(p);
+
+		free(p);
+		if (r < 0 && errno == ENOENT)
+			break;
+		if (r < 0)
+			cr_die("unlink %s.%zu: %s", record, i, strerror(errno));
+	}
+	free_arrivals(a, na);
+	free(record);
 	return n;
 }
 
@@ -1694,8 +1905,8 @@ states_at(struct run *run, size_t prefix, uint64_t promises)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: crashreplay [-x] [-1] [-d states] [-b bound] [-s samples] [-k] [-v] [-S skip] "
-	    "-B bindir -R recorder.so\n");
+	fprintf(stderr, "usage: crashreplay [-x] [-1] [-d states -U upstream.py] [-b bound] [-s samples] "
+	    "[-k] [-v] [-r] [-S skip] -B bindir -R recorder.so\n");
 	exit(2);
 }
 
@@ -1717,7 +1928,7 @@ main(int argc, char **argv)
 	run.maxshown = 40;
 	run.rng = 0x2545f4914f6cdd1dULL;
 	log_init("crashreplay");
-	while ((ch = getopt(argc, argv, "x1d:b:s:kS:B:R:v")) != -1) {
+	while ((ch = getopt(argc, argv, "x1d:b:s:kS:U:B:R:rv")) != -1) {
 		switch (ch) {
 		case 'x': run.exhaustive = 1; break;
 		case '1': run.first = 1; run.maxshown = 1; break;
@@ -1727,12 +1938,15 @@ main(int argc, char **argv)
 		case 'k': keep = 1; break;
 		case 'v': run.maxshown = (size_t)-1; break;
 		case 'S': w.skip = optarg; break;
+		case 'U': w.upstream = optarg; break;
+		case 'r': w.race = 1; break;
 		case 'B': w.bindir = optarg; break;
 		case 'R': w.recorder = optarg; break;
 		default: usage();
 		}
 	}
-	if (optind != argc || w.bindir == NULL || w.recorder == NULL || run.bound > 20)
+	if (optind != argc || w.bindir == NULL || w.recorder == NULL || run.bound > 20 ||
+	    (run.deliver && w.upstream == NULL))
 		usage();
 	{
 		char real[PATH_MAX];
@@ -1754,7 +1968,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "crashreplay: scratch folder kept: %s\n", w.root);
 		return 2;
 	}
-	gate_pid = w.gate_pid;
+	gates = &w;
 	delivered_dir = xasprintf("%s/etc/delivered", w.root);
 	parse_log(w.log);
 

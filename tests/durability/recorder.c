@@ -29,6 +29,14 @@
  *                          the process's next fsync of a folder whose
  *                          path starts with after (e.g. the mess/ file's
  *                          fsync moved after the todo/ link's)
+ *   WEIR_REC_PAUSE=prog:p:file
+ *                          in the program prog only, after each link or
+ *                          rename to a path under the root that starts
+ *                          with p, wait (up to 60 s) until file exists
+ *                          (e.g. weir-queue between its todo/ link and
+ *                          that folder's fsync, until weir-send took the
+ *                          entry): holds a window open so that the
+ *                          workload reaches it every run
  *
  * Only processes whose executable is weir-queue, sendmail, weir-send or
  * weir-gate record; the deliverer (a script) writes its own records.
@@ -73,6 +81,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAXDIRS 8
@@ -113,6 +122,8 @@ static char skip[PATH_MAX];
 static int skip_kind;		/* 0 any, 'f' files, 'd' folders */
 static char skip_after[PATH_MAX];	/* non-empty: move, not skip */
 static int deferred_fd = -1;	/* the moved fsync's file, until then */
+static char pause_path[PATH_MAX];	/* WEIR_REC_PAUSE's p, or empty */
+static char pause_go[PATH_MAX];		/* and its file */
 static unsigned long long deferred_ino;
 
 /* ---- small helpers on stack buffers ---- */
@@ -314,6 +325,7 @@ recorder_init(void)
 {
 	const char *lp = getenv("WEIR_REC_LOG"), *rt = getenv("WEIR_REC_ROOT");
 	const char *ds = getenv("WEIR_REC_DIRS"), *sk = getenv("WEIR_REC_SKIP");
+	const char *pz = getenv("WEIR_REC_PAUSE");
 	const char *name = program_invocation_short_name;
 
 	real_write = sym("write");
@@ -373,6 +385,18 @@ recorder_init(void)
 			}
 			skip_kind = strcmp(k, "file") == 0 ? 'f' : strcmp(k, "dir") == 0 ? 'd' : 0;
 		}
+	}
+	if (pz && strchr(pz, ':') && strncmp(pz, name, (size_t)(strchr(pz, ':') - pz)) == 0 &&
+	    name[strchr(pz, ':') - pz] == '\0' && strlen(pz) < sizeof pause_path) {
+		char *m;
+
+		strcpy(pause_path, strchr(pz, ':') + 1);
+		if ((m = strchr(pause_path, ':')) == NULL) {
+			fprintf(stderr, "recorder: WEIR_REC_PAUSE is prog:path:file\n");
+			_exit(125);
+		}
+		*m++ = '\0';
+		strcpy(pause_go, m);
 	}
 	active = 1;
 }
@@ -602,6 +626,14 @@ rec_two(char kind, int da, const char *a, int db, const char *b, int flags, unsi
 		emit(&l, NULL, 0);
 	}
 	unlock();
+	if (r == 0 && pause_path[0] && strncmp(rb, pause_path, strlen(pause_path)) == 0) {
+		struct timespec ts = { 0, 10000000L };
+		struct stat go;
+		int i;
+
+		for (i = 0; i < 6000 && syscall(SYS_newfstatat, AT_FDCWD, pause_go, &go, 0) != 0; i++)
+			syscall(SYS_nanosleep, &ts, NULL);	/* WEIR_REC_PAUSE */
+	}
 	return r;
 }
 

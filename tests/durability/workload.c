@@ -2,22 +2,36 @@
  * workload.c: the representative run the crash-replay harness records.
  * A scratch queue (split CR_SPLIT) under a fresh root, a real weir-gate
  * (journal in root/gate), a real weir-send delivering through a scripted
- * qmail-remote(8) compatible deliverer, and seven messages: five injected
+ * qmail-remote(8) compatible deliverer, and nine messages: six injected
  * before weir-send starts (four with weir-queue, one of them of 120 KB,
- * one with sendmail), two while it runs; and one weir-queue killed
- * (SIGKILL) halfway through its message, which must never become
- * deliverable.  Recipients "bad*" fail permanently (bounce notes,
- * then bounces, which are delivered in turn), "slow*" are deferred (the
- * retry is minutes away: those messages stay queued), the others are
- * delivered; the policy's max_recipients = 2 splits a message into
- * several transactions.  The run ends when every expected confirmation
- * came and only the two messages with a deferred recipient are left;
- * then weir-gate is restarted, which compacts its journal (recorded too).
+ * one with sendmail, one of 115 KB over SMTP to the real weir-smtpd),
+ * three while it runs (one each way); every body has a lone dot line
+ * and lines that begin with a dot (SMTP's dot-stuffing, in and out).
+ * Two injections are killed halfway and must never become deliverable:
+ * a weir-queue killed (SIGKILL) halfway through its message, and an SMTP
+ * client that hangs up in the middle of DATA (210 KB, three quarters
+ * sent) once weir-smtpd's weir-queue has written some of it.
+ * Recipients "bad*" fail permanently (bounce notes, then bounces, which
+ * are delivered in turn), "slow*" are deferred (the retry is minutes
+ * away: those messages stay queued), the others are delivered; the
+ * policy's max_recipients = 2 splits a message into several
+ * transactions.  weir-gate is restarted (each start compacts its
+ * journal: the live sends to a new file) once weir-send has four
+ * confirmations, before the three later injections, and again at the
+ * end, when every expected confirmation came and only the two messages
+ * with a deferred recipient (and the killed weir-queue's file) are left.
+ * With -r (race), m1 goes first and its weir-queue is held between its
+ * todo/ link and its fsync of todo/ while weir-send starts and takes the
+ * entry (inject_race()).
  *
  * The recorded programs run with the recorder preloaded; the harness
  * itself adds the promises it sees: "Q" when an injection exits 0 (after
- * waitpid), and the deliverer adds "Y" for each recipient it accepted
- * (r) or refused for good (h), before it tells weir-send.
+ * waitpid), or when weir-smtpd answers 250 to the final dot, and the
+ * deliverer adds "Y" for each recipient it accepted (r) or refused for
+ * good (h), before it tells weir-send.  The scripted deliverer is what
+ * makes those confirmations part of the ordered log; the delivery of
+ * recovered states (wl_deliver) uses the real weir-remote instead, to
+ * the stand-in upstream tests/upstream/upstream.py.
  *
  * Trusts: the scratch folder it made.  Test code only.
  */
@@ -25,12 +39,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -43,30 +59,35 @@
 #include "testlib.h"
 
 #define WAIT_MS 120000		/* for the whole delivery phase */
-#define EXPECT_CONFIRMED 13	/* see msgs[] and the two bounces */
+#define EXPECT_CONFIRMED 17	/* see msgs[] and the two bounces */
 #define EXPECT_LEFT 3		/* two with a "slow" recipient, the killed one */
+
+enum { BY_QUEUE, BY_SENDMAIL, BY_SMTP };	/* how a message is injected */
 
 struct msgspec {
 	const char *id, *sender, *rcpts[4];
-	int sendmail;
+	int by;
 	size_t lines;		/* of the body; 0: 12 */
 };
 
 static const struct msgspec before[] = {
-	{ "m1", "a@src.example", { "ok1@dst.example" }, 0, 0 },
-	{ "m2", "b@src.example", { "ok2@dst.example", "bad2@dst.example", "ok3@dst.example" }, 0, 0 },
-	{ "m3", "c@src.example", { "ok4@dst.example", "slow3@dst.example" }, 0, 0 },
-	{ "m4", "d@src.example", { "bad4@dst.example", "slow4@dst.example" }, 1, 0 },
-	{ "m7", "g@src.example", { "ok9@dst.example" }, 0, 1600 },	/* 120 KB */
+	{ "m1", "a@src.example", { "ok1@dst.example" }, BY_QUEUE, 0 },
+	{ "m2", "b@src.example", { "ok2@dst.example", "bad2@dst.example", "ok3@dst.example" }, BY_QUEUE, 0 },
+	{ "m3", "c@src.example", { "ok4@dst.example", "slow3@dst.example" }, BY_QUEUE, 0 },
+	{ "m4", "d@src.example", { "bad4@dst.example", "slow4@dst.example" }, BY_SENDMAIL, 0 },
+	{ "m7", "g@src.example", { "ok9@dst.example" }, BY_QUEUE, 1600 },	/* 120 KB */
+	{ "m8", "i@src.example", { "ok10@dst.example", "ok11@dst.example" }, BY_SMTP, 1700 },	/* 115 KB */
 };
 /* Killed halfway: never acknowledged, never to be delivered. */
-static const struct msgspec killed = { "k1", "h@src.example", { "gone@dst.example" }, 0, 1800 };
+static const struct msgspec killed = { "k1", "h@src.example", { "gone@dst.example" }, BY_QUEUE, 1800 };
+static const struct msgspec hungup = { "k2", "j@src.example", { "gone2@dst.example" }, BY_SMTP, 3000 };
 static const struct msgspec during[] = {
-	{ "m5", "e@src.example", { "ok5@dst.example" }, 0, 0 },
-	{ "m6", "f@src.example", { "ok6@dst.example", "ok7@dst.example", "ok8@dst.example" }, 1, 0 },
+	{ "m5", "e@src.example", { "ok5@dst.example" }, BY_QUEUE, 0 },
+	{ "m6", "f@src.example", { "ok6@dst.example", "ok7@dst.example", "ok8@dst.example" }, BY_SENDMAIL, 0 },
+	{ "m9", "k@src.example", { "ok12@dst.example", "ok13@dst.example" }, BY_SMTP, 0 },
 };
 
-static pid_t send_pid, gate_run;
+static pid_t send_pid, gate_run, upstream_pid;
 
 static const char deliverer_py[] =
     "#!/usr/bin/python3\n"
@@ -229,6 +250,7 @@ stop_all(void)
 {
 	stop_group(&send_pid);
 	stop_group(&gate_run);
+	stop_group(&upstream_pid);
 }
 
 void
@@ -317,9 +339,11 @@ make_msg(const struct msgspec *m, struct buf *msg, struct buf *env)
 
 	buf_printf(msg, "From: <%s>\nTo: <%s>\nSubject: crash test %s\nX-Crash-Id: %s\n\n",
 	    m->sender, m->rcpts[0], m->id, m->id);
+	/* A lone dot and lines that begin with one: SMTP's transparency
+	 * (dot-stuffing) on the way in (weir-smtpd) and out (weir-remote). */
 	for (i = 1; i <= (m->lines ? m->lines : 12); i++)
-		buf_printf(msg, "line %zu of message %s, long enough to span a few hundred bytes.\n",
-		    i, m->id);
+		buf_printf(msg, i == 5 ? ".\n" : "%sline %zu of message %s, long enough to span a "
+		    "few hundred bytes.\n", i % 100 == 7 ? "." : "", i, m->id);
 	buf_printf(env, "F%s%c", m->sender, 0);
 	for (i = 0; i < 4 && m->rcpts[i]; i++)
 		buf_printf(env, "T%s%c", m->rcpts[i], 0);
@@ -381,26 +405,232 @@ inject_killed(struct workload *w, const struct msgspec *m)
 	free(elog);
 }
 
-/* Inject one message; on exit 0 log the promise. */
+/* The harness's promise: the message m (msg as injected) is queued. */
+static void
+promise(struct workload *w, const struct msgspec *m, const struct buf *msg)
+{
+	struct buf rec = BUF_INIT;
+	const char *body;
+	size_t blen;
+	int i;
+
+	body = cr_body(msg->s, msg->len, &blen);
+	buf_printf(&rec, "%ld Q %s %016llx %s ", (long)getpid(), m->id,
+	    (unsigned long long)cr_hash(body, blen), m->sender);
+	for (i = 0; i < 4 && m->rcpts[i]; i++)
+		buf_printf(&rec, "%s%s", i ? "," : "", m->rcpts[i]);
+	buf_addc(&rec, '\n');
+	append_log(w, buf_cstr(&rec));
+	w->injected++;
+	buf_free(&rec);
+}
+
+/* ---- SMTP to the real weir-smtpd: one session on a socketpair, as
+ * inetd runs it, the client's address in $TCPREMOTEIP ---- */
+
+struct smtp {
+	int fd;
+	pid_t pid;
+	struct buf in;		/* what weir-smtpd said, not yet read */
+	const char *elog;
+};
+
+static void
+smtp_start(struct workload *w, struct smtp *c, const char *elog)
+{
+	char *prog = xasprintf("%s/weir-smtpd", w->bindir);
+	int sv[2];
+
+	memset(c, 0, sizeof c[0]);
+	c->elog = elog;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		cr_die("socketpair: %s", strerror(errno));
+	if ((c->pid = fork()) < 0)
+		cr_die("fork: %s", strerror(errno));
+	if (c->pid == 0) {
+		int e = open(elog, O_WRONLY | O_APPEND | O_CREAT, 0644);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (e < 0 || dup2(sv[1], 0) < 0 || dup2(sv[1], 1) < 0 || dup2(e, 2) < 0 ||
+		    setenv("TCPREMOTEIP", "127.0.0.1", 1) < 0)
+			_exit(126);
+		execl(prog, prog, (char *)NULL);
+		_exit(127);
+	}
+	if (close(sv[1]) < 0)
+		cr_die("close: %s", strerror(errno));
+	c->fd = sv[0];
+	free(prog);
+}
+
+static void
+smtp_write(struct smtp *c, const char *s, size_t n)
+{
+	while (n > 0) {
+		ssize_t r = write(c->fd, s, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			cr_die("write to weir-smtpd: %s (see %s)", strerror(errno), c->elog);
+		s += r;
+		n -= (size_t)r;
+	}
+}
+
+/* Read one reply (up to 30 s); die unless its code is want. */
+static void
+smtp_expect(struct smtp *c, int want)
+{
+	time_t until = time(NULL) + 30;
+
+	for (;;) {
+		const char *p = c->in.s, *nl;
+
+		/* A reply ends with a line "DDD " (or "DDD" alone). */
+		while (c->in.len && (nl = memchr(p, '\n', c->in.len - (size_t)(p - c->in.s)))) {
+			if (nl - p >= 3 && (nl - p == 3 || p[3] == ' ' || p[3] == '\r')) {
+				int code = atoi(p);
+
+				if (code != want)
+					cr_die("weir-smtpd answered \"%.*s\", not %d (see %s)",
+					    (int)(nl - p), p, want, c->elog);
+				c->in.len -= (size_t)(nl + 1 - c->in.s);
+				memmove(c->in.s, nl + 1, c->in.len);
+				return;
+			}
+			p = nl + 1;
+		}
+		{
+			struct pollfd pf = { c->fd, POLLIN, 0 };
+			char tmp[4096];
+			ssize_t r;
+
+			if (time(NULL) > until)
+				cr_die("weir-smtpd did not answer in 30 s (see %s)", c->elog);
+			if (poll(&pf, 1, 1000) <= 0)
+				continue;
+			r = read(c->fd, tmp, sizeof tmp);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				cr_die("weir-smtpd closed the connection waiting for %d (see %s)",
+				    want, c->elog);
+			buf_add(&c->in, tmp, (size_t)r);
+		}
+	}
+}
+
+/* Say "<verb><arg>" and expect the reply want. */
+static void
+smtp_cmd(struct smtp *c, int want, const char *verb, const char *arg)
+{
+	struct buf b = BUF_INIT;
+
+	buf_printf(&b, "%s%s\r\n", verb, arg);
+	smtp_write(c, b.s, b.len);
+	smtp_expect(c, want);
+	buf_free(&b);
+}
+
+/* Hang up, reap weir-smtpd: it exits 0 after QUIT, 1 when the client
+ * just went (hangup, in the middle of DATA). */
+static void
+smtp_end(struct smtp *c, int hangup)
+{
+	int code;
+
+	if (c->fd >= 0 && close(c->fd) < 0)
+		cr_die("close: %s", strerror(errno));
+	c->fd = -1;
+	if ((code = wait_exit(c->pid)) != hangup)
+		cr_die("weir-smtpd exited %d (see %s)", code, c->elog);
+	buf_free(&c->in);
+}
+
+/* Message m over SMTP; with hangup, the client goes after three
+ * quarters of DATA (weir-smtpd and weir-queue pass it on in 64 KB
+ * chunks: m must be well over 128 KB), once weir-smtpd's weir-queue has
+ * written some of it to its mess/ file (the message id in a W record);
+ * nothing must come of it. */
+static void
+inject_smtp(struct workload *w, const struct msgspec *m, const struct buf *msg, int hangup)
+{
+	char *elog = xasprintf("%s/inject.log", w->root);
+	char *mark = xasprintf("X-Crash-Id: %s\n", m->id), *path;
+	struct buf data = BUF_INIT, logb = BUF_INIT;
+	struct smtp c;
+	size_t i, ms;
+	int bol = 1;
+
+	for (i = 0; i < msg->len; i++) {	/* CRLF, dot-stuffed */
+		if (bol && msg->s[i] == '.')
+			buf_addc(&data, '.');
+		if (msg->s[i] == '\n')
+			buf_addc(&data, '\r');
+		buf_addc(&data, msg->s[i]);
+		bol = msg->s[i] == '\n';
+	}
+	smtp_start(w, &c, elog);
+	smtp_expect(&c, 220);
+	smtp_cmd(&c, 250, "EHLO ", "client.example");
+	path = xasprintf("<%s>", m->sender);
+	smtp_cmd(&c, 250, "MAIL FROM:", path);
+	for (i = 0; i < 4 && m->rcpts[i]; i++) {
+		free(path);
+		path = xasprintf("<%s>", m->rcpts[i]);
+		smtp_cmd(&c, 250, "RCPT TO:", path);
+	}
+	free(path);
+	smtp_cmd(&c, 354, "DATA", "");
+	if (hangup) {
+		smtp_write(&c, data.s, data.len / 4 * 3);
+		for (ms = 0; ms < 10000; ms += 10) {
+			buf_reset(&logb);
+			if (read_file_at(AT_FDCWD, w->log, &logb, 1u << 30) != 0)
+				cr_die("read %s: %s", w->log, strerror(errno));
+			if (logb.len && memmem(logb.s, logb.len, mark, strlen(mark)))
+				break;
+			usleep(10000);
+		}
+		if (ms >= 10000)
+			cr_die("weir-smtpd's weir-queue wrote nothing of %s in 10 s "
+			    "(see %s)", m->id, elog);
+	} else {
+		smtp_write(&c, data.s, data.len);
+		smtp_write(&c, ".\r\n", 3);
+		smtp_expect(&c, 250);
+		promise(w, m, msg);
+		smtp_cmd(&c, 221, "QUIT", "");
+	}
+	smtp_end(&c, hangup);
+	buf_free(&data);
+	buf_free(&logb);
+	free(mark);
+	free(elog);
+}
+
+/* Inject one message; on success log the promise. */
 static void
 inject(struct workload *w, const struct msgspec *m)
 {
 	char *mp = xasprintf("%s/etc/%s.msg", w->root, m->id);
 	char *ep = xasprintf("%s/etc/%s.env", w->root, m->id);
 	char *elog = xasprintf("%s/inject.log", w->root);
-	char *prog = xasprintf("%s/%s", w->bindir, m->sendmail ? "sendmail" : "weir-queue");
+	char *prog = xasprintf("%s/%s", w->bindir, m->by == BY_SENDMAIL ? "sendmail" : "weir-queue");
 	const char *argv[12];
-	struct buf msg = BUF_INIT, env = BUF_INIT, rec = BUF_INIT;
-	const char *body;
-	size_t blen;
+	struct buf msg = BUF_INIT, env = BUF_INIT;
 	int i, n = 0, code;
 
 	make_msg(m, &msg, &env);
 	write_file(mp, msg.s, msg.len, 0644);
 	write_file(ep, env.s, env.len, 0644);
-
+	if (m->by == BY_SMTP) {
+		inject_smtp(w, m, &msg, 0);
+		goto out;
+	}
 	argv[n++] = prog;
-	if (m->sendmail) {
+	if (m->by == BY_SENDMAIL) {
 		argv[n++] = "-oi";
 		argv[n++] = "-f";
 		argv[n++] = m->sender;
@@ -408,27 +638,107 @@ inject(struct workload *w, const struct msgspec *m)
 			argv[n++] = m->rcpts[i];
 	}
 	argv[n] = NULL;
-	code = wait_exit(spawn(argv, mp, m->sendmail ? NULL : ep, elog, 0));
+	code = wait_exit(spawn(argv, mp, m->by == BY_SENDMAIL ? NULL : ep, elog, 0));
 	if (code != 0) {
 		fprintf(stderr, "crashreplay: %s of %s exited %d (see %s)\n", prog, m->id, code, elog);
 		w->refused++;
 	} else {
-		body = cr_body(msg.s, msg.len, &blen);
-		buf_printf(&rec, "%ld Q %s %016llx %s ", (long)getpid(), m->id,
-		    (unsigned long long)cr_hash(body, blen), m->sender);
-		for (i = 0; i < 4 && m->rcpts[i]; i++)
-			buf_printf(&rec, "%s%s", i ? "," : "", m->rcpts[i]);
-		buf_addc(&rec, '\n');
-		append_log(w, buf_cstr(&rec));
-		w->injected++;
+		promise(w, m, &msg);
 	}
+out:
 	buf_free(&msg);
 	buf_free(&env);
-	buf_free(&rec);
 	free(mp);
 	free(ep);
 	free(elog);
 	free(prog);
+}
+
+/* The log's text so far (W data holds NULs: search it with memmem). */
+static void
+read_log(const struct workload *w, struct buf *b)
+{
+	buf_reset(b);
+	if (read_file_at(AT_FDCWD, w->log, b, 1u << 30) != 0)
+		cr_die("read %s: %s", w->log, strerror(errno));
+}
+
+/* -r: weir-queue, with m, is held between its todo/ link and that
+ * folder's fsync (the recorder's WEIR_REC_PAUSE) while wake() starts
+ * weir-send, which lists todo/ as it starts and begins on m's entry
+ * (opens its info/ file); then weir-queue goes on.  A power cut in that
+ * window may keep anything weir-send did and lose the todo/ link. */
+static void
+inject_race(struct workload *w, const struct msgspec *m, void (*wake)(struct workload *))
+{
+	char *ep = xasprintf("%s/etc/%s.env", w->root, m->id), *mp = xasprintf("%s/etc/%s.msg", w->root, m->id);
+	char *go = xasprintf("%s/etc/race.go", w->root), *pz = xasprintf("weir-queue:queue/todo/:%s", go);
+	char *elog = xasprintf("%s/inject.log", w->root), *pat = NULL, *id = NULL;
+	const char *argv[2];
+	struct buf msg = BUF_INIT, env = BUF_INIT, logb = BUF_INIT;
+	pid_t pid;
+	int ms, code, sp, seen = 0;
+
+	make_msg(m, &msg, &env);
+	write_file(mp, msg.s, msg.len, 0644);
+	write_file(ep, env.s, env.len, 0644);
+	argv[0] = xasprintf("%s/weir-queue", w->bindir);
+	argv[1] = NULL;
+	if (setenv("WEIR_REC_PAUSE", pz, 1) < 0)
+		cr_die("setenv: %s", strerror(errno));
+	pid = spawn(argv, mp, ep, elog, 0);
+	if (unsetenv("WEIR_REC_PAUSE") < 0)
+		cr_die("unsetenv: %s", strerror(errno));
+	/* Its todo/ link: "<pid> L <ino> queue/intd/<id> queue/todo/<id>". */
+	pat = xasprintf("\n%ld L ", (long)pid);
+	for (ms = 0; ms < 10000 && id == NULL; ms += 10) {
+		const char *p, *t, *nl;
+
+		read_log(w, &logb);
+		for (p = logb.s; id == NULL && logb.len &&
+		    (p = memmem(p, logb.len - (size_t)(p - logb.s), pat, strlen(pat))) != NULL; p = nl) {
+			if ((nl = memchr(p + 1, '\n', logb.len - (size_t)(p + 1 - logb.s))) == NULL)
+				break;
+			if ((t = memmem(p, (size_t)(nl - p), " queue/todo/", 12)) != NULL)
+				id = xstrndup(t + 12, (size_t)(nl - t - 12));
+		}
+		if (id == NULL)
+			usleep(10000);
+	}
+	if (id == NULL)
+		cr_die("weir-queue (pid %ld) did not link %s into todo/ in 10 s (see %s)",
+		    (long)pid, m->id, elog);
+	wake(w);
+	for (ms = 0; ms < 30000 && !seen; ms += 10) {
+		read_log(w, &logb);
+		for (sp = 0; sp < CR_SPLIT && !seen; sp++) {
+			free(pat);
+			pat = xasprintf(" queue/info/%d/%s ", sp, id);
+			seen = logb.len && memmem(logb.s, logb.len, pat, strlen(pat)) != NULL;
+		}
+		if (!seen)
+			usleep(10000);
+	}
+	if (!seen)
+		cr_die("weir-send did not begin on todo/%s (%s) in 30 s", id, m->id);
+	write_file(go, "", 0, 0644);
+	if ((code = wait_exit(pid)) != 0) {
+		fprintf(stderr, "crashreplay: weir-queue of %s exited %d (see %s)\n", m->id, code, elog);
+		w->refused++;
+	} else {
+		promise(w, m, &msg);
+	}
+	buf_free(&msg);
+	buf_free(&env);
+	buf_free(&logb);
+	free((char *)argv[0]);
+	free(ep);
+	free(mp);
+	free(go);
+	free(pz);
+	free(elog);
+	free(pat);
+	free(id);
 }
 
 static size_t
@@ -493,32 +803,74 @@ finished(const struct workload *w)
 	return r;
 }
 
+static void
+start_send(struct workload *w)
+{
+	char *send = xasprintf("%s/weir-send", w->bindir), *slog = xasprintf("%s/send.log", w->root);
+	const char *argv[] = { send, "-c", w->conf, NULL };
+
+	send_pid = spawn(argv, NULL, NULL, slog, 1);
+	free(send);
+	free(slog);
+}
+
+/* Start weir-gate (stopping the one running, if any: a restart compacts
+ * its journal) and wait until it answers. */
+static void
+start_gate(struct workload *w)
+{
+	char *gate = xasprintf("%s/weir-gate", w->bindir), *sock = xasprintf("%s/run/gate.sock", w->root);
+	char *glog = xasprintf("%s/gate.log", w->root);
+	const char *argv[] = { gate, "-c", w->conf, NULL };
+	int ms;
+
+	if (w->ngate == sizeof w->gate_pid / sizeof w->gate_pid[0])
+		cr_die("too many weir-gate runs");
+	stop_group(&gate_run);
+	w->gate_pid[w->ngate++] = gate_run = spawn(argv, NULL, NULL, glog, 1);
+	for (ms = 0; ms < 10000 && !tl_sock_answers(sock); ms += 10)
+		usleep(10000);
+	if (ms >= 10000)
+		cr_die("weir-gate (run %zu) does not answer on %s (see %s)", w->ngate, sock, glog);
+	free(gate);
+	free(sock);
+	free(glog);
+}
+
 int
 wl_run(struct workload *w)
 {
-	char *gate = xasprintf("%s/weir-gate", w->bindir), *send = xasprintf("%s/weir-send", w->bindir);
-	char *sock = xasprintf("%s/run/gate.sock", w->root);
-	char *glog = xasprintf("%s/gate.log", w->root), *slog = xasprintf("%s/send.log", w->root);
-	const char *argv[4];
+	char *slog = xasprintf("%s/send.log", w->root);
 	size_t i;
 	int ms, rc = 0;
 
 	record_from_here(w);
-	argv[0] = gate;
-	argv[1] = "-c";
-	argv[2] = w->conf;
-	argv[3] = NULL;
-	w->gate_pid = gate_run = spawn(argv, NULL, NULL, glog, 1);
-	for (ms = 0; ms < 10000 && !tl_sock_answers(sock); ms += 10)
-		usleep(10000);
-	if (ms >= 10000)
-		cr_die("weir-gate does not answer on %s (see %s)", sock, glog);
+	start_gate(w);
 
-	for (i = 0; i < sizeof before / sizeof before[0]; i++)
+	/* -r: m1 first, alone in todo/ (else weir-send's fsync of todo/
+	 * after an older entry would close the window), held after its
+	 * todo/ link while weir-send starts; the others come after. */
+	if (w->race)
+		inject_race(w, &before[0], start_send);
+	for (i = w->race ? 1 : 0; i < sizeof before / sizeof before[0]; i++)
 		inject(w, &before[i]);
 	inject_killed(w, &killed);
-	argv[0] = send;
-	send_pid = spawn(argv, NULL, NULL, slog, 1);
+	{
+		struct buf msg = BUF_INIT, env = BUF_INIT;
+
+		make_msg(&hungup, &msg, &env);
+		inject_smtp(w, &hungup, &msg, 1);
+		buf_free(&msg);
+		buf_free(&env);
+	}
+	if (!w->race)
+		start_send(w);
+	/* Once weir-send has some through, a restart of weir-gate: it
+	 * compacts its journal (every send of the window, to a new file)
+	 * with deliveries on both sides of it. */
+	for (ms = 0; ms < WAIT_MS && count_confirmed(w) < 4; ms += 10)
+		usleep(10000);
+	start_gate(w);
 	for (i = 0; i < sizeof during / sizeof during[0]; i++)
 		inject(w, &during[i]);
 	for (ms = 0; ms < WAIT_MS && !finished(w); ms += 50)
@@ -529,21 +881,11 @@ wl_run(struct workload *w)
 		    count_confirmed(w), EXPECT_CONFIRMED, count_mess(w), EXPECT_LEFT, slog);
 		rc = -1;
 	}
-	/* A restart compacts the journal: its live sends to a new file. */
-	stop_group(&gate_run);
-	argv[0] = gate;
-	gate_run = spawn(argv, NULL, NULL, glog, 1);
-	for (ms = 0; ms < 10000 && !tl_sock_answers(sock); ms += 10)
-		usleep(10000);
-	if (ms >= 10000)
-		cr_die("restarted weir-gate does not answer on %s (see %s)", sock, glog);
+	/* And at the end, with only the deferred messages left. */
+	start_gate(w);
 	wl_stop(w);
 	if (unsetenv("LD_PRELOAD") < 0)
 		cr_die("unsetenv: %s", strerror(errno));
-	free(gate);
-	free(send);
-	free(sock);
-	free(glog);
 	free(slog);
 	return rc;
 }
@@ -551,43 +893,72 @@ wl_run(struct workload *w)
 void
 wl_stop(struct workload *w)
 {
-	(void)w;	/* w->gate_pid stays: the replay knows the journal by it */
+	(void)w;	/* w->gate_pid stays: the replay knows the journal by them */
 	stop_all();
 }
 
-/* Run the real weir-gate and weir-send (with the scripted deliverer,
- * logging to root/deliver.log, copies in root/etc/delivered) on a queue
- * and journal under root/state, after `weir flush`, until ready() says
- * so or ms pass; then stop them.  1 if ready() came true. */
-int
-wl_deliver(struct workload *w, const char *root, int (*ready)(const char *dlog), int ms)
+/* The stand-in upstream (w->upstream, tests/upstream/upstream.py) on a
+ * loopback port the kernel picks, recording to record (each message's
+ * content to record.N), with the replies in replies; its own process
+ * group.  Returns the port. */
+static unsigned
+upstream_start(const struct workload *w, const char *record, const char *replies,
+    const char *errlog)
 {
-	char *conf = xasprintf("%s/weir.conf", root), *dlog = xasprintf("%s/deliver.log", root);
-	char *py = xasprintf("%s/deliver.py", root), *sock = xasprintf("%s/gate.sock", root);
+	const char *argv[] = { "/usr/bin/python3", w->upstream, "--port", "0", "--record", record,
+		"--reply-file", replies, NULL };
+	char said[128];
+	unsigned port;
+
+	if ((upstream_pid = tl_upstream_spawn(argv, errlog, &port, said, sizeof said)) < 0)
+		cr_die("fork: %s", strerror(errno));
+	if (port == 0)
+		cr_die("the upstream %s did not say its port in 15 s: \"%s\" (see %s)", w->upstream,
+		    said, errlog);
+	return port;
+}
+
+/* Run the real weir-gate, weir-send and weir-remote on the queue and
+ * journal under root/state, after `weir flush`, delivering to the
+ * stand-in upstream (root/upstream.jsonl; "bad" recipients refused with
+ * 550, "slow" ones deferred with 451), until ready(record) or ms pass;
+ * then stop them and the upstream.  1 if ready() came true. */
+int
+wl_deliver(struct workload *w, const char *root, int (*ready)(const char *record), int ms)
+{
+	char *conf = xasprintf("%s/weir.conf", root), *rec = xasprintf("%s/upstream.jsonl", root);
+	char *replies = xasprintf("%s/replies", root), *sock = xasprintf("%s/gate.sock", root);
 	char *gate = xasprintf("%s/weir-gate", w->bindir), *send = xasprintf("%s/weir-send", w->bindir);
 	char *weir = xasprintf("%s/weir", w->bindir), *elog = xasprintf("%s/run.log", root);
-	char *dd = xasprintf("%s/etc", root), *q = xasprintf("'%s'", dlog);
+	char *remote = xasprintf("%s/weir-remote", w->bindir);
+	const struct msgspec *const all[] = { before, during, &killed, &hungup };
+	const size_t nall[] = { sizeof before / sizeof before[0], sizeof during / sizeof during[0], 1, 1 };
 	const char *argv[5];
 	struct buf b = BUF_INIT;
+	size_t i, j, r;
+	unsigned port;
 	int t, ok = 0;
 
+	for (i = 0; i < 4; i++)
+		for (j = 0; j < nall[i]; j++)
+			for (r = 0; r < 4 && all[i][j].rcpts[r]; r++) {
+				const char *a = all[i][j].rcpts[r];
+
+				if (strncmp(a, "bad", 3) == 0)
+					buf_printf(&b, "rcpt:%s=550 5.1.1 <%s>: no such user\n", a, a);
+				else if (strncmp(a, "slow", 4) == 0)
+					buf_printf(&b, "rcpt:%s=451 4.2.1 try later\n", a);
+			}
+	write_file(replies, b.s, b.len, 0644);
+	buf_reset(&b);
+	port = upstream_start(w, rec, replies, elog);
 	buf_printf(&b, "queue_dir = \"%s/state/queue\"\nqueue_split = %d\nhostname = \"%s\"\n"
 	    "admin = \"%s\"\nconcurrency = 2\ngate_socket = \"%s\"\n"
 	    "policy_file = \"%s/etc/policy.conf\"\ngate_journal = \"%s/state/gate/gate.journal\"\n"
-	    "upstream \"up1\" {\n  host = \"127.0.0.1\"\n  port = 2525\n  tls = \"none\"\n}\n",
-	    root, CR_SPLIT, CR_HOST, CR_ADMIN, sock, w->root, root);
+	    "upstream \"up1\" {\n  host = \"127.0.0.1\"\n  port = %u\n  tls = \"none\"\n}\n",
+	    root, CR_SPLIT, CR_HOST, CR_ADMIN, sock, w->root, root, port);
 	write_file(conf, b.s, b.len, 0644);
-	buf_reset(&b);
-	buf_printf(&b, deliverer_py, q);
-	write_file(py, b.s, b.len, 0755);
-	write_file(dlog, "", 0, 0644);
-	if (mkdir(dd, 0755) < 0 && errno != EEXIST)
-		cr_die("mkdir %s: %s", dd, strerror(errno));
-	free(dd);
-	dd = xasprintf("%s/etc/delivered", root);
-	if (mkdir(dd, 0755) < 0 && errno != EEXIST)
-		cr_die("mkdir %s: %s", dd, strerror(errno));
-	if (setenv("WEIR_CONFIG", conf, 1) < 0 || setenv("WEIR_REMOTE", py, 1) < 0)
+	if (setenv("WEIR_CONFIG", conf, 1) < 0 || setenv("WEIR_REMOTE", remote, 1) < 0)
 		cr_die("setenv: %s", strerror(errno));
 	argv[0] = weir;
 	argv[1] = "flush";
@@ -603,21 +974,20 @@ wl_deliver(struct workload *w, const char *root, int (*ready)(const char *dlog),
 		cr_die("weir-gate on a recovered journal does not answer (see %s)", elog);
 	argv[0] = send;
 	send_pid = spawn(argv, NULL, NULL, elog, 1);
-	for (t = 0; t < ms && !(ok = ready(dlog)); t += 50)
+	for (t = 0; t < ms && !(ok = ready(rec)); t += 50)
 		usleep(50000);
 	stop_all();
 	if (setenv("WEIR_CONFIG", w->conf, 1) < 0)
 		cr_die("setenv: %s", strerror(errno));
 	buf_free(&b);
 	free(conf);
-	free(dlog);
-	free(py);
+	free(rec);
+	free(replies);
 	free(sock);
 	free(gate);
 	free(send);
 	free(weir);
 	free(elog);
-	free(dd);
-	free(q);
+	free(remote);
 	return ok;
 }

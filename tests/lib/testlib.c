@@ -275,10 +275,8 @@ tl_upstream_start(const char *const *args, const char *log, unsigned *port)
 {
 	const char *argv[72];
 	char *script = tl_src_path("tests/upstream/upstream.py"), line[128];
-	pid_t parent = getpid(), pid;
-	int p[2], n = 0;
-	size_t got = 0;
-	time_t until = time(NULL) + 15;
+	pid_t pid;
+	int n = 0;
 
 	argv[n++] = "/usr/bin/python3";
 	argv[n++] = script;
@@ -287,45 +285,10 @@ tl_upstream_start(const char *const *args, const char *log, unsigned *port)
 		argv[n++] = *args;
 	}
 	argv[n] = NULL;
-	cr_assert(pipe(p) == 0);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		int lfd;
-
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (lfd >= 0)
-			dup2(lfd, 2);
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	setpgid(pid, pid);
-	close(p[1]);
-	while (got < sizeof line - 1 && time(NULL) < until) {
-		struct pollfd pf = { p[0], POLLIN, 0 };
-		ssize_t r;
-
-		if (poll(&pf, 1, 1000) <= 0)
-			continue;
-		r = read(p[0], line + got, sizeof line - 1 - got);
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-		line[got] = '\0';
-		if (strchr(line, '\n'))
-			break;
-	}
-	close(p[0]);
-	line[got] = '\0';
+	pid = tl_upstream_spawn(argv, log, port, line, sizeof line);
+	cr_assert(pid > 0, "cannot start the upstream: %s", strerror(errno));
 	free(script);
-	if (sscanf(line, "PORT %u", port) != 1) {
+	if (*port == 0) {
 		struct buf b = BUF_INIT;
 
 		if (access(log, F_OK) == 0)

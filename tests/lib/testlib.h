@@ -65,6 +65,12 @@ int tl_is_root(void);
  * line.  Returns its pid, the port in *port; fails the test (showing the
  * log) if it does not start. */
 pid_t tl_upstream_start(const char *const *args, const char *log, unsigned *port);
+/* The same without Criterion (testlib_sock.c): argv is the whole command
+ * (python3, the script, its arguments).  Returns the pid, or -1 if it
+ * cannot fork; *port is 0 if no "PORT n" line came in 15 s, and said
+ * holds what did. */
+pid_t tl_upstream_spawn(const char *const *argv, const char *log, unsigned *port, char *said,
+    size_t saidsz);
 /* 1 if the Unix stream socket at path accepts a connection (a daemon is
  * up), else 0.  In testlib_sock.c, free of Criterion: the crash-replay
  * harness uses it too. */
