@@ -379,6 +379,7 @@ later:
 #define TODO_SLICE 32
 
 static void on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg);
+static void on_todo_retry(struct evloop *ev, struct evtimer *t, void *arg);
 
 static void
 scan_todo(struct sched *s)
@@ -409,6 +410,18 @@ scan_todo(struct sched *s)
 			s->todo = xrealloc(s->todo, s->todo_cap * sizeof *s->todo);
 		}
 		s->todo[s->ntodo++] = id;
+	}
+	/* An entry may be one whose link weir-queue has not made durable
+	 * yet (it fsyncs todo/ after the link): make it so before taking
+	 * it, else a power cut could leave intd/ and info/ without todo/
+	 * (QUEUE.md; found by the crash replay, crashreplay -r). */
+	if (s->ntodo > 0 && fsync(dirfd(d)) < 0) {
+		log_warn("fsync todo; preprocessing again in %d s", TODO_RETRY_MS / 1000);
+		s->ntodo = 0;
+		if (!s->todo_retry) {
+			s->todo_retry = 1;
+			evloop_timer_at(s->ev, clock_mono_ms() + TODO_RETRY_MS, on_todo_retry, s);
+		}
 	}
 	closedir(d);
 	if (s->ntodo == 0)
