@@ -351,14 +351,23 @@ sess_open(struct sched *s, size_t up, unsigned waiting)
 	}
 }
 
-int
-sess_granted(struct sched *s, uint32_t tag, uint32_t max)
+/* The session whose slot request is tag, or NULL. */
+static struct dsess *
+asking(struct sched *s, uint32_t tag)
 {
 	struct dsess *d;
 
 	for (d = s->sessions; d; d = d->next)
 		if (d->state == DS_ASKING && d->tag == tag)
-			break;
+			return d;
+	return NULL;
+}
+
+int
+sess_granted(struct sched *s, uint32_t tag, uint32_t max)
+{
+	struct dsess *d = asking(s, tag);
+
 	if (d == NULL)
 		return 0;
 	d->state = DS_IDLE;
@@ -371,11 +380,8 @@ sess_granted(struct sched *s, uint32_t tag, uint32_t max)
 int
 sess_refused(struct sched *s, uint32_t tag, const char *why)
 {
-	struct dsess *d;
+	struct dsess *d = asking(s, tag);
 
-	for (d = s->sessions; d; d = d->next)
-		if (d->state == DS_ASKING && d->tag == tag)
-			break;
 	if (d == NULL)
 		return 0;
 	log_warnx("weir-gate refused a connection slot for %s: %s", s->ups[d->up].name, why);

@@ -489,12 +489,6 @@ Test(faultmatrix, gate_down)
 	assert_recovered(0);
 }
 
-static int
-ndata_at_least(struct rt *rt, void *arg)
-{
-	return rt_rec_ndata(rt) >= *(size_t *)arg;
-}
-
 /* weir-gate killed (kill -9) in the middle of a run and started again
  * on its journal: nothing is sent while it is away, nothing is lost or
  * repeated, and the journal keeps the window across the restart. */
@@ -510,7 +504,7 @@ Test(faultmatrix, gate_restarted)
 	start_relay();
 	for (i = 0; i < N; i++)
 		rt_sendmail(&t, SENDER, (const char *const *)&v[i], 1, "Subject: g\n\nhello\n");
-	cr_assert(rt_wait(ndata_at_least, &t, &want, 20000), "no delivery");
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &want, 20000), "no delivery");
 	rt_gate_kill9(&t);
 	usleep(300000);
 	before = rt_rec_ndata(&t);

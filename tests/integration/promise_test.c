@@ -46,12 +46,6 @@ teardown(void)
 
 TestSuite(promise, .init = setup, .fini = teardown, .timeout = 120);
 
-static int
-ndata_at_least(struct rt *rt, void *arg)
-{
-	return rt_rec_ndata(rt) >= *(size_t *)arg;
-}
-
 /* The upstream has begun to take its time over the final dot. */
 static int
 delaying(struct rt *rt, void *arg)
@@ -96,9 +90,9 @@ Test(promise, dead_sender_slow_final_dot)
 	t0 = rt_now();
 	rt_sendmail(&t, SENDER, fast, 1, "Subject: fast\n\nsecond\n");
 	rt_send_start(&t);
-	cr_assert(rt_wait(ndata_at_least, &t, &one, 20000), "the slow message was never accepted");
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &one, 20000), "the slow message was never accepted");
 	/* The old gate let the next one through at ~t0 + 15 s. */
-	(void)rt_wait(ndata_at_least, &t, &two, (int)((t0 + 25 - rt_now()) * 1000));
+	(void)rt_wait(rt_ndata_at_least, &t, &two, (int)((t0 + 25 - rt_now()) * 1000));
 	rt_rec_load(&t, &r);
 	rt_say("dead sender, slow final dot: %zu accepted in 25 s after the kill", r.n);
 	rt_assert_window(&r, 1, 10.0);

@@ -122,12 +122,6 @@ assert_once(const struct rt_rec *r, char **v, size_t n)
 	}
 }
 
-static int
-ndata_at_least(struct rt *rt, void *arg)
-{
-	return rt_rec_ndata(rt) >= *(size_t *)arg;
-}
-
 static const char msg_fmt[] =
     "Subject: note %d\n\nline one of note %d\n.a line that starts with a dot\nlast line\n";
 
@@ -577,7 +571,7 @@ kill9_run(const size_t *at, const char *what, size_t nat)
 	for (i = 0; i < nat; i++) {
 		size_t want = at[i];
 
-		cr_assert(rt_wait(ndata_at_least, &t, &want, 30000), "stuck before kill %zu at %zu "
+		cr_assert(rt_wait(rt_ndata_at_least, &t, &want, 30000), "stuck before kill %zu at %zu "
 		    "transactions (%zu seen):\n%s", i, want, rt_rec_ndata(&t),
 		    rt_send_logs_tail(&t, 4000));
 		if (what[i] == 'S') {
@@ -1081,7 +1075,7 @@ Test(relay, killed_after_the_dot_is_unknown)
 	cr_assert(rt_wait(upstream_delaying, &t, NULL, 30000), "no final dot reached the upstream");
 	cr_assert_eq(rt_deliverers(&t, SIGKILL, NULL, 0), 1);
 	send1("fast@dest.example", "Subject: fast\n\nsecond\n");
-	cr_assert(rt_wait(ndata_at_least, &t, &two, 30000), "%zu accepted", rt_rec_ndata(&t));
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &two, 30000), "%zu accepted", rt_rec_ndata(&t));
 	rt_rec_load(&t, &r);
 	rt_assert_window(&r, 1, 6.0);
 	rt_rec_free(&r);
@@ -1159,7 +1153,7 @@ Test(relay, greylisting_defers_one_recipient)
 	start_all("good", flags, NULL, policy_fast);
 	rt_sendmail(&t, SENDER, three, 3, "Subject: three\n\nhello\n");
 	/* The transaction, then the bounce. */
-	cr_assert(rt_wait(ndata_at_least, &t, &two, 20000), "...%s", rt_send_logs_tail(&t, 3000));
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &two, 20000), "...%s", rt_send_logs_tail(&t, 3000));
 	st = rt_gate_status(&t);
 	cr_assert(strstr(st, "suspended") == NULL, "the upstream was suspended:\n%s", st);
 	rt_rec_load(&t, &r);

@@ -90,12 +90,6 @@ send1(const char *rcpt, const char *msg)
 	rt_sendmail(&t, SENDER, r, 1, msg);
 }
 
-static int
-ndata_at_least(struct rt *rt, void *arg)
-{
-	return rt_rec_ndata(rt) >= *(size_t *)arg;
-}
-
 /* The gate's "sent N" total reached *arg. */
 static int
 gate_sent(struct rt *rt, void *arg)
@@ -187,7 +181,7 @@ Test(session, kill9_mid_data_of_fifth)
 	for (i = 0; i < 4; i++) {
 		send1(to[i], "Subject: k\n\nhello\n");
 		want = i + 1;
-		cr_assert(rt_wait(ndata_at_least, &t, &want, 20000), "message %zu not sent", i + 1);
+		cr_assert(rt_wait(rt_ndata_at_least, &t, &want, 20000), "message %zu not sent", i + 1);
 	}
 	/* weir status lists the session and what it carried. */
 	st = rt_run(&t, "weir", (const char *const[]){ "status" }, 1, NULL);
@@ -231,7 +225,7 @@ Test(session, upstream_closes_idle_session)
 
 	start_all(1, flags, NULL, "upstream \"isp\" { rate = {\"100 per 1s\"} }\n");
 	send1("i1@dest.example", "Subject: i\n\none\n");
-	cr_assert(rt_wait(ndata_at_least, &t, &want, 20000));
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &want, 20000));
 	for (k = 0; k < 500 && !closed; k++) {
 		rt_rec_load(&t, &r);
 		closed = r.nidle_close > 0;
@@ -267,7 +261,7 @@ Test(session, refused_recipient_keeps_session)
 		/* One at a time, so each goes over the one session in turn. */
 		want = i < 2 ? i + 1 : i;
 		if (i != 2)
-			cr_assert(rt_wait(ndata_at_least, &t, &want, 20000), "message %zu", i + 1);
+			cr_assert(rt_wait(rt_ndata_at_least, &t, &want, 20000), "message %zu", i + 1);
 		else
 			rt_wait_log(&t, "bounced <r3@dest.example>", 1, 20000);
 	}
@@ -316,7 +310,7 @@ Test(session, tls_session_resumed)
 	rt_gate_start(&t, "2s");
 	rt_send_start(&t);
 	send1("t1@dest.example", "Subject: t\n\none\n");
-	cr_assert(rt_wait(ndata_at_least, &t, &want, 20000));
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &want, 20000));
 	rt_wait_log(&t, "ending after 1 message: idle", 1, 20000);
 	send1("t2@dest.example", "Subject: t\n\ntwo\n");
 	rt_wait_empty(&t, 20000);
@@ -339,7 +333,7 @@ send_in_turn(char **to, size_t from, size_t upto)
 	for (i = from; i < upto; i++) {
 		send1(to[i], "Subject: s\n\nhello\n");
 		want = i + 1;
-		cr_assert(rt_wait(ndata_at_least, &t, &want, 20000), "<%s> not sent", to[i]);
+		cr_assert(rt_wait(rt_ndata_at_least, &t, &want, 20000), "<%s> not sent", to[i]);
 	}
 }
 

@@ -238,16 +238,10 @@ free_rcpts(char **v, size_t n)
 	free(v);
 }
 
-static int
-ndata_at_least(struct rt *rt, void *arg)
-{
-	return rt_rec_ndata(rt) >= *(size_t *)arg;
-}
-
 static void
 wait_ndata(size_t n, int ms)
 {
-	cr_assert(rt_wait(ndata_at_least, &t[0], &n, ms), "only %zu of %zu sends at the upstream "
+	cr_assert(rt_wait(rt_ndata_at_least, &t[0], &n, ms), "only %zu of %zu sends at the upstream "
 	    "after %d ms", rt_rec_ndata(&t[0]), n, ms);
 }
 

@@ -680,6 +680,12 @@ rt_rec_ndata(struct rt *t)
 	return n;
 }
 
+int
+rt_ndata_at_least(struct rt *t, void *arg)
+{
+	return rt_rec_ndata(t) >= *(size_t *)arg;
+}
+
 size_t
 rt_rec_count(const struct rt_rec *r, const char *sender, const char *rcpt)
 {

@@ -132,6 +132,8 @@ void rt_rec_load(struct rt *t, struct rt_rec *r);
 void rt_rec_free(struct rt_rec *r);
 /* How many "data" events so far (cheap enough to poll). */
 size_t rt_rec_ndata(struct rt *t);
+/* A condition for rt_wait(): at least *(size_t *)arg data events. */
+int rt_ndata_at_least(struct rt *t, void *arg);
 /* How many times rcpt was in a data event from sender. */
 size_t rt_rec_count(const struct rt_rec *r, const char *sender, const char *rcpt);
 /* The first data event before event i that went to addr, or -1. */
