@@ -264,7 +264,8 @@ gate_refused(struct sched *s, struct job *j, enum gp_code code, const char *text
 		 * refusal lowers it, so they converge on the size that fits). */
 		(void)gate_fit_toobig(&s->ups[j->up], j->n);
 		shrink(j, fit_size(&s->ups[j->up], j->n - 1));
-		log_info("msg %lu: weir-gate: %s; asking for %zu recipients", m->id, text, j->n);
+		log_info("msg %lu.%lld: weir-gate: %s; asking for %zu recipients", m->id, m->birth,
+		    text, j->n);
 		gate_ask(s, j);
 		return;
 	}
