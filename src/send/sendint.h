@@ -202,6 +202,7 @@ struct sched {
 	int ctl_again;		/* a request waits for an attempt's end or preprocessing */
 	/* session.c */
 	struct dsess *sessions;
+	struct evtimer *sess_note_timer;	/* sched/sessions is due */
 };
 
 /* 1 sched.c */

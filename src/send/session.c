@@ -34,8 +34,9 @@
  * sched/sessions lists the open sessions for `weir status`, one line
  * each, "UPSTREAM PID SINCE SENT" (SINCE: the wall time its slot was
  * granted; SENT: messages handed to it), rewritten through
- * sched/sessions.tmp and a rename whenever one starts, takes a message
- * or ends.  A hint, never fsynced, never read back by weir-send.
+ * sched/sessions.tmp and a rename at most once a second after one
+ * starts, takes a message or ends (not once per message: it is a hint,
+ * never fsynced, never read back by weir-send).
  *
  * Trusts: the deliverer's word only as "ready" or "closing".  Config
  * keys: session_idle (upstream sections), concurrency.
@@ -98,8 +99,8 @@ count(const struct sched *s, size_t up, int state)
 	return n;
 }
 
-void
-sess_note(struct sched *s)
+static void
+note_write(struct sched *s)
 {
 	const struct dsess *d;
 	struct buf b = BUF_INIT;
@@ -124,6 +125,24 @@ sess_note(struct sched *s)
 	}
 out:
 	buf_free(&b);
+}
+
+static void
+on_note(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct sched *s = arg;
+
+	(void)ev; (void)t;
+	s->sess_note_timer = NULL;
+	note_write(s);
+}
+
+/* A hint, not on the delivery path: written at most once a second. */
+void
+sess_note(struct sched *s)
+{
+	if (s->sess_note_timer == NULL)
+		s->sess_note_timer = evloop_timer_at(s->ev, clock_mono_ms() + 1000, on_note, s);
 }
 
 static void
