@@ -409,9 +409,12 @@ req_fit(struct wg_up *u, const struct wg_req *r, int64_t now)
 	if (u->max_conn && r->w[UNIT_CONNECTIONS] > 0 &&
 	    u->held[UNIT_CONNECTIONS] + r->w[UNIT_CONNECTIONS] > u->max_conn)
 		return -1;
-	if (u->probe && u->nheld > 0 && (r->w[UNIT_CONNECTIONS] > 0 ||
-	    u->held[UNIT_CONNECTIONS] == 0))
-		return -1;	/* one probe at a time */
+	/* One probe at a time: one connection, and one message on it (a
+	 * kept session's slot must not wait for message grants that wait
+	 * for the session). */
+	if (u->probe && (r->w[UNIT_CONNECTIONS] > 0 ? u->held[UNIT_CONNECTIONS] > 0 :
+	    u->held[UNIT_MESSAGES] > 0))
+		return -1;
 	if (u->shared && u->shared_retry > at)
 		at = u->shared_retry;
 	for (i = 0; i < u->nwin; i++) {
