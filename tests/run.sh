@@ -12,8 +12,10 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for t in "$@"; do
 	echo "== $t"
+	start=$(date +%s)
 	"$t" --jobs "${TEST_JOBS:-2}" >"$log" 2>&1
 	rc=$?
+	echo "   $(( $(date +%s) - start )) s"
 	# Failures and crashes in full; the synthesis line always.
 	grep -v '^\[----\] Criterion\|^\[====\] Running' "$log" | grep -E '\[FAIL\]|\[----\]|Synthesis|Warning|CRASH|crash' 
 	line=$(grep 'Synthesis:' "$log" | tail -n 1)
