@@ -10,7 +10,7 @@
  * never holds a newline or another control byte: each is written as
  * "\n", "\r", "\t" or "\xHH" (and a backslash as "\\"), so a reply
  * quoted in a line stays on that line.  A message's line starts its
- * TEXT with "msg ID: ", ID being INODE.TIME (src/mail/QUEUE.md).
+ * TEXT with "msg ID: ", ID being INODE.SEC.NSEC (mail/queue.h).
  *
  * fatal() appends strerror(errno); fatalx() does not; panic() is for
  * broken invariants.  log_debug() lines (protocol transcripts, step by

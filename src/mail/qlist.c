@@ -37,7 +37,7 @@
 
 struct qent {
 	unsigned long id;
-	time_t mtime;
+	struct timespec mtime;
 	struct qlist_msg *m;	/* todo entries: the message read, or NULL: gone */
 };
 
@@ -47,7 +47,7 @@ struct qents {
 };
 
 static void
-qents_add(struct qents *q, unsigned long id, time_t mtime)
+qents_add(struct qents *q, unsigned long id, struct timespec mtime)
 {
 	if (q->n == q->cap) {
 		q->cap = q->cap ? q->cap * 2 : 64;
@@ -64,8 +64,10 @@ qent_cmp(const void *a, const void *b)
 {
 	const struct qent *x = a, *y = b;
 
-	if (x->mtime != y->mtime)
-		return x->mtime < y->mtime ? -1 : 1;
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
@@ -104,9 +106,9 @@ scan_dir(int dfd, const char *dir, struct qents *q, struct buf *why)
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			if (errno == ENOENT)
 				continue;	/* left the queue meanwhile */
-			st.st_mtime = 0;	/* listed; reading it will say why */
+			st.st_mtim.tv_sec = st.st_mtim.tv_nsec = 0;	/* listed; reading it will say why */
 		}
-		qents_add(q, id, st.st_mtime);
+		qents_add(q, id, st.st_mtim);
 	}
 	if (errno != 0) {
 		buf_printf(why, "cannot read %s: %s", dir, strerror(errno));
@@ -120,10 +122,11 @@ scan_dir(int dfd, const char *dir, struct qents *q, struct buf *why)
 /* ---- building a message ---- */
 
 static void
-msg_start(struct qlist_msg *m, unsigned long id, time_t mtime, int preprocessed)
+msg_start(struct qlist_msg *m, unsigned long id, struct timespec mtime, int preprocessed)
 {
 	m->id = id;
-	m->mtime = mtime;
+	m->mtime = mtime.tv_sec;
+	queue_msgid(m->qid, id, &mtime);
 	m->preprocessed = preprocessed;
 	m->head = m->bouncing = m->trouble = m->held = 0;
 	m->next_attempt = 0;
@@ -576,8 +579,8 @@ render_json(struct buf *t, const struct qlist_msg *m)
 
 	gmtime_r(&m->mtime, &tm);
 	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	buf_printf(t, "{\"id\":%lu,\"queue_time\":\"%s\",\"preprocessed\":%s,", m->id, when,
-	    m->preprocessed ? "true" : "false");
+	buf_printf(t, "{\"id\":%lu,\"queue_id\":\"%s\",\"queue_time\":\"%s\","
+	    "\"preprocessed\":%s,", m->id, m->qid, when, m->preprocessed ? "true" : "false");
 	if (m->head) {
 		buf_printf(t, "\"size\":%lld,\"sender\":", m->size);
 		json_str(t, m->text.s + m->sender_off, m->sender_len);

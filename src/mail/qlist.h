@@ -54,6 +54,7 @@ struct qlist_item {
 struct qlist_msg {
 	unsigned long id;
 	time_t mtime;		/* queue time: the info or todo file's mtime */
+	char qid[QUEUE_ID_MAX];	/* its id in the logs (mail/queue.h) */
 	int preprocessed;	/* 1: info/ (and local/, remote/); 0: todo/ */
 	int head;		/* size, sender and bouncing are known */
 	long long size;		/* of mess/ */

@@ -146,13 +146,15 @@ reap(struct qq_child *c, int *status)
 }
 
 /* The id weir-queue wrote (it has exited: the read ends), kept only
- * when it is digits, a dot, digits and a newline. */
+ * when it is one (queue_parse_msgid) and a newline. */
 static void
 read_id(struct qq_child *c)
 {
 	char b[sizeof c->id + 1];
-	size_t n = 0, i, dots = 0;
+	size_t n = 0;
 	ssize_t r;
+	unsigned long id;
+	struct timespec t;
 
 	c->id[0] = '\0';
 	while (n < sizeof b) {
@@ -163,18 +165,11 @@ read_id(struct qq_child *c)
 			break;
 		n += (size_t)r;
 	}
-	if (n < 4 || n >= sizeof b || b[n - 1] != '\n' || b[0] == '.' || b[n - 2] == '.')
+	if (n < 2 || n >= sizeof b || b[n - 1] != '\n')
 		return;
-	for (i = 0; i < n - 1; i++) {
-		if (b[i] == '.')
-			dots++;
-		else if (b[i] < '0' || b[i] > '9')
-			return;
-	}
-	if (dots != 1)
-		return;
-	memcpy(c->id, b, n - 1);
-	c->id[n - 1] = '\0';
+	b[n - 1] = '\0';
+	if (queue_parse_msgid(b, &id, &t) == 0)
+		memcpy(c->id, b, n);
 }
 
 int

@@ -9,7 +9,7 @@
  * else weir-queue where libexec_path() finds it.  The child inherits the environment
  * ($WEIR_CONFIG, $WEIR_QUEUE).  The caller ignores SIGPIPE.
  *
- * weir-queue also tells the new message's id ("INODE.TIME", the id weir
+ * weir-queue also tells the new message's id ("INODE.SEC.NSEC", the id weir
  * logs it by) through a pipe named by $WEIR_QUEUE_IDFD, set in the
  * child: after an exit 0 it is in id, or "" (a stock qmail-queue).
  *
@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "lib/buf.h"
+#include "mail/queue.h"
 
 struct qq_child {
 	pid_t pid;
@@ -30,7 +31,7 @@ struct qq_child {
 	int envfd;		/* its fd 1 */
 	int werr;		/* errno of the first failed write, or 0 */
 	int idfd;		/* the id pipe's reading end */
-	char id[48];		/* after qq_finish() returned 0: the id, or "" */
+	char id[QUEUE_ID_MAX];	/* after qq_finish() returned 0: the id, or "" */
 	struct buf out;		/* message bytes not yet written */
 };
 

@@ -101,6 +101,56 @@ queue_parse_id(const char *name, unsigned long *id)
 	return 0;
 }
 
+const char *
+queue_msgid(char out[QUEUE_ID_MAX], unsigned long id, const struct timespec *t)
+{
+	snprintf(out, QUEUE_ID_MAX, "%lu.%lld.%09ld", id, (long long)t->tv_sec, t->tv_nsec);
+	return out;
+}
+
+const char *
+queue_msgid_of(const struct queue *q, unsigned long id, char out[QUEUE_ID_MAX])
+{
+	char path[QPATH_MAX];
+	struct stat st;
+	int saved = errno;
+
+	queue_path(path, q, Q_INFO, id);
+	if (fstatat(q->dfd, path, &st, 0) == 0)
+		queue_msgid(out, id, &st.st_mtim);
+	else if (queue_path(path, q, Q_TODO, id), fstatat(q->dfd, path, &st, 0) == 0)
+		queue_msgid(out, id, &st.st_mtim);
+	else
+		snprintf(out, QUEUE_ID_MAX, "%lu", id);
+	errno = saved;
+	return out;
+}
+
+int
+queue_parse_msgid(const char *s, unsigned long *id, struct timespec *t)
+{
+	const char *d1 = strchr(s, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+	char inode[24], sec[24];
+	unsigned long v;
+	long ns = 0;
+	int i;
+
+	if (d2 == NULL || (size_t)(d1 - s) >= sizeof inode ||
+	    (size_t)(d2 - d1 - 1) >= sizeof sec || strlen(d2 + 1) != 9 ||
+	    strspn(d2 + 1, "0123456789") != 9)
+		return -1;
+	snprintf(inode, sizeof inode, "%.*s", (int)(d1 - s), s);
+	snprintf(sec, sizeof sec, "%.*s", (int)(d2 - d1 - 1), d1 + 1);
+	if (queue_parse_id(inode, id) < 0 || queue_parse_id(sec, &v) < 0 ||
+	    v > (unsigned long)LLONG_MAX)
+		return -1;
+	for (i = 1; i <= 9; i++)
+		ns = ns * 10 + (d2[i] - '0');
+	t->tv_sec = (time_t)v;
+	t->tv_nsec = ns;
+	return 0;
+}
+
 /* Create one node if missing; check the kind if present. */
 static int
 make_node(int dfd, const char *path, enum qkind kind, mode_t mode, struct buf *why)

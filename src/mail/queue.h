@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "lib/io.h"
 
@@ -49,6 +50,20 @@ void queue_dirpath(char buf[QPATH_MAX], const struct queue *q, enum qdir d, unsi
 /* Parse a queue file name (decimal, no leading zeros, fits unsigned
  * long).  0 ok, -1 not a message number. */
 int queue_parse_id(const char *name, unsigned long *id);
+
+/* A message's id in logs, replies, bounces and listings:
+ * "INODE.SEC.NSEC", its inode (qmail's id) and its queue time (todo/'s
+ * mtime, kept as info/'s) to the nanosecond, NSEC in 9 digits.
+ * weir-queue sets that time past the last one the inode had
+ * (src/queue/inject.c), so that an id never repeats in a queue's life. */
+#define QUEUE_ID_MAX 48
+const char *queue_msgid(char out[QUEUE_ID_MAX], unsigned long id, const struct timespec *t);
+/* Message id's, from info/'s mtime (todo/'s before preprocessing;
+ * "INODE" alone when neither is there): out.  errno is kept, for the log
+ * line it goes into. */
+const char *queue_msgid_of(const struct queue *q, unsigned long id, char out[QUEUE_ID_MAX]);
+/* Parse one (as queue_msgid writes it): 0 ok, -1 not an id. */
+int queue_parse_msgid(const char *s, unsigned long *id, struct timespec *t);
 
 /*
  * The install table: every folder and special file of a queue, its type,

@@ -18,21 +18,16 @@
  * leaves them to qmail-send's 36-hour cleanup).  After the link nothing
  * is undone: weir-send may already be working on todo/N.
  *
- * The message's id in the logs is N.T, T the queue time in seconds
- * (todo/N's mtime, which weir-send keeps as info/'s).  Inode numbers are
- * reused at once, so T must differ from that of the last message that
- * had inode N: that message's queue time was at or before its removal
- * from mess/<N%split>, so at or before that folder's mtime as we see it
- * before our link (inode N was free when pid/ gave it to us).  T is
- * therefore set past the folder's mtime: to the folder's second + 1 when
- * the clock has not left that second yet (up to a second ahead, which
- * the retry schedule does not notice), else left as the write made it.
- * This is not enough when the last message's time was itself set ahead
- * (its folder had changed within its second: under load, or after an
- * earlier reuse): ours can then equal it (logs_test's ids_never_repeat
- * shows it).  Only a finer time in the id removes that: the mtime's
- * nanoseconds (the clock's, when set here), which preprocessing keeps
- * in info/, once weir-send logs them.
+ * The message's id in the logs is N.T (mail/queue.h), T the queue time
+ * to the nanosecond: todo/N's mtime, which weir-send keeps as info/'s.
+ * Inode numbers are reused at once, so T must differ from that of the
+ * last message that had inode N.  That message's T was at or before its
+ * removal from mess/<N%split>, which set that folder's mtime, as we see
+ * it before our link (inode N was free when pid/ gave it to us).  T is
+ * therefore set here, once the envelope is written: the clock's time
+ * (finer than the kernel's file times, which advance by the tick), or
+ * the folder's mtime plus a nanosecond when the clock is not past it
+ * (the clock was stepped back).
  *
  * Trusts: nothing it reads on fd 0 or fd 1.
  */
@@ -66,7 +61,8 @@ struct inj {
 	char intdfn[QPATH_MAX];
 	char todofn[QPATH_MAX];
 	int messfd, intdfd;
-	time_t folder_mtime;	/* mess/<N%split>'s, before our link */
+	struct timespec folder_mtime;	/* mess/<N%split>'s, before our link */
+	struct timespec qtime;	/* the queue time: the id's T */
 	/* Read by inject_abort() from a signal handler. */
 	volatile sig_atomic_t made_mess, made_intd, made_pid;
 };
@@ -179,7 +175,7 @@ write_mess(struct inj *in)
 	queue_dirpath(dir, in->p->q, Q_MESS, in->id);
 	if (fstatat(in->dfd, dir, &st, 0) < 0)
 		return fail(in, QQ_MESS, errno, "stat folder %s", dir);
-	in->folder_mtime = st.st_mtime;
+	in->folder_mtime = st.st_mtim;
 	in->made_mess = 1;	/* undo() checks the inode: never someone else's */
 	if (linkat(in->dfd, in->pidfn, in->dfd, in->messfn, 0) < 0)
 		return fail(in, QQ_MESS, errno, "link %s to %s", in->pidfn, in->messfn);
@@ -209,23 +205,29 @@ write_mess(struct inj *in)
 }
 
 /* S3: the envelope, read from fd 1 and checked as it comes. */
-/* The queue time past the folder's mtime (the header comment). */
+/* The queue time, past the folder's mtime (the header comment). */
 static int
-unique_time(struct inj *in)
+set_queue_time(struct inj *in)
 {
+	const struct timespec *f = &in->folder_mtime;
 	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, 0 } };
 	struct stat st;
 
-	if (fstat(in->intdfd, &st) < 0)
-		return fail(in, QQ_WRITE, errno, "fstat %s", in->intdfn);
-	if (st.st_mtime > in->folder_mtime)
-		return 0;
-	/* The clock's nanoseconds, so that the sub-second part stays apart. */
 	if (clock_gettime(CLOCK_REALTIME, &ts[1]) < 0)
 		return fail(in, QQ_BUG, errno, "clock_gettime");
-	ts[1].tv_sec = in->folder_mtime + 1;
+	if (ts[1].tv_sec < f->tv_sec || (ts[1].tv_sec == f->tv_sec && ts[1].tv_nsec <= f->tv_nsec)) {
+		ts[1] = *f;
+		if (++ts[1].tv_nsec == 1000000000L) {
+			ts[1].tv_sec++;
+			ts[1].tv_nsec = 0;
+		}
+	}
 	if (futimens(in->intdfd, ts) < 0)
 		return fail(in, QQ_WRITE, errno, "set the queue time of %s", in->intdfn);
+	/* As the file system keeps it (some keep whole seconds only). */
+	if (fstat(in->intdfd, &st) < 0)
+		return fail(in, QQ_WRITE, errno, "fstat %s", in->intdfn);
+	in->qtime = st.st_mtim;
 	return 0;
 }
 
@@ -277,7 +279,7 @@ write_intd(struct inj *in)
 			buf_reset(&out);
 		}
 	}
-	if ((code = unique_time(in)) != 0)
+	if ((code = set_queue_time(in)) != 0)
 		goto out;
 	if (fsync(in->intdfd) < 0) {
 		code = fail(in, QQ_WRITE, errno, "fsync %s", in->intdfn);
@@ -314,25 +316,21 @@ pull_trigger(int dfd)
 	close(fd);
 }
 
-/* The message's id, INODE.TIME (TIME: todo/N's mtime, the queue time
- * weir-send logs it with), to the caller's descriptor.  The message is
+/* The message's id (mail/queue.h: the queue time in it is todo/N's
+ * mtime, as weir-send logs it), to the caller's descriptor.  The message is
  * queued whatever happens here: a failure is only a line. */
 static void
 tell_id(struct inj *in)
 {
-	char line[64];
-	struct stat st;
+	char id[QUEUE_ID_MAX], line[QUEUE_ID_MAX + 1];
 	int n;
 
 	if (in->p->idfd < 0)
 		return;
-	if (fstat(in->intdfd, &st) < 0) {
-		log_warn("queued, but cannot tell the id: fstat %s", in->todofn);
-		return;
-	}
-	n = snprintf(line, sizeof line, "%lu.%lld\n", in->id, (long long)st.st_mtime);
+	queue_msgid(id, in->id, &in->qtime);
+	n = snprintf(line, sizeof line, "%s\n", id);
 	if (full_write(in->p->idfd, line, (size_t)n) < 0)
-		log_warn("queued as %.*s, but cannot tell the caller", n - 1, line);
+		log_warn("queued as %s, but cannot tell the caller", id);
 }
 
 int

@@ -17,7 +17,7 @@ struct inject_params {
 	int envfd;
 	uid_t uid;	/* for the Received line and the u record */
 	pid_t pid;	/* for the Received line, the p record and pid/ */
-	int idfd;	/* once queued, "ID\n" goes here (INODE.TIME: src/mail/QUEUE.md); -1: nowhere */
+	int idfd;	/* once queued, "ID\n" goes here (INODE.SEC.NSEC: mail/queue.h); -1: nowhere */
 };
 
 int inject(const struct inject_params *p);

@@ -72,6 +72,7 @@ struct body_from {
 };
 
 struct body {
+	const char *qid;	/* its id in the logs (weir-send's), or NULL */
 	int fd;
 	off_t start;		/* where the message starts in fd; -1: in mem */
 	struct buf mem;		/* the message, when fd cannot be read again */

@@ -34,6 +34,7 @@
 #include "mail/config.h"
 #include "mail/gateclient.h"
 #include "mail/outcome.h"
+#include "mail/queue.h"
 #include "mail/rewrite.h"
 #include "mail/trouble.h"
 #include "remote/body.h"
@@ -294,14 +295,16 @@ rules_new(const struct weir_config *cfg)
 	return t;
 }
 
-/* The queue id of the message on fd, for the log: qmail's mess file is
- * named by its inode.  "msg N", or "message" when fd is no file. */
+/* The message, for the log: "msg ID" with the id weir-send gave, else
+ * "msg N" with the inode of the file (qmail's id), or "message". */
 static void
-message_name(int fd, char *out, size_t max)
+message_name(const struct body *b, char *out, size_t max)
 {
 	struct stat st;
 
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+	if (b->qid)
+		snprintf(out, max, "msg %s", b->qid);
+	else if (fstat(b->fd, &st) == 0 && S_ISREG(st.st_mode))
 		snprintf(out, max, "msg %llu", (unsigned long long)st.st_ino);
 	else
 		snprintf(out, max, "message");
@@ -323,7 +326,7 @@ rewrite_sender(const struct weir_upstream *up, const char *hostname, const char 
 	struct rewrite rw;
 	struct buf old = BUF_INIT, nu = BUF_INIT, why = BUF_INIT;
 	const char *val;
-	char name[64];
+	char name[QUEUE_ID_MAX + 8];
 	size_t len, off, alen, n;
 	enum rewrite_from r;
 
@@ -335,7 +338,7 @@ rewrite_sender(const struct weir_upstream *up, const char *hostname, const char 
 		return -1;
 	if (!rewrite_active(&rw))
 		goto done;
-	message_name(body->fd, name, sizeof name);
+	message_name(body, name, sizeof name);
 	if (rewrite_address(&rw, sender, &nu)) {
 		log_info("%s: upstream %s: envelope sender <%s> -> <%s>", name, up->name, sender,
 		    nu.s);
@@ -584,10 +587,11 @@ remote_free(struct remote *r)
 /* The message on mfd, read through: 0, or -1 when it cannot be sent as
  * it is, its reports written to repfd (*rc: 111 if even that failed). */
 static int
-open_message(struct body *body, int mfd, size_t nrcpt, int repfd, int *rc)
+open_message(struct body *body, const char *qid, int mfd, size_t nrcpt, int repfd, int *rc)
 {
 	struct buf err = BUF_INIT;
 	struct smtp_result bad;
+	char name[QUEUE_ID_MAX + 8];
 	size_t i;
 	int perm;
 
@@ -596,6 +600,7 @@ open_message(struct body *body, int mfd, size_t nrcpt, int repfd, int *rc)
 		buf_free(&err);
 		return -1;
 	}
+	body->qid = qid;
 	if (!body->info.too_long_line)
 		return 0;
 	memset(&bad, 0, sizeof bad);
@@ -610,7 +615,8 @@ open_message(struct body *body, int mfd, size_t nrcpt, int repfd, int *rc)
 		buf_adds(&bad.rcpt[i].text, bad.text.s);
 	}
 	bad.kind = perm ? 'D' : 'Z';
-	log_warnx("%s", bad.text.s);
+	message_name(body, name, sizeof name);
+	log_warnx("%s: %s", name, bad.text.s);
 	*rc = emit(repfd, &bad);
 	smtp_result_free(&bad);
 	return -1;
@@ -618,8 +624,8 @@ open_message(struct body *body, int mfd, size_t nrcpt, int repfd, int *rc)
 
 /* One message from the caller (fd 0), as qmail-remote takes it. */
 static int
-single(const char *cfile, const char *upname, int use_gate, int outfd, pid_t parent,
-    const char *host, const char *sender, const char *const *rcpts, size_t nrcpt)
+single(const char *cfile, const char *upname, const char *qid, int use_gate, int outfd,
+    pid_t parent, const char *host, const char *sender, const char *const *rcpts, size_t nrcpt)
 {
 	struct remote r;
 	struct buf why = BUF_INIT, envsender = BUF_INIT;
@@ -636,7 +642,7 @@ single(const char *cfile, const char *upname, int use_gate, int outfd, pid_t par
 		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
 		goto out;
 	}
-	if (open_message(&body, STDIN_FILENO, nrcpt, STDOUT_FILENO, &rc) < 0)
+	if (open_message(&body, qid, STDIN_FILENO, nrcpt, STDOUT_FILENO, &rc) < 0)
 		goto out;
 	if (rewrite_sender(r.up, r.cfg.hostname, sender, &body, &envsender, &why) < 0) {
 		rc = whole(STDOUT_FILENO, nrcpt, "weir-remote: configuration: %s. (#4.3.0)\n",
@@ -722,22 +728,26 @@ request_read(int sock, struct buf *req, int fds[3])
 	return 1;
 }
 
-/* "SENDER\0RCPT\0...RCPT\0" into sender and rcpts: how many
+/* "ID\0SENDER\0RCPT\0...RCPT\0" into qid, sender and rcpts: how many
  * recipients, or 0 if malformed. */
 static size_t
-request_parse(struct buf *req, const char **sender, const char ***rcpts)
+request_parse(struct buf *req, const char **qid, const char **sender, const char ***rcpts)
 {
+	struct timespec t;
+	unsigned long inode;
 	size_t i, n = 0, k = 0;
 
-	if (req->len < 3 || req->s[req->len - 1] != '\0')
+	if (req->len < 5 || req->s[req->len - 1] != '\0')
 		return 0;
 	for (i = 0; i < req->len; i++)
 		n += req->s[i] == '\0';
-	if (n < 2)
+	*qid = req->s;
+	if (n < 3 || queue_parse_msgid(*qid, &inode, &t) < 0)
 		return 0;
-	*rcpts = xcalloc(n - 1, sizeof **rcpts);
-	*sender = req->s;
-	for (i = strlen(req->s) + 1; i < req->len; i += strlen(req->s + i) + 1) {
+	*sender = *qid + strlen(*qid) + 1;
+	*rcpts = xcalloc(n - 2, sizeof **rcpts);
+	for (i = (size_t)(*sender - req->s) + strlen(*sender) + 1; i < req->len;
+	    i += strlen(req->s + i) + 1) {
 		if (req->s[i] == '\0') {	/* an empty recipient */
 			free(*rcpts);
 			*rcpts = NULL;
@@ -765,8 +775,8 @@ static int
 session_message(const struct remote *r, struct smtp_session *ss, struct buf *req,
     const int fds[3], const struct buf *why)
 {
-	const char *sender = NULL, **rcpts = NULL;
-	size_t nrcpt = request_parse(req, &sender, &rcpts);
+	const char *qid = NULL, *sender = NULL, **rcpts = NULL;
+	size_t nrcpt = request_parse(req, &qid, &sender, &rcpts);
 	struct smtp_result res;
 	struct body body;
 	struct buf envsender = BUF_INIT, err = BUF_INIT;
@@ -777,7 +787,7 @@ session_message(const struct remote *r, struct smtp_session *ss, struct buf *req
 		(void)whole(fds[1], nrcpt, "%s", ss ? "weir-remote: a malformed request from "
 		    "weir-send. (#4.3.5)\n" : why->s);
 		refund(fds[2]);
-	} else if (open_message(&body, fds[0], nrcpt, fds[1], &rc) < 0) {
+	} else if (open_message(&body, qid, fds[0], nrcpt, fds[1], &rc) < 0) {
 		refund(fds[2]);
 		more = rc == 0;
 	} else if (rewrite_sender(r->up, r->cfg.hostname, sender, &body, &envsender, &err) < 0) {
@@ -860,15 +870,23 @@ session(const char *cfile, const char *upname, const char *host, pid_t parent)
 int
 remote_run(int argc, char **argv, pid_t parent)
 {
-	const char *cfile = NULL, *upname = NULL;
+	const char *cfile = NULL, *upname = NULL, *qid = NULL;
 	int opt, use_gate = 1, outfd = -1, test = 0, keep = 0;
+	struct timespec qtime;
+	unsigned long inode;
 	char *end;
 
 	opterr = 0;
-	while ((opt = getopt(argc, argv, "+c:nr:STu:")) != -1) {
+	while ((opt = getopt(argc, argv, "+c:nq:r:STu:")) != -1) {
 		switch (opt) {
 		case 'c': cfile = optarg; break;
 		case 'n': use_gate = 0; break;
+		case 'q':
+			if (queue_parse_msgid(optarg, &inode, &qtime) < 0)
+				return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
+				    "-q needs a queue id INODE.SEC.NSEC. (#4.3.5)\n");
+			qid = optarg;
+			break;
 		case 'S': keep = 1; break;
 		case 'T': test = 1; break;
 		case 'r':
@@ -902,8 +920,8 @@ remote_run(int argc, char **argv, pid_t parent)
 	}
 	if (argc - optind < 3)
 		return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: usage: "
-		    "weir-remote [-c FILE] [-u UPSTREAM] [-n [-r FD]] host sender recip... "
+		    "weir-remote [-c FILE] [-u UPSTREAM] [-n [-r FD]] [-q ID] host sender recip... "
 		    "(#4.3.5)\n");
-	return single(cfile, upname, use_gate, outfd, parent, argv[optind], argv[optind + 1],
+	return single(cfile, upname, qid, use_gate, outfd, parent, argv[optind], argv[optind + 1],
 	    (const char *const *)argv + optind + 2, (size_t)(argc - optind - 2));
 }

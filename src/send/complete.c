@@ -109,8 +109,7 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 	if (j->oc.len == 0)
 		o.kind = crashed ? OUTCOME_UNKNOWN : OUTCOME_REFUND;
 	else if (outcome_parse(j->oc.s, j->oc.len, &o, &why) < 0) {
-		log_warnx("msg %lu.%lld: the deliverer's outcome line is malformed: %s", j->m->id,
-		    j->m->birth, why);
+		log_warnx("msg %s: the deliverer's outcome line is malformed: %s", j->m->qid, why);
 		o.kind = OUTCOME_UNKNOWN;
 	}
 	switch (o.kind) {
@@ -122,14 +121,14 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 		gate_tell(s, j, GP_NOMAIL, 0, NULL);
 		break;
 	case OUTCOME_THROTTLED:
-		log_warnx("msg %lu.%lld: the upstream is throttling us: %s", j->m->id, j->m->birth,
+		log_warnx("msg %s: the upstream is throttling us: %s", j->m->qid,
 		    o.text);
 		gate_tell(s, j, GP_THROTTLED, 0, o.text);
 		break;
 	case OUTCOME_AUTHFAIL:
-		log_warnx("msg %lu.%lld: the upstream refused our credentials or certificate: %s; "
+		log_warnx("msg %s: the upstream refused our credentials or certificate: %s; "
 		    "check username, secret_file (or secret_command), verify and ca_file of "
-		    "upstream %s", j->m->id, j->m->birth, o.text, s->ups[j->up].name);
+		    "upstream %s", j->m->qid, o.text, s->ups[j->up].name);
 		gate_tell(s, j, GP_AUTHFAIL, 0, o.text);
 		break;
 	case OUTCOME_SENT:
@@ -161,8 +160,8 @@ complete_job(struct sched *s, struct job *j)
 	/* The kept session had been closed by the upstream while idle:
 	 * nothing of the message was sent.  Again at once, on a new
 	 * session; the upstream's other idle ones are likely closed too. */
-	log_info("msg %lu.%lld: not sent: the upstream had closed the session while it was "
-	    "idle; again on a new one", m->id, m->birth);
+	log_info("msg %s: not sent: the upstream had closed the session while it was "
+	    "idle; again on a new one", m->qid);
 	job_free(s, j);
 	sched_at(s, m, sched_wall());
 	return UP_CLOSES_IDLE;
@@ -209,8 +208,8 @@ learn_undone(struct sched *s, struct job *j, size_t undone)
 
 		u->fit_lo = tried;
 		if (gate_fit_toobig(u, tried + 1))
-			log_info("msg %lu: %s takes %zu recipients per transaction; batches of "
-			    "%zu from now on", j->m->id, u->name, tried, tried);
+			log_info("msg %s: %s takes %zu recipients per transaction; batches of "
+			    "%zu from now on", j->m->qid, u->name, tried, tried);
 	}
 	return tried;
 }
@@ -242,12 +241,12 @@ settle(struct sched *s, struct job *j, size_t i, struct rresult *r, enum outcome
 	buf_add_oneline(&shown, text, strlen(text));
 	switch (r->st) {
 	case RS_DELIVERED:
-		log_info("msg %lu.%lld: delivered to <%s>: %s", m->id, m->birth, j->addrs[i],
+		log_info("msg %s: delivered to <%s>: %s", m->qid, j->addrs[i],
 		    shown.s);
 		t->done[t->ndone++] = j->offs[i];
 		break;
 	case RS_PERM:
-		log_info("msg %lu.%lld: bounced <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
+		log_info("msg %s: bounced <%s>: %s", m->qid, j->addrs[i], shown.s);
 		/* The note must be durable before the D mark. */
 		if (bounce_note(s->o->q, m->id, j->addrs[i], text) == 0) {
 			t->done[t->ndone++] = j->offs[i];
@@ -257,7 +256,7 @@ settle(struct sched *s, struct job *j, size_t i, struct rresult *r, enum outcome
 		}
 		break;
 	case RS_TEMP:
-		log_info("msg %lu.%lld: deferred <%s>: %s", m->id, m->birth, j->addrs[i], shown.s);
+		log_info("msg %s: deferred <%s>: %s", m->qid, j->addrs[i], shown.s);
 		t->ntemp++;
 		break;
 	}

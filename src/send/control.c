@@ -54,7 +54,7 @@ control_restore(struct sched *s, struct msg *m)
 
 	if (r < 0) {
 		/* The safe reading: an operator wanted it held. */
-		log_warnx("msg %lu: %s; taken as held", m->id, why.s);
+		log_warnx("msg %s: %s; taken as held", m->qid, why.s);
 		m->held_since = 0;
 	}
 	m->held = r != 0;
@@ -91,7 +91,7 @@ reply_save(struct sched *s, struct msg *m, long long next)
 	m->next_saved = next;
 	if (m->replies.len == 0) {
 		if (unlinkat(q->dfd, path, 0) < 0 && errno != ENOENT)
-			log_warn("msg %lu: unlink %s", m->id, path);
+			log_warn("msg %s: unlink %s", m->qid, path);
 		return;
 	}
 	buf_printf(&b, "birth %lld\nnext %lld\n", m->birth, next);
@@ -102,7 +102,7 @@ reply_save(struct sched *s, struct msg *m, long long next)
 	    renameat(q->dfd, QCTL_REPLY_TMP, q->dfd, path) < 0) {
 		/* A hint for the listings: the message goes on without it. */
 		if (errno != ENOENT)
-			log_warn("msg %lu: write %s", m->id, path);
+			log_warn("msg %s: write %s", m->qid, path);
 		if (fd >= 0)
 			close(fd);
 	}
@@ -161,13 +161,13 @@ control_forget(struct sched *s, struct msg *m)
 	if (m->replies.len || m->next_saved) {
 		snprintf(path, sizeof path, QCTL_REPLY_DIR "/%lu", m->id);
 		if (unlinkat(s->o->q->dfd, path, 0) < 0 && errno != ENOENT)
-			log_warn("msg %lu: unlink %s", m->id, path);
+			log_warn("msg %s: unlink %s", m->qid, path);
 	}
 	buf_free(&m->replies);
 
 	/* Held while its last attempt delivered everything. */
 	if (m->held && qctl_unhold(s->o->q, m->id, &why) < 0)
-		log_warnx("msg %lu: %s (a stale hold/ file: its birth tells it)", m->id, why.s);
+		log_warnx("msg %s: %s (a stale hold/ file: its birth tells it)", m->qid, why.s);
 	if (m->del_pending)
 		scan_soon(s);
 	buf_free(&why);
@@ -180,12 +180,12 @@ hold(struct sched *s, struct msg *m, long long now, struct buf *why)
 	if (m->held)
 		return;
 	if (qctl_hold(s->o->q, m->id, m->birth, now, why) < 0) {
-		log_warnx("msg %lu: hold: %s", m->id, why->s);
+		log_warnx("msg %s: hold: %s", m->qid, why->s);
 		return;
 	}
 	m->held = 1;
 	m->held_since = now;
-	log_info("msg %lu: held by the operator%s", m->id,
+	log_info("msg %s: held by the operator%s", m->qid,
 	    m->job ? " (after the attempt in flight)" : "");
 	if (!m->job)
 		(void)control_stops(s, m);
@@ -198,13 +198,13 @@ release(struct sched *s, struct msg *m, long long now, struct buf *why)
 	if (!m->held)
 		return;
 	if (qctl_unhold(s->o->q, m->id, why) < 0) {
-		log_warnx("msg %lu: release: %s", m->id, why->s);
+		log_warnx("msg %s: release: %s", m->qid, why->s);
 		return;
 	}
 	m->held = 0;
 	if (now > m->held_since)
 		m->waited_ms += (now - m->held_since) * 1000;
-	log_info("msg %lu: released by the operator after %lld s held", m->id,
+	log_info("msg %s: released by the operator after %lld s held", m->qid,
 	    now - m->held_since);
 	sched_at(s, m, now);
 }
@@ -215,10 +215,10 @@ static int
 delete(struct sched *s, struct msg *m, struct buf *why)
 {
 	if (qctl_delete(s->o->q, m->id, why) < 0) {
-		log_warnx("msg %lu: delete: %s", m->id, why->s);
+		log_warnx("msg %s: delete: %s", m->qid, why->s);
 		return -1;
 	}
-	log_info("msg %lu: deleted by the operator", m->id);
+	log_info("msg %s: deleted by the operator", m->qid);
 	buf_free(&m->replies);
 	msg_forget(s, m);
 	return 0;
@@ -257,16 +257,16 @@ act(struct sched *s, enum verb v, unsigned long id)
 		break;
 	case V_REQUEUE:
 		if (m->held) {
-			log_info("msg %lu: requeue: held; release it", id);
+			log_info("msg %s: requeue: held; release it", m->qid);
 			break;
 		}
-		log_info("msg %lu: requeued by the operator", id);
+		log_info("msg %s: requeued by the operator", m->qid);
 		sched_at(s, m, now);	/* through the gate, as always */
 		break;
 	case V_DELETE:
 		if (m->job) {
 			if (!m->del_pending)
-				log_info("msg %lu: delete waits for the attempt in flight", id);
+				log_info("msg %s: delete waits for the attempt in flight", m->qid);
 			m->del_pending = 1;
 			return 0;
 		}

@@ -39,6 +39,7 @@
 #include "send/sendint.h"
 
 #define REPORT_MAX	(1 << 20)
+#define WAIT_NOTE_MS	1000	/* a wait this long is named in the "delivering" line */
 
 static struct upq *
 upq_of(struct sched *s, const struct job *j)
@@ -53,7 +54,7 @@ on_watchdog(struct evloop *ev, struct evtimer *t, void *arg)
 
 	(void)ev; (void)t;
 	j->watchdog = NULL;
-	log_warnx("msg %lu: deliverer %ld ran too long; killing it", j->m->id, (long)j->pid);
+	log_warnx("msg %s: deliverer %ld ran too long; killing it", j->m->qid, (long)j->pid);
 	/* Its own process group: a helper it started (a secret_command)
 	 * goes too, and a pid already reaped is never signalled. */
 	kill(-j->pid, SIGKILL);
@@ -168,7 +169,8 @@ program_is_setid(const char *path)
 }
 
 void
-deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode)
+deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode,
+    const char *qid)
 {
 	const struct sched_opts *o = s->o;
 	const struct weir_upstream *u = &s->cfg->upstreams[up];
@@ -181,6 +183,10 @@ deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode)
 		argv[k++] = "-n";	/* weir-send holds the grant */
 		argv[k++] = "-r";
 		argv[k++] = "3";
+		if (qid && o->sessions) {	/* weir-remote's: its lines name it */
+			argv[k++] = "-q";
+			argv[k++] = qid;
+		}
 	}
 	/* What weir-send has in force; but a set-id weir-remote (the
 	 * package's) reads only a file owned by root, never one weir-send
@@ -241,11 +247,11 @@ deliver_open(struct sched *s, struct job *j, int *mfd, int wr[2])
 	queue_path(path, s->o->q, Q_MESS, j->m->id);
 	*mfd = openat(s->o->q->dfd, path, O_RDONLY | O_CLOEXEC);
 	if (*mfd < 0) {
-		log_warn("msg %lu: open %s", j->m->id, path);
+		log_warn("msg %s: open %s", j->m->qid, path);
 		return -1;
 	}
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(oc, O_CLOEXEC) < 0) {
-		log_warn("msg %lu: pipe", j->m->id);
+		log_warn("msg %s: pipe", j->m->qid);
 		close(*mfd);
 		if (out[0] >= 0) {
 			close(out[0]);
@@ -258,7 +264,7 @@ deliver_open(struct sched *s, struct job *j, int *mfd, int wr[2])
 	j->outfd = out[0];
 	j->ocfd = oc[0];
 	if (fd_nonblock(j->outfd, 1) < 0 || fd_nonblock(j->ocfd, 1) < 0)
-		log_warn("msg %lu: non-blocking pipe", j->m->id);
+		log_warn("msg %s: non-blocking pipe", j->m->qid);
 	evloop_watch(s->ev, j->outfd, EV_READ, on_output, j);
 	evloop_watch(s->ev, j->ocfd, EV_READ, on_output, j);
 	j->watchdog = evloop_timer_at(s->ev, clock_mono_ms() +
@@ -289,14 +295,14 @@ spawn(struct sched *s, struct job *j)
 	size_t i, k;
 
 	if (j->up >= s->cfg->nupstreams) {
-		log_warnx("msg %lu: upstream %s is no longer configured", j->m->id,
+		log_warnx("msg %s: upstream %s is no longer configured", j->m->qid,
 		    s->ups[j->up].name);
 		return -1;
 	}
 	if (deliver_open(s, j, &mfd, wr) < 0)
 		return -1;
-	argv = xcalloc(j->n + 12, sizeof *argv);
-	deliver_argv(s, j->up, argv, "-n");
+	argv = xcalloc(j->n + 14, sizeof *argv);
+	deliver_argv(s, j->up, argv, "-n", j->m->qid);
 	for (k = 0; argv[k]; k++)
 		;
 	argv[k++] = j->m->sender;
@@ -318,12 +324,19 @@ spawn(struct sched *s, struct job *j)
 void
 deliver_running(struct sched *s, struct job *j)
 {
+	uint64_t waited = j->m->wait_since ? clock_mono_ms() - j->m->wait_since : 0;
+	char after[64] = "";
+
 	j->state = J_RUNNING;
 	upq_of(s, j)->running++;
 	wait_end(j->m);
-	log_info("msg %lu.%lld: delivering to %zu recipient%s via %s, %s %ld", j->m->id,
-	    j->m->birth, j->n, j->n == 1 ? "" : "s", upq_of(s, j)->name,
-	    j->sess ? "session" : "pid", (long)j->pid);
+	/* A wait of note: in line for the upstream's window or a run slot. */
+	if (waited >= WAIT_NOTE_MS)
+		snprintf(after, sizeof after, ", after %llu s in line",
+		    (unsigned long long)(waited / 1000));
+	log_info("msg %s: delivering to %zu recipient%s via %s, %s %ld%s", j->m->qid, j->n,
+	    j->n == 1 ? "" : "s", upq_of(s, j)->name, j->sess ? "session" : "pid", (long)j->pid,
+	    after);
 }
 
 /* Take *p out of u's granted list. */

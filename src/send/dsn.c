@@ -171,6 +171,7 @@ build(struct queue *q, unsigned long id, const struct dsn_opts *o, const struct 
     const struct dsn_rcpt *ev, size_t ne, time_t until, struct buf *msg)
 {
 	char path[QPATH_MAX], date[DATE_RFC5322_MAX], arrival[DATE_RFC5322_MAX];
+	char qid[QUEUE_ID_MAX];
 	char boundary[64], code[16], retry[DATE_RFC5322_MAX];
 	struct buf info = BUF_INIT, why = BUF_INIT;
 	unsigned char rnd[8];
@@ -181,11 +182,12 @@ build(struct queue *q, unsigned long id, const struct dsn_opts *o, const struct 
 
 	queue_path(path, q, Q_INFO, id);
 	if (read_file_at(q->dfd, path, &info, 4096) != 0 || fstatat(q->dfd, path, &st, 0) < 0) {
-		log_warn("msg %lu: read %s", id, path);
+		log_warn("msg %s: read %s", queue_msgid_of(q, id, qid), path);
 		goto out;
 	}
 	if (info_parse(info.s, info.len, &sender, &why) < 0) {
-		log_warnx("msg %lu: %s is corrupt: %s", id, path, why.s);
+		log_warnx("msg %s: %s is corrupt: %s", queue_msgid(qid, id, &st.st_mtim), path,
+		    why.s);
 		goto out;
 	}
 	if (getrandom(rnd, sizeof rnd, 0) != sizeof rnd)
@@ -230,7 +232,9 @@ build(struct queue *q, unsigned long id, const struct dsn_opts *o, const struct 
 
 	/* Part 2: for programs (RFC 3464). */
 	buf_printf(msg, "--%s\nContent-Type: message/delivery-status\n\n", boundary);
-	buf_printf(msg, "Reporting-MTA: dns; %s\nArrival-Date: %s\n", o->hostname, arrival);
+	queue_msgid(qid, id, &st.st_mtim);
+	buf_printf(msg, "Reporting-MTA: dns; %s\nX-Weir-Queue-ID: %s\nArrival-Date: %s\n",
+	    o->hostname, qid, arrival);
 	for (i = 0; i < ne; i++) {
 		buf_adds(msg, "\nFinal-Recipient: rfc822; ");
 		buf_add_oneline(msg, ev[i].addr, ev[i].alen);
@@ -251,7 +255,7 @@ build(struct queue *q, unsigned long id, const struct dsn_opts *o, const struct 
 	queue_path(path, q, Q_MESS, id);
 	fd = openat(q->dfd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		log_warn("msg %lu: open %s", id, path);
+		log_warn("msg %s: open %s", queue_msgid_of(q, id, qid), path);
 		goto out;
 	}
 	{
@@ -260,7 +264,7 @@ build(struct queue *q, unsigned long id, const struct dsn_opts *o, const struct 
 
 		close(fd);
 		if (r < 0) {
-			log_warn("msg %lu: read %s", id, path);
+			log_warn("msg %s: read %s", queue_msgid_of(q, id, qid), path);
 			free(h);
 			goto out;
 		}
@@ -282,7 +286,7 @@ out:
 int
 dsn_build(struct queue *q, unsigned long id, const struct dsn_opts *o, struct buf *msg)
 {
-	char path[QPATH_MAX];
+	char path[QPATH_MAX], qid[QUEUE_ID_MAX];
 	struct buf notes = BUF_INIT;
 	struct dsn_rcpt *ev = NULL;
 	long ne;
@@ -290,14 +294,14 @@ dsn_build(struct queue *q, unsigned long id, const struct dsn_opts *o, struct bu
 
 	queue_path(path, q, Q_BOUNCE, id);
 	if (read_file_at(q->dfd, path, &notes, 16 << 20) != 0) {
-		log_warn("msg %lu: read %s", id, path);
+		log_warn("msg %s: read %s", queue_msgid_of(q, id, qid), path);
 		buf_free(&notes);
 		return -1;
 	}
 	ne = entries(notes.s ? notes.s : "", notes.len, &ev);
 	if (ne < 0) {
-		log_warnx("msg %lu: %s is not in qmail's bounce format; reading it loosely",
-		    id, path);
+		log_warnx("msg %s: %s is not in qmail's bounce format; reading it loosely",
+		    queue_msgid_of(q, id, qid), path);
 		ne = loose_entries(notes.s ? notes.s : "", notes.len, &ev);
 	}
 	rc = build(q, id, o, &failed, ev, (size_t)ne, 0, msg);
@@ -315,7 +319,7 @@ dsn_build_delayed(struct queue *q, unsigned long id, const struct dsn_opts *o,
 
 /* Queue msg from <from> to <to> through weir-queue.  0 ok, -1 logged. */
 static int
-inject(const struct dsn_opts *o, unsigned long id, const char *what, const char *from,
+inject(const struct dsn_opts *o, const char *qid, const char *what, const char *from,
     const char *to, const struct buf *msg)
 {
 	struct buf why = BUF_INIT;
@@ -324,16 +328,16 @@ inject(const struct dsn_opts *o, unsigned long id, const char *what, const char 
 	int code, rc = -1;
 
 	if (qq_start(&c, o->qq_program, &why) < 0) {
-		log_warnx("msg %lu: %s: %s", id, what, why.s);
+		log_warnx("msg %s: %s: %s", qid, what, why.s);
 		goto out;
 	}
 	qq_put(&c, msg->s, msg->len);
 	code = qq_finish(&c, from, &rcpt, 1, &why);
 	if (code != 0) {
-		log_warnx("msg %lu: %s to <%s> not queued: %s", id, what, rcpt, why.s);
+		log_warnx("msg %s: %s to <%s> not queued: %s", qid, what, rcpt, why.s);
 		goto out;
 	}
-	log_info("msg %lu: %s to <%s> queued as %s", id, what, rcpt, c.id);
+	log_info("msg %s: %s to <%s> queued as %s", qid, what, rcpt, c.id);
 	rc = 0;
 out:
 	free(rcpt);
@@ -344,7 +348,7 @@ out:
 int
 dsn_send(struct queue *q, unsigned long id, const struct dsn_opts *o)
 {
-	char path[QPATH_MAX];
+	char path[QPATH_MAX], qid[QUEUE_ID_MAX];
 	struct buf info = BUF_INIT, why = BUF_INIT, msg = BUF_INIT;
 	struct qrec sender;
 	struct stat st;
@@ -356,24 +360,25 @@ dsn_send(struct queue *q, unsigned long id, const struct dsn_opts *o)
 	if (fstatat(q->dfd, path, &st, 0) < 0) {
 		if (errno == ENOENT)
 			return 0;
-		log_warn("msg %lu: stat %s", id, path);
+		log_warn("msg %s: stat %s", queue_msgid_of(q, id, qid), path);
 		return -1;
 	}
+	queue_msgid_of(q, id, qid);
 	if (st.st_size == 0) {
 		/* A crash between creating and writing the first note: the
 		 * recipient was not marked done, so nothing is lost. */
-		log_info("msg %lu: removing an empty %s", id, path);
+		log_info("msg %s: removing an empty %s", qid, path);
 		goto unlink;
 	}
 	queue_path(path, q, Q_INFO, id);
 	if (read_file_at(q->dfd, path, &info, 4096) != 0 ||
 	    info_parse(info.s, info.len, &sender, &why) < 0) {
-		log_warnx("msg %lu: cannot read the sender from %s", id, path);
+		log_warnx("msg %s: cannot read the sender from %s", qid, path);
 		goto out;
 	}
 	if (sender.len == strlen(DOUBLE_BOUNCE_SENDER) &&
 	    memcmp(sender.addr, DOUBLE_BOUNCE_SENDER, sender.len) == 0) {
-		log_warnx("msg %lu: a double bounce failed; discarding it", id);
+		log_warnx("msg %s: a double bounce failed; discarding it", qid);
 		goto unlink;
 	}
 	if (dsn_build(q, id, o, &msg) < 0)
@@ -385,7 +390,7 @@ dsn_send(struct queue *q, unsigned long id, const struct dsn_opts *o)
 		from = "";
 		to = xstrndup(sender.addr, sender.len);
 	}
-	rc = inject(o, id, "bounce", from, to, &msg);
+	rc = inject(o, qid, "bounce", from, to, &msg);
 	free(to);
 	if (rc < 0)
 		goto out;
@@ -394,14 +399,14 @@ unlink:
 	queue_path(path, q, Q_BOUNCE, id);
 	if (unlinkat(q->dfd, path, 0) < 0) {
 		/* The bounce is queued: at worst it is sent twice. */
-		log_warn("msg %lu: unlink %s", id, path);
+		log_warn("msg %s: unlink %s", qid, path);
 		goto out;
 	}
 	/* Durable before the message's other files go: else a power cut
 	 * can bring back bounce/N without the message, and a later message
 	 * that gets inode N would inherit its notes. */
 	if (fsync_dir(q->dfd, "bounce") < 0) {
-		log_warn("msg %lu: fsync folder bounce", id);
+		log_warn("msg %s: fsync folder bounce", qid);
 		goto out;
 	}
 	rc = 0;
@@ -422,15 +427,17 @@ int
 dsn_send_delayed(struct queue *q, unsigned long id, const struct dsn_opts *o,
     const char *sender, const struct dsn_rcpt *v, size_t n, time_t until)
 {
+	char qid[QUEUE_ID_MAX];
 	struct buf msg = BUF_INIT;
 	int rc = -1;
 
+	queue_msgid_of(q, id, qid);
 	if (!dsn_sender_wants_warning(sender)) {
-		log_warnx("msg %lu: no delay warning to <%s>", id, sender);
+		log_warnx("msg %s: no delay warning to <%s>", qid, sender);
 		return -1;
 	}
 	if (dsn_build_delayed(q, id, o, v, n, until, &msg) == 0)
-		rc = inject(o, id, "delay warning", "", sender, &msg);
+		rc = inject(o, qid, "delay warning", "", sender, &msg);
 	buf_free(&msg);
 	return rc;
 }

@@ -118,7 +118,7 @@ batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *
 		/* A stock qmail-send may have let such an address in; it must
 		 * never reach an SMTP command line. */
 		if ((bad = envelope_addr_problem(f->v[i].addr, f->v[i].len)) != NULL) {
-			log_warnx("msg %lu: recipient %zu: %s; bouncing it", m->id, i, bad);
+			log_warnx("msg %s: recipient %zu: %s; bouncing it", m->qid, i, bad);
 			if (bounce_note(s->o->q, m->id, f->v[i].addr, "The address cannot be "
 			    "used in SMTP: it holds a control character. (#5.1.3)") < 0 ||
 			    rcpt_mark_done(s->o->q, m->id, &f->v[i].off, 1) < 0)
@@ -144,8 +144,8 @@ start(struct sched *s, struct msg *m)
 	int r, trouble = 0;
 
 	if (m->up == NO_UPSTREAM) {
-		log_warnx("msg %lu: no upstream in %s takes mail from <%s>; will try again",
-		    m->id, s->cfg->file ? s->cfg->file : "the config", m->sender);
+		log_warnx("msg %s: no upstream in %s takes mail from <%s>; will try again",
+		    m->qid, s->cfg->file ? s->cfg->file : "the config", m->sender);
 		sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
 		return;
 	}
@@ -264,12 +264,12 @@ gate_refused(struct sched *s, struct job *j, enum gp_code code, const char *text
 		 * refusal lowers it, so they converge on the size that fits). */
 		(void)gate_fit_toobig(&s->ups[j->up], j->n);
 		shrink(j, fit_size(&s->ups[j->up], j->n - 1));
-		log_info("msg %lu.%lld: weir-gate: %s; asking for %zu recipients", m->id, m->birth,
+		log_info("msg %s: weir-gate: %s; asking for %zu recipients", m->qid,
 		    text, j->n);
 		gate_ask(s, j);
 		return;
 	}
-	log_warnx("msg %lu: weir-gate refused: %s %s; will try again in %d s", m->id,
+	log_warnx("msg %s: weir-gate refused: %s %s; will try again in %d s", m->qid,
 	    gp_code_name(code), text, SYSFAIL_S);
 	job_free(s, j);
 	sched_at(s, m, sched_wall() + SYSFAIL_S);

@@ -53,7 +53,7 @@ note_init(struct queue *q)
 int
 note_load(struct queue *q, unsigned long id, long long birth, struct schednote *n)
 {
-	char path[QPATH_MAX];
+	char path[QPATH_MAX], qid[QUEUE_ID_MAX];
 	struct buf b = BUF_INIT, why = BUF_INIT;
 	int r;
 
@@ -65,23 +65,23 @@ note_load(struct queue *q, unsigned long id, long long birth, struct schednote *
 	}
 	if (r != 0) {
 		if (r == -2)
-			log_warnx("msg %lu: %s is too long to be ours", id, path);
+			log_warnx("msg %s: %s is too long to be ours", queue_msgid_of(q, id, qid), path);
 		else
-			log_warn("msg %lu: read %s", id, path);
+			log_warn("msg %s: read %s", queue_msgid_of(q, id, qid), path);
 		buf_free(&b);
 		return -1;
 	}
 	r = schedfile_parse(b.s, b.len, n, &why);
 	buf_free(&b);
 	if (r < 0) {
-		log_warnx("msg %lu: %s is malformed: %s", id, path, why.s);
+		log_warnx("msg %s: %s is malformed: %s", queue_msgid_of(q, id, qid), path, why.s);
 		buf_free(&why);
 		return -1;
 	}
 	buf_free(&why);
 	if (n->birth != birth) {
 		/* An earlier message with the same inode number left it. */
-		log_info("msg %lu: removing %s, left by an earlier message", id, path);
+		log_info("msg %s: removing %s, left by an earlier message", queue_msgid_of(q, id, qid), path);
 		(void)note_remove(q, id);
 		return 0;
 	}
@@ -122,6 +122,7 @@ replace(struct queue *q, const char *path, const char *dir, const struct buf *b,
 int
 note_save(struct queue *q, unsigned long id, const struct schednote *n, int durable)
 {
+	char qid[QUEUE_ID_MAX];
 	char path[QPATH_MAX], dir[QPATH_MAX];
 	struct buf b = BUF_INIT;
 	int r;
@@ -132,18 +133,18 @@ note_save(struct queue *q, unsigned long id, const struct schednote *n, int dura
 	r = replace(q, path, dir, &b, durable);
 	buf_free(&b);
 	if (r < 0)
-		log_warnx("msg %lu: %s not written", id, path);
+		log_warnx("msg %s: %s not written", queue_msgid_of(q, id, qid), path);
 	return r;
 }
 
 int
 note_remove(struct queue *q, unsigned long id)
 {
-	char path[QPATH_MAX];
+	char path[QPATH_MAX], qid[QUEUE_ID_MAX];
 
 	schedfile_path(path, q, id);
 	if (unlinkat(q->dfd, path, 0) < 0 && errno != ENOENT) {
-		log_warn("msg %lu: unlink %s", id, path);
+		log_warn("msg %s: unlink %s", queue_msgid_of(q, id, qid), path);
 		return -1;
 	}
 	return 0;

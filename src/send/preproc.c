@@ -69,36 +69,36 @@ dest_add(struct dests *d, const char *addr)
 	d->v[d->n++] = xstrdup(addr);
 }
 
-static void expand(const struct preproc_opts *o, unsigned long id, const struct alias *a,
+static void expand(const struct preproc_opts *o, const char *qid, const struct alias *a,
     int depth, struct dests *d);
 
 /* One value of alias a (or of a file it includes). */
 static void
-take(const struct preproc_opts *o, unsigned long id, const struct alias *a, const char *x,
+take(const struct preproc_opts *o, const char *qid, const struct alias *a, const char *x,
     int depth, struct dests *d)
 {
 	const char *at;
 	const struct alias *sub;
 
 	if (x[0] == '|' || x[0] == '/') {
-		log_warnx("msg %lu: %s: alias %s: \"%s\" refused: weir delivers nothing to pipes "
-		    "or files on this host", id, o->aliases->path, a->name, x);
+		log_warnx("msg %s: %s: alias %s: \"%s\" refused: weir delivers nothing to pipes "
+		    "or files on this host", qid, o->aliases->path, a->name, x);
 	} else if (strncasecmp(x, ":include:", 9) == 0) {
 		struct buf why = BUF_INIT;
 		char **v = NULL;
 		size_t n = 0, i;
 
 		if (depth >= ALIAS_DEPTH || aliases_include(x + 9, &v, &n, &why) < 0)
-			log_warnx("msg %lu: %s: alias %s: %s refused: %s", id, o->aliases->path,
+			log_warnx("msg %s: %s: alias %s: %s refused: %s", qid, o->aliases->path,
 			    a->name, x, why.len ? why.s : "nested too deep");
 		for (i = 0; i < n; i++) {
-			take(o, id, a, v[i], depth + 1, d);
+			take(o, qid, a, v[i], depth + 1, d);
 			free(v[i]);
 		}
 		free(v);
 		buf_free(&why);
 	} else if (envelope_addr_problem(x, strlen(x)) != NULL) {
-		log_warnx("msg %lu: %s: alias %s: a value holds a control character; refused", id,
+		log_warnx("msg %s: %s: alias %s: a value holds a control character; refused", qid,
 		    o->aliases->path, a->name);
 	} else if (!addr_is_local(x, strlen(x), o->hostname)) {
 		dest_add(d, x);
@@ -106,27 +106,27 @@ take(const struct preproc_opts *o, unsigned long id, const struct alias *a, cons
 		at = strrchr(x, '@');
 		sub = aliases_find(o->aliases, x, at ? (size_t)(at - x) : strlen(x));
 		if (sub && sub != a && depth < ALIAS_DEPTH)
-			expand(o, id, sub, depth + 1, d);
+			expand(o, qid, sub, depth + 1, d);
 		else
 			dest_add(d, o->admin);
 	}
 }
 
 static void
-expand(const struct preproc_opts *o, unsigned long id, const struct alias *a, int depth,
+expand(const struct preproc_opts *o, const char *qid, const struct alias *a, int depth,
     struct dests *d)
 {
 	size_t i;
 
 	for (i = 0; i < a->n; i++)
-		take(o, id, a, a->v[i], depth, d);
+		take(o, qid, a, a->v[i], depth, d);
 }
 
 /* The local rule: a local recipient goes where aliases_file says, else
  * (no entry, or nothing usable in it) to the admin address.  Appends a
  * T record for each address; returns how many. */
 static size_t
-add_local(struct buf *out, const struct preproc_opts *o, unsigned long id, const char *addr,
+add_local(struct buf *out, const struct preproc_opts *o, const char *qid, const char *addr,
     size_t len, const char *what)
 {
 	const char *at = memrchr(addr, '@', len);
@@ -138,7 +138,7 @@ add_local(struct buf *out, const struct preproc_opts *o, unsigned long id, const
 	if (o->aliases)
 		a = aliases_find(o->aliases, addr, at ? (size_t)(at - addr) : len);
 	if (a)
-		expand(o, id, a, 0, &d);
+		expand(o, qid, a, 0, &d);
 	if (d.n == 0)
 		dest_add(&d, o->admin);
 	for (i = 0; i < d.n; i++) {
@@ -148,7 +148,7 @@ add_local(struct buf *out, const struct preproc_opts *o, unsigned long id, const
 		buf_addc(out, '\0');
 		free(d.v[i]);
 	}
-	log_info("msg %lu: %s <%.*s> rewritten to %s%s%s", id, what, (int)len, addr, shown.s,
+	log_info("msg %s: %s <%.*s> rewritten to %s%s%s", qid, what, (int)len, addr, shown.s,
 	    a ? " by " : "", a ? o->aliases->path : "");
 	n = d.n;
 	free(d.v);
@@ -206,7 +206,7 @@ int
 preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size_t *nrcpt)
 {
 	char todo[QPATH_MAX], intd[QPATH_MAX], info[QPATH_MAX], remote[QPATH_MAX];
-	char local[QPATH_MAX], dir[QPATH_MAX], mess[QPATH_MAX];
+	char local[QPATH_MAX], dir[QPATH_MAX], mess[QPATH_MAX], qid[QUEUE_ID_MAX];
 	struct buf t = BUF_INIT, why = BUF_INIT, out = BUF_INIT;
 	struct todo_env e;
 	struct stat st, ms;
@@ -233,6 +233,7 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 		log_warn("msg %lu: stat %s", id, todo);
 		return errno == ENOENT ? -1 : -2;
 	}
+	queue_msgid(qid, id, &st.st_mtim);
 	rc = -2;
 	if (read_file_at(q->dfd, todo, &t, 64 << 20) != 0) {
 		log_warn("read %s", todo);
@@ -242,7 +243,7 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 	    (w = envelope_addr_problem(e.sender.addr, e.sender.len)) != NULL)
 		buf_printf(&why, "sender: %s", w);
 	if (why.len > 0) {
-		log_warnx("msg %lu: %s is corrupt (%s); left for the admin", id, todo, why.s);
+		log_warnx("msg %s: %s is corrupt (%s); left for the admin", qid, todo, why.s);
 		rc = -1;
 		goto out;
 	}
@@ -261,9 +262,9 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 		const char *bad = envelope_addr_problem(r.addr, r.len);
 
 		if (bad != NULL)
-			log_warnx("msg %lu: recipient %zu: %s; it will be bounced", id, *nrcpt, bad);
+			log_warnx("msg %s: recipient %zu: %s; it will be bounced", qid, *nrcpt, bad);
 		if (bad == NULL && addr_is_local(r.addr, r.len, o->hostname)) {
-			*nrcpt += add_local(&out, o, id, r.addr, r.len, "local recipient");
+			*nrcpt += add_local(&out, o, qid, r.addr, r.len, "local recipient");
 			continue;
 		}
 		buf_addc(&out, 'T');
@@ -300,8 +301,8 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 		log_warn("fsync folder todo");
 		goto out;
 	}
-	log_info("msg %lu.%lld: queued, from <%.*s>, %zu recipient(s), %lld bytes, by uid %lu "
-	    "pid %lu", id, (long long)st.st_mtime, (int)e.sender.len, e.sender.addr, *nrcpt,
+	log_info("msg %s: queued, from <%.*s>, %zu recipient(s), %lld bytes, by uid %lu "
+	    "pid %lu", qid, (int)e.sender.len, e.sender.addr, *nrcpt,
 	    (long long)ms.st_size, e.uid, e.pid);
 	rc = 0;
 out:
@@ -314,7 +315,7 @@ out:
 int
 local_takeover(struct queue *q, unsigned long id, const struct preproc_opts *o)
 {
-	char local[QPATH_MAX], remote[QPATH_MAX], dir[QPATH_MAX];
+	char local[QPATH_MAX], remote[QPATH_MAX], dir[QPATH_MAX], qid[QUEUE_ID_MAX];
 	struct buf l = BUF_INIT, why = BUF_INIT, out = BUF_INIT;
 	size_t off = 0, todo, done, n = 0;
 	struct stat st;
@@ -327,9 +328,10 @@ local_takeover(struct queue *q, unsigned long id, const struct preproc_opts *o)
 	if (read_file_at(q->dfd, local, &l, 256 << 20) != 0) {
 		if (errno == ENOENT)
 			return 0;
-		log_warn("msg %lu: read %s", id, local);
+		log_warn("msg %s: read %s", queue_msgid_of(q, id, qid), local);
 		goto out;
 	}
+	queue_msgid_of(q, id, qid);
 	if (rcptfile_parse(l.s, l.len, &todo, &done, &why) < 0) {
 		log_warnx("msg %lu: %s is corrupt (%s); left for the admin", id, local, why.s);
 		goto out;
@@ -348,7 +350,7 @@ local_takeover(struct queue *q, unsigned long id, const struct preproc_opts *o)
 			buf_addc(&out, '\0');
 			n++;
 		} else {
-			n += add_local(&out, o, id, r.addr, r.len,
+			n += add_local(&out, o, qid, r.addr, r.len,
 			    "recipient left pending in local/ by qmail");
 		}
 	}
@@ -360,35 +362,35 @@ local_takeover(struct queue *q, unsigned long id, const struct preproc_opts *o)
 		created = fstatat(q->dfd, remote, &st, 0) < 0;
 		fd = openat(q->dfd, remote, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 		if (fd < 0) {
-			log_warn("msg %lu: open %s", id, remote);
+			log_warn("msg %s: open %s", qid, remote);
 			goto out;
 		}
 		if (full_write(fd, out.s, out.len) < 0 || fsync(fd) < 0) {
-			log_warn("msg %lu: append to %s", id, remote);
+			log_warn("msg %s: append to %s", qid, remote);
 			close(fd);
 			goto out;
 		}
 		if (close(fd) < 0) {
-			log_warn("msg %lu: close %s", id, remote);
+			log_warn("msg %s: close %s", qid, remote);
 			goto out;
 		}
 		queue_dirpath(dir, q, Q_REMOTE, id);
 		if (created && fsync_dir(q->dfd, dir) < 0) {
-			log_warn("msg %lu: fsync folder %s", id, dir);
+			log_warn("msg %s: fsync folder %s", qid, dir);
 			goto out;
 		}
 	}
 	if (unlinkat(q->dfd, local, 0) < 0 && errno != ENOENT) {
-		log_warn("msg %lu: unlink %s", id, local);
+		log_warn("msg %s: unlink %s", qid, local);
 		goto out;
 	}
 	queue_dirpath(dir, q, Q_LOCAL, id);
 	if (fsync_dir(q->dfd, dir) < 0) {
-		log_warn("msg %lu: fsync folder %s", id, dir);
+		log_warn("msg %s: fsync folder %s", qid, dir);
 		goto out;
 	}
 	if (n > 0)
-		log_info("msg %lu: %zu recipient%s taken over from %s", id, n, n == 1 ? "" : "s",
+		log_info("msg %s: %zu recipient%s taken over from %s", qid, n, n == 1 ? "" : "s",
 		    local);
 	rc = n > 0;
 out:

@@ -19,7 +19,7 @@
 int
 rcptfile_load(struct queue *q, unsigned long id, struct rcptfile *f)
 {
-	char path[QPATH_MAX];
+	char path[QPATH_MAX], qid[QUEUE_ID_MAX];
 	struct buf why = BUF_INIT;
 	size_t todo, done, off = 0, start, i = 0;
 	struct qrec r;
@@ -30,11 +30,12 @@ rcptfile_load(struct queue *q, unsigned long id, struct rcptfile *f)
 	if (read_file_at(q->dfd, path, &f->data, 256 << 20) != 0) {
 		if (errno == ENOENT)
 			return 1;
-		log_warn("msg %lu: read %s", id, path);
+		log_warn("msg %s: read %s", queue_msgid_of(q, id, qid), path);
 		return -1;
 	}
 	if (rcptfile_parse(f->data.s, f->data.len, &todo, &done, &why) < 0) {
-		log_warnx("msg %lu: %s is corrupt (%s); left for the admin", id, path, why.s);
+		log_warnx("msg %s: %s is corrupt (%s); left for the admin",
+		    queue_msgid_of(q, id, qid), path, why.s);
 		buf_free(&why);
 		rcptfile_free(f);
 		return -1;
@@ -63,7 +64,7 @@ rcptfile_free(struct rcptfile *f)
 int
 rcpt_mark_done(struct queue *q, unsigned long id, const size_t *offs, size_t n)
 {
-	char path[QPATH_MAX];
+	char path[QPATH_MAX], qid[QUEUE_ID_MAX];
 	size_t i;
 	int fd;
 
@@ -72,7 +73,7 @@ rcpt_mark_done(struct queue *q, unsigned long id, const size_t *offs, size_t n)
 	queue_path(path, q, Q_REMOTE, id);
 	fd = openat(q->dfd, path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0) {
-		log_warn("msg %lu: open %s", id, path);
+		log_warn("msg %s: open %s", queue_msgid_of(q, id, qid), path);
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
@@ -82,13 +83,13 @@ rcpt_mark_done(struct queue *q, unsigned long id, const size_t *offs, size_t n)
 			w = pwrite(fd, "D", 1, (off_t)offs[i]);
 		while (w < 0 && errno == EINTR);
 		if (w != 1) {
-			log_warn("msg %lu: mark done in %s", id, path);
+			log_warn("msg %s: mark done in %s", queue_msgid_of(q, id, qid), path);
 			close(fd);
 			return -1;
 		}
 	}
 	if (fsync(fd) < 0) {
-		log_warn("msg %lu: fsync %s (a recipient may be tried again)", id, path);
+		log_warn("msg %s: fsync %s (a recipient may be tried again)", queue_msgid_of(q, id, qid), path);
 		close(fd);
 		return -1;
 	}
@@ -99,7 +100,7 @@ rcpt_mark_done(struct queue *q, unsigned long id, const size_t *offs, size_t n)
 int
 bounce_note(struct queue *q, unsigned long id, const char *addr, const char *text)
 {
-	char path[QPATH_MAX];
+	char path[QPATH_MAX], qid[QUEUE_ID_MAX];
 	struct buf b = BUF_INIT;
 	struct stat st;
 	size_t i, start, tlen = strlen(text);
@@ -132,17 +133,17 @@ bounce_note(struct queue *q, unsigned long id, const char *addr, const char *tex
 	created = fstatat(q->dfd, path, &st, 0) < 0;
 	fd = openat(q->dfd, path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		log_warn("msg %lu: open %s", id, path);
+		log_warn("msg %s: open %s", queue_msgid_of(q, id, qid), path);
 		goto out;
 	}
 	if (full_write(fd, b.s, b.len) < 0 || fsync(fd) < 0) {
-		log_warn("msg %lu: write %s", id, path);
+		log_warn("msg %s: write %s", queue_msgid_of(q, id, qid), path);
 		close(fd);
 		goto out;
 	}
 	close(fd);
 	if (created && fsync_dir(q->dfd, "bounce") < 0) {
-		log_warn("msg %lu: fsync folder bounce", id);
+		log_warn("msg %s: fsync folder bounce", queue_msgid_of(q, id, qid));
 		goto out;
 	}
 	rc = 0;

@@ -271,7 +271,7 @@ on_due(struct evloop *ev, struct evtimer *t, void *arg)
 struct msg *
 msg_load(struct sched *s, unsigned long id)
 {
-	char path[QPATH_MAX];
+	char path[QPATH_MAX], qid[QUEUE_ID_MAX];
 	struct buf b = BUF_INIT, why = BUF_INIT;
 	const struct weir_upstream *u;
 	struct qrec sender;
@@ -288,11 +288,12 @@ msg_load(struct sched *s, unsigned long id)
 		buf_free(&b);
 		return NULL;
 	}
+	queue_msgid(qid, id, &st.st_mtim);
 	if (info_parse(b.s, b.len, &sender, &why) == 0 &&
 	    (w = envelope_addr_problem(sender.addr, sender.len)) != NULL)
 		buf_printf(&why, "sender: %s", w);	/* a stock qmail let it in */
 	if (why.len > 0) {
-		log_warnx("msg %lu: %s is corrupt (%s); left for the admin", id, path, why.s);
+		log_warnx("msg %s: %s is corrupt (%s); left for the admin", qid, path, why.s);
 		buf_free(&b);
 		buf_free(&why);
 		return NULL;
@@ -301,6 +302,7 @@ msg_load(struct sched *s, unsigned long id)
 	m->s = s;
 	m->id = id;
 	m->birth = (long long)st.st_mtime;
+	memcpy(m->qid, qid, sizeof qid);
 	m->sender = xstrndup(sender.addr, sender.len);
 	u = config_upstream_for(s->cfg, m->sender);
 	m->up = u ? (size_t)(u - s->cfg->upstreams) : NO_UPSTREAM;
@@ -324,12 +326,12 @@ remove_durably(struct sched *s, struct msg *m, enum qdir d)
 	queue_path(path, q, d, m->id);
 	/* Gone already (an earlier try whose fsync failed): fsync anyway. */
 	if (unlinkat(q->dfd, path, 0) < 0 && errno != ENOENT) {
-		log_warn("msg %lu: unlink %s; will try again", m->id, path);
+		log_warn("msg %s: unlink %s; will try again", m->qid, path);
 		return -1;
 	}
 	queue_dirpath(dir, q, d, m->id);
 	if (fsync_dir(q->dfd, dir) < 0) {
-		log_warn("msg %lu: fsync folder %s; will try again", m->id, dir);
+		log_warn("msg %s: fsync folder %s; will try again", m->qid, dir);
 		return -1;
 	}
 	return 0;
@@ -360,7 +362,7 @@ sched_finish(struct sched *s, struct msg *m)
 	if (remove_durably(s, m, Q_REMOTE) < 0 || remove_durably(s, m, Q_LOCAL) < 0 ||
 	    remove_durably(s, m, Q_INFO) < 0 || remove_durably(s, m, Q_MESS) < 0)
 		goto later;
-	log_info("msg %lu.%lld: end", m->id, m->birth);
+	log_info("msg %s: end", m->qid);
 	control_forget(s, m);
 	msg_forget(s, m);
 	return;

@@ -86,6 +86,7 @@ struct msg {
 	struct sched *s;
 	unsigned long id;
 	long long birth;	/* info/ mtime: the queue time */
+	char qid[QUEUE_ID_MAX];	/* its id in the log (mail/queue.h) */
 	long long waited_ms;	/* closed waits, credited */
 	uint64_t wait_since;	/* monotonic ms the open wait began; 0: none */
 	long long warned;	/* wall time the delay warning was queued; 0: not */
@@ -245,7 +246,8 @@ void deliver_granted(struct sched *s, struct job *j);
 void deliver_on_child(struct evloop *ev, int signo, void *arg);
 /* The deliverer's arguments up to the host: mode "-n" (its own, with
  * -r 3) or "-S" (a kept session); argv has room for 12. */
-void deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode);
+void deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode,
+    const char *qid);
 /* Fork and exec argv with fd0 on 0, fd1 on 1 and fd3 on 3 (-1: as
  * they are), in its own process group, killed if weir-send dies. */
 pid_t deliver_fork(const char *const *argv, int fd0, int fd1, int fd3);

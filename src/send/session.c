@@ -256,7 +256,7 @@ sess_start(struct sched *s, struct dsess *d)
 		log_warn("session: socketpair");
 		return -1;
 	}
-	deliver_argv(s, d->up, argv, "-S");
+	deliver_argv(s, d->up, argv, "-S", NULL);
 	d->pid = deliver_fork(argv, sv[1], -1, -1);
 	close(sv[1]);
 	if (d->pid < 0) {
@@ -289,6 +289,8 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 	int fds[3] = { -1, -1, -1 }, rfd[2] = { -1, -1 }, k;
 	size_t i;
 
+	buf_adds(&req, j->m->qid);
+	buf_addc(&req, '\0');
 	buf_adds(&req, j->m->sender);
 	buf_addc(&req, '\0');
 	for (i = 0; i < j->n; i++) {
@@ -306,7 +308,7 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 	for (i = 0; i < 3; i++)
 		close(fds[i]);
 	if (k < 0) {
-		log_warn("session %ld: handing msg %lu over", (long)d->pid, j->m->id);
+		log_warn("session %ld: handing msg %s over", (long)d->pid, j->m->qid);
 		deliver_unopen(s, j);
 		return -1;
 	}
@@ -324,7 +326,7 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 int
 sess_fits(const struct job *j)
 {
-	size_t i, len = strlen(j->m->sender) + 1;
+	size_t i, len = strlen(j->m->qid) + 1 + strlen(j->m->sender) + 1;
 
 	for (i = 0; i < j->n; i++)
 		len += strlen(j->addrs[i]) + 1;

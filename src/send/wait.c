@@ -145,7 +145,7 @@ wait_note_restore(struct sched *s, struct msg *m)
 		credit = now - m->birth > 0 ? now - m->birth : 0;
 	m->waited_ms = credit * 1000;
 	if (credit > 0)
-		log_info("msg %lu: %lld s of waiting carried over", m->id, credit);
+		log_info("msg %s: %lld s of waiting carried over", m->qid, credit);
 }
 
 /* ---- the sweep: sched/alive, and open waits recorded ---- */
@@ -199,8 +199,8 @@ wait_warn(struct sched *s, struct msg *m, const struct job *j, const struct rres
 	    now - m->birth - waited < s->delay_warning)
 		return;
 	if (!s->notes_ok) {
-		log_warnx("msg %lu: no delay warning: %s/ is missing, so it could be sent twice",
-		    m->id, SCHED_DIR);
+		log_warnx("msg %s: no delay warning: %s/ is missing, so it could be sent twice",
+		    m->qid, SCHED_DIR);
 		m->warned = now;	/* and do not say so again */
 		return;
 	}
@@ -224,7 +224,7 @@ wait_warn(struct sched *s, struct msg *m, const struct job *j, const struct rres
 	m->warned = now;
 	if (n == 0 || save(s, m, 1) < 0) {
 		if (n)
-			log_warnx("msg %lu: no delay warning now: its mark could not be kept", m->id);
+			log_warnx("msg %s: no delay warning now: its mark could not be kept", m->qid);
 		m->warned = 0;
 		goto out;
 	}

@@ -43,16 +43,19 @@
 
 struct ids {
 	unsigned long *v;
+	const char **full;	/* the INODE.SEC.NSEC given, or NULL */
 	size_t n, cap;
 };
 
 static void
-ids_add(struct ids *s, unsigned long id)
+ids_add(struct ids *s, unsigned long id, const char *full)
 {
 	if (s->n == s->cap) {
 		s->cap = s->cap ? 2 * s->cap : 64;
 		s->v = xrealloc(s->v, s->cap * sizeof *s->v);
+		s->full = xrealloc(s->full, s->cap * sizeof *s->full);
 	}
+	s->full[s->n] = full;
 	s->v[s->n++] = id;
 }
 
@@ -87,7 +90,7 @@ select_one(const struct qlist_msg *m, void *arg)
 		if (!m->items[i].trouble && !m->items[i].done)
 			hit = addr_matches(sel, m, m->items[i].off, m->items[i].len);
 	if (hit)
-		ids_add(sel->ids, m->id);
+		ids_add(sel->ids, m->id, NULL);
 }
 
 /* The lock weir-send holds while it runs: 1 taken (fd open), 0 weir-send
@@ -271,7 +274,7 @@ cmd_control(int argc, char **argv, struct weir_config *cfg)
 {
 	const char *verb = argv[0];
 	struct select sel = { 0, NULL, NULL };
-	struct ids ids = { NULL, 0, 0 };
+	struct ids ids = { NULL, NULL, 0, 0 };
 	struct qlist_stats qs;
 	struct buf why = BUF_INIT;
 	struct queue q;
@@ -282,6 +285,7 @@ cmd_control(int argc, char **argv, struct weir_config *cfg)
 	char *end;
 
 	for (i = 1; i < argc; i++) {
+		struct timespec t;
 		unsigned long id;
 
 		if (strcmp(argv[i], "-w") == 0 && i + 1 < argc) {
@@ -295,19 +299,24 @@ cmd_control(int argc, char **argv, struct weir_config *cfg)
 			sel.field = argv[i][2];
 			sel.pattern = argv[++i];
 		} else if (queue_parse_id(argv[i], &id) == 0) {
-			ids_add(&ids, id);
+			ids_add(&ids, id, NULL);
+		} else if (queue_parse_msgid(argv[i], &id, &t) == 0) {
+			ids_add(&ids, id, argv[i]);
 		} else {
 			free(ids.v);
+			free(ids.full);
 			return usage(verb);
 		}
 	}
 	if ((ids.n == 0) == (sel.field == 0)) {
 		free(ids.v);
+		free(ids.full);
 		return usage(verb);
 	}
 	if (queue_open(&q, cfg->queue_dir, cfg->queue_split) < 0) {
 		log_warn("cannot open the queue %s", cfg->queue_dir);
 		free(ids.v);
+		free(ids.full);
 		return 2;
 	}
 	if (sel.field) {
@@ -324,6 +333,7 @@ cmd_control(int argc, char **argv, struct weir_config *cfg)
 	}
 	/* Unknown ids (or not yet fully queued ones) first. */
 	{
+		char qid[QUEUE_ID_MAX];
 		size_t k, n = 0;
 
 		for (k = 0; k < ids.n; k++) {
@@ -332,6 +342,11 @@ cmd_control(int argc, char **argv, struct weir_config *cfg)
 				rc = 1;
 			} else if (st == QS_NONE) {
 				printf("%lu: no such message\n", ids.v[k]);
+				rc = 1;
+			} else if (ids.full[k] &&
+			    strcmp(queue_msgid_of(&q, ids.v[k], qid), ids.full[k]) != 0) {
+				printf("%s: no such message (%lu is now %s)\n", ids.full[k],
+				    ids.v[k], qid);
 				rc = 1;
 			} else {
 				ids.v[n++] = ids.v[k];
@@ -395,6 +410,7 @@ out:
 		close(lockfd);
 	buf_free(&why);
 	free(ids.v);
+	free(ids.full);
 	queue_close(&q);
 	if (fflush(stdout) != 0)
 		return 2;

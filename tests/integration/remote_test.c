@@ -1234,7 +1234,25 @@ Test(remote, bad_usage_is_temporary)
 	rr.argv = argv;
 	tl_run(&rr, &r);
 	expect(&r, "Zweir-remote was invoked improperly: usage: weir-remote [-c FILE] [-u UPSTREAM] "
-	    "[-n [-r FD]] host sender recip... (#4.3.5)\n");
+	    "[-n [-r FD]] [-q ID] host sender recip... (#4.3.5)\n");
+	tl_result_free(&r);
+	free(bin);
+}
+
+/* -q takes only a queue id (mail/queue.h): it goes into log lines. */
+Test(remote, bad_queue_id_is_temporary)
+{
+	const char *argv[] = { NULL, "-q", "12.34\nfake line", "host", "sender", "rcpt", NULL };
+	struct tl_run rr;
+	struct tl_result r;
+	char *bin = tl_bin("weir-remote");
+
+	argv[0] = bin;
+	memset(&rr, 0, sizeof rr);
+	rr.argv = argv;
+	tl_run(&rr, &r);
+	expect(&r, "Zweir-remote was invoked improperly: -q needs a queue id INODE.SEC.NSEC. "
+	    "(#4.3.5)\n");
 	tl_result_free(&r);
 	free(bin);
 }

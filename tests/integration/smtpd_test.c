@@ -30,6 +30,7 @@
 
 #include "lib/alloc.h"
 #include "lib/buf.h"
+#include "mail/queue.h"
 #include "queue_helpers.h"
 #include "testlib.h"
 
@@ -246,22 +247,25 @@ has(const struct buf *b, const char *needle)
 	return b->s && strstr(b->s, needle) != NULL;
 }
 
-/* "250 2.0.0 Ok: queued as INODE.TIME" then "\r\n" and after. */
+/* "250 2.0.0 Ok: queued as ID" (mail/queue.h) then "\r\n" and after. */
 static int
 queued_as(const struct buf *b, const char *after)
 {
 	const char *p = b->s ? strstr(b->s, "250 2.0.0 Ok: queued as ") : NULL;
+	char id[QUEUE_ID_MAX];
+	struct timespec t;
+	unsigned long ino;
 	size_t n;
 
 	if (p == NULL)
 		return 0;
 	p += strlen("250 2.0.0 Ok: queued as ");
-	if ((n = strspn(p, "0123456789")) == 0 || p[n] != '.')
+	if ((n = strspn(p, "0123456789.")) == 0 || n >= sizeof id)
 		return 0;
-	p += n + 1;
-	if ((n = strspn(p, "0123456789")) == 0)
-		return 0;
-	return strncmp(p + n, "\r\n", 2) == 0 && strncmp(p + n + 2, after, strlen(after)) == 0;
+	memcpy(id, p, n);
+	id[n] = '\0';
+	return queue_parse_msgid(id, &ino, &t) == 0 && strncmp(p + n, "\r\n", 2) == 0 &&
+	    strncmp(p + n + 2, after, strlen(after)) == 0;
 }
 
 #define ENV1 "Fa@b.example\0Tc@d.example\0"

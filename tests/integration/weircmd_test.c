@@ -215,24 +215,28 @@ Test(weircmd, queue_json_exact)
 	cr_assert_eq(r.status, 1, "exit %d (a message has trouble): %s", r.status, r.err.s);
 	canon(&r.out, &c);
 	buf_printf(&want, "{\"messages\": ["
-	    "{\"bouncing\": true, \"held\": false, \"id\": 100, \"next_attempt\": null, \"preprocessed\": true, \"queue_time\": "
+	    "{\"bouncing\": true, \"held\": false, \"id\": 100, \"next_attempt\": null, \"preprocessed\": true, "
+	    "\"queue_id\": \"100.1795300000.000000000\", \"queue_time\": "
 	    "\"2026-11-21T22:26:40Z\", \"recipients\": ["
 	    "{\"address\": \"admin@test.example\", \"channel\": \"local\", \"delay_reason\": null, \"state\": \"todo\"}, "
 	    "{\"address\": \"old@example.net\", \"channel\": \"remote\", \"delay_reason\": null, \"state\": \"done\"}, "
 	    "{\"address\": \"new\\t\\\"q\\\"@example.net\", \"channel\": \"remote\", "
 	    "\"delay_reason\": null, \"state\": \"todo\"}], \"sender\": \"ctl\\u0001\\u007f@example.org\", "
 	    "\"size\": 10, \"trouble\": []}, "
-	    "{\"bouncing\": false, \"held\": false, \"id\": 101, \"next_attempt\": null, \"preprocessed\": true, \"queue_time\": "
+	    "{\"bouncing\": false, \"held\": false, \"id\": 101, \"next_attempt\": null, \"preprocessed\": true, "
+	    "\"queue_id\": \"101.1795300001.000000000\", \"queue_time\": "
 	    "\"2026-11-21T22:26:41Z\", \"recipients\": [], \"sender\": null, \"size\": null, "
 	    "\"trouble\": [\"info/9/101: byte 0: last record has no NUL terminator (truncated file)\"]}, "
-	    "{\"bouncing\": false, \"held\": false, \"id\": %lu, \"next_attempt\": null, \"preprocessed\": false, \"queue_time\": \"%s\", "
+	    "{\"bouncing\": false, \"held\": false, \"id\": %lu, \"next_attempt\": null, \"preprocessed\": false, "
+	    "\"queue_id\": \"%lu.%lld.%09ld\", \"queue_time\": \"%s\", "
 	    "\"recipients\": ["
 	    "{\"address\": \"x@example.net\", \"channel\": null, \"delay_reason\": null, \"state\": \"not-preprocessed\"}, "
 	    "{\"address\": \"y\\u00ff\\u00e9@example.net\", \"channel\": null, "
 	    "\"delay_reason\": null, \"state\": \"not-preprocessed\"}], "
 	    "\"sender\": \"a\\\"b\\\\c@example.org\", \"size\": %lld, \"trouble\": []}], "
 	    "\"messages_in_queue\": 3, \"not_yet_preprocessed\": 1}\n",
-	    ids[0], when, (long long)ms.st_size);
+	    ids[0], ids[0], (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec, when,
+	    (long long)ms.st_size);
 	cr_assert_str_eq(buf_cstr(&c), buf_cstr(&want));
 	/* The text listing of the same queue is mailq's. */
 	{

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "mail/queue.h"
 #include "sendmail_helpers.h"
 
 void
@@ -72,15 +73,19 @@ smt_send(struct qt *q, const char *const *args, const char *in, size_t inlen,
 	cr_assert_eq(r.status, 0, "sendmail exit %d; stderr: %s", r.status, buf_cstr(&r.err));
 	cr_assert_eq(r.err.len, 0, "stderr on success: %s", buf_cstr(&r.err));
 	qt_load_only(q, t0, t1, m);
-	/* Nothing, or with -v the message's id, INODE.TIME. */
+	/* Nothing, or with -v the message's id (mail/queue.h). */
 	if (r.out.len > 0) {
-		char *want = xasprintf("queued as %lu.", m->id);
-		const char *rest = buf_cstr(&r.out) + strlen(want);
+		const char *out = buf_cstr(&r.out);
+		char id[QUEUE_ID_MAX];
+		unsigned long ino = 0;
+		struct timespec t;
+		size_t n = strlen(out);
 
-		cr_assert(strncmp(buf_cstr(&r.out), want, strlen(want)) == 0 &&
-		    strspn(rest, "0123456789") > 0 && strcmp(rest + strspn(rest, "0123456789"),
-		    "\n") == 0, "stdout on success: %s", buf_cstr(&r.out));
-		free(want);
+		cr_assert(strncmp(out, "queued as ", 10) == 0 && out[n - 1] == '\n' &&
+		    n - 11 < sizeof id, "stdout on success: %s", out);
+		snprintf(id, sizeof id, "%.*s", (int)(n - 11), out + 10);
+		cr_assert(queue_parse_msgid(id, &ino, &t) == 0 && ino == m->id,
+		    "stdout on success: %s (message %lu)", out, m->id);
 	}
 	tl_result_free(&r);
 }

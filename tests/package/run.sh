@@ -422,7 +422,7 @@ else
 		wait_for 150 sh -c "grep -qs 'output of a cron job $$' '$work'/upstream.log.*"
 	check "the journal has a line per delivery with the queue id" \
 		sh -c "nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- journalctl -u weir --no-pager |
-		grep -Eq 'weir-send\\[[0-9]+\\]: info: msg [0-9]+\\.[0-9]+: delivered to <unit@example.com>'"
+		grep -Eq 'weir-send\\[[0-9]+\\]: info: msg [0-9]+\\.[0-9]+\\.[0-9]{9}: delivered to <unit@example.com>'"
 	gatepid=$(for p in $(ct_pids); do
 		grep -q '^Name:[[:space:]]*weir-gate$' "/proc/$p/status" && echo "$p"
 	done; true)

@@ -195,14 +195,15 @@ has_line(const char *text, const char *line)
 }
 
 static void
-want_status_part(const struct dsn *d, const char *per_rcpt)
+want_status_part(const struct dsn *d, unsigned long id, const char *per_rcpt)
 {
 	char date[DATE_RFC5322_MAX];
 	struct buf want = BUF_INIT;
 
 	date_rfc5322(date, ARRIVAL);
 	buf_printf(&want, "Content-Type: message/delivery-status\n\n"
-	    "Reporting-MTA: dns; " SH_HOST "\nArrival-Date: %s\n%s", date, per_rcpt);
+	    "Reporting-MTA: dns; " SH_HOST "\nX-Weir-Queue-ID: %lu.%d.000000000\n"
+	    "Arrival-Date: %s\n%s", id, ARRIVAL, date, per_rcpt);
 	cr_assert_eq(d->nparts, 3);
 	sh_assert_bytes(d->part[1], strlen(d->part[1]), want.s, want.len, "delivery-status part");
 	buf_free(&want);
@@ -242,7 +243,7 @@ Test(dsn, structure)
 	cr_assert(strstr(d.part[0], "<bob@example.net>:\n550 5.1.1 <bob@example.net>: no such user\n"),
 	    "part 1 lacks the note: %s", d.part[0]);
 	/* Part 2: for programs. */
-	want_status_part(&d,
+	want_status_part(&d, id,
 	    "\nFinal-Recipient: rfc822; bob@example.net\n"
 	    "Action: failed\n"
 	    "Status: 5.1.1\n"
@@ -274,7 +275,7 @@ Test(dsn, status_codes_and_diagnostics)
 	struct dsn d;
 
 	build(id, &d);
-	want_status_part(&d,
+	want_status_part(&d, id,
 	    "\nFinal-Recipient: rfc822; a@x.example\nAction: failed\nStatus: 5.2.2\n"
 	    "Diagnostic-Code: smtp; 451 4.2.2 mailbox full I'm not going to try again; this "
 	    "message has been in the queue too long.\n"
@@ -614,7 +615,7 @@ Test(dsn, delayed_structure)
 	    "Status: 4.2.2\n"
 	    "Diagnostic-Code: smtp; Remote host said: 452 5.2.2 mailbox full\n"
 	    "Will-Retry-Until: %s\n", until, until, until);
-	want_status_part(&d, want.s);
+	want_status_part(&d, id, want.s);
 	{
 		struct buf h = BUF_INIT;
 
