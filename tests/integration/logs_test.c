@@ -300,6 +300,41 @@ Test(logs, verbose)
 	free(id);
 }
 
+/* A wait of note is in the delivering line: the second of two messages
+ * under "1 per 2s" waits about 2 s for its grant (weir-send's deliver.c
+ * names a wait of a second or more). */
+Test(logs, wait_in_line)
+{
+	char *a, *b, *logs, *st, *p;
+	unsigned long w;
+	size_t n;
+
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_conf_upstream(&t, NULL);
+	rt_policy(&t, "upstream \"isp\" { rate = {\"1 per 2s\"} }\n");
+	rt_gate_start(&t, "2s");
+	a = send_v("a@dest.example", "Subject: a\n\nfirst\n");
+	b = send_v("b@dest.example", "Subject: b\n\nsecond\n");
+	rt_send_start(&t);
+	rt_wait_log(&t, ": end\n", 2, 30000);
+	logs = rt_send_logs(&t);
+	assert_form(logs, 1);
+	st = story(logs, a, &n);
+	cr_assert(n == LINES_PER_DELIVERED && !strstr(st, " in line"), "the first waited:\n%s", st);
+	free(st);
+	st = story(logs, b, &n);
+	p = strstr(st, ": delivering to 1 recipient via isp, ");
+	p = p ? strstr(p, ", after ") : NULL;
+	w = p ? strtoul(p + 8, NULL, 10) : 0;
+	cr_assert(n == LINES_PER_DELIVERED && p && w >= 1 && w <= 30 &&
+	    strncmp(p + 8 + strspn(p + 8, "0123456789"), " s in line\n", 11) == 0,
+	    "no wait of about 2 s in the second's story:\n%s", st);
+	free(st);
+	free(logs);
+	free(a);
+	free(b);
+}
+
 /* Under systemd's journal ($JOURNAL_STREAM): no time stamp. */
 Test(logs, journal)
 {
