@@ -248,6 +248,10 @@ act(struct sched *s, enum verb v, unsigned long id)
 		}
 		fresh = 1;	/* scheduled below, as a scan of info/ would */
 	}
+	if (m->finishing) {
+		log_info("ctl: %s %lu: the message has ended", verbs[v], id);
+		return 1;
+	}
 	switch (v) {
 	case V_HOLD:
 		hold(s, m, now, &why);

@@ -88,8 +88,10 @@ rcpt_mark_done(struct queue *q, unsigned long id, const size_t *offs, size_t n)
 			return -1;
 		}
 	}
-	if (fsync(fd) < 0) {
-		log_warn("msg %s: fsync %s (a recipient may be tried again)", queue_msgid_of(q, id, qid), path);
+	/* The marks overwrite bytes already there: the data is enough. */
+	if (fdatasync(fd) < 0) {
+		log_warn("msg %s: fdatasync %s (a recipient may be tried again)",
+		    queue_msgid_of(q, id, qid), path);
 		close(fd);
 		return -1;
 	}

@@ -111,6 +111,8 @@ struct msg {
 	struct buf replies;	/* reply/N's "ADDR\0REPLY\n" lines */
 	int replies_dirty;	/* not yet in reply/N */
 	long long next_saved;	/* the next attempt reply/N says */
+	int finishing;		/* its files go in the next removal batch (sched.c) */
+	int finish_failed;	/* a removal failed: each is fsynced on the next try */
 	struct msg *hnext;	/* hash chain */
 	struct msg *qnext;	/* FIFO */
 };
@@ -187,6 +189,8 @@ struct sched {
 	size_t ntodo, todo_cap, todo_pos;
 	int todo_busy, todo_again;
 	int todo_retry;		/* a retry of todo/ is armed (TODO_RETRY_MS) */
+	struct msg **fin;	/* messages whose files go in the next removal batch */
+	size_t nfin, fin_cap;
 	struct dsn_opts dsn;
 	struct preproc_opts pre;
 	/* wait.c */

@@ -98,7 +98,7 @@ wait_note_sync(struct sched *s, struct msg *m)
 	uint64_t mono = clock_mono_ms();
 	long long now = sched_wall(), ondisk = 0, since = 0;
 
-	if (!s->notes_ok)
+	if (!s->notes_ok || m->finishing)
 		return 0;
 	if (m->wait_since)
 		since = now - (long long)((mono - m->wait_since) / 1000);
