@@ -551,6 +551,23 @@ scrape_has(struct buf *body, const char *const *want, size_t n)
 	return 1;
 }
 
+/* The counters reach the gate within a second of each change: scrape
+ * until the page holds want[] (30 s at most; the last page in body). */
+static void
+poll_page(struct buf *body, const char *const *want, size_t n, const char *when)
+{
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+	int i;
+
+	for (i = 0; i < 300; i++) {
+		if (scrape_has(body, want, n))
+			return;
+		nanosleep(&ts, NULL);	/* a polling interval, not a wait for an event */
+	}
+	cr_assert_fail("the counters never became the run's %s; last page:\n%s\nweir-send:\n%s",
+	    when, buf_cstr(body), rt_send_logs_tail(&rtr, 4000));
+}
+
 static void
 sendmail_to(const char *const *rcpts, size_t n)
 {
@@ -575,7 +592,7 @@ Test(metrics_relay, send_counters_of_a_relay_run)
 	const char *m1[] = { "ok1@dest.example", "ok2@dest.example" };
 	const char *m2[] = { "ok3@dest.example", "grey@dest.example", "bad@dest.example" };
 	const char *m3[] = { "grey@dest.example" };
-	static const char *const want[] = {
+	const char *want[] = {
 		"weir_messages_total{upstream=\"isp\",outcome=\"queued\"} 4",
 		"weir_messages_total{upstream=\"isp\",outcome=\"delivered\"} 3",
 		"weir_messages_total{upstream=\"isp\",outcome=\"deferred\"} 2",
@@ -588,7 +605,6 @@ Test(metrics_relay, send_counters_of_a_relay_run)
 	};
 	const size_t nwant = sizeof want / sizeof want[0];
 	struct buf body = BUF_INIT;
-	int i, ok = 0;
 
 	rt_upstream_start(&rtr, "good", flags, 0);
 	rt_conf_upstream(&rtr, "  session_idle = \"10m\"\n");
@@ -605,21 +621,7 @@ Test(metrics_relay, send_counters_of_a_relay_run)
 	sendmail_to(m2, 3);
 	sendmail_to(m3, 1);
 	rt_send_start(&rtr);
-	/* The counters reach the gate within a second of each change;
-	 * poll the page until they are the run's (or the deadline). */
-	for (i = 0; i < 300 && !ok; i++) {
-		struct timespec ts = { 0, 100 * 1000 * 1000 };
-
-		ok = scrape_has(&body, want, nwant);
-		if (!ok)
-			nanosleep(&ts, NULL);	/* a polling interval, not a wait for an event */
-	}
-	if (!ok) {
-		char *logs = rt_send_logs_tail(&rtr, 4000);
-
-		cr_assert_fail("the counters never became the run's; last page:\n%s\n"
-		    "weir-send:\n%s", buf_cstr(&body), logs);
-	}
+	poll_page(&body, want, nwant, "");
 	promtool_clean(&body);
 	/* The same numbers in weir-gate's status for people. */
 	{
@@ -629,5 +631,12 @@ Test(metrics_relay, send_counters_of_a_relay_run)
 		    "3 (4), deferred 2 (2), bounced 1 (1); sessions open 1\n"), "%s", st);
 		free(st);
 	}
+	/* A new gate knows nothing of them: weir-send tells it again once
+	 * it is back.  Losing the gate ended the kept session. */
+	rt_gate_kill9(&rtr);
+	rt_gate_start(&rtr, "2s");
+	want[nwant - 1] = "weir_sessions_open{upstream=\"isp\"} 0";
+	poll_page(&body, want, nwant, "after weir-gate's restart");
+	promtool_clean(&body);
 	buf_free(&body);
 }
