@@ -14,6 +14,8 @@
  *   - `weir run` with the metrics section starts weir-metrics;
  *   - `weir status --watch` into a pipe: two frames, a second apart, with
  *     the window's bar;
+ *   - COUNTS lines (weir-send's counters) sent by hand: the latest one is
+ *     exported, an unknown upstream refused, no family before any;
  *   - a whole relay run (sendmail, weir-queue, weir-gate, weir-send,
  *     weir-remote, tests/upstream/upstream.py accepting, deferring and
  *     refusing recipients): weir-send's counters per upstream, as
@@ -337,6 +339,43 @@ Test(metrics, known_run_scraped_by_curl_and_promtool)
 	has_line(&body, "weir_queue_messages 2");
 	has_line(&body, "weir_queue_messages_not_preprocessed 2");
 	cr_assert(strstr(body.s, "\nweir_queue_oldest_message_age_seconds ") != NULL);
+	/* No COUNTS yet: weir-send's families are left out. */
+	cr_assert(strstr(body.s, "weir_messages_total") == NULL, "%s", body.s);
+	buf_free(&body);
+}
+
+/* COUNTS lines as weir-send sends them: the latest one per upstream is
+ * what the page says; an upstream the gate never heard of is refused. */
+Test(metrics, counts_line_exported)
+{
+	const uint64_t c1[GP_NCOUNTS] = { 1, 1, 1, 1, 0, 0, 0, 0, 1 };
+	const uint64_t c2[GP_NCOUNTS] = { 9, 18, 5, 11, 3, 4, 2, 3, 2 };
+	struct buf body = BUF_INIT;
+	struct gp_reply r;
+	const char *why = "closed";
+
+	start_gate();
+	known_run();
+	cr_assert_eq(gc_counts(&gc, "nosuch", c1), 0);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1, "gate: %s", why);
+	cr_assert(r.verb == GP_R_ERR && r.code == GP_NOPOLICY && r.tag == 0);
+	cr_assert_eq(gc_counts(&gc, "up1", c1), 0);
+	expect(0, GP_R_OK);
+	cr_assert_eq(gc_counts(&gc, "up1", c2), 0);
+	expect(0, GP_R_OK);
+	start_metrics();
+	cr_assert_eq(curl("/metrics", &body), 0);
+	promtool_clean(&body);
+	has_line(&body, "weir_messages_total{upstream=\"up1\",outcome=\"queued\"} 9");
+	has_line(&body, "weir_messages_total{upstream=\"up1\",outcome=\"delivered\"} 5");
+	has_line(&body, "weir_messages_total{upstream=\"up1\",outcome=\"deferred\"} 3");
+	has_line(&body, "weir_messages_total{upstream=\"up1\",outcome=\"bounced\"} 2");
+	has_line(&body, "weir_recipients_total{upstream=\"up1\",outcome=\"queued\"} 18");
+	has_line(&body, "weir_recipients_total{upstream=\"up1\",outcome=\"delivered\"} 11");
+	has_line(&body, "weir_recipients_total{upstream=\"up1\",outcome=\"deferred\"} 4");
+	has_line(&body, "weir_recipients_total{upstream=\"up1\",outcome=\"bounced\"} 3");
+	has_line(&body, "weir_sessions_open{upstream=\"up1\"} 2");
+	cr_assert(strstr(body.s, "nosuch") == NULL, "%s", body.s);
 	buf_free(&body);
 }
 
