@@ -459,6 +459,23 @@ do_resume(struct server *s, struct client *c, const struct gp_req *rq)
 	reply_simple(c, GP_R_OK, 0, 0);
 }
 
+_Static_assert(WG_NCOUNTS == GP_NCOUNTS, "window.h's WG_NCOUNTS");
+
+/* weir-send's counters: the latest line replaces the one before. */
+static void
+do_counts(struct server *s, struct client *c, const struct gp_req *rq)
+{
+	struct wg_up *u = wg_find(&s->g, rq->upstream);
+
+	if (u == NULL) {
+		reply_err(c, 0, GP_NOPOLICY, "no such upstream");
+		return;
+	}
+	memcpy(u->counts, rq->counts, sizeof u->counts);
+	u->has_counts = 1;
+	reply_simple(c, GP_R_OK, 0, 0);
+}
+
 static void
 do_cancel(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
 {
@@ -514,6 +531,7 @@ handle_line(struct server *s, struct client *c, const char *line, size_t len)
 	case GP_CANCEL:  do_cancel(s, c, &rq, now); break;
 	case GP_STATUS:  do_status(s, c, rq.json, now); break;
 	case GP_RESUME:  do_resume(s, c, &rq); break;
+	case GP_COUNTS:  do_counts(s, c, &rq); break;
 	}
 }
 

@@ -3,7 +3,8 @@
  * use, grants held, waiting requests per class, the next grant time, the
  * suspensions with their reasons and ends, whether the journal is
  * durable, and counters (since the gate started; rcpt_accepted sums the
- * recipient counts of the SENT reports, JSON only).  For an upstream
+ * recipient counts of the SENT reports, JSON only), and weir-send's
+ * latest COUNTS for the upstream, if it sent any ("send" in JSON).  For an upstream
  * with a shared store: the store, whether it answers, and each window as
  * Redis counts it for every host ("all hosts", asked of Redis for this
  * report) below this gate's own count.
@@ -18,6 +19,10 @@
 #include "gate/shared.h"
 #include "gate/status.h"
 #include "lib/alloc.h"
+#include "mail/gateproto.h"
+
+/* weir-send's count i of u (gateproto.h's enum gp_count). */
+#define C(i) ((unsigned long long)u->counts[i])
 
 static void
 wall_str(char *out, size_t n, int64_t wall_ms)
@@ -183,6 +188,12 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
 	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
 	    (unsigned long long)u->n_authfail);
+	if (u->has_counts)
+		buf_printf(b, "  weir-send: messages (recipients) queued %llu (%llu), delivered "
+		    "%llu (%llu), deferred %llu (%llu), bounced %llu (%llu); sessions open %llu\n",
+		    C(GP_C_QUEUED_MSGS), C(GP_C_QUEUED_RCPTS), C(GP_C_DELIVERED_MSGS),
+		    C(GP_C_DELIVERED_RCPTS), C(GP_C_DEFERRED_MSGS), C(GP_C_DEFERRED_RCPTS),
+		    C(GP_C_BOUNCED_MSGS), C(GP_C_BOUNCED_RCPTS), C(GP_C_SESSIONS));
 }
 
 static void
@@ -257,11 +268,23 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	else
 		buf_adds(b, "null");
 	buf_printf(b, ",\"granted\":%llu,\"sent\":%llu,\"refunded\":%llu,\"throttled\":%llu,"
-	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu,\"rcpt_accepted\":%llu}",
+	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu,\"rcpt_accepted\":%llu",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
 	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
 	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
 	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_rcpt_accepted);
+	if (u->has_counts) {
+		static const char *const what[] = { "queued", "delivered", "deferred", "bounced" };
+
+		buf_adds(b, ",\"send\":{\"messages\":{");
+		for (i = 0; i < 4; i++)
+			buf_printf(b, "%s\"%s\":%llu", i ? "," : "", what[i], C(2 * i));
+		buf_adds(b, "},\"recipients\":{");
+		for (i = 0; i < 4; i++)
+			buf_printf(b, "%s\"%s\":%llu", i ? "," : "", what[i], C(2 * i + 1));
+		buf_printf(b, "},\"sessions_open\":%llu}", C(GP_C_SESSIONS));
+	}
+	buf_addc(b, '}');
 }
 
 void

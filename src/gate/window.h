@@ -98,6 +98,8 @@ struct wg_req;
  * policy names it, what no window counts any more goes.) */
 #define WG_HORIZON_MIN_MS	(24LL * 3600 * 1000)
 
+#define WG_NCOUNTS 9	/* gateproto.h's GP_NCOUNTS */
+
 struct wg_up {
 	char *name;
 	int in_policy;		/* 0: not (or no longer) in the policy: its
@@ -135,6 +137,10 @@ struct wg_up {
 	/* Counters for status. */
 	uint64_t n_granted, n_sent, n_refunded, n_throttled, n_unknown, n_nomail, n_authfail;
 	uint64_t n_rcpt_accepted;	/* recipients the SENT reports say were accepted */
+	/* weir-send's latest COUNTS line (server.c; gateproto.h's enum
+	 * gp_count order), shown by status.c; not journalled. */
+	int has_counts;
+	uint64_t counts[WG_NCOUNTS];
 	struct wg_up *next;
 };
 

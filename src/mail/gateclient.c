@@ -173,6 +173,29 @@ gc_resume(struct gate_client *gc, const char *upstream)
 }
 
 int
+gc_counts(struct gate_client *gc, const char *upstream, const uint64_t counts[GP_NCOUNTS])
+{
+	struct gp_req r;
+	size_t i;
+
+	if (!gp_valid_name(upstream)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&r, 0, sizeof r);
+	r.verb = GP_COUNTS;
+	strcpy(r.upstream, upstream);
+	for (i = 0; i < GP_NCOUNTS; i++) {
+		if (counts[i] > GP_COUNT_MAX) {
+			errno = EINVAL;
+			return -1;
+		}
+		r.counts[i] = counts[i];
+	}
+	return send_req(gc, &r);
+}
+
+int
 gc_fill(struct gate_client *gc)
 {
 	ssize_t n;

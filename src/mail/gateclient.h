@@ -55,6 +55,10 @@ int gc_cancel(struct gate_client *gc, uint32_t tag) MUST_CHECK;
 int gc_status(struct gate_client *gc, int json) MUST_CHECK;
 /* Lift every suspension of the upstream: answered "OK -" or ERR. */
 int gc_resume(struct gate_client *gc, const char *upstream) MUST_CHECK;
+/* weir-send's counters for the upstream (enum gp_count order, each at
+ * most GP_COUNT_MAX): answered "OK -" or ERR. */
+int gc_counts(struct gate_client *gc, const char *upstream,
+    const uint64_t counts[GP_NCOUNTS]) MUST_CHECK;
 
 /* One read(2) into the buffer: 1 bytes came, 0 end of file, -1 error
  * (errno; EAGAIN on a non-blocking fd). */

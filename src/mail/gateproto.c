@@ -92,7 +92,7 @@ check_bytes(const char *line, size_t len, const char **why)
 	return GP_OK;
 }
 
-#define MAXF 9
+#define MAXF 11	/* COUNTS's */
 
 struct fields {
 	char buf[GP_LINE_MAX];
@@ -278,6 +278,18 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 		r->verb = GP_RESUME;
 		return GP_OK;
 	}
+	if (strcmp(fs.f[0], "COUNTS") == 0) {
+		if (fs.n != 2 + GP_NCOUNTS || !gp_valid_name(fs.f[1]))
+			return bad(why, "COUNTS <upstream> <queued_msgs> <queued_rcpts> "
+			    "<delivered_msgs> <delivered_rcpts> <deferred_msgs> <deferred_rcpts> "
+			    "<bounced_msgs> <bounced_rcpts> <sessions>");
+		strcpy(r->upstream, fs.f[1]);
+		for (i = 0; i < GP_NCOUNTS; i++)
+			if (num(fs.f[2 + i], GP_COUNT_MAX, &r->counts[i]) < 0)
+				return bad(why, "COUNTS: a count is not a number up to 2^53");
+		r->verb = GP_COUNTS;
+		return GP_OK;
+	}
 	if (strcmp(fs.f[0], "CANCEL") == 0) {
 		if (fs.n != 2 || tag(fs.f[1], &r->tag) < 0)
 			return bad(why, "CANCEL <tag>");
@@ -407,6 +419,20 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 			panic("gateproto: invalid RESUME upstream");
 		buf_printf(b, "RESUME %s\n", r->upstream);
 		break;
+	case GP_COUNTS: {
+		size_t i;
+
+		if (!gp_valid_name(r->upstream))
+			panic("gateproto: invalid COUNTS upstream");
+		buf_printf(b, "COUNTS %s", r->upstream);
+		for (i = 0; i < GP_NCOUNTS; i++) {
+			if (r->counts[i] > GP_COUNT_MAX)
+				panic("gateproto: COUNTS number out of range");
+			buf_printf(b, " %llu", (unsigned long long)r->counts[i]);
+		}
+		buf_addc(b, '\n');
+		break;
+	}
 	case GP_CANCEL:
 		buf_printf(b, "CANCEL %u\n", r->tag);
 		break;
@@ -416,7 +442,7 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 	default:
 		panic("gateproto: unknown verb %d", (int)r->verb);
 	}
-	if (r->tag == 0 && r->verb != GP_STATUS && r->verb != GP_RESUME)
+	if (r->tag == 0 && r->verb != GP_STATUS && r->verb != GP_RESUME && r->verb != GP_COUNTS)
 		panic("gateproto: tag 0");
 	if (b->len - start > GP_LINE_MAX)
 		panic("gateproto: request line too long");

@@ -16,6 +16,10 @@
  *   REPORT <tag> AUTHFAIL <reply text>     AUTH or TLS verification refused
  *   CANCEL <tag>                           drop a waiting request
  *   RESUME <upstream>                      lift the upstream's suspensions
+ *   COUNTS <upstream> <queued_msgs> <queued_rcpts> <delivered_msgs>
+ *          <delivered_rcpts> <deferred_msgs> <deferred_rcpts>
+ *          <bounced_msgs> <bounced_rcpts> <sessions>
+ *                                          weir-send's counters (one line)
  *   STATUS TEXT|JSON
  *
  * Replies:
@@ -52,11 +56,11 @@
  *   RESUME: lifts every suspension of the upstream now (throttle and
  *   authentication); answered "OK -", or ERR - NOPOLICY if the gate has
  *   never heard of the upstream.
- *
- * <tag> is the client's name for a request, unique among its live requests
- * on the connection: decimal 1..4294967295, no leading zero.  Numbers are
- * decimal without sign or leading zeros.  An ACQUIRE is answered only once
- * it is granted (or refused): waiting is silence, not polling.
+ *   COUNTS: weir-send's counters for the upstream since it started
+ *   (what each counts: weir-metrics(8)) and its kept sessions open now,
+ *   each at most GP_COUNT_MAX; the gate keeps the latest line per
+ *   upstream for STATUS, nothing in its journal.  Answered "OK -", or
+ *   ERR - NOPOLICY if the gate has never heard of the upstream.
  *
  * <tag> is the client's name for a request, unique among its live requests
  * on the connection: decimal 1..4294967295, no leading zero.  Numbers are
@@ -79,6 +83,7 @@
 #define GP_TEXT_MAX	900
 #define GP_WEIGHT_MAX	1000000
 #define GP_STATUS_MAX	(1 << 24)
+#define GP_COUNT_MAX	((uint64_t)1 << 53)	/* a COUNTS number (exact in JSON) */
 
 /* Error codes, sent as words (gp_code_name). */
 enum gp_code {
@@ -90,7 +95,7 @@ enum gp_code {
 	GP_BYTE,	/* a control or non-ASCII byte */
 	GP_TAG,		/* no such live request */
 	GP_DUPTAG,	/* tag already in use */
-	GP_NOPOLICY,	/* RESUME: no such upstream (an ACQUIRE for an upstream
+	GP_NOPOLICY,	/* RESUME, COUNTS: no such upstream (an ACQUIRE for an upstream
 			 * without policy waits for one instead) */
 	GP_NOCLASS,	/* no such class */
 	GP_TOOBIG,	/* bigger than a window or cap: can never be granted */
@@ -101,15 +106,22 @@ enum gp_code {
 	GP_NCODES
 };
 
-enum gp_verb { GP_ACQUIRE = 1, GP_REPORT, GP_CANCEL, GP_STATUS, GP_RESUME };
+enum gp_verb { GP_ACQUIRE = 1, GP_REPORT, GP_CANCEL, GP_STATUS, GP_RESUME, GP_COUNTS };
 enum gp_outcome { GP_SENT = 1, GP_REFUND, GP_THROTTLED, GP_UNKNOWN, GP_NOMAIL, GP_AUTHFAIL };
 
 #define GP_AT_MAX	((uint64_t)1 << 53)	/* the largest <at> taken */
 
+/* COUNTS's numbers, in line order. */
+enum gp_count {
+	GP_C_QUEUED_MSGS, GP_C_QUEUED_RCPTS, GP_C_DELIVERED_MSGS, GP_C_DELIVERED_RCPTS,
+	GP_C_DEFERRED_MSGS, GP_C_DEFERRED_RCPTS, GP_C_BOUNCED_MSGS, GP_C_BOUNCED_RCPTS,
+	GP_C_SESSIONS, GP_NCOUNTS
+};
+
 struct gp_req {
 	enum gp_verb verb;
 	uint32_t tag;
-	char upstream[POLICY_NAME_MAX + 1];	/* ACQUIRE, RESUME */
+	char upstream[POLICY_NAME_MAX + 1];	/* ACQUIRE, RESUME, COUNTS */
 	char cls[POLICY_NAME_MAX + 1];		/* "" for "-" */
 	char sender[GP_SENDER_MAX + 1];		/* "" for "-" */
 	uint32_t w[UNIT_COUNT];
@@ -118,6 +130,7 @@ struct gp_req {
 	int64_t at;				/* SENT: ms, -1 for "-" */
 	char text[GP_TEXT_MAX + 1];		/* THROTTLED, AUTHFAIL */
 	int json;
+	uint64_t counts[GP_NCOUNTS];		/* COUNTS */
 };
 
 enum gp_rverb { GP_R_GRANT = 1, GP_R_OK, GP_R_SUSPENDED, GP_R_ERR, GP_R_STATUS };

@@ -238,6 +238,48 @@ reports(struct buf *o, const struct jv *ups)
 			}
 }
 
+/* weir-send's counters ("send" of an upstream, from its COUNTS lines):
+ * a family only if some upstream has them. */
+static void
+send_counts(struct buf *o, const struct jv *ups)
+{
+	static const char *const outcomes[] = { "queued", "delivered", "deferred", "bounced" };
+	static const char *const fam[][3] = {
+		{ "weir_messages_total", "messages", "Messages weir-send counted since it started, "
+		    "by outcome (queued: preprocessed for the upstream; delivered, deferred, "
+		    "bounced: attempts with at least one recipient so)." },
+		{ "weir_recipients_total", "recipients", "Recipients weir-send counted since it "
+		    "started, by outcome (queued: preprocessed for the upstream; delivered, "
+		    "deferred, bounced: each attempt's result)." },
+	};
+	size_t i, f, k, n = 0;
+	char lab[64];
+
+	for (i = 0; i < ups->n; i++)
+		n += up_name(&ups->v[i]) && jv_get(&ups->v[i], "send") != NULL;
+	if (n == 0)
+		return;
+	for (f = 0; f < 2; f++) {
+		family(o, fam[f][0], "counter", fam[f][2]);
+		for (i = 0; i < ups->n; i++) {
+			const struct jv *c = jv_get(jv_get(&ups->v[i], "send"), fam[f][1]);
+
+			for (k = 0; k < 4 && c && up_name(&ups->v[i]); k++) {
+				snprintf(lab, sizeof lab, "outcome=\"%s\"", outcomes[k]);
+				sample_up(o, fam[f][0], up_name(&ups->v[i]), lab,
+				    jv_get(c, outcomes[k]));
+			}
+		}
+	}
+	family(o, "weir_sessions_open", "gauge",
+	    "Kept sessions weir-send has open to the upstream (as of its last report, "
+	    "at most a second old).");
+	for (i = 0; i < ups->n; i++)
+		if (up_name(&ups->v[i]))
+			sample_up(o, "weir_sessions_open", up_name(&ups->v[i]), NULL,
+			    jv_get(jv_get(&ups->v[i], "send"), "sessions_open"));
+}
+
 static void
 gate_text(struct buf *o, const struct jv *doc)
 {
@@ -267,6 +309,7 @@ gate_text(struct buf *o, const struct jv *doc)
 	up_family(o, ups, "weir_recipients_accepted_total", "counter", "rcpt_accepted",
 	    "Recipients the upstream accepted, as the deliverers reported them to the gate, "
 	    "since the gate started.");
+	send_counts(o, ups);
 }
 
 /* ---- the queue ---- */

@@ -40,6 +40,7 @@
 
 #define BACKOFF_MIN_MS	100	/* weir run starts the gate a moment before us */
 #define BACKOFF_MAX_MS	30000
+#define COUNTS_EVERY_MS	1000
 
 static void gate_down(struct sched *s, const char *why);
 
@@ -101,7 +102,7 @@ static struct job *
 batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *trouble)
 {
 	struct job *j = xcalloc(1, sizeof *j);
-	size_t i;
+	size_t i, nbad = 0;
 
 	j->m = m;
 	j->up = m->up;
@@ -124,6 +125,7 @@ batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *
 			    rcpt_mark_done(s->o->q, m->id, &f->v[i].off, 1) < 0)
 				*trouble = 1;
 			f->ndone++;
+			nbad++;
 			continue;
 		}
 		j->offs[j->n] = f->v[i].off;
@@ -132,6 +134,7 @@ batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *
 	}
 	for (; i < f->n && !j->more; i++)
 		j->more = !f->v[i].done;
+	gate_count_outcome(s, m->up, 0, 0, nbad);
 	return j;
 }
 
@@ -369,6 +372,7 @@ connect_gate(struct sched *s)
 	for (j = s->jobs; j && s->gate_up; j = j->next)
 		if (j->state == J_ASKING && j->tag == 0)
 			gate_ask(s, j);
+	gate_counts_due(s);	/* a new connection, maybe a new gate: all again */
 }
 
 static void
@@ -393,11 +397,14 @@ static void
 gate_down(struct sched *s, const char *why)
 {
 	struct job *j, *next;
+	size_t i;
 
 	log_warnx("lost weir-gate (%s); nothing is sent until it is back", why);
 	evloop_unwatch(s->ev, s->gc.fd);
 	gc_close(&s->gc);
 	s->gate_up = 0;
+	for (i = 0; i < s->nups; i++)
+		s->ups[i].told_ok = 0;
 	sess_forget_slots(s);
 	/* Waiting requests died with the connection: ask again later.
 	 * Granted jobs that have not started must not start now. */
@@ -503,4 +510,79 @@ gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted
 	j->tag = 0;
 	if (k < 0)
 		gate_down(s, strerror(errno));
+}
+
+/* ---- the counters ---- */
+
+static void
+counts_tell(struct sched *s)
+{
+	struct upq *u;
+	size_t i, k;
+	int any;
+
+	for (i = 0; i < s->nups && s->gate_up; i++) {
+		u = &s->ups[i];
+		if (u->name == NULL)
+			continue;	/* messages without an upstream */
+		u->counts[GP_C_SESSIONS] = sess_count_open(s, i);
+		for (k = 0, any = 0; k < GP_NCOUNTS; k++) {
+			if (u->counts[k] > GP_COUNT_MAX)
+				u->counts[k] = GP_COUNT_MAX;	/* never reached: 2^53 */
+			any |= u->counts[k] != 0;
+		}
+		if (u->told_ok ? memcmp(u->told, u->counts, sizeof u->told) == 0 : !any)
+			continue;
+		if (gc_counts(&s->gc, u->name, u->counts) < 0) {
+			gate_down(s, strerror(errno));
+			return;
+		}
+		memcpy(u->told, u->counts, sizeof u->told);
+		u->told_ok = 1;
+	}
+}
+
+static void
+on_counts(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct sched *s = arg;
+
+	(void)ev; (void)t;
+	s->counts_timer = NULL;
+	counts_tell(s);
+}
+
+void
+gate_counts_due(struct sched *s)
+{
+	if (s->counts_timer == NULL)
+		s->counts_timer = evloop_timer_at(s->ev, clock_mono_ms() + COUNTS_EVERY_MS,
+		    on_counts, s);
+}
+
+void
+gate_count_queued(struct sched *s, const struct msg *m, size_t nrcpt)
+{
+	if (m->up == NO_UPSTREAM)
+		return;
+	s->ups[m->up].counts[GP_C_QUEUED_MSGS]++;
+	s->ups[m->up].counts[GP_C_QUEUED_RCPTS] += nrcpt;
+	gate_counts_due(s);
+}
+
+void
+gate_count_outcome(struct sched *s, size_t up, size_t delivered, size_t deferred,
+    size_t bounced)
+{
+	const size_t n[3] = { delivered, deferred, bounced };
+	static const enum gp_count c[3] = { GP_C_DELIVERED_MSGS, GP_C_DEFERRED_MSGS,
+		GP_C_BOUNCED_MSGS };
+	size_t k;
+
+	for (k = 0; k < 3; k++)
+		if (n[k] > 0) {
+			s->ups[up].counts[c[k]]++;
+			s->ups[up].counts[c[k] + 1] += n[k];	/* its _RCPTS */
+			gate_counts_due(s);
+		}
 }

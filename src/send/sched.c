@@ -520,6 +520,8 @@ on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg)
 		}
 		if ((m = msg_load(s, id)) != NULL)
 			sched_at(s, m, sched_wall());
+		if (m != NULL)
+			gate_count_queued(s, m, n);
 	}
 	if (s->todo_pos < s->ntodo) {
 		evloop_timer_at(ev, 0, on_todo_slice, s);	/* after what is pending */

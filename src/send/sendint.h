@@ -27,7 +27,8 @@
  *         job_drop's sched_enqueue (a job undone: back to the FIFO);
  *         called by 2 and 4.
  *   to 2: gate_tell (what became of a grant; by 3 and 4), gate_pump (a
- *         job slot is free: more may ask; by deliver_kick),
+ *         job slot is free: more may ask; by deliver_kick), the counters
+ *         (gate_count_*: by 1 and 4; gate_counts_due: by session.c),
  *         gate_fit_toobig (a batch was too big; by 4), and the kept
  *         sessions' connection slots (gate_ask_slot, gate_release,
  *         gate_cancel; by session.c).
@@ -165,6 +166,13 @@ struct upq {
 	 * reload, which may change what verification asks. */
 	struct buf tls;
 	uint32_t throttle_tag;		/* the THROTTLED report awaiting its answer */
+	/* Counters since weir-send started (gateproto.h's enum gp_count;
+	 * GP_C_SESSIONS is filled in when told), told to the gate in a
+	 * COUNTS line at most once a second after one changes (gatelink.c,
+	 * gate_counts_due); told[]: the last line the gate took on this
+	 * connection, told_ok 0: none yet. */
+	uint64_t counts[GP_NCOUNTS], told[GP_NCOUNTS];
+	int told_ok;
 };
 
 struct sched {
@@ -203,6 +211,7 @@ struct sched {
 	uint32_t next_tag;
 	uint64_t gate_backoff;
 	struct evtimer *gate_retry;
+	struct evtimer *counts_timer;	/* COUNTS lines are due */
 	/* control.c */
 	int ctl_again;		/* a request waits for an attempt's end or preprocessing */
 	/* session.c */
@@ -242,6 +251,15 @@ void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t acc
 uint32_t gate_ask_slot(struct sched *s, size_t up);
 void gate_release(struct sched *s, uint32_t tag, int used);
 void gate_cancel(struct sched *s, uint32_t tag);
+/* The counters (struct upq): m was preprocessed with nrcpt recipients;
+ * a batch of up came to so many recipients delivered, deferred and
+ * bounced (a message counts once for each kind it had); the sessions
+ * open changed.  Called where it happens, never waiting: the gate is
+ * told within a second. */
+void gate_count_queued(struct sched *s, const struct msg *m, size_t nrcpt);
+void gate_count_outcome(struct sched *s, size_t up, size_t delivered, size_t deferred,
+    size_t bounced);
+void gate_counts_due(struct sched *s);
 
 /* 3 deliver.c */
 void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then gate_pump */
@@ -280,6 +298,7 @@ void sess_end_all(struct sched *s, const char *why);	/* a reload: all end */
 void sess_forget_slots(struct sched *s);	/* the gate connection is gone */
 void sess_remap(struct sched *s);	/* after a reload renumbered the queues */
 void sess_note(struct sched *s);	/* sched/sessions for weir status (session.c) */
+unsigned sess_count_open(const struct sched *s, size_t up);	/* deliverers running */
 
 /* 4 complete.c */
 /* What a batch said of its upstream, for deliver.c to act on. */

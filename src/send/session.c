@@ -143,6 +143,7 @@ sess_note(struct sched *s)
 {
 	if (s->sess_note_timer == NULL)
 		s->sess_note_timer = evloop_timer_at(s->ev, clock_mono_ms() + 1000, on_note, s);
+	gate_counts_due(s);
 }
 
 static void
@@ -526,4 +527,15 @@ sess_remap(struct sched *s)
 	for (d = s->sessions; d; d = d->next)
 		if (d->state == DS_BUSY && d->job)
 			d->up = d->job->up;
+}
+
+unsigned
+sess_count_open(const struct sched *s, size_t up)
+{
+	const struct dsess *d;
+	unsigned n = 0;
+
+	for (d = s->sessions; d; d = d->next)
+		n += d->pid > 0 && d->state != DS_ENDING && d->up == up;
+	return n;
 }

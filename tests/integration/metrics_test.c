@@ -13,7 +13,14 @@
  *     keeps the old bytes), and the daemon's textfile key writes it;
  *   - `weir run` with the metrics section starts weir-metrics;
  *   - `weir status --watch` into a pipe: two frames, a second apart, with
- *     the window's bar.
+ *     the window's bar;
+ *   - COUNTS lines (weir-send's counters) sent by hand: the latest one is
+ *     exported, an unknown upstream refused, no family before any;
+ *   - a whole relay run (sendmail, weir-queue, weir-gate, weir-send,
+ *     weir-remote, tests/upstream/upstream.py accepting, deferring and
+ *     refusing recipients): weir-send's counters per upstream, as
+ *     weir-metrics exports them, are exactly the run's, and promtool
+ *     passes the page.
  * Every process started dies with the test (own process group, killed
  * in fini, PR_SET_PDEATHSIG).
  */
@@ -36,10 +43,13 @@
 
 #include "lib/alloc.h"
 #include "mail/gateclient.h"
+#include "relay_helpers.h"
 #include "send_helpers.h"
 #include "testlib.h"
 
 static struct sht s;
+static struct rt rtr;		/* the relay run's */
+static const char *confpath;	/* the config in use: s's or rtr's */
 static char *sock, *gatelog, *mlog;
 static pid_t gate_pid = -1, metrics_pid = -1;
 static unsigned port;
@@ -68,6 +78,7 @@ setup(void)
 	const char *p = "upstream \"up1\" {\n  window { limit = 5 per = \"1m\" unit = \"messages\" }\n}\n";
 
 	sh_setup(&s, NULL);
+	confpath = s.qt.conf;
 	sock = xasprintf("%s/gate.sock", s.qt.tmp);
 	gatelog = xasprintf("%s/gate.log", s.qt.tmp);
 	mlog = xasprintf("%s/metrics.log", s.qt.tmp);
@@ -149,7 +160,7 @@ start_logged(const char *prog, const char *arg)
 		if (setenv("WEIR_LIBEXEC", bin, 1) < 0)
 			_exit(127);
 		bin[strlen(bin)] = '/';
-		execl(bin, bin, "-c", s.qt.conf, arg, (char *)NULL);
+		execl(bin, bin, "-c", confpath, arg, (char *)NULL);
 		_exit(127);
 	}
 	setpgid(metrics_pid, metrics_pid);
@@ -328,6 +339,43 @@ Test(metrics, known_run_scraped_by_curl_and_promtool)
 	has_line(&body, "weir_queue_messages 2");
 	has_line(&body, "weir_queue_messages_not_preprocessed 2");
 	cr_assert(strstr(body.s, "\nweir_queue_oldest_message_age_seconds ") != NULL);
+	/* No COUNTS yet: weir-send's families are left out. */
+	cr_assert(strstr(body.s, "weir_messages_total") == NULL, "%s", body.s);
+	buf_free(&body);
+}
+
+/* COUNTS lines as weir-send sends them: the latest one per upstream is
+ * what the page says; an upstream the gate never heard of is refused. */
+Test(metrics, counts_line_exported)
+{
+	const uint64_t c1[GP_NCOUNTS] = { 1, 1, 1, 1, 0, 0, 0, 0, 1 };
+	const uint64_t c2[GP_NCOUNTS] = { 9, 18, 5, 11, 3, 4, 2, 3, 2 };
+	struct buf body = BUF_INIT;
+	struct gp_reply r;
+	const char *why = "closed";
+
+	start_gate();
+	known_run();
+	cr_assert_eq(gc_counts(&gc, "nosuch", c1), 0);
+	cr_assert_eq(gc_wait_reply(&gc, &r, &why), 1, "gate: %s", why);
+	cr_assert(r.verb == GP_R_ERR && r.code == GP_NOPOLICY && r.tag == 0);
+	cr_assert_eq(gc_counts(&gc, "up1", c1), 0);
+	expect(0, GP_R_OK);
+	cr_assert_eq(gc_counts(&gc, "up1", c2), 0);
+	expect(0, GP_R_OK);
+	start_metrics();
+	cr_assert_eq(curl("/metrics", &body), 0);
+	promtool_clean(&body);
+	has_line(&body, "weir_messages_total{upstream=\"up1\",outcome=\"queued\"} 9");
+	has_line(&body, "weir_messages_total{upstream=\"up1\",outcome=\"delivered\"} 5");
+	has_line(&body, "weir_messages_total{upstream=\"up1\",outcome=\"deferred\"} 3");
+	has_line(&body, "weir_messages_total{upstream=\"up1\",outcome=\"bounced\"} 2");
+	has_line(&body, "weir_recipients_total{upstream=\"up1\",outcome=\"queued\"} 18");
+	has_line(&body, "weir_recipients_total{upstream=\"up1\",outcome=\"delivered\"} 11");
+	has_line(&body, "weir_recipients_total{upstream=\"up1\",outcome=\"deferred\"} 4");
+	has_line(&body, "weir_recipients_total{upstream=\"up1\",outcome=\"bounced\"} 3");
+	has_line(&body, "weir_sessions_open{upstream=\"up1\"} 2");
+	cr_assert(strstr(body.s, "nosuch") == NULL, "%s", body.s);
 	buf_free(&body);
 }
 
@@ -499,5 +547,135 @@ Test(metrics, weir_run_starts_it)
 	/* weir run started the gate before weir-metrics. */
 	has_line(&body, "weir_queue_up 1");
 	cr_assert(strstr(body.s, "\nweir_gate_up "), "%s", body.s);
+	buf_free(&body);
+}
+
+/* ---- weir-send's counters, from a whole relay run ---- */
+
+static void
+relay_setup(void)
+{
+	rt_setup(&rtr, 1);
+	confpath = rtr.s.qt.conf;
+	mlog = xasprintf("%s/metrics.log", rtr.s.qt.tmp);
+}
+
+static void
+relay_teardown(void)
+{
+	kill_pid(&metrics_pid);
+	rt_teardown(&rtr);
+	free(mlog);
+}
+
+TestSuite(metrics_relay, .init = relay_setup, .fini = relay_teardown, .timeout = 120);
+
+/* A scrape holding every line of want[] (else the last one, in *body). */
+static int
+scrape_has(struct buf *body, const char *const *want, size_t n)
+{
+	size_t i;
+
+	buf_reset(body);
+	if (curl("/metrics", body) != 0 || body->s == NULL)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char *needle = xasprintf("\n%s\n", want[i]);
+		int found = strstr(body->s, needle) != NULL;
+
+		free(needle);
+		if (!found)
+			return 0;
+	}
+	return 1;
+}
+
+/* The counters reach the gate within a second of each change: scrape
+ * until the page holds want[] (30 s at most; the last page in body). */
+static void
+poll_page(struct buf *body, const char *const *want, size_t n, const char *when)
+{
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+	int i;
+
+	for (i = 0; i < 300; i++) {
+		if (scrape_has(body, want, n))
+			return;
+		nanosleep(&ts, NULL);	/* a polling interval, not a wait for an event */
+	}
+	cr_assert_fail("the counters never became the run's %s; last page:\n%s\nweir-send:\n%s",
+	    when, buf_cstr(body), rt_send_logs_tail(&rtr, 4000));
+}
+
+static void
+sendmail_to(const char *const *rcpts, size_t n)
+{
+	rt_sendmail(&rtr, "alice@src.example", rcpts, n, "Subject: counted\n\nhello\n");
+}
+
+/*
+ * The upstream accepts ok*, puts grey off (451) and refuses bad (550).
+ * m1 to ok1, ok2; m2 to ok3, grey, bad; m3 to grey; and m2's bounce to
+ * alice (sent at once: m2 also has a recipient put off), all to
+ * upstream isp, each in one attempt:
+ *   queued     4 messages, 7 recipients (m1, m2, m3, the bounce)
+ *   delivered  3 messages, 4 recipients (m1: 2, m2: 1, the bounce: 1)
+ *   deferred   2 messages, 2 recipients (m2, m3: grey each)
+ *   bounced    1 message,  1 recipient  (m2: bad)
+ *   sessions   1 open (concurrency 1, kept for 10 minutes)
+ */
+Test(metrics_relay, send_counters_of_a_relay_run)
+{
+	const char *flags[] = { "--reply", "rcpt:grey@dest.example=451 4.7.1 greylisted, try "
+		"again later", "--reply", "rcpt:bad@dest.example=550 5.1.1 no such user", NULL };
+	const char *m1[] = { "ok1@dest.example", "ok2@dest.example" };
+	const char *m2[] = { "ok3@dest.example", "grey@dest.example", "bad@dest.example" };
+	const char *m3[] = { "grey@dest.example" };
+	const char *want[] = {
+		"weir_messages_total{upstream=\"isp\",outcome=\"queued\"} 4",
+		"weir_messages_total{upstream=\"isp\",outcome=\"delivered\"} 3",
+		"weir_messages_total{upstream=\"isp\",outcome=\"deferred\"} 2",
+		"weir_messages_total{upstream=\"isp\",outcome=\"bounced\"} 1",
+		"weir_recipients_total{upstream=\"isp\",outcome=\"queued\"} 7",
+		"weir_recipients_total{upstream=\"isp\",outcome=\"delivered\"} 4",
+		"weir_recipients_total{upstream=\"isp\",outcome=\"deferred\"} 2",
+		"weir_recipients_total{upstream=\"isp\",outcome=\"bounced\"} 1",
+		"weir_sessions_open{upstream=\"isp\"} 1",
+	};
+	const size_t nwant = sizeof want / sizeof want[0];
+	struct buf body = BUF_INIT;
+
+	rt_upstream_start(&rtr, "good", flags, 0);
+	rt_conf_upstream(&rtr, "  session_idle = \"10m\"\n");
+	sh_conf_append(&rtr.s, "metrics { address = \"127.0.0.1:0\" }\n");
+	rt_policy(&rtr, "upstream \"isp\" { rate = {\"20 per 1s\"} }\n");
+	rt_gate_start(&rtr, "2s");
+	start_logged("weir-metrics", NULL);
+	/* Before weir-send runs: weir-gate has no counters, so no family. */
+	cr_assert_eq(curl("/metrics", &body), 0);
+	promtool_clean(&body);
+	cr_assert(strstr(body.s, "weir_messages_total") == NULL, "%s", body.s);
+	cr_assert(strstr(body.s, "weir_sessions_open") == NULL, "%s", body.s);
+	sendmail_to(m1, 2);
+	sendmail_to(m2, 3);
+	sendmail_to(m3, 1);
+	rt_send_start(&rtr);
+	poll_page(&body, want, nwant, "");
+	promtool_clean(&body);
+	/* The same numbers in weir-gate's status for people. */
+	{
+		char *st = rt_gate_status(&rtr);
+
+		cr_assert(strstr(st, "  weir-send: messages (recipients) queued 4 (7), delivered "
+		    "3 (4), deferred 2 (2), bounced 1 (1); sessions open 1\n"), "%s", st);
+		free(st);
+	}
+	/* A new gate knows nothing of them: weir-send tells it again once
+	 * it is back.  Losing the gate ended the kept session. */
+	rt_gate_kill9(&rtr);
+	rt_gate_start(&rtr, "2s");
+	want[nwant - 1] = "weir_sessions_open{upstream=\"isp\"} 0";
+	poll_page(&body, want, nwant, "after weir-gate's restart");
+	promtool_clean(&body);
 	buf_free(&body);
 }

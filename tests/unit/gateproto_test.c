@@ -83,6 +83,8 @@ Test(gateproto, new_reports_and_resume)
 		"REPORT 6 AUTHFAIL 535 5.7.8 Authentication credentials invalid",
 		"REPORT 6 AUTHFAIL TLS: certificate verify failed", "RESUME pobox",
 		"REPORT 7 SENT 1 9007199254740992",
+		"COUNTS pobox 4 7 3 4 2 2 1 1 1", "COUNTS a 0 0 0 0 0 0 0 0 0",
+		"COUNTS a 9007199254740992 1 2 3 4 5 6 7 8",
 	};
 	struct gp_req r, r2;
 	struct buf b = BUF_INIT;
@@ -110,6 +112,14 @@ Test(gateproto, new_reports_and_resume)
 	cr_assert_eq(req("RESUME pobox", &r), GP_OK);
 	cr_assert(r.verb == GP_RESUME && r.tag == 0);
 	cr_assert_str_eq(r.upstream, "pobox");
+	cr_assert_eq(req("COUNTS pobox 4 7 3 4 2 2 1 1 9", &r), GP_OK);
+	cr_assert(r.verb == GP_COUNTS && r.tag == 0);
+	cr_assert_str_eq(r.upstream, "pobox");
+	cr_assert(r.counts[GP_C_QUEUED_MSGS] == 4 && r.counts[GP_C_QUEUED_RCPTS] == 7 &&
+	    r.counts[GP_C_DELIVERED_MSGS] == 3 && r.counts[GP_C_DELIVERED_RCPTS] == 4 &&
+	    r.counts[GP_C_DEFERRED_MSGS] == 2 && r.counts[GP_C_DEFERRED_RCPTS] == 2 &&
+	    r.counts[GP_C_BOUNCED_MSGS] == 1 && r.counts[GP_C_BOUNCED_RCPTS] == 1 &&
+	    r.counts[GP_C_SESSIONS] == 9);
 	buf_free(&b);
 }
 
@@ -121,7 +131,10 @@ Test(gateproto, client_stubs_write_the_contract)
 	char got[512];
 	ssize_t n;
 	const char *want = "REPORT 1 SENT 2 5000\nREPORT 2 SENT 3 -\nREPORT 3 UNKNOWN\n"
-	    "REPORT 4 NOMAIL\nREPORT 5 AUTHFAIL 535 bad?pass\nRESUME isp\n";
+	    "REPORT 4 NOMAIL\nREPORT 5 AUTHFAIL 535 bad?pass\nRESUME isp\n"
+	    "COUNTS isp 1 2 3 4 5 6 7 8 0\n";
+	const uint64_t counts[GP_NCOUNTS] = { 1, 2, 3, 4, 5, 6, 7, 8, 0 };
+	uint64_t toobig[GP_NCOUNTS] = { 0 };
 
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	memset(&gc, 0, sizeof gc);
@@ -132,6 +145,10 @@ Test(gateproto, client_stubs_write_the_contract)
 	cr_assert_eq(gc_report_nomail(&gc, 4), 0);
 	cr_assert_eq(gc_report_authfail(&gc, 5, "535 bad\tpass"), 0);
 	cr_assert_eq(gc_resume(&gc, "isp"), 0);
+	cr_assert_eq(gc_counts(&gc, "isp", counts), 0);
+	toobig[GP_C_SESSIONS] = GP_COUNT_MAX + 1;
+	cr_assert_eq(gc_counts(&gc, "isp", toobig), -1);
+	cr_assert_eq(gc_counts(&gc, "bad/name", counts), -1);
 	cr_assert_eq(gc_report_sent(&gc, 6, 1, -2), -1);
 	cr_assert_eq(gc_resume(&gc, "bad/name"), -1);
 	cr_assert_eq(gc_report_unknown(&gc, 0), -1);
@@ -162,6 +179,13 @@ Test(gateproto, malformed_requests)
 		"REPORT 1 REFUND now", "REPORT 1 THROTTLED", "REPORT 1 THROTTLED ", "REPORT 1 DONE",
 		"REPORT x THROTTLED 421 busy", "REPORT 1 2 THROTTLED 421",
 		"CANCEL", "CANCEL 1 2", "CANCEL 0", "STATUS", "STATUS XML", "STATUS TEXT JSON", "",
+		"COUNTS", "COUNTS isp", "COUNTS isp 1 2 3 4 5 6 7 8", "COUNTS isp 1 2 3 4 5 6 7 8 9 10",
+		"COUNTS isp 01 2 3 4 5 6 7 8 9", "COUNTS isp 1 2 3 4 5 6 7 8 -9",
+		"COUNTS isp 1 2 3 4 5 6 7 8 +9", "COUNTS isp 1 2 3 4 5 6 7 8 9007199254740993",
+		"COUNTS isp 1 2 3 4 5 6 7 8 x", "COUNTS isp 1 2 3 4 5 6 7 8 9 ",
+		"COUNTS isp 1 2 3 4 5 6 7  8 9", "COUNTS a/b 1 2 3 4 5 6 7 8 9",
+		"COUNTS 1 2 3 4 5 6 7 8 9",
+		"COUNTS isp 1 2 3 4 5 6 7 8 99999999999999999999999",
 	};
 	static const char *const verbs[] = { "GRANT 1 2 3 4", "acquire 1 a - - 1 1 1", "HELO x" };
 	struct gp_req r;
