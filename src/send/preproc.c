@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -31,6 +32,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/io.h"
 #include "lib/log.h"
 #include "mail/envelope.h"
 #include "send/preproc.h"
@@ -156,7 +158,8 @@ add_local(struct buf *out, const struct preproc_opts *o, const char *qid, const 
 	return n;
 }
 
-/* Create path afresh, write b, fsync.  0 ok, -1 logged. */
+/* Create path afresh and write b: its descriptor (to be fsynced), or -1
+ * logged. */
 static int
 write_new(struct queue *q, const char *path, const struct buf *b, const struct timespec *mtime)
 {
@@ -178,18 +181,29 @@ write_new(struct queue *q, const char *path, const struct buf *b, const struct t
 			goto fail;
 		}
 	}
-	if (fsync(fd) < 0) {
-		log_warn("fsync %s", path);
-		goto fail;
-	}
-	if (close(fd) < 0) {
-		log_warn("close %s", path);
-		return -1;
-	}
-	return 0;
+	return fd;
 fail:
 	close(fd);
 	return -1;
+}
+
+/* fsync and close fd (path's); -1 logged.  fd -1: nothing to do. */
+static int
+sync_close(int fd, const char *path)
+{
+	int rc = 0;
+
+	if (fd < 0)
+		return 0;
+	if (fsync(fd) < 0) {
+		log_warn("fsync %s", path);
+		rc = -1;
+	}
+	if (close(fd) < 0 && rc == 0) {
+		log_warn("close %s", path);
+		rc = -1;
+	}
+	return rc;
 }
 
 static int
@@ -202,24 +216,25 @@ unlink_if_there(struct queue *q, const char *path)
 	return 0;
 }
 
-int
-preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size_t *nrcpt)
+/* One message of a batch: the first part, up to its new files written
+ * (not yet durable).  p->rc: 1 so far so good, else preprocess()'s. */
+static void
+stage(struct queue *q, const struct preproc_opts *o, struct preproc_msg *p)
 {
-	char todo[QPATH_MAX], intd[QPATH_MAX], info[QPATH_MAX], remote[QPATH_MAX];
-	char local[QPATH_MAX], dir[QPATH_MAX], mess[QPATH_MAX], qid[QUEUE_ID_MAX];
+	char todo[QPATH_MAX], info[QPATH_MAX], remote[QPATH_MAX], local[QPATH_MAX];
+	char mess[QPATH_MAX];
 	struct buf t = BUF_INIT, why = BUF_INIT, out = BUF_INIT;
+	unsigned long id = p->id;
 	struct todo_env e;
 	struct stat st, ms;
 	struct qrec r;
 	const char *w;
 	size_t off;
-	int rc = -1;
 
-	*nrcpt = 0;
-	if (o->aliases)
-		aliases_refresh(o->aliases);
+	p->nrcpt = 0;
+	p->fd[0] = p->fd[1] = -1;
+	p->rc = -1;
 	queue_path(todo, q, Q_TODO, id);
-	queue_path(intd, q, Q_INTD, id);
 	queue_path(info, q, Q_INFO, id);
 	queue_path(local, q, Q_LOCAL, id);
 	queue_path(remote, q, Q_REMOTE, id);
@@ -227,14 +242,17 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 
 	if (fstatat(q->dfd, mess, &ms, 0) < 0) {
 		log_warn("msg %lu: stat %s", id, mess);
-		return errno == ENOENT ? -1 : -2;
+		p->rc = errno == ENOENT ? -1 : -2;
+		return;
 	}
 	if (fstatat(q->dfd, todo, &st, 0) < 0) {
 		log_warn("msg %lu: stat %s", id, todo);
-		return errno == ENOENT ? -1 : -2;
+		p->rc = errno == ENOENT ? -1 : -2;
+		return;
 	}
-	queue_msgid(qid, id, &st.st_mtim);
-	rc = -2;
+	queue_msgid(p->qid, id, &st.st_mtim);
+	p->size = (long long)ms.st_size;
+	p->rc = -2;
 	if (read_file_at(q->dfd, todo, &t, 64 << 20) != 0) {
 		log_warn("read %s", todo);
 		goto out;
@@ -243,10 +261,13 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 	    (w = envelope_addr_problem(e.sender.addr, e.sender.len)) != NULL)
 		buf_printf(&why, "sender: %s", w);
 	if (why.len > 0) {
-		log_warnx("msg %s: %s is corrupt (%s); left for the admin", qid, todo, why.s);
-		rc = -1;
+		log_warnx("msg %s: %s is corrupt (%s); left for the admin", p->qid, todo, why.s);
+		p->rc = -1;
 		goto out;
 	}
+	p->uid = e.uid;
+	p->pid = e.pid;
+	snprintf(p->sender, sizeof p->sender, "%.*s", (int)e.sender.len, e.sender.addr);
 	if (unlink_if_there(q, info) < 0 || unlink_if_there(q, local) < 0 ||
 	    unlink_if_there(q, remote) < 0)
 		goto out;
@@ -254,7 +275,7 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 	buf_addc(&out, 'F');
 	buf_add(&out, e.sender.addr, e.sender.len);
 	buf_addc(&out, '\0');
-	if (write_new(q, info, &out, &st.st_mtim) < 0)
+	if ((p->fd[0] = write_new(q, info, &out, &st.st_mtim)) < 0)
 		goto out;
 
 	buf_reset(&out);
@@ -262,54 +283,137 @@ preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size
 		const char *bad = envelope_addr_problem(r.addr, r.len);
 
 		if (bad != NULL)
-			log_warnx("msg %s: recipient %zu: %s; it will be bounced", qid, *nrcpt, bad);
+			log_warnx("msg %s: recipient %zu: %s; it will be bounced", p->qid, p->nrcpt,
+			    bad);
 		if (bad == NULL && addr_is_local(r.addr, r.len, o->hostname)) {
-			*nrcpt += add_local(&out, o, qid, r.addr, r.len, "local recipient");
+			p->nrcpt += add_local(&out, o, p->qid, r.addr, r.len, "local recipient");
 			continue;
 		}
 		buf_addc(&out, 'T');
 		buf_add(&out, r.addr, r.len);
 		buf_addc(&out, '\0');
-		(*nrcpt)++;
+		p->nrcpt++;
 	}
-	if (*nrcpt > 0 && write_new(q, remote, &out, NULL) < 0)
+	if (p->nrcpt > 0 && (p->fd[1] = write_new(q, remote, &out, NULL)) < 0)
 		goto out;
-	queue_dirpath(dir, q, Q_INFO, id);
-	if (fsync_dir(q->dfd, dir) < 0) {
-		log_warn("fsync folder %s", dir);
-		goto out;
-	}
-	queue_dirpath(dir, q, Q_REMOTE, id);
-	if (*nrcpt > 0 && fsync_dir(q->dfd, dir) < 0) {
-		log_warn("fsync folder %s", dir);
-		goto out;
-	}
-	/* intd/N must be gone for good before todo/N is: S5 has no intd. */
-	if (unlink_if_there(q, intd) < 0)
-		goto out;
-	if (fsync_dir(q->dfd, "intd") < 0) {
-		log_warn("fsync folder intd");
-		goto out;
-	}
-	if (unlinkat(q->dfd, todo, 0) < 0) {
-		log_warn("unlink %s", todo);
-		goto out;
-	}
-	if (fsync_dir(q->dfd, "todo") < 0) {
-		/* todo/N may come back after a crash: preprocessing is then
-		 * simply done again, from the start. */
-		log_warn("fsync folder todo");
-		goto out;
-	}
-	log_info("msg %s: queued, from <%.*s>, %zu recipient(s), %lld bytes, by uid %lu "
-	    "pid %lu", qid, (int)e.sender.len, e.sender.addr, *nrcpt,
-	    (long long)ms.st_size, e.uid, e.pid);
-	rc = 0;
+	p->rc = 1;
 out:
+	if (p->rc != 1) {
+		if (p->fd[0] >= 0)
+			close(p->fd[0]);
+		p->fd[0] = -1;
+	}
 	buf_free(&t);
 	buf_free(&why);
 	buf_free(&out);
-	return rc;
+}
+
+/* fsync folder d/S once for the batch's messages in it that are still
+ * going (rc 1; fd says which have a file there, or all: fdk < 0); a
+ * failure puts them all off (-2). */
+static void
+sync_folders(struct queue *q, enum qdir d, struct preproc_msg *v, size_t n, int fdk)
+{
+	unsigned char *done = xcalloc(q->split, 1);
+	char dir[QPATH_MAX];
+	size_t i, j;
+	unsigned k;
+
+	for (i = 0; i < n; i++) {
+		if (v[i].rc != 1 || (fdk >= 0 && !v[i].had[fdk]))
+			continue;
+		k = (unsigned)(v[i].id % q->split);
+		if (done[k])
+			continue;
+		done[k] = 1;
+		queue_dirpath(dir, q, d, v[i].id);
+		if (fsync_dir(q->dfd, dir) == 0)
+			continue;
+		log_warn("fsync folder %s", dir);
+		for (j = 0; j < n; j++)
+			if (v[j].rc == 1 && v[j].id % q->split == k)
+				v[j].rc = -2;
+	}
+	free(done);
+}
+
+/* unlink d/N of each message still going, then fsync the flat folder d
+ * once; a failure puts off the messages it concerns (-2). */
+static void
+drop_all(struct queue *q, enum qdir d, struct preproc_msg *v, size_t n)
+{
+	char path[QPATH_MAX];
+	size_t i, going = 0;
+
+	for (i = 0; i < n; i++) {
+		if (v[i].rc != 1)
+			continue;
+		queue_path(path, q, d, v[i].id);
+		/* todo/N must be there (S4): it is what the batch is of. */
+		if (d == Q_TODO ? unlinkat(q->dfd, path, 0) < 0 : unlink_if_there(q, path) < 0) {
+			if (d == Q_TODO)
+				log_warn("unlink %s", path);
+			v[i].rc = -2;
+		} else
+			going++;
+	}
+	if (going > 0 && fsync_dir(q->dfd, qdir_name[d]) < 0) {
+		/* todo/N may come back after a crash: preprocessing is then
+		 * simply done again, from the start. */
+		log_warn("fsync folder %s", qdir_name[d]);
+		for (i = 0; i < n; i++)
+			if (v[i].rc == 1)
+				v[i].rc = -2;
+	}
+}
+
+void
+preprocess_batch(struct queue *q, const struct preproc_opts *o, struct preproc_msg *v, size_t n)
+{
+	char path[QPATH_MAX];
+	size_t i, k;
+
+	if (o->aliases)
+		aliases_refresh(o->aliases);
+	for (i = 0; i < n; i++)
+		stage(q, o, &v[i]);
+	/* The new files and their folders durable: the first fsync commits
+	 * the batch's writes, the rest find them done. */
+	for (i = 0; i < n; i++) {
+		static const enum qdir d[2] = { Q_INFO, Q_REMOTE };
+
+		for (k = 0; k < 2; k++) {
+			v[i].had[k] = v[i].fd[k] >= 0;
+			queue_path(path, q, d[k], v[i].id);
+			if (sync_close(v[i].fd[k], path) < 0 && v[i].rc == 1)
+				v[i].rc = -2;
+			v[i].fd[k] = -1;
+		}
+	}
+	sync_folders(q, Q_INFO, v, n, -1);
+	sync_folders(q, Q_REMOTE, v, n, 1);
+	/* intd/N gone for good before todo/N is: S5 has no intd. */
+	drop_all(q, Q_INTD, v, n);
+	drop_all(q, Q_TODO, v, n);
+	for (i = 0; i < n; i++) {
+		if (v[i].rc != 1)
+			continue;
+		v[i].rc = 0;
+		log_info("msg %s: queued, from <%s>, %zu recipient(s), %lld bytes, by uid %lu "
+		    "pid %lu", v[i].qid, v[i].sender, v[i].nrcpt, v[i].size, v[i].uid, v[i].pid);
+	}
+}
+
+int
+preprocess(struct queue *q, unsigned long id, const struct preproc_opts *o, size_t *nrcpt)
+{
+	struct preproc_msg p;
+
+	memset(&p, 0, sizeof p);
+	p.id = id;
+	preprocess_batch(q, o, &p, 1);
+	*nrcpt = p.nrcpt;
+	return p.rc;
 }
 
 int

@@ -429,7 +429,8 @@ later:
  * todo/ is read in one pass (names only), then preprocessed a slice at a
  * time, one slice per turn of the event loop, so that deliveries, gate
  * replies and the trigger are served while a large backlog is taken in
- * (qmail-send likewise takes one todo/ entry per pass of its loop).
+ * (qmail-send likewise takes one todo/ entry per pass of its loop).  A
+ * slice is one preprocess_batch(): its messages share their fsyncs.
  */
 #define TODO_SLICE 32
 
@@ -499,30 +500,34 @@ static void
 on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg)
 {
 	struct sched *s = arg;
-	size_t n, end = s->todo_pos + TODO_SLICE;
+	size_t i, n = s->ntodo - s->todo_pos;
+	struct preproc_msg *v;
 	struct msg *m;
-	int r;
 
 	(void)t;
-	if (end > s->ntodo)
-		end = s->ntodo;
-	for (; s->todo_pos < end; s->todo_pos++) {
-		unsigned long id = s->todo[s->todo_pos];
-
-		if ((r = preprocess(s->o->q, id, &s->pre, &n)) < 0) {
+	if (n > TODO_SLICE)
+		n = TODO_SLICE;
+	v = xcalloc(n, sizeof *v);
+	for (i = 0; i < n; i++)
+		v[i].id = s->todo[s->todo_pos + i];
+	s->todo_pos += n;
+	preprocess_batch(s->o->q, &s->pre, v, n);
+	for (i = 0; i < n; i++) {
+		if (v[i].rc < 0) {
 			/* A full disk, say: the message is in no timer's
 			 * hands, and no new mail may come to pull the trigger. */
-			if (r == -2 && !s->todo_retry) {
+			if (v[i].rc == -2 && !s->todo_retry) {
 				s->todo_retry = 1;
 				evloop_timer_at(ev, clock_mono_ms() + TODO_RETRY_MS, on_todo_retry, s);
 			}
 			continue;
 		}
-		if ((m = msg_load(s, id)) != NULL)
-			sched_at(s, m, sched_wall());
-		if (m != NULL)
-			gate_count_queued(s, m, n);
+		if ((m = msg_load(s, v[i].id)) != NULL) {
+			gate_count_queued(s, m, v[i].nrcpt);
+			sched_at(s, m, sched_wall());	/* may end m */
+		}
 	}
+	free(v);
 	if (s->todo_pos < s->ntodo) {
 		evloop_timer_at(ev, 0, on_todo_slice, s);	/* after what is pending */
 		return;

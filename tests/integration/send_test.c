@@ -1009,9 +1009,10 @@ Test(send, durable_order_of_steps)
 	i = then(i, "unlinkat", intd, "preprocess");
 	i = then(i, "fsync", intdd, "preprocess: intd/N's removal durable before todo/N's");
 	i = then(i, "unlinkat", todo, "preprocess");
-	/* The D mark durable before elimination. */
+	/* The D mark durable (its data: the bytes are overwritten) before
+	 * elimination. */
 	i = then(i, "pwrite", remote, "delivery");
-	i = then(i, "fsync", remote, "delivery");
+	i = then(i, "fdatasync", remote, "delivery");
 	/* S5 to S1: remote gone durably before info (S2 has no remote), info
 	 * gone durably before mess (no info/ without mess/). */
 	i = then(i, "unlinkat", remote, "elimination");
@@ -1139,12 +1140,12 @@ Test(send, mark_fsync_fails_not_eliminated)
 	const char *rcpts[] = { "good@example.net", NULL };
 	unsigned long id;
 
-	/* fsyncs of remote/: the file and its folder in preprocessing, then
-	 * the D mark. */
-	start_faulty("fsync@/remote/=3+:EIO");
+	/* The D mark's fdatasync (preprocessing fsyncs remote/, the file
+	 * and its folder). */
+	start_faulty("fdatasync@/remote/=1+:EIO");
 	inject("alice@example.org", rcpts, msg1);
 	wait_calls(1, 5000);
-	cr_assert(sh_wait_for(deferred_logged, "fsync", 3000), "%s", send_log(&d1));
+	cr_assert(sh_wait_for(deferred_logged, "fdatasync", 3000), "%s", send_log(&d1));
 	usleep(300000);
 	id = only_info();
 	cr_assert(sh_exists(&s, Q_MESS, id), "mess/ removed");
