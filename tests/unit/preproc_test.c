@@ -524,3 +524,41 @@ Test(preproc, addr_is_local_cases)
 	cr_assert_eq(addr_is_local("a@localhostXX", 11, SH_HOST), 1);
 	cr_assert_eq(addr_is_local("a@example.net", 1, SH_HOST), 1);
 }
+
+/* ---- a batch (preprocess_batch: one slice of todo/) ---- */
+
+/* Each message of a batch comes out as it would alone: the good ones in
+ * S5, the corrupt one left alone (-1), the one whose mess/ is gone -1,
+ * whatever their order and their folders. */
+Test(preproc, batch_each_as_alone)
+{
+	static const char good1[] = "u1\0p2\0Fa@example.org\0Tbob@example.net\0";
+	static const char good2[] = "u1\0p2\0Fc@example.org\0Tdan@example.net\0Terin@" SH_HOST "\0";
+	static const char bad[] = "u1\0p2\0Tbob@example.net\0";
+	struct preproc_msg v[4];
+	struct timespec t1, t2;
+	char *mp;
+
+	memset(v, 0, sizeof v);
+	v[0].id = sh_put_s4(&s, S("one\n"), S(good1), 1);
+	v[1].id = sh_put_s4(&s, S("bad\n"), S(bad), 1);
+	v[2].id = sh_put_s4(&s, S("two\n"), S(good2), 1);
+	v[3].id = sh_put_s4(&s, S("gone\n"), S(good1), 1);
+	t1 = fix_todo_time(v[0].id);
+	t2 = fix_todo_time(v[2].id);
+	mp = sh_qpath(&s, Q_MESS, v[3].id);
+	cr_assert(unlink(mp) == 0);
+	free(mp);
+
+	preprocess_batch(&s.q, &opts, v, 4);
+	cr_assert(v[0].rc == 0 && v[0].nrcpt == 1, "rc %d, %zu recipients", v[0].rc, v[0].nrcpt);
+	assert_s5(v[0].id, S("Fa@example.org\0"), S("Tbob@example.net\0"), t1, S("one\n"));
+	cr_assert(v[2].rc == 0 && v[2].nrcpt == 2, "rc %d, %zu recipients", v[2].rc, v[2].nrcpt);
+	assert_s5(v[2].id, S("Fc@example.org\0"), S("Tdan@example.net\0T" SH_ADMIN "\0"), t2,
+	    S("two\n"));
+	cr_assert_eq(v[1].rc, -1);
+	sh_assert_file(&s, Q_TODO, v[1].id, S(bad));
+	cr_assert(!sh_exists(&s, Q_INFO, v[1].id), "info/ created for a corrupt todo");
+	cr_assert_eq(v[3].rc, -1);
+	cr_assert(!sh_exists(&s, Q_INFO, v[3].id), "info/ created without mess/");
+}
