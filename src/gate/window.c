@@ -610,8 +610,10 @@ wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *r
 		panic("window: report of a request never granted");
 	release(u, r);
 	conn[UNIT_CONNECTIONS] = r->w[UNIT_CONNECTIONS];
-	/* A report that shows the upstream takes us again ends the probe. */
-	if (o != WG_THROTTLED && o != WG_AUTHFAIL)
+	/* A report that shows the upstream takes us again ends the probe:
+	 * one about a message, not a kept session's slot ending (its NOMAIL
+	 * says nothing of AUTH: its messages' reports do). */
+	if (o != WG_THROTTLED && o != WG_AUTHFAIL && r->w[UNIT_MESSAGES] > 0)
 		u->probe = 0;
 	switch (o) {
 	case WG_REFUND:

@@ -50,8 +50,8 @@
  *   AUTHFAIL: AUTH was refused (535 and the like) or the TLS certificate
  *   or name check failed.  Counted as NOMAIL, and the upstream is
  *   suspended: 5 minutes, doubling on each repeat up to 1 hour; after the
- *   suspension only one grant at a time (a probe) until a report other
- *   than AUTHFAIL or THROTTLED comes.  A policy reload lifts it.  Answer:
+ *   suspension a probe: one connection and one message at a time, until a
+ *   report on a message other than AUTHFAIL or THROTTLED comes.  A policy reload lifts it.  Answer:
  *   SUSPENDED with the seconds left.
  *   RESUME: lifts every suspension of the upstream now (throttle and
  *   authentication); answered "OK -", or ERR - NOPOLICY if the gate has

@@ -44,9 +44,6 @@
 #include "remote/tls.h"
 
 #define MESSAGE_MAX (1024UL * 1024 * 1024)	/* 1 GiB: beyond it, "Z" */
-/* A session's request: the sender and the recipients of one batch
- * (weir-send sends a bigger batch to a deliverer of its own). */
-#define REQUEST_MAX (256UL * 1024)
 
 static void
 add_text(struct buf *out, const char *t)
@@ -843,7 +840,7 @@ session(const char *cfile, const char *upname, const char *host, pid_t parent)
 		ss = smtp_session_new(&r.p);
 	if (config_untrusted_env())
 		die_with_parent(parent);
-	buf_reserve(&req, REQUEST_MAX);
+	buf_reserve(&req, SESSION_REQUEST_MAX);
 	while (more && (k = request_read(STDIN_FILENO, &req, fds)) > 0) {
 		if (k == 2) {
 			if (r.p.tls == NULL || tls_client_resume(r.p.tls, req.s + 4, req.len - 4) < 0)

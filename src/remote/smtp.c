@@ -1115,9 +1115,9 @@ static enum state
 message_begin(struct smtp_session *s, const char *sender, const char *const *rcpts, size_t nrcpt,
     struct body *body, struct smtp_result *res)
 {
-	enum state st = S_CONNECT;
 	const char *why;
 	size_t i, good = 0;
+	int sendable = 1;
 
 	memset(res, 0, sizeof *res);
 	res->rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *res->rcpt);
@@ -1136,7 +1136,7 @@ message_begin(struct smtp_session *s, const char *sender, const char *const *rcp
 	 * address can add text to MAIL FROM or RCPT TO. */
 	if (addr_write_path(&s->paths, sender, strlen(sender), &why) < 0) {
 		fail(s, T_BOUNCE, "The sender address is unusable: %s.\n", why);
-		st = S_DONE;
+		sendable = 0;
 	}
 	buf_addc(&s->paths, '\0');
 	s->rcpt_path = xcalloc(nrcpt ? nrcpt : 1, sizeof *s->rcpt_path);
@@ -1149,7 +1149,7 @@ message_begin(struct smtp_session *s, const char *sender, const char *const *rcp
 			good++;
 		buf_addc(&s->paths, '\0');
 	}
-	if (good == 0 || st == S_DONE)
+	if (good == 0 || !sendable)
 		return S_IDLE;	/* nothing to send: the connection is not touched */
 	if (!s->connected)
 		return S_CONNECT;
@@ -1172,9 +1172,7 @@ smtp_session_deliver(struct smtp_session *s, const char *sender, const char *con
 {
 	enum state st = message_begin(s, sender, rcpts, nrcpt, body, res);
 
-	if (st == S_IDLE)
-		s->idle = s->connected ? s->idle : 0;
-	else
+	if (st != S_IDLE)	/* S_IDLE: nothing to send, the connection as it was */
 		run_machine(s, st);
 	conclude(s);
 	s->res = NULL;

@@ -24,6 +24,7 @@
 #include <openssl/x509v3.h>
 
 #include "lib/alloc.h"
+#include "mail/outcome.h"
 #include "remote/tls.h"
 #include "remote/wait.h"
 
@@ -146,7 +147,7 @@ tls_client_resume(struct tls_client *c, const void *der, size_t n)
 	const unsigned char *p = der;
 	SSL_SESSION *ss;
 
-	if (n == 0 || n > TLS_SESSION_MAX || (ss = d2i_SSL_SESSION(NULL, &p, (long)n)) == NULL)
+	if (n == 0 || n > SESSION_TLS_MAX || (ss = d2i_SSL_SESSION(NULL, &p, (long)n)) == NULL)
 		return -1;
 	if (p != (const unsigned char *)der + n || !SSL_SESSION_is_resumable(ss)) {
 		SSL_SESSION_free(ss);
@@ -169,7 +170,7 @@ tls_session_export(struct tls_session *s, struct buf *out)
 	if (ss == NULL)
 		return -1;
 	if (!SSL_SESSION_is_resumable(ss) || (n = i2d_SSL_SESSION(ss, NULL)) <= 0 ||
-	    n > TLS_SESSION_MAX) {
+	    n > SESSION_TLS_MAX) {
 		SSL_SESSION_free(ss);
 		return -1;
 	}

@@ -51,7 +51,6 @@ enum tls_status tls_write(struct tls_session *s, const void *p, size_t n, uint64
  * next handshakes (0; -1 if it does not parse or cannot be resumed).
  * The certificate it carries is checked as in a full handshake (chain
  * and name as verified then, the pin again). */
-#define TLS_SESSION_MAX	(64 * 1024)
 int tls_client_resume(struct tls_client *c, const void *der, size_t n);
 /* The connection's session as DER into out, once resumable (a TLS 1.3
  * ticket arrives after the handshake: ask after a reply was read); 0, or

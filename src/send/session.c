@@ -54,6 +54,7 @@
 #include "lib/alloc.h"
 #include "lib/io.h"
 #include "lib/log.h"
+#include "mail/outcome.h"
 #include "send/sendint.h"
 
 enum dstate { DS_ASKING, DS_IDLE, DS_BUSY, DS_ENDING };
@@ -74,11 +75,6 @@ struct dsess {
 	struct dsess *next;
 };
 
-/* A TLS session a deliverer gives (tls.h's TLS_SESSION_MAX). */
-#define DS_TLS_MAX	(64 * 1024)
-
-/* Requests are at most this big (remote.c's REQUEST_MAX). */
-#define DS_REQUEST_MAX	(256 * 1024)
 
 int
 sess_wanted(const struct sched *s, size_t up)
@@ -211,7 +207,7 @@ on_word(struct evloop *ev, int fd, int events, void *arg)
 	struct dsess *d = arg;
 	struct sched *s = d->s;
 	struct job *j = d->job;
-	static char w[6 + DS_TLS_MAX];
+	static char w[6 + SESSION_TLS_MAX];
 	ssize_t n;
 
 	(void)ev; (void)events;
@@ -331,7 +327,7 @@ sess_fits(const struct job *j)
 
 	for (i = 0; i < j->n; i++)
 		len += strlen(j->addrs[i]) + 1;
-	return len <= DS_REQUEST_MAX;
+	return len <= SESSION_REQUEST_MAX;
 }
 
 int

@@ -514,6 +514,49 @@ Test(window, nomail_and_authfail)
 	wg_free(&g);
 }
 
+/* The probe with kept sessions: one connection-holding grant (a
+ * session's slot, 0/0/1) and one message grant (1/n/0) at a time, so
+ * that the probe's message can go on the probe's session; a second
+ * session or a second message waits for a good report.  (Before, a slot
+ * waited for message grants that waited for it: faultmatrix/auth_535
+ * stalled.) */
+Test(window, probe_is_one_session_and_one_message)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 60, UNIT_MESSAGES) };
+	struct wg_up *u;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 0);
+	u = wg_find(&g, "up");
+	acq(&g, NULL, 0, 0, 1, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1);		/* rec 0: a session's slot */
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1);		/* rec 1: its message */
+	S.now = 100;
+	(void)wg_report(&g, S.rec[1].r, WG_AUTHFAIL, "535 5.7.8 no", S.now);
+	S.rec[1].r = NULL; S.rec[1].ended = 1;
+	end(&g, &S.rec[0], WG_NOMAIL);			/* the session ends */
+	cr_assert(u->probe);
+	wg_lift(u, 1);					/* a reload: probing now */
+	cr_assert(u->probe);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 0, 0, 1, WG_OK);
+	acq(&g, NULL, 0, 0, 1, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	/* The first message and the first slot, not the second of either. */
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	cr_assert_eq(S.rec[2].w[UNIT_MESSAGES] + S.rec[3].w[UNIT_MESSAGES], 1);
+	cr_assert_eq(S.rec[2].w[UNIT_CONNECTIONS] + S.rec[3].w[UNIT_CONNECTIONS], 1);
+	cr_assert_eq(wg_next_wake(&g, S.now), -1);
+	S.now = 200;
+	end(&g, S.rec[2].w[UNIT_MESSAGES] ? &S.rec[2] : &S.rec[3], WG_SENT);
+	cr_assert(!u->probe);
+	cr_assert_eq(wg_pump(&g, S.now), 2);		/* the rest */
+	wg_free(&g);
+}
+
 /* After a gate crash a grant found open in the journal may have been
  * accepted until restart + grace: one slot, not the whole window. */
 Test(window, replayed_open_grant_takes_one_slot)
