@@ -91,8 +91,8 @@ gc_acquire(struct gate_client *gc, uint32_t tag, const char *upstream, const cha
 	return send_req(gc, &r);
 }
 
-static int
-report(struct gate_client *gc, uint32_t tag, enum gp_outcome o, uint32_t accepted,
+int
+gc_report(struct gate_client *gc, uint32_t tag, enum gp_outcome o, uint32_t accepted,
     int64_t at, const char *text)
 {
 	struct gp_req r;
@@ -119,17 +119,17 @@ report(struct gate_client *gc, uint32_t tag, enum gp_outcome o, uint32_t accepte
 }
 
 int gc_report_sent(struct gate_client *gc, uint32_t tag, uint32_t accepted, int64_t at_mono_ms)
-{ return report(gc, tag, GP_SENT, accepted, at_mono_ms, NULL); }
+{ return gc_report(gc, tag, GP_SENT, accepted, at_mono_ms, NULL); }
 int gc_report_refund(struct gate_client *gc, uint32_t tag)
-{ return report(gc, tag, GP_REFUND, 0, -1, NULL); }
+{ return gc_report(gc, tag, GP_REFUND, 0, -1, NULL); }
 int gc_report_unknown(struct gate_client *gc, uint32_t tag)
-{ return report(gc, tag, GP_UNKNOWN, 0, -1, NULL); }
+{ return gc_report(gc, tag, GP_UNKNOWN, 0, -1, NULL); }
 int gc_report_nomail(struct gate_client *gc, uint32_t tag)
-{ return report(gc, tag, GP_NOMAIL, 0, -1, NULL); }
+{ return gc_report(gc, tag, GP_NOMAIL, 0, -1, NULL); }
 int gc_report_throttled(struct gate_client *gc, uint32_t tag, const char *reply)
-{ return report(gc, tag, GP_THROTTLED, 0, -1, reply); }
+{ return gc_report(gc, tag, GP_THROTTLED, 0, -1, reply); }
 int gc_report_authfail(struct gate_client *gc, uint32_t tag, const char *reply)
-{ return report(gc, tag, GP_AUTHFAIL, 0, -1, reply); }
+{ return gc_report(gc, tag, GP_AUTHFAIL, 0, -1, reply); }
 
 int
 gc_cancel(struct gate_client *gc, uint32_t tag)

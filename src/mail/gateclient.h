@@ -36,8 +36,15 @@ void gc_close(struct gate_client *gc);
 int gc_acquire(struct gate_client *gc, uint32_t tag, const char *upstream,
     const char *cls, const char *sender, uint32_t messages, uint32_t recipients,
     uint32_t connections) MUST_CHECK;
-/* at_mono_ms: clock_mono_ms() when the upstream's 250 to the final dot
- * was read, or -1 when unknown (the gate then logs the send at once). */
+/* REPORT how for tag.  accepted, at_mono_ms: for GP_SENT (at_mono_ms:
+ * clock_mono_ms() when the upstream's 250 to the final dot was read, or
+ * -1 when unknown: the gate then logs the send at once); reply: for
+ * GP_THROTTLED and GP_AUTHFAIL, the upstream's reply (or a description
+ * of the TLS failure where there is none); bytes that cannot travel are
+ * replaced by '?' and it is cut to GP_TEXT_MAX.  The gc_report_* below
+ * are its short forms. */
+int gc_report(struct gate_client *gc, uint32_t tag, enum gp_outcome how, uint32_t accepted,
+    int64_t at_mono_ms, const char *reply) MUST_CHECK;
 int gc_report_sent(struct gate_client *gc, uint32_t tag, uint32_t accepted,
     int64_t at_mono_ms) MUST_CHECK;
 int gc_report_refund(struct gate_client *gc, uint32_t tag) MUST_CHECK;
@@ -45,11 +52,8 @@ int gc_report_refund(struct gate_client *gc, uint32_t tag) MUST_CHECK;
 int gc_report_unknown(struct gate_client *gc, uint32_t tag) MUST_CHECK;
 /* Connected, but the session ended before MAIL FROM was accepted. */
 int gc_report_nomail(struct gate_client *gc, uint32_t tag) MUST_CHECK;
-/* reply: the upstream's reply; bytes that cannot travel are replaced
- * by '?' and it is cut to GP_TEXT_MAX. */
 int gc_report_throttled(struct gate_client *gc, uint32_t tag, const char *reply) MUST_CHECK;
-/* AUTH refused or TLS verification failed; reply as for throttled (a
- * description of the TLS failure where there is no reply). */
+/* AUTH refused or TLS verification failed. */
 int gc_report_authfail(struct gate_client *gc, uint32_t tag, const char *reply) MUST_CHECK;
 int gc_cancel(struct gate_client *gc, uint32_t tag) MUST_CHECK;
 int gc_status(struct gate_client *gc, int json) MUST_CHECK;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/log.h"
 #include "mail/outcome.h"
 
 static const char *const names[] = {
@@ -19,6 +20,21 @@ const char *
 outcome_name(enum outcome_kind k)
 {
 	return k >= OUTCOME_REFUND && k <= OUTCOME_RELAY ? names[k] : "?";
+}
+
+enum gp_outcome
+outcome_gate(enum outcome_kind k)
+{
+	static const enum gp_outcome word[] = {
+		[OUTCOME_REFUND] = GP_REFUND, [OUTCOME_STALE] = GP_REFUND,
+		[OUTCOME_NOMAIL] = GP_NOMAIL, [OUTCOME_UNKNOWN] = GP_UNKNOWN,
+		[OUTCOME_THROTTLED] = GP_THROTTLED, [OUTCOME_AUTHFAIL] = GP_AUTHFAIL,
+		[OUTCOME_SENT] = GP_SENT, [OUTCOME_RELAY] = GP_SENT,
+	};
+
+	if (k < OUTCOME_REFUND || k > OUTCOME_RELAY)
+		panic("outcome_gate: kind %d", (int)k);
+	return word[k];
 }
 
 void

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "lib/buf.h"
+#include "mail/gateproto.h"
 
 /* Kept sessions (weir-remote -S, src/send/session.c), the two sides'
  * bounds: a request datagram ("ID\0SENDER\0RCPT\0...") is at most
@@ -61,5 +62,8 @@ void outcome_format(const struct outcome *o, struct buf *b);
 /* The line s[0..n) into o: 0, or -1 with what is wrong in *why. */
 int outcome_parse(const char *s, size_t n, struct outcome *o, const char **why);
 const char *outcome_name(enum outcome_kind k);
+/* What weir-gate is told for each (gateproto.h's REPORT): stale is a
+ * refund (nothing of it was sent), relay a send. */
+enum gp_outcome outcome_gate(enum outcome_kind k);
 
 #endif

@@ -234,27 +234,8 @@ gate_report(struct gate *g, const struct smtp_result *res)
 	    res->suspend || res->authfail ? res->throttle.s : "");
 	if (!g->on)
 		return;
-	switch (outcome(res)) {
-	case OUTCOME_THROTTLED:
-		k = gc_report_throttled(&g->gc, g->tag, res->throttle.s ? res->throttle.s : "");
-		break;
-	case OUTCOME_AUTHFAIL:
-		k = gc_report_authfail(&g->gc, g->tag, res->throttle.s ? res->throttle.s : "");
-		break;
-	case OUTCOME_REFUND:
-	case OUTCOME_STALE:
-		k = gc_report_refund(&g->gc, g->tag);
-		break;
-	case OUTCOME_NOMAIL:
-		k = gc_report_nomail(&g->gc, g->tag);
-		break;
-	case OUTCOME_UNKNOWN:
-		k = gc_report_unknown(&g->gc, g->tag);
-		break;
-	default:
-		k = gc_report_sent(&g->gc, g->tag, (uint32_t)res->delivered, res->accepted_at);
-		break;
-	}
+	k = gc_report(&g->gc, g->tag, outcome_gate(outcome(res)), (uint32_t)res->delivered,
+	    res->accepted_at, res->throttle.s ? res->throttle.s : "");
 	if (k < 0)
 		log_warn("weir-gate: reporting (the gate counts the send as made)");
 	else if ((k = gc_wait_reply(&g->gc, &r, &perr)) <= 0)

@@ -106,44 +106,27 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 	int crashed = WIFSIGNALED(j->status);
 
 	*undone = 0;
+	memset(&o, 0, sizeof o);
 	if (j->oc.len == 0)
 		o.kind = crashed ? OUTCOME_UNKNOWN : OUTCOME_REFUND;
 	else if (outcome_parse(j->oc.s, j->oc.len, &o, &why) < 0) {
 		log_warnx("msg %s: the deliverer's outcome line is malformed: %s", j->m->qid, why);
 		o.kind = OUTCOME_UNKNOWN;
 	}
-	switch (o.kind) {
-	case OUTCOME_REFUND:
-	case OUTCOME_STALE:
-		gate_tell(s, j, GP_REFUND, 0, NULL);
-		break;
-	case OUTCOME_NOMAIL:
-		gate_tell(s, j, GP_NOMAIL, 0, NULL);
-		break;
-	case OUTCOME_THROTTLED:
-		log_warnx("msg %s: the upstream is throttling us: %s", j->m->qid,
-		    o.text);
-		gate_tell(s, j, GP_THROTTLED, 0, o.text);
-		break;
-	case OUTCOME_AUTHFAIL:
+	if (o.kind == OUTCOME_THROTTLED)
+		log_warnx("msg %s: the upstream is throttling us: %s", j->m->qid, o.text);
+	if (o.kind == OUTCOME_AUTHFAIL)
 		log_warnx("msg %s: the upstream refused our credentials or certificate: %s; "
 		    "check username, secret_file (or secret_command), verify and ca_file of "
 		    "upstream %s", j->m->qid, o.text, s->ups[j->up].name);
-		gate_tell(s, j, GP_AUTHFAIL, 0, o.text);
-		break;
-	case OUTCOME_SENT:
-	case OUTCOME_RELAY:
+	if (o.kind == OUTCOME_SENT || o.kind == OUTCOME_RELAY) {
 		/* Only the last ones of the batch can be undone, never all. */
 		if (o.undone < j->n && (o.kind == OUTCOME_SENT || o.undone == 0))
 			*undone = o.undone;
 		j->sent_at = o.at;
-		gate_tell(s, j, GP_SENT, o.accepted > j->n ? (uint32_t)j->n :
-		    (uint32_t)o.accepted, NULL);
-		break;
-	case OUTCOME_UNKNOWN:
-		gate_tell(s, j, GP_UNKNOWN, 0, NULL);
-		break;
 	}
+	gate_tell(s, j, outcome_gate(o.kind), o.accepted > j->n ? (uint32_t)j->n :
+	    (uint32_t)o.accepted, o.text);
 	return o.kind;
 }
 

@@ -482,31 +482,11 @@ gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted
 
 	if (!s->gate_up || j->tag == 0)
 		return;	/* the gate already counted it as sent */
-	switch (how) {
-	case GP_THROTTLED:
-		k = gc_report_throttled(&s->gc, j->tag, reply);
+	/* An AUTHFAIL sets no hold (throttle_tag): the gate's suspension
+	 * paces the tries, and its RESUME or a reload lifts it at once. */
+	if (how == GP_THROTTLED)
 		s->ups[j->up].throttle_tag = j->tag;
-		break;
-	case GP_REFUND:
-		k = gc_report_refund(&s->gc, j->tag);
-		break;
-	case GP_AUTHFAIL:
-		/* No hold here (throttle_tag): the gate's suspension paces
-		 * the tries, and its RESUME or a reload lifts it at once. */
-		k = gc_report_authfail(&s->gc, j->tag, reply);
-		break;
-	case GP_NOMAIL:
-		k = gc_report_nomail(&s->gc, j->tag);
-		break;
-	case GP_UNKNOWN:
-		k = gc_report_unknown(&s->gc, j->tag);
-		break;
-	case GP_SENT:
-		k = gc_report_sent(&s->gc, j->tag, accepted, j->sent_at);
-		break;
-	default:
-		panic("gate_tell: outcome %d", (int)how);
-	}
+	k = gc_report(&s->gc, j->tag, how, accepted, how == GP_SENT ? j->sent_at : -1, reply);
 	j->tag = 0;
 	if (k < 0)
 		gate_down(s, strerror(errno));

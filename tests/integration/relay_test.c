@@ -377,9 +377,11 @@ Test(relay, throttle_holds_granted_jobs)
 
 /* ---- 4. relay-level refusals ---- */
 
-/* Two messages in, both deferred (not bounced, kept; the deferral says
- * why; check() on what the upstream saw); then fix() and `weir flush`:
- * both delivered exactly once. */
+/* Two messages in, the first deferred (not bounced, kept; the deferral
+ * says why; check() on what the upstream saw), the second deferred too or
+ * waiting (a refusal that suspends the upstream, such as a TLS failure,
+ * may come before it asks); then fix() and `weir flush`: both delivered
+ * exactly once. */
 static void
 refusal_case(const char *why, void (*check)(const struct rt_rec *), void (*fix)(void))
 {
@@ -389,7 +391,7 @@ refusal_case(const char *why, void (*check)(const struct rt_rec *), void (*fix)(
 
 	rt_sendmail(&t, SENDER, two, 2, "Subject: two\n\nhello\n");
 	send1("y@dest.example", "Subject: one\n\nhello\n");
-	rt_wait_log(&t, ": deferred <", 3, 20000);
+	rt_wait_log(&t, ": deferred <x2@dest.example>", 1, 20000);
 	{
 		char *logs = rt_send_logs(&t);
 
@@ -489,7 +491,7 @@ Test(relay, connection_refused)
 static void
 saw_drops(const struct rt_rec *r)
 {
-	cr_assert(r->ndropped >= 2, "%zu connections dropped in the data", r->ndropped);
+	cr_assert(r->ndropped >= 1, "%zu connections dropped in the data", r->ndropped);
 }
 
 /* The connection lost in the middle of the data. */

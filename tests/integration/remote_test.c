@@ -1222,9 +1222,10 @@ Test(remote, max_recipients_from_config)
 	cr_assert_eq(count_recorded("\"event\": \"mail\""), 1);
 }
 
-Test(remote, bad_usage_is_temporary)
+/* weir-remote run with argv[1..] (argv[0] filled in) answers want. */
+static void
+expect_run(const char **argv, const char *want)
 {
-	const char *argv[] = { NULL, "host", "sender", NULL };
 	struct tl_run rr;
 	struct tl_result r;
 	char *bin = tl_bin("weir-remote");
@@ -1233,28 +1234,26 @@ Test(remote, bad_usage_is_temporary)
 	memset(&rr, 0, sizeof rr);
 	rr.argv = argv;
 	tl_run(&rr, &r);
-	expect(&r, "Zweir-remote was invoked improperly: usage: weir-remote [-c FILE] [-u UPSTREAM] "
-	    "[-n [-r FD]] [-q ID] host sender recip... (#4.3.5)\n");
+	expect(&r, want);
 	tl_result_free(&r);
 	free(bin);
+}
+
+Test(remote, bad_usage_is_temporary)
+{
+	const char *argv[] = { NULL, "host", "sender", NULL };
+
+	expect_run(argv, "Zweir-remote was invoked improperly: usage: weir-remote [-c FILE] "
+	    "[-u UPSTREAM] [-n [-r FD]] [-q ID] host sender recip... (#4.3.5)\n");
 }
 
 /* -q takes only a queue id (mail/queue.h): it goes into log lines. */
 Test(remote, bad_queue_id_is_temporary)
 {
 	const char *argv[] = { NULL, "-q", "12.34\nfake line", "host", "sender", "rcpt", NULL };
-	struct tl_run rr;
-	struct tl_result r;
-	char *bin = tl_bin("weir-remote");
 
-	argv[0] = bin;
-	memset(&rr, 0, sizeof rr);
-	rr.argv = argv;
-	tl_run(&rr, &r);
-	expect(&r, "Zweir-remote was invoked improperly: -q needs a queue id INODE.SEC.NSEC. "
-	    "(#4.3.5)\n");
-	tl_result_free(&r);
-	free(bin);
+	expect_run(argv, "Zweir-remote was invoked improperly: -q needs a queue id "
+	    "INODE.SEC.NSEC. (#4.3.5)\n");
 }
 
 /* A section without host is refused: the caller's host argument never
