@@ -595,6 +595,50 @@ Test(weircmd, check_config_errors_in_the_policy)
 	free(pol);
 }
 
+/* Under weir.service root has no CAP_DAC_OVERRIDE and may not look in
+ * the queue's lock/ (weir-send's): check-config says nothing of what it
+ * cannot see (it said "no lock/trigger FIFO: not a queue yet"). */
+Test(weircmd, check_config_queue_it_cannot_look_into)
+{
+	char *lock = xasprintf("%s/lock", q.qdir), *bin = tl_bin("weir"), *want;
+	const char *argv[] = { "/usr/bin/setpriv", "--bounding-set=-dac_override,-dac_read_search",
+		bin, "-c", q.conf, "check-config", NULL };
+	struct tl_run run = { .argv = argv, .timeout_s = 60 };
+	struct tl_result r;
+
+	if (geteuid() != 0) {
+		free(lock);
+		free(bin);
+		cr_skip_test("needs root (a queue owned by someone else)");
+	}
+	sound_config();
+	cr_assert(chown(lock, 65534, 65534) == 0 && chmod(lock, 0700) == 0);
+	tl_run(&run, &r);
+	if (strncmp(buf_cstr(&r.err), "setpriv:", 8) == 0) {
+		tl_result_free(&r);
+		free(lock);
+		free(bin);
+		cr_skip_test("setpriv cannot drop capabilities here");
+	}
+	want = xasprintf("check-config: 0 errors, 0 warnings in %s and %s/policy.conf\n", q.conf,
+	    q.tmp);
+	cr_assert_str_eq(buf_cstr(&r.out), want, "stderr: %s", buf_cstr(&r.err));
+	cr_assert_eq(r.status, 0);
+	tl_result_free(&r);
+	/* Where lock/ can be seen and the FIFO is missing, it still says so. */
+	cr_assert(chown(lock, 0, 0) == 0);
+	free(want);
+	want = xasprintf("%s/lock/trigger", q.qdir);
+	cr_assert(unlink(want) == 0);
+	tl_run(&run, &r);
+	cr_assert(strstr(buf_cstr(&r.out), "no lock/trigger FIFO: not a queue yet"), "%s",
+	    buf_cstr(&r.out));
+	tl_result_free(&r);
+	free(want);
+	free(lock);
+	free(bin);
+}
+
 /* The accounts the daemons become must exist (nobody and nogroup do on
  * every Debian system; none is created). */
 Test(weircmd, check_config_accounts)
