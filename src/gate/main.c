@@ -11,13 +11,16 @@
  *
  * Trusts: its invoker (the administrator, or weir run).
  * Config keys: gate_socket, policy_file, gate_journal (weir.conf; -s, -p
- * and -j override), gate_user (started as root, the daemon becomes it
+ * and -j override), gate_status_socket (the read-only socket; the status
+ * form asks it when gate_socket cannot be reached and -s is not given),
+ * gate_user (started as root, the daemon becomes it
  * before anything else; see lib/privdrop.h).  -g (a duration, default
  * 10m, RFC 5321's wait for the reply to the final dot) is how long after
  * its last sign of life a send whose outcome is unknown (REPORT UNKNOWN,
  * its client gone, its grant open in the journal at start) may still be
  * accepted by the upstream.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,15 +46,23 @@ usage(void)
 	return 2;
 }
 
+/* Ask sock, else (when it cannot be reached) the status socket rsock. */
 static int
-status(const char *sock, int json)
+status(const char *sock, const char *rsock, int json)
 {
 	struct gate_client gc;
 	struct gp_reply r;
 	const char *why = "connection closed";
+	int e;
 
-	if (gc_connect(&gc, sock) < 0)
-		fatal(111, "connect %s", sock);
+	if (gc_connect(&gc, sock) < 0) {
+		e = errno;
+		if (rsock == NULL || gc_connect(&gc, rsock) < 0) {
+			errno = e;
+			fatal(111, "connect %s", sock);
+		}
+		sock = rsock;
+	}
 	if (gc_status(&gc, json) < 0)
 		fatal(111, "write %s", sock);
 	if (gc_wait_reply(&gc, &r, &why) != 1 || r.verb != GP_R_STATUS)
@@ -101,7 +112,8 @@ main(int argc, char **argv)
 		if (strcmp(argv[0], "status") != 0 || argc > 2 ||
 		    (argc == 2 && strcmp(argv[1], "json") != 0))
 			return usage();
-		rc = status(sock ? sock : cfg.gate_socket, argc == 2);
+		rc = status(sock ? sock : cfg.gate_socket, sock ? NULL : cfg.gate_status_socket,
+		    argc == 2);
 		config_free(&cfg);
 		return rc;
 	}
@@ -112,6 +124,7 @@ main(int argc, char **argv)
 	privdrop_daemon("gate_user", cfg.gate_user, 2);
 	umask(007);
 	o.socket = sock ? sock : cfg.gate_socket;
+	o.status_socket = cfg.gate_status_socket;
 	o.policy = policy ? policy : cfg.policy_file;
 	o.journal = journal ? journal : cfg.gate_journal;
 	o.grace = gsecs;

@@ -14,13 +14,21 @@
  * waiting requests, and its grants count as outcomes unknown (accepted
  * at any instant from the grant to now + grace).
  *
+ * The read-only status socket (gate_status_socket, mode 0666: whoever
+ * reaches its folder): the same parser and limits, but only STATUS is
+ * served (anything else: ERR READONLY, the connection kept); its clients
+ * have their own smaller bound, so they never take the deliverers' slots
+ * or descriptors; a client's next lines are not read until it has read
+ * the answers to the last ones.
+ *
  * Policy: re-read on SIGHUP and when the file changes (inotify on its
  * folder, so editors that rename are seen too); a policy with errors is
  * logged with file:line and the old one stays in force (at start: none,
  * and every request waits for a good one).
  *
- * Trusts: clients only through gateproto.c's parser.  Config keys:
- * gate_socket, policy_file.
+ * Trusts: clients only through gateproto.c's parser; on the status
+ * socket, nothing (anyone may connect).  Config keys: gate_socket,
+ * gate_status_socket, policy_file.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,6 +58,7 @@
 #include "mail/policy.h"
 
 #define CLIENTS_MAX	1024
+#define STATUS_CLIENTS_MAX 32	/* on the status socket, beside CLIENTS_MAX */
 #define CLIENT_REQS_MAX	4096
 #define OUT_MAX		(4 << 20)	/* unread answers before a client is dropped */
 
@@ -73,6 +82,7 @@ struct client {
 	struct creq *reqs;
 	size_t nreqs;
 	int closing;		/* answer what is queued, then close */
+	int readonly;		/* came in on the status socket: STATUS only */
 	struct client *next;
 };
 
@@ -80,12 +90,14 @@ struct server {
 	const struct gate_opts *o;
 	struct evloop *ev;
 	int lfd, ifd;
+	int sfd;		/* the status socket, -1: none */
 	struct wgate g;
 	struct policy *pol;
 	struct stat pol_st;
 	struct journal j;
 	struct client *clients;
 	size_t nclients;
+	size_t nstatus;			/* of them, on the status socket */
 	struct evtimer *timer;
 	int64_t timer_at;
 	struct creq *ghead, *gtail;	/* granted, answer after the journal sync */
@@ -171,8 +183,9 @@ flush_client(struct server *s, struct client *c)
 		drop_client(s, c, "does not read its answers");
 		return -1;
 	}
-	evloop_watch(s->ev, c->fd, (c->closing ? 0 : EV_READ) |
-	    (c->out.len > c->outoff ? EV_WRITE : 0), on_client, c);
+	/* A status client's next lines wait until it has read its answers. */
+	evloop_watch(s->ev, c->fd, (c->closing || (c->readonly && c->out.len > c->outoff) ?
+	    0 : EV_READ) | (c->out.len > c->outoff ? EV_WRITE : 0), on_client, c);
 	return 0;
 }
 
@@ -525,6 +538,10 @@ handle_line(struct server *s, struct client *c, const char *line, size_t len)
 			c->closing = 1;
 		return;
 	}
+	if (c->readonly && rq.verb != GP_STATUS) {
+		reply_err(c, rq.tag, GP_READONLY, "only STATUS on this socket");
+		return;
+	}
 	switch (rq.verb) {
 	case GP_ACQUIRE: do_acquire(s, c, &rq, now); break;
 	case GP_REPORT:  do_report(s, c, &rq, now_mono_ceil()); break;
@@ -579,9 +596,13 @@ drop_client(struct server *s, struct client *c, const char *why)
 			break;
 		}
 	s->nclients--;
+	if (c->readonly)
+		s->nstatus--;
 	if (s->accept_paused) {
 		s->accept_paused = 0;
 		evloop_watch(s->ev, s->lfd, EV_READ, on_accept, s);
+		if (s->sfd >= 0)
+			evloop_watch(s->ev, s->sfd, EV_READ, on_accept, s);
 	}
 	buf_free(&c->in);
 	buf_free(&c->out);
@@ -659,15 +680,20 @@ on_accept(struct evloop *ev, int fd, int events, void *arg)
 				 * the socket (or the loop would spin) until a
 				 * client goes. */
 				log_warn("accept: pausing until a client goes");
-				evloop_unwatch(ev, fd);
+				evloop_unwatch(ev, s->lfd);
+				if (s->sfd >= 0)
+					evloop_unwatch(ev, s->sfd);
 				s->accept_paused = 1;
 			} else if (errno != EAGAIN && errno != ECONNABORTED) {
 				log_warn("accept");
 			}
 			break;
 		}
-		if (s->nclients >= CLIENTS_MAX) {
-			log_warnx("more than %d clients: refusing one", CLIENTS_MAX);
+		if (fd == s->sfd ? s->nstatus >= STATUS_CLIENTS_MAX :
+		    s->nclients - s->nstatus >= CLIENTS_MAX) {
+			log_warnx("more than %d clients on %s: refusing one", fd == s->sfd ?
+			    STATUS_CLIENTS_MAX : CLIENTS_MAX, fd == s->sfd ? "the status socket" :
+			    "the socket");
 			if (close(cfd) < 0)
 				log_warn("close");
 			continue;
@@ -675,6 +701,8 @@ on_accept(struct evloop *ev, int fd, int events, void *arg)
 		c = xcalloc(1, sizeof *c);
 		c->fd = cfd;
 		c->s = s;
+		c->readonly = fd == s->sfd;
+		s->nstatus += (size_t)c->readonly;
 		c->next = s->clients;
 		s->clients = c;
 		s->nclients++;
@@ -947,8 +975,10 @@ tick_shared(struct server *s, int64_t now, int64_t next)
 	return next;
 }
 
+/* Listen on path, mode mode (what the folder lets through decides who
+ * may connect). */
 static int
-listen_socket(const char *path)
+listen_socket(const char *path, mode_t mode)
 {
 	struct sockaddr_un sa;
 	int fd, probe;
@@ -973,7 +1003,7 @@ listen_socket(const char *path)
 		fatal(111, "socket");
 	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
 		fatal(111, "bind %s", path);
-	if (chmod(path, 0660) < 0)
+	if (chmod(path, mode) < 0)
 		fatal(111, "chmod %s", path);
 	if (listen(fd, 128) < 0)
 		fatal(111, "listen %s", path);
@@ -1000,6 +1030,7 @@ gate_run(const struct gate_opts *o)
 			log_warn("setrlimit(RLIMIT_NOFILE)");
 	}
 	s.ifd = -1;
+	s.sfd = -1;
 	s.timer_at = -1;
 	signal(SIGPIPE, SIG_IGN);
 	s.pol = xcalloc(1, sizeof *s.pol);
@@ -1034,8 +1065,13 @@ gate_run(const struct gate_opts *o)
 	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());
 	s.sh = shared_new_for(o->journal, now_wall(), s.grace_ms);
 	s.ev = evloop_new();
-	s.lfd = listen_socket(o->socket);
+	s.lfd = listen_socket(o->socket, 0660);
 	evloop_watch(s.ev, s.lfd, EV_READ, on_accept, &s);
+	if (o->status_socket) {
+		s.sfd = listen_socket(o->status_socket, 0666);
+		evloop_watch(s.ev, s.sfd, EV_READ, on_accept, &s);
+		log_info("serving STATUS only on %s", o->status_socket);
+	}
 	watch_policy(&s);
 	evloop_signal(s.ev, SIGHUP, on_signal, &s);
 	evloop_signal(s.ev, SIGTERM, on_signal, &s);
@@ -1077,6 +1113,10 @@ gate_run(const struct gate_opts *o)
 	if (unlink(o->socket) < 0)
 		log_warn("unlink %s", o->socket);
 	if (close(s.lfd) < 0)
+		log_warn("close");
+	if (s.sfd >= 0 && unlink(o->status_socket) < 0)
+		log_warn("unlink %s", o->status_socket);
+	if (s.sfd >= 0 && close(s.sfd) < 0)
 		log_warn("close");
 	if (s.ifd >= 0 && close(s.ifd) < 0)
 		log_warn("close");

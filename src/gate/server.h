@@ -2,13 +2,14 @@
  * server.h: weir-gate's daemon: one process, one event loop, the engine
  * (window.h), the journal (journal.h) and the clients on a local socket.
  * Trusts: its clients only through the protocol parser.  Config keys:
- * gate_socket, policy_file (from weir.conf, passed in).
+ * gate_socket, gate_status_socket, policy_file (from weir.conf, passed in).
  */
 #ifndef WEIR_GATE_SERVER_H
 #define WEIR_GATE_SERVER_H
 
 struct gate_opts {
 	const char *socket;	/* gate_socket */
+	const char *status_socket; /* gate_status_socket: STATUS only; NULL: none */
 	const char *policy;	/* policy_file */
 	const char *journal;	/* -j */
 	long long grace;	/* -g, seconds: see journal_open() */

@@ -64,6 +64,9 @@ static const struct key keys[] = {
 	{ "aliases_file",   K_STR,      "/etc/aliases", 0, 0, 0, OFF(aliases_file) },
 	{ "policy_file",    K_STR,      SYSCONFDIR "/policy.conf", 0, 0, 0, OFF(policy_file) },
 	{ "gate_socket",    K_STR,      "/run/weir/gate.sock", 0, 0, 0, OFF(gate_socket) },
+	/* weir-gate's read-only socket (STATUS only, for anyone who can
+	 * reach its folder: weir-metrics, weir-gate status); none: off. */
+	{ "gate_status_socket", K_STR,  NULL, 0, 0, 0, OFF(gate_status_socket) },
 	{ "gate_journal",   K_STR,      "/var/lib/weir/gate.journal", 0, 0, 0, OFF(gate_journal) },
 	/* weir-send: deliveries at once per upstream; how long a message may
 	 * stay queued (time spent waiting on weir-gate does not count). */
@@ -858,6 +861,9 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 	if ((c->send_user == NULL) != (c->queue_group == NULL))
 		buf_printf(err, "%s: send_user and queue_group go together (the queue's "
 		    "owner and the queue writer's group): set both or neither\n", path);
+	if (c->gate_status_socket && strcmp(c->gate_status_socket, c->gate_socket) == 0)
+		buf_printf(err, "%s: gate_status_socket must differ from gate_socket (it "
+		    "answers anyone, and only STATUS)\n", path);
 	copy_upstreams(c, cfg, path, err);
 	copy_listen(c, cfg, path, err);
 	copy_metrics(c, cfg, path, err);

@@ -104,6 +104,7 @@ struct weir_config {
 	char *aliases_file;	/* aliases_file: local recipients first */
 	char *policy_file;	/* policy_file: weir-gate's windows and caps */
 	char *gate_socket;	/* gate_socket: weir-gate's local socket */
+	char *gate_status_socket; /* gate_status_socket: its read-only one; NULL: none */
 	char *gate_journal;	/* gate_journal: weir-gate's send history */
 	long long inject_timeout; /* inject_timeout, seconds */
 	unsigned concurrency;	/* concurrency: deliveries at once per upstream */

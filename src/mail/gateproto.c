@@ -14,6 +14,7 @@
 static const char *const code_names[GP_NCODES] = {
 	"OK", "SYNTAX", "VERB", "TOOLONG", "NUL", "BYTE", "TAG", "DUPTAG",
 	"NOPOLICY", "NOCLASS", "TOOBIG", "BADWEIGHT", "STATE", "LIMIT", "INTERNAL",
+	"READONLY",
 };
 
 const char *

@@ -22,6 +22,11 @@
  *                                          weir-send's counters (one line)
  *   STATUS TEXT|JSON
  *
+ * On weir-gate's read-only status socket (gate_status_socket) only STATUS
+ * is served; any other well-formed request is answered
+ * "ERR <tag|-> READONLY only STATUS on this socket" and the connection
+ * kept.
+ *
  * Replies:
  *
  *   GRANT <tag> <grant id> <max_recipients> <messages_per_connection>
@@ -103,6 +108,7 @@ enum gp_code {
 	GP_STATE,	/* e.g. REPORT of a request not granted */
 	GP_LIMIT,	/* too many requests on one connection */
 	GP_INTERNAL,	/* the gate cannot go on (journal) */
+	GP_READONLY,	/* not STATUS, on the read-only status socket */
 	GP_NCODES
 };
 

@@ -4,6 +4,9 @@
  * gate_socket (weir-gate makes its socket there; set-group-id to
  * send_user's group so that the socket is weir-send's and weir-remote's
  * to connect to) and the folder of gate_journal (weir-gate's alone).
+ * Beside the table, the folder of gate_status_socket when it is set:
+ * gate_user's, 0755, so that anyone reaches the read-only status socket
+ * in it (an admin who wants fewer makes the folder with a group).
  *
  * `weir run`, weir-gate and `weir queue-init`, started as root, make a
  * missing one with its owner and mode (a box without systemd-tmpfiles:
@@ -13,7 +16,8 @@
  * is never changed: it may be the admin's choice.
  *
  * Trusts: the config (its owner is root's).  Config keys: gate_socket,
- * gate_journal, gate_user, send_user (through struct weir_config).
+ * gate_journal, gate_status_socket, gate_user, send_user (through struct
+ * weir_config).
  */
 #ifndef WEIR_RUNDIR_H
 #define WEIR_RUNDIR_H
@@ -48,9 +52,14 @@ int rundir_owner(enum rundir_id id, const struct weir_config *c, uid_t *uid, gid
 int rundir_make(enum rundir_id id, const char *file, const struct weir_config *c,
     struct buf *why);
 
+/* The folder of gate_status_socket: made 0755, and as root gate_user's
+ * (when set), if it is missing.  As rundir_make(). */
+#define RUNDIR_STATUS_MODE	0755
+int rundir_make_status(const char *file, const struct weir_config *c, struct buf *why);
+
 /* Make both folders, of sock and journal (NULL: c's gate_socket and
- * gate_journal); log each one made, and each failure as a warning.  -1
- * if one failed. */
+ * gate_journal), and that of c's gate_status_socket when set; log each
+ * one made, and each failure as a warning.  -1 if one failed. */
 int rundir_make_all(const struct weir_config *c, const char *sock, const char *journal);
 
 #endif

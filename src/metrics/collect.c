@@ -14,8 +14,8 @@
  *             so weir-metrics needs only the queue group's read access.
  *
  * Trusts: the gate's document as far as jsonread.c parses it; nothing in
- * the queue.  Config keys: gate_socket, queue_dir, queue_split (through
- * struct metrics_src).
+ * the queue.  Config keys: gate_status_socket or gate_socket, queue_dir,
+ * queue_split (through struct metrics_src).
  */
 #include <dirent.h>
 #include <errno.h>

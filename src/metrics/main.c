@@ -9,7 +9,8 @@
  * done (--textfile), 2 bad usage or configuration (no metrics section
  * for the daemon), 111 temporary trouble (bind, write).
  *
- * Trusts: its invoker.  Config keys: gate_socket, queue_dir, queue_split,
+ * Trusts: its invoker.  Config keys: gate_status_socket (the gate's
+ * read-only socket) when set, else gate_socket; queue_dir, queue_split,
  * metrics { address, textfile, interval, user } (started as root, it
  * becomes metrics.user before anything else: lib/privdrop.h).
  */
@@ -74,7 +75,8 @@ main(int argc, char **argv)
 	 * binds anything. */
 	privdrop_daemon("metrics user", cfg.metrics.user, 2);
 	memset(&o, 0, sizeof o);
-	o.src.gate_socket = cfg.gate_socket;
+	/* STATUS is all it asks: the read-only socket, which needs no group. */
+	o.src.gate_socket = cfg.gate_status_socket ? cfg.gate_status_socket : cfg.gate_socket;
 	o.src.queue_dir = cfg.queue_dir;
 	o.src.queue_split = cfg.queue_split;
 	o.src.gate_timeout_ms = GATE_TIMEOUT_MS;

@@ -11,7 +11,8 @@
  *
  * Trusts: the gate as far as gateclient.c and jsonread.c parse it,
  * nothing in the queue (only names and mtimes are read), nothing from
- * HTTP clients.  Config keys: gate_socket, queue_dir, queue_split, and
+ * HTTP clients.  Config keys: gate_status_socket (else gate_socket),
+ * queue_dir, queue_split, and
  * the metrics section (address, textfile, interval, user).
  */
 #ifndef WEIR_METRICS_H
@@ -24,7 +25,7 @@
 
 /* Where a scrape reads from. */
 struct metrics_src {
-	const char *gate_socket;
+	const char *gate_socket;	/* gate_status_socket, else gate_socket */
 	const char *queue_dir;
 	unsigned queue_split;
 	int gate_timeout_ms;	/* for the gate's answer */

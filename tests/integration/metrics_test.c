@@ -16,6 +16,10 @@
  *     the window's bar;
  *   - COUNTS lines (weir-send's counters) sent by hand: the latest one is
  *     exported, an unknown upstream refused, no family before any;
+ *   - the read-only status socket (gate_status_socket): as nobody,
+ *     gate_socket refuses the connection, the status socket answers
+ *     STATUS JSON and refuses the other requests with ERR READONLY
+ *     while the gate goes on; weir-metrics as nobody scrapes through it;
  *   - a whole relay run (sendmail, weir-queue, weir-gate, weir-send,
  *     weir-remote, tests/upstream/upstream.py accepting, deferring and
  *     refusing recipients): weir-send's counters per upstream, as
@@ -37,11 +41,14 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/io.h"
 #include "mail/gateclient.h"
 #include "relay_helpers.h"
 #include "send_helpers.h"
@@ -472,6 +479,235 @@ Test(metrics, textfile_replaced_by_rename)
 	free(tmp);
 	free(dpath);
 	free(bin);
+}
+
+/* ---- the read-only status socket (gate_status_socket) ---- */
+
+#define NOBODY_ID 65534		/* nobody and nogroup on Debian */
+
+static char *ssock;		/* tmp/pub/status.sock */
+
+/* The status socket in tmp/pub (a folder the gate makes), tmp open to
+ * others' search only: the gate socket in it stays root's 0660. */
+static void
+status_socket_conf(void)
+{
+	char *line;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to run clients as nobody");
+	ssock = xasprintf("%s/pub/status.sock", s.qt.tmp);
+	line = xasprintf("gate_status_socket = \"%s\"\n", ssock);
+	sh_conf_append(&s, line);
+	free(line);
+	cr_assert_eq(chmod(s.qt.tmp, 0711), 0);
+}
+
+static int
+answers(void *path)
+{
+	return tl_sock_answers((const char *)path);
+}
+
+/* The gate, and its status socket answering (bound after gate_socket). */
+static void
+start_gate_status(void)
+{
+	start_gate();
+	cr_assert(sh_wait_for(answers, ssock, 10000), "no status socket %s", ssock);
+}
+
+/* Become nobody:nogroup with no other group (as setpriv --reuid=nobody
+ * --regid=nogroup --clear-groups); in a child, exit 126 on failure. */
+static void
+become_nobody(void)
+{
+	gid_t g = NOBODY_ID;
+
+	if (setgroups(0, NULL) < 0 || setresgid(g, g, g) < 0 ||
+	    setresuid(NOBODY_ID, NOBODY_ID, NOBODY_ID) < 0)
+		_exit(126);
+}
+
+/* What a nobody client sees, one line per step: the errno of a connect
+ * to gate_socket, the answer to each request on the status socket
+ * ("VERB tag CODE"), then the STATUS JSON body. */
+static void
+nobody_client(int out)
+{
+	const uint64_t counts[GP_NCOUNTS] = { 1, 1, 1, 1, 0, 0, 0, 0, 0 };
+	struct gate_client c;
+	struct gp_reply r;
+	struct buf o = BUF_INIT;
+	const char *why = "closed";
+	int i;
+
+	become_nobody();
+	if (gc_connect(&c, sock) == 0)
+		buf_adds(&o, "gate_socket: connected\n");
+	else
+		buf_printf(&o, "gate_socket: %s\n", errno == EACCES ? "EACCES" : strerror(errno));
+	if (gc_connect(&c, ssock) < 0) {
+		buf_printf(&o, "status socket: %s\n", strerror(errno));
+		goto out;
+	}
+	if (gc_acquire(&c, 7, "up1", NULL, NULL, 1, 1, 1) < 0 || gc_report_refund(&c, 7) < 0 ||
+	    gc_cancel(&c, 7) < 0 || gc_counts(&c, "up1", counts) < 0 ||
+	    gc_resume(&c, "up1") < 0 || gc_status(&c, 1) < 0) {
+		buf_printf(&o, "write: %s\n", strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < 6; i++) {
+		if (gc_wait_reply(&c, &r, &why) != 1) {
+			buf_printf(&o, "reply %d: %s\n", i, why);
+			goto out;
+		}
+		buf_printf(&o, "%d %u %s\n", (int)r.verb, r.tag,
+		    r.verb == GP_R_ERR ? gp_code_name(r.code) : "-");
+	}
+	buf_add(&o, c.status.s, c.status.len);
+	gc_close(&c);
+out:
+	if (full_write(out, o.s, o.len) < 0)
+		_exit(1);
+	_exit(0);
+}
+
+/*
+ * As nobody: gate_socket refuses the connection (EACCES); the status
+ * socket, in a folder the gate made 0755, is 0666 and answers STATUS
+ * JSON; ACQUIRE, REPORT, CANCEL, COUNTS and RESUME get ERR READONLY and
+ * change nothing; the gate goes on serving both sockets; `weir-gate
+ * status` run as nobody falls back to the status socket.
+ */
+Test(metrics, status_socket_answers_anyone_status_only)
+{
+	char *gate = tl_bin("weir-gate"), *pub = xasprintf("%s/pub", s.qt.tmp);
+	const char *argv[] = { "/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+		"--clear-groups", "--", gate, "-c", s.qt.conf, "status", NULL };
+	char want[256], tmp[4096];
+	struct tl_run run = { .argv = argv };
+	struct tl_result res;
+	struct buf out = BUF_INIT;
+	struct stat st;
+	pid_t pid;
+	int pfd[2], stt;
+	ssize_t n;
+
+	status_socket_conf();
+	start_gate_status();
+	cr_assert_eq(stat(pub, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0755, "folder mode %o", st.st_mode & 07777);
+	cr_assert_eq(stat(ssock, &st), 0);
+	cr_assert(S_ISSOCK(st.st_mode) && (st.st_mode & 07777) == 0666, "socket mode %o",
+	    st.st_mode & 07777);
+	cr_assert_eq(pipe2(pfd, O_CLOEXEC), 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(pfd[0]);
+		nobody_client(pfd[1]);
+	}
+	close(pfd[1]);
+	while ((n = read(pfd[0], tmp, sizeof tmp)) > 0)
+		buf_add(&out, tmp, (size_t)n);
+	close(pfd[0]);
+	cr_assert_eq(waitpid(pid, &stt, 0), pid);
+	cr_assert(WIFEXITED(stt) && WEXITSTATUS(stt) == 0, "client: 0x%x\n%s", stt,
+	    buf_cstr(&out));
+	snprintf(want, sizeof want, "gate_socket: EACCES\n"
+	    "%d 7 READONLY\n%d 7 READONLY\n%d 7 READONLY\n%d 0 READONLY\n%d 0 READONLY\n"
+	    "%d 0 -\n{", GP_R_ERR, GP_R_ERR, GP_R_ERR, GP_R_ERR, GP_R_ERR, GP_R_STATUS);
+	cr_assert(out.s && strncmp(out.s, want, strlen(want)) == 0, "wanted:\n%s\ngot:\n%s",
+	    want, buf_cstr(&out));
+	/* Nothing held, waiting or counted: the ACQUIRE and COUNTS were not taken. */
+	cr_assert(strstr(out.s, "\"held\":0,") && strstr(out.s, "\"waiting\":0,") &&
+	    strstr(out.s, "\"granted\":0,") && !strstr(out.s, "\"send\":"), "%s", out.s);
+	/* The gate goes on: grants on gate_socket, and the status socket
+	 * sees them, through weir-gate status as nobody. */
+	known_run();
+	tl_run(&run, &res);
+	cr_assert_eq(res.status, 0, "weir-gate status as nobody: %s", buf_cstr(&res.err));
+	cr_assert(strstr(buf_cstr(&res.out), "5 of 5"), "%s", buf_cstr(&res.out));
+	tl_result_free(&res);
+	buf_free(&out);
+	free(pub);
+	free(gate);
+	free(ssock);
+}
+
+/*
+ * The status socket's clients have their own bound (32): one more is
+ * closed at once, and the deliverers' socket is served all along.
+ */
+Test(metrics, status_socket_clients_bounded)
+{
+	int fds[33], i;
+	char c;
+	struct pollfd p;
+
+	status_socket_conf();
+	start_gate_status();
+	for (i = 0; i < 33; i++) {
+		struct sockaddr_un sa;
+
+		fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		cr_assert(fds[i] >= 0);
+		memset(&sa, 0, sizeof sa);
+		sa.sun_family = AF_UNIX;
+		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", ssock);
+		cr_assert_eq(connect(fds[i], (struct sockaddr *)&sa, sizeof sa), 0);
+	}
+	/* The 33rd: closed by the gate (end of file, no answer). */
+	p.fd = fds[32];
+	p.events = POLLIN;
+	cr_assert_eq(poll(&p, 1, 10000), 1, "the 33rd status client was kept");
+	cr_assert_eq(read(fds[32], &c, 1), 0);
+	known_run();
+	for (i = 0; i < 33; i++)
+		close(fds[i]);
+	free(ssock);
+}
+
+/*
+ * weir-metrics started as root with metrics { user = "nobody" }, no
+ * group: it scrapes the gate through the status socket (a gate that
+ * died with kill -9 left the socket file; the next one serves it), and
+ * it cannot read the queue (weir_queue_up 0).
+ */
+Test(metrics, metrics_as_nobody_through_status_socket)
+{
+	char *conf = xasprintf("%s/nobody.conf", s.qt.tmp), *cut, *tail;
+	struct buf text = BUF_INIT, body = BUF_INIT;
+
+	status_socket_conf();
+	tl_read(s.qt.conf, &text);
+	cut = strstr(text.s, "metrics {");
+	cr_assert(cut);
+	text.len = (size_t)(cut - text.s);
+	tail = xasprintf("gate_status_socket = \"%s\"\n"
+	    "metrics { address = \"127.0.0.1:0\" user = \"nobody\" }\n", ssock);
+	buf_adds(&text, tail);
+	tl_write(conf, text.s, text.len);
+	confpath = conf;
+	start_gate_status();
+	kill_pid(&gate_pid);
+	cr_assert(access(ssock, F_OK) == 0, "the killed gate's socket file is gone");
+	start_gate_status();
+	known_run();
+	start_metrics();
+	cr_assert_eq(curl("/metrics", &body), 0);
+	promtool_clean(&body);
+	has_line(&body, "weir_gate_up 1");
+	has_line(&body, "weir_window_used{upstream=\"up1\",window=\"60s\",unit=\"messages\"} 5");
+	has_line(&body, "weir_grants_waiting{upstream=\"up1\"} 1");
+	has_line(&body, "weir_queue_up 0");
+	buf_free(&text);
+	buf_free(&body);
+	free(tail);
+	free(conf);
+	free(ssock);
 }
 
 /* ---- weir status --watch ---- */

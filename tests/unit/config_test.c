@@ -95,6 +95,28 @@ Test(config, errors_name_file_line_and_problem)
 	bad("admin = \"me@x <y>\"\n", "an address without spaces");
 }
 
+/* The read-only status socket: off unless set, never gate_socket. */
+Test(config, gate_status_socket)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+	char *p = conf("gate_status_socket = \"/run/weir-status/gate.sock\"\n");
+
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", buf_cstr(&err));
+	cr_assert_str_eq(c.gate_status_socket, "/run/weir-status/gate.sock");
+	config_free(&c);
+	free(p);
+	p = conf("queue_dir = \"/q\"\n");
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", buf_cstr(&err));
+	cr_assert_null(c.gate_status_socket);
+	config_free(&c);
+	free(p);
+	bad("gate_socket = \"/run/x.sock\"\ngate_status_socket = \"/run/x.sock\"\n",
+	    "gate_status_socket must differ from gate_socket");
+	bad("gate_status_socket = \"\"\n", "gate_status_socket must not be empty");
+	buf_free(&err);
+}
+
 Test(config, a_folder_is_refused_not_fatal)
 {
 	struct weir_config c;
