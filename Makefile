@@ -46,7 +46,7 @@ ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt -lhiredis
 TESTLIBS := -lcriterion
 
 # program name : source folder (a folder without main.c is not built yet)
-ALL_PROGRAMS := weir-queue:queue weir:weir sendmail:sendmail weir-send:send weir-remote:remote weir-gate:gate weir-smtpd:smtpd weir-metrics:metrics
+ALL_PROGRAMS := weir-queue:queue weir:weir sendmail:sendmail weir-send:send weir-remote:remote weir-gate:gate weir-smtpd:smtpd weir-metrics:metrics weir-showq:showq
 PROGRAMS := $(foreach p,$(ALL_PROGRAMS),$(if $(wildcard src/$(word 2,$(subst :, ,$(p)))/main.c),$(p)))
 
 LIB_SRC  := $(wildcard src/lib/*.c src/mail/*.c)

@@ -105,6 +105,7 @@ struct weir_config {
 	char *policy_file;	/* policy_file: weir-gate's windows and caps */
 	char *gate_socket;	/* gate_socket: weir-gate's local socket */
 	char *gate_journal;	/* gate_journal: weir-gate's send history */
+	char *showq_socket;	/* showq_socket: weir-showq's public socket; NULL: off */
 	long long inject_timeout; /* inject_timeout, seconds */
 	unsigned concurrency;	/* concurrency: deliveries at once per upstream */
 	long long queue_lifetime; /* queue_lifetime, seconds */
