@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -203,7 +204,7 @@ showq_serve(int lfd, const struct showq_opts *o)
 {
 	size_t children = 0;
 	int fd, status;
-	pid_t pid;
+	pid_t pid, self = getpid();
 
 	log_info("serving the queue listing of %s on %s", o->queue_dir, o->socket);
 	for (;;) {
@@ -238,6 +239,10 @@ showq_serve(int lfd, const struct showq_opts *o)
 			continue;
 		}
 		if (pid == 0) {
+			/* A listing does not outlive weir-showq: it holds weir
+			 * run's lock (weir/run.c), which a restart needs free. */
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != self)
+				_exit(1);
 			(void)close(lfd);
 			(void)signal(SIGPIPE, SIG_IGN);
 			(void)signal(SIGALRM, SIG_DFL);
