@@ -13,6 +13,16 @@
 #include "lib/io.h"
 #include "mail/showq.h"
 
+/* s as it was sent, but for bytes outside printable ASCII: '?'. */
+static void
+add_printable(struct buf *b, const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		buf_addc(b, (unsigned char)s[i] >= ' ' && (unsigned char)s[i] <= '~' ? s[i] : '?');
+}
+
 int
 showq_parse_request(const char *s, size_t n, enum qlist_format *f, struct buf *why)
 {
@@ -41,7 +51,7 @@ showq_parse_request(const char *s, size_t n, enum qlist_format *f, struct buf *w
 		*f = QLIST_JSON;
 	else {
 		buf_adds(why, "unknown request \"");
-		buf_add_oneline(why, s, len - 1);
+		add_printable(why, s, len - 1);
 		buf_adds(why, "\" (want \"list\" or \"json\")");
 		return -1;
 	}
@@ -104,7 +114,7 @@ showq_parse_head(const char *s, size_t n, struct showq_head *h, struct buf *why)
 			return 0;
 	}
 	buf_adds(why, "malformed answer \"");
-	buf_add_oneline(why, s, n > 80 ? 80 : n);
+	add_printable(why, s, n > 80 ? 80 : n);
 	buf_adds(why, n > 80 ? "...\"" : "\"");
 	return -1;
 }
