@@ -114,27 +114,31 @@ build_queue(void)
 	put("todo/300", S("u1000\0p4242\0Fsender@example.org\0Tt1@example.net\0"), 1700003600);
 }
 
-/* Start weir-showq (-t 1) in its own process group; wait for its line
- * saying it serves. */
-static void
-start_showq(void)
+/* Start argv in its own process group, stderr to a pipe we read until
+ * weir-showq's line saying it serves; its pid. */
+static pid_t
+spawn_until_serving(const char *const *argv)
 {
-	char *bin = tl_bin("weir-showq"), line[512];
+	char line[4096];
 	int p[2];
 	size_t n = 0;
 	uint64_t deadline = clock_mono_ms() + 15000;
+	char *lib = xstrdup(argv[0]);
+	pid_t pid;
 
+	*strrchr(lib, '/') = '\0';	/* weir run finds the daemons there */
 	cr_assert(pipe2(p, O_CLOEXEC) == 0);
-	showq = fork();
-	cr_assert(showq >= 0);
-	if (showq == 0) {
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (setpgid(0, 0) < 0 || dup2(p[1], 2) < 0)
+		if (setpgid(0, 0) < 0 || dup2(p[1], 2) < 0 || setenv("WEIR_LIBEXEC", lib, 1) < 0)
 			_exit(126);
-		execl(bin, "weir-showq", "-c", q.conf, "-t", "1", (char *)NULL);
+		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	close(p[1]);
+	free(lib);
 	for (;;) {
 		struct pollfd pf = { p[0], POLLIN, 0 };
 		uint64_t now = clock_mono_ms();
@@ -143,14 +147,25 @@ start_showq(void)
 		cr_assert(now < deadline, "weir-showq did not start: %.*s", (int)n, line);
 		cr_assert(poll(&pf, 1, (int)(deadline - now)) >= 0);
 		r = read(p[0], line + n, sizeof line - 1 - n);
-		cr_assert(r > 0, "weir-showq ended: %.*s", (int)n, line);
+		cr_assert(r > 0, "ended: %.*s", (int)n, line);
 		n += (size_t)r;
 		line[n] = '\0';
-		if (strstr(line, "serving the queue listing"))
+		if (strstr(line, "weir-showq") && strstr(line, "serving the queue listing"))
 			break;
 		cr_assert(n < sizeof line - 1, "%s", line);
 	}
 	close(p[0]);	/* later lines: EPIPE, which it ignores */
+	return pid;
+}
+
+/* weir-showq -t 1, alone. */
+static void
+start_showq(void)
+{
+	char *bin = tl_bin("weir-showq");
+	const char *argv[] = { bin, "-c", q.conf, "-t", "1", NULL };
+
+	showq = spawn_until_serving(argv);
 	free(bin);
 }
 
@@ -368,4 +383,41 @@ Test(showq, off_means_the_queue_is_not_readable)
 	    strstr(user.err.s, "Permission denied"), "%s", user.err.s);
 	cr_assert(!strstr(user.err.s, "weir-showq"), "%s", user.err.s);
 	tl_result_free(&user);
+}
+
+Test(showq, weir_run_starts_it)
+{
+	char *pol = xasprintf("%s/policy.conf", q.tmp), *bin = tl_bin("weir");
+	char *c = xasprintf("queue_dir = \"%s\"\nqueue_split = 23\nshowq_socket = \"%s\"\n"
+	    "gate_socket = \"%s/run/gate.sock\"\ngate_journal = \"%s/lib/gate.journal\"\n"
+	    "policy_file = \"%s\"\n", q.qdir, sock, q.tmp, q.tmp, pol);
+	const char *argv[] = { bin, "-c", q.conf, "run", NULL };
+	struct tl_result root, user;
+	int status;
+
+	tl_write(pol, S("upstream \"*\" { rate = \"100 per 1s\" }\n"));
+	qt_config(&q, c);
+	/* A held message: weir-send, started too, leaves it as it is. */
+	put("mess/8/54", S("Subject: b\n\nbody\n"), 0);
+	put("info/8/54", S("Fheld@example.org\0"), 1700000050);
+	put("remote/8/54", S("Tdave@example.net\0"), 0);
+	put("hold/54", S("birth 1700000050\nsince 1700000060\n"), 0);
+	showq = spawn_until_serving(argv);
+	run(1, "mailq", NULL, &user);
+	run(0, "mailq", NULL, &root);
+	cr_assert_eq(user.status, 0, "nobody's mailq: exit %d: %s", user.status,
+	    buf_cstr(&user.err));
+	cr_assert_str_eq(buf_cstr(&user.out), buf_cstr(&root.out));
+	cr_assert(strstr(user.out.s, "#54  ") && strstr(user.out.s, ">  held\n"), "%s",
+	    user.out.s);
+	/* weir run stops it with the others. */
+	cr_assert(kill(showq, SIGTERM) == 0);
+	cr_assert(waitpid(showq, &status, 0) == showq);
+	showq = -1;
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "weir run: status %d", status);
+	tl_result_free(&root);
+	tl_result_free(&user);
+	free(pol);
+	free(bin);
+	free(c);
 }
