@@ -47,6 +47,7 @@ admin        = "postmaster@example.org"
 policy_file  = "$work/policy.conf"
 gate_socket  = "$work/gate.sock"
 gate_journal = "$work/gate.journal"
+showq_socket = "$work/showq.sock"
 concurrency  = 3
 upstream "isp" {
   host        = "127.0.0.1"

@@ -61,6 +61,7 @@ instance() {
 		printf 'queue_dir = "%s/queue"\nhostname = "relay.example.org"\n' "$D"
 		printf 'admin = "postmaster@example.org"\npolicy_file = "%s/policy.conf"\n' "$D"
 		printf 'gate_socket = "%s/gate.sock"\ngate_journal = "%s/gate.journal"\n' "$D" "$D"
+		printf 'showq_socket = ""\n'
 		printf 'concurrency = %s\n' "$CONC"
 		printf 'upstream "up" {\n  host = "127.0.0.1"\n  port = %s\n  tls = "%s"\n' "$2" "$3"
 		printf '  ca_file = "%s/certs/ca.pem"\n' "$scratch"

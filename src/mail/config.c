@@ -40,8 +40,9 @@
 #define SYSCONFDIR "/etc/weir"
 #endif
 
-/* K_ACCOUNT: a user or group name; "" (the default) stores NULL. */
-enum ktype { K_STR, K_INT, K_DURATION, K_BOOL, K_LIST, K_CHOICE, K_ACCOUNT };
+/* K_ACCOUNT: a user or group name; "" (the default) stores NULL.
+ * K_OPTSTR: a string with a default, where "" stores NULL (off). */
+enum ktype { K_STR, K_INT, K_DURATION, K_BOOL, K_LIST, K_CHOICE, K_ACCOUNT, K_OPTSTR };
 
 struct key {
 	const char *name;
@@ -68,6 +69,9 @@ static const struct key keys[] = {
 	 * reach its folder: weir-metrics, weir-gate status); none: off. */
 	{ "gate_status_socket", K_STR,  NULL, 0, 0, 0, OFF(gate_status_socket) },
 	{ "gate_journal",   K_STR,      "/var/lib/weir/gate.journal", 0, 0, 0, OFF(gate_journal) },
+	/* weir-showq: the queue listing for users who cannot read the
+	 * queue (mailq); "" turns it off. */
+	{ "showq_socket",   K_OPTSTR,   "/run/weir-showq/showq.sock", 0, 0, 0, OFF(showq_socket) },
 	/* weir-send: deliveries at once per upstream; how long a message may
 	 * stay queued (time spent waiting on weir-gate does not count). */
 	{ "concurrency",    K_INT,      NULL, 4, 1, 1000, OFF(concurrency) },
@@ -297,6 +301,10 @@ validate_key(cfg_t *cfg, cfg_opt_t *opt, const struct key *k)
 				return -1;
 			}
 		return 0;
+	case K_OPTSTR:
+		if (*cfg_opt_getnstr(opt, 0) == '\0')
+			return 0;
+		/* FALLTHROUGH */
 	case K_STR:
 		if (*cfg_opt_getnstr(opt, 0) == '\0') {
 			cfg_error(cfg, "%s must not be empty", k->name);
@@ -426,7 +434,7 @@ table_defaults(const struct key *tab, size_t n, void *base)
 		char *field = (char *)base + tab[i].off;
 
 		switch (tab[i].type) {
-		case K_STR:
+		case K_STR: case K_OPTSTR:
 			if (tab[i].def)
 				*(char **)field = xstrdup(tab[i].def);
 			break;
@@ -515,10 +523,12 @@ table_copy(const struct key *tab, size_t n, void *base, cfg_t *cfg)
 			free(*(char **)field);
 			*(char **)field = xstrdup(cfg_getstr(cfg, name));
 			break;
-		case K_ACCOUNT:
+		case K_ACCOUNT: case K_OPTSTR:
+			if (cfg_getstr(cfg, name) == NULL)
+				break;	/* not in the file: the default stays */
 			free(*(char **)field);
 			*(char **)field = NULL;
-			if (cfg_getstr(cfg, name) && *cfg_getstr(cfg, name))
+			if (*cfg_getstr(cfg, name))
 				*(char **)field = xstrdup(cfg_getstr(cfg, name));
 			break;
 		case K_INT:
@@ -557,7 +567,7 @@ table_free(const struct key *tab, size_t n, void *base)
 	for (i = 0; i < n; i++) {
 		char *field = (char *)base + tab[i].off;
 
-		if (tab[i].type == K_STR || tab[i].type == K_ACCOUNT) {
+		if (tab[i].type == K_STR || tab[i].type == K_ACCOUNT || tab[i].type == K_OPTSTR) {
 			free(*(char **)field);
 			*(char **)field = NULL;
 		} else if (tab[i].type == K_LIST) {
@@ -952,6 +962,12 @@ salvage_value(struct weir_config *c, const struct key *k, const char *v)
 			return -1;
 		free(*(char **)field);
 		*(char **)field = xstrdup(v);
+		return 0;
+	case K_OPTSTR:
+		if (*v && str_problem(k->name, v) != NULL)
+			return -1;
+		free(*(char **)field);
+		*(char **)field = *v ? xstrdup(v) : NULL;
 		return 0;
 	case K_ACCOUNT:
 		if (account_problem(v) != NULL)

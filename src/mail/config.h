@@ -106,6 +106,7 @@ struct weir_config {
 	char *gate_socket;	/* gate_socket: weir-gate's local socket */
 	char *gate_status_socket; /* gate_status_socket: its read-only one; NULL: none */
 	char *gate_journal;	/* gate_journal: weir-gate's send history */
+	char *showq_socket;	/* showq_socket: weir-showq's public socket; NULL: off */
 	long long inject_timeout; /* inject_timeout, seconds */
 	unsigned concurrency;	/* concurrency: deliveries at once per upstream */
 	long long queue_lifetime; /* queue_lifetime, seconds */

@@ -17,7 +17,8 @@
  *
  * Trusts: the invoking user (it runs with no privilege); the message and
  * its addresses are checked, not trusted.  Config keys: hostname (sender
- * domain, Message-ID, bare addresses); queue_dir and queue_split for mailq;
+ * domain, Message-ID, bare addresses); queue_dir, queue_split and
+ * showq_socket for mailq;
  * admin and the upstreams for -bv.  Loaded by config_load_inject(): any
  * error but where the queue is is one warning.
  */

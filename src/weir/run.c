@@ -1,8 +1,9 @@
 /*
  * run.c: `weir [-c FILE] run`: the foreground supervisor.  Starts the
  * daemons (weir-gate, then weir-send, then `weir-smtpd -l` when weir.conf
- * has a listen section, then weir-metrics when it has a metrics section),
- * each with the same config file,
+ * has a listen section, then weir-metrics when it has a metrics section,
+ * then weir-showq unless showq_socket is ""), each with the same config
+ * file,
  * restarts one that exits or crashes (crash-only: there is no special
  * shutdown path in them, so restarting is recovery), forwards SIGHUP (re-
  * read config and policy), and on SIGTERM or SIGINT stops them all and
@@ -22,7 +23,7 @@
  *
  * Programs are found with libexec_path().  Config keys: queue_dir (for
  * the lock), and those of the children; this file looks only at whether
- * a listen section and a metrics section exist.
+ * a listen section and a metrics section exist and showq_socket is set.
  */
 #include <errno.h>
 #include <signal.h>
@@ -242,7 +243,7 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 {
 	static const char *const daemons[][2] = {
 		{ "weir-gate", NULL }, { "weir-send", NULL }, { "weir-smtpd", "-l" },
-		{ "weir-metrics", NULL },
+		{ "weir-metrics", NULL }, { "weir-showq", NULL },
 	};
 	struct run r;
 	size_t i, d;
@@ -264,8 +265,9 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 	evloop_signal(r.ev, SIGHUP, on_hup, &r);
 	for (d = 0; d < sizeof daemons / sizeof daemons[0]; d++) {
 		/* weir-smtpd only with a listen section, weir-metrics only
-		 * with a metrics section. */
-		if ((d == 2 && !cfg->listen.present) || (d == 3 && !cfg->metrics.present))
+		 * with a metrics section, weir-showq unless turned off. */
+		if ((d == 2 && !cfg->listen.present) || (d == 3 && !cfg->metrics.present) ||
+		    (d == 4 && cfg->showq_socket == NULL))
 			continue;
 		i = r.n++;
 		r.c[i].r = &r;

@@ -828,7 +828,7 @@ start_listener_at(const char *addr, const char *listen_conf, int run)
 	const char *s;
 
 	char *c = xasprintf("gate_socket = \"%s/gate.sock\"\ngate_journal = \"%s/gate.journal\"\n"
-	    "policy_file = \"%s/policy.conf\"\n"
+	    "policy_file = \"%s/policy.conf\"\nshowq_socket = \"\"\n"
 	    "listen {\n address = {\"%s\"}\n%s}\n", q.tmp, q.tmp, q.tmp, addr, listen_conf);
 
 	reconfig(c);

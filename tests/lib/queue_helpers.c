@@ -84,8 +84,10 @@ qt_setup(struct qt *q, unsigned split, const char *extra_conf)
 	q->conf = xasprintf("%s/weir.conf", q->tmp);
 	q->split = split;
 	q->uid = (unsigned long)getuid();
-	buf_printf(&conf, "# written by queue_helpers.c\nqueue_dir = \"%s\"\nqueue_split = %u\n",
-	    q->qdir, split);
+	/* showq_socket "": a `weir run` of a test starts no weir-showq on
+	 * the default socket (showq_test.c names its own). */
+	buf_printf(&conf, "# written by queue_helpers.c\nqueue_dir = \"%s\"\nqueue_split = %u\n"
+	    "showq_socket = \"\"\n", q->qdir, split);
 	if (extra_conf)
 		buf_adds(&conf, extra_conf);
 	qt_config(q, conf.s);

@@ -18,18 +18,21 @@
 #     message through /usr/sbin/sendmail as user nobody (the set-group-id
 #     weir-queue), one over SMTP to weir-smtpd; both must reach the
 #     upstream with the password only weir-remote can read.  Each daemon
-#     must run as its designed user (/proc/PID/status).
+#     must run as its designed user (/proc/PID/status).  mailq as nobody
+#     (who may not read the queue) gets the listing from weir-showq.
 #  6. Upgrade (dpkg -i again) with a message queued while weir is stopped:
-#     the queue and the gate's journal are kept; the queued message goes
-#     out with /etc/init.d/weir (start, status, reload, stop; a broken
-#     weir.conf refused by start).
+#     the queue and the gate's journal are kept; nobody's mailq says weir
+#     is not running (exit 75); the message is held (weir hold), listed
+#     as held to nobody by weir-showq once /etc/init.d/weir started weir,
+#     released, and goes out (init.d start, status, reload, stop; a
+#     broken weir.conf refused by start).
 #  7. dpkg --purge: users, groups, statoverrides, spool, journal and
 #     /etc/weir are gone, and the root's file list is the one of step 2
 #     but for what dpkg and adduser keep by design.
 #  8. With systemd: a second root with systemd, install, boot it with
 #     systemd-nspawn (host network, so loopback again); weir.service must
 #     be active with its hardening, the daemons run as their users, mail
-#     sent in the container arrives, `systemctl reload weir` reloads the
+#     sent in the container arrives, nobody's mailq works, `systemctl reload weir` reloads the
 #     policy without a restart, the journal has a line per delivery; a
 #     broken weir.conf makes `systemctl restart weir` fail once, with the
 #     error's file:line in the journal, and no restart follows.
@@ -165,6 +168,7 @@ check_users() {
 	check "weir-gate runs as weir-gate" runs_as weir-gate weir-gate
 	check "weir-send runs as weir-send" runs_as weir-send weir-send
 	check "weir-smtpd runs as weir-smtpd" runs_as weir-smtpd weir-smtpd
+	check "weir-showq runs as weir-send" runs_as weir-showq weir-send
 	check "weir-send has group weir-queue" has_group weir-send weir-queue
 }
 install_deb() {	# LOG
@@ -252,7 +256,7 @@ expect_mode /run/weir "2750 weir-gate:weir-send"
 check "/usr/sbin/sendmail, /usr/lib/sendmail and /usr/bin/mailq" \
 	sh -c "test -x '$root/usr/sbin/sendmail' && test -x '$root/usr/lib/sendmail' && test -x '$root/usr/bin/mailq'"
 for m in man8/weir.8 man8/weir-queue.8 man8/weir-send.8 man8/weir-gate.8 man8/weir-remote.8 \
-    man8/weir-smtpd.8 man8/sendmail.8 man1/mailq.1 man5/weir.conf.5 man5/weir-policy.conf.5; do
+    man8/weir-smtpd.8 man8/weir-showq.8 man8/sendmail.8 man1/mailq.1 man5/weir.conf.5 man5/weir-policy.conf.5; do
 	check "man page $m" test -s "$root/usr/share/man/$m.gz"
 done
 check "weir queue-check: the queue is sound" sh -c "chroot '$root' weir queue-check >'$work/qcheck.log' 2>&1"
@@ -299,6 +303,9 @@ check "SMTP to weir-smtpd" smtp_send "$smtpport" other@example.net "hello over S
 check "both messages reached the upstream (AUTH with the secret)" wait_for 60 arrived 2
 check "the upstream saw AUTH by pkgtest" grep -q '"user": "pkgtest", "ok": true' "$work/upstream.log"
 check "the sendmail message is intact" grep -rqs 'hello from the package test' "$work"/upstream.log.*
+check "weir-showq's socket appears" wait_for 20 test -S "$root/run/weir-showq/showq.sock"
+check "mailq as nobody lists the empty queue (through weir-showq)" wait_for 20 sh -c \
+	"chroot --userspec=nobody:nogroup '$root' mailq | grep -q '^messages in queue: 0\$'"
 lister=chroot_pids
 check_users
 
@@ -308,6 +315,9 @@ check "weir run stopped its daemons" wait_for 10 sh -c "[ -z \"\$(for p in /proc
 check "sendmail as nobody with weir stopped" sh -c \
 	"printf 'Subject: waits\n\nqueued across an upgrade\n' |
 	chroot --userspec=nobody:nogroup '$root' /usr/sbin/sendmail -f cron@relay.example.org late@example.com"
+check "mailq as nobody with weir stopped: not running, exit 75" sh -c \
+	"out=\$(chroot --userspec=nobody:nogroup '$root' mailq 2>&1); rc=\$?; echo \"    \$out\";
+	test \$rc -eq 75 && echo \"\$out\" | grep -q 'mailq: the queue listing is unavailable: weir is not running'"
 journal_before=$(md5sum <"$root/var/lib/weir/gate.journal" 2>/dev/null || echo none)
 install_deb upgrade.log
 ok "upgraded"
@@ -316,8 +326,14 @@ check "the gate's journal is unchanged" test "$(md5sum <"$root/var/lib/weir/gate
 check "the queue is sound after the upgrade" sh -c "chroot '$root' weir queue-check >'$work/qcheck2.log' 2>&1"
 check "the password survived the upgrade" grep -qx pkg-secret-42 "$root/etc/weir/secret"
 init_d() { chroot "$root" /etc/init.d/weir "$@" >>"$work/init.log" 2>&1; }
-rm -rf "$root/run/weir"
+held=$(chroot "$root" mailq | sed -n 's/^.* GMT  #\([0-9]*\)  .*$/\1/p' | head -n 1)
+check "weir hold $held (weir stopped)" sh -c "chroot '$root' weir hold '$held' >>'$work/init.log' 2>&1"
+rm -rf "$root/run/weir" "$root/run/weir-showq"
 check "/etc/init.d/weir start" init_d start
+check "weir-showq's socket appears (init.d)" wait_for 20 test -S "$root/run/weir-showq/showq.sock"
+check "mailq as nobody lists the held message (weir-showq)" wait_for 20 sh -c \
+	"chroot --userspec=nobody:nogroup '$root' mailq | grep -q '#$held  .*>  held\$'"
+check "weir release $held (weir running)" sh -c "chroot '$root' weir release '$held' >>'$work/init.log' 2>&1"
 check "the queued message is delivered after the upgrade (init.d)" wait_for 60 arrived 3
 check "/etc/init.d/weir status" init_d status
 check "/etc/init.d/weir reload" init_d reload
@@ -406,6 +422,9 @@ else
 	check "weir-smtpd listens" wait_for 30 listening "$smtpport"
 	lister=ct_pids
 	check_users
+	check "mailq as nobody under weir.service (weir-showq, /run/weir-showq)" sh -c \
+		"nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- \
+		runuser -u nobody -- mailq | grep -q '^messages in queue: '"
 	check "sendmail as nobody in the container" sh -c \
 		"printf 'Subject: under systemd\n\nhello from weir.service\n' |
 		nsenter --target $init --mount --uts --ipc --net --pid --root --wd -- \
