@@ -242,12 +242,14 @@ step "dpkg -i $(basename "$deb")"
 cp "$deb" "$root/tmp/weir.deb"
 install_deb install.log
 ok "installed"
-for u in weir-send weir-gate weir-remote weir-smtpd; do
+for u in weir-send weir-gate weir-remote weir-smtpd weir-metrics; do
 	check "user $u exists, no login shell" \
 		sh -c "chroot '$root' getent passwd $u | grep -q ':/nonexistent:/usr/sbin/nologin\$'"
 done
 check "group weir-queue exists" sh -c "chroot '$root' getent group weir-queue >/dev/null"
 check "weir-send is in group weir-queue" sh -c "chroot '$root' id -nG weir-send | grep -qw weir-queue"
+check "weir-metrics is in no group of weir's but its own" \
+	sh -c "[ \"\$(chroot '$root' id -nG weir-metrics)\" = weir-metrics ]"
 expect_mode /usr/libexec/weir/weir-queue "2755 root:weir-queue"
 expect_mode /usr/libexec/weir/weir-remote "4750 weir-remote:weir-send"
 expect_mode /etc/weir/secret "600 weir-remote:root"
@@ -351,10 +353,10 @@ cp "$work/weir.conf.good" "$root/etc/weir/weir.conf"
 step "dpkg --purge weir"
 in_root dpkg --purge weir >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; exit 1; }
 ok "purged"
-for u in weir-send weir-gate weir-remote weir-smtpd; do
+for u in weir-send weir-gate weir-remote weir-smtpd weir-metrics; do
 	check "user $u removed" sh -c "! chroot '$root' getent passwd $u >/dev/null"
 done
-for g in weir-queue weir-send weir-gate weir-remote weir-smtpd; do
+for g in weir-queue weir-send weir-gate weir-remote weir-smtpd weir-metrics; do
 	check "group $g removed" sh -c "! chroot '$root' getent group $g >/dev/null"
 done
 check "no statoverride of weir's left" sh -c \
