@@ -40,7 +40,8 @@
 # TH_AFTER (20), TH_FOR (30), DRAIN_MAX (240), BACKLOG (10000), IDLE (60),
 # CONC (8), NULLMAILER_DEB (a nullmailer .deb; default: apt-get download
 # nullmailer), KEEP=1 (keep the scratch folder), PLOT (default
-# scripts/bench/plots/window.svg).  Needs postfix (its system daemon is
+# scripts/bench/plots/window.svg), SYSTEMS (default "weir postfix
+# nullmailer": a subset for a quicker run).  Needs postfix (its system daemon is
 # never touched: private instances only), python3-aiosmtpd, strace,
 # gnuplot-nox, util-linux (unshare), systemd (systemd-socket-activate).
 set -eu
@@ -68,7 +69,7 @@ IDLE=${IDLE:-60}
 CONC=${CONC:-8}
 PLOT=${PLOT:-$ROOT/scripts/bench/plots/window.svg}
 B=$ROOT/$BUILD/bin
-SYSTEMS="weir postfix nullmailer"
+SYSTEMS=${SYSTEMS:-"weir postfix nullmailer"}
 
 [ "$(id -u)" = 0 ] || { echo "compare.sh: run as root (private Postfix instance, mount namespace)" >&2; exit 2; }
 for p in weir weir-gate weir-send weir-remote weir-queue weir-smtpd sendmail; do
