@@ -48,7 +48,7 @@ run_one() {
 # Print binary $1's results and add them up.
 report() {
 	n=$(echo "$1" | tr / _)
-	read -r rc wall <"$dir/$n.st"
+	read -r rc wall <"$dir/$n.st" || { rc=1 wall="(did not finish)"; }
 	echo "== $1"
 	echo "   $wall"
 	# Failures and crashes in full; the synthesis line always.
