@@ -6,14 +6,13 @@
 #
 # Most binaries run one after another, TEST_JOBS (2) tests at a time.
 # Some mostly wait (rate windows, timeouts, a kill's aftermath) rather
-# than compute; measured at --jobs 2, user+sys CPU against wall time:
-#   WAIT_JOBS  under ~70 % of one core: run TEST_WAIT_JOBS (4) tests at
-#              a time (faultmatrix_test 52 s CPU in 93 s, relay_test 42
-#              in 73, send_test 23 in 66, shared_relay_test 18 in 97);
-#   LANE2      under 10 %: run one after another in a second lane beside
-#              all the rest, TEST_WAIT_JOBS tests at a time (redis_test
-#              1.2 s CPU in 50 s, gate_test 1.0 in 26, promise_test 1.7
-#              in 26); their results are printed at the end.
+# than compute, as /usr/bin/time shows at --jobs 2 (user+sys CPU against
+# wall time; a binary joins a list only on such a measurement):
+#   WAIT_JOBS  well under one core: run TEST_WAIT_JOBS (4) tests at a
+#              time;
+#   LANE2      under a tenth of a core: run one after another in a second
+#              lane beside all the rest, TEST_WAIT_JOBS tests at a time;
+#              their results are printed at the end.
 # Tests pick free ports and scratch folders of their own at run time, so
 # binaries may run side by side.  TEST_LANE2=0 runs every binary in turn.
 set -u

@@ -33,7 +33,7 @@
  * is killed at the end, even on failure: Redis here, the rest by
  * rt_teardown (relay_helpers.h).  tests/run.sh runs the four tests at
  * once (they mostly wait); the binary then takes as long as its longest
- * test, redis_down_10s or the 45-message one (24 s of sending by itself).
+ * test, redis_down_10s or the 45-message one (8 periods of 3 s).
  */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
