@@ -1,32 +1,86 @@
 #!/bin/sh
 # tests/run.sh: run every Criterion test binary given, print each one's
-# summary and a closing "N passed, N failed" line; exit non-zero if any
-# test failed, crashed or a binary could not run.
+# summary, wall time (and CPU time where /usr/bin/time exists) and a
+# closing "N passed, N failed" line; exit non-zero if any test failed,
+# crashed or a binary could not run.
+#
+# Most binaries run one after another, TEST_JOBS (2) tests at a time.
+# Some mostly wait (rate windows, timeouts, a kill's aftermath) rather
+# than compute, as /usr/bin/time shows at --jobs 2 (user+sys CPU against
+# wall time; a binary joins a list only on such a measurement):
+#   WAIT_JOBS  well under one core: run TEST_WAIT_JOBS (4) tests at a
+#              time;
+#   LANE2      under a tenth of a core: run one after another in a second
+#              lane beside all the rest, TEST_WAIT_JOBS tests at a time;
+#              their results are printed at the end.
+# Tests pick free ports and scratch folders of their own at run time, so
+# binaries may run side by side.  TEST_LANE2=0 runs every binary in turn.
 set -u
 BUILD=${BUILD:-build}
 WEIR_BIN=$(cd "$BUILD/bin" && pwd)
 WEIR_FAULTINJ=$(cd "$BUILD/tests" && pwd)/faultinj.so
 export WEIR_BIN WEIR_FAULTINJ
+WAIT_JOBS="faultmatrix_test relay_test send_test shared_relay_test"
+LANE2="redis_test gate_test promise_test"
+[ "${TEST_LANE2:-1}" = 0 ] && { WAIT_JOBS="$WAIT_JOBS $LANE2"; LANE2=; }
 passed=0 failed=0 bad=0
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-for t in "$@"; do
-	echo "== $t"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+listed() { case " $1 " in *" $(basename "$2") "*) return 0 ;; esac; return 1; }
+
+# Run binary $1; its output to $dir/<n>.log, "rc wall [cpu]" to $dir/<n>.st.
+run_one() {
+	n=$(echo "$1" | tr / _) jobs=${TEST_JOBS:-2}
+	listed "$WAIT_JOBS $LANE2" "$1" && jobs=${TEST_WAIT_JOBS:-4}
 	start=$(date +%s)
-	"$t" --jobs "${TEST_JOBS:-2}" >"$log" 2>&1
+	if [ -x /usr/bin/time ]; then
+		/usr/bin/time -o "$dir/$n.cpu" -f '%U %S' "$1" --jobs "$jobs" >"$dir/$n.log" 2>&1
+	else
+		"$1" --jobs "$jobs" >"$dir/$n.log" 2>&1
+	fi
 	rc=$?
-	echo "   $(( $(date +%s) - start )) s"
+	cpu=$(tail -n 1 "$dir/$n.cpu" 2>/dev/null | awk '{ printf ", %.0f s CPU", $1 + $2 }')
+	echo "$rc $(( $(date +%s) - start )) s$cpu (--jobs $jobs)" >"$dir/$n.st"
+}
+
+# Print binary $1's results and add them up.
+report() {
+	n=$(echo "$1" | tr / _)
+	read -r rc wall <"$dir/$n.st" || { rc=1 wall="(did not finish)"; }
+	echo "== $1"
+	echo "   $wall"
 	# Failures and crashes in full; the synthesis line always.
-	grep -v '^\[----\] Criterion\|^\[====\] Running' "$log" | grep -E '\[FAIL\]|\[----\]|Synthesis|Warning|CRASH|crash' 
-	line=$(grep 'Synthesis:' "$log" | tail -n 1)
+	grep -v '^\[----\] Criterion\|^\[====\] Running' "$dir/$n.log" | grep -E '\[FAIL\]|\[----\]|Synthesis|Warning|CRASH|crash'
+	line=$(grep 'Synthesis:' "$dir/$n.log" | tail -n 1)
 	if [ -z "$line" ]; then
-		echo "$t: no Criterion summary (exit $rc)"; cat "$log"; bad=$((bad + 1)); continue
+		echo "$1: no Criterion summary (exit $rc)"; cat "$dir/$n.log"; bad=$((bad + 1)); return
 	fi
 	p=$(echo "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
 	f=$(echo "$line" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
 	c=$(echo "$line" | sed -n 's/.*Crashing: \([0-9]*\).*/\1/p')
 	passed=$((passed + p)); failed=$((failed + f + c))
-	[ "$rc" -eq 0 ] || [ $((f + c)) -gt 0 ] || { echo "$t: exit $rc"; bad=$((bad + 1)); }
+	[ "$rc" -eq 0 ] || [ $((f + c)) -gt 0 ] || { echo "$1: exit $rc"; bad=$((bad + 1)); }
+}
+
+lane2=
+for t in "$@"; do
+	listed "$LANE2" "$t" && lane2="$lane2 $t"
 done
+if [ -n "$lane2" ]; then
+	( for t in $lane2; do run_one "$t"; done ) &
+	lane=$!
+fi
+for t in "$@"; do
+	listed "$LANE2" "$t" && continue
+	run_one "$t"
+	report "$t"
+done
+if [ -n "$lane2" ]; then
+	wait "$lane"
+	for t in $lane2; do
+		report "$t"
+	done
+fi
 echo "check: $passed passed, $((failed + bad)) failed"
 [ "$failed" -eq 0 ] && [ "$bad" -eq 0 ]
