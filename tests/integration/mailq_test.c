@@ -27,21 +27,6 @@ TestSuite(mailq, .init = setup, .fini = teardown, .timeout = 60);
 
 #define S(x) x, sizeof(x) - 1
 
-/* Write queue file rel ("info/8/100") with data, mtime t (0: leave). */
-static void
-put(const char *rel, const char *data, size_t len, time_t t)
-{
-	char *p = qt_path(&q, rel);
-
-	tl_write(p, data, len);
-	if (t) {
-		struct timespec ts[2] = { { t, 0 }, { t, 0 } };
-
-		cr_assert(utimensat(AT_FDCWD, p, ts, 0) == 0);
-	}
-	free(p);
-}
-
 static void
 mess(unsigned long id, size_t size)
 {
@@ -49,7 +34,7 @@ mess(unsigned long id, size_t size)
 
 	memset(data, 'm', size);
 	snprintf(rel, sizeof rel, "mess/%lu/%lu", id % 23, id);
-	put(rel, data, size, 0);
+	qt_put(&q, rel, data, size, 0);
 	free(data);
 }
 
@@ -81,21 +66,21 @@ build_queue(void)
 {
 	/* #100: local and remote, some done, bouncing. */
 	mess(100, 1234);
-	put("info/8/100", S("Falice@example.org\0"), 1700000100);
-	put("local/8/100", S("Tpostmaster@test.example\0Dlocal-done@test.example\0"), 0);
-	put("remote/8/100", S("Dbob@example.net\0Tcarol@example.net\0Tdave@example.net\0"), 0);
-	put("bounce/100", S(""), 0);
+	qt_put(&q, "info/8/100", S("Falice@example.org\0"), 1700000100);
+	qt_put(&q, "local/8/100", S("Tpostmaster@test.example\0Dlocal-done@test.example\0"), 0);
+	qt_put(&q, "remote/8/100", S("Dbob@example.net\0Tcarol@example.net\0Tdave@example.net\0"), 0);
+	qt_put(&q, "bounce/100", S(""), 0);
 	/* #46: older, remote only, null sender. */
 	mess(46, 10);
-	put("info/0/46", S("F\0"), 1699000000);
-	put("remote/0/46", S("Tx@example.com\0"), 0);
+	qt_put(&q, "info/0/46", S("F\0"), 1699000000);
+	qt_put(&q, "remote/0/46", S("Tx@example.com\0"), 0);
 	/* #54: same time as #100, so listed before it (ties go by id). */
 	mess(54, 77);
-	put("info/8/54", S("Fodd\x01\xff@example.org\0"), 1700000100);
-	put("remote/8/54", S("Tctl\tbyte@example.com\0"), 0);
+	qt_put(&q, "info/8/54", S("Fodd\x01\xff@example.org\0"), 1700000100);
+	qt_put(&q, "remote/8/54", S("Tctl\tbyte@example.com\0"), 0);
 	/* #300: not yet preprocessed. */
 	mess(300, 555);
-	put("todo/300", S("u1000\0p4242\0Fsender@example.org\0Tt1@example.net\0Tt2@example.net\0"),
+	qt_put(&q, "todo/300", S("u1000\0p4242\0Fsender@example.org\0Tt1@example.net\0Tt2@example.net\0"),
 	    1700003600);
 }
 
@@ -133,8 +118,8 @@ Test(mailq, message_being_preprocessed_listed_once)
 	build_queue();
 	/* weir-send is writing info/ (here: not a byte yet) and has not yet
 	 * removed todo/: #300 is still in S4 and listed once, from todo/. */
-	put("info/1/300", S(""), 1700003600);
-	put("remote/1/300", S("Tt1@example.net\0"), 0);
+	qt_put(&q, "info/1/300", S(""), 1700003600);
+	qt_put(&q, "remote/1/300", S("Tt1@example.net\0"), 0);
 	mailq_is("mailq", NULL, 0,
 	    LISTING_INFO
 	    "14 Nov 2023 23:13:20 GMT  #300  555  <sender@example.org> \n"
@@ -149,18 +134,18 @@ Test(mailq, trouble_reported_listing_goes_on)
 	build_queue();
 	/* #46: info file with trailing garbage; #54: mess gone; #300: bad todo;
 	 * #100: remote file truncated (no final NUL). */
-	put("info/0/46", S("F\0junk"), 1699000000);
+	qt_put(&q, "info/0/46", S("F\0junk"), 1699000000);
 	{
 		char *p = qt_path(&q, "mess/8/54");
 
 		cr_assert(unlink(p) == 0);
 		free(p);
 	}
-	put("todo/300", S("u1000\0Fno-pid@example.org\0"), 1700003600);
-	put("remote/8/100", S("Dbob@example.net\0Tcarol@exa"), 0);
+	qt_put(&q, "todo/300", S("u1000\0Fno-pid@example.org\0"), 1700003600);
+	qt_put(&q, "remote/8/100", S("Dbob@example.net\0Tcarol@exa"), 0);
 	/* Names that are not messages are ignored, as qmail-qread does. */
-	put("info/3/.hidden", S("x"), 0);
-	put("todo/notanumber", S("x"), 0);
+	qt_put(&q, "info/3/.hidden", S("x"), 0);
+	qt_put(&q, "todo/notanumber", S("x"), 0);
 	mailq_is("mailq", NULL, 1,
 	    "warning: trouble with #46: info/0/46: byte 2: data after the sender record\n"
 	    "warning: trouble with #54: cannot stat mess/8/54: No such file or directory\n"
@@ -179,7 +164,7 @@ Test(mailq, message_leaving_the_queue_is_skipped)
 	/* info/ gone but local/ left: the message finished (or was never
 	 * there); it is not listed and not trouble. */
 	mess(7, 3);
-	put("remote/7/7", S("Tx@example.com\0"), 0);
+	qt_put(&q, "remote/7/7", S("Tx@example.com\0"), 0);
 	mailq_is("mailq", NULL, 0,
 	    "messages in queue: 0\nmessages in queue but not yet preprocessed: 0\n");
 }

@@ -82,36 +82,22 @@ TestSuite(showq, .init = setup, .fini = teardown, .timeout = 60);
 
 #define S(x) x, sizeof(x) - 1
 
-static void
-put(const char *rel, const char *data, size_t len, time_t t)
-{
-	char *p = qt_path(&q, rel);
-
-	tl_write(p, data, len);
-	if (t) {
-		struct timespec ts[2] = { { t, 0 }, { t, 0 } };
-
-		cr_assert(utimensat(AT_FDCWD, p, ts, 0) == 0);
-	}
-	free(p);
-}
-
 /* Messages in several states: deferred with the upstream's reply (#100),
  * held (#54), not yet preprocessed (#300), and one done recipient. */
 static void
 build_queue(void)
 {
-	put("mess/8/100", S("Subject: a\n\nbody\n"), 0);
-	put("info/8/100", S("Falice@example.org\0"), 1700000100);
-	put("remote/8/100", S("Dbob@example.net\0Tcarol@example.net\0"), 0);
-	put("reply/100", S("birth 1700000100\nnext 1700003700\n"
+	qt_put(&q, "mess/8/100", S("Subject: a\n\nbody\n"), 0);
+	qt_put(&q, "info/8/100", S("Falice@example.org\0"), 1700000100);
+	qt_put(&q, "remote/8/100", S("Dbob@example.net\0Tcarol@example.net\0"), 0);
+	qt_put(&q, "reply/100", S("birth 1700000100\nnext 1700003700\n"
 	    "carol@example.net\0" "451 4.7.1 try again later\n"), 0);
-	put("mess/8/54", S("Subject: b\n\nbody\n"), 0);
-	put("info/8/54", S("Fheld@example.org\0"), 1700000050);
-	put("remote/8/54", S("Tdave@example.net\0"), 0);
-	put("hold/54", S("birth 1700000050\nsince 1700000060\n"), 0);
-	put("mess/1/300", S("Subject: c\n\nbody\n"), 0);
-	put("todo/300", S("u1000\0p4242\0Fsender@example.org\0Tt1@example.net\0"), 1700003600);
+	qt_put(&q, "mess/8/54", S("Subject: b\n\nbody\n"), 0);
+	qt_put(&q, "info/8/54", S("Fheld@example.org\0"), 1700000050);
+	qt_put(&q, "remote/8/54", S("Tdave@example.net\0"), 0);
+	qt_put(&q, "hold/54", S("birth 1700000050\nsince 1700000060\n"), 0);
+	qt_put(&q, "mess/1/300", S("Subject: c\n\nbody\n"), 0);
+	qt_put(&q, "todo/300", S("u1000\0p4242\0Fsender@example.org\0Tt1@example.net\0"), 1700003600);
 }
 
 /* Start argv in its own process group (its pid in showq at once, for
@@ -259,7 +245,7 @@ Test(showq, trouble_listed_and_exit_1_as_for_root)
 	struct tl_result root, user;
 
 	build_queue();
-	put("info/8/54", S("Fheld@example.org\0junk"), 1700000050);
+	qt_put(&q, "info/8/54", S("Fheld@example.org\0junk"), 1700000050);
 	start_showq();
 	run(0, "mailq", NULL, &root);
 	run(1, "mailq", NULL, &user);
@@ -400,10 +386,10 @@ Test(showq, weir_run_starts_it)
 	tl_write(pol, S("upstream \"*\" { rate = \"100 per 1s\" }\n"));
 	qt_config(&q, c);
 	/* A held message: weir-send, started too, leaves it as it is. */
-	put("mess/8/54", S("Subject: b\n\nbody\n"), 0);
-	put("info/8/54", S("Fheld@example.org\0"), 1700000050);
-	put("remote/8/54", S("Tdave@example.net\0"), 0);
-	put("hold/54", S("birth 1700000050\nsince 1700000060\n"), 0);
+	qt_put(&q, "mess/8/54", S("Subject: b\n\nbody\n"), 0);
+	qt_put(&q, "info/8/54", S("Fheld@example.org\0"), 1700000050);
+	qt_put(&q, "remote/8/54", S("Tdave@example.net\0"), 0);
+	qt_put(&q, "hold/54", S("birth 1700000050\nsince 1700000060\n"), 0);
 	spawn_until_serving(argv);
 	run(1, "mailq", NULL, &user);
 	run(0, "mailq", NULL, &root);

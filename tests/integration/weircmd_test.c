@@ -122,21 +122,6 @@ canon(const struct buf *in, struct buf *out)
 
 #define S(x) x, sizeof(x) - 1
 
-/* Queue file rel ("info/8/100") with data, mtime t (0: leave). */
-static void
-put(const char *rel, const char *data, size_t len, time_t t)
-{
-	char *p = qt_path(&q, rel);
-
-	tl_write(p, data, len);
-	if (t) {
-		struct timespec ts[2] = { { t, 0 }, { t, 0 } };
-
-		cr_assert(utimensat(AT_FDCWD, p, ts, 0) == 0);
-	}
-	free(p);
-}
-
 /* A message for sendmail; -f sender, recipients NULL-ended. */
 static void
 send_mail(const char *sender, const char *const *rcpts)
@@ -202,14 +187,14 @@ Test(weircmd, queue_json_exact)
 	cr_assert(stat(mp, &ms) == 0);
 	/* By hand, as a stock qmail would leave it: preprocessed, one
 	 * recipient done, bouncing, control bytes in the addresses. */
-	put("mess/8/100", S("0123456789"), 0);
-	put("info/8/100", S("Fctl\x01\x7f@example.org\0"), 1795300000);
-	put("remote/8/100", S("Dold@example.net\0Tnew\t\"q\"@example.net\0"), 0);
-	put("local/8/100", S("Tadmin@test.example\0"), 0);
-	put("bounce/100", S(""), 0);
+	qt_put(&q, "mess/8/100", S("0123456789"), 0);
+	qt_put(&q, "info/8/100", S("Fctl\x01\x7f@example.org\0"), 1795300000);
+	qt_put(&q, "remote/8/100", S("Dold@example.net\0Tnew\t\"q\"@example.net\0"), 0);
+	qt_put(&q, "local/8/100", S("Tadmin@test.example\0"), 0);
+	qt_put(&q, "bounce/100", S(""), 0);
 	/* And one whose info file is damaged. */
-	put("mess/9/101", S("x"), 0);
-	put("info/9/101", S("Xbroken"), 1795300001);
+	qt_put(&q, "mess/9/101", S("x"), 0);
+	qt_put(&q, "info/9/101", S("Xbroken"), 1795300001);
 
 	weir(args, &r);
 	cr_assert_eq(r.status, 1, "exit %d (a message has trouble): %s", r.status, r.err.s);

@@ -189,6 +189,20 @@ qt_path(struct qt *q, const char *rel)
 	return xasprintf("%s/%s", q->qdir, rel);
 }
 
+void
+qt_put(struct qt *q, const char *rel, const char *data, size_t len, time_t t)
+{
+	char *p = qt_path(q, rel);
+
+	tl_write(p, data, len);
+	if (t) {
+		struct timespec ts[2] = { { t, 0 }, { t, 0 } };
+
+		cr_assert(utimensat(AT_FDCWD, p, ts, 0) == 0);
+	}
+	free(p);
+}
+
 static int
 cmp_ul(const void *a, const void *b)
 {

@@ -85,6 +85,9 @@ void qt_load_only(struct qt *q, time_t t0, time_t t1, struct qt_msg *m);
 
 /* Path of a queue file: "<qdir>/<rel>" (malloc'ed). */
 char *qt_path(struct qt *q, const char *rel);
+/* Write queue file rel ("info/8/100") with data, its mtime t (0: as
+ * written). */
+void qt_put(struct qt *q, const char *rel, const char *data, size_t len, time_t t);
 /* Replace a queue folder by a regular file (to make it unusable). */
 void qt_replace_with_file(struct qt *q, const char *rel);
 
