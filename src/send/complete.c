@@ -293,7 +293,7 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	tried = learn_undone(s, j, undone);
 	for (i = 0; i < tried; i++)
 		settle(s, j, i, &res[i], how, expired, &t);
-	gate_count_outcome(s, up, t.ndone - t.nperm, t.ntemp, t.nperm);
+	gate_count_outcome(s, m, up, t.ndone - t.nperm, t.ntemp, t.nperm);
 	control_replies(s, m, j, res);
 	if (rcpt_mark_done(s->o->q, m->id, t.done, t.ndone) < 0)
 		t.ntemp++;

@@ -134,7 +134,7 @@ batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *
 	}
 	for (; i < f->n && !j->more; i++)
 		j->more = !f->v[i].done;
-	gate_count_outcome(s, m->up, 0, 0, nbad);
+	gate_count_outcome(s, m, m->up, 0, 0, nbad);
 	return j;
 }
 
@@ -551,17 +551,23 @@ gate_count_queued(struct sched *s, const struct msg *m, size_t nrcpt)
 }
 
 void
-gate_count_outcome(struct sched *s, size_t up, size_t delivered, size_t deferred,
-    size_t bounced)
+gate_count_outcome(struct sched *s, struct msg *m, size_t up, size_t delivered,
+    size_t deferred, size_t bounced)
 {
 	const size_t n[3] = { delivered, deferred, bounced };
 	static const enum gp_count c[3] = { GP_C_DELIVERED_MSGS, GP_C_DEFERRED_MSGS,
 		GP_C_BOUNCED_MSGS };
+	/* A message is delivered or bounced once, whatever its batches;
+	 * deferred at each attempt that put one off. */
+	int *once[3] = { &m->counted_delivered, NULL, &m->counted_bounced };
 	size_t k;
 
 	for (k = 0; k < 3; k++)
 		if (n[k] > 0) {
-			s->ups[up].counts[c[k]]++;
+			if (once[k] == NULL || !*once[k])
+				s->ups[up].counts[c[k]]++;
+			if (once[k])
+				*once[k] = 1;
 			s->ups[up].counts[c[k] + 1] += n[k];	/* its _RCPTS */
 			gate_counts_due(s);
 		}

@@ -113,6 +113,7 @@ struct msg {
 	int replies_dirty;	/* not yet in reply/N */
 	long long next_saved;	/* the next attempt reply/N says */
 	int finishing;		/* its files go in the next removal batch (sched.c) */
+	int counted_delivered, counted_bounced;	/* in the counters (gatelink.c) */
 	int finish_failed;	/* a removal failed: each is fsynced on the next try */
 	struct msg *hnext;	/* hash chain */
 	struct msg *qnext;	/* FIFO */
@@ -252,13 +253,14 @@ uint32_t gate_ask_slot(struct sched *s, size_t up);
 void gate_release(struct sched *s, uint32_t tag, int used);
 void gate_cancel(struct sched *s, uint32_t tag);
 /* The counters (struct upq): m was preprocessed with nrcpt recipients;
- * a batch of up came to so many recipients delivered, deferred and
- * bounced (a message counts once for each kind it had); the sessions
+ * a batch of m's for up came to so many recipients delivered, deferred
+ * and bounced (m counts delivered and bounced once in its life,
+ * deferred at each batch that put one off); the sessions
  * open changed.  Called where it happens, never waiting: the gate is
  * told within a second. */
 void gate_count_queued(struct sched *s, const struct msg *m, size_t nrcpt);
-void gate_count_outcome(struct sched *s, size_t up, size_t delivered, size_t deferred,
-    size_t bounced);
+void gate_count_outcome(struct sched *s, struct msg *m, size_t up, size_t delivered,
+    size_t deferred, size_t bounced);
 void gate_counts_due(struct sched *s);
 
 /* 3 deliver.c */
