@@ -98,6 +98,8 @@ while :; do
 done
 
 step "weir-gate status"
+# weir-send tells the gate its counts at most once a second after a change.
+sleep 1.5
 "$BIN/weir-gate" status | sed 's/^/    /'
 
 step "summary"
