@@ -111,17 +111,20 @@ queue_msgid(char out[QUEUE_ID_MAX], unsigned long id, const struct timespec *t)
 const char *
 queue_msgid_of(const struct queue *q, unsigned long id, char out[QUEUE_ID_MAX])
 {
+	static const enum qdir where[] = { Q_INFO, Q_TODO };
 	char path[QPATH_MAX];
 	struct stat st;
 	int saved = errno;
+	size_t i;
 
-	queue_path(path, q, Q_INFO, id);
-	if (fstatat(q->dfd, path, &st, 0) == 0)
-		queue_msgid(out, id, &st.st_mtim);
-	else if (queue_path(path, q, Q_TODO, id), fstatat(q->dfd, path, &st, 0) == 0)
-		queue_msgid(out, id, &st.st_mtim);
-	else
-		snprintf(out, QUEUE_ID_MAX, "%lu", id);
+	snprintf(out, QUEUE_ID_MAX, "%lu", id);
+	for (i = 0; i < sizeof where / sizeof where[0]; i++) {
+		queue_path(path, q, where[i], id);
+		if (fstatat(q->dfd, path, &st, 0) == 0) {
+			queue_msgid(out, id, &st.st_mtim);
+			break;
+		}
+	}
 	errno = saved;
 	return out;
 }

@@ -247,6 +247,20 @@ settle(struct sched *s, struct job *j, size_t i, struct rresult *r, enum outcome
 	buf_free(&shown);
 }
 
+/* m waits for a retry: the bounce notes of its pass go to the sender
+ * now, not when its last recipient is done (whichever batch of the pass
+ * bounced or put off a recipient). */
+static void
+retry_later(struct sched *s, struct msg *m, long long now)
+{
+	if (m->pass_bounced) {
+		m->pass_bounced = 0;
+		s->dsn.now = (time_t)now;
+		(void)dsn_send(s->o->q, m->id, &s->dsn);	/* kept for later on failure */
+	}
+	sched_at(s, m, sched_next_retry(m->birth, now, s->retry_skip));
+}
+
 /* m's next step after a batch (its job freed): the same batch after a
  * suspension, the rest of the pass, a retry, or its end.  more: not-done
  * recipients after the batch, from next_off in remote/S/N; ntemp:
@@ -260,7 +274,7 @@ next_step(struct sched *s, struct msg *m, enum outcome_kind how, int more, size_
 	} else if (ntemp && how != OUTCOME_SENT) {
 		/* Trouble with the relay: the pass goes on from this batch
 		 * at the next attempt. */
-		sched_at(s, m, sched_next_retry(m->birth, now, s->retry_skip));
+		retry_later(s, m, now);
 	} else if (more) {
 		/* The rest of the pass first: recipients put off here must
 		 * not keep the later ones from ever being tried. */
@@ -268,7 +282,7 @@ next_step(struct sched *s, struct msg *m, enum outcome_kind how, int more, size_
 		m->pass_deferred |= ntemp != 0;
 		sched_at(s, m, now);
 	} else if (msg_pass_over(m) || ntemp) {
-		sched_at(s, m, sched_next_retry(m->birth, now, s->retry_skip));
+		retry_later(s, m, now);
 	} else {
 		sched_finish(s, m);		/* needs no job slot */
 	}
@@ -297,11 +311,7 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	control_replies(s, m, j, res);
 	if (rcpt_mark_done(s->o->q, m->id, t.done, t.ndone) < 0)
 		t.ntemp++;
-	/* Tell the sender now, not when the last recipient is done. */
-	if (t.nperm && t.ntemp) {
-		s->dsn.now = (time_t)now;
-		(void)dsn_send(s->o->q, m->id, &s->dsn);	/* kept for later on failure */
-	}
+	m->pass_bounced |= t.nperm != 0;
 	if (t.ntemp && !throttled)
 		wait_warn(s, m, j, res);
 	free(res);

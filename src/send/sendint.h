@@ -104,6 +104,7 @@ struct msg {
 	 * off (so the pass ends with a retry, not the end). */
 	size_t pass_off;
 	int pass_deferred;
+	int pass_bounced;	/* a batch wrote bounce notes not yet sent */
 	long long prio;		/* its class's priority (policy.conf), once known */
 	int prio_known;
 	int held;		/* hold/N: no attempt (control.c) */
