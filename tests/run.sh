@@ -2,7 +2,9 @@
 # tests/run.sh: run every Criterion test binary given, print each one's
 # summary, wall time (and CPU time where /usr/bin/time exists) and a
 # closing "N passed, N failed" line; exit non-zero if any test failed,
-# crashed or a binary could not run.
+# crashed or a binary could not run.  The failures are printed again
+# just before that line, so the end of a long log (all a CI report may
+# show) names them.
 #
 # Most binaries run one after another, TEST_JOBS (2) tests at a time.
 # Some mostly wait (rate windows, timeouts, a kill's aftermath) rather
@@ -51,16 +53,21 @@ report() {
 	echo "== $1"
 	echo "   $wall"
 	# Failures and crashes in full; the synthesis line always.
-	grep -v '^\[----\] Criterion\|^\[====\] Running' "$dir/$n.log" | grep -E '\[FAIL\]|\[----\]|Synthesis|Warning|CRASH|crash'
+	grep -v '^\[----\] Criterion\|^\[====\] Running' "$dir/$n.log" | grep -E '\[FAIL\]|\[----\]|Synthesis|Warning|CRASH|crash' >"$dir/$n.out"
+	cat "$dir/$n.out"
 	line=$(grep 'Synthesis:' "$dir/$n.log" | tail -n 1)
 	if [ -z "$line" ]; then
-		echo "$1: no Criterion summary (exit $rc)"; cat "$dir/$n.log"; bad=$((bad + 1)); return
+		echo "$1: no Criterion summary (exit $rc)"; cat "$dir/$n.log"; bad=$((bad + 1))
+		{ echo "== $1: no Criterion summary (exit $rc)"; tail -n 40 "$dir/$n.log"; } >>"$dir/failures"
+		return
 	fi
 	p=$(echo "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
 	f=$(echo "$line" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
 	c=$(echo "$line" | sed -n 's/.*Crashing: \([0-9]*\).*/\1/p')
 	passed=$((passed + p)); failed=$((failed + f + c))
 	[ "$rc" -eq 0 ] || [ $((f + c)) -gt 0 ] || { echo "$1: exit $rc"; bad=$((bad + 1)); }
+	[ "$rc" -eq 0 ] && [ $((f + c)) -eq 0 ] && return
+	{ echo "== $1 (exit $rc)"; grep -v Synthesis "$dir/$n.out"; } >>"$dir/failures"
 }
 
 lane2=
@@ -81,6 +88,11 @@ if [ -n "$lane2" ]; then
 	for t in $lane2; do
 		report "$t"
 	done
+fi
+if [ -s "$dir/failures" ]; then
+	echo "---- what failed, again:"
+	cat "$dir/failures"
+	echo "----"
 fi
 echo "check: $passed passed, $((failed + bad)) failed"
 [ "$failed" -eq 0 ] && [ "$bad" -eq 0 ]
