@@ -21,7 +21,9 @@
  *     owner of a set-user-id weir-remote, else send_user) owns each
  *     secret_file, or it could not read it (a chown hint); the folders
  *     of gate_socket and gate_journal have the owners and modes of
- *     mail/rundir.c (a missing one is fine if weir run can make it); the
+ *     mail/rundir.c (a missing one is fine if weir run can make it), and
+ *     those of showq_socket and gate_status_socket are there or can be
+ *     made (the showq one open to others' search: a warning); the
  *     queue's folders have the owners and modes of mail/queue.c's table
  *     (with send_user set).
  *
@@ -342,6 +344,30 @@ find_deliverer(struct check *k, const struct weir_config *c)
 	free(prog);
 }
 
+/* The folder of key's file into dir, its stat into *st: 0 when it is a
+ * folder; -1 when not, with a finding unless it is missing and weir run
+ * can make it (its parent is there). */
+static int
+folder_of(struct check *k, const char *where, const char *key, const char *file,
+    char *dir, size_t max, struct stat *st)
+{
+	char parent[PATH_MAX];
+
+	rundir_of(file, dir, max);
+	if (stat(dir, st) < 0) {
+		rundir_of(dir, parent, sizeof parent);
+		if (errno != ENOENT || stat(parent, st) < 0)
+			finding(k, 0, where, "%s: the folder of %s: %s (weir run makes only "
+			    "the last folder of the path)", dir, key, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st->st_mode)) {
+		finding(k, 0, where, "%s: the folder of %s is not a folder", dir, key);
+		return -1;
+	}
+	return 0;
+}
+
 /* The folders of gate_socket and gate_journal (mail/rundir.h). */
 static void
 check_rundirs(struct check *k, const struct weir_config *c)
@@ -358,21 +384,8 @@ check_rundirs(struct check *k, const struct weir_config *c)
 		const struct rundir_spec *sp = &rundir_table[i];
 
 		key_where(k, sp->key, where, sizeof where);
-		rundir_of(files[i], dir, sizeof dir);
-		if (stat(dir, &st) < 0) {
-			char parent[PATH_MAX];
-
-			/* weir run makes it, if its parent is there. */
-			rundir_of(dir, parent, sizeof parent);
-			if (errno != ENOENT || stat(parent, &st) < 0)
-				finding(k, 0, where, "%s: the folder of %s: %s (weir run makes only "
-				    "the last folder of the path)", dir, sp->key, strerror(errno));
+		if (folder_of(k, where, sp->key, files[i], dir, sizeof dir, &st) < 0)
 			continue;
-		}
-		if (!S_ISDIR(st.st_mode)) {
-			finding(k, 0, where, "%s: the folder of %s is not a folder", dir, sp->key);
-			continue;
-		}
 		buf_reset(&why);
 		r = rundir_owner((enum rundir_id)i, c, &uid, &gid, &why);
 		if (r < 0)
@@ -391,6 +404,32 @@ check_rundirs(struct check *k, const struct weir_config *c)
 			    (unsigned)sp->mode, (unsigned)sp->mode, dir);
 	}
 	buf_free(&why);
+}
+
+/* The folders of the sockets anyone may ask, showq_socket and
+ * gate_status_socket: there, or makeable.  Their modes are the admin's
+ * to choose (a group may be all who should ask), but a showq folder that
+ * others cannot search defeats its purpose: a warning. */
+static void
+check_public_sockets(struct check *k, const struct weir_config *c)
+{
+	const char *key[2] = { "showq_socket", "gate_status_socket" };
+	const char *file[2] = { c->showq_socket, c->gate_status_socket };
+	char where[512], dir[PATH_MAX];
+	struct stat st;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (file[i] == NULL)
+			continue;
+		key_where(k, key[i], where, sizeof where);
+		if (folder_of(k, where, key[i], file[i], dir, sizeof dir, &st) < 0)
+			continue;
+		if (i == 0 && (st.st_mode & S_IXOTH) == 0)
+			finding(k, 1, where, "%s: the folder of showq_socket has mode %04o: "
+			    "users outside its group cannot reach weir-showq (chmod o+x %s)", dir,
+			    (unsigned)(st.st_mode & 07777), dir);
+	}
 }
 
 /* With send_user and queue_group set: the queue's folders have the
@@ -591,6 +630,7 @@ cmd_check_config(int argc, char **argv, const char *cfile)
 	find_deliverer(&k, &c);
 	check_cross(&k, &c, &pol, have_policy);
 	check_rundirs(&k, &c);
+	check_public_sockets(&k, &c);
 	check_queue_owners(&k, &c);
 summary:
 	printf("check-config: %d error%s, %d warning%s", k.errors, k.errors == 1 ? "" : "s",

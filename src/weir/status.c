@@ -51,7 +51,8 @@
  * (everything else is printed all the same); 2 for bad usage.
  *
  * Trusts: the gate's replies as far as gateproto.c parses them, nothing
- * in the queue.  Config keys: gate_socket, policy_file, queue_dir,
+ * in the queue.  Config keys: gate_socket, gate_status_socket (asked
+ * when gate_socket cannot be reached), policy_file, queue_dir,
  * queue_split, upstream sections (names, senders, max_recipients).
  */
 #include <errno.h>
@@ -192,16 +193,24 @@ gate_status(struct gate_client *gc, int json, struct buf *body, struct buf *why)
 	return 0;
 }
 
+/* STATUS from the gate's socket *sock, or from its read-only status
+ * socket rsock (may be NULL) when the first cannot be reached (a user
+ * outside weir-send's group); *sock is then rsock. */
 static int
-gate_ask(const char *sock, struct buf *text, struct buf *json, struct buf *why)
+gate_ask(const char **sock, const char *rsock, struct buf *text, struct buf *json,
+    struct buf *why)
 {
 	struct gate_client gc;
 	struct timeval tv = { GATE_TIMEOUT_S, 0 };
-	int rc = -1;
+	int rc = -1, e;
 
-	if (gc_connect(&gc, sock) < 0) {
-		buf_printf(why, "%s", strerror(errno));
-		return -1;
+	if (gc_connect(&gc, *sock) < 0) {
+		e = errno;
+		if (rsock == NULL || gc_connect(&gc, rsock) < 0) {
+			buf_printf(why, "%s", strerror(e));
+			return -1;
+		}
+		*sock = rsock;
 	}
 	if (setsockopt(gc.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
 	    setsockopt(gc.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0) {
@@ -650,7 +659,7 @@ status_once(struct weir_config *cfg, enum status_mode mode, struct buf *out)
 	struct policy pol;
 	struct queue q;
 	struct st s;
-	const char *winsrc;
+	const char *winsrc, *gsock = cfg->gate_socket;
 	int json = mode == ST_JSON, gate_ok, q_ok = 0, have_pol;
 	time_t now = time(NULL);
 	size_t i, j;
@@ -672,7 +681,8 @@ status_once(struct weir_config *cfg, enum status_mode mode, struct buf *out)
 			s.up[i].cap = (unsigned)pu->max_recipients;
 	}
 
-	gate_ok = gate_ask(cfg->gate_socket, &gtext, json ? &gjson : NULL, &gwhy) == 0;
+	gate_ok = gate_ask(&gsock, cfg->gate_status_socket, &gtext, json ? &gjson : NULL,
+	    &gwhy) == 0;
 	if (gate_ok)
 		gate_numbers(&s, gtext.s ? gtext.s : "");
 	/* What the gate does not list (it has not seen the upstream yet, or
@@ -712,12 +722,12 @@ status_once(struct weir_config *cfg, enum status_mode mode, struct buf *out)
 	}
 
 	if (mode == ST_JSON)
-		json_out(out, &s, cfg->gate_socket, gate_ok, &gjson, &gwhy, q_ok, &qwhy, winsrc,
+		json_out(out, &s, gsock, gate_ok, &gjson, &gwhy, q_ok, &qwhy, winsrc,
 		    now);
 	else if (mode == ST_WATCH)
-		watch_out(out, &s, cfg->gate_socket, gate_ok, &gwhy, q_ok, &qwhy, winsrc, now);
+		watch_out(out, &s, gsock, gate_ok, &gwhy, q_ok, &qwhy, winsrc, now);
 	else
-		text_out(out, &s, cfg->gate_socket, gate_ok, &gtext, &gwhy, q_ok, &qwhy, winsrc,
+		text_out(out, &s, gsock, gate_ok, &gtext, &gwhy, q_ok, &qwhy, winsrc,
 		    now);
 	for (i = 0; i < s.nup; i++)
 		free(s.up[i].win);

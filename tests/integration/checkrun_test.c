@@ -5,7 +5,8 @@
  * the deliverer's (send_user here: no set-user-id weir-remote in the
  * build) with a chown hint; the folders of gate_socket and gate_journal
  * must have the owners and modes of mail/rundir.c, or be missing under a
- * parent that exists (weir run makes them); the queue's folders must
+ * parent that exists (weir run makes them), as must those of
+ * showq_socket and gate_status_socket; the queue's folders must
  * have the owners of the layout table when send_user and queue_group are
  * set.
  */
@@ -147,6 +148,39 @@ Test(checkrun, gate_folder_missing)
 	cr_assert(strstr(buf_cstr(&out), "/x/y: the folder of gate_journal: No such file"),
 	    "%s", buf_cstr(&out));
 	free(line);
+	buf_free(&out);
+}
+
+/* The folders of the sockets anyone may ask: missing under a missing
+ * parent, an error each; a showq folder others cannot search, a warning;
+ * a status folder of the admin's own mode, nothing. */
+Test(checkrun, public_socket_folders)
+{
+	struct buf out = BUF_INIT;
+	char *line, *a, *b, *c, *pub = xasprintf("%s/pub", s.qt.tmp);
+
+	need_root();
+	line = xasprintf("showq_socket = \"%s/x/y/showq.sock\"\n"
+	    "gate_status_socket = \"%s/z/y/gate.sock\"\n", s.qt.tmp, s.qt.tmp);
+	sh_conf_append(&s, line);
+	cr_assert_eq(check_config(&out), 1, "%s", buf_cstr(&out));
+	a = xasprintf("%s/x/y: the folder of showq_socket: No such file", s.qt.tmp);
+	b = xasprintf("%s/z/y: the folder of gate_status_socket: No such file", s.qt.tmp);
+	cr_assert(strstr(buf_cstr(&out), a) && strstr(buf_cstr(&out), b), "%s", buf_cstr(&out));
+	free(line);
+	mkdir_owned(pub, 0, nogroup, 0750);
+	line = xasprintf("showq_socket = \"%s/showq.sock\"\n"
+	    "gate_status_socket = \"%s/gate.sock\"\n", pub, pub);
+	sh_conf_append(&s, line);
+	check_config(&out);
+	c = xasprintf("warning: %s: the folder of showq_socket has mode 0750: users outside "
+	    "its group cannot reach weir-showq (chmod o+x %s)", pub, pub);
+	cr_assert(strstr(buf_cstr(&out), c), "%s", buf_cstr(&out));
+	cr_assert(strstr(buf_cstr(&out), "gate_status_socket") == NULL, "%s", buf_cstr(&out));
+	cr_assert(chmod(pub, 0751) == 0);
+	check_config(&out);
+	cr_assert(strstr(buf_cstr(&out), "the folder of") == NULL, "%s", buf_cstr(&out));
+	free(line); free(a); free(b); free(c); free(pub);
 	buf_free(&out);
 }
 
