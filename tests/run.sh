@@ -25,9 +25,20 @@ export WEIR_BIN WEIR_FAULTINJ
 WAIT_JOBS="faultmatrix_test relay_test send_test shared_relay_test"
 LANE2="redis_test gate_test promise_test"
 [ "${TEST_LANE2:-1}" = 0 ] && { WAIT_JOBS="$WAIT_JOBS $LANE2"; LANE2=; }
+# Criterion's own .timeout did not stop a test blocked in a read (seen:
+# 8 minutes); a binary that runs past this bound (s) is stopped, its
+# process group with it, and counted failed.
+BIN_TIMEOUT=${TEST_BIN_TIMEOUT:-600}
 passed=0 failed=0 bad=0
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+
+# The names of the tests log $1 shows begun ([RUN ]) and not ended.
+unended() {
+	sed -n 's/^\[RUN \] \(.*\)/\1/p' "$1" | while read -r t; do
+		grep -q "^\[\(PASS\|FAIL\|SKIP\)\] $t:" "$1" || printf ' %s' "$t"
+	done
+}
 
 listed() { case " $1 " in *" $(basename "$2") "*) return 0 ;; esac; return 1; }
 
@@ -36,10 +47,13 @@ run_one() {
 	n=$(echo "$1" | tr / _) jobs=${TEST_JOBS:-2}
 	listed "$WAIT_JOBS $LANE2" "$1" && jobs=${TEST_WAIT_JOBS:-4}
 	start=$(date +%s)
+	# --verbose: a [RUN ] line per test, so that a binary stopped by the
+	# time bound names the tests it was in.
+	set -- timeout -k 10 "$BIN_TIMEOUT" "$1" --verbose --jobs "$jobs"
 	if [ -x /usr/bin/time ]; then
-		/usr/bin/time -o "$dir/$n.cpu" -f '%U %S' "$1" --jobs "$jobs" >"$dir/$n.log" 2>&1
+		/usr/bin/time -o "$dir/$n.cpu" -f '%U %S' "$@" >"$dir/$n.log" 2>&1
 	else
-		"$1" --jobs "$jobs" >"$dir/$n.log" 2>&1
+		"$@" >"$dir/$n.log" 2>&1
 	fi
 	rc=$?
 	cpu=$(tail -n 1 "$dir/$n.cpu" 2>/dev/null | awk '{ printf ", %.0f s CPU", $1 + $2 }')
@@ -53,12 +67,14 @@ report() {
 	echo "== $1"
 	echo "   $wall"
 	# Failures and crashes in full; the synthesis line always.
-	grep -v '^\[----\] Criterion\|^\[====\] Running' "$dir/$n.log" | grep -E '\[FAIL\]|\[----\]|Synthesis|Warning|CRASH|crash' >"$dir/$n.out"
+	grep -v '^\[----\] Criterion\|^\[====\] Running\|^\[RUN \]\|^\[PASS\]\|^\[SKIP\]' "$dir/$n.log" |
+	    grep -E '\[FAIL\]|\[----\]|Synthesis|Warning|CRASH|crash' >"$dir/$n.out"
 	cat "$dir/$n.out"
 	line=$(grep 'Synthesis:' "$dir/$n.log" | tail -n 1)
 	if [ -z "$line" ]; then
+		[ "$rc" -eq 124 ] && rc="$rc: stopped after $BIN_TIMEOUT s; tests begun, not ended:$(unended "$dir/$n.log")"
 		echo "$1: no Criterion summary (exit $rc)"; cat "$dir/$n.log"; bad=$((bad + 1))
-		{ echo "== $1: no Criterion summary (exit $rc)"; tail -n 40 "$dir/$n.log"; } >>"$dir/failures"
+		{ echo "== $1: no Criterion summary (exit $rc)"; grep -v '^\[RUN \]\|^\[PASS\]\|^\[SKIP\]' "$dir/$n.log" | tail -n 40; } >>"$dir/failures"
 		return
 	fi
 	p=$(echo "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
