@@ -15,6 +15,8 @@
  *     it); once that gate is killed, the slot frees one lease (and one
  *     period) later, not an hour later; a gate restarted on its journal
  *     takes over the grants its previous run left held;
+ *   - max_connections across hosts with kept sessions' slots, held
+ *     longer than a lease while their messages go without one;
  *   - status: weir-gate's (text and JSON) and `weir status` show the
  *     store, and each window as Redis counts it for every host next to
  *     the gate's own count; "unknown" once the store is gone.
@@ -255,6 +257,23 @@ send_one(struct gate_client *gc, uint32_t tag, int ms)
 	return 1;
 }
 
+/* One message of a kept session (its connection slot held apart): 1
+ * message, 1 recipient, 0 connections, granted within 5 s and reported. */
+static int
+send_msg(struct gate_client *gc, uint32_t tag)
+{
+	struct gp_reply r;
+
+	cr_assert_eq(gc_acquire(gc, tag, "up", NULL, NULL, 1, 1, 0), 0);
+	if (!reply_within(gc, &r, 5000))
+		return 0;
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	cr_assert_eq(gc_report_sent(gc, tag, 1, -1), 0);
+	cr_assert_eq(reply_within(gc, &r, 10000), 1);
+	cr_assert_eq(r.verb, GP_R_OK);
+	return 1;
+}
+
 #define PER_GATE 10
 #define LIMIT 5
 #define PER_US 3000000LL
@@ -459,6 +478,54 @@ Test(redis, restarted_gate_takes_over_its_grants, .timeout = 60)
 	cr_assert(got >= 0, "no grant 20 s after the restart");
 	cr_assert(got >= 7.0, "granted %.3f s after the restart: the grant left held was not "
 	    "taken over (8 s of grace)", got);
+	gc_close(&b);
+}
+
+/*
+ * max_connections across hosts, as kept sessions use it: a session holds
+ * a connection slot (0 messages, 0 recipients, 1 connection) for its
+ * whole life, longer than a lease, and its messages (1 message, 0
+ * connections) go without another.  Two gates, max_connections 2: a
+ * third slot waits while both are held three leases long (each gate
+ * renews its own), messages are granted all along, and the third is
+ * granted once a session ends (NOMAIL: the connection logged).
+ */
+Test(redis, session_slots_count_across_hosts, .timeout = 60)
+{
+	struct gate_client a, b;
+	struct gp_reply r;
+	char *text = xasprintf("upstream \"up\" {\n  rate = {\"100 per 1s\"}\n"
+	    "  max_connections = 2\n  shared = \"unix:%s\"\n}\n", rsock);
+	uint32_t t;
+
+	tl_write(policy, text, strlen(text));
+	free(text);
+	start_gate_g(0, "0");
+	start_gate_g(1, "0");
+	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
+	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
+	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 0, 0, 1), 0);
+	cr_assert_eq(reply_within(&a, &r, 5000), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 0, 0, 1), 0);
+	cr_assert_eq(reply_within(&b, &r, 5000), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	/* A third session, on gate 1: both slots are held, one by the other
+	 * host.  Meanwhile gate 0's session sends a message a second. */
+	cr_assert_eq(gc_acquire(&b, 2, "up", NULL, NULL, 0, 0, 1), 0);
+	for (t = 10; t < 10 + 3 * LEASE_S; t++) {
+		cr_assert_eq(send_msg(&a, t), 1, "a session's message waited for a connection slot");
+		cr_assert_eq(reply_within(&b, &r, 1000), 0,
+		    "a third connection granted with max_connections 2 (after %u s)", t - 10);
+	}
+	/* Gate 0's session ends: its slot frees and the third is granted. */
+	cr_assert_eq(gc_report_nomail(&a, 1), 0);
+	cr_assert_eq(reply_within(&a, &r, 5000), 1);
+	cr_assert_eq(r.verb, GP_R_OK);
+	cr_assert_eq(reply_within(&b, &r, 5000), 1, "no slot once a session ended");
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	cr_assert_eq(r.tag, 2);
+	gc_close(&a);
 	gc_close(&b);
 }
 
