@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/evloop.h"
 #include "lib/io.h"
 #include "mail/gateclient.h"
 #include "relay_helpers.h"
@@ -648,6 +649,68 @@ Test(metrics, status_socket_answers_anyone_status_only)
 	free(pub);
 	free(weir);
 	free(gate);
+	free(ssock);
+}
+
+/*
+ * A status client that sends STATUS after STATUS without reading: the
+ * gate reads its next lines only once it has read the answers, so its
+ * unread answers stay small (without that rule they pass the gate's 4 MB
+ * bound and the client is dropped); read at last, every request is
+ * answered, in order, and the gate serves the deliverers all along.
+ */
+Test(metrics, status_socket_client_that_does_not_read_is_paused)
+{
+	struct gate_client c;
+	struct gp_reply r;
+	struct gp_req rq = { .verb = GP_STATUS, .json = 1 };
+	struct buf line = BUF_INIT, chunk = BUF_INIT;
+	const char *why = "closed";
+	size_t sent = 0, got = 0, i;
+	uint64_t deadline;
+	ssize_t n;
+
+	status_socket_conf();
+	start_gate_status();
+	cr_assert_eq(gc_connect(&c, ssock), 0);
+	gp_fmt_request(&line, &rq);
+	for (i = 0; i < 256; i++)
+		buf_add(&chunk, line.s, line.len);
+	cr_assert_eq(fcntl(c.fd, F_SETFL, O_NONBLOCK), 0);
+	/* Write until the gate stops taking requests (at most 64k). */
+	deadline = clock_mono_ms() + 30000;
+	while (sent < 65536 && clock_mono_ms() < deadline) {
+		n = write(c.fd, chunk.s, chunk.len);
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd p = { c.fd, POLLOUT, 0 };
+
+			if (poll(&p, 1, 500) == 0)
+				break;	/* taken nothing for half a second */
+			continue;
+		}
+		cr_assert(n > 0, "write: %s (the gate dropped the client)", strerror(errno));
+		cr_assert_eq((size_t)n % line.len, 0, "a request written in part");
+		sent += (size_t)n / line.len;
+	}
+	cr_assert_lt(sent, 65536, "the gate took every request without an answer read");
+	/* The deliverers are served meanwhile. */
+	known_run();
+	cr_assert_eq(fcntl(c.fd, F_SETFL, 0), 0);
+	while (got < sent && clock_mono_ms() < deadline + 30000) {
+		while (got < sent && gc_next_reply(&c, &r, &why) == 1) {
+			cr_assert_eq(r.verb, GP_R_STATUS, "answer %zu: verb %d", got, (int)r.verb);
+			got++;
+		}
+		if (got < sent)
+			cr_assert_eq(gc_fill(&c), 1, "the gate closed after %zu of %zu answers", got,
+			    sent);
+	}
+	cr_assert_eq(got, sent, "%zu of %zu answered", got, sent);
+	cr_assert_gt(sent, 256, "too few requests written to test anything: %zu", sent);
+	cr_log_info("%zu requests written before the gate paused", sent);
+	gc_close(&c);
+	buf_free(&line);
+	buf_free(&chunk);
 	free(ssock);
 }
 
