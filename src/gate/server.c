@@ -41,7 +41,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +53,7 @@
 #include "lib/evloop.h"
 #include "lib/io.h"
 #include "lib/log.h"
+#include "lib/unixlisten.h"
 #include "mail/gateproto.h"
 #include "mail/policy.h"
 
@@ -975,41 +975,6 @@ tick_shared(struct server *s, int64_t now, int64_t next)
 	return next;
 }
 
-/* Listen on path, mode mode (what the folder lets through decides who
- * may connect). */
-static int
-listen_socket(const char *path, mode_t mode)
-{
-	struct sockaddr_un sa;
-	int fd, probe;
-
-	if (strlen(path) >= sizeof sa.sun_path)
-		fatalx(111, "socket path too long: %s", path);
-	memset(&sa, 0, sizeof sa);
-	sa.sun_family = AF_UNIX;
-	strcpy(sa.sun_path, path);
-	/* A socket file left by a dead gate is removed; a live gate is not. */
-	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (probe < 0)
-		fatal(111, "socket");
-	if (connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0)
-		fatalx(111, "another weir-gate is serving %s", path);
-	if (close(probe) < 0)
-		fatal(111, "close");
-	if (unlink(path) < 0 && errno != ENOENT)
-		fatal(111, "unlink %s", path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		fatal(111, "socket");
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-		fatal(111, "bind %s", path);
-	if (chmod(path, mode) < 0)
-		fatal(111, "chmod %s", path);
-	if (listen(fd, 128) < 0)
-		fatal(111, "listen %s", path);
-	return fd;
-}
-
 int
 gate_run(const struct gate_opts *o)
 {
@@ -1065,10 +1030,10 @@ gate_run(const struct gate_opts *o)
 	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());
 	s.sh = shared_new_for(o->journal, now_wall(), s.grace_ms);
 	s.ev = evloop_new();
-	s.lfd = listen_socket(o->socket, 0660);
+	s.lfd = unix_listen(o->socket, 0660, 128, SOCK_NONBLOCK, "weir-gate");
 	evloop_watch(s.ev, s.lfd, EV_READ, on_accept, &s);
 	if (o->status_socket) {
-		s.sfd = listen_socket(o->status_socket, 0666);
+		s.sfd = unix_listen(o->status_socket, 0666, 128, SOCK_NONBLOCK, "weir-gate");
 		evloop_watch(s.ev, s.sfd, EV_READ, on_accept, &s);
 		log_info("serving STATUS only on %s", o->status_socket);
 	}

@@ -12,13 +12,13 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/evloop.h"
 #include "lib/io.h"
 #include "lib/log.h"
+#include "lib/unixlisten.h"
 #include "mail/qlist.h"
 #include "mail/queue.h"
 #include "mail/rundir.h"
@@ -28,39 +28,15 @@
 int
 showq_listen(const char *path)
 {
-	struct sockaddr_un sa;
 	char dir[PATH_MAX];
-	int fd, probe;
 
-	if (strlen(path) >= sizeof sa.sun_path)
-		fatalx(111, "showq_socket: path too long: %s", path);
 	rundir_of(path, dir, sizeof dir);
 	if (mkdir(dir, 0755) == 0)
 		log_info("made %s (the folder of showq_socket), mode 0755", dir);
 	else if (errno != EEXIST)
 		fatal(111, "make %s (the folder of showq_socket)", dir);
-	memset(&sa, 0, sizeof sa);
-	sa.sun_family = AF_UNIX;
-	strcpy(sa.sun_path, path);
-	/* A socket file left by a dead weir-showq is removed; a live one's is not. */
-	if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		fatal(111, "socket");
-	if (connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0)
-		fatalx(111, "another weir-showq is serving %s", path);
-	if (close(probe) < 0)
-		fatal(111, "close");
-	if (unlink(path) < 0 && errno != ENOENT)
-		fatal(111, "unlink %s", path);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		fatal(111, "socket");
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-		fatal(111, "bind %s", path);
 	/* Anyone may connect: what it answers is what it shows everyone. */
-	if (chmod(path, 0666) < 0)
-		fatal(111, "chmod %s", path);
-	if (listen(fd, 64) < 0)
-		fatal(111, "listen %s", path);
-	return fd;
+	return unix_listen(path, 0666, 64, 0, "weir-showq");
 }
 
 /* The client's uid, for the log; -1 if unknown. */
