@@ -83,7 +83,9 @@ report() {
 	passed=$((passed + p)); failed=$((failed + f + c))
 	[ "$rc" -eq 0 ] || [ $((f + c)) -gt 0 ] || { echo "$1: exit $rc"; bad=$((bad + 1)); }
 	[ "$rc" -eq 0 ] && [ $((f + c)) -eq 0 ] && return
-	{ echo "== $1 (exit $rc)"; grep -v Synthesis "$dir/$n.out"; } >>"$dir/failures"
+	# The failed tests alone: their assertions (an "Assertion Failed" line
+	# and its indented message) and results, not the others' info lines.
+	{ echo "== $1 (exit $rc)"; grep -E 'Assertion|^\[----\]   |\[FAIL\]|CRASH|crash|Warning' "$dir/$n.out"; } >>"$dir/failures"
 }
 
 lane2=

@@ -127,7 +127,10 @@ scan_folder(struct ctx *c, enum qdir d, const char *path, long split_slot)
 			continue;
 		}
 		if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			report(c, 1, "%s/%s: %s", path, e->d_name, strerror(errno));
+			/* ENOENT: removed since listed (a live queue), as if
+			 * not listed. */
+			if (errno != ENOENT)
+				report(c, 1, "%s/%s: %s", path, e->d_name, strerror(errno));
 			continue;
 		}
 		if (!S_ISREG(st.st_mode)) {
@@ -259,6 +262,12 @@ check_file(struct ctx *c, enum qdir d, unsigned long id, struct buf *b)
 
 	queue_path(path, c->q, d, id);
 	r = read_file_at(c->q->dfd, path, b, 1 << 30);
+	if (r == -1 && errno == ENOENT) {
+		/* Listed, then gone: on a live queue, weir-send preprocessed or
+		 * finished the message since its folder was read. */
+		report(c, 0, "%s: removed while the queue was checked (weir-send at work)", path);
+		return -1;
+	}
 	if (r != 0) {
 		report(c, 1, "%s: %s", path, r == -2 ? "larger than 1 GB" : strerror(errno));
 		return -1;
@@ -387,6 +396,8 @@ check_note(struct ctx *c, const char *path, unsigned long id, struct buf *b)
 
 	buf_reset(b);
 	r = read_file_at(c->q->dfd, path, b, SCHEDFILE_MAX);
+	if (r == -1 && errno == ENOENT)
+		return;		/* removed since listed: the message ended */
 	if (r != 0) {
 		report(c, 1, "%s: %s", path, r == -2 ? "too long to be weir's" : strerror(errno));
 		return;
@@ -448,8 +459,12 @@ check_sched(struct ctx *c, struct buf *b)
 				report(c, 1, "%s: not a message number of this folder", path);
 				continue;
 			}
-			if (fstatat(c->q->dfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-			    !S_ISREG(st.st_mode)) {
+			if (fstatat(c->q->dfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+				if (errno != ENOENT)	/* else removed since listed */
+					report(c, 1, "%s: %s", path, strerror(errno));
+				continue;
+			}
+			if (!S_ISREG(st.st_mode)) {
 				report(c, 1, "%s: not a regular file", path);
 				continue;
 			}
@@ -509,6 +524,8 @@ check_control(struct ctx *c, struct buf *b)
 			}
 			buf_reset(b);
 			r = read_file_at(c->q->dfd, path, b, QCTL_FILE_MAX);
+			if (r == -1 && errno == ENOENT)
+				continue;	/* released since listed */
 			if (r != 0 || qctl_hold_parse(b->s, b->len, &hb, &since) < 0) {
 				report(c, 1, "%s: %s", path, r == -1 ? strerror(errno) :
 				    "not \"birth B\\nsince T\\n\" (weir-send takes it as held)");

@@ -33,6 +33,11 @@
  *   unlinkat mkdir mkdirat
  *   open openat (open64, openat64 are        only calls with O_CREAT (or
  *   aliases; creat counts as open)           O_TMPFILE) count; not made
+ *   openr                                    open or openat of an existing
+ *                                            file (no O_CREAT, no
+ *                                            O_TMPFILE); not made: ENOENT
+ *                                            is a file removed since its
+ *                                            folder was read
  *   close                                    the fd IS closed (as Linux
  *                                            does), then -1/errno
  * Several rules may name the same function; the first that fires wins.
@@ -91,13 +96,13 @@
 enum fn {
 	F_WRITE, F_PWRITE, F_READ, F_FSYNC, F_FDATASYNC, F_LINK, F_LINKAT,
 	F_RENAME, F_RENAMEAT, F_UNLINK, F_UNLINKAT, F_OPEN, F_OPENAT, F_MKDIR,
-	F_MKDIRAT, F_CLOSE, F_NFN
+	F_MKDIRAT, F_CLOSE, F_OPENR, F_NFN
 };
 
 static const char *const fn_name[F_NFN] = {
 	"write", "pwrite", "read", "fsync", "fdatasync", "link", "linkat",
 	"rename", "renameat", "unlink", "unlinkat", "open", "openat", "mkdir",
-	"mkdirat", "close",
+	"mkdirat", "close", "openr",
 };
 
 static const struct { const char *name; int err; } errnames[] = {
@@ -790,7 +795,8 @@ mkdirat(int d, const char *a, mode_t mode)
 }
 
 /* open and openat: the mode argument exists only with O_CREAT or
- * O_TMPFILE; only those calls are counted (others are logged). */
+ * O_TMPFILE; only those calls are counted as open and openat, the others
+ * as openr (logged under their own name). */
 static int
 creates(int flags)
 {
@@ -807,11 +813,10 @@ do_open(enum fn fn, int dirfd, const char *path, int flags, mode_t mode, int at,
 	call_path(&c, "path", at ? dirfd : AT_FDCWD, path, c.path);
 	call_num(&c, "flags", flags, 1);
 	if (!creates(flags)) {
-		int saved = errno;
-		long ret = at ? fopenat(dirfd, path, flags) : fopen_(path, flags);
-
-		call_end(&c, ret, ret < 0 ? errno : saved, 0);
-		return (int)ret;
+		c.fn = F_OPENR;
+		if (at)
+			RUN(c, fopenat(dirfd, path, flags), 0);
+		RUN(c, fopen_(path, flags), 0);
 	}
 	call_num(&c, "mode", (long)mode, 1);
 	if (at)

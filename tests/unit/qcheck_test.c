@@ -258,3 +258,53 @@ Test(qcheck, local_pending_is_a_note)
 	cr_assert_eq(r.notes, 1, "%s", t.s);
 	cr_assert(strstr(t.s, "2 recipients left pending by qmail-send"), "%s", t.s);
 }
+
+/*
+ * A live queue: a file listed, then removed before it is read (weir-send
+ * finished or preprocessed the message meanwhile).  `weir queue-check`
+ * says so in a note, not a problem: the fault shim makes the open of a
+ * remote/ (then info/, then todo/) file fail with ENOENT, as the kernel does
+ * for a file unlinked after its folder was read.  Before, each was "No
+ * such file or directory", a problem (seen in a test under load).
+ */
+Test(qcheck, file_removed_while_checked_is_a_note)
+{
+	const char *shim = getenv("WEIR_FAULTINJ");
+	const enum qdir d[] = { Q_REMOTE, Q_INFO, Q_TODO };
+	char path[QPATH_MAX], *weir = tl_bin("weir"), *conf = xasprintf("%s/weir.conf", top), *text;
+	unsigned long s4 = make_mess(), s5 = make_mess();
+	size_t i;
+
+	if (shim == NULL || *shim == '\0' || access(shim, R_OK) != 0)
+		cr_skip_test("no fault-injection shim ($WEIR_FAULTINJ; run through tests/run.sh)");
+	text = xasprintf("queue_dir = \"%s\"\nqueue_split = 23\n", dir);
+	tl_write(conf, text, strlen(text));
+	PUT(Q_INTD, s4, "u0\0p1\0Fa@b\0Tc@d\0");
+	PUT(Q_TODO, s4, "u0\0p1\0Fa@b\0Tc@d\0");
+	PUT(Q_INFO, s5, "Fa@b\0");
+	PUT(Q_REMOTE, s5, "Dc@d\0Te@f\0");
+	for (i = 0; i < 3; i++) {
+		char *pre = xasprintf("LD_PRELOAD=%s", shim), *rule;
+
+		queue_path(path, &q, d[i], d[i] == Q_TODO ? s4 : s5);
+		rule = xasprintf("WEIR_FAULT=openr@/%s=1:ENOENT", path);
+		const char *env[] = { pre, rule, "WEIR_FAULT_PROG=weir", NULL };
+		const char *argv[] = { weir, "-c", conf, "queue-check", NULL };
+		struct tl_run run = { .argv = argv, .env = env };
+		struct tl_result res;
+
+		tl_run(&run, &res);
+		cr_assert_eq(res.status, 0, "%s: exit %d\n%s%s", path, res.status,
+		    buf_cstr(&res.out), buf_cstr(&res.err));
+		cr_assert(strstr(buf_cstr(&res.out), " 0 problems, 1 notes"), "%s:\n%s", path,
+		    buf_cstr(&res.out));
+		cr_assert(strstr(buf_cstr(&res.out), "removed while the queue was checked"),
+		    "%s:\n%s", path, buf_cstr(&res.out));
+		tl_result_free(&res);
+		free(pre);
+		free(rule);
+	}
+	free(text);
+	free(conf);
+	free(weir);
+}
