@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,60 +313,139 @@ check_file(struct ctx *c, enum qdir d, unsigned long id, struct buf *b)
 	return r;
 }
 
+#define HAS(have, d)	(((have) >> (d)) & 1u)
+
+/* The folders whose listing held a file of message id (bit d). */
+static unsigned
+listed(const struct ctx *c, unsigned long id)
+{
+	unsigned have = 0;
+	enum qdir d;
+
+	for (d = 0; d < Q_NDIRS; d++)
+		if (d != Q_PID && idset_has(&c->ids[d], id))
+			have |= 1u << d;
+	return have;
+}
+
+/* The folders that hold a file of message id now. */
+static unsigned
+look(const struct ctx *c, unsigned long id)
+{
+	char path[QPATH_MAX];
+	unsigned have = 0;
+	struct stat st;
+	enum qdir d;
+
+	for (d = 0; d < Q_NDIRS; d++) {
+		if (d == Q_PID)
+			continue;
+		queue_path(path, c->q, d, id);
+		if (fstatat(c->q->dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			have |= 1u << d;
+	}
+	return have;
+}
+
+/*
+ * A live queue's folders are listed one after another, not at one
+ * instant: a message injected, preprocessed or removed meanwhile can look
+ * like a state it was never in (remote/ listed after its preprocessing,
+ * info/ before it).  So a message whose listed files make a problem is
+ * looked at again, in a few microseconds rather than a whole scan, until
+ * two looks agree (at most 4): the problem is what that look shows.
+ * Files that keep changing are a message at work: UINT_MAX.
+ */
+static unsigned
+look_again(const struct ctx *c, unsigned long id)
+{
+	unsigned prev = look(c, id), now;
+	int i;
+
+	for (i = 0; i < 3; i++, prev = now)
+		if ((now = look(c, id)) == prev)
+			return now;
+	return UINT_MAX;
+}
+
+/* What is wrong with a message that has the files have (mess/ among
+ * them), or NULL. */
+static const char *
+state_problem(unsigned have)
+{
+	if (HAS(have, Q_TODO))
+		return HAS(have, Q_BOUNCE) ? "bounce/ exists before preprocessing" : NULL;
+	if (HAS(have, Q_INTD) && HAS(have, Q_INFO))
+		return "intd/ and info/ without todo/";
+	if (!HAS(have, Q_INTD) && !HAS(have, Q_INFO) &&
+	    (HAS(have, Q_LOCAL) || HAS(have, Q_REMOTE) || HAS(have, Q_BOUNCE)))
+		return "local/, remote/ or bounce/ without info/";
+	return NULL;
+}
+
 static void
 check_message(struct ctx *c, unsigned long id, struct buf *b)
 {
-	int todo = idset_has(&c->ids[Q_TODO], id);
-	int intd = idset_has(&c->ids[Q_INTD], id);
-	int info = idset_has(&c->ids[Q_INFO], id);
+	unsigned have = listed(c, id) | 1u << Q_MESS;
+	const char *problem = state_problem(have);
 
-	if (todo) {
+	if (problem != NULL) {
+		have = look_again(c, id);
+		if (have == UINT_MAX || !HAS(have, Q_MESS)) {
+			report(c, 0, "message %lu: changed while the queue was checked "
+			    "(weir-send at work)", id);
+			return;
+		}
+		problem = state_problem(have);
+	}
+	if (problem != NULL) {
+		report(c, 1, "message %lu: %s", id, problem);
+		return;
+	}
+	if (HAS(have, Q_TODO)) {
 		/* S4: preprocessing may have written info/local/remote partly. */
 		check_file(c, Q_TODO, id, b);
-		if (idset_has(&c->ids[Q_BOUNCE], id))
-			report(c, 1, "message %lu: bounce/ exists before preprocessing", id);
 		return;
 	}
-	if (intd && info) {
-		report(c, 1, "message %lu: intd/ and info/ without todo/", id);
-		return;
-	}
-	if (intd) {
+	if (HAS(have, Q_INTD)) {
 		report(c, 0, "message %lu: state S3 (being injected, or a leftover "
 		    "weir-send removes after 36 hours)", id);
 		return;
 	}
-	if (!info) {
-		if (idset_has(&c->ids[Q_LOCAL], id) || idset_has(&c->ids[Q_REMOTE], id) ||
-		    idset_has(&c->ids[Q_BOUNCE], id))
-			report(c, 1, "message %lu: local/, remote/ or bounce/ without info/", id);
-		else
-			report(c, 0, "message %lu: state S2 (being injected or eliminated, "
-			    "or a leftover)", id);
+	if (!HAS(have, Q_INFO)) {
+		report(c, 0, "message %lu: state S2 (being injected or eliminated, "
+		    "or a leftover)", id);
 		return;
 	}
 	/* S5 */
 	check_file(c, Q_INFO, id, b);
-	if (idset_has(&c->ids[Q_LOCAL], id))
+	if (HAS(have, Q_LOCAL))
 		check_file(c, Q_LOCAL, id, b);
-	if (idset_has(&c->ids[Q_REMOTE], id))
+	if (HAS(have, Q_REMOTE))
 		check_file(c, Q_REMOTE, id, b);
 }
 
-/* Files of other folders whose message has no mess/ file. */
+/* Files of other folders whose message has no mess/ file: in the
+ * listing, and still when looked at again (a message injected after
+ * mess/ was listed, or removed after its other folders were, is not). */
 static void
 check_orphans(struct ctx *c)
 {
+	unsigned have;
 	enum qdir d;
 	size_t i;
 
 	for (d = Q_INFO; d < Q_NDIRS; d++) {
 		if (d == Q_PID)
 			continue;
-		for (i = 0; i < c->ids[d].n; i++)
-			if (!idset_has(&c->ids[Q_MESS], c->ids[d].v[i]))
+		for (i = 0; i < c->ids[d].n; i++) {
+			if (idset_has(&c->ids[Q_MESS], c->ids[d].v[i]))
+				continue;
+			have = look_again(c, c->ids[d].v[i]);
+			if (have != UINT_MAX && !HAS(have, Q_MESS) && HAS(have, d))
 				report(c, 1, "%s: message %lu has no mess/ file",
 				    qdir_name[d], c->ids[d].v[i]);
+		}
 	}
 }
 

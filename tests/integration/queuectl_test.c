@@ -20,6 +20,9 @@
  *   resume_lifts_suspension  `weir resume isp` after a 421: weir-gate lifts
  *                          the suspension and logs it; an unknown upstream
  *                          is refused (exit 1)
+ *   queue_check_on_a_live_queue  queue-check again and again while 120
+ *                          messages go in, through and out: no problem
+ *                          in any run
  *
  * Trusts: the processes the test started.
  */
@@ -27,7 +30,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -396,4 +402,63 @@ Test(queuectl, resume_lifts_suspension)
 		buf_free(&gl);
 	}
 	free(st);
+}
+
+/* ---- 5. queue-check on a live queue ---- */
+
+/*
+ * queue-check while mail goes in, is preprocessed, delivered and removed:
+ * a shell injects 120 messages through sendmail one after another, and
+ * queue-check runs again and again meanwhile.  Every run must find no
+ * problem: a folder listed before a message's preprocessing and another
+ * after it, or a file removed between its folder's listing and its own
+ * reading, is weir-send at work, not a broken queue.
+ */
+Test(queuectl, queue_check_on_a_live_queue)
+{
+	static const char script[] =
+	    "i=0; while [ $i -lt 120 ]; do "
+	    "printf 'Subject: live %s\\n\\nhello\\n' $i | \"$1\" -f " SENDER " live$i@dest.example "
+	    "|| exit 1; i=$((i + 1)); done";
+	char *sm = tl_bin("sendmail");
+	const char *argv[] = { "/bin/sh", "-c", script, "sh", sm, NULL };
+	const char *env[12];
+	struct buf out = BUF_INIT;
+	size_t k = 0, runs = 0;
+	pid_t pid;
+	int st = -1, code;
+
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_conf_upstream(&t, NULL);
+	rt_policy(&t, "upstream \"isp\" { rate = {\"40 per 1s\"} }\n");
+	rt_gate_start(&t, "2s");
+	rt_send_start(&t);
+	env[k++] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+	for (size_t i = 0; i < 8 && t.s.qt.envs[i]; i++)
+		env[k++] = t.s.qt.envs[i];
+	env[k] = NULL;
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execve(argv[0], (char *const *)argv, (char *const *)env);
+		_exit(127);
+	}
+	for (;;) {
+		int done = waitpid(pid, &st, WNOHANG) == pid;
+
+		code = sh_queue_check(&t.s, &out);
+		runs++;
+		cr_assert(code == 0 && strstr(buf_cstr(&out), " 0 problems"),
+		    "queue-check run %zu on the live queue: exit %d\n%s", runs, code,
+		    buf_cstr(&out));
+		if (done)
+			break;
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the injecting shell: 0x%x", st);
+	rt_wait_empty(&t, 60000);
+	rt_assert_queue_sound(&t);
+	cr_log_info("queue-check ran %zu times on the live queue", runs);
+	buf_free(&out);
+	free(sm);
 }
