@@ -4,9 +4,10 @@
  * can never legitimately be in (a corrupt file, an info/ without mess/,
  * a file in the wrong split folder); notes are states a crash or a running
  * injector can leave (S2/S3 leftovers, pid/ files) and the scheduler
- * cleans up.  It may run on a live queue: a file that weir-send removes
- * after its folder was read is a note when its message's other files
- * were seen, else not counted (as if the folder had been read later).
+ * cleans up.  It may run on a live queue: a message whose listed files
+ * make a problem is looked at again (qcheck.c, look_again), and a file
+ * that weir-send removes after its folder was read is a note when its
+ * message's other files were seen, else not counted.
  */
 #ifndef WEIR_QCHECK_H
 #define WEIR_QCHECK_H
