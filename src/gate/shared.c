@@ -119,10 +119,14 @@ static const char grant_lua[] =
 "return {1, 0, now}\n";
 
 /* KEYS: log held heldw.  ARGV: id kind(S X N T R) delta grace keep m r c
- * age.  Logs the send the report says, at Redis time. */
+ * age.  Logs the send the report says, at Redis time rounded up to the
+ * millisecond (as the local gate does: a send reported at 1000.3 leaves a
+ * window of T no sooner than 1000.3 + T, where grants look at the time
+ * rounded down); returns the time rounded down. */
 static const char report_lua[] =
 "local tm = redis.call('TIME')\n"
 "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+"local nowc = tonumber(tm[1]) * 1000 + math.ceil(tonumber(tm[2]) / 1000)\n"
 "local v = redis.call('HGET', KEYS[3], ARGV[1])\n"
 "redis.call('ZREM', KEYS[2], ARGV[1])\n"
 "redis.call('HDEL', KEYS[3], ARGV[1])\n"
@@ -131,15 +135,15 @@ static const char report_lua[] =
 "local g = now - tonumber(ARGV[9])\n"
 "if v then g = tonumber(string.match(v, '^(%-?%d+)')) end\n"
 "local m, r, c = ARGV[6], ARGV[7], ARGV[8]\n"
-"local from, at = now, now\n"
+"local from, at = nowc, nowc\n"
 "if kind == 'S' then\n"
-"  at = now - tonumber(ARGV[3])\n"
+"  at = nowc - tonumber(ARGV[3])\n"
 "  if at < g then at = g end\n"
-"  if at > now then at = now end\n"
+"  if at > nowc then at = nowc end\n"
 "  from = at\n"
 "elseif kind == 'X' then\n"
 "  from = g\n"
-"  at = now + tonumber(ARGV[4])\n"
+"  at = nowc + tonumber(ARGV[4])\n"
 "elseif kind == 'N' then\n"
 "  m = '0'\n"
 "  r = '0'\n"
@@ -150,10 +154,11 @@ static const char report_lua[] =
 
 /* KEYS: log held heldw hostmark.  ARGV: keep lease nlog, then per entry:
  * id agefrom aget m r c; then nheld, per grant: id age m r c.  Writes this
- * host's history back (ages: ms before now) and marks it done. */
+ * host's history back (ages: ms before now, now rounded up as a report's)
+ * and marks it done. */
 static const char restore_lua[] =
 "local tm = redis.call('TIME')\n"
-"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+"local now = tonumber(tm[1]) * 1000 + math.ceil(tonumber(tm[2]) / 1000)\n"
 "local n = tonumber(ARGV[3])\n"
 "local i = 4\n"
 "for k = 1, n do\n"

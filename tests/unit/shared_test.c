@@ -178,9 +178,10 @@ Test(shared, several_windows)
 	cr_assert_eq(wait, SHARED_POLL_MS);
 	for (i = 0; i < 3; i++)
 		sent(r[i]);
-	/* Logged now: the 10 s window frees in 10 s. */
+	/* Logged now, rounded up to the millisecond: the 10 s window frees
+	 * in 10 s (and at most 1 ms). */
 	cr_assert_eq(ask(11, NULL, &wait), 0);
-	cr_assert(wait > 9000 && wait <= 10000, "wait %lld", (long long)wait);
+	cr_assert(wait > 9000 && wait <= 10001, "wait %lld", (long long)wait);
 	/* The 60 s window: one more fits once the 10 s one frees; then
 	 * the fifth waits for the longer window. */
 	cmd("FLUSHALL");
@@ -193,7 +194,50 @@ Test(shared, several_windows)
 		sent(r[0]);
 	}
 	cr_assert_eq(ask(30, NULL, &wait), 0);
-	cr_assert(wait > 59000 && wait <= 60000, "wait %lld", (long long)wait);
+	cr_assert(wait > 59000 && wait <= 60001, "wait %lld", (long long)wait);
+}
+
+/* Redis's TIME in microseconds. */
+static int64_t
+redis_us(void)
+{
+	redisReply *r = redisCommand(rc, "TIME");
+	int64_t us;
+
+	cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+	us = strtoll(r->element[0]->str, NULL, 10) * 1000000 +
+	    strtoll(r->element[1]->str, NULL, 10);
+	freeReplyObject(r);
+	return us;
+}
+
+/*
+ * A send is logged no earlier than it was reported, to the microsecond:
+ * its log time (ms) is Redis's time rounded up, as the local gate does,
+ * so that a grant (which looks at the time rounded down) never comes
+ * less than T after it.  Rounded down, a send reported at 1000.3 ms was
+ * logged at 1000 and a grant at 1000 + T came 0.3 ms early at the
+ * upstream's clock: seen as 6 sends within 3 s in redis_test.
+ */
+Test(shared, send_logged_no_earlier_than_reported)
+{
+	struct wg_req *r;
+	redisReply *z;
+	int64_t wait, before;
+	uint64_t i;
+
+	set_win(0, 100, 10, 0);
+	for (i = 1; i <= 20; i++) {
+		cr_assert_eq(ask(i, &r, &wait), 1);
+		before = redis_us();
+		sent(r);
+		z = redisCommand(rc, "ZRANGE weir:{up}:log -1 -1 WITHSCORES");
+		cr_assert(z != NULL && z->type == REDIS_REPLY_ARRAY && z->elements == 2);
+		cr_assert_geq(strtoll(z->element[1]->str, NULL, 10) * 1000, before,
+		    "send %llu logged at %s ms, reported after %lld us", (unsigned long long)i,
+		    z->element[1]->str, (long long)before);
+		freeReplyObject(z);
+	}
 }
 
 Test(shared, calendar_window)
