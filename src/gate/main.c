@@ -52,17 +52,11 @@ status(const char *sock, const char *rsock, int json)
 {
 	struct gate_client gc;
 	struct gp_reply r;
-	const char *why = "connection closed";
-	int e;
+	const char *why = "connection closed", *used;
 
-	if (gc_connect(&gc, sock) < 0) {
-		e = errno;
-		if (rsock == NULL || gc_connect(&gc, rsock) < 0) {
-			errno = e;
-			fatal(111, "connect %s", sock);
-		}
-		sock = rsock;
-	}
+	if ((used = gc_connect_status(&gc, sock, rsock)) == NULL)
+		fatal(111, "connect %s", sock);
+	sock = used;
 	if (gc_status(&gc, json) < 0)
 		fatal(111, "write %s", sock);
 	if (gc_wait_reply(&gc, &r, &why) != 1 || r.verb != GP_R_STATUS)

@@ -43,6 +43,20 @@ gc_connect(struct gate_client *gc, const char *path)
 	return 0;
 }
 
+const char *
+gc_connect_status(struct gate_client *gc, const char *sock, const char *rsock)
+{
+	int e;
+
+	if (gc_connect(gc, sock) == 0)
+		return sock;
+	e = errno;
+	if (rsock != NULL && gc_connect(gc, rsock) == 0)
+		return rsock;
+	errno = e;
+	return NULL;
+}
+
 void
 gc_close(struct gate_client *gc)
 {

@@ -30,6 +30,10 @@ struct gate_client {
 
 /* 0 ok, -1 with errno. */
 int gc_connect(struct gate_client *gc, const char *path) MUST_CHECK;
+/* For STATUS: connect to sock or, when that fails and rsock is set, to
+ * rsock (the gate's read-only status socket: a user outside weir-send's
+ * group).  The path connected to, or NULL with sock's errno. */
+const char *gc_connect_status(struct gate_client *gc, const char *sock, const char *rsock);
 void gc_close(struct gate_client *gc);
 
 /* Send one request.  0 ok, -1 with errno.  cls, sender: NULL or "" for none. */

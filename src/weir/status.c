@@ -202,16 +202,14 @@ gate_ask(const char **sock, const char *rsock, struct buf *text, struct buf *jso
 {
 	struct gate_client gc;
 	struct timeval tv = { GATE_TIMEOUT_S, 0 };
-	int rc = -1, e;
+	const char *used;
+	int rc = -1;
 
-	if (gc_connect(&gc, *sock) < 0) {
-		e = errno;
-		if (rsock == NULL || gc_connect(&gc, rsock) < 0) {
-			buf_printf(why, "%s", strerror(e));
-			return -1;
-		}
-		*sock = rsock;
+	if ((used = gc_connect_status(&gc, *sock, rsock)) == NULL) {
+		buf_printf(why, "%s", strerror(errno));
+		return -1;
 	}
+	*sock = used;
 	if (setsockopt(gc.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
 	    setsockopt(gc.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0) {
 		buf_printf(why, "setsockopt: %s", strerror(errno));
