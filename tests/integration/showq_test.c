@@ -6,6 +6,8 @@
  * malformed or oversized request is refused with a reason and the daemon
  * goes on; clients that connect and say nothing (as many as its cap)
  * hold up another's listing no longer than the request deadline (-t 1);
+ * a second copy on the same socket refuses to start and the first goes
+ * on; one killed with -9 leaves its socket file for the next to take;
  * with weir-showq stopped mailq says weir is not running and exits 75;
  * with showq_socket "" the user is told the queue cannot be read, as
  * before.  Needs root (to be another user); skipped otherwise.
@@ -324,6 +326,42 @@ Test(showq, silent_clients_hold_up_others_only_until_the_deadline)
 		close(fds[i]);
 	}
 	tl_result_free(&user);
+}
+
+/*
+ * Two copies, and the worst kill: a second weir-showq on the same socket
+ * refuses to start (exit 111, naming the one serving) and the first goes
+ * on answering; a weir-showq killed with -9 leaves its socket file, and
+ * the next one removes it and serves (lib/unixlisten.c).
+ */
+Test(showq, second_copy_refused_killed_ones_socket_taken_over)
+{
+	char *bin = tl_bin("weir-showq");
+	const char *argv[] = { bin, "-c", q.conf, NULL };
+	struct tl_run second = { .argv = argv, .timeout_s = 30 };
+	struct tl_result r;
+	struct buf a = BUF_INIT;
+	char *want = xasprintf("another weir-showq is serving %s", sock);
+
+	build_queue();
+	start_showq();
+	tl_run(&second, &r);
+	cr_assert_eq(r.status, 111, "the second copy: exit %d: %s", r.status, buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.err), want), "%s", buf_cstr(&r.err));
+	tl_result_free(&r);
+	ask_raw(S("list\n"), &a);
+	cr_assert(strstr(buf_cstr(&a), "messages in queue: 3\n"), "the first copy: %s",
+	    buf_cstr(&a));
+	stop_showq();	/* kill -9 */
+	cr_assert(access(sock, F_OK) == 0, "the killed copy's socket file is gone");
+	start_showq();
+	buf_reset(&a);
+	ask_raw(S("list\n"), &a);
+	cr_assert(strstr(buf_cstr(&a), "messages in queue: 3\n"), "after the takeover: %s",
+	    buf_cstr(&a));
+	buf_free(&a);
+	free(want);
+	free(bin);
 }
 
 Test(showq, not_running_says_so_and_exits_75)
