@@ -304,6 +304,28 @@ Test(qcheck, file_removed_while_checked_is_a_note)
 		free(pre);
 		free(rule);
 	}
+	/* A hold/ file released since its folder was listed: not counted. */
+	{
+		char *pre = xasprintf("LD_PRELOAD=%s", shim), *rule, *hold;
+		const char *env[] = { pre, NULL, "WEIR_FAULT_PROG=weir", NULL };
+		const char *argv[] = { weir, "-c", conf, "queue-check", NULL };
+		struct tl_run run = { .argv = argv, .env = env };
+		struct tl_result res;
+
+		hold = xasprintf("%s/hold/%lu", dir, s5);
+		tl_write(hold, "birth 1\nsince 2\n", 16);
+		rule = xasprintf("WEIR_FAULT=openr@/hold/%lu=1:ENOENT", s5);
+		env[1] = rule;
+		tl_run(&run, &res);
+		cr_assert_eq(res.status, 0, "hold: exit %d\n%s%s", res.status, buf_cstr(&res.out),
+		    buf_cstr(&res.err));
+		cr_assert(strstr(buf_cstr(&res.out), " 0 problems, 0 notes"), "hold:\n%s",
+		    buf_cstr(&res.out));
+		tl_result_free(&res);
+		free(hold);
+		free(rule);
+		free(pre);
+	}
 	free(text);
 	free(conf);
 	free(weir);
