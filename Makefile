@@ -35,14 +35,20 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmiss
 # `make` rebuilds what embeds the old path.
 PATHS_H  := $(BUILD)/paths.h
 DEFS     := -D_GNU_SOURCE -include $(PATHS_H)
-ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(CPPFLAGS)
+# weir-metrics: its HTTP server (GNU libmicrohttpd) and the JSON it reads
+# (json-c, lib/jsonparse.c), found through pkg-config.
+PKG_MHD  := libmicrohttpd
+PKG_JSON := json-c
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKG_MHD) $(PKG_JSON))
+ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(PKG_CFLAGS) $(CPPFLAGS)
 LDLIBS   := -lconfuse -lm
 # Libraries only some programs need: weir-queue is set-id when installed
 # and must not load OpenSSL or SASL for nothing.
 LIBS_weir-remote := -lssl -lcrypto -lsasl2
 LIBS_weir-smtpd := -lssl -lcrypto -lcrypt
 LIBS_weir-gate := -lhiredis
-ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt -lhiredis
+LIBS_weir-metrics := $(shell pkg-config --libs $(PKG_MHD) $(PKG_JSON)) -lcrypt
+ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt -lhiredis $(LIBS_weir-metrics)
 TESTLIBS := -lcriterion
 
 # program name : source folder (a folder without main.c is not built yet)

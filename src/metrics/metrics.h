@@ -9,7 +9,7 @@
  *   textfile.c the same text for node_exporter's textfile collector,
  *              written to PATH.tmp and renamed into place
  *
- * Trusts: the gate as far as gateclient.c and jsonread.c parse it,
+ * Trusts: the gate as far as gateclient.c and lib/jsonparse.c parse it,
  * nothing in the queue (only names and mtimes are read), nothing from
  * HTTP clients.  Config keys: gate_status_socket (else gate_socket),
  * queue_dir, queue_split, and

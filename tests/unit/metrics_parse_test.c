@@ -1,15 +1,14 @@
 /*
  * metrics_parse_test.c: weir-metrics' parts that take input: the HTTP
- * request parser (src/metrics/http.c), the JSON reader (lib/jsonread.c)
- * on the gate's document and on bad ones, the text it makes of a gate
- * document (src/metrics/collect.c), and weir.conf's metrics section.
+ * request parser (src/metrics/http.c), the text it makes of a gate
+ * document (src/metrics/collect.c), a bad one among them, and weir.conf's
+ * metrics section.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/alloc.h"
-#include "lib/jsonread.h"
 #include "mail/config.h"
 #include "metrics/metrics.h"
 #include "testlib.h"
@@ -90,51 +89,6 @@ Test(metrics_http, paths_methods_size)
 	while (b.len < HTTP_REQ_MAX)
 		buf_addc(&b, 'a');
 	cr_assert_eq(parse(b.s, b.len), 431);
-	buf_free(&b);
-}
-
-Test(jsonread, values_and_strictness)
-{
-	struct jv v;
-	const char *why;
-	long long n;
-	static const char *const bad[] = {
-		"", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "01", "1.", "-", "1e", "tru",
-		"\"a", "\"\\x\"", "\"\\ud800\"", "\"\\u0000\"", "\"a\tb\"", "[1] 2", "{1:2}",
-	};
-	size_t i;
-	const char *doc = " {\"a\": [1, -2, 3.5e2, true, false, null], \"s\": \"x\\\"\\u00e9\\ud83d\\ude00\","
-	    " \"o\": {}} ";
-
-	cr_assert_eq(jv_parse(doc, strlen(doc), &v, &why), 0, "%s", why);
-	cr_assert_eq(jv_get(&v, "a")->n, 6);
-	cr_assert_eq(jv_ll(&jv_get(&v, "a")->v[1], &n), 0);
-	cr_assert_eq(n, -2);
-	cr_assert_eq(jv_ll(&jv_get(&v, "a")->v[2], &n), -1);
-	cr_assert_str_eq(jv_get(&v, "a")->v[2].s, "3.5e2");
-	cr_assert_eq(jv_get(&v, "a")->v[3].type, JV_TRUE);
-	cr_assert_eq(jv_get(&v, "a")->v[5].type, JV_NULL);
-	cr_assert_str_eq(jv_get(&v, "s")->s, "x\"\xc3\xa9\xf0\x9f\x98\x80");
-	cr_assert_eq(jv_get(&v, "o")->type, JV_OBJECT);
-	cr_assert_null(jv_get(&v, "missing"));
-	jv_free(&v);
-	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		cr_expect_eq(jv_parse(bad[i], strlen(bad[i]), &v, &why), -1, "accepted: %s", bad[i]);
-	cr_assert_eq(jv_parse(S("[\"a\0\"]"), &v, &why), -1);
-}
-
-Test(jsonread, depth_bounded)
-{
-	struct buf b = BUF_INIT;
-	struct jv v;
-	const char *why;
-	int i;
-
-	for (i = 0; i < 1000; i++)
-		buf_addc(&b, '[');
-	for (i = 0; i < 1000; i++)
-		buf_addc(&b, ']');
-	cr_assert_eq(jv_parse(b.s, b.len, &v, &why), -1);
 	buf_free(&b);
 }
 
