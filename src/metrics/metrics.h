@@ -4,8 +4,9 @@
  *   collect.c  one scrape: the gate's STATUS JSON (through
  *              mail/gateclient.h) and a count of the queue's mess/ and
  *              todo/, as Prometheus text format 0.0.4
- *   http.c     the GET /metrics server: strict request parsing, bounded
- *              requests, a deadline per connection, one request each
+ *   http.c     the GET /metrics server on libmicrohttpd: strict request
+ *              checks, bounded requests, an idle timeout, one request
+ *              per connection
  *   textfile.c the same text for node_exporter's textfile collector,
  *              written to PATH.tmp and renamed into place
  *
@@ -52,13 +53,11 @@ int metrics_textfile(const char *path, const struct buf *text);
 
 /* ---- http.c ---- */
 
-#define HTTP_REQ_MAX	8192	/* bytes of request line and headers */
-#define HTTP_TIMEOUT_MS	10000	/* a connection's whole life */
 #define HTTP_CONN_MAX	32	/* connections at once; more wait in the backlog */
-
-/* Parse a request head in s[0..len): 0 not complete yet; else the status
- * to answer (200, 400, 404, 405, 431, 505).  *head: a HEAD request. */
-int http_parse(const char *s, size_t len, int *head);
+#define HTTP_CONN_PER_IP 16	/* of them from one address */
+#define HTTP_BACKLOG	64	/* the listen backlog */
+#define HTTP_IDLE_S	10	/* a connection idle this long is closed */
+#define HTTP_POOL	8192	/* bytes of memory per connection: its request head */
 
 struct metrics_opts {
 	struct metrics_src src;

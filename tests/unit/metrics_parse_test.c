@@ -1,8 +1,8 @@
 /*
- * metrics_parse_test.c: weir-metrics' parts that take input: the HTTP
- * request parser (src/metrics/http.c), the text it makes of a gate
- * document (src/metrics/collect.c), a bad one among them, and weir.conf's
- * metrics section.
+ * metrics_parse_test.c: weir-metrics' parts that take input: the text
+ * it makes of a gate document (src/metrics/collect.c), a bad one among
+ * them, and weir.conf's metrics section.  (Its HTTP requests are
+ * libmicrohttpd's to parse: metrics_test sends the bad ones.)
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -14,83 +14,6 @@
 #include "testlib.h"
 
 #define S(x) x, sizeof(x) - 1
-
-static int
-parse(const char *s, size_t n)
-{
-	int head;
-
-	return http_parse(s, n, &head);
-}
-
-Test(metrics_http, good_requests)
-{
-	int head;
-
-	cr_assert_eq(http_parse(S("GET /metrics HTTP/1.0\r\n\r\n"), &head), 200);
-	cr_assert_eq(head, 0);
-	cr_assert_eq(parse(S("GET /metrics HTTP/1.1\r\nHost: a:9\r\nAccept: text/plain;q=0.5\r\n"
-	    "User-Agent: Prometheus/2.42\r\nContent-Length: 0\r\n\r\n")), 200);
-	cr_assert_eq(http_parse(S("HEAD /metrics HTTP/1.1\r\nhost: x\r\n\r\n"), &head), 200);
-	cr_assert_eq(head, 1);
-}
-
-Test(metrics_http, incomplete_waits)
-{
-	cr_assert_eq(parse(S("")), 0);
-	cr_assert_eq(parse(S("GET /metrics HTTP/1.1\r\nHost: x\r\n")), 0);
-	cr_assert_eq(parse(S("GET /metrics HTTP/1.1\r\nHost: x\r\n\r")), 0);
-}
-
-Test(metrics_http, bad_requests)
-{
-	static const char *const bad[] = {
-		"GET /metrics HTTP/1.1\nHost: x\n\n",		/* bare LF */
-		"GET /metrics HTTP/1.1\r\nHost: x\r\r\n\r\n",	/* bare CR */
-		"GET /metrics HTTP/1.1\r\n\r\n",		/* no Host */
-		"GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n",
-		"GET  /metrics HTTP/1.0\r\n\r\n",
-		"GET /metrics  HTTP/1.0\r\n\r\n",
-		"GET /metrics HTTP/1.0 \r\n\r\n",
-		"GET metrics HTTP/1.0\r\n\r\n",
-		"GET /metrics\r\n\r\n",				/* HTTP/0.9 */
-		"GET /metrics HTTP/2.0\r\n\r\n",
-		"GET /metrics HTTP/1.10\r\n\r\n",
-		"get /metrics HTTP/1.0\r\n\r\n",
-		"\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\n folded\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nNo colon\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\n: empty name\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nBad\x01: x\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nX: a\x01b\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nContent-Length: 5\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nContent-Length:\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		cr_expect_eq(parse(bad[i], strlen(bad[i])), 400, "accepted: %s", bad[i]);
-	cr_assert_eq(parse(S("GET /met\0rics HTTP/1.0\r\n\r\n")), 400);
-	cr_assert_eq(parse(S("GET /metrics HTTP/1.5\r\n\r\n")), 505);
-}
-
-Test(metrics_http, paths_methods_size)
-{
-	struct buf b = BUF_INIT;
-
-	cr_assert_eq(parse(S("GET / HTTP/1.0\r\n\r\n")), 404);
-	cr_assert_eq(parse(S("GET /metrics?x=1 HTTP/1.0\r\n\r\n")), 404);
-	cr_assert_eq(parse(S("GET /metricsx HTTP/1.0\r\n\r\n")), 404);
-	cr_assert_eq(parse(S("POST /metrics HTTP/1.0\r\n\r\n")), 405);
-	cr_assert_eq(parse(S("OPTIONS * HTTP/1.0\r\n\r\n")), 400);
-	buf_adds(&b, "GET /metrics HTTP/1.0\r\nX: ");
-	while (b.len < HTTP_REQ_MAX)
-		buf_addc(&b, 'a');
-	cr_assert_eq(parse(b.s, b.len), 431);
-	buf_free(&b);
-}
 
 /* The text of a gate document: every number from the document, a label
  * escaped, a repeated window made distinct, an unreadable field left out. */
