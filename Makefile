@@ -47,6 +47,7 @@ LDLIBS   := -lconfuse -lm
 LIBS_weir-remote := -lssl -lcrypto -lsasl2
 LIBS_weir-smtpd := -lssl -lcrypto -lcrypt
 LIBS_weir-gate := -lhiredis
+LIBS_weir := -lcrypt
 LIBS_weir-metrics := $(shell pkg-config --libs $(PKG_MHD) $(PKG_JSON)) -lcrypt
 ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt -lhiredis $(LIBS_weir-metrics)
 TESTLIBS := -lcriterion

@@ -17,13 +17,19 @@
  * rest is checked here before anything is answered: a method of upper-
  * case letters (else 400), GET or HEAD (else 405), an origin-form target
  * (400), at most one Host header (400), no body (Content-Length other
- * than 0, or any Transfer-Encoding: 400), no query string (404).
+ * than 0, or any Transfer-Encoding: 400), no query string (404).  Then
+ * the client's address must be in metrics.allow (checked at accept: a
+ * stranger's connection is closed unanswered, and logged), and with
+ * metrics.auth_file every request must carry HTTP basic authentication
+ * that the file accepts (else 401; lib/pwfile.h reads the file at each
+ * request).
  *
  * The scrape itself is done in the loop (the gate has gate_timeout_ms to
  * answer; the queue scan reads directories only).
  *
  * Trusts: nothing from clients.  Config keys: metrics.address,
- * metrics.textfile, metrics.interval (through struct metrics_opts).
+ * metrics.textfile, metrics.interval, metrics.allow, metrics.auth_file
+ * (through struct metrics_opts).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,7 +47,10 @@
 #include "lib/evloop.h"
 #include "lib/log.h"
 #include "lib/netaddr.h"
+#include "lib/pwfile.h"
 #include "metrics/metrics.h"
+
+#define HTTP_REALM "weir"
 
 struct server {
 	struct evloop *ev;
@@ -61,11 +70,13 @@ reason(unsigned status)
 	case 401: return "Unauthorized";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 500: return "Internal Server Error";
 	default: return "Internal Server Error";
 	}
 }
 
-/* Queue status with body (NULL: "STATUS REASON\n") of type. */
+/* Queue status with body (NULL: "STATUS REASON\n") of type; a 401 asks
+ * for basic authentication. */
 static enum MHD_Result
 answer(struct MHD_Connection *c, unsigned status, const char *type, const struct buf *body)
 {
@@ -91,9 +102,84 @@ answer(struct MHD_Connection *c, unsigned status, const char *type, const struct
 		MHD_destroy_response(r);
 		return MHD_NO;
 	}
-	rc = MHD_queue_response(c, status, r);
+	if (status == 401)
+		rc = MHD_queue_basic_auth_fail_response(c, HTTP_REALM, r);
+	else
+		rc = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return rc;
+}
+
+/* ---- who may see it ---- */
+
+/* The client's address as text, for the log. */
+static void
+peer_text(const struct sockaddr *sa, char *out, size_t max)
+{
+	const void *a = sa->sa_family == AF_INET6 ?
+	    (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr :
+	    (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+
+	if ((sa->sa_family != AF_INET && sa->sa_family != AF_INET6) ||
+	    inet_ntop(sa->sa_family, a, out, (socklen_t)max) == NULL)
+		snprintf(out, max, "?");
+}
+
+/* At accept: is the client in metrics.allow?  A stranger's connection
+ * is closed before a byte is read. */
+static enum MHD_Result
+on_accept(void *cls, const struct sockaddr *sa, socklen_t len)
+{
+	const struct server *s = cls;
+	struct cidr a;
+	char text[INET6_ADDRSTRLEN];
+	size_t i;
+
+	(void)len;
+	peer_text(sa, text, sizeof text);
+	if (cidr_addr(text, &a) == 0)
+		for (i = 0; i < s->o->nallow; i++)
+			if (cidr_match(&s->o->allow[i], &a))
+				return MHD_YES;
+	log_info("http: connection from %s refused: not in metrics allow", text);
+	return MHD_NO;
+}
+
+/* With metrics.auth_file: 0 the request carries a user and password the
+ * file accepts, else the status to answer (401; 500 when the file
+ * cannot be used, said in the log). */
+static unsigned
+unauthorized(const struct server *s, struct MHD_Connection *c)
+{
+	char *user, *pass = NULL;
+	struct buf why = BUF_INIT;
+	unsigned st = 401;
+
+	if (s->o->auth_file == NULL)
+		return 0;
+	if ((user = MHD_basic_auth_get_username_password(c, &pass)) == NULL)
+		goto out;
+	switch (pw_check(s->o->auth_file, user, pass ? pass : "", &why)) {
+	case PW_OK:
+		st = 0;
+		break;
+	case PW_BAD:
+		log_info("http: basic authentication refused for user %s", user);
+		break;
+	case PW_TROUBLE:
+		log_warnx("http: metrics auth_file %s", why.s);
+		st = 500;
+		break;
+	}
+out:
+	if (pass) {
+		explicit_bzero(pass, strlen(pass));
+		MHD_free(pass);
+	}
+	if (user)
+		MHD_free(user);
+	buf_free(&why);
+	return st;
 }
 
 /* ---- the request's checks ---- */
@@ -148,7 +234,6 @@ static unsigned
 refused(struct MHD_Connection *c, const char *url, const char *method, const char *version)
 {
 	struct heads h = { 0, 0, 0 };
-	unsigned args = 0;
 	const char *p;
 
 	for (p = method; *p >= 'A' && *p <= 'Z'; p++)
@@ -161,8 +246,7 @@ refused(struct MHD_Connection *c, const char *url, const char *method, const cha
 		return 400;
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return 405;
-	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, count_arg, &args);
-	return args ? 404 : 0;
+	return 0;
 }
 
 static enum MHD_Result
@@ -172,7 +256,7 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 	struct server *s = cls;
 	struct buf body = BUF_INIT;
 	enum MHD_Result rc;
-	unsigned st;
+	unsigned st, args = 0;
 
 	(void)upload_data;
 	/* Everything is decided on the first call, before any body (there
@@ -180,9 +264,10 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 	if (*con_cls != NULL || *upload_data_size != 0)
 		return MHD_NO;
 	*con_cls = s;
-	if ((st = refused(c, url, method, version)) != 0)
+	if ((st = refused(c, url, method, version)) != 0 || (st = unauthorized(s, c)) != 0)
 		return answer(c, st, NULL, NULL);
-	if (strcmp(url, "/metrics") != 0)
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, count_arg, &args);
+	if (args || strcmp(url, "/metrics") != 0)
 		return answer(c, 404, NULL, NULL);
 	metrics_collect(&s->o->src, &body);
 	rc = answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", &body);
@@ -305,7 +390,7 @@ serve(struct server *s)
 	const union MHD_DaemonInfo *info;
 	int lfd = listen_on(s->o->address);
 
-	s->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+	s->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, on_accept, s,
 	    on_request, s,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,

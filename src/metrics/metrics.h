@@ -13,8 +13,8 @@
  * Trusts: the gate as far as gateclient.c and lib/jsonparse.c parse it,
  * nothing in the queue (only names and mtimes are read), nothing from
  * HTTP clients.  Config keys: gate_status_socket (else gate_socket),
- * queue_dir, queue_split, and
- * the metrics section (address, textfile, interval, user).
+ * queue_dir, queue_split, and the metrics section (address, textfile,
+ * interval, user, allow, auth_file).
  */
 #ifndef WEIR_METRICS_H
 #define WEIR_METRICS_H
@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "lib/buf.h"
+#include "lib/netaddr.h"
 
 /* Where a scrape reads from. */
 struct metrics_src {
@@ -62,6 +63,9 @@ int metrics_textfile(const char *path, const struct buf *text);
 struct metrics_opts {
 	struct metrics_src src;
 	const char *address;	/* NULL: no HTTP */
+	const struct cidr *allow;	/* who may connect */
+	size_t nallow;
+	const char *auth_file;	/* basic authentication (lib/pwfile.h); NULL: none */
 	const char *textfile;	/* NULL: none */
 	long long interval;	/* seconds, for the textfile */
 };

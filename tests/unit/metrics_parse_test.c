@@ -103,3 +103,30 @@ Test(config_metrics, absent_present_and_errors, .init = setup, .fini = teardown)
 	cr_assert(strstr(err.s, "only one metrics section"), "%s", err.s);
 	buf_free(&err);
 }
+
+Test(config_metrics, allow_and_auth_file, .init = setup, .fini = teardown)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+
+	cr_assert_eq(load("metrics { address = \"127.0.0.1:9749\" }\n", &c, &err), 0, "%s", err.s);
+	cr_assert_eq(c.metrics.allow.n, 2, "loopback by default");
+	cr_assert_str_eq(c.metrics.allow.v[0], "127.0.0.0/8");
+	cr_assert_str_eq(c.metrics.allow.v[1], "::1/128");
+	cr_assert_null(c.metrics.auth_file);
+	config_free(&c);
+	cr_assert_eq(load("metrics { address = \"0.0.0.0:9749\" allow = {\"192.168.1.0/24\"} "
+	    "auth_file = \"/etc/weir/metrics.users\" }\n", &c, &err), 0, "%s", err.s);
+	cr_assert_eq(c.metrics.allow.n, 1);
+	cr_assert_str_eq(c.metrics.allow.v[0], "192.168.1.0/24");
+	cr_assert_str_eq(c.metrics.auth_file, "/etc/weir/metrics.users");
+	config_free(&c);
+	cr_assert_eq(load("metrics { address = \"127.0.0.1:1\" allow = {\"192.168.1.1/24\"} }\n",
+	    &c, &err), -1);
+	cr_assert(strstr(err.s, "metrics: allow:"), "%s", err.s);
+	buf_reset(&err);
+	cr_assert_eq(load("metrics { address = \"127.0.0.1:1\" auth_file = \"users\" }\n", &c,
+	    &err), -1);
+	cr_assert(strstr(err.s, "auth_file must be an absolute path"), "%s", err.s);
+	buf_free(&err);
+}
