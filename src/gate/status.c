@@ -7,7 +7,9 @@
  * latest COUNTS for the upstream, if it sent any ("send" in JSON).  For an upstream
  * with a shared store: the store, whether it answers, and each window as
  * Redis counts it for every host ("all hosts", asked of Redis for this
- * report) below this gate's own count.
+ * report) below this gate's own count.  Asked for a history (STATUS JSON
+ * <seconds>), each upstream's sends in that time, its held grants and its
+ * waiting requests, with their times (json_history).
  *
  * Trusts: the engine's state.  Config keys: none.
  */
@@ -196,8 +198,55 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		    C(GP_C_BOUNCED_MSGS), C(GP_C_BOUNCED_RCPTS), C(GP_C_SESSIONS));
 }
 
+/* "history" (STATUS JSON <seconds>): since_ms, when the period began;
+ * complete_since_ms, from when on every send is there (later than
+ * since_ms when the ring was full and dropped some); sends, each
+ * [t, from, messages, recipients, connections] in wall ms (from < t:
+ * maybe accepted at any instant between, an unknown outcome); held,
+ * each [granted, messages, recipients, connections]; waiting, each
+ * [queued, messages, recipients, connections, class] in queue order.
+ * At most STATUS_LIST_MAX held and waiting each. */
 static void
-json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh)
+json_history(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm,
+    const struct status_history *h)
+{
+	int64_t since = now - h->ms, complete = since;
+	struct wg_req **held, *r;
+	size_t i, n, k;
+
+	if (u->hdropped > complete)
+		complete = u->hdropped;
+	buf_printf(b, ",\"history\":{\"since_ms\":%lld,\"complete_since_ms\":%lld,\"sends\":[",
+	    (long long)(since + wmm), (long long)(complete + wmm));
+	for (i = k = 0; i < u->hn; i++) {
+		const struct wg_send *e = wg_history_at(u, i);
+
+		if (e->t <= since)
+			continue;
+		buf_printf(b, "%s[%lld,%lld,%u,%u,%u]", k++ ? "," : "", (long long)(e->t + wmm),
+		    (long long)(e->from + wmm), e->w[UNIT_MESSAGES], e->w[UNIT_RECIPIENTS],
+		    e->w[UNIT_CONNECTIONS]);
+	}
+	buf_adds(b, "],\"held\":[");
+	held = h->held ? h->held(h->arg, u, &n) : NULL;
+	for (i = 0; held && i < n && i < STATUS_LIST_MAX; i++)
+		buf_printf(b, "%s[%lld,%u,%u,%u]", i ? "," : "", (long long)(held[i]->since + wmm),
+		    held[i]->w[UNIT_MESSAGES], held[i]->w[UNIT_RECIPIENTS],
+		    held[i]->w[UNIT_CONNECTIONS]);
+	free(held);
+	buf_adds(b, "],\"waiting\":[");
+	for (r = u->wait_head, i = 0; r && i < STATUS_LIST_MAX; r = r->next, i++) {
+		buf_printf(b, "%s[%lld,%u,%u,%u,", i ? "," : "", (long long)(r->since + wmm),
+		    r->w[UNIT_MESSAGES], r->w[UNIT_RECIPIENTS], r->w[UNIT_CONNECTIONS]);
+		json_str(b, r->cls[0] ? r->cls : "default");
+		buf_addc(b, ']');
+	}
+	buf_adds(b, "]}");
+}
+
+static void
+json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh,
+    const struct status_history *hist)
 {
 	struct cls_count cc[32];
 	struct shared_view v;
@@ -284,12 +333,14 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 			buf_printf(b, "%s\"%s\":%llu", i ? "," : "", what[i], C(2 * i + 1));
 		buf_printf(b, "},\"sessions_open\":%llu}", C(GP_C_SESSIONS));
 	}
+	if (hist)
+		json_history(b, u, now, wmm, hist);
 	buf_addc(b, '}');
 }
 
 void
 gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_minus_mono,
-    const char *journal_error, struct shared *sh)
+    const char *journal_error, struct shared *sh, const struct status_history *hist)
 {
 	struct wg_up *u;
 	char when[64];
@@ -315,7 +366,7 @@ gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_
 		if (json) {
 			if (u != g->ups)
 				buf_addc(b, ',');
-			json_up(b, u, now, wall_minus_mono, sh);
+			json_up(b, u, now, wall_minus_mono, sh, hist);
 		} else {
 			text_up(b, u, now, wall_minus_mono, sh);
 		}
