@@ -35,8 +35,8 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmiss
 # `make` rebuilds what embeds the old path.
 PATHS_H  := $(BUILD)/paths.h
 DEFS     := -D_GNU_SOURCE -include $(PATHS_H)
-# weir-metrics: its HTTP server (GNU libmicrohttpd) and the JSON it reads
-# (json-c, lib/jsonparse.c), found through pkg-config.
+# weir-metrics' HTTP server (GNU libmicrohttpd), and the JSON weir-metrics
+# and weir read (json-c, lib/jsonparse.c), found through pkg-config.
 PKG_MHD  := libmicrohttpd
 PKG_JSON := json-c
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKG_MHD) $(PKG_JSON))
@@ -47,8 +47,9 @@ LDLIBS   := -lconfuse -lm
 LIBS_weir-remote := -lssl -lcrypto -lsasl2
 LIBS_weir-smtpd := -lssl -lcrypto -lcrypt
 LIBS_weir-gate := -lhiredis
-LIBS_weir := -lcrypt
-LIBS_weir-metrics := $(shell pkg-config --libs $(PKG_MHD) $(PKG_JSON)) -lcrypt
+LIBS_JSON := $(shell pkg-config --libs $(PKG_JSON))
+LIBS_weir-metrics := $(shell pkg-config --libs $(PKG_MHD)) $(LIBS_JSON) -lcrypt
+LIBS_weir := $(LIBS_JSON) -lcrypt
 ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt -lhiredis $(LIBS_weir-metrics)
 TESTLIBS := -lcriterion
 
