@@ -198,6 +198,32 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		    C(GP_C_BOUNCED_MSGS), C(GP_C_BOUNCED_RCPTS), C(GP_C_SESSIONS));
 }
 
+/* When window i of u next has room for one more of its unit, on the now
+ * axis: now when it has; when enough of its logged sends leave it (a
+ * sliding window: each at its time + T; a calendar one: all at its next
+ * boundary); -1 when the grants held alone fill it (only a report helps). */
+static int64_t
+win_free_at(const struct wg_up *u, size_t i, int64_t now)
+{
+	const struct wg_win *w = &u->win[i];
+	int64_t need = wg_win_used(u, i) - w->limit + 1, acc = 0, r;
+	uint64_t s;
+
+	if (need <= 0)
+		return now;
+	for (s = w->first; s < u->lseq + u->ln; s++) {
+		const struct wg_send *e = wg_log_at(u, s);
+
+		if ((acc += e->w[w->unit]) < need)
+			continue;
+		if (!w->calendar)
+			return e->t + w->per;
+		r = (now - w->phase) % w->per;
+		return now - (r < 0 ? r + w->per : r) + w->per;
+	}
+	return -1;
+}
+
 /* "history" (STATUS JSON <seconds>): since_ms, when the period began;
  * complete_since_ms, from when on every send is there (later than
  * since_ms when the ring was full and dropped some); sends, each
@@ -293,6 +319,10 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		    (long long)w->limit, (long long)(w->per / 1000), policy_unit_name(w->unit),
 		    w->calendar ? "true" : "false", (long long)w->sum,
 		    (long long)u->held[w->unit], (long long)wg_win_used(u, i));
+		if (win_free_at(u, i, now) >= 0)
+			buf_printf(b, ",\"free_at_ms\":%lld", (long long)(win_free_at(u, i, now) + wmm));
+		else
+			buf_adds(b, ",\"free_at_ms\":null");
 		/* Every host's, as Redis counts them (null: no answer). */
 		if (v.ok)
 			buf_printf(b, ",\"all_hosts\":{\"logged\":%lld,\"held\":%lld,\"used\":%lld}",
