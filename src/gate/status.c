@@ -198,6 +198,15 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		    C(GP_C_BOUNCED_MSGS), C(GP_C_BOUNCED_RCPTS), C(GP_C_SESSIONS));
 }
 
+/* A calendar window's last boundary at or before now. */
+static int64_t
+period_start(const struct wg_win *w, int64_t now)
+{
+	int64_t r = (now - w->phase) % w->per;
+
+	return now - (r < 0 ? r + w->per : r);
+}
+
 /* When window i of u next has room for one more of its unit, on the now
  * axis: now when it has; when enough of its logged sends leave it (a
  * sliding window: each at its time + T; a calendar one: all at its next
@@ -206,7 +215,7 @@ static int64_t
 win_free_at(const struct wg_up *u, size_t i, int64_t now)
 {
 	const struct wg_win *w = &u->win[i];
-	int64_t need = wg_win_used(u, i) - w->limit + 1, acc = 0, r;
+	int64_t need = wg_win_used(u, i) - w->limit + 1, acc = 0;
 	uint64_t s;
 
 	if (need <= 0)
@@ -216,10 +225,7 @@ win_free_at(const struct wg_up *u, size_t i, int64_t now)
 
 		if ((acc += e->w[w->unit]) < need)
 			continue;
-		if (!w->calendar)
-			return e->t + w->per;
-		r = (now - w->phase) % w->per;
-		return now - (r < 0 ? r + w->per : r) + w->per;
+		return w->calendar ? period_start(w, now) + w->per : e->t + w->per;
 	}
 	return -1;
 }
@@ -319,6 +325,8 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		    (long long)w->limit, (long long)(w->per / 1000), policy_unit_name(w->unit),
 		    w->calendar ? "true" : "false", (long long)w->sum,
 		    (long long)u->held[w->unit], (long long)wg_win_used(u, i));
+		if (w->calendar)
+			buf_printf(b, ",\"period_start_ms\":%lld", (long long)(period_start(w, now) + wmm));
 		if (win_free_at(u, i, now) >= 0)
 			buf_printf(b, ",\"free_at_ms\":%lld", (long long)(win_free_at(u, i, now) + wmm));
 		else

@@ -2,7 +2,7 @@
  * gatestatus_test.c: weir-gate's JSON status (src/gate/status.c) read
  * back with lib/jsonparse.c: each window's free_at_ms (when it next has
  * room: at once, when enough logged sends leave it, or null while held
- * grants alone fill it), and the history of STATUS JSON <seconds>: the
+ * grants alone fill it) and a calendar window's period_start_ms, and the history of STATUS JSON <seconds>: the
  * sends in the period only, an unknown outcome as its interval, held
  * grants and waiting requests with their times and weights.
  */
@@ -43,7 +43,8 @@ setup(void)
 {
 	char *p;
 	struct buf err = BUF_INIT;
-	const char *text = "upstream \"up\" {\n  rate = {\"3 per 10s\", \"100 per 1d\"}\n}\n";
+	const char *text = "upstream \"up\" {\n  rate = {\"3 per 10s\", \"100 per 1d\", "
+	    "\"50 recipients daily at 00:00 UTC\"}\n}\n";
 
 	dir = tl_tmpdir();
 	p = xasprintf("%s/policy.conf", dir);
@@ -131,6 +132,8 @@ Test(gatestatus, free_at_ms_of_each_window)
 	cr_assert_eq(num(jp_get(jp_at(wins, 0), "used")), 3);
 	cr_assert_eq(num(jp_get(jp_at(wins, 0), "free_at_ms")), 11000);
 	cr_assert_eq(num(jp_get(jp_at(wins, 1), "free_at_ms")), 3000, "the daily window has room");
+	cr_assert_null(jp_get(jp_at(wins, 1), "period_start_ms"), "a sliding window's period");
+	cr_assert_eq(num(jp_get(jp_at(wins, 2), "period_start_ms")), 0, "midnight, 1 Jan 1970");
 	json_object_put(doc);
 	/* At 11.5 s two are logged in the window: one grant fits, two wait;
 	 * room again when the send of 2 s leaves, at 12 s. */
