@@ -74,6 +74,7 @@ get_up(struct wgate *g, const char *name)
 	u = xcalloc(1, sizeof *u);
 	u->name = xstrdup(name);
 	u->horizon = WG_HORIZON_MIN_MS;
+	u->hdropped = INT64_MIN;
 	/* Keep the list in creation order: status reads better. */
 	for (pp = &g->ups; *pp; pp = &(*pp)->next)
 		;

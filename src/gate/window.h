@@ -125,7 +125,8 @@ struct wg_up {
 	 * the entries came, read with wg_history_at. */
 	struct wg_send *hist;
 	size_t hhead, hn;
-	int64_t hdropped;	/* t of the newest entry the full ring dropped; 0: none */
+	int64_t hdropped;	/* t of the newest entry the full ring dropped;
+				 * INT64_MIN: none */
 	int64_t held[UNIT_COUNT];
 	size_t nheld;
 	struct wg_req *wait_head, *wait_tail;

@@ -47,9 +47,8 @@ struct rs_msg {
 	unsigned long long left;	/* recipients not done */
 };
 
-/* Mask what looks like an address (a word with '@' in it) in a reply. */
-static char *
-mask_addresses(const char *s, size_t n)
+char *
+rs_mask_addresses(const char *s, size_t n)
 {
 	struct buf b = BUF_INIT;
 	size_t i = 0, j;
@@ -74,7 +73,7 @@ mask_addresses(const char *s, size_t n)
 static void
 add_reason(struct relay_status *rs, const char *reply, size_t n)
 {
-	char *m = mask_addresses(reply, n);
+	char *m = rs_mask_addresses(reply, n);
 	size_t i;
 
 	for (i = 0; i < rs->nreasons; i++)

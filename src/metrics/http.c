@@ -1,9 +1,16 @@
 /*
  * http.c: weir-metrics' HTTP server on GNU libmicrohttpd, and the
- * textfile timer, on one event loop (lib/evloop.h): libmicrohttpd runs
- * without threads of its own (MHD_USE_EPOLL, driven by MHD_run when its
- * epoll descriptor is readable or its timeout is due), so a request is
- * answered in the loop, as the textfile is written.
+ * textfile timer, on one event loop (lib/evloop.h).  It serves
+ *
+ *   /metrics      the Prometheus text (collect.c)
+ *   /status.json  the relay's status, `weir status --json`'s document
+ *                 (mail/relaystatus.h)
+ *   /             the status page made of it (page.c)
+ *
+ * libmicrohttpd runs without threads of its own (MHD_USE_EPOLL, driven
+ * by MHD_run when its epoll descriptor is readable or its timeout is
+ * due), so a request is answered in the loop, as the textfile is
+ * written.
  *
  * Limits, set explicitly: HTTP_CONN_MAX connections at once
  * (HTTP_CONN_PER_IP from one address), more wait in the listen backlog;
@@ -24,12 +31,14 @@
  * that the file accepts (else 401; lib/pwfile.h reads the file at each
  * request).
  *
- * The scrape itself is done in the loop (the gate has gate_timeout_ms to
- * answer; the queue scan reads directories only).
+ * Each answer is made in the loop: a scrape gives the gate
+ * gate_timeout_ms to answer and reads the queue's folder names; the
+ * status, RS_GATE_TIMEOUT_S per gate answer, and the queue (or weir-
+ * showq's listing).
  *
  * Trusts: nothing from clients.  Config keys: metrics.address,
  * metrics.textfile, metrics.interval, metrics.allow, metrics.auth_file
- * (through struct metrics_opts).
+ * (through struct metrics_opts), and those of mail/relaystatus.h.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,22 +50,30 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
 #include "lib/evloop.h"
 #include "lib/log.h"
 #include "lib/netaddr.h"
+#include "lib/jsonparse.h"
 #include "lib/pwfile.h"
+#include "mail/config.h"
+#include "mail/gateproto.h"
+#include "mail/relaystatus.h"
 #include "metrics/metrics.h"
 
 #define HTTP_REALM "weir"
+/* The status document read back: the gate's (GP_STATUS_MAX) and more. */
+#define STATUS_JSON_MAX (GP_STATUS_MAX + (1 << 20))
 
 struct server {
 	struct evloop *ev;
 	const struct metrics_opts *o;
 	struct MHD_Daemon *d;
 	struct evtimer *mhd_timer;	/* MHD_get_timeout's deadline */
+	struct page_memory mem;		/* the backlogs seen, for the page */
 };
 
 /* ---- the answers ---- */
@@ -249,6 +266,47 @@ refused(struct MHD_Connection *c, const char *url, const char *method, const cha
 	return 0;
 }
 
+/* The relay's status (mail/relaystatus.h): its JSON document, or with
+ * html the page made of it.  Without metrics.auth_file the viewer is
+ * not authenticated: the addresses in the upstreams' replies are masked
+ * in both.  200, or 500 (logged). */
+static unsigned
+status(struct server *s, int html, struct buf *out)
+{
+	struct relay_status rs;
+	struct buf json = BUF_INIT, why = BUF_INIT;
+	struct json_object *doc;
+	struct timespec ts;
+	unsigned st = 500;
+
+	relay_status_get(&rs, s->o->cfg, RS_JSON);
+	relay_status_json(&rs, &json);
+	relay_status_free(&rs);
+	if ((doc = json_parse_strict(json.s, json.len, STATUS_JSON_MAX, &why)) == NULL) {
+		log_warnx("http: the relay's status is not JSON: %s", why.s);
+		goto out;
+	}
+	if (s->o->auth_file == NULL)
+		page_mask(doc);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	page_note(&s->mem, doc, (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	if (html)
+		page_render(out, doc, &s->mem, s->o->cfg->hostname,
+		    (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	else if (s->o->auth_file == NULL) {
+		buf_adds(out, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN |
+		    JSON_C_TO_STRING_NOSLASHESCAPE));
+		buf_addc(out, '\n');
+	} else
+		buf_add(out, json.s, json.len);
+	st = 200;
+out:
+	json_object_put(doc);
+	buf_free(&json);
+	buf_free(&why);
+	return st;
+}
+
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
     const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -267,10 +325,15 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 	if ((st = refused(c, url, method, version)) != 0 || (st = unauthorized(s, c)) != 0)
 		return answer(c, st, NULL, NULL);
 	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, count_arg, &args);
-	if (args || strcmp(url, "/metrics") != 0)
-		return answer(c, 404, NULL, NULL);
-	metrics_collect(&s->o->src, &body);
-	rc = answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", &body);
+	if (args == 0 && strcmp(url, "/metrics") == 0) {
+		metrics_collect(&s->o->src, &body);
+		rc = answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", &body);
+	} else if (args == 0 && (strcmp(url, "/") == 0 || strcmp(url, "/status.json") == 0)) {
+		st = status(s, url[1] == '\0', &body);
+		rc = answer(c, st, url[1] == '\0' ? "text/html; charset=utf-8" :
+		    "application/json", st == 200 ? &body : NULL);
+	} else
+		rc = answer(c, 404, NULL, NULL);
 	buf_free(&body);
 	return rc;
 }

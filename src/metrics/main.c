@@ -92,6 +92,7 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return 0;
 	}
+	o.cfg = &cfg;
 	o.address = cfg.metrics.address;
 	o.textfile = cfg.metrics.textfile;
 	o.interval = cfg.metrics.interval;

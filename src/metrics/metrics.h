@@ -9,6 +9,8 @@
  *              per connection
  *   textfile.c the same text for node_exporter's textfile collector,
  *              written to PATH.tmp and renamed into place
+ *   page.c     the status page (/), from the relay's status document
+ *              (mail/relaystatus.h), which is also /status.json
  *
  * Trusts: the gate as far as gateclient.c and lib/jsonparse.c parse it,
  * nothing in the queue (only names and mtimes are read), nothing from
@@ -60,8 +62,40 @@ int metrics_textfile(const char *path, const struct buf *text);
 #define HTTP_IDLE_S	10	/* a connection idle this long is closed */
 #define HTTP_POOL	8192	/* bytes of memory per connection: its request head */
 
+/* ---- page.c ---- */
+
+#define PAGE_REFRESH_S	10	/* the page's meta refresh */
+
+/* What weir-metrics remembers of each upstream's backlog, for the
+ * progress bars: the most sends it saw pending since the backlog began
+ * (when it last saw none), and when that was. */
+struct page_drain {
+	char *name;
+	unsigned long long peak;
+	long long since_ms;
+};
+struct page_memory {
+	struct page_drain *v;
+	size_t n;
+};
+
+struct json_object;
+/* Note each upstream's pending sends from a status document. */
+void page_note(struct page_memory *m, struct json_object *doc, long long now_ms);
+void page_memory_free(struct page_memory *m);
+/* Mask the addresses in the upstreams' replies of doc (for a viewer who
+ * did not authenticate). */
+void page_mask(struct json_object *doc);
+/* The HTML page of a status document (mail/relaystatus.h's), at wall
+ * time now_ms (the gate's clock when it answered). */
+void page_render(struct buf *out, struct json_object *doc, const struct page_memory *m,
+    const char *host, long long now_ms);
+
+struct weir_config;
+
 struct metrics_opts {
 	struct metrics_src src;
+	const struct weir_config *cfg;	/* for the status page (mail/relaystatus.h) */
 	const char *address;	/* NULL: no HTTP */
 	const struct cidr *allow;	/* who may connect */
 	size_t nallow;

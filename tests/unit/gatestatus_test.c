@@ -176,6 +176,17 @@ Test(gatestatus, history_of_the_period)
 	cr_assert_not_null(h);
 	cr_assert_eq(num(jp_get(h, "since_ms")), 400000);
 	cr_assert_eq(num(jp_get(h, "complete_since_ms")), 400000);
+	json_object_put(doc);
+	/* Less than an hour after the clock's zero (a gate on a machine up
+	 * for minutes): the history is whole all the same. */
+	doc = status_at(1000000, 3600000);
+	h = jp_get(up0(doc), "history");
+	cr_assert_eq(num(jp_get(h, "since_ms")), 1000000 - 3600000);
+	cr_assert_eq(num(jp_get(h, "complete_since_ms")), 1000000 - 3600000);
+	cr_assert_eq(jp_len(jp_get(h, "sends")), 3);
+	json_object_put(doc);
+	doc = status_at(1000000, 600000);
+	h = jp_get(up0(doc), "history");
 	sends = jp_get(h, "sends");
 	cr_assert_eq(jp_len(sends), 2, "%s", json_object_to_json_string(sends));
 	cr_assert_eq(num(jp_at(jp_at(sends, 0), 0)), 500000);
