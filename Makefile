@@ -24,6 +24,7 @@ SBINDIR    ?= $(PREFIX)/sbin
 LIBEXECDIR ?= $(PREFIX)/lib/weir
 SYSCONFDIR ?= /etc/weir
 MANDIR     ?= $(PREFIX)/share/man
+DATADIR    ?= $(PREFIX)/share/weir
 DESTDIR    ?=
 BUILD      ?= build
 
@@ -299,6 +300,8 @@ install: all
 	install -m 0644 src/queue/weir-queue.8 $(DESTDIR)$(MANDIR)/man8/weir-queue.8
 	install -m 0644 src/sendmail/sendmail.8 $(DESTDIR)$(MANDIR)/man8/sendmail.8
 	install -m 0644 src/weir/weir.8 $(DESTDIR)$(MANDIR)/man8/weir.8
+	install -d $(DESTDIR)$(DATADIR)
+	install -m 0644 etc/weir-grafana.json $(DESTDIR)$(DATADIR)/grafana-dashboard.json
 
 # The Debian package: dpkg-buildpackage on a copy of the tree, then
 # lintian (scripts/deb.sh).  package-test installs it into a throwaway

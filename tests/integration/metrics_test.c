@@ -21,6 +21,10 @@
  *     gate_socket refuses the connection, the status socket answers
  *     STATUS JSON and refuses the other requests with ERR READONLY
  *     while the gate goes on; weir-metrics as nobody scrapes through it;
+ *   - the Grafana dashboard (etc/weir-grafana.json): every metric name
+ *     its queries and variables use is a family weir-metrics wrote (the
+ *     textfile, with every family present), every family is used, and
+ *     promtool accepts each query as PromQL;
  *   - a whole relay run (sendmail, weir-queue, weir-gate, weir-send,
  *     weir-remote, tests/upstream/upstream.py accepting, deferring and
  *     refusing recipients): weir-send's counters per upstream, as
@@ -51,6 +55,7 @@
 #include "lib/alloc.h"
 #include "lib/evloop.h"
 #include "lib/io.h"
+#include "lib/jsonparse.h"
 #include "mail/gateclient.h"
 #include "relay_helpers.h"
 #include "send_helpers.h"
@@ -519,6 +524,153 @@ Test(metrics, textfile_replaced_by_rename)
 	free(tmp);
 	free(dpath);
 	free(bin);
+}
+
+/* ---- the Grafana dashboard ---- */
+
+#define DASHBOARD "etc/weir-grafana.json"
+
+/* Every string of the dashboard a query lives in: "expr" (PromQL),
+ * "definition" and "query" (a variable's label_values(...)). */
+static void
+dash_queries(struct json_object *o, const char *key, struct buf *exprs, struct buf *all)
+{
+	size_t i;
+
+	if (json_object_is_type(o, json_type_object)) {
+		json_object_object_foreach(o, k, v)
+			dash_queries(v, k, exprs, all);
+	} else if (json_object_is_type(o, json_type_array)) {
+		for (i = 0; i < jp_len(o); i++)
+			dash_queries(jp_at(o, i), key, exprs, all);
+	} else if (key && jp_str(o) && (strcmp(key, "expr") == 0 ||
+	    strcmp(key, "definition") == 0 || strcmp(key, "query") == 0)) {
+		buf_printf(all, "%s\n", jp_str(o));
+		if (strcmp(key, "expr") == 0)
+			buf_printf(exprs, "%s\n", jp_str(o));
+	}
+}
+
+/* Grafana's variables, as promtool cannot read them. */
+static void
+unvariable(struct buf *out, const char *q)
+{
+	static const char *const vars[][2] = {
+		{ "$__rate_interval", "5m" }, { "$instance", ".*" }, { "$upstream", ".*" },
+	};
+	size_t i;
+
+	while (*q) {
+		for (i = 0; i < 3; i++)
+			if (strncmp(q, vars[i][0], strlen(vars[i][0])) == 0)
+				break;
+		if (i < 3) {
+			buf_adds(out, vars[i][1]);
+			q += strlen(vars[i][0]);
+		} else
+			buf_addc(out, *q++);
+	}
+}
+
+Test(metrics, grafana_dashboard_queries_exported_metrics)
+{
+	const uint64_t c[GP_NCOUNTS] = { 1, 1, 1, 1, 0, 0, 0, 0, 1 };
+	char *path = xasprintf("%s/weir.prom", s.qt.tmp), *rules = xasprintf("%s/dash.rules", s.qt.tmp);
+	char *bin = tl_bin("weir-metrics"), *dpath = tl_src_path(DASHBOARD);
+	const char *argv[] = { bin, "-c", s.qt.conf, "--textfile", path, NULL };
+	const char *pargv[] = { "/usr/bin/promtool", "check", "rules", rules, NULL };
+	struct tl_run run = { .argv = argv }, prun = { .argv = pargv };
+	struct tl_result r;
+	struct buf text = BUF_INIT, why = BUF_INIT, exprs = BUF_INIT, all = BUF_INIT;
+	struct buf fams = BUF_INIT, used = BUF_INIT, rb = BUF_INIT;
+	struct json_object *dash;
+	const char *p, *e;
+	size_t nused = 0, nfam = 0, k = 0;
+
+	start_gate();
+	known_run();
+	cr_assert_eq(gc_counts(&gc, "up1", c), 0);
+	expect(0, GP_R_OK);
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "weir-metrics --textfile: %s", buf_cstr(&r.err));
+	tl_result_free(&r);
+	tl_read(path, &text);
+	/* The families written: " name " for each "# TYPE name kind". */
+	buf_addc(&fams, ' ');
+	for (p = text.s; (p = strstr(p, "# TYPE ")) != NULL; p = e) {
+		p += 7;
+		e = strchr(p, ' ');
+		cr_assert_not_null(e);
+		buf_add(&fams, p, (size_t)(e - p));
+		buf_addc(&fams, ' ');
+		nfam++;
+	}
+	tl_read(dpath, &why);
+	dash = json_parse_strict(why.s, why.len, 1 << 20, &exprs);
+	cr_assert_not_null(dash, "%s: %s", dpath, buf_cstr(&exprs));
+	buf_reset(&exprs);
+	buf_reset(&why);
+	dash_queries(dash, NULL, &exprs, &all);
+	/* Each weir_* name queried is a family written. */
+	buf_addc(&used, ' ');
+	for (p = all.s; p && (p = strstr(p, "weir_")) != NULL; p = e) {
+		char *name, *needle;
+
+		for (e = p; (*e >= 'a' && *e <= 'z') || *e == '_' || (*e >= '0' && *e <= '9'); e++)
+			;
+		name = xstrndup(p, (size_t)(e - p));
+		needle = xasprintf(" %s ", name);
+		cr_assert(strstr(fams.s, needle), "the dashboard queries %s, which weir-metrics does "
+		    "not export", name);
+		if (strstr(used.s, needle) == NULL) {
+			buf_printf(&used, "%s ", name);
+			nused++;
+		}
+		free(name);
+		free(needle);
+	}
+	/* Each family written is shown. */
+	for (p = fams.s + 1; *p; p = e + 1) {
+		char *needle;
+
+		e = strchr(p, ' ');
+		needle = xasprintf(" %.*s ", (int)(e - p), p);
+		cr_assert(strstr(used.s, needle), "no panel of the dashboard shows%s", needle);
+		free(needle);
+	}
+	cr_assert_eq(nused, nfam, "%zu families, %zu used", nfam, nused);
+	cr_assert_geq(nfam, 18, "not every family was written:\n%s", text.s);
+	/* promtool reads every query as PromQL (as recording rules). */
+	buf_adds(&rb, "groups:\n- name: dashboard\n  rules:\n");
+	for (p = exprs.s; p && *p; p = e + 1) {
+		e = strchr(p, '\n');
+		buf_printf(&rb, "  - record: weir:dashboard:q%zu\n    expr: '", k++);
+		{
+			char *one = xstrndup(p, (size_t)(e - p));
+
+			unvariable(&rb, one);
+			free(one);
+		}
+		buf_adds(&rb, "'\n");
+	}
+	cr_assert_gt(k, 15, "%zu queries", k);
+	tl_write(rules, rb.s, rb.len);
+	tl_run(&prun, &r);
+	cr_assert_eq(r.status, 0, "promtool check rules:\n%s%s\n%s", buf_cstr(&r.out),
+	    buf_cstr(&r.err), rb.s);
+	tl_result_free(&r);
+	json_object_put(dash);
+	buf_free(&text);
+	buf_free(&why);
+	buf_free(&exprs);
+	buf_free(&all);
+	buf_free(&fams);
+	buf_free(&used);
+	buf_free(&rb);
+	free(path);
+	free(rules);
+	free(bin);
+	free(dpath);
 }
 
 /* ---- the read-only status socket (gate_status_socket) ---- */
