@@ -342,14 +342,31 @@ on_request(void *cls, struct MHD_Connection *c, const char *url, const char *met
 
 static void on_mhd_timer(struct evloop *ev, struct evtimer *t, void *arg);
 
-/* Run libmicrohttpd, then arm the timer it asks for. */
+static unsigned
+connections(const struct server *s)
+{
+	const union MHD_DaemonInfo *i = MHD_get_daemon_info(s->d,
+	    MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+	return i ? i->num_connections : 0;
+}
+
+/* Run libmicrohttpd, then arm the timer it asks for.  At HTTP_CONN_MAX
+ * it takes the listening socket out of its epoll set, and puts it back
+ * only at the start of a run once a connection has gone, a run nothing
+ * else would start (0.9.75 asks no timeout for it): so it runs again
+ * until a run leaves the connections as they were (at most a few). */
 static void
 mhd_run(struct server *s)
 {
 	MHD_UNSIGNED_LONG_LONG ms;
+	unsigned before, i = 0;
 
-	if (MHD_run(s->d) == MHD_NO)
-		log_warnx("libmicrohttpd: MHD_run failed");
+	do {
+		before = connections(s);
+		if (MHD_run(s->d) == MHD_NO)
+			log_warnx("libmicrohttpd: MHD_run failed");
+	} while (connections(s) != before && connections(s) < HTTP_CONN_MAX && ++i < 8);
 	if (s->mhd_timer)
 		evloop_timer_cancel(s->ev, s->mhd_timer);
 	s->mhd_timer = NULL;

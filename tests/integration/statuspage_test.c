@@ -16,15 +16,15 @@
  *     backup's one for its throttled attempt; /status.json parses and
  *     says the same; neither holds the upstreams' secret, the token in
  *     backup's secret file, or a sender's address.
- *   - page_of_a_queue_it_may_not_read: weir-metrics as nobody asks the
- *     queue of weir-showq: the page's counts are the queue's.
  *   - allow_and_basic_auth: allow = 127.0.0.1/32: a client on
  *     127.0.0.2 is closed unanswered (and logged); with auth_file, no
  *     page, JSON or metrics without the right user and password (401),
- *     all with them; the password is on no page.
+ *     all with them; the password, its hash and the upstream's secret
+ *     are on no page.
  *   - limits: a connection idle for 10 s is closed by the server; a
  *     17th connection from one address is closed at once while 16 are
- *     open, one from another address is served.
+ *     open, one from another address is served; at 32 connections a
+ *     33rd is answered as soon as one goes.
  * Every process started dies with the test.
  */
 #include <criterion/criterion.h>
@@ -573,4 +573,189 @@ Test(statuspage, page_in_chromium)
 	free(url);
 	buf_free(&dom);
 	buf_free(&json);
+}
+
+/* ---- who may see it ---- */
+
+/* openssl passwd -6 -salt abc secret */
+#define PASSWORD "secret"
+#define HASH "$6$abc$IdWKNKTJEb8LxY7CGg8YBXlvtfZzFw7Mp/r6niK9YB2mdvgY..TKjv1T..8RadRt2qvUHYRLr/TsVArtr91iR1"
+
+/* weir-gate and weir-metrics (its metrics section's extra keys) on a
+ * queue with upstream isp (the secret file RT_SECRET; weir-send is not
+ * started) and one message. */
+static void
+gate_and_metrics(const char *metrics_extra)
+{
+	const char *r[] = { "bob@dest.example" };
+	char *conf = xasprintf("metrics {\n  address = \"127.0.0.1:0\"\n%s}\n", metrics_extra);
+
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_conf_upstream(&t, NULL);
+	sh_conf_append(&t.s, conf);
+	rt_policy(&t, "upstream \"isp\" { rate = {\"5 per 10s\"} }\n");
+	rt_gate_start(&t, "2s");
+	rt_sendmail(&t, "alice@src.example", r, 1, "Subject: one\n\nhello\n");
+	start_metrics();
+	free(conf);
+}
+
+static int
+logged(void *arg)
+{
+	struct buf b = BUF_INIT;
+	int yes;
+
+	tl_read(mlog, &b);
+	yes = b.s && strstr(b.s, (const char *)arg);
+	buf_free(&b);
+	return yes;
+}
+
+/*
+ * allow = 127.0.0.1/32: a client on 127.0.0.2 is closed before a byte
+ * (curl: an empty reply or a reset), with a log line.  auth_file: each
+ * page 401 without a user, or with a wrong password, 200 with the
+ * right one; neither the password nor its hash nor the upstream's
+ * secret on any of them.
+ */
+Test(statuspage, allow_and_basic_auth)
+{
+	static const char *const paths[] = { "/", "/status.json", "/metrics" };
+	char *users = xasprintf("%s/metrics.users", t.s.qt.tmp), *line, *extra;
+	struct buf body = BUF_INIT;
+	int code, rc;
+	size_t i;
+
+	line = xasprintf("# the page's viewers\nadmin:%s\n", HASH);
+	tl_write(users, line, strlen(line));
+	cr_assert(chmod(users, 0600) == 0);
+	extra = xasprintf("  allow = {\"127.0.0.1/32\"}\n  auth_file = \"%s\"\n", users);
+	gate_and_metrics(extra);
+	rc = curl_full("/", "127.0.0.2", "admin:" PASSWORD, &body, &code);
+	cr_assert(rc == 52 || rc == 56, "from 127.0.0.2: curl exit %d, HTTP %d:\n%s", rc, code,
+	    buf_cstr(&body));
+	cr_assert(sh_wait_for(logged, "connection from 127.0.0.2 refused: not in metrics allow",
+	    10000), "no log line for the refusal");
+	for (i = 0; i < 3; i++) {
+		buf_reset(&body);
+		cr_assert_eq(curl_full(paths[i], NULL, NULL, &body, &code), 0);
+		cr_assert_eq(code, 401, "%s without a password: %d\n%s", paths[i], code, body.s);
+		cr_assert(strstr(body.s, "weir_") == NULL && strstr(body.s, "upstream") == NULL,
+		    "%s", body.s);
+		buf_reset(&body);
+		cr_assert_eq(curl_full(paths[i], NULL, "admin:Secret", &body, &code), 0);
+		cr_assert_eq(code, 401, "%s with a wrong password: %d", paths[i], code);
+		buf_reset(&body);
+		cr_assert_eq(curl_full(paths[i], NULL, "admin:" PASSWORD, &body, &code), 0);
+		cr_assert_eq(code, 200, "%s with the password: %d\n%s", paths[i], code, body.s);
+		cr_assert(strstr(body.s, i == 0 ? "<h2>upstream isp " : i == 1 ?
+		    "\"drain_estimate\":" : "weir_queue_messages 1"), "%s", body.s);
+		cr_assert(strstr(body.s, PASSWORD) == NULL && strstr(body.s, "$6$abc$") == NULL &&
+		    strstr(body.s, RT_SECRET) == NULL, "%s shows a secret:\n%s", paths[i], body.s);
+	}
+	cr_assert(sh_wait_for(logged, "basic authentication refused for user admin", 10000));
+	buf_free(&body);
+	free(users);
+	free(line);
+	free(extra);
+}
+
+/* ---- the limits, through libmicrohttpd ---- */
+
+/* A TCP connection to weir-metrics from the loopback address from. */
+static int
+connect_from(const char *from)
+{
+	struct sockaddr_in a;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert(fd >= 0);
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	cr_assert_eq(inet_pton(AF_INET, from, &a.sin_addr), 1);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0, "bind %s: %s", from,
+	    strerror(errno));
+	a.sin_port = htons((uint16_t)port);
+	cr_assert_eq(inet_pton(AF_INET, "127.0.0.1", &a.sin_addr), 1);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "connect: %s",
+	    strerror(errno));
+	return fd;
+}
+
+/* Wait (up to ms) for fd to say something or end; what came into out;
+ * 1 if it ended. */
+static int
+read_to_end(int fd, struct buf *out, int ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	char tmp[4096];
+	ssize_t k;
+
+	for (;;) {
+		if (poll(&p, 1, ms) != 1)
+			return 0;
+		k = read(fd, tmp, sizeof tmp);
+		if (k <= 0)
+			return 1;
+		buf_add(out, tmp, (size_t)k);
+	}
+}
+
+/*
+ * A connection that says nothing is closed after the idle timeout (10 s),
+ * others served meanwhile.  16 connections from one address: a 17th
+ * from it is closed at once (with libmicrohttpd's log line), one from
+ * another address is served.  At 32 connections, a 33rd waits; it is
+ * answered as soon as one of the 32 goes (libmicrohttpd 0.9.75, without
+ * threads, took its listening socket back only at the start of a run
+ * that nothing started: it stayed deaf until a timeout).
+ */
+Test(statuspage, limits)
+{
+	int idle, five[17], six[15], late, i;
+	struct buf out = BUF_INIT;
+	struct timespec t0, t1;
+	double idle_s;
+
+	gate_and_metrics("");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	idle = connect_from("127.0.0.1");
+	for (i = 0; i < 16; i++)
+		five[i] = connect_from("127.0.0.5");
+	five[16] = connect_from("127.0.0.5");
+	cr_assert(sh_wait_for(logged, "Server reached connection limit", 10000),
+	    "no 17th connection refused");
+	cr_assert(read_to_end(five[16], &out, 10000) && out.len == 0,
+	    "the 17th from one address was not closed unanswered: %s", buf_cstr(&out));
+	close(five[16]);
+	get_ok("/metrics", &out);	/* from 127.0.0.1 */
+	buf_reset(&out);
+	cr_assert_eq(curl_full("/metrics", "127.0.0.6", NULL, &out, &i), 0);
+	cr_assert_eq(i, 200, "from another address: %d", i);
+	/* 1 + 16 + 15 = 32: the 33rd waits, answered once one goes. */
+	for (i = 0; i < 15; i++)
+		six[i] = connect_from("127.0.0.6");
+	late = connect_from("127.0.0.7");
+	cr_assert(send(late, "GET /metrics HTTP/1.0\r\n\r\n", 25, MSG_NOSIGNAL) == 25);
+	close(five[0]);
+	buf_reset(&out);
+	cr_assert(read_to_end(late, &out, 8000), "the 33rd not answered within 8 s of a "
+	    "connection going (before the idle ones' timeout)");
+	cr_assert(out.s && strncmp(out.s, "HTTP/1.1 200 ", 13) == 0, "%s", buf_cstr(&out));
+	close(late);
+	/* The silent one: closed by the server, after its idle timeout. */
+	buf_reset(&out);
+	cr_assert(read_to_end(idle, &out, 30000), "an idle connection kept past 30 s");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	idle_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_assert(out.len == 0 && idle_s >= 9.0, "idle connection closed after %.1f s: %s", idle_s,
+	    buf_cstr(&out));
+	close(idle);
+	for (i = 1; i < 16; i++)
+		close(five[i]);
+	for (i = 0; i < 15; i++)
+		close(six[i]);
+	get_ok("/metrics", &out);
+	buf_free(&out);
 }
