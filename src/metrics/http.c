@@ -354,8 +354,9 @@ connections(const struct server *s)
 /* Run libmicrohttpd, then arm the timer it asks for.  At HTTP_CONN_MAX
  * it takes the listening socket out of its epoll set, and puts it back
  * only at the start of a run once a connection has gone, a run nothing
- * else would start (0.9.75 asks no timeout for it): so it runs again
- * until a run leaves the connections as they were (at most a few). */
+ * else would start (0.9.75 asks no timeout for it; a run may reach the
+ * limit and leave it again).  So below the limit it runs once more, and
+ * again while a run changes the connections (a few times at most). */
 static void
 mhd_run(struct server *s)
 {
@@ -366,7 +367,8 @@ mhd_run(struct server *s)
 		before = connections(s);
 		if (MHD_run(s->d) == MHD_NO)
 			log_warnx("libmicrohttpd: MHD_run failed");
-	} while (connections(s) != before && connections(s) < HTTP_CONN_MAX && ++i < 8);
+	} while (++i < 8 && connections(s) < HTTP_CONN_MAX &&
+	    (i == 1 || connections(s) != before));
 	if (s->mhd_timer)
 		evloop_timer_cancel(s->ev, s->mhd_timer);
 	s->mhd_timer = NULL;
