@@ -16,6 +16,9 @@
  *     backup's one for its throttled attempt; /status.json parses and
  *     says the same; neither holds the upstreams' secret, the token in
  *     backup's secret file, or a sender's address.
+ *   - page_of_a_queue_it_may_not_read: weir-metrics as nobody asks the
+ *     queue of weir-showq: with the relay stopped in a known state, its
+ *     queue by state is what root's `weir status --json` reads.
  *   - allow_and_basic_auth: allow = 127.0.0.1/32: a client on
  *     127.0.0.2 is closed unanswered (and logged); with auth_file, no
  *     page, JSON or metrics without the right user and password (401),
@@ -573,6 +576,79 @@ Test(statuspage, page_in_chromium)
 	free(url);
 	buf_free(&dom);
 	buf_free(&json);
+}
+
+static int
+answers(void *path)
+{
+	return tl_sock_answers((const char *)path);
+}
+
+/*
+ * weir-metrics as nobody, the queue root's (0700 folders): it asks
+ * weir-showq (as root here, as send_user in the package) for the
+ * listing, the gate through its status socket.  With the relay stopped
+ * in a known state (isp's window full, three messages deferred by
+ * greylisting, a backlog waiting), /status.json's queue is what
+ * `weir status --json` as root reads from the queue itself, state by
+ * state, and the page says so.
+ */
+Test(statuspage, page_of_a_queue_it_may_not_read)
+{
+	struct json_object *doc = NULL, *mine, *roots;
+	const char *args[] = { "status", "--json" };
+	char *pub = xasprintf("%s/pub/status.sock", t.s.qt.tmp);
+	char *shq = xasprintf("%s/public/showq.sock", t.s.qt.tmp), *conf, *slog;
+	const char *sargs[] = { "-t", "5", NULL };
+	struct tl_result r;
+	struct buf why = BUF_INIT, page = BUF_INIT;
+	const char *from;
+
+	if (!tl_is_root())
+		cr_skip_test("needs root to run weir-metrics as nobody");
+	cr_assert(chmod(t.s.qt.tmp, 0755) == 0);
+	conf = xasprintf("gate_status_socket = \"%s\"\nshowq_socket = \"%s\"\n", pub, shq);
+	sh_conf_append(&t.s, conf);
+	relay_under_load(17, "  user = \"nobody\"\n");
+	cr_assert(sh_wait_for(answers, pub, 10000), "no status socket %s", pub);
+	slog = xasprintf("%s/showq.log", t.s.qt.tmp);
+	showq_pid = spawn("weir-showq", slog, sargs);
+	cr_assert(sh_wait_for(answers, shq, 10000), "no weir-showq on %s", shq);
+	start_metrics();
+	cr_assert(sh_wait_for(full_and_still, &doc, 120000), "isp's window never full:\n%s",
+	    rt_send_logs_tail(&t, 3000));
+	json_object_put(doc);
+	/* Stopped: nothing is in flight (the window is full, nothing held). */
+	rt_send_kill9(&t);
+	doc = status_json();
+	mine = jp_get(doc, "queue");
+	from = jp_str(jp_get(mine, "read_from"));
+	cr_assert(from && strcmp(from, shq) == 0, "read from %s", from ? from : "(null)");
+	cr_assert_null(jp_str(jp_get(mine, "error")), "%s", jp_str(jp_get(mine, "error")));
+	r = rt_run(&t, "weir", args, 2, NULL);
+	cr_assert_eq(r.status, 0, "weir status --json: %s", buf_cstr(&r.err));
+	roots = json_parse_strict(r.out.s, r.out.len, 64 << 20, &why);
+	cr_assert_not_null(roots, "%s", buf_cstr(&why));
+	cr_assert(json_object_equal(jp_get(mine, "states"), jp_get(jp_get(roots, "queue"), "states")),
+	    "weir-metrics via weir-showq:\n%s\nroot from the queue:\n%s",
+	    json_object_to_json_string(jp_get(mine, "states")),
+	    json_object_to_json_string(jp_get(jp_get(roots, "queue"), "states")));
+	cr_assert_eq(num(jp_get(mine, "messages")), num(jp_get(jp_get(roots, "queue"), "messages")));
+	cr_assert_eq(num(jp_get(mine, "recipients_not_done")),
+	    num(jp_get(jp_get(roots, "queue"), "recipients_not_done")));
+	cr_assert_eq(num(jp_get(jp_get(jp_get(mine, "states"), "deferred"), "messages")), 3);
+	get_ok("/", &page);
+	cr_assert(strstr(page.s, DEFERRED_ROW), "%s", page.s);
+	nothing_secret("the page", page.s);
+	tl_result_free(&r);
+	json_object_put(doc);
+	json_object_put(roots);
+	buf_free(&why);
+	buf_free(&page);
+	free(pub);
+	free(shq);
+	free(conf);
+	free(slog);
 }
 
 /* ---- who may see it ---- */
