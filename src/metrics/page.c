@@ -605,7 +605,7 @@ drain(struct buf *o, struct json_object *d, const struct page_memory *m, long lo
 
 static void
 upstream(struct buf *o, const char *name, struct json_object *gup, struct json_object *d,
-    struct json_object *sessions, const struct page_memory *m, long long now_ms)
+    struct json_object *sessions, const struct page_memory *m, long long now_ms, int gate_up)
 {
 	struct json_object *wins = jp_get(gup, "windows");
 	int susp = jp_bool(jp_get(gup, "suspended")) == 1 ||
@@ -617,7 +617,9 @@ upstream(struct buf *o, const char *name, struct json_object *gup, struct json_o
 
 	buf_adds(o, "<section class=\"card\"><h2>upstream ");
 	esc(o, name);
-	if (gup == NULL)
+	if (gup == NULL && !gate_up)
+		buf_adds(o, " <span class=\"badge bad\">weir-gate not answering</span>");
+	else if (gup == NULL)
 		buf_adds(o, " <span class=\"badge mut\">not known to weir-gate yet</span>");
 	else if (susp)
 		buf_adds(o, " <span class=\"badge bad\">suspended</span>");
@@ -854,11 +856,11 @@ page_render(struct buf *o, struct json_object *doc, const struct page_memory *m,
 	}
 	for (i = 0; i < jp_len(gups); i++)
 		if ((name = jp_str(jp_get(jp_at(gups, i), "name"))) != NULL)
-			upstream(o, name, jp_at(gups, i), by_name(dups, name), sessions, m, now_ms);
+			upstream(o, name, jp_at(gups, i), by_name(dups, name), sessions, m, now_ms, 1);
 	for (i = 0; i < jp_len(dups); i++)
 		if ((name = jp_str(jp_get(jp_at(dups, i), "name"))) != NULL &&
 		    by_name(gups, name) == NULL)
-			upstream(o, name, NULL, jp_at(dups, i), sessions, m, now_ms);
+			upstream(o, name, NULL, jp_at(dups, i), sessions, m, now_ms, gate != NULL);
 	queue(o, jp_get(doc, "queue"), now_ms);
 	sessions_list(o, sessions, now_ms);
 	buf_adds(o, "<footer>The same as JSON: <a href=\"/status.json\">/status.json</a> "

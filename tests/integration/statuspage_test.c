@@ -563,6 +563,9 @@ Test(statuspage, page_in_chromium)
 	png = artefact("statuspage.html");
 	tl_write(png, dom.s, dom.len);
 	free(png);
+	png = artefact("status.json");
+	tl_write(png, json.s, json.len);
+	free(png);
 	png = artefact("statuspage-phone.png");
 	chromium(url, NULL, png, 412, 2400);
 	free(png);

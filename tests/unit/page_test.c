@@ -1,0 +1,116 @@
+/*
+ * page_test.c: weir-metrics' status page (src/metrics/page.c) made of
+ * status documents (tests/fuzz/corpus/statusdoc, also the fuzzer's
+ * seeds): every string from the document escaped (a reply holding
+ * "<script>" shows as text), addresses in the upstreams' replies masked
+ * by page_mask, an authentication suspension with what to fix and the
+ * command that lifts it, a shared window's split between this relay and
+ * the others, a calendar window's note-free chart, the journal and the
+ * gate's trouble said first; the drain's progress from page_note's
+ * memory.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/jsonparse.h"
+#include "metrics/metrics.h"
+#include "testlib.h"
+
+static struct json_object *
+load(const char *name)
+{
+	char *path, *rel = malloc(strlen(name) + 64);
+	struct buf text = BUF_INIT, why = BUF_INIT;
+	struct json_object *doc;
+
+	cr_assert_not_null(rel);
+	strcpy(rel, "tests/fuzz/corpus/statusdoc/");
+	strcat(rel, name);
+	path = tl_src_path(rel);
+	tl_read(path, &text);
+	doc = json_parse_strict(text.s, text.len, 1 << 20, &why);
+	cr_assert_not_null(doc, "%s: %s", path, buf_cstr(&why));
+	free(rel);
+	free(path);
+	buf_free(&text);
+	buf_free(&why);
+	return doc;
+}
+
+static long long
+now_of(struct json_object *doc)
+{
+	long long v;
+
+	cr_assert_eq(jp_ll(jp_get(jp_get(doc, "gate"), "now_ms"), &v), 0);
+	return v;
+}
+
+Test(page, hostile_document_escaped_and_masked)
+{
+	struct json_object *doc = load("hostile");
+	struct page_memory m = { NULL, 0 };
+	struct buf o = BUF_INIT;
+
+	page_mask(doc);
+	page_note(&m, doc, now_of(doc));
+	page_render(&o, doc, &m, "relay<1>.example", now_of(doc));
+	cr_assert(strstr(o.s, "<script") == NULL, "%s", o.s);
+	cr_assert(strstr(o.s, "<title>weir on relay&lt;1&gt;.example</title>"));
+	cr_assert(strstr(o.s, "Authentication failed: <q>535 5.7.8 &lt;script&gt;alert(1)"
+	    "&lt;/script&gt; for &lt;address&gt;</q>"), "%s", o.s);
+	cr_assert(strstr(o.s, "me@example.org") == NULL);
+	cr_assert(strstr(o.s, "Check <code>username</code> and <code>secret_file</code> of "
+	    "upstream isp in weir.conf, then lift it: <code>weir resume isp</code>"));
+	cr_assert(strstr(o.s, "weir-gate's journal is not durable</b>: it grants nothing until it "
+	    "is (No space left on device)"));
+	/* Shared: 8 of 10 for all relays, 5 of them this one's. */
+	cr_assert(strstr(o.s, "all relays: <b>8 of 10</b> (this relay 5, the others 3)"), "%s", o.s);
+	cr_assert(strstr(o.s, "<span class=\"mine\" style=\"width:50.0%\"></span><span "
+	    "class=\"others\" style=\"width:30.0%\"></span>"));
+	cr_assert(strstr(o.s, "Windows shared with other relays through redis://10.0.0.5:6379/0: "
+	    "the store answers."));
+	/* The calendar window: its use is drawn, no note; its free slot
+	 * unknown while grants are held. */
+	cr_assert(strstr(o.s, "7 of 100 recipients per 1d</span><span class=\"mut\">resets at "
+	    "fixed times</span>"), "%s", o.s);
+	cr_assert(strstr(o.s, "A window longer than the hour") == NULL);
+	cr_assert(strstr(o.s, "next free slot: when a delivery in flight is reported"));
+	cr_assert_eq(strstr(strstr(o.s, "per 1d"), "class=\"use\"") != NULL, 1);
+	buf_free(&o);
+	page_memory_free(&m);
+	json_object_put(doc);
+}
+
+Test(page, gate_down_and_progress)
+{
+	struct json_object *doc = load("gate_down"), *ups, *u;
+	struct page_memory m = { NULL, 0 };
+	struct buf o = BUF_INIT;
+
+	page_note(&m, doc, 1000);
+	cr_assert_eq(m.n, 2);
+	cr_assert_eq(m.v[0].peak, 18, "isp: %llu", m.v[0].peak);
+	/* Six sends later: 6 of 18 done. */
+	ups = jp_get(jp_get(doc, "drain_estimate"), "upstreams");
+	u = jp_at(ups, 0);
+	json_object_object_add(u, "sends", json_object_new_int64(12));
+	page_note(&m, doc, 61000);
+	cr_assert_eq(m.v[0].peak, 18);
+	page_render(&o, doc, &m, "relay.example", 61000);
+	cr_assert(strstr(o.s, "<b>weir-gate is not answering</b>: connect: No such file or "
+	    "directory. Nothing is sent until it does."), "%s", o.s);
+	cr_assert(strstr(o.s, "<h2>upstream isp <span class=\"badge bad\">weir-gate not "
+	    "answering</span></h2>"), "%s", o.s);
+	cr_assert(strstr(o.s, "6 of 18 sends done since the backlog was first seen here, at "
+	    "00:00:01 UTC (33%)"), "%s", o.s);
+	buf_reset(&o);
+	/* Drained: the memory starts again with the next backlog. */
+	json_object_object_add(u, "sends", json_object_new_int64(0));
+	page_note(&m, doc, 62000);
+	cr_assert_eq(m.v[0].peak, 0);
+	buf_free(&o);
+	page_memory_free(&m);
+	json_object_put(doc);
+}
