@@ -176,7 +176,7 @@ static const struct key mkeys[] = {
 	{ "allow",           K_LIST,     NULL, 0, 0, 0, MOFF(allow) },
 	/* HTTP basic authentication for every page: "user:$id$salt$hash"
 	 * lines (lib/pwfile.h), mode 0600; unset: none. */
-	{ "auth_file",       K_STR,      NULL, 0, 0, 0, MOFF(auth_file) },
+	{ "auth_file",       K_OPTSTR,   NULL, 0, 0, 0, MOFF(auth_file) },
 };
 #define NMKEYS (sizeof mkeys / sizeof mkeys[0])
 

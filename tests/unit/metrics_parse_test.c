@@ -128,5 +128,9 @@ Test(config_metrics, allow_and_auth_file, .init = setup, .fini = teardown)
 	cr_assert_eq(load("metrics { address = \"127.0.0.1:1\" auth_file = \"users\" }\n", &c,
 	    &err), -1);
 	cr_assert(strstr(err.s, "auth_file must be an absolute path"), "%s", err.s);
+	cr_assert_eq(load("metrics { address = \"127.0.0.1:1\" auth_file = \"\" }\n", &c, &err), 0,
+	    "%s", err.s);
+	cr_assert_null(c.metrics.auth_file, "\"\": none");
+	config_free(&c);
 	buf_free(&err);
 }
