@@ -93,3 +93,54 @@ date_rfc5322(char *buf, time_t t)
 	    days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900,
 	    tm.tm_hour, tm.tm_min, tm.tm_sec, sign, off / 60, off % 60);
 }
+
+void
+duration_fmt(char *out, size_t max, long long s)
+{
+	static const struct { long long secs; char unit; } parts[] = {
+		{ 86400, 'd' }, { 3600, 'h' }, { 60, 'm' }, { 1, 's' },
+	};
+	size_t i, n = 0;
+	int k;
+
+	out[0] = '\0';
+	if (s <= 0) {
+		snprintf(out, max, "0s");
+		return;
+	}
+	for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+		long long v = s / parts[i].secs;
+
+		s %= parts[i].secs;
+		if (v == 0)
+			continue;
+		k = snprintf(out + n, max - n, "%lld%c", v, parts[i].unit);
+		if (k < 0 || (size_t)k >= max - n)
+			return;
+		n += (size_t)k;
+	}
+}
+
+void
+date_iso(char *out, size_t max, time_t t)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(out, max, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+time_t
+date_iso_parse(const char *s)
+{
+	struct tm tm;
+	const char *e;
+
+	if (s == NULL || strlen(s) != 20)
+		return -1;
+	memset(&tm, 0, sizeof tm);
+	e = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (e == NULL || *e != '\0')
+		return -1;
+	return timegm(&tm);
+}

@@ -18,6 +18,7 @@
 #include "lib/io.h"
 #include "lib/json.h"
 #include "lib/jsonparse.h"
+#include "lib/timefmt.h"
 #include "mail/gateclient.h"
 #include "mail/qlist.h"
 #include "mail/queue.h"
@@ -161,22 +162,6 @@ count_scanned(const struct qlist_msg *qm, void *arg)
 	free(m.sender);
 }
 
-/* "2026-11-26T06:00:00Z", strictly; -1 if not one. */
-static time_t
-iso_parse(const char *s)
-{
-	struct tm tm;
-	const char *e;
-
-	if (s == NULL || strlen(s) != 20)
-		return -1;
-	memset(&tm, 0, sizeof tm);
-	e = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	if (e == NULL || *e != '\0')
-		return -1;
-	return timegm(&tm);
-}
-
 /* One message of weir-showq's JSON listing (qlist.c's render_json):
  * 0 counted, -1 not of that shape. */
 static int
@@ -188,12 +173,12 @@ count_listed(struct relay_status *rs, struct json_object *o)
 	size_t i;
 
 	memset(&m, 0, sizeof m);
-	if ((m.mtime = iso_parse(jp_str(jp_get(o, "queue_time")))) < 0 ||
+	if ((m.mtime = date_iso_parse(jp_str(jp_get(o, "queue_time")))) < 0 ||
 	    (m.preprocessed = jp_bool(jp_get(o, "preprocessed"))) < 0 ||
 	    (m.held = jp_bool(jp_get(o, "held"))) < 0 ||
 	    !json_object_is_type(rc, json_type_array) ||
 	    !json_object_is_type(jp_get(o, "trouble"), json_type_array) ||
-	    (na && (m.next_attempt = iso_parse(na)) < 0))
+	    (na && (m.next_attempt = date_iso_parse(na)) < 0))
 		return -1;
 	m.trouble = jp_len(jp_get(o, "trouble")) > 0;
 	m.sender = (char *)jp_str(jp_get(o, "sender"));
@@ -491,42 +476,6 @@ estimate(struct rs_up *u, time_t now)
 		u->estimate += u->suspended;
 }
 
-void
-rs_fmt_dur(char *out, size_t max, long long s)
-{
-	static const struct { long long secs; char unit; } parts[] = {
-		{ 86400, 'd' }, { 3600, 'h' }, { 60, 'm' }, { 1, 's' },
-	};
-	size_t i, n = 0;
-	int k;
-
-	out[0] = '\0';
-	if (s <= 0) {
-		snprintf(out, max, "0s");
-		return;
-	}
-	for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-		long long v = s / parts[i].secs;
-
-		s %= parts[i].secs;
-		if (v == 0)
-			continue;
-		k = snprintf(out + n, max - n, "%lld%c", v, parts[i].unit);
-		if (k < 0 || (size_t)k >= max - n)
-			return;
-		n += (size_t)k;
-	}
-}
-
-void
-rs_iso(char *out, size_t max, time_t t)
-{
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(out, max, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* ---- gathering ---- */
 
 int
@@ -642,14 +591,14 @@ relay_status_sessions(const struct relay_status *rs, struct buf *o, int json)
 			continue;
 		memcpy(name, p, (size_t)(sp - p));
 		name[sp - p] = '\0';
-		rs_iso(when, sizeof when, (time_t)since);
+		date_iso(when, sizeof when, (time_t)since);
 		if (json) {
 			buf_adds(o, n ? ",{\"upstream\":" : "{\"upstream\":");
 			json_cstr(o, name);
 			buf_printf(o, ",\"pid\":%lld,\"since\":\"%s\",\"messages\":%lld}", pid,
 			    when, sent);
 		} else {
-			rs_fmt_dur(d, sizeof d, rs->now > since ? (long long)rs->now - since : 0);
+			duration_fmt(d, sizeof d, rs->now > since ? (long long)rs->now - since : 0);
 			buf_printf(o, "  upstream %s: pid %lld, open %s (since %s), %lld message%s\n",
 			    name, pid, d, when, sent, sent == 1 ? "" : "s");
 		}
@@ -701,7 +650,7 @@ relay_status_json(const struct relay_status *rs, struct buf *o)
 	    "\"recipients_not_done\":%llu,\"trouble\":%llu,", rs->messages, rs->todo,
 	    rs->rcpt_left, rs->trouble);
 	if (rs->have_oldest) {
-		rs_iso(when, sizeof when, rs->oldest);
+		date_iso(when, sizeof when, rs->oldest);
 		buf_printf(o, "\"oldest_queue_time\":\"%s\",\"oldest_age_s\":%lld", when,
 		    rs->now > rs->oldest ? (long long)(rs->now - rs->oldest) : 0);
 	} else

@@ -150,9 +150,5 @@ void relay_status_sessions(const struct relay_status *rs, struct buf *out, int j
  * holding an '@' replaced by "<address>"; malloc'ed. */
 char *rs_mask_addresses(const char *s, size_t n);
 
-/* "1d2h", "1m30s", "0s": the parts that are not zero. */
-void rs_fmt_dur(char *out, size_t max, long long s);
-/* "2026-11-26T06:00:00Z". */
-void rs_iso(char *out, size_t max, time_t t);
 
 #endif

@@ -28,6 +28,7 @@
 #include "lib/evloop.h"
 #include "lib/io.h"
 #include "lib/log.h"
+#include "lib/timefmt.h"
 #include "mail/relaystatus.h"
 #include "weir/weir.h"
 
@@ -65,8 +66,8 @@ text_out(struct buf *o, const struct relay_status *s)
 	if (s->trouble)
 		buf_printf(o, "  messages with trouble: %llu (see weir queue)\n", s->trouble);
 	if (s->have_oldest) {
-		rs_fmt_dur(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
-		rs_iso(when, sizeof when, s->oldest);
+		duration_fmt(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
+		date_iso(when, sizeof when, s->oldest);
 		buf_printf(o, "  oldest message: %s old (queued %s)\n", d, when);
 	} else
 		buf_adds(o, "  oldest message: none\n");
@@ -83,7 +84,7 @@ text_out(struct buf *o, const struct relay_status *s)
 			buf_adds(o, "unknown (no policy for it: weir-gate refuses it)\n");
 			continue;
 		}
-		rs_fmt_dur(d, sizeof d, u->estimate < 0 ? u->at_least : u->estimate);
+		duration_fmt(d, sizeof d, u->estimate < 0 ? u->at_least : u->estimate);
 		if (u->estimate < 0)
 			buf_printf(o, "unknown (weir-gate is not answering; once it does, at least %s",
 			    d);
@@ -92,12 +93,12 @@ text_out(struct buf *o, const struct relay_status *s)
 		if (u->bottleneck) {
 			char per[32];
 
-			rs_fmt_dur(per, sizeof per, u->bottleneck->per);
+			duration_fmt(per, sizeof per, u->bottleneck->per);
 			buf_printf(o, " (window %lld %s per %s, %lld used)", u->bottleneck->limit,
 			    policy_unit_name(u->bottleneck->unit), per, u->bottleneck->used);
 		}
 		if (u->suspended > 0) {
-			rs_fmt_dur(d, sizeof d, u->suspended);
+			duration_fmt(d, sizeof d, u->suspended);
 			buf_printf(o, ", of which %s suspended", d);
 		}
 		if (u->estimate < 0)
@@ -121,7 +122,7 @@ watch_out(struct buf *o, const struct relay_status *s)
 	char d[64], when[32];
 	size_t i, j, k, fill;
 
-	rs_iso(when, sizeof when, now);
+	date_iso(when, sizeof when, now);
 	buf_printf(o, "weir status at %s (every second; interrupt to stop)\n", when);
 	if (!s->gate_ok)
 		buf_printf(o, "weir-gate (%s): not answering: %s\n", s->gsock, s->gwhy.s);
@@ -130,7 +131,7 @@ watch_out(struct buf *o, const struct relay_status *s)
 
 		buf_printf(o, "upstream %s: ", u->name);
 		if (u->suspended > 0) {
-			rs_fmt_dur(d, sizeof d, u->suspended);
+			duration_fmt(d, sizeof d, u->suspended);
 			buf_printf(o, "suspended for %s\n", d);
 		} else
 			buf_adds(o, u->known ? "active\n" : "no windows known\n");
@@ -138,7 +139,7 @@ watch_out(struct buf *o, const struct relay_status *s)
 			const struct rs_win *w = &u->win[j];
 			char label[96];
 
-			rs_fmt_dur(d, sizeof d, w->per);
+			duration_fmt(d, sizeof d, w->per);
 			snprintf(label, sizeof label, "%s per %s", policy_unit_name(w->unit), d);
 			fill = w->used <= 0 ? 0 : w->used >= w->limit ? BAR_WIDTH :
 			    (size_t)((w->used * BAR_WIDTH + w->limit - 1) / w->limit);
@@ -152,7 +153,7 @@ watch_out(struct buf *o, const struct relay_status *s)
 		if (u->estimate < 0)
 			buf_adds(o, "unknown (no windows for it)\n");
 		else {
-			rs_fmt_dur(d, sizeof d, u->estimate);
+			duration_fmt(d, sizeof d, u->estimate);
 			buf_printf(o, "about %s\n", d);
 		}
 	}
@@ -160,7 +161,7 @@ watch_out(struct buf *o, const struct relay_status *s)
 	    s->messages, s->messages == 1 ? "" : "s", s->todo, s->rcpt_left,
 	    s->rcpt_left == 1 ? "" : "s");
 	if (s->have_oldest) {
-		rs_fmt_dur(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
+		duration_fmt(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
 		buf_printf(o, ", oldest %s old", d);
 	}
 	buf_addc(o, '\n');

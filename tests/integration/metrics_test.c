@@ -980,18 +980,6 @@ Test(metrics, metrics_as_nobody_through_status_socket)
 
 /* ---- weir status --watch ---- */
 
-static int
-count(const char *hay, const char *needle)
-{
-	int n = 0;
-
-	while (hay && (hay = strstr(hay, needle)) != NULL) {
-		n++;
-		hay += strlen(needle);
-	}
-	return n;
-}
-
 Test(metrics, status_watch_two_frames_into_a_pipe)
 {
 	char *bin = tl_bin("weir");
@@ -1017,14 +1005,14 @@ Test(metrics, status_watch_two_frames_into_a_pipe)
 	setpgid(pid, pid);
 	close(pfd[1]);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (count(out.s, "weir status at ") < 3) {
+	while (tl_count(out.s, "weir status at ") < 3) {
 		p.fd = pfd[0];
 		p.events = POLLIN;
 		cr_assert_eq(poll(&p, 1, 20000), 1, "no frame within 20 s; got:\n%s", buf_cstr(&out));
 		n = (int)read(pfd[0], tmp, sizeof tmp);
 		cr_assert(n > 0, "weir status --watch ended; got:\n%s", buf_cstr(&out));
 		buf_add(&out, tmp, (size_t)n);
-		if (count(out.s, "weir status at ") == 1)
+		if (tl_count(out.s, "weir status at ") == 1)
 			clock_gettime(CLOCK_MONOTONIC, &t0);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -1032,8 +1020,8 @@ Test(metrics, status_watch_two_frames_into_a_pipe)
 	waitpid(pid, &n, 0);
 	close(pfd[0]);
 	cr_assert(strstr(out.s, "\x1b[") == NULL, "screen control codes into a pipe");
-	cr_assert(count(out.s, "[####################] 5 of 5\n") >= 2, "no full bar:\n%s", out.s);
-	cr_assert(count(out.s, "  drain: ") >= 2, "%s", out.s);
+	cr_assert(tl_count(out.s, "[####################] 5 of 5\n") >= 2, "no full bar:\n%s", out.s);
+	cr_assert(tl_count(out.s, "  drain: ") >= 2, "%s", out.s);
 	/* A timer, not a busy loop: the next frames came about a second apart. */
 	cr_assert((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 900,
 	    "frames less than a second apart");

@@ -261,18 +261,6 @@ chromium(const char *url, struct buf *dom, const char *png, unsigned width, unsi
 	free(size);
 }
 
-static size_t
-count(const char *hay, const char *needle)
-{
-	size_t n = 0;
-
-	while (hay && (hay = strstr(hay, needle)) != NULL) {
-		n++;
-		hay += strlen(needle);
-	}
-	return n;
-}
-
 /* From the first head in hay to the next tail after it, malloc'ed. */
 static char *
 part_of(const char *hay, const char *head, const char *tail)
@@ -531,16 +519,16 @@ Test(statuspage, page_in_chromium)
 	/* One mark per send the gate logged: isp's, each a MAIL its
 	 * upstream took; backup's, its one throttled try. */
 	hour = part_of(isp, "<figure class=\"hour\">", "</figure>");
-	marks = count(hour, "class=\"send");
+	marks = tl_count(hour, "class=\"send");
 	cr_assert_eq(marks, after, "isp: %zu marks, %zu MAIL commands taken", marks, after);
-	cr_assert(count(hour, "class=\"wait\"") > 0, "no waiting request marked:\n%s", hour);
-	cr_assert_eq(count(hour, "class=\"limit\""), 1);
+	cr_assert(tl_count(hour, "class=\"wait\"") > 0, "no waiting request marked:\n%s", hour);
+	cr_assert_eq(tl_count(hour, "class=\"limit\""), 1);
 	cr_assert(strstr(hour, "class=\"use\""), "no use line:\n%s", hour);
 	free(hour);
 	logged = history_sends(up_named(doc, "backup"));
 	cr_assert_eq(logged, 1, "backup: %lld sends in the gate's history", logged);
 	hour = part_of(bk, "<figure class=\"hour\">", "</figure>");
-	cr_assert_eq(count(hour, "class=\"send"), 1, "%s", hour);
+	cr_assert_eq(tl_count(hour, "class=\"send"), 1, "%s", hour);
 	free(hour);
 	/* The last 2 minutes too (12 windows of 10 s). */
 	cr_assert(strstr(isp, "<figure class=\"recent\"><figcaption>the last 2m</figcaption>"),

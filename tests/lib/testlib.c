@@ -253,6 +253,18 @@ tl_write(const char *path, const char *data, size_t len)
 
 static int nfiles;
 
+size_t
+tl_count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	while (hay && (hay = strstr(hay, needle)) != NULL) {
+		n++;
+		hay += strlen(needle);
+	}
+	return n;
+}
+
 static int
 count_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {

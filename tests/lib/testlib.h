@@ -56,6 +56,8 @@ void tl_result_free(struct tl_result *r);
 void tl_read(const char *path, struct buf *b);
 /* Write a file (cr_assert on failure). */
 void tl_write(const char *path, const char *data, size_t len);
+/* How many times needle stands in hay (not overlapping; hay NULL: 0). */
+size_t tl_count(const char *hay, const char *needle);
 /* Number of regular files under dir, recursively. */
 int tl_count_files(const char *dir);
 int tl_is_root(void);
