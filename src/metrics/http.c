@@ -129,7 +129,7 @@ answer(struct MHD_Connection *c, unsigned status, const char *type, const struct
 
 /* ---- who may see it ---- */
 
-/* The client's address as text, for the log. */
+/* The client's address as text (for cidr_addr and the log). */
 static void
 peer_text(const struct sockaddr *sa, char *out, size_t max)
 {
