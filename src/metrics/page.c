@@ -65,12 +65,27 @@ esc(struct buf *o, const char *s)
 		}
 }
 
+/* A number of the document, kept within +-2^53 (times in ms, counts,
+ * periods: far beyond any real one), so that no sum or product of two
+ * overflows whatever the document says.  0 with *out, else -1. */
+#define NUM_MAX (1LL << 53)
+static int
+num(struct json_object *o, long long *out)
+{
+	long long v;
+
+	if (jp_ll(o, &v) < 0)
+		return -1;
+	*out = v > NUM_MAX ? NUM_MAX : v < -NUM_MAX ? -NUM_MAX : v;
+	return 0;
+}
+
 static long long
 ll_or(struct json_object *o, long long dflt)
 {
 	long long v;
 
-	return jp_ll(o, &v) == 0 ? v : dflt;
+	return num(o, &v) == 0 ? v : dflt;
 }
 
 /* "06:21:05 UTC", with the date when it is not today's. */
@@ -150,7 +165,7 @@ page_note(struct page_memory *m, struct json_object *doc, long long now_ms)
 
 	for (i = 0; i < jp_len(ups); i++) {
 		if ((name = jp_str(jp_get(jp_at(ups, i), "name"))) == NULL ||
-		    jp_ll(jp_get(jp_at(ups, i), "sends"), &sends) < 0 || sends < 0)
+		    num(jp_get(jp_at(ups, i), "sends"), &sends) < 0 || sends < 0)
 			continue;
 		if ((d = drain_find(m, name)) == NULL) {
 			m->v = xrealloc(m->v, (m->n + 1) * sizeof *m->v);
@@ -237,7 +252,10 @@ cy(const struct chart *c, double v)
 static long long
 weight(struct json_object *e, int u, size_t off)
 {
-	return ll_or(jp_at(e, off + (size_t)u), 0);
+	long long w = ll_or(jp_at(e, off + (size_t)u), 0);
+
+	/* The gate's weights are at most GP_WEIGHT_MAX. */
+	return w < 0 ? 0 : w > 1000000 ? 1000000 : w;
 }
 
 struct ev {
@@ -457,8 +475,8 @@ window(struct buf *o, struct json_object *up, struct json_object *w, long long n
 	char d[64], when[64], rel[64], un[32];
 	int u = unit_index(unit);
 
-	if (u < 0 || jp_ll(jp_get(w, "limit"), &limit) < 0 || jp_ll(jp_get(w, "per_s"), &per) < 0 ||
-	    jp_ll(jp_get(w, "used"), &used) < 0)
+	if (u < 0 || num(jp_get(w, "limit"), &limit) < 0 || num(jp_get(w, "per_s"), &per) < 0 ||
+	    num(jp_get(w, "used"), &used) < 0)
 		return;
 	logged = ll_or(jp_get(w, "logged"), 0);
 	held = ll_or(jp_get(w, "held"), 0);
@@ -470,7 +488,7 @@ window(struct buf *o, struct json_object *up, struct json_object *w, long long n
 		buf_adds(o, "<span class=\"mut\">resets at fixed times</span>");
 	buf_printf(o, "<span class=\"mut\">%lld logged + %lld held</span>", logged, held);
 	if (json_object_object_get_ex(w, "free_at_ms", NULL)) {
-		if (jp_ll(jp_get(w, "free_at_ms"), &free_at) < 0)
+		if (num(jp_get(w, "free_at_ms"), &free_at) < 0)
 			buf_adds(o, "<span>next free slot: when a delivery in flight is "
 			    "reported</span>");
 		else if (free_at <= now_ms)
@@ -485,7 +503,7 @@ window(struct buf *o, struct json_object *up, struct json_object *w, long long n
 	if (json_object_object_get_ex(w, "all_hosts", NULL)) {
 		long long au;
 
-		if (jp_ll(jp_get(all, "used"), &au) < 0)
+		if (num(jp_get(all, "used"), &au) < 0)
 			buf_adds(o, "<p class=\"alert\">Shared window: the store does not answer, "
 			    "so every relay's use is unknown.</p>");
 		else {
@@ -567,14 +585,14 @@ drain(struct buf *o, struct json_object *d, const struct page_memory *m, long lo
 
 	buf_printf(o, "<p><b>%lld message%s</b>, %lld recipient%s, %lld send%s: ", msgs,
 	    plural(msgs), rcpts, plural(rcpts), sends, plural(sends));
-	if (jp_ll(jp_get(d, "seconds"), &secs) == 0) {
+	if (num(jp_get(d, "seconds"), &secs) == 0) {
 		duration_fmt(dur, sizeof dur, secs);
 		clock_str(when, sizeof when, now_ms + secs * 1000, now_ms);
 		if (sends == 0)
 			buf_adds(o, "nothing to drain");
 		else
 			buf_printf(o, "about <b>%s</b>, done by about %s", dur, when);
-	} else if (jp_ll(jp_get(d, "at_least_s"), &least) == 0) {
+	} else if (num(jp_get(d, "at_least_s"), &least) == 0) {
 		duration_fmt(dur, sizeof dur, least);
 		buf_printf(o, "unknown: weir-gate is not answering (once it does, at least %s)", dur);
 	} else
@@ -583,8 +601,9 @@ drain(struct buf *o, struct json_object *d, const struct page_memory *m, long lo
 		const char *unit = jp_str(jp_get(lim, "unit"));
 
 		duration_fmt(per, sizeof per, ll_or(jp_get(lim, "per_s"), 0));
-		buf_printf(o, "; limited by %lld %s per %s", ll_or(jp_get(lim, "limit"), 0),
-		    unit ? unit : "?", per);
+		buf_printf(o, "; limited by %lld ", ll_or(jp_get(lim, "limit"), 0));
+		esc(o, unit ? unit : "?");
+		buf_printf(o, " per %s", per);
 	}
 	buf_adds(o, "</p>");
 	if (pd && pd->peak > 0 && sends > 0) {
@@ -633,7 +652,7 @@ upstream(struct buf *o, const char *name, struct json_object *gup, struct json_o
 		waiting = ll_or(jp_get(gup, "waiting"), 0);
 		buf_printf(o, "<p class=\"facts\"><span>grants held (in flight): <b>%lld</b></span>"
 		    "<span>requests waiting: <b>%lld</b></span>", held, waiting);
-		if (jp_ll(jp_get(gup, "next_grant_ms"), &next) == 0) {
+		if (num(jp_get(gup, "next_grant_ms"), &next) == 0) {
 			clock_str(when, sizeof when, next, now_ms);
 			rel_str(rel, sizeof rel, next, now_ms);
 			buf_printf(o, "<span>next grant: <b>%s</b>%s</span>", when, next > now_ms ?
@@ -822,7 +841,7 @@ page_render(struct buf *o, struct json_object *doc, const struct page_memory *m,
 	size_t i;
 
 	/* The gate's clock, as its history's times are. */
-	(void)jp_ll(jp_get(gate, "now_ms"), &now_ms);
+	(void)num(jp_get(gate, "now_ms"), &now_ms);
 	clock_str(when, sizeof when, now_ms, now_ms);
 	buf_printf(o, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 	    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
