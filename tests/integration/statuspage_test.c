@@ -413,12 +413,14 @@ relay_under_load(size_t n, const char *metrics_extra)
 	conf = xasprintf("upstream \"backup\" {\n  host = \"127.0.0.1\"\n  port = %u\n"
 	    "  tls = \"starttls\"\n  ca_file = \"%s/ca.pem\"\n  username = \"%s\"\n"
 	    "  secret_file = \"%s\"\n  senders = {\"*@backup.example\"}\n}\n"
-	    "metrics {\n  address = \"127.0.0.1:0\"\n%s}\n", backup_port, t.certs, RT_USER,
-	    bsecret, metrics_extra);
+	    "metrics {\n  address = \"127.0.0.1:0\"\n%s}\n"
+	    /* grey's next try no sooner than in (0 + 3000)^2 s: deferred
+	     * all along, however long the run. */
+	    "retry_skip = 3000\n", backup_port, t.certs, RT_USER, bsecret, metrics_extra);
 	sh_conf_append(&t.s, conf);
 	rt_policy(&t, "upstream \"isp\" { rate = {\"5 per 10s\"} }\n"
 	    "upstream \"backup\" { rate = {\"5 per 10s\"} max_connections = 1 }\n"
-	    "throttle_reply { pattern = \"421 *\" suspend = \"30m\" max_suspend = \"30m\" }\n");
+	    "throttle_reply { pattern = \"421 *\" suspend = \"1h\" max_suspend = \"1h\" }\n");
 	rt_gate_start(&t, "2s");
 	/* The three to grey first (weir-send takes the queue in no set
 	 * order), then the backlog behind them. */
