@@ -211,7 +211,7 @@ queue_by_showq(struct relay_status *rs)
 		buf_printf(&rs->qwhy, "memfd_create: %s", strerror(errno));
 		return -1;
 	}
-	k = showq_ask(rs->cfg->showq_socket, QLIST_JSON, fd, SHOWQ_CLIENT_TIMEOUT_MS, &why);
+	k = showq_ask(rs->cfg->showq_socket, QLIST_JSON, fd, RS_SHOWQ_TIMEOUT_MS, &why);
 	if (k < 0) {
 		buf_printf(&rs->qwhy, "%s", why.s);
 		goto out;

@@ -74,6 +74,7 @@
 #define RS_HISTORY_S	3600		/* the gate's history asked for JSON */
 #define RS_REASONS_MAX	10		/* deferral reasons listed */
 #define RS_SHOWQ_MAX	(16 << 20)	/* bytes of weir-showq's listing read */
+#define RS_SHOWQ_TIMEOUT_MS 10000	/* for all of it (weir-metrics waits meanwhile) */
 
 struct rs_win {
 	long long limit, per, used;
