@@ -325,18 +325,18 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		    (long long)w->limit, (long long)(w->per / 1000), policy_unit_name(w->unit),
 		    w->calendar ? "true" : "false", (long long)w->sum,
 		    (long long)u->held[w->unit], (long long)wg_win_used(u, i));
-		if (w->calendar)
-			buf_printf(b, ",\"period_start_ms\":%lld", (long long)(period_start(w, now) + wmm));
-		if (win_free_at(u, i, now) >= 0)
-			buf_printf(b, ",\"free_at_ms\":%lld", (long long)(win_free_at(u, i, now) + wmm));
-		else
-			buf_adds(b, ",\"free_at_ms\":null");
 		/* Every host's, as Redis counts them (null: no answer). */
 		if (v.ok)
 			buf_printf(b, ",\"all_hosts\":{\"logged\":%lld,\"held\":%lld,\"used\":%lld}",
 			    (long long)v.lg[i], (long long)v.hd[i], (long long)(v.lg[i] + v.hd[i]));
 		else if (u->shared)
 			buf_adds(b, ",\"all_hosts\":null");
+		if (w->calendar)
+			buf_printf(b, ",\"period_start_ms\":%lld", (long long)(period_start(w, now) + wmm));
+		if (win_free_at(u, i, now) >= 0)
+			buf_printf(b, ",\"free_at_ms\":%lld", (long long)(win_free_at(u, i, now) + wmm));
+		else
+			buf_adds(b, ",\"free_at_ms\":null");
 		buf_addc(b, '}');
 	}
 	view_free(&v);
