@@ -73,7 +73,6 @@ struct server {
 	const struct metrics_opts *o;
 	struct MHD_Daemon *d;
 	struct evtimer *mhd_timer;	/* MHD_get_timeout's deadline */
-	struct page_memory mem;		/* the backlogs seen, for the page */
 };
 
 /* ---- the answers ---- */
@@ -289,9 +288,8 @@ status(struct server *s, int html, struct buf *out)
 	if (s->o->auth_file == NULL)
 		page_mask(doc);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	page_note(&s->mem, doc, (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 	if (html)
-		page_render(out, doc, &s->mem, s->o->cfg->hostname,
+		page_render(out, doc, s->o->cfg->hostname,
 		    (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 	else if (s->o->auth_file == NULL) {
 		buf_adds(out, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN |

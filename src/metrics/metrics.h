@@ -66,30 +66,13 @@ int metrics_textfile(const char *path, const struct buf *text);
 
 #define PAGE_REFRESH_S	10	/* the page's meta refresh */
 
-/* What weir-metrics remembers of each upstream's backlog, for the
- * progress bars: the most sends it saw pending since the backlog began
- * (when it last saw none), and when that was. */
-struct page_drain {
-	char *name;
-	unsigned long long peak;
-	long long since_ms;
-};
-struct page_memory {
-	struct page_drain *v;
-	size_t n;
-};
-
 struct json_object;
-/* Note each upstream's pending sends from a status document. */
-void page_note(struct page_memory *m, struct json_object *doc, long long now_ms);
-void page_memory_free(struct page_memory *m);
 /* Mask the addresses in the upstreams' replies of doc (for a viewer who
  * did not authenticate). */
 void page_mask(struct json_object *doc);
 /* The HTML page of a status document (mail/relaystatus.h's), at wall
  * time now_ms (the gate's clock when it answered). */
-void page_render(struct buf *out, struct json_object *doc, const struct page_memory *m,
-    const char *host, long long now_ms);
+void page_render(struct buf *out, struct json_object *doc, const char *host, long long now_ms);
 
 struct weir_config;
 

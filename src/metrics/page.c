@@ -17,9 +17,9 @@
  * period on; a calendar one: since its last boundary; a longer sliding
  * window: not drawn, its marks are); a shared window, this relay's part
  * and the others'.  Then the queue by state with the deferral reasons,
- * the drain estimate with a progress bar while a backlog drains (its
- * start is the most sends weir-metrics has seen pending since the
- * backlog began: page_note), and weir-send's kept sessions.
+ * the drain estimate with a progress bar while a backlog drains (the
+ * sends of the gate's history since the oldest message came, against
+ * those and the ones to go), and weir-send's kept sessions.
  *
  * Everything from the document is escaped; it holds no message content
  * and no address but in the upstreams' replies, which page_mask masks
@@ -139,61 +139,6 @@ unit_str(char *out, size_t n, const char *unit, long long count)
 		snprintf(out, n, "%.*s", (int)(len - 1), unit);
 	else
 		snprintf(out, n, "%s", unit);
-}
-
-/* ---- the memory of backlogs ---- */
-
-static struct page_drain *
-drain_find(const struct page_memory *m, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < m->n; i++)
-		if (strcmp(m->v[i].name, name) == 0)
-			return &m->v[i];
-	return NULL;
-}
-
-void
-page_note(struct page_memory *m, struct json_object *doc, long long now_ms)
-{
-	struct json_object *ups = jp_get(jp_get(doc, "drain_estimate"), "upstreams");
-	struct page_drain *d;
-	const char *name;
-	long long sends;
-	size_t i;
-
-	for (i = 0; i < jp_len(ups); i++) {
-		if ((name = jp_str(jp_get(jp_at(ups, i), "name"))) == NULL ||
-		    num(jp_get(jp_at(ups, i), "sends"), &sends) < 0 || sends < 0)
-			continue;
-		if ((d = drain_find(m, name)) == NULL) {
-			m->v = xrealloc(m->v, (m->n + 1) * sizeof *m->v);
-			d = &m->v[m->n++];
-			memset(d, 0, sizeof *d);
-			d->name = xstrdup(name);
-		}
-		if (sends == 0) {
-			d->peak = 0;
-			continue;
-		}
-		if (d->peak == 0)
-			d->since_ms = now_ms;
-		if ((unsigned long long)sends > d->peak)
-			d->peak = (unsigned long long)sends;
-	}
-}
-
-void
-page_memory_free(struct page_memory *m)
-{
-	size_t i;
-
-	for (i = 0; i < m->n; i++)
-		free(m->v[i].name);
-	free(m->v);
-	m->v = NULL;
-	m->n = 0;
 }
 
 /* ---- masking ---- */
@@ -573,14 +518,29 @@ by_name(struct json_object *arr, const char *name)
 	return NULL;
 }
 
-static void
-drain(struct buf *o, struct json_object *d, const struct page_memory *m, long long now_ms)
+/* Sends of upstream gup's history at or after from (in its messages). */
+static long long
+sends_since(struct json_object *gup, long long from)
 {
-	const char *name = jp_str(jp_get(d, "name"));
-	const struct page_drain *pd = name ? drain_find(m, name) : NULL;
+	struct json_object *sends = jp_get(jp_get(gup, "history"), "sends");
+	long long n = 0;
+	size_t i;
+
+	for (i = 0; i < jp_len(sends); i++)
+		n += ll_or(jp_at(jp_at(sends, i), 0), 0) >= from && weight(jp_at(sends, i), 0, 2) > 0;
+	return n;
+}
+
+/* The drain estimate d of upstream gup, and while a backlog drains, a
+ * bar of the sends done since the oldest message came (or since the
+ * history's start, if later) against those and the ones to go. */
+static void
+drain(struct buf *o, struct json_object *d, struct json_object *gup, long long oldest_ms,
+    long long now_ms)
+{
 	struct json_object *lim = jp_get(d, "limited_by");
 	long long msgs = ll_or(jp_get(d, "messages"), 0), rcpts = ll_or(jp_get(d, "recipients"), 0);
-	long long sends = ll_or(jp_get(d, "sends"), 0), secs, least;
+	long long sends = ll_or(jp_get(d, "sends"), 0), secs, least, from, done;
 	char dur[64], when[64], per[64];
 
 	buf_printf(o, "<p><b>%lld message%s</b>, %lld recipient%s, %lld send%s: ", msgs,
@@ -606,22 +566,23 @@ drain(struct buf *o, struct json_object *d, const struct page_memory *m, long lo
 		buf_printf(o, " per %s", per);
 	}
 	buf_adds(o, "</p>");
-	if (pd && pd->peak > 0 && sends > 0) {
-		unsigned long long done = pd->peak > (unsigned long long)sends ?
-		    pd->peak - (unsigned long long)sends : 0;
-		double pct = 100.0 * (double)done / (double)pd->peak;
-
-		clock_str(when, sizeof when, pd->since_ms, now_ms);
-		buf_printf(o, "<div class=\"bar big\" role=\"progressbar\" aria-valuenow=\"%.0f\" "
-		    "aria-valuemin=\"0\" aria-valuemax=\"100\"><span style=\"width:%.1f%%\"></span>"
-		    "</div><p class=\"mut\">%llu of %llu sends done since the backlog was first seen "
-		    "here, at %s (%.0f%%)</p>", pct, pct, done, pd->peak, when, pct);
+	if (sends > 0 && gup && oldest_ms >= 0) {
+		from = ll_or(jp_get(jp_get(gup, "history"), "since_ms"), now_ms - HOUR_MS);
+		if (oldest_ms > from)
+			from = oldest_ms;
+		done = sends_since(gup, from);
+		clock_str(when, sizeof when, from, now_ms);
+		buf_printf(o, "<div class=\"bar big\" role=\"progressbar\" aria-valuenow=\"%lld\" "
+		    "aria-valuemin=\"0\" aria-valuemax=\"%lld\"><span style=\"width:%.1f%%\"></span>"
+		    "</div><p class=\"mut\">%lld of %lld sends done since %s (%s)</p>", done,
+		    done + sends, 100.0 * (double)done / (double)(done + sends), done, done + sends,
+		    when, from == oldest_ms ? "the oldest message came" : "an hour ago");
 	}
 }
 
 static void
 upstream(struct buf *o, const char *name, struct json_object *gup, struct json_object *d,
-    struct json_object *sessions, const struct page_memory *m, long long now_ms, int gate_up)
+    struct json_object *sessions, long long oldest_ms, long long now_ms, int gate_up)
 {
 	struct json_object *wins = jp_get(gup, "windows");
 	int susp = jp_bool(jp_get(gup, "suspended")) == 1 ||
@@ -680,7 +641,7 @@ upstream(struct buf *o, const char *name, struct json_object *gup, struct json_o
 	}
 	if (d) {
 		buf_adds(o, "<h3>Drain</h3>");
-		drain(o, d, m, now_ms);
+		drain(o, d, gup, oldest_ms, now_ms);
 	}
 	buf_adds(o, "</section>");
 }
@@ -830,12 +791,12 @@ static const char style[] =
     "padding:.5rem 0 1.5rem}footer a{color:inherit}";
 
 void
-page_render(struct buf *o, struct json_object *doc, const struct page_memory *m,
-    const char *host, long long now_ms)
+page_render(struct buf *o, struct json_object *doc, const char *host, long long now_ms)
 {
 	struct json_object *gate = jp_get(doc, "gate"), *gups = jp_get(gate, "upstreams");
 	struct json_object *dups = jp_get(jp_get(doc, "drain_estimate"), "upstreams");
 	struct json_object *sessions = jp_get(doc, "sessions");
+	long long oldest = iso_ms(jp_str(jp_get(jp_get(doc, "queue"), "oldest_queue_time")));
 	const char *name;
 	char when[64];
 	size_t i;
@@ -872,11 +833,13 @@ page_render(struct buf *o, struct json_object *doc, const struct page_memory *m,
 	}
 	for (i = 0; i < jp_len(gups); i++)
 		if ((name = jp_str(jp_get(jp_at(gups, i), "name"))) != NULL)
-			upstream(o, name, jp_at(gups, i), by_name(dups, name), sessions, m, now_ms, 1);
+			upstream(o, name, jp_at(gups, i), by_name(dups, name), sessions, oldest, now_ms,
+			    1);
 	for (i = 0; i < jp_len(dups); i++)
 		if ((name = jp_str(jp_get(jp_at(dups, i), "name"))) != NULL &&
 		    by_name(gups, name) == NULL)
-			upstream(o, name, NULL, jp_at(dups, i), sessions, m, now_ms, gate != NULL);
+			upstream(o, name, NULL, jp_at(dups, i), sessions, oldest, now_ms,
+			    gate != NULL);
 	queue(o, jp_get(doc, "queue"), now_ms);
 	sessions_list(o, sessions, now_ms);
 	buf_adds(o, "<footer>The same as JSON: <a href=\"/status.json\">/status.json</a> "

@@ -2,8 +2,8 @@
  * statusdoc_fuzz.c: libFuzzer harness for what weir-metrics makes of a
  * JSON document: lib/jsonparse.c's strict reader, then the Prometheus
  * text of a gate document (src/metrics/collect.c) and the status page
- * of a status document (src/metrics/page.c, with page_mask and
- * page_note).  Properties:
+ * of a status document (src/metrics/page.c, with page_mask).
+ * Properties:
  *
  *   - a document that parses holds no NUL;
  *   - whatever document, the page is one HTML page, with no "<script"
@@ -26,7 +26,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *s = (const char *)data;
 	struct buf why = BUF_INIT, page = BUF_INIT, text = BUF_INIT;
 	struct metrics_queue q = { 1, 3, 1, 1000 };
-	struct page_memory m = { NULL, 0 };
 	struct json_object *doc = json_parse_strict(s, size, 1 << 20, &why);
 	int up;
 
@@ -35,9 +34,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		check(memchr(s, '\0', size) == NULL);
 		page_mask(doc);
-		page_note(&m, doc, 2000000);
-		page_note(&m, doc, 2001000);
-		page_render(&page, doc, &m, "fuzz.example", 2000000);
+		page_render(&page, doc, "fuzz.example", 2000000);
 		check(page.len > 0 && strncmp(page.s, "<!DOCTYPE html>", 15) == 0);
 		check(strstr(page.s, "<script") == NULL);
 		check(strstr(page.s, "</html>\n") == page.s + page.len - 8);
@@ -46,7 +43,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	up = doc && json_object_is_type(jp_get(doc, "upstreams"), json_type_array);
 	check((strstr(text.s, "\nweir_gate_up 1\n") != NULL) == up);
 	json_object_put(doc);
-	page_memory_free(&m);
 	buf_free(&why);
 	buf_free(&page);
 	buf_free(&text);

@@ -6,8 +6,8 @@
  * by page_mask, an authentication suspension with what to fix and the
  * command that lifts it, a shared window's split between this relay and
  * the others, a calendar window's note-free chart, the journal and the
- * gate's trouble said first; the drain's progress from page_note's
- * memory.
+ * gate's trouble said first; the drain's progress: the sends of the
+ * gate's history since the oldest message came, against the ones to go.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -50,12 +50,10 @@ now_of(struct json_object *doc)
 Test(page, hostile_document_escaped_and_masked)
 {
 	struct json_object *doc = load("hostile");
-	struct page_memory m = { NULL, 0 };
 	struct buf o = BUF_INIT;
 
 	page_mask(doc);
-	page_note(&m, doc, now_of(doc));
-	page_render(&o, doc, &m, "relay<1>.example", now_of(doc));
+	page_render(&o, doc, "relay<1>.example", now_of(doc));
 	cr_assert(strstr(o.s, "<script") == NULL, "%s", o.s);
 	cr_assert(strstr(o.s, "<title>weir on relay&lt;1&gt;.example</title>"));
 	cr_assert(strstr(o.s, "Authentication failed: <q>535 5.7.8 &lt;script&gt;alert(1)"
@@ -79,38 +77,36 @@ Test(page, hostile_document_escaped_and_masked)
 	cr_assert(strstr(o.s, "next free slot: when a delivery in flight is reported"));
 	cr_assert_eq(strstr(strstr(o.s, "per 1d"), "class=\"use\"") != NULL, 1);
 	buf_free(&o);
-	page_memory_free(&m);
 	json_object_put(doc);
 }
 
 Test(page, gate_down_and_progress)
 {
-	struct json_object *doc = load("gate_down"), *ups, *u;
-	struct page_memory m = { NULL, 0 };
+	struct json_object *doc = load("status"), *down = load("gate_down"), *q;
 	struct buf o = BUF_INIT;
 
-	page_note(&m, doc, 1000);
-	cr_assert_eq(m.n, 2);
-	cr_assert_eq(m.v[0].peak, 18, "isp: %llu", m.v[0].peak);
-	/* Six sends later: 6 of 18 done. */
-	ups = jp_get(jp_get(doc, "drain_estimate"), "upstreams");
-	u = jp_at(ups, 0);
-	json_object_object_add(u, "sends", json_object_new_int64(12));
-	page_note(&m, doc, 61000);
-	cr_assert_eq(m.v[0].peak, 18);
-	page_render(&o, doc, &m, "relay.example", 61000);
+	/* isp: 5 sends since the oldest message came, 18 to go. */
+	page_render(&o, doc, "relay.example", now_of(doc));
+	cr_assert(strstr(o.s, "5 of 23 sends done since 06:43:32 UTC (the oldest message "
+	    "came)</p>"), "%s", o.s);
+	cr_assert(strstr(o.s, "<span style=\"width:21.7%\"></span>"));
+	/* backup: 1 done (its throttled try), 1 to go. */
+	cr_assert(strstr(o.s, "1 of 2 sends done since 06:43:32 UTC"), "%s", o.s);
+	buf_reset(&o);
+	/* A message older than the hour: the bar counts from an hour ago. */
+	q = jp_get(doc, "queue");
+	json_object_object_add(q, "oldest_queue_time", json_object_new_string("2026-11-26T05:00:00Z"));
+	page_render(&o, doc, "relay.example", now_of(doc));
+	cr_assert(strstr(o.s, "5 of 23 sends done since 05:43:39 UTC (an hour ago)"), "%s", o.s);
+	buf_reset(&o);
+	/* The gate down: said, for each upstream; no bar without its history. */
+	page_render(&o, down, "relay.example", now_of(doc));
 	cr_assert(strstr(o.s, "<b>weir-gate is not answering</b>: connect: No such file or "
 	    "directory. Nothing is sent until it does."), "%s", o.s);
 	cr_assert(strstr(o.s, "<h2>upstream isp <span class=\"badge bad\">weir-gate not "
 	    "answering</span></h2>"), "%s", o.s);
-	cr_assert(strstr(o.s, "6 of 18 sends done since the backlog was first seen here, at "
-	    "00:00:01 UTC (33%)"), "%s", o.s);
-	buf_reset(&o);
-	/* Drained: the memory starts again with the next backlog. */
-	json_object_object_add(u, "sends", json_object_new_int64(0));
-	page_note(&m, doc, 62000);
-	cr_assert_eq(m.v[0].peak, 0);
+	cr_assert(strstr(o.s, "sends done") == NULL, "%s", o.s);
 	buf_free(&o);
-	page_memory_free(&m);
 	json_object_put(doc);
+	json_object_put(down);
 }
