@@ -23,6 +23,7 @@
 #include "lib/privdrop.h"
 #include "lib/usage.h"
 #include "mail/config.h"
+#include "mail/supervised.h"
 #include "metrics/metrics.h"
 
 #define GATE_TIMEOUT_MS 3000
@@ -74,6 +75,7 @@ main(int argc, char **argv)
 	/* The one place weir-metrics gives up root, before it reads or
 	 * binds anything. */
 	privdrop_daemon("metrics user", cfg.metrics.user, 2);
+	supervised_arm();	/* after the drop, which would clear it */
 	memset(&o, 0, sizeof o);
 	/* STATUS is all it asks: the read-only socket, which needs no group. */
 	o.src.gate_socket = cfg.gate_status_socket ? cfg.gate_status_socket : cfg.gate_socket;

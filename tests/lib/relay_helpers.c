@@ -125,7 +125,8 @@ kill_orphans(const struct rt *t)
 	for (i = 0; i < n; i++) {
 		pid_t pid = v[i].pid;
 
-		if (t != NULL && (pid == t->up || pid == t->gate || pid == t->send.pid))
+		if (t != NULL && (pid == t->up || pid == t->gate || pid == t->send.pid ||
+		    pid == t->run))
 			continue;
 		kill(-pid, SIGKILL);
 		kill(pid, SIGKILL);
@@ -144,6 +145,7 @@ rt_teardown(struct rt *t)
 
 	shd_kill9(&t->send);
 	free(t->send.log);
+	reap(&t->run);
 	reap(&t->gate);
 	reap(&t->up);
 	for (i = 0; i < 20 && kill_orphans(NULL) > 0; i++)
@@ -331,20 +333,120 @@ rt_send_kill9(struct rt *t)
 char *
 rt_send_logs(struct rt *t)
 {
+	static const char *const names[] = { "weir-send", "weir-run" };
 	struct buf b = BUF_INIT, one = BUF_INIT;
-	unsigned k;
+	unsigned k, i;
 
-	for (k = 1; k < 1000; k++) {
-		char *p = xasprintf("%s/weir-send.%u.log", t->s.qt.tmp, k);
+	for (i = 0; i < 2; i++)
+		for (k = 1; k < 1000; k++) {
+			char *p = xasprintf("%s/%s.%u.log", t->s.qt.tmp, names[i], k);
 
-		if (access(p, F_OK) == 0) {
-			tl_read(p, &one);
-			buf_add(&b, one.s, one.len);
-			buf_free(&one);
+			if (access(p, F_OK) == 0) {
+				tl_read(p, &one);
+				buf_add(&b, one.s, one.len);
+				buf_free(&one);
+			}
+			free(p);
 		}
-		free(p);
-	}
 	buf_addc(&b, '\0');
+	return b.s;
+}
+
+/* ---- weir run ---- */
+
+void
+rt_run_spawn(struct rt *t)
+{
+	char *bin = tl_bin("weir"), *log;
+	pid_t parent = getpid();
+	int fd;
+
+	cr_assert(t->run == 0, "a weir run runs already");
+	log = xasprintf("%s/weir-run.%u.log", t->s.qt.tmp, ++t->run_starts);
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0, "open %s: %s", log, strerror(errno));
+	t->run = fork();
+	cr_assert(t->run >= 0, "fork: %s", strerror(errno));
+	if (t->run == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		unsetenv("WEIR_QUEUE");
+		unsetenv("WEIR_CONFIG");
+		unsetenv("WEIR_REMOTE");
+		putenv(t->env_libexec);
+		putenv(t->env_qq);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		fd = open("/dev/null", O_RDONLY);
+		dup2(fd, 0);
+		execl(bin, bin, "-c", t->s.qt.conf, "run", (char *)NULL);
+		_exit(127);
+	}
+	setpgid(t->run, t->run);
+	close(fd);
+	free(log);
+	free(bin);
+}
+
+static int
+run_started(struct rt *t, void *arg)
+{
+	char *log = rt_run_log(t);
+	int r;
+
+	(void)arg;
+	r = strstr(log, ": info: started on") != NULL && tl_sock_answers(t->sock);
+	free(log);
+	return r;
+}
+
+void
+rt_run_start(struct rt *t)
+{
+	rt_run_spawn(t);
+	cr_assert(rt_wait(run_started, t, NULL, 20000), "weir run did not start:\n%s",
+	    rt_run_log(t));
+}
+
+void
+rt_run_kill9(struct rt *t)
+{
+	cr_assert(t->run > 0, "no weir run");
+	cr_assert_eq(kill(t->run, SIGKILL), 0);
+	while (waitpid(t->run, NULL, 0) < 0 && errno == EINTR)
+		;
+	t->run = 0;
+}
+
+int
+rt_run_stop(struct rt *t, int ms)
+{
+	int st, i;
+
+	cr_assert(t->run > 0, "no weir run");
+	cr_assert_eq(kill(t->run, SIGTERM), 0);
+	for (i = 0; i < ms / 10; i++) {
+		if (waitpid(t->run, &st, WNOHANG) == t->run) {
+			t->run = 0;
+			return st;
+		}
+		usleep(10000);
+	}
+	return -1;
+}
+
+char *
+rt_run_log(struct rt *t)
+{
+	char *p = xasprintf("%s/weir-run.%u.log", t->s.qt.tmp, t->run_starts);
+	struct buf b = BUF_INIT;
+
+	if (access(p, F_OK) == 0)
+		tl_read(p, &b);
+	buf_addc(&b, '\0');
+	free(p);
 	return b.s;
 }
 
@@ -948,15 +1050,31 @@ rt_say(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+pid_t
+rt_run_child(struct rt *t, const char *prog)
+{
+	struct proc_ent c[32];
+	size_t nc, i;
+
+	if (t->run <= 0)
+		return 0;
+	nc = proc_children(t->run, c, 32);
+	for (i = 0; i < nc; i++)
+		if (strcmp(c[i].comm, prog) == 0 && c[i].state != 'Z')
+			return c[i].pid;
+	return 0;
+}
+
 size_t
 rt_deliverers(struct rt *t, int sig, pid_t *v, size_t max)
 {
 	struct proc_ent c[256];
 	size_t nc, i, n = 0;
+	pid_t send = t->send.pid > 0 ? t->send.pid : rt_run_child(t, "weir-send");
 
-	if (t->send.pid <= 0)
+	if (send <= 0)
 		return 0;
-	nc = proc_children(t->send.pid, c, 256);
+	nc = proc_children(send, c, 256);
 	for (i = 0; i < nc; i++) {
 		if (strcmp(c[i].comm, "weir-remote") != 0 || c[i].state == 'Z' ||
 		    (v != NULL && n >= max) || (sig != 0 && kill(c[i].pid, sig) != 0))

@@ -40,6 +40,8 @@ struct rt {
 	struct shd send;	/* weir-send */
 	pid_t gate;		/* weir-gate, or 0 */
 	char *gate_log;
+	pid_t run;		/* `weir run`, or 0 */
+	unsigned run_starts;
 	char *env_libexec, *env_qq;
 };
 
@@ -82,8 +84,28 @@ void rt_send_start_env(struct rt *t, const char *const *extra);
 /* kill -9 weir-send (its process group; its deliverers are in groups
  * of their own and die through PR_SET_PDEATHSIG). */
 void rt_send_kill9(struct rt *t);
-/* Everything weir-send logged so far (all its runs), malloc'ed. */
+/* Everything weir-send logged so far (all its runs, and all runs of
+ * `weir run`, whose log holds its daemons'), malloc'ed. */
 char *rt_send_logs(struct rt *t);
+
+/* ---- `weir run` (weir-gate, weir-send, ... as its children) ---- */
+
+/* `weir -c CONF run` with WEIR_LIBEXEC and QMAILQUEUE set, in its own
+ * process group, dying with the test, its output (its daemons' too) to
+ * tmp/weir-run.N.log; returns at once. */
+void rt_run_spawn(struct rt *t);
+/* The same, then waits until its gate answers and its weir-send logged
+ * "started on" (in this run's log). */
+void rt_run_start(struct rt *t);
+/* kill -9 of `weir run` alone (not its daemons), reaped. */
+void rt_run_kill9(struct rt *t);
+/* SIGTERM to `weir run`, wait for it (up to ms); its wait status, or -1
+ * if it did not exit in time. */
+int rt_run_stop(struct rt *t, int ms);
+/* This run's log (tmp/weir-run.N.log of the latest start), malloc'ed. */
+char *rt_run_log(struct rt *t);
+/* The pid of the running child prog (e.g. "weir-send") of `weir run`, or 0. */
+pid_t rt_run_child(struct rt *t, const char *prog);
 
 /* Run $WEIR_BIN/prog args[0..nargs) with the queue's environment and
  * stdin in (NULL: empty); the caller frees the result. */
@@ -183,7 +205,8 @@ long rt_send_peak_rss(struct rt *t, int ms, size_t *samples);
 /* ---- deliverers, and the kill -9 soak ---- */
 
 /* Send sig (0: none) to every running deliverer (a live weir-remote
- * child of weir-send); how many (their pids in v, up to max). */
+ * child of weir-send, the test's or `weir run`'s); how many (their pids
+ * in v, up to max). */
 size_t rt_deliverers(struct rt *t, int sig, pid_t *v, size_t max);
 
 /* A line on stderr that tests/run.sh shows even for a passing test

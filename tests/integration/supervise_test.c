@@ -1,0 +1,189 @@
+/*
+ * supervise_test.c: `weir run` as the supervisor of its daemons (issue
+ * 22), with the defaults `weir run` and the package use:
+ *   - kill -9 of `weir run` during a burst under "5 per 20s", a new one
+ *     started at once: it waits (one line) for the first generation to
+ *     go, which goes by itself (SIGTERM from the kernel at the death of
+ *     its weir run); none of its processes (counted) is alive once the
+ *     second generation starts; every message arrives exactly once, and
+ *     the window holds across both generations at the upstream's clock;
+ *   - two weirs sharing a showq_socket: the second says so once and
+ *     does not start its weir-showq (which would exit at every start).
+ * Every process started here dies with the test (relay_helpers.h).
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "relay_helpers.h"
+
+#define SENDER "alice@src.example"
+
+static struct rt t;
+
+static void setup(void) { rt_setup(&t, 2); }
+static void teardown(void) { rt_teardown(&t); }
+
+TestSuite(supervise, .init = setup, .fini = teardown, .timeout = 180);
+
+/* A process as /proc/PID/stat has it: enough to know it again. */
+struct proc {
+	pid_t pid, ppid;
+	char comm[32];
+	unsigned long long start;	/* field 22: start time, in clock ticks */
+};
+
+static int
+proc_read(pid_t pid, struct proc *p)
+{
+	char path[64], b[1024], *l, *r;
+	FILE *f;
+	int ok = 0;
+
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	if (fgets(b, sizeof b, f) && (l = strchr(b, '(')) && (r = strrchr(b, ')')) && r > l) {
+		char state;
+		long ppid;
+		unsigned long long start;
+
+		/* After "(comm) ": state ppid, then 17 fields, then starttime. */
+		if (sscanf(r + 2, "%c %ld %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+		    "%*s %*s %*s %*s %llu", &state, &ppid, &start) == 3 && state != 'Z') {
+			p->pid = pid;
+			p->ppid = (pid_t)ppid;
+			p->start = start;
+			snprintf(p->comm, sizeof p->comm, "%.*s", (int)(r - l - 1), l + 1);
+			ok = 1;
+		}
+	}
+	fclose(f);
+	return ok ? 0 : -1;
+}
+
+/* Every live process below root (not root itself), into v (up to max). */
+static size_t
+descendants(pid_t root, struct proc *v, size_t max)
+{
+	struct proc all[2048];
+	size_t n = 0, k = 0, i, j;
+	struct dirent *e;
+	DIR *d = opendir("/proc");
+
+	cr_assert(d != NULL);
+	while ((e = readdir(d)) != NULL && n < 2048) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+
+		if (*end == '\0' && pid > 0 && proc_read((pid_t)pid, &all[n]) == 0)
+			n++;
+	}
+	closedir(d);
+	/* Breadth first: v[0..k) are found; add their children. */
+	for (i = 0; i < n; i++)
+		if (all[i].ppid == root && k < max)
+			v[k++] = all[i];
+	for (j = 0; j < k; j++)
+		for (i = 0; i < n; i++)
+			if (all[i].ppid == v[j].pid && k < max)
+				v[k++] = all[i];
+	return k;
+}
+
+/* Is p (the very process, not a reuse of its pid) still alive? */
+static int
+still_alive(const struct proc *p)
+{
+	struct proc now;
+
+	return proc_read(p->pid, &now) == 0 && now.start == p->start;
+}
+
+static int
+run_log_has(struct rt *rt, void *arg)
+{
+	char *log = rt_run_log(rt);
+	int yes = strstr(log, arg) != NULL;
+
+	free(log);
+	return yes;
+}
+
+/* Issue 22 item 2.  Before: the first generation lived on after the kill
+ * (nothing told it), and the second `weir run` exited 111 at once ("another
+ * weir run ... runs on"): mail stopped until someone killed the orphans. */
+Test(supervise, supervisor_killed_in_a_burst)
+{
+	struct proc gen1[64];
+	struct rt_rec r;
+	size_t n1, i, twelve = 12, five = 5, alive;
+	pid_t gate1;
+	char *log;
+
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_conf_upstream(&t, NULL);
+	rt_policy(&t, "upstream \"isp\" { rate = \"5 per 20s\" }\n");
+	rt_run_start(&t);
+	for (i = 0; i < twelve; i++) {
+		char *rcpt = xasprintf("burst%zu@dst.example", i);
+		const char *rv[] = { rcpt };
+
+		rt_sendmail(&t, SENDER, rv, 1, "Subject: burst\n\nbody\n");
+		free(rcpt);
+	}
+	/* The window is full: the other seven wait for grants, nothing is
+	 * in flight once weir-send has marked the five. */
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &five, 30000), "not 5 accepted in 30 s");
+	rt_wait_log(&t, ": delivered to <", 5, 10000);
+	n1 = descendants(t.run, gen1, 64);
+	gate1 = rt_run_child(&t, "weir-gate");
+	cr_assert(gate1 > 0 && rt_run_child(&t, "weir-send") > 0);
+	/* The first generation's gate held still, so that the second weir
+	 * run surely finds the generation there. */
+	cr_assert_eq(kill(gate1, SIGSTOP), 0);
+	rt_run_kill9(&t);
+	rt_run_spawn(&t);
+	cr_assert(rt_wait(run_log_has, &t, "still run on", 10000), "the second weir run did not "
+	    "wait for the first generation:\n%s", rt_run_log(&t));
+	log = rt_run_log(&t);
+	cr_assert(strstr(log, "started ") == NULL, "started before the first generation went:\n%s",
+	    log);
+	free(log);
+	cr_assert_eq(kill(gate1, SIGCONT), 0);
+	cr_assert(rt_wait(run_log_has, &t, ": info: started on", 20000), "the second generation "
+	    "did not start:\n%s", rt_run_log(&t));
+	for (i = alive = 0; i < n1; i++)
+		if (still_alive(&gen1[i])) {
+			alive++;
+			cr_log_error("first generation alive: %s pid %ld", gen1[i].comm,
+			    (long)gen1[i].pid);
+		}
+	rt_say("supervisor killed: %zu processes in the first generation, %zu alive once the "
+	    "second started", n1, alive);
+	cr_assert_eq(alive, 0, "%zu of the first generation's %zu processes outlived it", alive,
+	    n1);
+	cr_assert(n1 >= 2, "only %zu processes in the first generation", n1);
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &twelve, 90000), "not all 12 accepted in 90 s:\n%s",
+	    rt_send_logs_tail(&t, 3000));
+	rt_wait_empty(&t, 10000);
+	rt_rec_load(&t, &r);
+	cr_assert_eq(r.n, twelve, "%zu transactions for 12 messages", r.n);
+	for (i = 0; i < twelve; i++) {
+		char *rcpt = xasprintf("burst%zu@dst.example", i);
+
+		cr_assert_eq(rt_rec_count(&r, SENDER, rcpt), 1, "<%s>: %zu copies", rcpt,
+		    rt_rec_count(&r, SENDER, rcpt));
+		free(rcpt);
+	}
+	rt_assert_window(&r, 5, 20.0);
+	rt_rec_free(&r);
+}
