@@ -15,6 +15,7 @@
  * becomes metrics.user before anything else: lib/privdrop.h).
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -90,6 +91,10 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return 0;
 	}
+	/* SIGHUP (weir run passes it on) has nothing to re-read here: the
+	 * metrics section is read at start. */
+	if (signal(SIGHUP, SIG_IGN) == SIG_ERR)
+		fatal(111, "signal");
 	o.address = cfg.metrics.address;
 	o.textfile = cfg.metrics.textfile;
 	o.interval = cfg.metrics.interval;

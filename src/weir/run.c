@@ -8,9 +8,11 @@
  * shutdown path in them, so restarting is recovery), forwards SIGHUP (re-
  * read config and policy), and on SIGTERM or SIGINT stops them all and
  * exits.  A child that keeps failing is restarted after 1, 2, 4 ... 60
- * seconds; one that ran for a minute starts again at 1.  Before the
- * first start it makes the run-time folders that are missing, with the
- * owners and modes of mail/rundir.c (a box without systemd).
+ * seconds; one that ran for a minute starts again at 1.  A child that
+ * exits because it was told to (SIGTERM at the stop, exit 0 or the
+ * signal) is logged as information, anything else as a warning.  Before
+ * the first start it makes the run-time folders that are missing, with
+ * the owners and modes of mail/rundir.c (a box without systemd).
  *
  * No daemon outlives weir run (mail/supervised.h): each gets SIGTERM
  * from the kernel when weir run dies, however it dies, and stops as
@@ -161,7 +163,11 @@ on_child(struct evloop *ev, int signo, void *arg)
 			continue;
 		c = &r->c[i];
 		c->pid = 0;
-		if (WIFSIGNALED(status))
+		/* Told to stop (on_stop), it did: nothing to act on. */
+		if (r->stopping && ((WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+		    (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)))
+			log_info("%s (pid %ld) stopped", c->name, (long)pid);
+		else if (WIFSIGNALED(status))
 			log_warnx("%s (pid %ld) killed by signal %d", c->name, (long)pid,
 			    WTERMSIG(status));
 		else

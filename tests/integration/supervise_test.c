@@ -7,6 +7,7 @@
  *     its weir run); none of its processes (counted) is alive once the
  *     second generation starts; every message arrives exactly once, and
  *     the window holds across both generations at the upstream's clock;
+ *   - a stop asked for (SIGTERM) and a reload (SIGHUP) log no warning;
  *   - two weirs sharing a showq_socket: the second says so once and
  *     does not start its weir-showq (which would exit at every start).
  * Every process started here dies with the test (relay_helpers.h).
@@ -186,4 +187,50 @@ Test(supervise, supervisor_killed_in_a_burst)
 	}
 	rt_assert_window(&r, 5, 20.0);
 	rt_rec_free(&r);
+}
+
+/* Issue 22 item 4: every stop of `weir run` logged "warning: weir-send
+ * (pid N) exited with status 0" and "warning: weir-showq (pid N) killed
+ * by signal 15"; and a reload killed weir-metrics (SIGHUP, not caught:
+ * "killed by signal 1", restarted).  A warning must mean something to
+ * act on: weir run's log of a reload and a stop has none. */
+Test(supervise, stop_and_reload_are_no_trouble)
+{
+	char *conf = xasprintf("showq_socket = \"%s/showq.sock\"\n"
+	    "metrics { textfile = \"%s/weir.prom\" interval = \"1s\" }\n", t.s.qt.tmp, t.s.qt.tmp);
+	char *log, *mine;
+	pid_t metrics;
+	int st;
+	size_t i;
+	static const char *const daemons[] = { "weir-gate", "weir-send", "weir-metrics",
+		"weir-showq" };
+
+	t.port = 9;	/* nothing is delivered */
+	rt_conf_upstream(&t, NULL);
+	sh_conf_append(&t.s, conf);
+	rt_policy(&t, "upstream \"isp\" { rate = \"5 per 20s\" }\n");
+	rt_run_start(&t);
+	cr_assert(rt_wait(run_log_has, &t, "started weir-showq", 10000), "%s", rt_run_log(&t));
+	metrics = rt_run_child(&t, "weir-metrics");
+	cr_assert(metrics > 0, "no weir-metrics:\n%s", rt_run_log(&t));
+	cr_assert_eq(kill(t.run, SIGHUP), 0);
+	cr_assert(rt_wait(run_log_has, &t, "loaded (SIGHUP)", 10000), "%s", rt_run_log(&t));
+	cr_assert(rt_wait(run_log_has, &t, "SIGHUP: ", 10000), "%s", rt_run_log(&t));
+	cr_assert_eq(rt_run_child(&t, "weir-metrics"), metrics, "weir-metrics did not live "
+	    "through the reload:\n%s", rt_run_log(&t));
+	mine = xasprintf(" weir[%ld]: warning", (long)t.run);
+	st = rt_run_stop(&t, 20000);
+	cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "weir run: status %d", st);
+	log = rt_run_log(&t);
+	cr_assert(strstr(log, mine) == NULL, "warnings from weir run:\n%s", log);
+	for (i = 0; i < sizeof daemons / sizeof daemons[0]; i++) {
+		char *want = xasprintf("info: %s (pid ", daemons[i]);
+		char *p = strstr(log, want);
+
+		cr_assert(p && strstr(p, ") stopped\n"), "no \"%s...) stopped\":\n%s", want, log);
+		free(want);
+	}
+	free(log);
+	free(mine);
+	free(conf);
 }
