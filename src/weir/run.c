@@ -329,7 +329,7 @@ run_lock(struct run *r, const struct weir_config *cfg)
 	struct stat st;
 	socklen_t len;
 	int fd, n, said = 0;
-	long pid;
+	long pid = 0;
 
 	if (stat(dir, &st) < 0)
 		fatal(111, "stat %s", dir);

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -233,4 +234,92 @@ Test(supervise, stop_and_reload_are_no_trouble)
 	free(log);
 	free(mine);
 	free(conf);
+}
+
+/* `weir -c conf run` in its own process group, dying with the test,
+ * output to log; its pid. */
+static pid_t
+spawn_run(const char *conf, const char *log)
+{
+	char *bin = tl_bin("weir");
+	pid_t parent = getpid(), pid;
+	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+	cr_assert(fd >= 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		putenv(t.env_libexec);
+		putenv(t.env_qq);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(bin, bin, "-c", conf, "run", (char *)NULL);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	close(fd);
+	free(bin);
+	return pid;
+}
+
+static int
+file_has(void *arg)
+{
+	const char *const *w = arg;
+	struct buf b = BUF_INIT;
+	int yes;
+
+	if (access(w[0], F_OK) < 0)
+		return 0;
+	tl_read(w[0], &b);
+	yes = strstr(buf_cstr(&b), w[1]) != NULL;
+	buf_free(&b);
+	return yes;
+}
+
+/* Issue 22 item 4: a second weir on the host with the same showq_socket
+ * (once the default of every weir.conf that did not set it) started a
+ * weir-showq that exited 111 at once, again and again (1, 2, 4 ... 60 s).
+ * Now weir run says so once at start and does not start it. */
+Test(supervise, shared_showq_socket_refused_once)
+{
+	char *sock = xasprintf("%s/showq.sock", t.s.qt.tmp), *line, *extra, *log2;
+	const char *w[2];
+	struct sht s2;
+	struct buf b = BUF_INIT;
+	pid_t run2;
+	int st;
+
+	line = xasprintf("showq_socket = \"%s\"\n", sock);
+	sh_conf_append(&t.s, line);
+	rt_policy(&t, "upstream \"*\" { rate = \"5 per 20s\" }\n");
+	rt_run_start(&t);
+	cr_assert(rt_wait(run_log_has, &t, "started weir-showq", 10000), "%s", rt_run_log(&t));
+	cr_assert(sh_wait_for((int (*)(void *))tl_sock_answers, sock, 10000), "no weir-showq");
+	extra = xasprintf("gate_socket = \"%s/g2.sock\"\ngate_journal = \"%s/g2.journal\"\n"
+	    "policy_file = \"%s\"\n%s", t.s.qt.tmp, t.s.qt.tmp, t.policy, line);
+	sh_setup(&s2, extra);
+	log2 = xasprintf("%s/run2.log", s2.qt.tmp);
+	run2 = spawn_run(s2.qt.conf, log2);
+	w[0] = log2;
+	w[1] = ": info: started on";	/* its weir-send: every start is logged by then */
+	cr_assert(sh_wait_for(file_has, w, 20000), "the second weir run did not start");
+	tl_read(log2, &b);
+	cr_assert(strstr(buf_cstr(&b), "started weir-showq") == NULL, "%s", b.s);
+	line = strstr(b.s, "is served by another process");
+	cr_assert(line && strstr(line + 1, "is served by another process") == NULL,
+	    "not said once:\n%s", b.s);
+	cr_assert(tl_sock_answers(sock), "the first weir-showq is gone");
+	cr_assert_eq(kill(run2, SIGTERM), 0);
+	cr_assert_eq(waitpid(run2, &st, 0), run2);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "second weir run: status %d", st);
+	buf_free(&b);
+	sh_teardown(&s2);
+	free(log2);
+	free(extra);
+	free(sock);
 }
