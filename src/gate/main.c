@@ -124,6 +124,9 @@ main(int argc, char **argv)
 	o.policy = policy ? policy : cfg.policy_file;
 	o.journal = journal ? journal : cfg.gate_journal;
 	o.grace = gsecs;
+	o.config_file = cfg.file;
+	o.upstreams = cfg.upstreams;
+	o.nupstreams = cfg.nupstreams;
 	rc = gate_run(&o);
 	config_free(&cfg);
 	return rc;

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gate/creds.h"
 #include "gate/journal.h"
 #include "gate/server.h"
 #include "gate/shared.h"
@@ -111,6 +112,7 @@ struct server {
 	struct evtimer *jtimer;
 	int64_t jretry_ms;
 	struct shared *sh;		/* upstreams with a shared store */
+	struct creds creds;		/* the upstreams' credentials now */
 };
 
 #define JRETRY_MIN_MS	1000
@@ -432,13 +434,16 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 		wg_report_at(&s->g, q->r, WG_AUTHFAIL, rq->text, -1, now, &d);
 		journal_done(s, id, &d, 'N', now);
 		if (d.new_episode) {
+			/* The suspension belongs to these credentials (creds.h). */
+			u->auth_fp = creds_of(&s->creds, u->name);
+			u->auth_fp_known = 1;
 			journal_suspend(&s->j, u, 1, now, now + s->wmm);
 			share_suspend(s, u, d.until, now);
 			log_warnx("upstream %s: authentication failed: %s; check username and "
 			    "secret_file (or secret_command) of upstream %s in weir.conf; "
-			    "suspended for %lld s (then one try at a time); a reload (SIGHUP) or "
-			    "RESUME lifts it", u->name, rq->text, u->name,
-			    (long long)((d.until - now + 999) / 1000));
+			    "suspended for %lld s (then one try at a time); a reload (SIGHUP), a "
+			    "restart with changed credentials or RESUME lifts it", u->name,
+			    rq->text, u->name, (long long)((d.until - now + 999) / 1000));
 		}
 		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
 		break;
@@ -789,6 +794,7 @@ on_signal(struct evloop *ev, int signo, void *arg)
 
 	(void)ev;
 	if (signo == SIGHUP) {
+		creds_reload(&s->creds, s->o->config_file);
 		reload(s, "SIGHUP");
 		return;
 	}
@@ -1027,6 +1033,8 @@ gate_run(const struct gate_opts *o)
 	s.g.grace = s.grace_ms;
 	if (journal_open(&s.j, o->journal, &s.g, now_mono(), now_wall(), o->grace * 1000) < 0)
 		return 111;
+	creds_note(&s.creds, o->upstreams, o->nupstreams);
+	creds_check(&s.creds, &s.g, &s.j, now_mono(), s.wmm);
 	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());
 	s.sh = shared_new_for(o->journal, now_wall(), s.grace_ms);
 	s.ev = evloop_new();
@@ -1086,6 +1094,7 @@ gate_run(const struct gate_opts *o)
 	if (s.ifd >= 0 && close(s.ifd) < 0)
 		log_warn("close");
 	journal_close(&s.j);
+	creds_free(&s.creds);
 	wg_free(&s.g);
 	shared_free(s.sh);
 	policy_free(s.pol);
