@@ -21,6 +21,10 @@
  * or descriptors; a client's next lines are not read until it has read
  * the answers to the last ones.
  *
+ * SIGTERM or SIGINT: stop accepting and granting, let the clients still
+ * connected report for STOP_LINGER_MS at most (weir-send, stopped at the
+ * same instant, gives back its unused grants), then exit.
+ *
  * Policy: re-read on SIGHUP and when the file changes (inotify on its
  * folder, so editors that rename are seen too); a policy with errors is
  * logged with file:line and the old one stays in force (at start: none,
@@ -105,6 +109,7 @@ struct server {
 	int64_t wmm;			/* wall ms minus monotonic ms */
 	int64_t grace_ms;		/* -g: how long a lost grant may still send */
 	int stopping;
+	int64_t stop_by;		/* stopping: the end of STOP_LINGER_MS */
 	int accept_paused;		/* out of fds: wait for a client to go */
 	/* The journal cannot be made durable: grant nothing, rewrite it on
 	 * a timer until that works (jbroken: why; NULL when all is well). */
@@ -117,6 +122,10 @@ struct server {
 
 #define JRETRY_MIN_MS	1000
 #define JRETRY_MAX_MS	30000
+/* At a stop, how long clients still connected may report (weir-send,
+ * stopped at the same instant by weir run or its death, gives back the
+ * grants it has not used); nothing is granted meanwhile. */
+#define STOP_LINGER_MS	2000
 
 static int64_t
 now_mono(void)
@@ -792,7 +801,6 @@ on_signal(struct evloop *ev, int signo, void *arg)
 {
 	struct server *s = arg;
 
-	(void)ev;
 	if (signo == SIGHUP) {
 		creds_reload(&s->creds, s->o->config_file);
 		reload(s, "SIGHUP");
@@ -800,6 +808,11 @@ on_signal(struct evloop *ev, int signo, void *arg)
 	}
 	log_info("signal %d: stopping", signo);
 	s->stopping = 1;
+	s->stop_by = now_mono() + STOP_LINGER_MS;
+	evloop_unwatch(ev, s->lfd);
+	if (s->sfd >= 0)
+		evloop_unwatch(ev, s->sfd);
+	s->accept_paused = 0;
 }
 
 static void
@@ -913,7 +926,7 @@ settle(struct server *s)
 
 	/* Nothing is granted while the journal is not durable; reports are
 	 * kept in memory and go into the rewrite. */
-	if (s->jbroken == NULL)
+	if (s->jbroken == NULL && !s->stopping)
 		wg_pump(&s->g, now);
 	if (s->jbroken == NULL && s->ghead) {
 		/* Durable before answered: one sync for the whole batch. */
@@ -1053,8 +1066,12 @@ gate_run(const struct gate_opts *o)
 	/* One settle() per round of the loop: the grants of every client that
 	 * spoke in the round share one journal sync. */
 	settle(&s);
-	while (!s.stopping) {
-		if (evloop_once(s.ev, -1) < 0) {
+	/* Until a stop, then while clients that may report are connected,
+	 * for STOP_LINGER_MS at most. */
+	while (!s.stopping || (s.nclients > s.nstatus && now_mono() < s.stop_by)) {
+		int64_t left = s.stop_by - now_mono();
+
+		if (evloop_once(s.ev, !s.stopping ? -1 : left > 0 ? (int)left : 0) < 0) {
 			log_warn("event loop");
 			rc = 111;
 			break;

@@ -28,16 +28,6 @@ static void teardown(void) { rt_teardown(&t); }
 TestSuite(authfix, .init = setup, .fini = teardown, .timeout = 120);
 
 static int
-run_log_has(struct rt *rt, void *arg)
-{
-	char *log = rt_run_log(rt);
-	int yes = strstr(log, arg) != NULL;
-
-	free(log);
-	return yes;
-}
-
-static int
 gate_suspended(struct rt *rt, void *arg)
 {
 	char *st = rt_gate_status(rt);
@@ -98,9 +88,9 @@ Test(authfix, fixed_password_works_at_restart)
 	/* Restarted with the same credentials: still suspended, and nothing
 	 * tried (watched for 5 s after weir-send has its gate again). */
 	restart();
-	cr_assert(rt_wait(run_log_has, &t, "authentication suspension kept until", 10000),
+	cr_assert(rt_wait(rt_run_log_has, &t, "authentication suspension kept until", 10000),
 	    "%s", rt_run_log(&t));
-	cr_assert(rt_wait(run_log_has, &t, "connected to weir-gate", 10000), "%s",
+	cr_assert(rt_wait(rt_run_log_has, &t, "connected to weir-gate", 10000), "%s",
 	    rt_run_log(&t));
 	cr_assert(gate_suspended(&t, NULL), "the suspension went with the restart");
 	status = rt_gate_status(&t);
@@ -123,7 +113,7 @@ Test(authfix, fixed_password_works_at_restart)
 	rt_run_start(&t);
 	cr_assert(rt_wait(rt_ndata_at_least, &t, &three, 30000 - (int)((rt_now() - t0) * 1000)),
 	    "not all 3 delivered within 30 s of the start:\n%s", rt_send_logs_tail(&t, 4000));
-	cr_assert(run_log_has(&t, "authentication suspension lifted: its credentials changed"),
+	cr_assert(rt_run_log_has(&t, "authentication suspension lifted: its credentials changed"),
 	    "%s", rt_run_log(&t));
 	rt_say("fixed password, restart: 3 messages delivered %.1f s after the start",
 	    rt_now() - t0);
@@ -156,7 +146,7 @@ Test(authfix, reload_notes_the_new_credentials)
 	    rt_run_log(&t));
 	tl_write(t.secret, "wrong-again", 11);
 	cr_assert_eq(kill(t.run, SIGHUP), 0);
-	cr_assert(rt_wait(run_log_has, &t, "authentication suspension lifted (SIGHUP)", 10000),
+	cr_assert(rt_wait(rt_run_log_has, &t, "authentication suspension lifted (SIGHUP)", 10000),
 	    "%s", rt_run_log(&t));
 	/* The message, deferred, tried again now: a second failure. */
 	rt_flush(&t);
@@ -164,7 +154,7 @@ Test(authfix, reload_notes_the_new_credentials)
 	cr_assert(rt_wait(more_auth, &t, &nauth, 20000), "no second AUTH after the reload");
 	cr_assert(rt_wait(gate_suspended, &t, NULL, 20000), "not suspended again");
 	restart();
-	cr_assert(rt_wait(run_log_has, &t, "connected to weir-gate", 10000), "%s",
+	cr_assert(rt_wait(rt_run_log_has, &t, "connected to weir-gate", 10000), "%s",
 	    rt_run_log(&t));
 	log = rt_run_log(&t);
 	cr_assert(strstr(log, "authentication suspension kept until") != NULL, "%s", log);

@@ -354,20 +354,18 @@ rt_send_logs(struct rt *t)
 
 /* ---- weir run ---- */
 
-void
-rt_run_spawn(struct rt *t)
+pid_t
+rt_run_spawn_conf(struct rt *t, const char *conf, const char *log)
 {
-	char *bin = tl_bin("weir"), *log;
-	pid_t parent = getpid();
+	char *bin = tl_bin("weir");
+	pid_t parent = getpid(), pid;
 	int fd;
 
-	cr_assert(t->run == 0, "a weir run runs already");
-	log = xasprintf("%s/weir-run.%u.log", t->s.qt.tmp, ++t->run_starts);
 	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	cr_assert(fd >= 0, "open %s: %s", log, strerror(errno));
-	t->run = fork();
-	cr_assert(t->run >= 0, "fork: %s", strerror(errno));
-	if (t->run == 0) {
+	pid = fork();
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
 		setpgid(0, 0);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
@@ -381,13 +379,34 @@ rt_run_spawn(struct rt *t)
 		dup2(fd, 2);
 		fd = open("/dev/null", O_RDONLY);
 		dup2(fd, 0);
-		execl(bin, bin, "-c", t->s.qt.conf, "run", (char *)NULL);
+		execl(bin, bin, "-c", conf, "run", (char *)NULL);
 		_exit(127);
 	}
-	setpgid(t->run, t->run);
+	setpgid(pid, pid);
 	close(fd);
-	free(log);
 	free(bin);
+	return pid;
+}
+
+void
+rt_run_spawn(struct rt *t)
+{
+	char *log;
+
+	cr_assert(t->run == 0, "a weir run runs already");
+	log = xasprintf("%s/weir-run.%u.log", t->s.qt.tmp, ++t->run_starts);
+	t->run = rt_run_spawn_conf(t, t->s.qt.conf, log);
+	free(log);
+}
+
+int
+rt_run_log_has(struct rt *t, void *arg)
+{
+	char *log = rt_run_log(t);
+	int yes = strstr(log, arg) != NULL;
+
+	free(log);
+	return yes;
 }
 
 static int
@@ -1145,6 +1164,41 @@ soak_inject(struct rt *t, const struct rt_soak *o)
 	_exit(0);
 }
 
+/* kill -9 of `weir run`, a new one at once: it waits for the old
+ * generation (which the kernel's SIGTERM stops) and starts.  None of the
+ * old generation's processes (counted just before the kill: weir run's
+ * descendants) may be alive once it has. */
+static void
+soak_kill_run(struct rt *t)
+{
+	struct proc_ent gen[256];
+	size_t n, i, j;
+	pid_t was = t->run;
+
+	/* Breadth first: weir run's children, theirs... */
+	n = proc_children(was, gen, 256);
+	for (i = 0; i < n && n < 256; i++)
+		n += proc_children(gen[i].pid, gen + n, 256 - n);
+	rt_run_kill9(t);
+	rt_run_start(t);
+	for (j = 0; j < n; j++) {
+		char path[64], b[512], *p;
+		FILE *f;
+		int alive = 0;
+
+		snprintf(path, sizeof path, "/proc/%ld/stat", (long)gen[j].pid);
+		if ((f = fopen(path, "r")) != NULL) {
+			/* Alive (not a zombie) and the same program: a pid
+			 * reused this soon by the same name would be a fluke. */
+			alive = fgets(b, sizeof b, f) && (p = strrchr(b, ')')) != NULL &&
+			    p[1] == ' ' && p[2] != 'Z' && strstr(b, gen[j].comm) != NULL;
+			fclose(f);
+		}
+		cr_assert(!alive, "%s (pid %ld) of the weir run killed (pid %ld) outlived it",
+		    gen[j].comm, (long)gen[j].pid, (long)was);
+	}
+}
+
 void
 rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 {
@@ -1165,17 +1219,30 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 	snprintf(policy, sizeof policy, "upstream \"isp\" { rate = {\"%u per %us\"} "
 	    "max_recipients = %u }\n", o->limit, o->per, o->cap);
 	rt_policy(t, policy);
-	rt_gate_start(t, "2s");
-	rt_send_start(t);
+	if (o->supervised)
+		rt_run_start(t);
+	else {
+		rt_gate_start(t, "2s");
+		rt_send_start(t);
+	}
 	inj = soak_inject(t, o);
 	for (k = 0; k < o->kills; k++) {
 		/* A pause of up to 2 * mean_gap_ms, then a victim: weir-send
-		 * 2 in 5, a running weir-remote 2 in 5, weir-gate 1 in 5. */
+		 * 2 in 5, a running weir-remote 2 in 5, weir-gate 1 in 5; or
+		 * (supervised) weir run. */
 		unsigned pause = (unsigned)(soak_rand(&rs) % (2 * o->mean_gap_ms + 1));
 		unsigned who = (unsigned)(soak_rand(&rs) % 5);
 
 		usleep(pause * 1000);
-		if (who < 2) {
+		if (o->supervised) {
+			size_t fl = rt_deliverers(t, 0, NULL, 0);
+
+			kill_at[nkt++] = rt_now();
+			soak_kill_run(t);
+			res->run_kills++;
+			res->in_flight += fl;
+			res->dup_bound += o->concurrency;
+		} else if (who < 2) {
 			size_t fl = rt_deliverers(t, 0, NULL, 0);
 
 			kill_at[nkt++] = rt_now();
@@ -1215,10 +1282,11 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 	cr_assert(rt_drained(t, NULL), "soak round %u (seed %llu): not drained after 3 min:\n...%s",
 	    o->round, (unsigned long long)o->seed, rt_send_logs_tail(t, 4000));
 	/* A kill during a message's elimination may leave mess/ alone (S2,
-	 * removed after 36 hours): at most one per kill of weir-send. */
+	 * removed after 36 hours): at most one per kill of weir-send (or of
+	 * weir run, whose weir-send then exits at once). */
 	s2 = (size_t)qt_leftovers(&t->s.qt);
-	cr_assert(s2 <= res->send_kills, "%zu files left in the queue after %zu kills of weir-send",
-	    s2, res->send_kills);
+	cr_assert(s2 <= res->send_kills + res->run_kills, "%zu files left in the queue after %zu "
+	    "kills of weir-send", s2, res->send_kills + res->run_kills);
 	rt_assert_queue_sound(t);
 	rt_rec_load(t, &r);
 	/* Every recipient at least once. */

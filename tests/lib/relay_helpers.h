@@ -94,6 +94,9 @@ char *rt_send_logs(struct rt *t);
  * process group, dying with the test, its output (its daemons' too) to
  * tmp/weir-run.N.log; returns at once. */
 void rt_run_spawn(struct rt *t);
+/* The same with another config file and log, for a second weir; its pid
+ * (the caller stops and reaps it). */
+pid_t rt_run_spawn_conf(struct rt *t, const char *conf, const char *log);
 /* The same, then waits until its gate answers and its weir-send logged
  * "started on" (in this run's log). */
 void rt_run_start(struct rt *t);
@@ -104,6 +107,8 @@ void rt_run_kill9(struct rt *t);
 int rt_run_stop(struct rt *t, int ms);
 /* This run's log (tmp/weir-run.N.log of the latest start), malloc'ed. */
 char *rt_run_log(struct rt *t);
+/* A condition for rt_wait(): this run's log holds the string arg. */
+int rt_run_log_has(struct rt *t, void *arg);
 /* The pid of the running child prog (e.g. "weir-send") of `weir run`, or 0. */
 pid_t rt_run_child(struct rt *t, const char *prog);
 
@@ -224,10 +229,11 @@ struct rt_soak {
 	unsigned limit, per;	/* the policy: limit per `per` seconds */
 	unsigned cap;		/* max_recipients */
 	unsigned concurrency;	/* as given to rt_setup() */
+	int supervised;		/* under `weir run`, the kills its own */
 };
 
 struct rt_soak_result {
-	size_t send_kills, remote_kills, remote_misses, gate_kills;
+	size_t send_kills, remote_kills, remote_misses, gate_kills, run_kills;
 	size_t in_flight;	/* deliverers running at the kills */
 	size_t dup_bound;	/* the most that may be repeated */
 	size_t duplicates;	/* transactions repeating a recipient */
@@ -241,11 +247,16 @@ struct rt_soak_result {
  * upstream, weir-gate and weir-send; o->messages injected by a child
  * with sendmail while o->kills kill -9s hit weir-send (restarted),
  * the running weir-remotes, or weir-gate (restarted on its journal) at
- * pseudo-random moments from o->seed.  Then asserts: the queue drains
- * and passes queue-check, every recipient delivered at least once, each
- * duplicate transaction near a kill of weir-send or weir-remote and no
- * more of them than could be in flight, no bounce, the window held over
- * the whole round.  Figures in res.
+ * pseudo-random moments from o->seed.  With o->supervised, the relay
+ * runs under `weir run` (weir-gate with its defaults, as the package
+ * runs it) and every kill is of `weir run` itself, a new one started at
+ * once (it waits for the old generation, which stops by itself).  Then
+ * asserts: the queue drains and passes queue-check, every recipient
+ * delivered at least once, each duplicate transaction near a kill of
+ * weir-send, weir-remote or weir run and no more of them than could be
+ * in flight, no bounce, the window held over the whole round, and
+ * (supervised) no process of a generation alive once the next started.
+ * Figures in res.
  */
 void rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res);
 
