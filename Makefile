@@ -46,7 +46,7 @@ ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt -lhiredis
 TESTLIBS := -lcriterion
 
 # program name : source folder (a folder without main.c is not built yet)
-ALL_PROGRAMS := weir-queue:queue weir:weir sendmail:sendmail weir-send:send weir-remote:remote weir-gate:gate weir-smtpd:smtpd weir-metrics:metrics weir-showq:showq
+ALL_PROGRAMS := weir-queue:queue weir-queued:queued weir:weir sendmail:sendmail weir-send:send weir-remote:remote weir-gate:gate weir-smtpd:smtpd weir-metrics:metrics weir-showq:showq
 PROGRAMS := $(foreach p,$(ALL_PROGRAMS),$(if $(wildcard src/$(word 2,$(subst :, ,$(p)))/main.c),$(p)))
 
 LIB_SRC  := $(wildcard src/lib/*.c src/mail/*.c)
@@ -289,6 +289,7 @@ install: all
 	install -m 0644 src/metrics/weir-metrics.8 $(DESTDIR)$(MANDIR)/man8/weir-metrics.8
 	install -m 0644 src/showq/weir-showq.8 $(DESTDIR)$(MANDIR)/man8/weir-showq.8
 	install -m 0644 src/queue/weir-queue.8 $(DESTDIR)$(MANDIR)/man8/weir-queue.8
+	install -m 0644 src/queued/weir-queued.8 $(DESTDIR)$(MANDIR)/man8/weir-queued.8
 	install -m 0644 src/sendmail/sendmail.8 $(DESTDIR)$(MANDIR)/man8/sendmail.8
 	install -m 0644 src/weir/weir.8 $(DESTDIR)$(MANDIR)/man8/weir.8
 
