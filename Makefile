@@ -41,6 +41,10 @@ LDLIBS   := -lconfuse -lm
 # and must not load OpenSSL or SASL for nothing.
 LIBS_weir-remote := -lssl -lcrypto -lsasl2
 LIBS_weir-smtpd := -lssl -lcrypto -lcrypt
+# weir-smtpd -l forks a process per connection: with every symbol bound
+# at start (not lazily), the sessions inherit the bindings instead of each
+# resolving them again (perf: _dl_fixup in every session; BENCHMARKS.md).
+LDFLAGS_weir-smtpd := -Wl,-z,now
 LIBS_weir-gate := -lhiredis
 ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt -lhiredis
 TESTLIBS := -lcriterion
@@ -103,7 +107,7 @@ define program_rule
 $(BUILD)/bin/$(call prog_name,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/$(call prog_dir,$(1))/*.c)) $(LIBWEIR)
 	@mkdir -p $$(dir $$@)
 	@$$(if $$(V),,echo "  LD  $$@")
-	$$(Q)$$(CC) $$(CFLAGS) -o $$@ $$^ $$(LDLIBS) $$(LIBS_$(call prog_name,$(1)))
+	$$(Q)$$(CC) $$(CFLAGS) $$(LDFLAGS_$(call prog_name,$(1))) -o $$@ $$^ $$(LDLIBS) $$(LIBS_$(call prog_name,$(1)))
 endef
 $(foreach p,$(PROGRAMS),$(eval $(call program_rule,$(p))))
 

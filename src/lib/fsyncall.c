@@ -89,7 +89,9 @@ fsync_all(struct fsync_job *jobs, size_t n)
 	nbatch = n;
 	next = 0;
 	left = n;
-	pthread_cond_broadcast(&work);
+	/* As many threads as there are jobs beyond the caller's first. */
+	for (i = 1; i < n && i <= FSYNC_THREADS; i++)
+		pthread_cond_signal(&work);
 	while (take_one())
 		;
 	while (left > 0)
