@@ -352,10 +352,16 @@ on_read(struct evloop *ev, int fd, int events, void *arg)
 	if (r <= 0) {
 		if (r < 0 && errno != ECONNRESET)
 			log_warn("uid %lu pid %ld: read", (unsigned long)c->who.uid, (long)c->who.pid);
-		if (c->state != C_IDLE)
-			log_info("uid %lu pid %ld: went away before its envelope's end: "
-			    "nothing queued", (unsigned long)c->who.uid, (long)c->who.pid);
-		client_free(c);
+		{
+			/* Its files go first, then the line that says so. */
+			struct qinject_who who = c->who;
+			int open = c->state != C_IDLE;
+
+			client_free(c);
+			if (open)
+				log_info("uid %lu pid %ld: went away before its envelope's end: "
+				    "nothing queued", (unsigned long)who.uid, (long)who.pid);
+		}
 		return;
 	}
 	c->rlen += (size_t)r;
