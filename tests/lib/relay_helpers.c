@@ -533,11 +533,15 @@ rt_wait(int (*cond)(struct rt *, void *), struct rt *t, void *arg, int ms)
 int
 rt_drained(struct rt *t, void *arg)
 {
-	static const char *const dirs[] = { "todo", "intd", "info", "remote", "bounce" };
+	/* intd/ is left out: a writer killed before its todo/ link leaves
+	 * intd/ and mess/ of a message never queued (removed after 36
+	 * hours, as qmail-send does); one being preprocessed still has its
+	 * todo/ entry. */
+	static const char *const dirs[] = { "todo", "info", "remote", "bounce" };
 	size_t i;
 
 	(void)arg;
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
 		char *p = xasprintf("%s/%s", t->s.qt.qdir, dirs[i]);
 		int n = tl_count_files(p);
 
@@ -1183,10 +1187,13 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 	cr_assert(rt_drained(t, NULL), "soak round %u (seed %llu): not drained after 3 min:\n...%s",
 	    o->round, (unsigned long long)o->seed, rt_send_logs_tail(t, 4000));
 	/* A kill during a message's elimination may leave mess/ alone (S2,
-	 * removed after 36 hours): at most one per kill of weir-send. */
+	 * removed after 36 hours): at most one per kill of weir-send; a
+	 * kill of weir-queued, the mess/ and intd/ files of the one message
+	 * the injector had in its hands (never queued: sendmail ran again). */
 	s2 = (size_t)qt_leftovers(&t->s.qt);
-	cr_assert(s2 <= res->send_kills, "%zu files left in the queue after %zu kills of weir-send",
-	    s2, res->send_kills);
+	cr_assert(s2 <= res->send_kills + 2 * res->queued_kills, "%zu files left in the queue "
+	    "after %zu kills of weir-send and %zu of weir-queued", s2, res->send_kills,
+	    res->queued_kills);
 	rt_assert_queue_sound(t);
 	rt_rec_load(t, &r);
 	/* Every recipient at least once. */
