@@ -2,8 +2,8 @@
  * run.c: `weir [-c FILE] run`: the foreground supervisor.  Starts the
  * daemons (weir-gate, then weir-send, then `weir-smtpd -l` when weir.conf
  * has a listen section, then weir-metrics when it has a metrics section,
- * then weir-showq unless showq_socket is ""), each with the same config
- * file,
+ * then weir-showq unless showq_socket is "", then weir-queued when
+ * queue_socket is set), each with the same config file,
  * restarts one that exits or crashes (crash-only: there is no special
  * shutdown path in them, so restarting is recovery), forwards SIGHUP (re-
  * read config and policy), and on SIGTERM or SIGINT stops them all and
@@ -46,7 +46,7 @@
  * Programs are found with libexec_path().  Config keys: queue_dir (for
  * the lock), the upstreams' timeouts (the wait), showq_socket, and
  * those of the children; this file looks only at whether a listen
- * section and a metrics section exist.
+ * section and a metrics section exist and queue_socket is set.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -414,7 +414,7 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 {
 	static const char *const daemons[][2] = {
 		{ "weir-gate", NULL }, { "weir-send", NULL }, { "weir-smtpd", "-l" },
-		{ "weir-metrics", NULL }, { "weir-showq", NULL },
+		{ "weir-metrics", NULL }, { "weir-showq", NULL }, { "weir-queued", NULL },
 	};
 	struct run r;
 	size_t i, d;
@@ -439,9 +439,12 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 	r.c = xcalloc(sizeof daemons / sizeof daemons[0], sizeof *r.c);
 	for (d = 0; d < sizeof daemons / sizeof daemons[0]; d++) {
 		/* weir-smtpd only with a listen section, weir-metrics only
-		 * with a metrics section, weir-showq unless turned off. */
+		 * with a metrics section, weir-showq unless turned off,
+		 * weir-queued only with a queue_socket (until it listens,
+		 * weir-smtpd and sendmail run weir-queue). */
 		if ((d == 2 && !cfg->listen.present) || (d == 3 && !cfg->metrics.present) ||
-		    (d == 4 && (cfg->showq_socket == NULL || showq_taken(cfg->showq_socket))))
+		    (d == 4 && (cfg->showq_socket == NULL || showq_taken(cfg->showq_socket))) ||
+		    (d == 5 && cfg->queue_socket == NULL))
 			continue;
 		i = r.n++;
 		r.c[i].r = &r;

@@ -42,6 +42,7 @@ struct rt {
 	char *gate_log;
 	pid_t run;		/* `weir run`, or 0 */
 	unsigned run_starts;
+	pid_t queued;		/* weir-queued, or 0 */
 	char *env_libexec, *env_qq;
 };
 
@@ -233,7 +234,9 @@ struct rt_soak {
 };
 
 struct rt_soak_result {
-	size_t send_kills, remote_kills, remote_misses, gate_kills, run_kills;
+	size_t send_kills, remote_kills, remote_misses, gate_kills, queued_kills, run_kills;
+	size_t reinjected;	/* sendmail runs repeated after a temporary failure */
+	size_t reinjected_dups;	/* transactions repeating one of those messages */
 	size_t in_flight;	/* deliverers running at the kills */
 	size_t dup_bound;	/* the most that may be repeated */
 	size_t duplicates;	/* transactions repeating a recipient */
@@ -245,18 +248,22 @@ struct rt_soak_result {
 /*
  * One round on a fresh rt (rt_setup() done, nothing started): the
  * upstream, weir-gate and weir-send; o->messages injected by a child
- * with sendmail while o->kills kill -9s hit weir-send (restarted),
- * the running weir-remotes, or weir-gate (restarted on its journal) at
- * pseudo-random moments from o->seed.  With o->supervised, the relay
- * runs under `weir run` (weir-gate with its defaults, as the package
- * runs it) and every kill is of `weir run` itself, a new one started at
- * once (it waits for the old generation, which stops by itself).  Then
- * asserts: the queue drains and passes queue-check, every recipient
- * delivered at least once, each duplicate transaction near a kill of
- * weir-send, weir-remote or weir run and no more of them than could be
- * in flight, no bounce, the window held over the whole round, and
- * (supervised) no process of a generation alive once the next started.
- * Figures in res.
+ * with sendmail (through weir-queued: queue_socket) while o->kills kill
+ * -9s hit weir-send (restarted), the running weir-remotes, weir-gate
+ * (restarted on its journal) or weir-queued (restarted; meanwhile
+ * sendmail runs weir-queue) at pseudo-random moments from o->seed.  A
+ * sendmail that fails for the time being (its weir-queued killed) is run
+ * again, as a client would; that message may then come twice (killed
+ * between its todo/ link and its answer), and only it.  With
+ * o->supervised, the relay runs under `weir run` (weir-gate with its
+ * defaults, as the package runs it; weir-queued too) and every kill is
+ * of `weir run` itself, a new one started at once (it waits for the old
+ * generation, which stops by itself).  Then asserts: the queue drains
+ * and passes queue-check, every recipient delivered at least once, each
+ * duplicate transaction near a kill of weir-send, weir-remote or weir
+ * run and no more of them than could be in flight, no bounce, the window
+ * held over the whole round, and (supervised) no process of a generation
+ * alive once the next started.  Figures in res.
  */
 void rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res);
 

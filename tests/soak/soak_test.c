@@ -5,9 +5,9 @@
  *
  * SOAK_ROUNDS rounds (default 4), each on a fresh queue and upstream:
  * SOAK_MESSAGES messages (default 300; every 10th to 1-5 recipients)
- * injected with sendmail while SOAK_KILLS kill -9s (default 24) hit
- * weir-send, the running weir-remotes or weir-gate at pseudo-random
- * moments.  Every round asserts what rt_soak_round() (relay_helpers.h)
+ * injected with sendmail (through weir-queued) while SOAK_KILLS kill -9s
+ * (default 24) hit weir-send, the running weir-remotes, weir-gate or
+ * weir-queued at pseudo-random moments.  Every round asserts what rt_soak_round() (relay_helpers.h)
  * promises: every recipient delivered at least once, duplicates only
  * for transactions in flight at a kill and no more than those, no
  * bounce, `weir queue-check` sound, the window invariant held at the
@@ -76,16 +76,19 @@ soak(struct rt_soak *o, const char *what)
 		rt_soak_round(&t, o, &res);
 		rt_say("%s: round %lu: %zu recipients in %zu transactions in %.1f s; kills: "
 		    "%zu weir-send, %zu weir-remote (%zu found none running), %zu weir-gate, %zu "
-		    "weir run; %zu in flight; %zu duplicate transactions (bound %zu), %zu extra "
-		    "copies; busiest window %zu of %u; %zu S2 leftovers", what, i, res.recipients,
-		    res.transactions, res.seconds, res.send_kills, res.remote_kills,
-		    res.remote_misses, res.gate_kills, res.run_kills, res.in_flight, res.duplicates,
-		    res.dup_bound, res.extra_copies, res.worst, o->limit, res.s2);
+		    "weir-queued (%zu sendmail runs again, %zu of their transactions repeated), "
+		    "%zu weir run; %zu in flight; %zu duplicate transactions (bound %zu), %zu "
+		    "extra copies; busiest window %zu of %u; %zu S2 leftovers", what, i,
+		    res.recipients, res.transactions, res.seconds, res.send_kills,
+		    res.remote_kills, res.remote_misses, res.gate_kills, res.queued_kills,
+		    res.reinjected, res.reinjected_dups, res.run_kills, res.in_flight,
+		    res.duplicates, res.dup_bound, res.extra_copies, res.worst, o->limit, res.s2);
 		sum.recipients += res.recipients;
 		sum.transactions += res.transactions;
 		sum.send_kills += res.send_kills;
 		sum.remote_kills += res.remote_kills;
 		sum.gate_kills += res.gate_kills;
+		sum.queued_kills += res.queued_kills;
 		sum.run_kills += res.run_kills;
 		sum.duplicates += res.duplicates;
 		sum.dup_bound += res.dup_bound;
@@ -93,10 +96,11 @@ soak(struct rt_soak *o, const char *what)
 		teardown();
 	}
 	rt_say("%s: seed %llu: %lu rounds, %zu messages, %zu recipients, %zu transactions, "
-	    "kills %zu weir-send + %zu weir-remote + %zu weir-gate + %zu weir run, %zu duplicate "
-	    "transactions (bound %zu), %.1f s", what, o->seed, rounds, rounds * o->messages,
-	    sum.recipients, sum.transactions, sum.send_kills, sum.remote_kills, sum.gate_kills,
-	    sum.run_kills, sum.duplicates, sum.dup_bound, sum.seconds);
+	    "kills %zu weir-send + %zu weir-remote + %zu weir-gate + %zu weir-queued + %zu weir "
+	    "run, %zu duplicate transactions (bound %zu), %.1f s", what, o->seed, rounds,
+	    rounds * o->messages, sum.recipients, sum.transactions, sum.send_kills,
+	    sum.remote_kills, sum.gate_kills, sum.queued_kills, sum.run_kills, sum.duplicates,
+	    sum.dup_bound, sum.seconds);
 }
 
 Test(soak, rounds)
