@@ -77,7 +77,9 @@ MAILQ      := $(if $(filter sendmail:%,$(PROGRAMS)),$(BUILD)/bin/mailq)
 .SECONDARY:
 .PHONY: FORCE all check test-run demo demo-run install clean bench-inject fuzz fuzz-smoke
 .PHONY: crashtest crash-check crash-race
-all: $(BINS)
+# mailq, sendmail's link, with the programs: the build tree is usable as
+# it is (the README's demo, the man pages' examples).
+all: $(BINS) $(MAILQ)
 
 # V=1 shows the full commands.
 Q := $(if $(V),,@)
@@ -177,7 +179,7 @@ fuzz-smoke: $(FUZZ_BINS)
 			|| { tail -n 40 $(BUILD)/fuzz/smoke/$$t.log; echo "fuzz-smoke: $$t FAILED"; exit 1; }; done
 	@echo "fuzz-smoke: ok ($(FUZZ_NAMES): seed corpora + $(FUZZ_SMOKE_RUNS) runs each)"
 
-test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
+test-run: all $(TEST_BINS) $(FAULTINJ)
 	@BUILD=$(BUILD) tests/run.sh $(TEST_BINS)
 
 # Crash consistency beyond kill -9 (tests/durability/crashreplay.c): a
@@ -251,7 +253,7 @@ crash-selftest: all $(RECORDER) $(CRASHREPLAY)
 # SOAK_KILLS and SOAK_SEED (printed by every run) shape or replay it.
 SOAK_BIN := $(BUILD)/tests/soak/soak_test
 .PHONY: soak crashtest
-soak: all $(MAILQ) $(SOAK_BIN)
+soak: all $(SOAK_BIN)
 	@BUILD=$(BUILD) TEST_JOBS=1 tests/run.sh $(SOAK_BIN)
 crashtest: soak
 
@@ -259,7 +261,7 @@ demo:
 	@scripts/deps.sh demo
 	@$(MAKE) --no-print-directory demo-run
 
-demo-run: all $(MAILQ)
+demo-run: all
 	@BUILD=$(BUILD) scripts/demo.sh
 
 bench-inject:

@@ -727,12 +727,14 @@ wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t t,
 }
 
 /* Replay one suspension into its fields: the latest end wins, the longest
- * period, and the start that period implies. */
-static void
+ * period, and the start that period implies.  1 if the end is this one's. */
+static int
 replay_susp(int64_t *until, int64_t *len, int64_t *start, char **reason, int64_t r_until,
     int64_t r_len, const char *r_reason)
 {
-	if (r_until > *until) {
+	int latest = r_until > *until;
+
+	if (latest) {
 		*until = r_until;
 		free(*reason);
 		*reason = xstrdup(r_reason);
@@ -741,20 +743,24 @@ replay_susp(int64_t *until, int64_t *len, int64_t *start, char **reason, int64_t
 		*len = r_len;
 	if (*until - *len > *start)
 		*start = *until - *len;
+	return latest;
 }
 
 void
 wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until, int64_t len,
-    const char *reason)
+    const char *reason, const uint64_t *fp)
 {
 	struct wg_up *u = get_up(g, upstream);
 
 	if (auth) {
-		replay_susp(&u->auth_until, &u->auth_len, &u->auth_start, &u->auth_reason, until,
-		    len, reason);
+		if (replay_susp(&u->auth_until, &u->auth_len, &u->auth_start, &u->auth_reason,
+		    until, len, reason)) {
+			u->auth_fp_known = fp != NULL;
+			u->auth_fp = fp ? *fp : 0;
+		}
 		u->probe = 1;
 	} else {
-		replay_susp(&u->susp_until, &u->susp_len, &u->susp_start, &u->susp_reason, until,
-		    len, reason);
+		(void)replay_susp(&u->susp_until, &u->susp_len, &u->susp_start, &u->susp_reason,
+		    until, len, reason);
 	}
 }

@@ -124,10 +124,15 @@ struct wg_up {
 				 * are of the same episode */
 	char *susp_reason;
 	/* Authentication suspension (AUTHFAIL): lifted by a reload or a
-	 * resume; after it, one grant at a time (probe) until a report other
-	 * than AUTHFAIL or THROTTLED. */
+	 * resume, or at a start whose credentials differ from auth_fp (the
+	 * caller's fingerprint of those that failed, mail/credfp.h;
+	 * auth_fp_known 0: a journal from before fingerprints, kept); after
+	 * it, one grant at a time (probe) until a report other than AUTHFAIL
+	 * or THROTTLED. */
 	int64_t auth_until, auth_len, auth_start;
 	char *auth_reason;
+	uint64_t auth_fp;
+	int auth_fp_known;
 	int probe;
 	/* Shared store (policy's `shared`): every grant also needs the
 	 * caller's admit(); until shared_retry (ms on the now axis; 0: none)
@@ -239,9 +244,9 @@ void wg_lift(struct wg_up *u, int auth_only);
 void wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t t,
     const uint32_t w[UNIT_COUNT]);
 /* Journal replay: a suspension until `until`: a throttle one, or (auth)
- * an authentication one. */
+ * an authentication one, of the credentials *fp (NULL: not recorded). */
 void wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until,
-    int64_t len, const char *reason);
+    int64_t len, const char *reason, const uint64_t *fp);
 
 struct wg_up *wg_find(struct wgate *g, const char *name);
 /* Drop log entries no window needs any more; called by wg_pump. */
