@@ -86,7 +86,7 @@ creds_check(const struct creds *c, struct wgate *g, struct journal *j, int64_t n
 		if (u->auth_until <= now)
 			continue;
 		if (u->auth_fp_known && u->auth_fp != creds_of(c, u->name)) {
-			wg_lift(u, 1);
+			wg_lift(u, 1, now);
 			journal_lift(j, u, 1);
 			log_info("upstream %s: authentication suspension lifted: its credentials "
 			    "changed since they failed", u->name);

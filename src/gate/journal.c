@@ -406,7 +406,7 @@ replay_record(struct replay *rp, char *line)
 		    (strcmp(f[2], "auth") != 0 && strcmp(f[2], "all") != 0))
 			return -1;
 		if ((u = wg_find(rp->g, f[1])) != NULL)
-			wg_lift(u, strcmp(f[2], "auth") == 0);
+			wg_lift(u, strcmp(f[2], "auth") == 0, rp->now_mono);
 		return 0;
 	}
 	return -1;

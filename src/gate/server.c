@@ -479,7 +479,7 @@ do_resume(struct server *s, struct client *c, const struct gp_req *rq)
 		reply_err(c, 0, GP_NOPOLICY, "no such upstream");
 		return;
 	}
-	wg_lift(u, 0);
+	wg_lift(u, 0, now_mono());
 	journal_lift(&s->j, u, 0);
 	share_suspend(s, u, 0, now_mono());
 	log_info("upstream %s: suspensions lifted (resume)", u->name);
@@ -764,7 +764,7 @@ reload(struct server *s, const char *why)
 	 * connection at a time until one gets through). */
 	for (u = s->g.ups; u; u = u->next)
 		if (u->auth_until > now_mono()) {
-			wg_lift(u, 1);
+			wg_lift(u, 1, now_mono());
 			journal_lift(&s->j, u, 1);
 			log_info("upstream %s: authentication suspension lifted (%s)", u->name, why);
 		}

@@ -644,8 +644,9 @@ wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *r
 		log_done(u, &d, now, now, conn);
 		u->n_authfail++;
 		/* Connections already open when the suspension began fail the
-		 * same way: one episode, one doubling, one log line. */
-		if (r->since >= u->auth_start || u->auth_until <= now) {
+		 * same way: one episode, one doubling, one log line.  One
+		 * granted before a lift tried the old credentials. */
+		if (r->since >= u->auth_lift && (r->since >= u->auth_start || u->auth_until <= now)) {
 			auth_suspend(u, reply, now);
 			d.new_episode = 1;
 		}
@@ -709,10 +710,11 @@ wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d)
 }
 
 void
-wg_lift(struct wg_up *u, int auth_only)
+wg_lift(struct wg_up *u, int auth_only, int64_t now)
 {
 	u->auth_until = 0;
 	u->auth_len = 0;
+	u->auth_lift = now;
 	if (auth_only)
 		return;
 	u->susp_until = 0;

@@ -130,6 +130,11 @@ struct wg_up {
 	 * it, one grant at a time (probe) until a report other than AUTHFAIL
 	 * or THROTTLED. */
 	int64_t auth_until, auth_len, auth_start;
+	/* When it was last lifted: a failure reported of a send granted
+	 * before then was made with the credentials of before the lift
+	 * (the deliverer read them at its start), which may be fixed now:
+	 * it starts no new suspension. */
+	int64_t auth_lift;
 	char *auth_reason;
 	uint64_t auth_fp;
 	int auth_fp_known;
@@ -235,7 +240,7 @@ void wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d
 
 /* Lift suspensions of u now: the authentication one (auth_only), or every
  * one (RESUME).  The probe rule stays until a good report. */
-void wg_lift(struct wg_up *u, int auth_only);
+void wg_lift(struct wg_up *u, int auth_only, int64_t now);
 
 /* Journal replay: a send of weights w that may have been accepted at any
  * instant in [from, t] (from == t: at t) on upstream (created if unknown,

@@ -424,7 +424,7 @@ Test(journal, auth_suspension_and_lift_replay)
 	/* Only the connection was logged. */
 	cr_assert_eq(u->ln, 1);
 	cr_assert_eq(wg_log_at(u, u->lseq)->w[UNIT_MESSAGES], 0);
-	wg_lift(u, 1);
+	wg_lift(u, 1, 11000);
 	journal_lift(&j, u, 1);
 	cr_assert_eq(journal_sync(&j), 0);
 	journal_close(&j);
