@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -56,9 +57,12 @@ struct key {
 
 static const char *const log_level_choices[] = { "normal", "verbose", NULL };
 
+#define QUEUE_DIR_DEFAULT	"/var/spool/weir"
+#define SHOWQ_DIR		"/run/weir-showq/"	/* showq_default() */
+
 #define OFF(f) offsetof(struct weir_config, f), NULL
 static const struct key keys[] = {
-	{ "queue_dir",      K_STR,      "/var/spool/weir", 0, 0, 0, OFF(queue_dir) },
+	{ "queue_dir",      K_STR,      QUEUE_DIR_DEFAULT, 0, 0, 0, OFF(queue_dir) },
 	{ "queue_split",    K_INT,      NULL, QUEUE_SPLIT_DEFAULT, 1, QUEUE_SPLIT_MAX, OFF(queue_split) },
 	{ "hostname",       K_STR,      NULL, 0, 0, 0, OFF(hostname) },	/* gethostname() */
 	{ "admin",          K_STR,      "postmaster", 0, 0, 0, OFF(admin) },
@@ -71,8 +75,12 @@ static const struct key keys[] = {
 	{ "gate_status_socket", K_STR,  NULL, 0, 0, 0, OFF(gate_status_socket) },
 	{ "gate_journal",   K_STR,      "/var/lib/weir/gate.journal", 0, 0, 0, OFF(gate_journal) },
 	/* weir-showq: the queue listing for users who cannot read the
-	 * queue (mailq); "" turns it off. */
-	{ "showq_socket",   K_OPTSTR,   "/run/weir-showq/showq.sock", 0, 0, 0, OFF(showq_socket) },
+	 * queue (mailq); "" turns it off.  Not in the file: computed from
+	 * queue_dir (showq_default()). */
+	{ "showq_socket",   K_OPTSTR,   NULL, 0, 0, 0, OFF(showq_socket) },
+	/* weir-queued, the long-lived queue writer weir-smtpd and sendmail
+	 * hand messages to (mail/qwproto.h); unset: they run weir-queue. */
+	{ "queue_socket",   K_STR,      NULL, 0, 0, 0, OFF(queue_socket) },
 	/* weir-send: deliveries at once per upstream; how long a message may
 	 * stay queued (time spent waiting on weir-gate does not count). */
 	{ "concurrency",    K_INT,      NULL, 4, 1, 1000, OFF(concurrency) },
@@ -92,6 +100,9 @@ static const struct key keys[] = {
 	{ "send_user",      K_ACCOUNT,  NULL, 0, 0, 0, OFF(send_user) },
 	{ "smtpd_user",     K_ACCOUNT,  NULL, 0, 0, 0, OFF(smtpd_user) },
 	{ "queue_group",    K_ACCOUNT,  NULL, 0, 0, 0, OFF(queue_group) },
+	/* weir-queued becomes it: an account whose primary group is
+	 * queue_group, so that its files are the queue group's. */
+	{ "queued_user",    K_ACCOUNT,  NULL, 0, 0, 0, OFF(queued_user) },
 	/* Every program: "verbose" adds the protocol transcripts and the
 	 * step-by-step lines (lib/log.h's log_debug()). */
 	{ "log_level",      K_CHOICE,   "normal", 0, 0, 0, offsetof(struct weir_config, log_level),
@@ -826,10 +837,33 @@ config_path(const char *cfile, int *explicit)
 	return SYSCONFDIR "/weir.conf";
 }
 
-/* After the file: the listen and metrics lists it left unset, and
- * $WEIR_QUEUE. */
+/*
+ * showq_socket when the file does not set it: one socket per queue, so
+ * that two weirs on one host (a second queue, a test beside the
+ * production relay) never share one (the second weir-showq would find it
+ * taken).  The default queue has SHOWQ_DIR "showq.sock"; any other
+ * SHOWQ_DIR "showq.HASH.sock", HASH the 64-bit FNV-1a of the queue_dir
+ * string in hex: what mailq computes from the same file and queue.
+ */
+static char *
+showq_default(const char *queue_dir)
+{
+	uint64_t h = 14695981039346656037ULL;
+	const unsigned char *p;
+
+	if (strcmp(queue_dir, QUEUE_DIR_DEFAULT) == 0)
+		return xstrdup(SHOWQ_DIR "showq.sock");
+	for (p = (const unsigned char *)queue_dir; *p; p++) {
+		h ^= *p;
+		h *= 1099511628211ULL;
+	}
+	return xasprintf(SHOWQ_DIR "showq.%016llx.sock", (unsigned long long)h);
+}
+
+/* After the file: the listen and metrics lists it left unset,
+ * $WEIR_QUEUE, and showq_socket unless the file set it (showq_set). */
 static void
-computed_defaults(struct weir_config *c)
+computed_defaults(struct weir_config *c, int showq_set)
 {
 	const char *env;
 
@@ -838,6 +872,10 @@ computed_defaults(struct weir_config *c)
 	if (!config_untrusted_env() && (env = getenv("WEIR_QUEUE")) && *env) {
 		free(c->queue_dir);
 		c->queue_dir = xstrdup(env);
+	}
+	if (!showq_set) {
+		free(c->showq_socket);
+		c->showq_socket = showq_default(c->queue_dir);
 	}
 }
 
@@ -848,7 +886,7 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 {
 	cfg_opt_t opts[NKEYS + 4], upopts[NUPKEYS + 1], lopts[NLKEYS + 1], mopts[NMKEYS + 1];
 	const char *path;
-	int explicit, rc = -1;
+	int explicit, rc = -1, showq_set = 0;
 	size_t i, errlen0 = err->len;
 	cfg_t *cfg = NULL;
 	struct stat st;
@@ -895,6 +933,7 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 	if ((text ? confparse_text(cfg, path, text, err) : confparse(cfg, path, err)) < 0)
 		goto out;
 	table_copy(keys, NKEYS, c, cfg);
+	showq_set = cfg_size(cfg, "showq_socket") > 0 && cfg_getstr(cfg, "showq_socket") != NULL;
 	if ((c->send_user == NULL) != (c->queue_group == NULL))
 		buf_printf(err, "%s: send_user and queue_group go together (the queue's "
 		    "owner and the queue writer's group): set both or neither\n", path);
@@ -908,7 +947,7 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 	if (err->len > errlen0)
 		goto out;
 env_override:
-	computed_defaults(c);
+	computed_defaults(c, showq_set);
 	log_set_level(c->log_level == 1 ? LOG_VERBOSE : LOG_NORMAL);
 	rc = 0;
 out:
@@ -1019,8 +1058,10 @@ salvage_value(struct weir_config *c, const struct key *k, const char *v)
 	}
 }
 
+/* *showq_set: a showq_socket line was read. */
 static int
-salvage(struct weir_config *c, const char *path, const struct buf *t, struct buf *err)
+salvage(struct weir_config *c, const char *path, const struct buf *t, struct buf *err,
+    int *showq_set)
 {
 	struct buf k = BUF_INIT, v = BUF_INIT;
 	const struct key *key;
@@ -1040,12 +1081,15 @@ salvage(struct weir_config *c, const char *path, const struct buf *t, struct buf
 				buf_printf(err, "%s:%d: %s inside braces, in a file that does "
 				    "not load: where the queue is is unclear\n", path, line, key->name);
 				rc = -1;
-			} else if (depth == 0 && salvage_value(c, key, buf_cstr(&v)) < 0 &&
-			    where_queue_is(key->name)) {
-				buf_printf(err, "%s:%d: %s = \"%s\" is not a valid value: where "
-				    "the queue is is unknown\n", path, line, key->name, buf_cstr(&v));
-				rc = -1;
-			}
+			} else if (depth == 0 && salvage_value(c, key, buf_cstr(&v)) < 0) {
+				if (where_queue_is(key->name)) {
+					buf_printf(err, "%s:%d: %s = \"%s\" is not a valid value: "
+					    "where the queue is is unknown\n", path, line, key->name,
+					    buf_cstr(&v));
+					rc = -1;
+				}
+			} else if (depth == 0 && strcmp(key->name, "showq_socket") == 0)
+				*showq_set = 1;
 		} else if (!shaped) {
 			/* Not one key on its line: a queue key in it cannot be read. */
 			for (i = 0; i < NKEYS && rc == 0; i++)
@@ -1079,7 +1123,7 @@ config_load_inject(struct weir_config *c, const char *cfile, struct buf *warn,
 	struct buf text = BUF_INIT;
 	const char *path;
 	struct stat st;
-	int explicit, rc = 1;
+	int explicit, rc = 1, showq_set = 0;
 
 	/* One read of the file, for both tries: what is salvaged is what
 	 * did not load, and a file that cannot be read is refused. */
@@ -1097,13 +1141,13 @@ config_load_inject(struct weir_config *c, const char *cfile, struct buf *warn,
 	}
 	config_free(c);
 	set_defaults(c);
-	if (salvage(c, path, &text, err) < 0) {
+	if (salvage(c, path, &text, err, &showq_set) < 0) {
 		config_free(c);
 		rc = -1;
 		goto out;
 	}
 	c->file = xstrdup(path);
-	computed_defaults(c);
+	computed_defaults(c, showq_set);
 out:
 	buf_free(&text);
 	return rc;

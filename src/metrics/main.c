@@ -15,6 +15,7 @@
  * as root, it becomes metrics.user before anything else: lib/privdrop.h).
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "lib/privdrop.h"
 #include "lib/usage.h"
 #include "mail/config.h"
+#include "mail/supervised.h"
 #include "metrics/metrics.h"
 
 #define GATE_TIMEOUT_MS 3000
@@ -78,6 +80,7 @@ main(int argc, char **argv)
 	/* The one place weir-metrics gives up root, before it reads or
 	 * binds anything. */
 	privdrop_daemon("metrics user", cfg.metrics.user, 2);
+	supervised_arm();	/* after the drop, which would clear it */
 	memset(&o, 0, sizeof o);
 	/* STATUS is all it asks: the read-only socket, which needs no group. */
 	o.src.gate_socket = cfg.gate_status_socket ? cfg.gate_status_socket : cfg.gate_socket;
@@ -92,6 +95,10 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return 0;
 	}
+	/* SIGHUP (weir run passes it on) has nothing to re-read here: the
+	 * metrics section is read at start. */
+	if (signal(SIGHUP, SIG_IGN) == SIG_ERR)
+		fatal(111, "signal");
 	o.cfg = &cfg;
 	o.address = cfg.metrics.address;
 	o.textfile = cfg.metrics.textfile;

@@ -494,10 +494,12 @@ suspension(struct buf *o, struct json_object *up, const char *name, long long no
 		esc(o, jp_str(jp_get(up, kinds[k][2])));
 		buf_adds(o, "</q>.<br>");
 		if (k == 1) {
-			buf_adds(o, "Check <code>username</code> and <code>secret_file</code> of "
-			    "upstream ");
+			buf_adds(o, "Fix <code>username</code>, <code>secret_file</code> or "
+			    "<code>secret_command</code> of upstream ");
 			esc(o, name);
-			buf_adds(o, " in weir.conf, then lift it: ");
+			buf_adds(o, " in weir.conf (or the secret file itself), then reload or restart "
+			    "weir (a restart with the same credentials keeps the suspension). To try "
+			    "again now: ");
 		} else
 			buf_adds(o, "Nothing is sent to it until then. To lift it now: ");
 		buf_adds(o, "<code>weir resume ");

@@ -266,6 +266,9 @@ void gate_counts_due(struct sched *s);
 
 /* 3 deliver.c */
 void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then gate_pump */
+/* weir-send stops: the grants of up's jobs that no deliverer has started
+ * go back to the gate unused (REFUND); nothing asks again. */
+void deliver_refund_unstarted(struct sched *s, size_t up);
 /* A granted job: run it if a run slot is free, else when one is. */
 void deliver_granted(struct sched *s, struct job *j);
 void deliver_on_child(struct evloop *ev, int signo, void *arg);

@@ -384,3 +384,64 @@ Test(config, inject_load_refuses_an_unknown_queue_place)
 	buf_free(&warn);
 	buf_free(&err);
 }
+
+/* The showq_socket of weir.conf at path, or "(off)"; the config freed. */
+static char *
+showq_of(const char *path, int lenient)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT, warn = BUF_INIT;
+	char *s;
+
+	if (lenient)
+		cr_assert(config_load_inject(&c, path, &warn, &err) >= 0, "%s", buf_cstr(&err));
+	else
+		cr_assert_eq(config_load(&c, path, &err), 0, "%s", buf_cstr(&err));
+	s = xstrdup(c.showq_socket ? c.showq_socket : "(off)");
+	config_free(&c);
+	buf_free(&err);
+	buf_free(&warn);
+	return s;
+}
+
+/* Issue 22 item 4: two weirs on one host (a second queue, a test beside
+ * the production relay) shared the default showq_socket: the second
+ * weir-showq exited 111 at every start.  Not set, it is the queue's own:
+ * the classic path for the default queue, one named after the queue
+ * otherwise, the same whichever way the file is read (an injector reads
+ * a broken file leniently); set, it is as set ("" is off). */
+Test(config, showq_socket_default_is_the_queues)
+{
+	char *a, *b, *d, *p;
+
+	p = conf("hostname = a.example\n");
+	cr_assert_str_eq(d = showq_of(p, 0), "/run/weir-showq/showq.sock");
+	free(d);
+	free(p);
+	p = conf("queue_dir = \"/var/spool/weir-test\"\n");
+	a = showq_of(p, 0);
+	cr_assert(strncmp(a, "/run/weir-showq/showq.", 22) == 0 && strcmp(a,
+	    "/run/weir-showq/showq.sock") != 0, "%s", a);
+	cr_assert_str_eq(d = showq_of(p, 1), a, "read leniently");
+	free(d);
+	free(p);
+	p = conf("queue_dir = \"/var/spool/weir-test\"\nbogus_key = 1\n");
+	cr_assert_str_eq(d = showq_of(p, 1), a, "salvaged from a broken file");
+	free(d);
+	free(p);
+	p = conf("queue_dir = \"/var/spool/weir-other\"\n");
+	b = showq_of(p, 0);
+	cr_assert_str_neq(a, b, "two queues, one socket");
+	free(p);
+	p = conf("queue_dir = \"/var/spool/weir-test\"\n"
+	    "showq_socket = \"/run/weir-showq/showq.sock\"\n");
+	cr_assert_str_eq(d = showq_of(p, 0), "/run/weir-showq/showq.sock", "set: kept");
+	free(d);
+	free(p);
+	p = conf("queue_dir = \"/var/spool/weir-test\"\nshowq_socket = \"\"\nbogus_key = 1\n");
+	cr_assert_str_eq(d = showq_of(p, 1), "(off)", "\"\" salvaged: off");
+	free(d);
+	free(p);
+	free(a);
+	free(b);
+}

@@ -59,8 +59,10 @@ Test(page, hostile_document_escaped_and_masked)
 	cr_assert(strstr(o.s, "Authentication failed: <q>535 5.7.8 &lt;script&gt;alert(1)"
 	    "&lt;/script&gt; for &lt;address&gt;</q>"), "%s", o.s);
 	cr_assert(strstr(o.s, "me@example.org") == NULL);
-	cr_assert(strstr(o.s, "Check <code>username</code> and <code>secret_file</code> of "
-	    "upstream isp in weir.conf, then lift it: <code>weir resume isp</code>"));
+	cr_assert(strstr(o.s, "Fix <code>username</code>, <code>secret_file</code> or "
+	    "<code>secret_command</code> of upstream isp in weir.conf (or the secret file itself), "
+	    "then reload or restart weir (a restart with the same credentials keeps the "
+	    "suspension). To try again now: <code>weir resume isp</code>"), "%s", o.s);
 	cr_assert(strstr(o.s, "weir-gate's journal is not durable</b>: it grants nothing until it "
 	    "is (No space left on device)"));
 	/* Shared: 8 of 10 for all relays, 5 of them this one's. */
