@@ -534,7 +534,7 @@ sends_since(struct json_object *gup, long long from)
 }
 
 /* The drain estimate d of upstream gup, and while a backlog drains, a
- * bar of the sends done since the oldest message came (or since the
+ * bar of the sends made since the oldest message came (or since the
  * history's start, if later) against those and the ones to go. */
 static void
 drain(struct buf *o, struct json_object *d, struct json_object *gup, long long oldest_ms,
@@ -576,9 +576,10 @@ drain(struct buf *o, struct json_object *d, struct json_object *gup, long long o
 		clock_str(when, sizeof when, from, now_ms);
 		buf_printf(o, "<div class=\"bar big\" role=\"progressbar\" aria-valuenow=\"%lld\" "
 		    "aria-valuemin=\"0\" aria-valuemax=\"%lld\"><span style=\"width:%.1f%%\"></span>"
-		    "</div><p class=\"mut\">%lld of %lld sends done since %s (%s)</p>", done,
-		    done + sends, 100.0 * (double)done / (double)(done + sends), done, done + sends,
-		    when, from == oldest_ms ? "the oldest message came" : "an hour ago");
+		    "</div><p class=\"mut\">%lld of %lld sends made since %s (%s), %lld to go</p>",
+		    done, done + sends, 100.0 * (double)done / (double)(done + sends), done,
+		    done + sends, when, from == oldest_ms ? "the oldest message came" :
+		    "an hour ago", sends);
 	}
 }
 

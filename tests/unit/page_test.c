@@ -89,17 +89,17 @@ Test(page, gate_down_and_progress)
 
 	/* isp: 5 sends since the oldest message came, 18 to go. */
 	page_render(&o, doc, "relay.example", now_of(doc));
-	cr_assert(strstr(o.s, "5 of 23 sends done since 06:43:32 UTC (the oldest message "
-	    "came)</p>"), "%s", o.s);
+	cr_assert(strstr(o.s, "5 of 23 sends made since 06:43:32 UTC (the oldest message "
+	    "came), 18 to go</p>"), "%s", o.s);
 	cr_assert(strstr(o.s, "<span style=\"width:21.7%\"></span>"));
 	/* backup: 1 done (its throttled try), 1 to go. */
-	cr_assert(strstr(o.s, "1 of 2 sends done since 06:43:32 UTC"), "%s", o.s);
+	cr_assert(strstr(o.s, "1 of 2 sends made since 06:43:32 UTC"), "%s", o.s);
 	buf_reset(&o);
 	/* A message older than the hour: the bar counts from an hour ago. */
 	q = jp_get(doc, "queue");
 	json_object_object_add(q, "oldest_queue_time", json_object_new_string("2026-11-26T05:00:00Z"));
 	page_render(&o, doc, "relay.example", now_of(doc));
-	cr_assert(strstr(o.s, "5 of 23 sends done since 05:43:39 UTC (an hour ago)"), "%s", o.s);
+	cr_assert(strstr(o.s, "5 of 23 sends made since 05:43:39 UTC (an hour ago)"), "%s", o.s);
 	buf_reset(&o);
 	/* The gate down: said, for each upstream; no bar without its history. */
 	page_render(&o, down, "relay.example", now_of(doc));
@@ -107,7 +107,7 @@ Test(page, gate_down_and_progress)
 	    "directory. Nothing is sent until it does."), "%s", o.s);
 	cr_assert(strstr(o.s, "<h2>upstream isp <span class=\"badge bad\">weir-gate not "
 	    "answering</span></h2>"), "%s", o.s);
-	cr_assert(strstr(o.s, "sends done") == NULL, "%s", o.s);
+	cr_assert(strstr(o.s, "sends made") == NULL, "%s", o.s);
 	buf_free(&o);
 	json_object_put(doc);
 	json_object_put(down);
