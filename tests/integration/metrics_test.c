@@ -149,37 +149,15 @@ metrics_port_known(void *arg)
 	return p != NULL && port > 0;
 }
 
-/* Start bin -c conf [arg] (weir-metrics, or weir run), stderr to mlog;
- * wait for weir-metrics' port. */
+/* Start prog -c conf [arg] (weir-metrics, or weir run), its output to
+ * mlog; wait for weir-metrics' port. */
 static void
 start_logged(const char *prog, const char *arg)
 {
-	char *bin = tl_bin(prog);
-	pid_t parent = getpid();
-	int fd = open(mlog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	const char *args[] = { arg, NULL };
 	struct buf b = BUF_INIT;
 
-	cr_assert(fd >= 0);
-	metrics_pid = fork();
-	cr_assert(metrics_pid >= 0);
-	if (metrics_pid == 0) {
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		/* weir run finds its daemons beside it. */
-		*strrchr(bin, '/') = '\0';
-		if (setenv("WEIR_LIBEXEC", bin, 1) < 0)
-			_exit(127);
-		bin[strlen(bin)] = '/';
-		execl(bin, bin, "-c", confpath, arg, (char *)NULL);
-		_exit(127);
-	}
-	setpgid(metrics_pid, metrics_pid);
-	close(fd);
-	free(bin);
+	metrics_pid = tl_spawn(prog, confpath, args, mlog);
 	if (!sh_wait_for(metrics_port_known, NULL, 10000)) {
 		tl_read(mlog, &b);
 		cr_assert_fail("weir-metrics did not start:\n%s", buf_cstr(&b));

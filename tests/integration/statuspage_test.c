@@ -114,44 +114,12 @@ port_known(void *arg)
 	return p != NULL && port > 0;
 }
 
-/* Start $WEIR_BIN/prog -c conf [args], in its own process group, stdout
- * and stderr appended to log; its pid. */
-static pid_t
-spawn(const char *prog, const char *log, const char *const *args)
-{
-	char *bin = tl_bin(prog);
-	const char *argv[8] = { bin, "-c", t.s.qt.conf };
-	pid_t parent = getpid(), pid;
-	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), n = 3;
-
-	while (args && *args && n < 7)
-		argv[n++] = *args++;
-	argv[n] = NULL;
-	cr_assert(fd >= 0);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	setpgid(pid, pid);
-	close(fd);
-	free(bin);
-	return pid;
-}
-
 static void
 start_metrics(void)
 {
 	struct buf b = BUF_INIT;
 
-	metrics_pid = spawn("weir-metrics", mlog, NULL);
+	metrics_pid = tl_spawn("weir-metrics", t.s.qt.conf, NULL, mlog);
 	if (!sh_wait_for(port_known, NULL, 15000)) {
 		tl_read(mlog, &b);
 		cr_assert_fail("weir-metrics did not start:\n%s", buf_cstr(&b));
@@ -605,7 +573,7 @@ Test(statuspage, page_of_a_queue_it_may_not_read)
 	relay_under_load(17, "  user = \"nobody\"\n");
 	cr_assert(sh_wait_for(answers, pub, 10000), "no status socket %s", pub);
 	slog = xasprintf("%s/showq.log", t.s.qt.tmp);
-	showq_pid = spawn("weir-showq", slog, sargs);
+	showq_pid = tl_spawn("weir-showq", t.s.qt.conf, sargs, slog);
 	cr_assert(sh_wait_for(answers, shq, 10000), "no weir-showq on %s", shq);
 	start_metrics();
 	cr_assert(sh_wait_for(full_and_still, &doc, 120000), "isp's window never full:\n%s",
