@@ -34,7 +34,9 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmiss
 # only when a path changes, so `make install PREFIX=...` after a plain
 # `make` rebuilds what embeds the old path.
 PATHS_H  := $(BUILD)/paths.h
-DEFS     := -D_GNU_SOURCE -include $(PATHS_H)
+# Other generated headers, included as "folder/name.h".
+GEN      := $(BUILD)/gen
+DEFS     := -D_GNU_SOURCE -include $(PATHS_H) -I$(GEN)
 ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(CPPFLAGS)
 LDLIBS   := -lconfuse -lm
 # Libraries only some programs need: weir-queue is set-id when installed
@@ -88,6 +90,13 @@ $(BUILD)/%.o: %.c | $(PATHS_H)
 	@mkdir -p $(dir $@)
 	@$(if $(V),,echo "  CC  $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+# weir-gate's Redis scripts (src/gate/*.lua) as C strings for shared.c.
+LUA_SRC := $(wildcard src/gate/*.lua)
+$(GEN)/gate/lua.h: $(LUA_SRC) scripts/lua2c.sh
+	@mkdir -p $(dir $@)
+	$(Q)scripts/lua2c.sh $(LUA_SRC) >$@.tmp && mv -f $@.tmp $@
+$(BUILD)/src/gate/shared.o $(BUILD)/fuzz/src/gate/shared.o: $(GEN)/gate/lua.h
 
 $(LIBWEIR): $(LIB_OBJ)
 	@rm -f $@
