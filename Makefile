@@ -125,6 +125,24 @@ $(BUILD)/tests/%_test: $(BUILD)/tests/%_test.o $(TESTLIB_OBJ) $(LIBPROGS) $(LIBW
 	@$(if $(V),,echo "  LD  $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS) $(TESTLIBS)
 
+# tests/unit/windowdiff_test runs the same scripts at a clock of its own:
+# a copy of shared.c compiled against them with Redis's TIME replaced by
+# the list weir:test:clock, which the test sets.
+TESTCLOCK := $(BUILD)/tests/gen
+$(TESTCLOCK)/gate/lua.h: $(LUA_SRC) scripts/lua2c.sh
+	@mkdir -p $(dir $@)
+	$(Q)scripts/lua2c.sh -e "s/redis\.call('TIME')/redis.call('LRANGE', 'weir:test:clock', 0, 1)/g" \
+		$(LUA_SRC) >$@.tmp
+	$(Q)! grep -q "'TIME'" $@.tmp && mv -f $@.tmp $@
+$(BUILD)/tests/gate/shared_testclock.o: src/gate/shared.c $(TESTCLOCK)/gate/lua.h | $(PATHS_H)
+	@mkdir -p $(dir $@)
+	@$(if $(V),,echo "  CC  $@")
+	$(Q)$(CC) -I$(TESTCLOCK) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+$(BUILD)/tests/unit/windowdiff_test: $(BUILD)/tests/unit/windowdiff_test.o \
+    $(BUILD)/tests/gate/shared_testclock.o $(TESTLIB_OBJ) $(LIBPROGS) $(LIBWEIR)
+	@$(if $(V),,echo "  LD  $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS) $(TESTLIBS)
+
 $(FAULTINJ): tests/fault/faultinj.c | $(PATHS_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< -ldl

@@ -297,3 +297,38 @@ tl_upstream_start(const char *const *args, const char *log, unsigned *port)
 	}
 	return pid;
 }
+
+pid_t
+tl_redis_start(const char *dir, const char *sock)
+{
+	char *log = xasprintf("%s/redis.log", dir);
+	pid_t pid;
+	int i, st, fd;
+
+	unlink(sock);
+	pid = fork();
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(127);
+		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock,
+		    "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir,
+		    (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 1000 && !tl_sock_answers(sock); i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			struct buf b = BUF_INIT;
+
+			tl_read(log, &b);
+			cr_assert_fail("redis-server exited before %s answered: %s", sock,
+			    buf_cstr(&b));
+		}
+		poll(NULL, 0, 10);
+	}
+	cr_assert(tl_sock_answers(sock), "redis-server does not answer on %s", sock);
+	free(log);
+	return pid;
+}

@@ -71,6 +71,11 @@ pid_t tl_upstream_start(const char *const *args, const char *log, unsigned *port
  * holds what did. */
 pid_t tl_upstream_spawn(const char *const *argv, const char *log, unsigned *port, char *said,
     size_t saidsz);
+/* A redis-server of the test's own, listening on the Unix socket sock
+ * only (no TCP port), without persistence, in dir (its output appended
+ * to dir/redis.log), dying with the test.  Returns its pid once it
+ * answers; fails the test (showing its log) if it does not. */
+pid_t tl_redis_start(const char *dir, const char *sock);
 /* 1 if the Unix stream socket at path accepts a connection (a daemon is
  * up), else 0.  In testlib_sock.c, free of Criterion: the crash-replay
  * harness uses it too. */

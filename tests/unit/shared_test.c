@@ -1,19 +1,17 @@
 /*
- * shared_test.c: the Redis scripts of src/gate/shared.c against a real
- * redis-server (started on a Unix socket in a scratch folder, no
- * persistence, killed at teardown): several windows at once, a calendar
- * window, held grants against max_connections and a lease that ends, a
- * suspension every host honours.
+ * shared_test.c: weir-gate's Redis scripts (the .lua files of src/gate,
+ * run through shared.c) against a real redis-server (started on a Unix
+ * socket in a scratch folder, no persistence, killed at teardown):
+ * several windows at once, a calendar window, held grants against
+ * max_connections and a lease that ends, a suspension every host
+ * honours.  windowdiff_test checks them against the C engine.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,28 +49,10 @@ cmd(const char *c)
 static void
 setup(void)
 {
-	char *log;
-	int i, fd;
-
 	dir = tl_tmpdir();
 	rsock = xasprintf("%s/r.sock", dir);
 	spec = xasprintf("unix:%s", rsock);
-	log = xasprintf("%s/redis.log", dir);
-	rpid = fork();
-	cr_assert(rpid >= 0);
-	if (rpid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-			_exit(127);
-		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", rsock,
-		    "--save", "", "--appendonly", "no", "--dir", dir, (char *)NULL);
-		_exit(127);
-	}
-	for (i = 0; i < 1000 && !tl_sock_answers(rsock); i++)
-		poll(NULL, 0, 10);
-	cr_assert(tl_sock_answers(rsock), "redis-server did not start");
-	free(log);
+	rpid = tl_redis_start(dir, rsock);
 	rc = redisConnectUnix(rsock);
 	cr_assert(rc && !rc->err);
 	/* A store that holds a history, and this host's written back. */
