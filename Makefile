@@ -91,6 +91,14 @@ $(BUILD)/%.o: %.c | $(PATHS_H)
 	@$(if $(V),,echo "  CC  $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
+# The version, from debian/changelog's first line, for --version.
+$(GEN)/version.h: debian/changelog
+	@mkdir -p $(dir $@)
+	$(Q)v=$$(sed -n '1s/^weir (\([^)]*\)).*/\1/p' $<); \
+		[ -n "$$v" ] || { echo "$<: no 'weir (VERSION)' on its first line" >&2; exit 1; }; \
+		printf '#define WEIR_VERSION "%s"\n' "$$v" >$@
+$(BUILD)/src/lib/usage.o $(BUILD)/fuzz/src/lib/usage.o: $(GEN)/version.h
+
 # weir-gate's Redis scripts (src/gate/*.lua) as C strings for shared.c.
 LUA_SRC := $(wildcard src/gate/*.lua)
 $(GEN)/gate/lua.h: $(LUA_SRC) scripts/lua2c.sh
