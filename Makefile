@@ -29,6 +29,7 @@ BUILD      ?= build
 
 CC       ?= gcc
 CFLAGS   ?= -O2 -g
+LDFLAGS  ?=
 WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
 # Installation paths reach the code through a generated header, rewritten
 # only when a path changes, so `make install PREFIX=...` after a plain
@@ -37,15 +38,17 @@ PATHS_H  := $(BUILD)/paths.h
 # Other generated headers, included as "folder/name.h".
 GEN      := $(BUILD)/gen
 DEFS     := -D_GNU_SOURCE -include $(PATHS_H) -I$(GEN)
-ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(CPPFLAGS)
-LDLIBS   := -lconfuse -lm
-# Libraries only some programs need: weir-queue is set-id when installed
-# and must not load OpenSSL or SASL for nothing.
-LIBS_weir-remote := -lssl -lcrypto -lsasl2
-LIBS_weir-smtpd := -lssl -lcrypto -lcrypt
-LIBS_weir-gate := -lhiredis
-ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt -lhiredis
-TESTLIBS := -lcriterion
+ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(PKG_CFLAGS) $(CPPFLAGS)
+# Libraries, named for pkg-config: PKGS for every program, PKGS_<program>
+# for one program alone (weir-queue is set-id when installed and must not
+# load OpenSSL or SASL for nothing), TEST_PKGS for the tests, which link
+# them all.  LDLIBS: libraries without a pkg-config file.
+PKGS             := libconfuse
+PKGS_weir-remote := openssl libsasl2
+PKGS_weir-smtpd  := openssl libxcrypt
+PKGS_weir-gate   := hiredis
+TEST_PKGS        := criterion
+LDLIBS           := -lm
 
 # program name : source folder (a folder without main.c is not built yet)
 ALL_PROGRAMS := weir-queue:queue weir:weir sendmail:sendmail weir-send:send weir-remote:remote weir-gate:gate weir-smtpd:smtpd weir-metrics:metrics weir-showq:showq
@@ -58,6 +61,19 @@ LIBWEIR  := $(BUILD)/libweir.a
 prog_name = $(word 1,$(subst :, ,$(1)))
 prog_dir  = $(word 2,$(subst :, ,$(1)))
 BINS     := $(foreach p,$(PROGRAMS),$(BUILD)/bin/$(call prog_name,$(p)))
+
+# pkg-config's answers: the include folders once, quietly (make check,
+# on a fresh machine, starts before its first step installed the
+# packages); the libraries at each link, where a package it does not
+# know stops the build with its name.  Include folders only: a define
+# (hiredis.pc's -D_FILE_OFFSET_BITS=64) would rename the libc functions
+# that the fault-injection and crash-recording shims define.
+ALL_PKGS   := $(PKGS) $(foreach p,$(PROGRAMS),$(PKGS_$(call prog_name,$(p))))
+PKG_CFLAGS := $(shell pkg-config --cflags-only-I $(ALL_PKGS) $(TEST_PKGS) 2>/dev/null)
+pkg_libs    = $(or $(shell pkg-config --libs $(1) 2>/dev/null),$(error pkg-config: no $(1) \
+	(scripts/deps.sh build installs what weir needs)))
+ALL_LIBS    = $(call pkg_libs,$(ALL_PKGS)) $(LDLIBS)
+TEST_LIBS   = $(call pkg_libs,$(ALL_PKGS) $(TEST_PKGS)) $(LDLIBS)
 
 # Non-main objects of every program, for the tests to link directly.
 PROG_LOGIC_SRC := $(filter-out %/main.c,$(foreach p,$(PROGRAMS),$(wildcard src/$(call prog_dir,$(p))/*.c)))
@@ -120,7 +136,8 @@ define program_rule
 $(BUILD)/bin/$(call prog_name,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/$(call prog_dir,$(1))/*.c)) $(LIBWEIR)
 	@mkdir -p $$(dir $$@)
 	@$$(if $$(V),,echo "  LD  $$@")
-	$$(Q)$$(CC) $$(CFLAGS) -o $$@ $$^ $$(LDLIBS) $$(LIBS_$(call prog_name,$(1)))
+	$$(Q)$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$^ \
+		$$(call pkg_libs,$$(PKGS) $$(PKGS_$(call prog_name,$(1)))) $$(LDLIBS)
 endef
 $(foreach p,$(PROGRAMS),$(eval $(call program_rule,$(p))))
 
@@ -131,7 +148,7 @@ $(BUILD)/tests/%.o: ALL_CFLAGS += -Itests/lib
 
 $(BUILD)/tests/%_test: $(BUILD)/tests/%_test.o $(TESTLIB_OBJ) $(LIBPROGS) $(LIBWEIR)
 	@$(if $(V),,echo "  LD  $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS) $(TESTLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
 
 # tests/unit/windowdiff_test runs the same scripts at a clock of its own:
 # a copy of shared.c compiled against them with Redis's TIME replaced by
@@ -149,11 +166,11 @@ $(BUILD)/tests/gate/shared_testclock.o: src/gate/shared.c $(TESTCLOCK)/gate/lua.
 $(BUILD)/tests/unit/windowdiff_test: $(BUILD)/tests/unit/windowdiff_test.o \
     $(BUILD)/tests/gate/shared_testclock.o $(TESTLIB_OBJ) $(LIBPROGS) $(LIBWEIR)
 	@$(if $(V),,echo "  LD  $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS) $(TESTLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
 
 $(FAULTINJ): tests/fault/faultinj.c | $(PATHS_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< -ldl
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -fPIC -shared -o $@ $< -ldl
 
 # The two README commands first make sure the Debian packages are there.
 check:
@@ -174,7 +191,7 @@ FUZZ_CC   ?= clang
 FUZZ_TIME ?= 60
 FUZZ_SMOKE_RUNS ?= 20000
 FUZZ_SMOKE_TIME ?= 8
-FUZZ_FLAGS := -g -O1 $(WARN) -Wno-format-nonliteral -std=gnu11 -Isrc $(DEFS)
+FUZZ_FLAGS := -g -O1 $(WARN) -Wno-format-nonliteral -std=gnu11 -Isrc $(DEFS) $(PKG_CFLAGS)
 FUZZ_NAMES := $(patsubst tests/fuzz/%_fuzz.c,%,$(wildcard tests/fuzz/*_fuzz.c))
 FUZZ_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%_fuzz)
 FUZZ_LIB   := $(BUILD)/fuzz/libweir-fuzz.a
@@ -234,11 +251,11 @@ CRASH_DELIVER ?= 2
 
 $(RECORDER): tests/durability/recorder.c | $(PATHS_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< -ldl
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -fPIC -shared -o $@ $< -ldl
 
 $(CRASHREPLAY): $(CRASH_OBJ) $(LIBPROGS) $(LIBWEIR)
 	@$(if $(V),,echo "  LD  $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
 
 # make crash-race: the workload with weir-queue held between its todo/
 # link and that folder's fsync while weir-send starts and takes the entry
