@@ -90,7 +90,6 @@ MAILQ      := $(if $(filter sendmail:%,$(PROGRAMS)),$(BUILD)/bin/mailq)
 
 .SECONDARY:
 .PHONY: FORCE all check test-run demo demo-run install clean bench-inject fuzz fuzz-smoke
-.PHONY: crashtest crash-check crash-race
 all: $(BINS)
 
 # V=1 shows the full commands.
@@ -228,77 +227,16 @@ fuzz-smoke: $(FUZZ_BINS)
 test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
 	@BUILD=$(BUILD) tests/run.sh $(TEST_BINS)
 
-# Crash consistency beyond kill -9 (tests/durability/crashreplay.c): a
-# recorder preloaded into weir's programs logs every file-changing call;
-# the replayer checks every state a power cut could leave.  `make check`
-# tries a bounded set of states per call boundary, `make crashtest` all
-# subsets of what was not yet durable (up to CRASH_BOUND, sampled beyond).
-# The workload injects with weir-queue, sendmail and over SMTP to the real
-# weir-smtpd (messages over 100 KB among them), kills a weir-queue and an
-# SMTP client halfway, and restarts weir-gate (a journal compaction) in
-# the middle of the deliveries and at the end.  Both then let
-# the real weir-gate, weir-send and weir-remote deliver a few recovered
-# states to the stand-in upstream (tests/upstream/upstream.py), and run
-# the harness on weir-queue mutants that must fail (crash-selftest).
-RECORDER    := $(BUILD)/tests/recorder.so
-CRASHREPLAY := $(BUILD)/tests/durability/crashreplay
-CRASH_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out %/recorder.c,$(wildcard tests/durability/*.c)))
-CRASH_OBJ   += $(BUILD)/tests/lib/testlib_sock.o
-CRASH_BOUND ?= 10
-# States that the real weir-gate, weir-send and weir-remote then deliver
-# to the upstream (-d): make check; make crashtest delivers 20.
-CRASH_DELIVER ?= 2
-
-$(RECORDER): tests/durability/recorder.c | $(PATHS_H)
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -fPIC -shared -o $@ $< -ldl
-
-$(CRASHREPLAY): $(CRASH_OBJ) $(LIBPROGS) $(LIBWEIR)
-	@$(if $(V),,echo "  LD  $@")
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(ALL_LIBS)
-
-# make crash-race: the workload with weir-queue held between its todo/
-# link and that folder's fsync while weir-send starts and takes the entry
-# (crashreplay -r).  It failed while weir-send preprocessed a todo/ entry
-# before the entry was durable (a power cut then left intd/ and info/
-# without todo/); weir-send now syncs todo/ first (send/sched.c,
-# scan_todo).  A few minutes: part of make crashtest, not make check.
-crash-race: all $(RECORDER) $(CRASHREPLAY)
-	@$(CRASHREPLAY) -r -1 -B $(BUILD)/bin -R $(RECORDER)
-
-crash-check: all $(RECORDER) $(CRASHREPLAY)
-	@$(CRASHREPLAY) -d $(CRASH_DELIVER) -U tests/upstream/upstream.py -B $(BUILD)/bin -R $(RECORDER)
-	@$(MAKE) --no-print-directory crash-selftest CRASH_SELFTEST_FLAGS=-1
-
-crashtest: all $(RECORDER) $(CRASHREPLAY)
-	@$(CRASHREPLAY) -x -b $(CRASH_BOUND) -d 20 -U tests/upstream/upstream.py -B $(BUILD)/bin -R $(RECORDER)
-	@$(MAKE) --no-print-directory crash-race
-	@$(MAKE) --no-print-directory crash-selftest
-
-# The harness's self-test: weir-queue made wrong through the recorder's
-# WEIR_REC_SKIP (nothing in src/ changes), each mutant must fail: the
-# mess/ file's fsync moved after the todo/ link and its fsync; that fsync
-# left out; the todo/ folder's fsync left out.  (The mess/ file is open
-# under its pid/ name.)  make check stops each at its first failing state.
-CRASH_MUTANTS := weir-queue:queue/pid/:file:queue/todo weir-queue:queue/pid/:file \
-	weir-queue:queue/todo:dir
-.PHONY: crash-selftest
-crash-selftest: all $(RECORDER) $(CRASHREPLAY)
-	@for m in $(CRASH_MUTANTS); do \
-		$(CRASHREPLAY) $(CRASH_SELFTEST_FLAGS) -S $$m -B $(BUILD)/bin -R $(RECORDER) \
-			>$(BUILD)/crash-selftest.log 2>&1; rc=$$?; \
-		if [ $$rc -ne 1 ]; then cat $(BUILD)/crash-selftest.log; \
-			echo "crash-selftest: mutant $$m was not caught (exit $$rc)"; exit 1; fi; \
-		echo "crash-selftest: mutant $$m caught: $$(grep -m1 '^    ' $(BUILD)/crash-selftest.log)"; \
-	done
+# The crash-replay harness: make crash-check (part of make check),
+# crash-race, crash-selftest and crashtest.
+include tests/durability/crash.mk
 
 # The long kill -9 soak (tests/soak/soak_test.c); SOAK_ROUNDS, SOAK_MESSAGES,
 # SOAK_KILLS and SOAK_SEED (printed by every run) shape or replay it.
 SOAK_BIN := $(BUILD)/tests/soak/soak_test
-.PHONY: soak crashtest
+.PHONY: soak
 soak: all $(MAILQ) $(SOAK_BIN)
 	@BUILD=$(BUILD) TEST_JOBS=1 tests/run.sh $(SOAK_BIN)
-crashtest: soak
 
 demo:
 	@scripts/deps.sh demo
@@ -319,6 +257,9 @@ bench-compare:
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) scripts/bench/compare.sh
 
+# Every page in its section (its suffix); policy.conf(5) as
+# weir-policy.conf(5), a name that says whose file it is.
+MANPAGES := $(wildcard src/*/*.[18] etc/*.5)
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
 	install -m 0755 $(BUILD)/bin/weir $(DESTDIR)$(SBINDIR)/weir
@@ -330,19 +271,8 @@ install: all
 	install -d $(DESTDIR)$(SYSCONFDIR)
 	install -m 0644 etc/weir.conf $(DESTDIR)$(SYSCONFDIR)/weir.conf
 	install -m 0644 etc/policy.conf $(DESTDIR)$(SYSCONFDIR)/policy.conf
-	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
-	install -m 0644 src/sendmail/mailq.1 $(DESTDIR)$(MANDIR)/man1/mailq.1
-	install -m 0644 etc/weir.conf.5 $(DESTDIR)$(MANDIR)/man5/weir.conf.5
-	install -m 0644 etc/policy.conf.5 $(DESTDIR)$(MANDIR)/man5/weir-policy.conf.5
-	install -m 0644 src/gate/weir-gate.8 $(DESTDIR)$(MANDIR)/man8/weir-gate.8
-	install -m 0644 src/remote/weir-remote.8 $(DESTDIR)$(MANDIR)/man8/weir-remote.8
-	install -m 0644 src/smtpd/weir-smtpd.8 $(DESTDIR)$(MANDIR)/man8/weir-smtpd.8
-	install -m 0644 src/send/weir-send.8 $(DESTDIR)$(MANDIR)/man8/weir-send.8
-	install -m 0644 src/metrics/weir-metrics.8 $(DESTDIR)$(MANDIR)/man8/weir-metrics.8
-	install -m 0644 src/showq/weir-showq.8 $(DESTDIR)$(MANDIR)/man8/weir-showq.8
-	install -m 0644 src/queue/weir-queue.8 $(DESTDIR)$(MANDIR)/man8/weir-queue.8
-	install -m 0644 src/sendmail/sendmail.8 $(DESTDIR)$(MANDIR)/man8/sendmail.8
-	install -m 0644 src/weir/weir.8 $(DESTDIR)$(MANDIR)/man8/weir.8
+	for m in $(MANPAGES); do n=$${m##*/}; [ "$$n" != policy.conf.5 ] || n=weir-policy.conf.5; \
+		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/$$n || exit 1; done
 
 # The Debian package: dpkg-buildpackage on a copy of the tree, then
 # lintian (scripts/deb.sh).  package-test installs it into a throwaway
