@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <hiredis/hiredis.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,4 +333,50 @@ tl_redis_start(const char *dir, const char *sock)
 	cr_assert(tl_sock_answers(sock), "redis-server does not answer on %s", sock);
 	free(log);
 	return pid;
+}
+
+void
+tl_redis_up(struct tl_redis *r)
+{
+	memset(r, 0, sizeof *r);
+	r->dir = tl_tmpdir();
+	r->sock = xasprintf("%s/redis.sock", r->dir);
+	r->spec = xasprintf("unix:%s", r->sock);
+	r->pid = tl_redis_start(r->dir, r->sock);
+	r->c = redisConnectUnix(r->sock);
+	cr_assert(r->c != NULL && !r->c->err, "redis: %s", r->c ? r->c->errstr : "no memory");
+}
+
+void
+tl_redis_down(struct tl_redis *r)
+{
+	int st;
+
+	if (r->c)
+		redisFree(r->c);
+	if (r->pid > 0) {
+		kill(r->pid, SIGKILL);
+		while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (r->dir)
+		tl_rmtree(r->dir);
+	free(r->dir);
+	free(r->sock);
+	free(r->spec);
+	memset(r, 0, sizeof *r);
+}
+
+void
+tl_redis_cmd(struct tl_redis *r, const char *fmt, ...)
+{
+	redisReply *rep;
+	va_list ap;
+
+	va_start(ap, fmt);
+	rep = redisvCommand(r->c, fmt, ap);
+	va_end(ap);
+	cr_assert(rep != NULL && rep->type != REDIS_REPLY_ERROR, "%s: %s", fmt,
+	    rep ? rep->str : r->c->errstr);
+	freeReplyObject(rep);
 }

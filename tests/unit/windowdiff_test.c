@@ -25,14 +25,11 @@
  * The first seed is printed; WEIR_WINDOWDIFF_SEED=N runs from N.
  */
 #include <criterion/criterion.h>
-#include <errno.h>
 #include <hiredis/hiredis.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,9 +43,7 @@
 #define MAXREQ	NSTEPS
 #define TRAIL	30		/* events shown when the two differ */
 
-static char *dir, *rsock, *spec;
-static pid_t rpid = -1;
-static redisContext *rc;
+static struct tl_redis R;
 
 /* One request, as each side holds it. */
 struct treq {
@@ -132,38 +127,19 @@ trail(struct buf *b)
 		buf_printf(b, "%s\n", T.trail[i % TRAIL]);
 }
 
-static void
-cmd(const char *fmt, ...)
-{
-	redisReply *r;
-	va_list ap;
-
-	va_start(ap, fmt);
-	r = redisvCommand(rc, fmt, ap);
-	va_end(ap);
-	cr_assert(r != NULL && r->type != REDIS_REPLY_ERROR, "%s: %s", fmt,
-	    r ? r->str : rc->errstr);
-	freeReplyObject(r);
-}
-
 /* Redis's TIME, as the scripts built for this test read it. */
 static void
 set_clock(void)
 {
-	cmd("DEL weir:test:clock");
-	cmd("RPUSH weir:test:clock %lld %lld", (long long)(T.us / 1000000),
+	tl_redis_cmd(&R, "DEL weir:test:clock");
+	tl_redis_cmd(&R, "RPUSH weir:test:clock %lld %lld", (long long)(T.us / 1000000),
 	    (long long)(T.us % 1000000));
 }
 
 static void
 setup(void)
 {
-	dir = tl_tmpdir();
-	rsock = xasprintf("%s/r.sock", dir);
-	spec = xasprintf("unix:%s", rsock);
-	rpid = tl_redis_start(dir, rsock);
-	rc = redisConnectUnix(rsock);
-	cr_assert(rc && !rc->err);
+	tl_redis_up(&R);
 	/* Leases of an hour: no schedule comes near. */
 	T.sh = shared_new("h", "r", 3600 * 1000);
 }
@@ -171,20 +147,8 @@ setup(void)
 static void
 teardown(void)
 {
-	int st;
-
 	shared_free(T.sh);
-	if (rc)
-		redisFree(rc);
-	if (rpid > 0) {
-		kill(rpid, SIGKILL);
-		while (waitpid(rpid, &st, 0) < 0 && errno == EINTR)
-			;
-	}
-	tl_rmtree(dir);
-	free(dir);
-	free(rsock);
-	free(spec);
+	tl_redis_down(&R);
 }
 
 TestSuite(windowdiff, .init = setup, .fini = teardown, .timeout = 120);
@@ -284,7 +248,7 @@ random_policy(void)
 	}
 	T.cu.max_connections = rnd(3) == 0 ? 1 + (long long)rnd(3) : 0;
 	T.bu = T.cu;
-	T.bu.shared = spec;
+	T.bu.shared = R.spec;
 	memset(&T.pol, 0, sizeof T.pol);
 	T.pol.up = &T.cu;
 	T.pol.nup = 1;
@@ -405,10 +369,10 @@ run_seed(unsigned seed)
 	T.step = 0;
 	T.us = (1700000000LL + (int64_t)rnd(100000000)) * 1000000 + (int64_t)rnd(1000000);
 	T.grace = (int64_t)rnd(2000);
-	cmd("FLUSHALL");
+	tl_redis_cmd(&R, "FLUSHALL");
 	/* A store that holds a history, and this host's written back. */
-	cmd("SET weir:{up}:epoch 1");
-	cmd("SET weir:{up}:host:h 1");
+	tl_redis_cmd(&R, "SET weir:{up}:epoch 1");
+	tl_redis_cmd(&R, "SET weir:{up}:host:h 1");
 	set_clock();
 	random_policy();
 	wg_init(&T.g, &ops);
