@@ -9,7 +9,7 @@
  * monotonic clock (clock_mono_ms).  Where a function takes err, it may
  * be NULL: the reason is then dropped.
  *
- * Only programs linked with OpenSSL may call it (the Makefile's LIBS_
+ * Only programs linked with OpenSSL may call it (the Makefile's PKGS_
  * lines: weir-remote, weir-smtpd; weir-queue is set-id and must not
  * load OpenSSL): the archive member is linked only where it is used.
  *
