@@ -53,10 +53,13 @@ crashtest: all $(RECORDER) $(CRASHREPLAY) soak
 # The harness's self-test: weir-queue made wrong through the recorder's
 # WEIR_REC_SKIP (nothing in src/ changes), each mutant must fail: the
 # mess/ file's fsync moved after the todo/ link and its fsync; that fsync
-# left out; the todo/ folder's fsync left out.  (The mess/ file is open
+# left out; the todo/ folder's fsync left out.  And weir-queued, each
+# fsync of its group commit left out in turn: the mess/ files', the
+# intd/ files', the mess/S folders', todo/'s.  (The mess/ file is open
 # under its pid/ name.)  make check stops each at its first failing state.
 CRASH_MUTANTS := weir-queue:queue/pid/:file:queue/todo weir-queue:queue/pid/:file \
-	weir-queue:queue/todo:dir
+	weir-queue:queue/todo:dir weir-queued:queue/pid/:file weir-queued:queue/intd/:file \
+	weir-queued:queue/mess/:dir weir-queued:queue/todo:dir
 crash-selftest: all $(RECORDER) $(CRASHREPLAY)
 	@for m in $(CRASH_MUTANTS); do \
 		$(CRASHREPLAY) $(CRASH_SELFTEST_FLAGS) -S $$m -B $(BUILD)/bin -R $(RECORDER) \
