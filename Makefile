@@ -35,11 +35,20 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmiss
 # `make` rebuilds what embeds the old path.
 PATHS_H  := $(BUILD)/paths.h
 DEFS     := -D_GNU_SOURCE -include $(PATHS_H)
-ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(CPPFLAGS)
+ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(CPPFLAGS_DEPS) $(CPPFLAGS)
 LDLIBS   := -lconfuse -lm
 # Libraries only some programs need: weir-queue is set-id when installed
 # and must not load OpenSSL or SASL for nothing.
-LIBS_weir-remote := -lssl -lcrypto -lsasl2
+# OAuth (mail/oauth.c: HTTPS through libcurl, JSON through json-c): only
+# in the deliverer and the operator command (weir auth); weir-send and
+# weir-metrics read the token status file (json-c).
+OAUTH_LIBS := $(shell pkg-config --libs libcurl json-c) -lcrypto
+JSONC_LIBS := $(shell pkg-config --libs json-c)
+CPPFLAGS_DEPS := $(shell pkg-config --cflags libcurl json-c)
+LIBS_weir-remote := -lssl -lcrypto -lsasl2 $(OAUTH_LIBS)
+LIBS_weir := $(OAUTH_LIBS)
+LIBS_weir-send := $(JSONC_LIBS)
+LIBS_weir-metrics := $(JSONC_LIBS)
 LIBS_weir-smtpd := -lssl -lcrypto -lcrypt
 LIBS_weir-gate := -lhiredis
 ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt -lhiredis
