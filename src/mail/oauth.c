@@ -28,48 +28,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
 #include <openssl/evp.h>
 
 #include "lib/alloc.h"
 #include "lib/io.h"
 #include "lib/json.h"
+#include "lib/jsonstrict.h"
 #include "lib/log.h"
 #include "lib/timefmt.h"
 #include "mail/https.h"
 #include "mail/oauth.h"
 #include "mail/secretfile.h"
 
-#define FILE_MAX (64 * 1024)	/* token_file and its status */
 #define DEVICE_GRANT "urn:ietf:params:oauth:grant-type:device_code"
-
-long long
-oauth_margin(const struct weir_oauth *o, long long lifetime)
-{
-	return lifetime / 10 > o->refresh_margin ? lifetime / 10 : o->refresh_margin;
-}
-
-void
-oauth_time(char *out, size_t max, long long t)
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-
-	if (localtime_r(&tt, &tm) == NULL || strftime(out, max, "%Y-%m-%d %H:%M:%S %z", &tm) == 0)
-		snprintf(out, max, "@%lld", t);
-}
-
-static char *
-sibling(const struct weir_oauth *o, const char *suffix)
-{
-	return xasprintf("%s%s", o->token_file, suffix);
-}
-
-char *
-oauth_status_path(const struct weir_oauth *o)
-{
-	return sibling(o, ".status");
-}
 
 /* A token as it may travel: 1 to OAUTH_TOKEN_MAX bytes of printable
  * ASCII (no space: RFC 6750's b64token is narrower still). */
@@ -86,135 +57,10 @@ token_ok(const char *s, size_t n)
 	return 1;
 }
 
-/* text, made fit for a log line: its first line, printable ASCII (any
- * other byte '?'), at most max - 1 bytes. */
-static void
-one_line(char *out, size_t max, const char *s, size_t n)
+static char *
+sibling(const struct weir_oauth *o, const char *suffix)
 {
-	size_t i, k = 0;
-
-	for (i = 0; i < n && k + 1 < max; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '\r' || c == '\n')
-			break;
-		out[k++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
-	}
-	out[k] = '\0';
-}
-
-/* ---- JSON, strictly ---- */
-
-/* One JSON object, and nothing but blanks after it: the object, or NULL
- * with why. */
-static struct json_object *
-json_object_strict(const char *s, size_t n, const char **why)
-{
-	struct json_tokener *tok;
-	struct json_object *o;
-	size_t end;
-
-	if (n == 0 || n > INT_MAX || memchr(s, '\0', n) != NULL) {
-		*why = n == 0 ? "empty" : "a NUL byte, or too long";
-		return NULL;
-	}
-	if ((tok = json_tokener_new()) == NULL) {
-		*why = "out of memory";
-		return NULL;
-	}
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-	o = json_tokener_parse_ex(tok, s, (int)n);
-	if (o == NULL) {
-		enum json_tokener_error e = json_tokener_get_error(tok);
-
-		*why = e == json_tokener_continue ? "the JSON ends early" : json_tokener_error_desc(e);
-		json_tokener_free(tok);
-		return NULL;
-	}
-	end = json_tokener_get_parse_end(tok);
-	json_tokener_free(tok);
-	while (end < n && (s[end] == ' ' || s[end] == '\t' || s[end] == '\r' || s[end] == '\n'))
-		end++;
-	if (end != n || !json_object_is_type(o, json_type_object)) {
-		*why = end != n ? "bytes after the JSON object" : "not a JSON object";
-		json_object_put(o);
-		return NULL;
-	}
-	return o;
-}
-
-/* key's string: 1 (in *v, *n), 0 absent (or null), -1 not a string. */
-static int
-jstr(struct json_object *o, const char *key, const char **v, size_t *n)
-{
-	struct json_object *x;
-
-	if (!json_object_object_get_ex(o, key, &x) || json_object_is_type(x, json_type_null))
-		return 0;
-	if (!json_object_is_type(x, json_type_string))
-		return -1;
-	*v = json_object_get_string(x);
-	*n = (size_t)json_object_get_string_len(x);
-	return 1;
-}
-
-/* key's whole number 0..2^53: 1 (in *v), 0 absent, -1 not one; with
- * digits, a string of decimal digits also counts (some providers send
- * expires_in so). */
-static int
-jnum(struct json_object *o, const char *key, int digits, long long *v)
-{
-	struct json_object *x;
-	const char *s;
-	long long n = 0;
-
-	if (!json_object_object_get_ex(o, key, &x))
-		return 0;
-	if (json_object_is_type(x, json_type_int)) {
-		n = (long long)json_object_get_int64(x);
-	} else if (digits && json_object_is_type(x, json_type_string)) {
-		s = json_object_get_string(x);
-		if (*s == '\0' || strlen(s) > 15)
-			return -1;
-		for (; *s; s++) {
-			if (*s < '0' || *s > '9')
-				return -1;
-			n = n * 10 + (*s - '0');
-		}
-	} else {
-		return -1;
-	}
-	if (n < 0 || n > (1LL << 53))
-		return -1;
-	*v = n;
-	return 1;
-}
-
-/* Does o have only the keys of keys[] (NULL-ended)? */
-static int
-only_keys(struct json_object *o, const char *const *keys)
-{
-	size_t i;
-
-	json_object_object_foreach(o, k, val) {
-		(void)val;
-		for (i = 0; keys[i] && strcmp(keys[i], k) != 0; i++)
-			;
-		if (keys[i] == NULL)
-			return 0;
-	}
-	return 1;
-}
-
-/* Zero the bytes of o's string key (before the object is freed). */
-static void
-jwipe(struct json_object *o, const char *key)
-{
-	const char *v;
-	size_t n;
-
-	if (o && jstr(o, key, &v, &n) == 1)
-		explicit_bzero((char *)v, n);
+	return xasprintf("%s%s", o->token_file, suffix);
 }
 
 /* ---- files ---- */
@@ -262,38 +108,6 @@ out:
 	return rc;
 }
 
-/* The file at path: 1 read into b; 0 there is none; -1 trouble (err).
- * Private: a regular file closed to group and others. */
-static int
-read_private(const char *path, int private, struct buf *b, struct buf *err)
-{
-	struct stat st;
-	int fd, r;
-
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return 0;
-		buf_printf(err, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (private && (st.st_mode & 077))) {
-		if (errno == 0 || S_ISREG(st.st_mode) || !S_ISREG(st.st_mode))
-			buf_printf(err, "%s: %s", path, !S_ISREG(st.st_mode) ?
-			    "not a regular file" : "open to group or others (chmod 600)");
-		(void)close(fd);
-		return -1;
-	}
-	buf_reserve(b, FILE_MAX + 1);
-	r = read_fd_all(fd, b, FILE_MAX);
-	(void)close(fd);
-	if (r < 0) {
-		buf_printf(err, "%s: %s", path, r == -2 ? "too big" : strerror(errno));
-		return -1;
-	}
-	return 1;
-}
-
 /* The token file's contents. */
 struct tokens {
 	struct buf refresh, access;
@@ -326,21 +140,21 @@ tokens_load(const struct weir_oauth *o, struct tokens *t, struct buf *err)
 	int r;
 
 	memset(t, 0, sizeof *t);
-	r = read_private(o->token_file, 1, &b, err);
+	r = oauth_read_file(o->token_file, 1, &b, err);
 	if (r <= 0) {
 		secret_wipe(&b);
 		return r == 0 ? L_NONE : L_TROUBLE;
 	}
-	if ((j = json_object_strict(b.s, b.len, &why)) == NULL)
+	if ((j = jsonstrict_object(b.s, b.len, &why)) == NULL)
 		goto out;
 	why = "a key missing, of the wrong type, or unknown";
-	if (!only_keys(j, keys) || jnum(j, "version", 0, &v) != 1 || v != 1 ||
-	    jstr(j, "refresh_token", &rt, &rn) != 1 || !token_ok(rt, rn) ||
-	    jstr(j, "access_token", &at, &an) != 1 || (an > 0 && !token_ok(at, an)) ||
-	    jnum(j, "expires_at", 0, &t->expires_at) != 1 ||
-	    jnum(j, "lifetime", 0, &t->lifetime) != 1 ||
-	    jnum(j, "refresh_since", 0, &t->refresh_since) != 1 ||
-	    jnum(j, "login_at", 0, &t->login_at) != 1)
+	if (!jsonstrict_only_keys(j, keys) || jsonstrict_num(j, "version", 0, &v) != 1 || v != 1 ||
+	    jsonstrict_str(j, "refresh_token", &rt, &rn) != 1 || !token_ok(rt, rn) ||
+	    jsonstrict_str(j, "access_token", &at, &an) != 1 || (an > 0 && !token_ok(at, an)) ||
+	    jsonstrict_num(j, "expires_at", 0, &t->expires_at) != 1 ||
+	    jsonstrict_num(j, "lifetime", 0, &t->lifetime) != 1 ||
+	    jsonstrict_num(j, "refresh_since", 0, &t->refresh_since) != 1 ||
+	    jsonstrict_num(j, "login_at", 0, &t->login_at) != 1)
 		goto out;
 	buf_reserve(&t->refresh, OAUTH_TOKEN_MAX + 1);
 	buf_reserve(&t->access, OAUTH_TOKEN_MAX + 1);
@@ -350,8 +164,8 @@ tokens_load(const struct weir_oauth *o, struct tokens *t, struct buf *err)
 out:
 	if (l == L_BAD)
 		buf_printf(err, "%s: not a token file of weir's: %s", o->token_file, why);
-	jwipe(j, "refresh_token");
-	jwipe(j, "access_token");
+	jsonstrict_wipe(j, "refresh_token");
+	jsonstrict_wipe(j, "access_token");
 	json_object_put(j);
 	secret_wipe(&b);
 	return l;
@@ -372,52 +186,6 @@ tokens_save(const struct weir_oauth *o, const struct tokens *t, struct buf *err)
 	    "\"login_at\":%lld}\n", t->expires_at, t->lifetime, t->refresh_since, t->login_at);
 	rc = write_durably(o->token_file, 0600, b.s, b.len, err);
 	secret_wipe(&b);
-	return rc;
-}
-
-int
-oauth_status_load(const struct weir_oauth *o, struct oauth_status *st, struct buf *err)
-{
-	static const char *const keys[] = { "version", "login_at", "refresh_since",
-	    "refreshed_at", "expires_at", "lifetime", "error_at", "error", "login_needed",
-	    NULL };
-	struct json_object *j = NULL, *x;
-	struct buf b = BUF_INIT;
-	char *path = oauth_status_path(o);
-	const char *why = NULL, *e = NULL;
-	size_t en = 0;
-	long long v = 0;
-	int r, rc = -1;
-
-	memset(st, 0, sizeof *st);
-	r = read_private(path, 0, &b, err);
-	if (r <= 0) {
-		rc = r;
-		goto out;
-	}
-	if ((j = json_object_strict(b.s, b.len, &why)) == NULL) {
-		buf_printf(err, "%s: %s", path, why);
-		goto out;
-	}
-	if (!only_keys(j, keys) || jnum(j, "version", 0, &v) != 1 || v != 1 ||
-	    jnum(j, "login_at", 0, &st->login_at) != 1 ||
-	    jnum(j, "refresh_since", 0, &st->refresh_since) != 1 ||
-	    jnum(j, "refreshed_at", 0, &st->refreshed_at) != 1 ||
-	    jnum(j, "expires_at", 0, &st->expires_at) != 1 ||
-	    jnum(j, "lifetime", 0, &st->lifetime) != 1 ||
-	    jnum(j, "error_at", 0, &st->error_at) != 1 || jstr(j, "error", &e, &en) != 1 ||
-	    !json_object_object_get_ex(j, "login_needed", &x) ||
-	    !json_object_is_type(x, json_type_boolean)) {
-		buf_printf(err, "%s: a key missing, of the wrong type, or unknown", path);
-		goto out;
-	}
-	one_line(st->error, sizeof st->error, e, en);
-	st->login_needed = json_object_get_boolean(x);
-	rc = 1;
-out:
-	json_object_put(j);
-	buf_free(&b);
-	free(path);
 	return rc;
 }
 
@@ -455,7 +223,7 @@ status_update(const struct weir_oauth *o, const struct tokens *t, int login, con
 	buf_reset(&err);
 	if (why) {
 		st.error_at = now;
-		one_line(st.error, sizeof st.error, why, strlen(why));
+		oauth_one_line(st.error, sizeof st.error, why, strlen(why));
 		st.login_needed |= refused;
 	} else {
 		st.error_at = 0;
@@ -525,12 +293,12 @@ error_parse(struct json_object *j, struct grant *g)
 	size_t en, dn;
 	int r;
 
-	if (jstr(j, "error", &e, &en) != 1 || en == 0 || en >= sizeof g->error)
+	if (jsonstrict_str(j, "error", &e, &en) != 1 || en == 0 || en >= sizeof g->error)
 		return -1;
-	one_line(g->error, sizeof g->error, e, en);
-	r = jstr(j, "error_description", &d, &dn);
+	oauth_one_line(g->error, sizeof g->error, e, en);
+	r = jsonstrict_str(j, "error_description", &d, &dn);
 	if (r == 1)
-		one_line(g->desc, sizeof g->desc, d, dn);
+		oauth_one_line(g->desc, sizeof g->desc, d, dn);
 	return r < 0 ? -1 : 0;
 }
 
@@ -542,19 +310,19 @@ tokens_parse(struct json_object *j, struct grant *g, const char **why)
 	size_t an, rn, tn;
 	int r;
 
-	if (jstr(j, "access_token", &at, &an) != 1 || !token_ok(at, an)) {
+	if (jsonstrict_str(j, "access_token", &at, &an) != 1 || !token_ok(at, an)) {
 		*why = "no access_token, or one that is not printable ASCII";
 		return -1;
 	}
-	if (jstr(j, "token_type", &tt, &tn) != 1 || strcasecmp(tt, "Bearer") != 0) {
+	if (jsonstrict_str(j, "token_type", &tt, &tn) != 1 || strcasecmp(tt, "Bearer") != 0) {
 		*why = "token_type is not Bearer";
 		return -1;
 	}
-	if (jnum(j, "expires_in", 1, &g->expires_in) != 1 || g->expires_in == 0) {
+	if (jsonstrict_num(j, "expires_in", 1, &g->expires_in) != 1 || g->expires_in == 0) {
 		*why = "no expires_in, or not a number of seconds";
 		return -1;
 	}
-	r = jstr(j, "refresh_token", &rt, &rn);
+	r = jsonstrict_str(j, "refresh_token", &rt, &rn);
 	if (r < 0 || (r == 1 && !token_ok(rt, rn))) {
 		*why = "a refresh_token that is not printable ASCII";
 		return -1;
@@ -600,7 +368,7 @@ post(const struct weir_oauth *o, const char *url, struct buf *form, struct grant
 	if (https_post(&p, &status, &body, err) < 0)
 		goto out;
 	if (status == 200 || status == 400 || status == 401) {
-		j = json_object_strict(body.s ? body.s : "", body.len, &why);
+		j = jsonstrict_object(body.s ? body.s : "", body.len, &why);
 		if (j == NULL) {
 			buf_printf(err, "%s answered HTTP %ld, not with JSON: %s", url, status, why);
 			goto out;
@@ -625,9 +393,9 @@ out:
 	if (jout && a == A_TOKENS && !tokens)
 		*jout = j;
 	else {
-		jwipe(j, "access_token");
-		jwipe(j, "refresh_token");
-		jwipe(j, "device_code");
+		jsonstrict_wipe(j, "access_token");
+		jsonstrict_wipe(j, "refresh_token");
+		jsonstrict_wipe(j, "device_code");
 		json_object_put(j);
 	}
 	secret_wipe(&body);
@@ -849,7 +617,7 @@ jcopy(struct json_object *j, const char *key, char *out, size_t max)
 {
 	const char *v;
 	size_t n, i;
-	int r = jstr(j, key, &v, &n);
+	int r = jsonstrict_str(j, key, &v, &n);
 
 	if (r <= 0)
 		return r;
@@ -892,10 +660,10 @@ oauth_device_start(const struct weir_upstream *u, struct oauth_device *d, struct
 	r = jcopy(j, "verification_uri", d->uri, sizeof d->uri);
 	if (r == 0)	/* Google's name for it */
 		r = jcopy(j, "verification_url", d->uri, sizeof d->uri);
-	if (jstr(j, "device_code", &dc, &dn) != 1 || !token_ok(dc, dn) ||
+	if (jsonstrict_str(j, "device_code", &dc, &dn) != 1 || !token_ok(dc, dn) ||
 	    jcopy(j, "user_code", d->user_code, sizeof d->user_code) != 1 || r != 1 ||
 	    jcopy(j, "verification_uri_complete", d->uri_complete, sizeof d->uri_complete) < 0 ||
-	    jnum(j, "expires_in", 1, &exp) != 1 || exp == 0 || jnum(j, "interval", 1, &iv) < 0) {
+	    jsonstrict_num(j, "expires_in", 1, &exp) != 1 || exp == 0 || jsonstrict_num(j, "interval", 1, &iv) < 0) {
 		buf_printf(err, "the device endpoint's answer lacks device_code, user_code, "
 		    "verification_uri or expires_in, or has one malformed");
 		goto out;
@@ -906,7 +674,7 @@ oauth_device_start(const struct weir_upstream *u, struct oauth_device *d, struct
 	d->interval = iv < 1 ? 1 : iv > 60 ? 60 : iv;
 	rc = 0;
 out:
-	jwipe(j, "device_code");
+	jsonstrict_wipe(j, "device_code");
 	json_object_put(j);
 	grant_wipe(&g);
 	buf_free(&why);

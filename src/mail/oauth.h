@@ -50,6 +50,9 @@
  * where it is ours (libcurl and json-c keep copies of their own, in a
  * process that cannot dump core).
  *
+ * oauth.c does the HTTPS (libcurl) and writes; oauthstatus.c is what the
+ * readers of the status file link (json-c alone).
+ *
  * Trusts: the provider only to answer as RFC 6749 says (every answer is
  * parsed strictly, every token checked to be printable ASCII); the files
  * only when they pass the same parse.  Config keys: the oauth section
@@ -140,5 +143,15 @@ long long oauth_margin(const struct weir_oauth *o, long long lifetime);
 /* "2026-11-25 14:45:53 +0000" in local time. */
 #define OAUTH_TIME_MAX 40
 void oauth_time(char *out, size_t max, long long t);
+
+/* Between oauth.c and oauthstatus.c (the readers' part, without
+ * HTTPS).  The file at path into b: 1 read; 0 there is none; -1 it
+ * cannot be read, is not a regular file, is over OAUTH_FILE_MAX, or
+ * (private) is open to group or others: why in err. */
+#define OAUTH_FILE_MAX (64 * 1024)
+int oauth_read_file(const char *path, int private, struct buf *b, struct buf *err);
+/* s[0..n)'s first line, printable ASCII (any other byte '?'), cut to
+ * fit out: what may go in a log line or the status file. */
+void oauth_one_line(char *out, size_t max, const char *s, size_t n);
 
 #endif
