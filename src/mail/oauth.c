@@ -241,6 +241,20 @@ status_update(const struct weir_oauth *o, const struct tokens *t, int login, con
 	buf_free(&err);
 }
 
+static int
+folder_exists(const struct weir_oauth *o)
+{
+	char *dir = xstrdup(o->token_file), *slash = strrchr(dir, '/');
+	struct stat st;
+	int yes;
+
+	if (slash)
+		*slash = '\0';
+	yes = slash && slash != dir ? stat(dir, &st) == 0 : 1;
+	free(dir);
+	return yes;
+}
+
 /* token_file.lock, taken (blocking: whoever holds it is doing one
  * bounded HTTPS exchange and a write): its descriptor, or -1 with err. */
 static int
@@ -532,10 +546,13 @@ oauth_access_token(const struct weir_upstream *u, struct buf *tok, struct buf *h
 	if (l == L_TROUBLE)
 		goto out;
 	buf_reset(err);
-	/* One refresh at a time: whoever had the lock may have done it. */
-	if ((lk = lock_take(o, err)) < 0)
+	/* One refresh at a time: whoever had the lock may have done it.
+	 * With no token at all there is nothing to refresh (and perhaps no
+	 * folder yet to lock in). */
+	if (l != L_NONE && (lk = lock_take(o, err)) < 0)
 		goto out;
-	l = tokens_load(o, &t, err);
+	if (l != L_NONE)
+		l = tokens_load(o, &t, err);
 	now = (long long)time(NULL);
 	switch (l) {
 	case L_TROUBLE:
@@ -545,7 +562,8 @@ oauth_access_token(const struct weir_upstream *u, struct buf *tok, struct buf *h
 		if (l == L_NONE)
 			buf_printf(err, "OAuth: no token yet (%s)", o->token_file);
 		buf_printf(err, "; mail waits: run weir auth login %s", u->name);
-		status_update(o, &t, 0, err->s, 1, now);
+		if (l == L_BAD || folder_exists(o))
+			status_update(o, &t, 0, err->s, 1, now);
 		res = OAUTH_REFUSED;
 		goto out;
 	case L_OK:

@@ -13,8 +13,8 @@
  * the tokens are saved durably, the status file says the login is done,
  * and weir-gate is asked to lift the upstream's suspensions (RESUME,
  * as `weir resume`), so that mail waiting for a dead token goes now,
- * with no restart.  Started as root, the folder of token_file is made
- * if missing (0755, the deliverer's), and the login itself (every HTTPS
+ * with no restart.  The folder of token_file is made if missing (0755;
+ * started as root, the deliverer's), and, started as root, the login itself (every HTTPS
  * call, every file written) runs in a child that has become the
  * deliverer (mail/libexec.h's libexec_deliverer: weir-remote's owner),
  * the only identity that may read the client secret and the tokens.
@@ -312,16 +312,16 @@ out:
 	return rc;
 }
 
-/* As root: the folder of token_file, made if missing (0755, the
- * deliverer's), and who the login runs as.  0, or -1 (said). */
+/* The folder of token_file, made if missing (0755; as root, the
+ * deliverer's), and, as root, who the login runs as.  0, or -1 (said). */
 static int
-prepare_root(const struct weir_config *cfg, const struct weir_upstream *u, int *drop,
+prepare_folder(const struct weir_config *cfg, const struct weir_upstream *u, int *drop,
     char *name, size_t max)
 {
 	char dir[4096];
 	uid_t uid = 0;
 	gid_t gid = 0;
-	int known = libexec_deliverer(cfg, &uid, &gid, name, max);
+	int known = geteuid() == 0 && libexec_deliverer(cfg, &uid, &gid, name, max);
 
 	*drop = known && uid != 0;
 	rundir_of(u->oauth.token_file, dir, sizeof dir);
@@ -356,7 +356,7 @@ login_cmd(int argc, char **argv, struct weir_config *cfg)
 		    cfg->file : "the configuration", argv[2]);
 		return 2;
 	}
-	if (geteuid() == 0 && prepare_root(cfg, u, &drop, name, sizeof name) < 0)
+	if (prepare_folder(cfg, u, &drop, name, sizeof name) < 0)
 		return 1;
 	if (fflush(stdout) != 0)
 		return 2;

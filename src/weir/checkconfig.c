@@ -557,8 +557,9 @@ check_oauth(struct check *k, const struct weir_upstream *u)
 	up_where(k, u, "token_file", where, sizeof where);
 	rundir_of(o->token_file, dir, sizeof dir);
 	if (stat(dir, &sb) < 0) {
-		finding(k, 0, where, "upstream \"%s\": %s, the folder of token_file: %s (weir auth "
-		    "login %s makes it)", u->name, dir, strerror(errno), u->name);
+		finding(k, 0, where, "upstream \"%s\": no token yet (%s, the folder of token_file: "
+		    "%s): mail through it waits; run weir auth login %s (it makes the folder)",
+		    u->name, dir, strerror(errno), u->name);
 		return;
 	}
 	if (k->have_deliverer && sb.st_uid != k->deliverer_uid)

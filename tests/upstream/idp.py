@@ -40,6 +40,8 @@ SHA-256, never in clear).
   --interval SECONDS    the device grant's polling interval (default 1)
   --slow-down-first N   answer slow_down to the first N device polls
   --device-expiry SECS  the device code's life (default 600)
+  --refresh-delay SECS  take so long over every refresh (a provider under
+                        load: concurrent refreshes overlap)
 
 Trusts: nothing; it is a test peer.  Runs until killed.
 """
@@ -68,6 +70,7 @@ def parse_args():
     p.add_argument("--interval", type=int, default=1)
     p.add_argument("--slow-down-first", type=int, default=0)
     p.add_argument("--device-expiry", type=int, default=600)
+    p.add_argument("--refresh-delay", type=float, default=0)
     p.add_argument("--client-id", default="weir-test-client")
     p.add_argument("--client-secret")
     p.add_argument("--record")
@@ -261,6 +264,7 @@ class Handler(BaseHTTPRequestHandler):
         if mode.startswith("slow:"):
             record(result="slow", **ev)
             time.sleep(float(mode[5:]))
+        time.sleep(ARGS.refresh_delay)
         with LOCK:
             r = STATE["refresh"].get(rt)
             if r is None or not r["valid"]:
