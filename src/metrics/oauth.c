@@ -25,10 +25,14 @@ metrics_oauth(const struct weir_config *cfg, struct buf *o)
 	struct oauth_status st[64];
 	int have[64];
 	struct buf why = BUF_INIT;
-	size_t i, n = cfg ? cfg->nupstreams : 0;
+	size_t i, n = cfg ? cfg->nupstreams : 0, any = 0;
 
 	if (n > 64)
 		n = 64;
+	for (i = 0; i < n; i++)
+		any += cfg->upstreams[i].oauth.present;
+	if (any == 0)
+		return;		/* no family without a sample to give */
 	for (i = 0; i < n; i++) {
 		have[i] = 0;
 		if (!cfg->upstreams[i].oauth.present)
