@@ -282,33 +282,33 @@ lock_take(const struct weir_oauth *o, struct buf *err)
 
 /* ---- the token endpoint ---- */
 
-struct grant {
-	struct buf access, refresh;	/* secret: wiped by grant_wipe() */
-	long long expires_in;
-	char error[64];			/* an OAuth error's code */
-	char desc[256];			/* and its description's first line */
-};
-
-static void
-grant_wipe(struct grant *g)
+void
+oauth_grant_wipe(struct oauth_grant *g)
 {
 	secret_wipe(&g->access);
 	secret_wipe(&g->refresh);
 	memset(g, 0, sizeof *g);
 }
 
-enum answer { A_TOKENS, A_ERROR, A_TEMP };
+
 
 /* An OAuth error answer (RFC 6749 5.2) into g: 0, or -1 if it is none. */
 static int
-error_parse(struct json_object *j, struct grant *g)
+error_parse(struct json_object *j, struct oauth_grant *g)
 {
 	const char *e, *d;
 	size_t en, dn;
 	int r;
 
+	size_t i;
+
+	/* RFC 6749 5.2: the code is printable ASCII (and the usual ones are
+	 * words and underscores). */
 	if (jsonstrict_str(j, "error", &e, &en) != 1 || en == 0 || en >= sizeof g->error)
 		return -1;
+	for (i = 0; i < en; i++)
+		if ((unsigned char)e[i] < 0x20 || (unsigned char)e[i] > 0x7e)
+			return -1;
 	oauth_one_line(g->error, sizeof g->error, e, en);
 	r = jsonstrict_str(j, "error_description", &d, &dn);
 	if (r == 1)
@@ -318,7 +318,7 @@ error_parse(struct json_object *j, struct grant *g)
 
 /* A successful token answer (RFC 6749 5.1) into g: 0, or -1 with why. */
 static int
-tokens_parse(struct json_object *j, struct grant *g, const char **why)
+tokens_parse(struct json_object *j, struct oauth_grant *g, const char **why)
 {
 	const char *at, *rt, *tt;
 	size_t an, rn, tn;
@@ -365,53 +365,63 @@ add_client(const struct weir_oauth *o, struct buf *form, struct buf *err)
 	return 0;
 }
 
-/* POST form (wiped here) to url and read the answer: A_TOKENS (in g),
- * A_ERROR (an OAuth error, in g) or A_TEMP (no usable answer: err). */
-static enum answer
-post(const struct weir_oauth *o, const char *url, struct buf *form, struct grant *g,
-    int tokens, struct json_object **jout, struct buf *err)
+enum oauth_answer
+oauth_answer_read(const char *url, long status, const char *body, size_t len,
+    struct oauth_grant *g, struct json_object **jout, struct buf *err)
 {
-	struct https_post p = { url, o->ca_file, o->timeout, form->s, form->len };
 	struct json_object *j = NULL;
-	struct buf body = BUF_INIT;
 	const char *why = NULL;
-	enum answer a = A_TEMP;
-	long status = 0;
+	enum oauth_answer a = OAUTH_A_NONE;
 
 	memset(g, 0, sizeof *g);
-	if (https_post(&p, &status, &body, err) < 0)
-		goto out;
 	if (status == 200 || status == 400 || status == 401) {
-		j = jsonstrict_object(body.s ? body.s : "", body.len, &why);
+		j = jsonstrict_object(body ? body : "", len, &why);
 		if (j == NULL) {
 			buf_printf(err, "%s answered HTTP %ld, not with JSON: %s", url, status, why);
 			goto out;
 		}
 	}
-	if (status == 200 && !tokens) {
-		a = A_TOKENS;	/* the caller reads j */
+	if (status == 200 && jout) {
+		a = OAUTH_A_TOKENS;	/* the caller reads j */
 	} else if (status == 200) {
 		if (tokens_parse(j, g, &why) < 0)
 			buf_printf(err, "%s answered HTTP 200 but %s", url, why);
 		else
-			a = A_TOKENS;
+			a = OAUTH_A_TOKENS;
 	} else if (status == 400 || status == 401) {
 		if (error_parse(j, g) < 0)
 			buf_printf(err, "%s answered HTTP %ld without an OAuth error", url, status);
 		else
-			a = A_ERROR;
+			a = OAUTH_A_ERROR;
 	} else {
 		buf_printf(err, "%s answered HTTP %ld", url, status);
 	}
 out:
-	if (jout && a == A_TOKENS && !tokens)
+	if (jout && a == OAUTH_A_TOKENS) {
 		*jout = j;
-	else {
+	} else {
 		jsonstrict_wipe(j, "access_token");
 		jsonstrict_wipe(j, "refresh_token");
 		jsonstrict_wipe(j, "device_code");
 		json_object_put(j);
 	}
+	return a;
+}
+
+/* POST form (wiped here) to url and read the answer (oauth_answer_read;
+ * no answer at all is OAUTH_A_NONE too, why in err). */
+static enum oauth_answer
+post(const struct weir_oauth *o, const char *url, struct buf *form, struct oauth_grant *g,
+    struct json_object **jout, struct buf *err)
+{
+	struct https_post p = { url, o->ca_file, o->timeout, form->s, form->len };
+	struct buf body = BUF_INIT;
+	enum oauth_answer a = OAUTH_A_NONE;
+	long status = 0;
+
+	memset(g, 0, sizeof *g);
+	if (https_post(&p, &status, &body, err) == 0)
+		a = oauth_answer_read(url, status, body.s, body.len, g, jout, err);
 	secret_wipe(&body);
 	secret_wipe(form);
 	return a;
@@ -419,7 +429,7 @@ out:
 
 /* An error that says "later", not "no". */
 static int
-error_temporary(const struct grant *g)
+error_temporary(const struct oauth_grant *g)
 {
 	return strcmp(g->error, "temporarily_unavailable") == 0 ||
 	    strcmp(g->error, "server_error") == 0;
@@ -427,7 +437,7 @@ error_temporary(const struct grant *g)
 
 /* "invalid_grant: AADSTS70008: ..." */
 static void
-error_text(const struct grant *g, struct buf *out)
+error_text(const struct oauth_grant *g, struct buf *out)
 {
 	buf_printf(out, "%s%s%s", g->error, g->desc[0] ? ": " : "", g->desc);
 }
@@ -457,7 +467,7 @@ refresh(const struct weir_upstream *u, struct tokens *t, struct buf *how, struct
 {
 	const struct weir_oauth *o = &u->oauth;
 	struct buf form = BUF_INIT, why = BUF_INIT;
-	struct grant g;
+	struct oauth_grant g;
 	long long now = (long long)time(NULL);
 	char when[OAUTH_TIME_MAX], life[64];
 	enum oauth_result res = OAUTH_TEMP;
@@ -471,12 +481,12 @@ refresh(const struct weir_upstream *u, struct tokens *t, struct buf *how, struct
 		secret_wipe(&form);
 		return OAUTH_TEMP;
 	}
-	switch (post(o, o->token_endpoint, &form, &g, 1, NULL, &why)) {
-	case A_TEMP:
+	switch (post(o, o->token_endpoint, &form, &g, NULL, &why)) {
+	case OAUTH_A_NONE:
 		buf_printf(err, "OAuth: the token endpoint: %s", why.s);
 		status_update(o, t, 0, err->s, 0, now);
 		goto out;
-	case A_ERROR:
+	case OAUTH_A_ERROR:
 		buf_adds(err, "OAuth: the provider refused the refresh: ");
 		error_text(&g, err);
 		if (error_temporary(&g)) {
@@ -489,7 +499,7 @@ refresh(const struct weir_upstream *u, struct tokens *t, struct buf *how, struct
 		status_update(o, t, 0, err->s, 1, now);
 		res = OAUTH_REFUSED;
 		goto out;
-	case A_TOKENS:
+	case OAUTH_A_TOKENS:
 		break;
 	}
 	rotated = g.refresh.len > 0;
@@ -521,7 +531,7 @@ refresh(const struct weir_upstream *u, struct tokens *t, struct buf *how, struct
 		    "the refresh margin: each delivery refreshes", u->name, life);
 	res = OAUTH_OK;
 out:
-	grant_wipe(&g);
+	oauth_grant_wipe(&g);
 	buf_free(&why);
 	return res;
 }
@@ -591,7 +601,7 @@ out:
 
 /* After a login: g's tokens saved, under the lock, with the status. */
 static enum oauth_result
-login_save(const struct weir_oauth *o, const struct grant *g, long long t0, struct buf *err)
+login_save(const struct weir_oauth *o, const struct oauth_grant *g, long long t0, struct buf *err)
 {
 	struct tokens t;
 	int lk;
@@ -655,7 +665,7 @@ oauth_device_start(const struct weir_upstream *u, struct oauth_device *d, struct
 	const struct weir_oauth *o = &u->oauth;
 	struct json_object *j = NULL;
 	struct buf form = BUF_INIT, why = BUF_INIT;
-	struct grant g;
+	struct oauth_grant g;
 	const char *dc;
 	size_t dn;
 	long long exp = 0, iv = 5, now = (long long)time(NULL);
@@ -664,15 +674,15 @@ oauth_device_start(const struct weir_upstream *u, struct oauth_device *d, struct
 	memset(d, 0, sizeof *d);
 	https_form_add(&form, "client_id", o->client_id, strlen(o->client_id));
 	https_form_add(&form, "scope", o->scope, strlen(o->scope));
-	switch (post(o, o->device_endpoint, &form, &g, 0, &j, &why)) {
-	case A_TEMP:
+	switch (post(o, o->device_endpoint, &form, &g, &j, &why)) {
+	case OAUTH_A_NONE:
 		buf_printf(err, "the device endpoint: %s", why.s);
 		goto out;
-	case A_ERROR:
+	case OAUTH_A_ERROR:
 		buf_adds(err, "the provider refused the device login: ");
 		error_text(&g, err);
 		goto out;
-	case A_TOKENS:
+	case OAUTH_A_TOKENS:
 		break;
 	}
 	r = jcopy(j, "verification_uri", d->uri, sizeof d->uri);
@@ -694,7 +704,7 @@ oauth_device_start(const struct weir_upstream *u, struct oauth_device *d, struct
 out:
 	jsonstrict_wipe(j, "device_code");
 	json_object_put(j);
-	grant_wipe(&g);
+	oauth_grant_wipe(&g);
 	buf_free(&why);
 	if (rc < 0)
 		oauth_device_free(d);
@@ -707,7 +717,7 @@ oauth_device_poll(const struct weir_upstream *u, struct oauth_device *d, int *wa
 {
 	const struct weir_oauth *o = &u->oauth;
 	struct buf form = BUF_INIT, why = BUF_INIT;
-	struct grant g;
+	struct oauth_grant g;
 	long long t0 = (long long)time(NULL);
 	enum oauth_result res = OAUTH_TEMP;
 
@@ -719,11 +729,11 @@ oauth_device_poll(const struct weir_upstream *u, struct oauth_device *d, int *wa
 		secret_wipe(&form);
 		return OAUTH_REFUSED;
 	}
-	switch (post(o, o->token_endpoint, &form, &g, 1, NULL, &why)) {
-	case A_TEMP:
+	switch (post(o, o->token_endpoint, &form, &g, NULL, &why)) {
+	case OAUTH_A_NONE:
 		buf_printf(err, "the token endpoint: %s", why.s);
 		break;
-	case A_ERROR:
+	case OAUTH_A_ERROR:
 		if (strcmp(g.error, "authorization_pending") == 0) {
 			*wait = 1;
 		} else if (strcmp(g.error, "slow_down") == 0) {
@@ -735,11 +745,11 @@ oauth_device_poll(const struct weir_upstream *u, struct oauth_device *d, int *wa
 			res = error_temporary(&g) ? OAUTH_TEMP : OAUTH_REFUSED;
 		}
 		break;
-	case A_TOKENS:
+	case OAUTH_A_TOKENS:
 		res = login_save(o, &g, t0, err);
 		break;
 	}
-	grant_wipe(&g);
+	oauth_grant_wipe(&g);
 	buf_free(&why);
 	return res;
 }
@@ -881,7 +891,7 @@ oauth_code_finish(const struct weir_upstream *u, struct oauth_code *c, const cha
 	const struct weir_oauth *o = &u->oauth;
 	struct buf code = BUF_INIT, state = BUF_INIT, e = BUF_INIT, form = BUF_INIT;
 	struct buf why = BUF_INIT;
-	struct grant g;
+	struct oauth_grant g;
 	const char *q;
 	long long t0;
 	enum oauth_result res = OAUTH_REFUSED;
@@ -924,21 +934,21 @@ oauth_code_finish(const struct weir_upstream *u, struct oauth_code *c, const cha
 		goto out;
 	}
 	t0 = (long long)time(NULL);
-	switch (post(o, o->token_endpoint, &form, &g, 1, NULL, &why)) {
-	case A_TEMP:
+	switch (post(o, o->token_endpoint, &form, &g, NULL, &why)) {
+	case OAUTH_A_NONE:
 		buf_printf(err, "the token endpoint: %s", why.s);
 		res = OAUTH_TEMP;
 		break;
-	case A_ERROR:
+	case OAUTH_A_ERROR:
 		buf_adds(err, "the provider refused the code: ");
 		error_text(&g, err);
 		break;
-	case A_TOKENS:
+	case OAUTH_A_TOKENS:
 		res = login_save(o, &g, t0, err);
 		break;
 	}
 out:
-	grant_wipe(&g);
+	oauth_grant_wipe(&g);
 	secret_wipe(&code);
 	buf_free(&state);
 	buf_free(&e);

@@ -134,6 +134,33 @@ enum oauth_result oauth_code_finish(const struct weir_upstream *u, struct oauth_
     const char *pasted, struct buf *err);
 void oauth_code_free(struct oauth_code *c);
 
+/* ---- an endpoint's answer, read strictly (also for the tests) ---- */
+
+struct json_object;
+
+struct oauth_grant {
+	struct buf access, refresh;	/* secret: oauth_grant_wipe() */
+	long long expires_in;
+	char error[64];			/* an OAuth error's code */
+	char desc[256];			/* its description's first line */
+};
+
+enum oauth_answer {
+	OAUTH_A_TOKENS,		/* 200 with tokens (RFC 6749 5.1), in the grant */
+	OAUTH_A_ERROR,		/* 400 or 401 with an OAuth error (5.2), in the grant */
+	OAUTH_A_NONE		/* anything else: why in err */
+};
+
+/* The answer of url: its HTTP status and body.  A token answer needs an
+ * access_token and a refresh_token (if any) of printable ASCII, at most
+ * OAUTH_TOKEN_MAX bytes, token_type Bearer and expires_in (a number, or
+ * a string of digits) above 0; other keys are left alone.  With jout,
+ * a 200's object is handed over unread instead (the device endpoint's:
+ * json_object_put() it). */
+enum oauth_answer oauth_answer_read(const char *url, long status, const char *body,
+    size_t len, struct oauth_grant *g, struct json_object **jout, struct buf *err);
+void oauth_grant_wipe(struct oauth_grant *g);
+
 /* ---- shared with the readers ---- */
 
 /* The margin below which an access token of this lifetime is refreshed:
