@@ -45,8 +45,8 @@ secret_wipe(struct buf *b)
 	buf_free(b);
 }
 
-static void
-chomp(struct buf *b)
+void
+secret_chomp(struct buf *b)
 {
 	if (b->len > 0 && b->s[b->len - 1] == '\n')
 		b->s[--b->len] = '\0';
@@ -89,7 +89,7 @@ secretfile_read(const char *key, const char *path, struct buf *out, struct buf *
 		secret_wipe(out);
 		return -1;
 	}
-	chomp(out);
+	secret_chomp(out);
 	if (out->len == 0) {
 		buf_printf(err, "%s %s: empty", key, path);
 		secret_wipe(out);

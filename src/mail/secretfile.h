@@ -33,5 +33,7 @@ int secretfile_check_key(const struct stat *st, const char *key, const char *pat
 int secretfile_read(const char *key, const char *path, struct buf *out, struct buf *err);
 /* Zero the bytes (explicit_bzero) and free. */
 void secret_wipe(struct buf *b);
+/* Remove one trailing LF or CRLF. */
+void secret_chomp(struct buf *b);
 
 #endif

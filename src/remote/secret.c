@@ -24,15 +24,6 @@
 #include "remote/secret.h"
 #include "remote/wait.h"
 
-static void
-chomp(struct buf *b)
-{
-	if (b->len > 0 && b->s[b->len - 1] == '\n')
-		b->s[--b->len] = '\0';
-	if (b->len > 0 && b->s[b->len - 1] == '\r')
-		b->s[--b->len] = '\0';
-}
-
 /* In the child: its own process group, fds 0-2 only, then the command.
  * Never returns. */
 static void
@@ -162,7 +153,7 @@ secret_from_command(const char *command, uint64_t deadline_ms, struct buf *out,
 		return -1;
 	}
 	out->s[out->len] = '\0';
-	chomp(out);
+	secret_chomp(out);
 	if (out->len == 0) {
 		buf_printf(err, "secret_command: no output");
 		secret_wipe(out);
