@@ -290,8 +290,6 @@ oauth_grant_wipe(struct oauth_grant *g)
 	memset(g, 0, sizeof *g);
 }
 
-
-
 /* An OAuth error answer (RFC 6749 5.2) into g: 0, or -1 if it is none. */
 static int
 error_parse(struct json_object *j, struct oauth_grant *g)

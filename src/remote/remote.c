@@ -479,7 +479,7 @@ struct remote {
 	struct buf refused;	/* the OAuth provider refused the credentials: why */
 };
 
-static void refund(int fd, const struct remote *r);
+static void not_sent(int fd, const struct remote *r);
 
 /* "file:line: what" lines of a config error, on one line. */
 static void
@@ -545,8 +545,7 @@ get_ready(struct remote *r, struct buf *why)
 	int rc = 0, k;
 
 	if ((k = prepare(r->up, &r->p, &r->secret, &how, &err)) < 0) {
-		buf_printf(why, "weir-remote: upstream %s: %s. (#4.3.0)\n",
-		    r->up->name ? r->up->name : "(none)", err.s);
+		buf_printf(why, "weir-remote: %s. (#4.3.0)\n", err.s);
 		if (k == -2)
 			buf_adds(&r->refused, err.s);
 		rc = -1;
@@ -642,7 +641,7 @@ single(const char *cfile, const char *upname, const char *qid, int use_gate, int
 	if (get_ready(&r, &why) < 0) {
 		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
 		if (outfd >= 0)
-			refund(outfd, &r);
+			not_sent(outfd, &r);
 		goto out;
 	}
 	if (!use_gate && config_untrusted_env())
@@ -750,19 +749,27 @@ request_parse(struct buf *req, const char **qid, const char **sender, const char
 	return k;
 }
 
-/* The outcome of a message that never reached the upstream: a refund;
- * or, when the OAuth provider refused the credentials (r->refused), as
- * a 535 would have: authfail, for the gate to suspend the upstream. */
+/* The outcome of a message that never reached the upstream. */
 static void
-refund(int fd, const struct remote *r)
+refund(int fd)
 {
 	struct smtp_result none;
+
+	memset(&none, 0, sizeof none);
+	outcome_write(fd, &none);
+}
+
+/* The same, for a session r could not set up: a refund; or, when the
+ * OAuth provider refused the credentials (r->refused), as a 535 would
+ * have: authfail, for the gate to suspend the upstream. */
+static void
+not_sent(int fd, const struct remote *r)
+{
 	struct outcome o;
 	struct buf b = BUF_INIT;
 
-	memset(&none, 0, sizeof none);
-	if (r == NULL || r->refused.len == 0) {
-		outcome_write(fd, &none);
+	if (r->refused.len == 0) {
+		refund(fd);
 		return;
 	}
 	memset(&o, 0, sizeof o);
@@ -792,13 +799,16 @@ session_message(const struct remote *r, struct smtp_session *ss, struct buf *req
 	if (ss == NULL || nrcpt == 0) {
 		(void)whole(fds[1], nrcpt, "%s", ss ? "weir-remote: a malformed request from "
 		    "weir-send. (#4.3.5)\n" : why->s);
-		refund(fds[2], ss ? NULL : r);
+		if (ss)
+			refund(fds[2]);
+		else
+			not_sent(fds[2], r);
 	} else if (open_message(&body, qid, fds[0], nrcpt, fds[1], &rc) < 0) {
-		refund(fds[2], NULL);
+		refund(fds[2]);
 		more = rc == 0;
 	} else if (rewrite_sender(r->up, r->cfg.hostname, sender, &body, &envsender, &err) < 0) {
 		(void)whole(fds[1], nrcpt, "weir-remote: configuration: %s. (#4.3.0)\n", err.s);
-		refund(fds[2], NULL);
+		refund(fds[2]);
 	} else {
 		smtp_session_deliver(ss, buf_cstr(&envsender), rcpts, nrcpt, &body, &res);
 		outcome_write(fds[2], &res);

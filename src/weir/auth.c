@@ -81,8 +81,11 @@ describe(struct buf *o, const struct weir_upstream *u, const struct oauth_status
 		oauth_time(when, sizeof when, st->error_at);
 		buf_printf(o, "  upstream %s: LOGIN NEEDED since %s: %s\n", u->name, when,
 		    st->error);
-		if (brief)
-			return 1;
+		if (brief || st->login_at == 0) {
+			if (!brief)
+				buf_printf(o, "  run: weir auth login %s\n", u->name);
+			return 1;	/* no token ever: nothing more to say */
+		}
 	}
 	oauth_time(when, sizeof when, st->expires_at);
 	rel(r, sizeof r, st->expires_at - now);
