@@ -27,7 +27,8 @@ jsonstrict_object(const char *s, size_t n, const char **why)
 	if (o == NULL) {
 		enum json_tokener_error e = json_tokener_get_error(tok);
 
-		*why = e == json_tokener_continue ? "the JSON ends early" : json_tokener_error_desc(e);
+		*why = e == json_tokener_continue ? "the JSON ends early" :
+		    json_tokener_error_desc(e);
 		json_tokener_free(tok);
 		return NULL;
 	}

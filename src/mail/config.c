@@ -209,7 +209,8 @@ static const struct {
 	const char *tenant, *scope, *device, *authorize, *token;
 	int flow;
 } provider_defaults[] = {
-	[OAUTH_MICROSOFT] = { "organizations", "https://outlook.office.com/SMTP.Send offline_access",
+	[OAUTH_MICROSOFT] = { "organizations",
+	    "https://outlook.office.com/SMTP.Send offline_access",
 	    "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/devicecode",
 	    "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/authorize",
 	    "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token", OAUTH_FLOW_DEVICE },
@@ -480,7 +481,8 @@ validate_oauth(cfg_t *cfg, cfg_opt_t *opt)
 	if (strstr(opt->name, "_endpoint") || strcmp(opt->name, "client_id") == 0)
 		for (p = v; *p; p++)
 			if (*p == ' ' || (unsigned char)*p > 0x7e) {
-				cfg_error(cfg, "%s = \"%s\": no spaces or non-ASCII bytes", opt->name, v);
+				cfg_error(cfg, "%s = \"%s\": no spaces or non-ASCII bytes",
+				    opt->name, v);
 				return -1;
 			}
 	if (strcmp(opt->name, "tenant") == 0)

@@ -375,7 +375,8 @@ oauth_answer_read(const char *url, long status, const char *body, size_t len,
 	if (status == 200 || status == 400 || status == 401) {
 		j = jsonstrict_object(body ? body : "", len, &why);
 		if (j == NULL) {
-			buf_printf(err, "%s answered HTTP %ld, not with JSON: %s", url, status, why);
+			buf_printf(err, "%s answered HTTP %ld, not with JSON: %s", url, status,
+			    why);
 			goto out;
 		}
 	}
@@ -599,7 +600,8 @@ out:
 
 /* After a login: g's tokens saved, under the lock, with the status. */
 static enum oauth_result
-login_save(const struct weir_oauth *o, const struct oauth_grant *g, long long t0, struct buf *err)
+login_save(const struct weir_oauth *o, const struct oauth_grant *g, long long t0,
+    struct buf *err)
 {
 	struct tokens t;
 	int lk;
@@ -689,7 +691,8 @@ oauth_device_start(const struct weir_upstream *u, struct oauth_device *d, struct
 	if (jsonstrict_str(j, "device_code", &dc, &dn) != 1 || !token_ok(dc, dn) ||
 	    jcopy(j, "user_code", d->user_code, sizeof d->user_code) != 1 || r != 1 ||
 	    jcopy(j, "verification_uri_complete", d->uri_complete, sizeof d->uri_complete) < 0 ||
-	    jsonstrict_num(j, "expires_in", 1, &exp) != 1 || exp == 0 || jsonstrict_num(j, "interval", 1, &iv) < 0) {
+	    jsonstrict_num(j, "expires_in", 1, &exp) != 1 || exp == 0 ||
+	    jsonstrict_num(j, "interval", 1, &iv) < 0) {
 		buf_printf(err, "the device endpoint's answer lacks device_code, user_code, "
 		    "verification_uri or expires_in, or has one malformed");
 		goto out;

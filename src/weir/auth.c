@@ -162,8 +162,9 @@ auth_status_out(struct buf *o, const struct weir_config *cfg, int json, time_t n
 
 				gmtime_r(&t, &tm);
 				strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-				buf_printf(o, ",\"access_expires\":\"%s\",\"refresh_token_age_s\":%lld",
-				    when, (long long)now - st.refresh_since);
+				buf_printf(o, ",\"access_expires\":\"%s\","
+				    "\"refresh_token_age_s\":%lld", when,
+				    (long long)now - st.refresh_since);
 				buf_adds(o, ",\"error\":");
 				json_cstr(o, st.error_at ? st.error : NULL);
 			}
@@ -333,7 +334,8 @@ prepare_folder(const struct weir_config *cfg, const struct weir_upstream *u, int
 			log_warn("chown %s", dir);
 			return -1;
 		}
-		printf("made %s (mode 0755%s%s)\n", dir, known ? ", owner " : "", known ? name : "");
+		printf("made %s (mode 0755%s%s)\n", dir, known ? ", owner " : "",
+		    known ? name : "");
 	} else if (errno != EEXIST) {
 		log_warn("mkdir %s", dir);
 		return -1;

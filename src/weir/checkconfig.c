@@ -544,8 +544,8 @@ check_oauth(struct check *k, const struct weir_upstream *u)
 			finding(k, 0, where, "upstream \"%s\": client_secret_file %s: %s", u->name,
 			    o->client_secret_file, strerror(errno));
 		else
-			(void)check_private(k, where, u, "client_secret_file", o->client_secret_file,
-			    &sb);
+			(void)check_private(k, where, u, "client_secret_file",
+			    o->client_secret_file, &sb);
 	}
 	if (o->ca_file) {
 		up_where(k, u, "ca_file", where, sizeof where);
