@@ -45,9 +45,11 @@
  *                  the notice too
  *
  * Every test ends by looking for each secret idp.py made (tokens,
- * codes: its --secrets file) in every file of the test's folder but the
- * token file itself and idp.py's own, and in every output it read: none
- * may appear.  Ports are picked by the kernel, loopback only; every
+ * codes: its --secrets file), and the client's secret where the test
+ * gives the client one (device_login_then_mail: idp.py then refuses a
+ * token request without it), in every file of the test's folder but the
+ * token file, the client's secret file and idp.py's own, and in every
+ * output it read: none may appear.  Ports are picked by the kernel, loopback only; every
  * process is killed at the end, even on failure.
  */
 #include <criterion/criterion.h>
@@ -75,6 +77,7 @@ struct idp {
 	pid_t pid;
 	unsigned port;
 	char *record, *issued, *secrets, *url;
+	char client_secret[48];	/* the client's, when the test gives it one */
 };
 static struct idp idp;
 static struct buf outputs = BUF_INIT;	/* everything the test read from commands */
@@ -327,9 +330,11 @@ scan_dir(const char *dir, char **secrets, size_t ns)
 		if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
 			scan_dir(p, secrets, ns);
 		} else if (S_ISREG(st.st_mode) && strcmp(e->d_name, "idp.secrets") != 0 &&
-		    strcmp(e->d_name, "isp") != 0 && strcmp(e->d_name, "isp.tmp") != 0) {
+		    strcmp(e->d_name, "isp") != 0 && strcmp(e->d_name, "isp.tmp") != 0 &&
+		    strcmp(e->d_name, "client.secret") != 0) {
 			/* The token file (and a copy of it cut short) is where the
-			 * tokens belong; everything else must not hold one. */
+			 * tokens belong, the client's secret file where its secret
+			 * does; everything else must not hold one. */
 			cr_assert(read_file_at(AT_FDCWD, p, &b, 1 << 28) == 0, "read %s", p);
 			for (i = 0; i < ns; i++)
 				cr_assert(b.len == 0 || memmem(b.s, b.len, secrets[i],
@@ -355,8 +360,10 @@ assert_no_secret_leaked(void)
 
 	tl_read(idp.secrets, &s);
 	buf_addc(&s, '\0');
-	for (p = strtok_r(s.s, "\n", &save); p && n < 4096; p = strtok_r(NULL, "\n", &save))
+	for (p = strtok_r(s.s, "\n", &save); p && n < 4095; p = strtok_r(NULL, "\n", &save))
 		v[n++] = p;
+	if (idp.client_secret[0])
+		v[n++] = idp.client_secret;
 	cr_assert_gt(n, 0, "idp.py made no secret");
 	scan_dir(t.s.qt.tmp, v, n);
 	for (i = 0; i < n; i++)
@@ -375,9 +382,26 @@ assert_no_secret_leaked(void)
 
 /* ---- the tests ---- */
 
+/* The client's secret: a file for weir, the flag for idp.py (which
+ * then refuses a token request without it). */
+static void
+client_secret(const char **flag)
+{
+	char *path = xasprintf("%s/client.secret", t.s.qt.tmp);
+
+	snprintf(idp.client_secret, sizeof idp.client_secret, "cs-%08lx%08lx", (long)getpid(),
+	    (long)time(NULL));
+	tl_write(path, idp.client_secret, strlen(idp.client_secret));
+	cr_assert(chmod(path, 0600) == 0);
+	flag[0] = "--client-secret";
+	flag[1] = idp.client_secret;
+	free(path);
+}
+
 Test(oauth, device_login_then_mail)
 {
-	const char *idpflags[] = { "--interval", "1", "--slow-down-first", "1", NULL };
+	const char *idpflags[] = { "--interval", "1", "--slow-down-first", "1", NULL, NULL, NULL };
+	char *csf;
 	const char *tr[] = { "test-relay", "isp" }, *cc[] = { "check-config" };
 	const char *as[] = { "auth", "status" };
 	struct buf out = BUF_INIT;
@@ -390,9 +414,12 @@ Test(oauth, device_login_then_mail)
 	struct rt_rec r;
 
 	rt_setup(&t, 2);
+	client_secret(&idpflags[4]);
 	idp_start(idpflags);
 	upstream_start("600");
-	conf_isp(NULL, NULL);
+	csf = xasprintf("    client_secret_file = \"%s/client.secret\"\n", t.s.qt.tmp);
+	conf_isp(csf, NULL);
+	free(csf);
 	/* No token yet: the token step fails and says what to run. */
 	cr_assert_eq(run("weir", tr, 2, (const char *const[]){ t.env_libexec, NULL }, &out), 1,
 	    "%s", out.s);
