@@ -44,7 +44,13 @@ ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(PKG_CFLAGS) $(CPPFLAGS
 # load OpenSSL or SASL for nothing), TEST_PKGS for the tests, which link
 # them all.  LDLIBS: libraries without a pkg-config file.
 PKGS             := libconfuse
-PKGS_weir-remote := openssl libsasl2
+# OAuth (mail/oauth.c: HTTPS through libcurl, JSON through json-c): only
+# in the deliverer and the operator command (weir auth); weir-send and
+# weir-metrics read the token status file (json-c).
+PKGS_weir-remote := openssl libsasl2 libcurl json-c
+PKGS_weir        := libcurl json-c libcrypto
+PKGS_weir-send   := json-c
+PKGS_weir-metrics := json-c
 PKGS_weir-smtpd  := openssl libxcrypt
 PKGS_weir-gate   := hiredis
 TEST_PKGS        := criterion

@@ -82,6 +82,7 @@ main(int argc, char **argv)
 	o.src.gate_socket = cfg.gate_status_socket ? cfg.gate_status_socket : cfg.gate_socket;
 	o.src.queue_dir = cfg.queue_dir;
 	o.src.queue_split = cfg.queue_split;
+	o.src.cfg = &cfg;
 	o.src.gate_timeout_ms = GATE_TIMEOUT_MS;
 	if (once) {
 		metrics_collect(&o.src, &text);
