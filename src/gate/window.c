@@ -581,8 +581,8 @@ static void
 suspend(struct wgate *g, struct wg_up *u, const char *reply, int64_t now)
 {
 	const struct policy_throttle *th = g->pol ? policy_throttle_match(g->pol, reply) : NULL;
-	int64_t base = th ? th->suspend * 1000 : 300 * 1000;
-	int64_t max = th ? th->max_suspend * 1000 : 4 * 3600 * 1000;
+	int64_t base = (th ? th->suspend : POLICY_SUSPEND_DEFAULT) * 1000LL;
+	int64_t max = (th ? th->max_suspend : POLICY_MAX_SUSPEND_DEFAULT) * 1000LL;
 	int64_t len = u->susp_len ? u->susp_len * 2 : base;
 
 	if (len > max)

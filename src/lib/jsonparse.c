@@ -8,15 +8,10 @@
 #include "lib/json.h"
 #include "lib/jsonparse.h"
 
-/* What json-c lets through even with JSON_TOKENER_STRICT (0.16): NaN and
- * Infinity, single-quoted strings, control bytes and overlong UTF-8 in
- * strings.  One pass over the bytes refuses them: outside strings only
- * white space, structure, number bytes and the words true, false, null;
- * inside, no control byte and well-formed UTF-8 only.  json-c checks the
- * rest (the grammar, numbers, escapes).  0 ok; -1 with *at. */
-static int
-lexically_json(const unsigned char *s, size_t len, size_t *at)
+int
+json_lexically_strict(const char *text, size_t len, size_t *at)
 {
+	const unsigned char *s = (const unsigned char *)text;
 	static const char *const words[] = { "true", "false", "null" };
 	size_t i = 0, k, w;
 
@@ -67,7 +62,7 @@ json_parse_strict(const char *text, size_t len, size_t max, struct buf *why)
 		buf_adds(why, len > INT32_MAX ? "too long" : "a NUL byte");
 		return NULL;
 	}
-	if (lexically_json((const unsigned char *)text, len, &end) < 0) {
+	if (json_lexically_strict(text, len, &end) < 0) {
 		buf_printf(why, "not JSON at byte %zu", end);
 		return NULL;
 	}

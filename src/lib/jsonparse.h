@@ -25,6 +25,14 @@
 struct json_object *json_parse_strict(const char *text, size_t len, size_t max,
     struct buf *why);
 
+/* What json-c lets through even with JSON_TOKENER_STRICT (0.16): NaN and
+ * Infinity, single-quoted strings, control bytes and ill-formed UTF-8 in
+ * strings.  One pass over the bytes refuses them: outside strings only
+ * white space, structure, number bytes and the words true, false, null;
+ * inside, no control byte and well-formed UTF-8 only (json-c checks the
+ * rest: the grammar, numbers, escapes).  0 ok; -1 with *at, the byte. */
+int json_lexically_strict(const char *text, size_t len, size_t *at);
+
 /* Member key of object o, or NULL (o NULL, not an object, no such key,
  * or the member is null). */
 struct json_object *jp_get(struct json_object *o, const char *key);

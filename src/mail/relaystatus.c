@@ -20,6 +20,7 @@
 #include "lib/jsonparse.h"
 #include "lib/timefmt.h"
 #include "mail/gateclient.h"
+#include "mail/oauth.h"
 #include "mail/qlist.h"
 #include "mail/queue.h"
 #include "mail/relaystatus.h"
@@ -598,7 +599,7 @@ relay_status_sessions(const struct relay_status *rs, struct buf *o, int json)
 			buf_printf(o, ",\"pid\":%lld,\"since\":\"%s\",\"messages\":%lld}", pid,
 			    when, sent);
 		} else {
-			duration_fmt(d, sizeof d, rs->now > since ? (long long)rs->now - since : 0);
+			duration_format(d, sizeof d, rs->now > since ? (long long)rs->now - since : 0);
 			buf_printf(o, "  upstream %s: pid %lld, open %s (since %s), %lld message%s\n",
 			    name, pid, d, when, sent, sent == 1 ? "" : "s");
 		}
@@ -609,6 +610,38 @@ relay_status_sessions(const struct relay_status *rs, struct buf *o, int json)
 	else if (n == 0)
 		buf_adds(o, "  none open\n");
 	buf_free(&b);
+}
+
+void
+relay_status_oauth_json(const struct weir_config *cfg, time_t now, struct buf *o)
+{
+	struct oauth_status st;
+	struct buf why = BUF_INIT;
+	char when[32];
+	size_t i, n = 0;
+	int have;
+
+	for (i = 0; i < cfg->nupstreams; i++) {
+		const struct weir_upstream *u = &cfg->upstreams[i];
+
+		if (!u->oauth.present)
+			continue;
+		buf_reset(&why);
+		have = oauth_status_load(&u->oauth, &st, &why) == 1;
+		buf_adds(o, n++ ? ",{\"upstream\":" : "{\"upstream\":");
+		json_cstr(o, u->name);
+		buf_printf(o, ",\"token\":%s,\"login_needed\":%s", have ? "true" : "false",
+		    !have || st.login_needed ? "true" : "false");
+		if (have) {
+			date_iso(when, sizeof when, (time_t)st.expires_at);
+			buf_printf(o, ",\"access_expires\":\"%s\",\"refresh_token_age_s\":%lld", when,
+			    (long long)now - st.refresh_since);
+			buf_adds(o, ",\"error\":");
+			json_cstr(o, st.error_at ? st.error : NULL);
+		}
+		buf_addc(o, '}');
+	}
+	buf_free(&why);
 }
 
 static void
@@ -672,6 +705,9 @@ relay_status_json(const struct relay_status *rs, struct buf *o)
 	buf_adds(o, "}}}");
 	buf_adds(o, ",\n\"sessions\":");
 	relay_status_sessions(rs, o, 1);
+	buf_adds(o, ",\n\"oauth\":[");
+	relay_status_oauth_json(rs->cfg, rs->now, o);
+	buf_addc(o, ']');
 	buf_adds(o, ",\n\"drain_estimate\":{\"lower_bound\":true,\"windows_from\":");
 	json_cstr(o, rs->winsrc);
 	buf_adds(o, ",\"upstreams\":[");

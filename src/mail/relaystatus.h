@@ -40,6 +40,11 @@
  *      (nothing is sent until it does: the policy's figure is then
  *      given as what it will take at least once the gate is back).
  *   4. weir-send's kept sessions (sched/sessions).
+ *   5. For each upstream with an oauth section, its token's state from
+ *      the token status file (mail/oauth.h; no secret in it): when the
+ *      access token expires, the refresh token's age, the last refresh
+ *      error, whether a login is needed ("oauth" in the JSON; `weir
+ *      status` prints it for people through src/weir/auth.c).
  *
  * The gate's text status is read for the numbers of step 3 (lines
  * "upstream NAME: ..." and "  window N UNIT per Ts...: ... = U of N", as
@@ -58,7 +63,7 @@
  * showq's listing as far as lib/jsonparse.c does, nothing in the queue.
  * Config keys: gate_socket, gate_status_socket (asked when gate_socket
  * cannot be reached), showq_socket, policy_file, queue_dir, queue_split,
- * upstream sections (names, senders, max_recipients).
+ * upstream sections (names, senders, max_recipients, oauth).
  */
 #ifndef WEIR_RELAYSTATUS_H
 #define WEIR_RELAYSTATUS_H
@@ -143,6 +148,12 @@ void relay_status_free(struct relay_status *rs);
 
 /* `weir status --json`'s document (with RS_JSON). */
 void relay_status_json(const struct relay_status *rs, struct buf *out);
+
+/* The OAuth tokens' state of cfg's upstreams with an oauth section, from
+ * their status files (mail/oauth.h; no secret in them), as the items of
+ * a JSON array: upstream, token, login_needed, access_expires,
+ * refresh_token_age_s, error. */
+void relay_status_oauth_json(const struct weir_config *cfg, time_t now, struct buf *o);
 
 /* weir-send's kept sessions (sched/sessions), as text or a JSON array. */
 void relay_status_sessions(const struct relay_status *rs, struct buf *out, int json);

@@ -278,7 +278,7 @@ status(struct server *s, int html, struct buf *out)
 	struct timespec ts;
 	unsigned st = 500;
 
-	relay_status_get(&rs, s->o->cfg, RS_JSON);
+	relay_status_get(&rs, s->o->src.cfg, RS_JSON);
 	relay_status_json(&rs, &json);
 	relay_status_free(&rs);
 	if ((doc = json_parse_strict(json.s, json.len, STATUS_JSON_MAX, &why)) == NULL) {
@@ -289,7 +289,7 @@ status(struct server *s, int html, struct buf *out)
 		page_mask(doc);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	if (html)
-		page_render(out, doc, s->o->cfg->hostname,
+		page_render(out, doc, s->o->src.cfg->hostname,
 		    (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 	else if (s->o->auth_file == NULL) {
 		buf_adds(out, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN |

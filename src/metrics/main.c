@@ -86,6 +86,7 @@ main(int argc, char **argv)
 	o.src.gate_socket = cfg.gate_status_socket ? cfg.gate_status_socket : cfg.gate_socket;
 	o.src.queue_dir = cfg.queue_dir;
 	o.src.queue_split = cfg.queue_split;
+	o.src.cfg = &cfg;
 	o.src.gate_timeout_ms = GATE_TIMEOUT_MS;
 	if (once) {
 		metrics_collect(&o.src, &text);
@@ -99,7 +100,6 @@ main(int argc, char **argv)
 	 * metrics section is read at start. */
 	if (signal(SIGHUP, SIG_IGN) == SIG_ERR)
 		fatal(111, "signal");
-	o.cfg = &cfg;
 	o.address = cfg.metrics.address;
 	o.textfile = cfg.metrics.textfile;
 	o.interval = cfg.metrics.interval;

@@ -11,6 +11,8 @@
  *              written to PATH.tmp and renamed into place
  *   page.c     the status page (/), from the relay's status document
  *              (mail/relaystatus.h), which is also /status.json
+ *   oauth.c    the OAuth token state of the upstreams with an oauth
+ *              section, from their status files (mail/oauth.h)
  *
  * Trusts: the gate as far as gateclient.c and lib/jsonparse.c parse it,
  * nothing in the queue (only names and mtimes are read), nothing from
@@ -26,6 +28,7 @@
 
 #include "lib/buf.h"
 #include "lib/netaddr.h"
+#include "mail/config.h"
 
 /* Where a scrape reads from. */
 struct metrics_src {
@@ -33,6 +36,7 @@ struct metrics_src {
 	const char *queue_dir;
 	unsigned queue_split;
 	int gate_timeout_ms;	/* for the gate's answer */
+	const struct weir_config *cfg;	/* its oauth upstreams; NULL: none */
 };
 
 /* One scrape, appended to out.  Never fails: what cannot be read is said
@@ -49,6 +53,9 @@ void metrics_format(const char *json, size_t jlen, const struct metrics_queue *q
     time_t now, struct buf *out);
 /* Count mess/ and todo/ of the queue. */
 void metrics_queue_scan(const char *dir, unsigned split, struct metrics_queue *q);
+
+/* oauth.c: the OAuth families of cfg's oauth upstreams (none without). */
+void metrics_oauth(const struct weir_config *cfg, struct buf *out);
 
 /* Write text to path atomically (path.tmp, fsync, rename).  0 ok, -1 with
  * errno. */
@@ -74,11 +81,8 @@ void page_mask(struct json_object *doc);
  * time now_ms (the gate's clock when it answered). */
 void page_render(struct buf *out, struct json_object *doc, const char *host, long long now_ms);
 
-struct weir_config;
-
 struct metrics_opts {
-	struct metrics_src src;
-	const struct weir_config *cfg;	/* for the status page (mail/relaystatus.h) */
+	struct metrics_src src;		/* its cfg: the status page's too */
 	const char *address;	/* NULL: no HTTP */
 	const struct cidr *allow;	/* who may connect */
 	size_t nallow;

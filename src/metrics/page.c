@@ -110,7 +110,7 @@ rel_str(char *out, size_t n, long long wall_ms, long long now_ms)
 	char d[64];
 	long long s = (wall_ms - now_ms) / 1000;
 
-	duration_fmt(d, sizeof d, s < 0 ? -s : s);
+	duration_format(d, sizeof d, s < 0 ? -s : s);
 	snprintf(out, n, s < 0 ? " (%s ago)" : " (in %s)", d);
 }
 
@@ -363,7 +363,7 @@ chart(struct buf *o, struct json_object *up, struct json_object *w, int u, long 
 	buf_printf(o, "<title>%s: %zu send%s</title></svg><div class=\"axis\">", caption, marks,
 	    plural((long long)marks));
 	for (i = 4; i > 0; i--) {
-		duration_fmt(lab, sizeof lab, (long long)i * span / 4000);
+		duration_format(lab, sizeof lab, (long long)i * span / 4000);
 		buf_printf(o, "<span>\xe2\x88\x92%s</span>", lab);
 	}
 	buf_adds(o, "<span>now</span></div></figure>");
@@ -385,7 +385,7 @@ charts(struct buf *o, struct json_object *up, struct json_object *w, int u, long
 	chart(o, up, w, u, now_ms, HOUR_MS, "hour", "the last hour");
 	if (per > 0 && per <= ZOOM_PER_MAX) {
 		span = per * ZOOM_WINDOWS < 60000 ? 60000 : per * ZOOM_WINDOWS;
-		duration_fmt(d, sizeof d, span / 1000);
+		duration_format(d, sizeof d, span / 1000);
 		snprintf(cap, sizeof cap, "the last %s", d);
 		chart(o, up, w, u, now_ms, span, "recent", cap);
 	}
@@ -425,7 +425,7 @@ window(struct buf *o, struct json_object *up, struct json_object *w, long long n
 		return;
 	logged = ll_or(jp_get(w, "logged"), 0);
 	held = ll_or(jp_get(w, "held"), 0);
-	duration_fmt(d, sizeof d, per);
+	duration_format(d, sizeof d, per);
 	unit_str(un, sizeof un, unit, limit);
 	buf_printf(o, "<div class=\"win\"><div class=\"head\"><span class=\"big\">%lld of %lld "
 	    "%s per %s</span>", used, limit, un, d);
@@ -548,21 +548,21 @@ drain(struct buf *o, struct json_object *d, struct json_object *gup, long long o
 	buf_printf(o, "<p><b>%lld message%s</b>, %lld recipient%s, %lld send%s: ", msgs,
 	    plural(msgs), rcpts, plural(rcpts), sends, plural(sends));
 	if (num(jp_get(d, "seconds"), &secs) == 0) {
-		duration_fmt(dur, sizeof dur, secs);
+		duration_format(dur, sizeof dur, secs);
 		clock_str(when, sizeof when, now_ms + secs * 1000, now_ms);
 		if (sends == 0)
 			buf_adds(o, "nothing to drain");
 		else
 			buf_printf(o, "about <b>%s</b>, done by about %s", dur, when);
 	} else if (num(jp_get(d, "at_least_s"), &least) == 0) {
-		duration_fmt(dur, sizeof dur, least);
+		duration_format(dur, sizeof dur, least);
 		buf_printf(o, "unknown: weir-gate is not answering (once it does, at least %s)", dur);
 	} else
 		buf_adds(o, "unknown: no policy for it (weir-gate refuses it)");
 	if (lim) {
 		const char *unit = jp_str(jp_get(lim, "unit"));
 
-		duration_fmt(per, sizeof per, ll_or(jp_get(lim, "per_s"), 0));
+		duration_format(per, sizeof per, ll_or(jp_get(lim, "per_s"), 0));
 		buf_printf(o, "; limited by %lld ", ll_or(jp_get(lim, "limit"), 0));
 		esc(o, unit ? unit : "?");
 		buf_printf(o, " per %s", per);
@@ -672,7 +672,7 @@ queue(struct buf *o, struct json_object *q, long long now_ms)
 	buf_printf(o, "<p class=\"facts\"><span><b>%lld</b> message%s</span><span><b>%lld</b> "
 	    "recipient%s not done</span>", msgs, plural(msgs), rc, plural(rc));
 	if (oldest && (t = iso_ms(oldest)) >= 0) {
-		duration_fmt(d, sizeof d, ll_or(jp_get(q, "oldest_age_s"), 0));
+		duration_format(d, sizeof d, ll_or(jp_get(q, "oldest_age_s"), 0));
 		clock_str(when, sizeof when, t, now_ms);
 		buf_printf(o, "<span>oldest: <b>%s</b> old (queued %s)</span>", d, when);
 	}
@@ -731,7 +731,7 @@ sessions_list(struct buf *o, struct json_object *sessions, long long now_ms)
 		buf_adds(o, "</td><td>");
 		if ((t = iso_ms(since)) >= 0) {
 			clock_str(when, sizeof when, t, now_ms);
-			duration_fmt(d, sizeof d, (now_ms - t) / 1000);
+			duration_format(d, sizeof d, (now_ms - t) / 1000);
 			buf_printf(o, "%s <span class=\"mut\">(%s)</span>", when, d);
 		}
 		buf_printf(o, "</td><td class=\"n\">%lld</td></tr>", ll_or(jp_get(s, "messages"), 0));

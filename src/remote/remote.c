@@ -354,21 +354,18 @@ default_port(int tls)
 }
 
 /* The secret (when up has a username) and the TLS client (unless tls =
- * none) into p.  0 ok; -1 with the reason in err. */
+ * none) into p.  0 ok; -1 with the reason in err; -2 the OAuth provider
+ * refused the credentials (secret.h), the reason in err.  how: what the
+ * OAuth step did. */
 static int
 prepare(const struct weir_upstream *up, struct smtp_params *p, struct buf *secret,
-    struct buf *err)
+    struct buf *how, struct buf *err)
 {
 	int rc;
 
 	if (up->username) {
-		if (up->secret_file)
-			rc = secret_from_file(up->secret_file, secret, err);
-		else
-			rc = secret_from_command(up->secret_command,
-			    clock_mono_ms() + (uint64_t)up->timeout_command * 1000, secret, err);
-		if (rc < 0)
-			return -1;
+		if ((rc = secret_get(up, secret, how, err)) < 0)
+			return rc;
 		p->secret = secret->s;
 		p->secretlen = secret->len;
 	}
@@ -391,11 +388,11 @@ probe(const char *cfile, const char *upname)
 {
 	struct weir_config cfg;
 	const struct weir_upstream *up;
-	struct buf err = BUF_INIT, secret = BUF_INIT, out = BUF_INIT;
+	struct buf err = BUF_INIT, secret = BUF_INIT, out = BUF_INIT, how = BUF_INIT;
 	struct smtp_params p;
 	struct smtp_result res;
 	struct trouble_rules *rules = NULL;
-	int rc = 1, have_cfg = 0;
+	int rc = 1, have_cfg = 0, k;
 	size_t i;
 
 	memset(&p, 0, sizeof p);
@@ -423,9 +420,13 @@ probe(const char *cfile, const char *upname)
 	p.host = up->host;
 	p.port = up->port ? up->port : default_port(up->tls);
 	p.helo = cfg.hostname;
-	if (prepare(up, &p, &secret, &err) < 0) {
-		buf_printf(&out, "%s failed: %s\n", up->username && !p.secret ? "secret" : "tls",
-		    err.s);
+	k = prepare(up, &p, &secret, &how, &err);
+	if (up->oauth.present)	/* the token step, before the SMTP ones */
+		buf_printf(&out, "token %s: %s\n", p.secret ? "ok" : "failed",
+		    p.secret ? how.s : err.s);
+	if (k < 0) {
+		if (!up->oauth.present || p.secret)
+			buf_printf(&out, "%s failed: %s\n", !p.secret ? "secret" : "tls", err.s);
 		goto out;
 	}
 	rules = rules_new(&cfg);
@@ -446,6 +447,7 @@ out:
 	tls_client_free(p.tls);
 	buf_free(&err);
 	buf_free(&out);
+	buf_free(&how);
 	if (have_cfg)
 		config_free(&cfg);
 	return rc;
@@ -474,7 +476,10 @@ struct remote {
 	struct smtp_params p;
 	struct buf secret;
 	struct trouble_rules *rules;
+	struct buf refused;	/* the OAuth provider refused the credentials: why */
 };
+
+static void not_sent(int fd, const struct remote *r);
 
 /* "file:line: what" lines of a config error, on one line. */
 static void
@@ -536,17 +541,22 @@ out:
 static int
 get_ready(struct remote *r, struct buf *why)
 {
-	struct buf err = BUF_INIT;
-	int rc = 0;
+	struct buf err = BUF_INIT, how = BUF_INIT;
+	int rc = 0, k;
 
-	if (prepare(r->up, &r->p, &r->secret, &err) < 0) {
+	if ((k = prepare(r->up, &r->p, &r->secret, &how, &err)) < 0) {
 		buf_printf(why, "weir-remote: %s. (#4.3.0)\n", err.s);
+		if (k == -2)
+			buf_adds(&r->refused, err.s);
 		rc = -1;
 	} else {
+		if (how.len)
+			log_debug("upstream %s: OAuth: %s", r->up->name, how.s);
 		r->rules = rules_new(&r->cfg);
 		r->p.rules = r->rules;
 	}
 	buf_free(&err);
+	buf_free(&how);
 	return rc;
 }
 
@@ -554,6 +564,7 @@ static void
 remote_free(struct remote *r)
 {
 	secret_wipe(&r->secret);
+	buf_free(&r->refused);
 	trouble_free(r->rules);
 	tls_client_free(r->p.tls);
 	if (r->have_fallback)
@@ -629,6 +640,8 @@ single(const char *cfile, const char *upname, const char *qid, int use_gate, int
 	}
 	if (get_ready(&r, &why) < 0) {
 		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
+		if (outfd >= 0)
+			not_sent(outfd, &r);
 		goto out;
 	}
 	if (!use_gate && config_untrusted_env())
@@ -746,6 +759,28 @@ refund(int fd)
 	outcome_write(fd, &none);
 }
 
+/* The same, for a session r could not set up: a refund; or, when the
+ * OAuth provider refused the credentials (r->refused), as a 535 would
+ * have: authfail, for the gate to suspend the upstream. */
+static void
+not_sent(int fd, const struct remote *r)
+{
+	struct outcome o;
+	struct buf b = BUF_INIT;
+
+	if (r->refused.len == 0) {
+		refund(fd);
+		return;
+	}
+	memset(&o, 0, sizeof o);
+	o.kind = OUTCOME_AUTHFAIL;
+	snprintf(o.text, sizeof o.text, "%s", r->refused.s);
+	outcome_format(&o, &b);
+	if (full_write(fd, b.s, b.len) < 0)
+		log_warn("writing the outcome to fd %d", fd);
+	buf_free(&b);
+}
+
 /* One request of a session: the message delivered over ss (NULL: the
  * session could not be set up, why says so), its reports and outcome
  * written.  1: the session can take another message. */
@@ -764,7 +799,10 @@ session_message(const struct remote *r, struct smtp_session *ss, struct buf *req
 	if (ss == NULL || nrcpt == 0) {
 		(void)whole(fds[1], nrcpt, "%s", ss ? "weir-remote: a malformed request from "
 		    "weir-send. (#4.3.5)\n" : why->s);
-		refund(fds[2]);
+		if (ss)
+			refund(fds[2]);
+		else
+			not_sent(fds[2], r);
 	} else if (open_message(&body, qid, fds[0], nrcpt, fds[1], &rc) < 0) {
 		refund(fds[2]);
 		more = rc == 0;

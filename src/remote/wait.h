@@ -1,7 +1,8 @@
 /*
  * wait.h: the one way weir-remote waits: poll(2) on one descriptor until
  * it is ready or a deadline on the monotonic clock passes.  Used by the
- * connection (conn.c), TLS (tls.c) and the secret command (secret.c).
+ * connection (conn.c) and the secret command (secret.c); TLS waits in
+ * lib/tlsio.c, shared with weir-smtpd.
  * Trusts: nothing.  Config keys: none.
  */
 #ifndef WEIR_WAIT_H

@@ -322,6 +322,10 @@ void complete_unrun(struct sched *s, struct job *j);
 void job_free(struct sched *s, struct job *j);
 void job_drop(struct sched *s, struct job *j);	/* freed; its message back to the FIFO */
 
+/* notice.c: after an authfail outcome of up: the admin's mail, once a
+ * day, while its OAuth token status says a login is needed. */
+void notice_oauth(struct sched *s, size_t up);
+
 /* wait.c */
 void wait_begin(struct msg *m);
 void wait_end(struct msg *m);

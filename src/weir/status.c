@@ -2,10 +2,11 @@
  * status.c: `weir [-c FILE] status [--json | --watch]`: what the relay is
  * doing, as mail/relaystatus.h gathers it (the gate's status, the queue
  * per state, the drain estimate per upstream, weir-send's kept
- * sessions): for people, the gate's text as it wrote it (its shared
- * store, whether it answers, both counts of each window) followed by the
- * queue, the sessions and the estimate; with --json, relay_status_json's
- * document (also weir-metrics' /status.json).
+ * sessions, the OAuth tokens' state): for people, the gate's text as it
+ * wrote it (its shared store, whether it answers, both counts of each
+ * window) followed by the queue, the sessions, the tokens (auth.c) and
+ * the estimate; with --json, relay_status_json's document (also
+ * weir-metrics' /status.json).
  *
  * --watch shows a short form of the same every second, on a timer (no
  * busy loop), until SIGINT or SIGTERM: each window as a bar of its use
@@ -66,12 +67,13 @@ text_out(struct buf *o, const struct relay_status *s)
 	if (s->trouble)
 		buf_printf(o, "  messages with trouble: %llu (see weir queue)\n", s->trouble);
 	if (s->have_oldest) {
-		duration_fmt(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
+		duration_format(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
 		date_iso(when, sizeof when, s->oldest);
 		buf_printf(o, "  oldest message: %s old (queued %s)\n", d, when);
 	} else
 		buf_adds(o, "  oldest message: none\n");
 	relay_status_sessions(s, o, 0);
+	auth_status_out(o, s->cfg, 0, now);
 	buf_printf(o, "drain estimate (a lower bound: every attempt succeeding, windows from "
 	    "%s):\n", s->winsrc);
 	for (i = 0; i < s->nup; i++) {
@@ -84,7 +86,7 @@ text_out(struct buf *o, const struct relay_status *s)
 			buf_adds(o, "unknown (no policy for it: weir-gate refuses it)\n");
 			continue;
 		}
-		duration_fmt(d, sizeof d, u->estimate < 0 ? u->at_least : u->estimate);
+		duration_format(d, sizeof d, u->estimate < 0 ? u->at_least : u->estimate);
 		if (u->estimate < 0)
 			buf_printf(o, "unknown (weir-gate is not answering; once it does, at least %s",
 			    d);
@@ -93,12 +95,12 @@ text_out(struct buf *o, const struct relay_status *s)
 		if (u->bottleneck) {
 			char per[32];
 
-			duration_fmt(per, sizeof per, u->bottleneck->per);
+			duration_format(per, sizeof per, u->bottleneck->per);
 			buf_printf(o, " (window %lld %s per %s, %lld used)", u->bottleneck->limit,
 			    policy_unit_name(u->bottleneck->unit), per, u->bottleneck->used);
 		}
 		if (u->suspended > 0) {
-			duration_fmt(d, sizeof d, u->suspended);
+			duration_format(d, sizeof d, u->suspended);
 			buf_printf(o, ", of which %s suspended", d);
 		}
 		if (u->estimate < 0)
@@ -131,7 +133,7 @@ watch_out(struct buf *o, const struct relay_status *s)
 
 		buf_printf(o, "upstream %s: ", u->name);
 		if (u->suspended > 0) {
-			duration_fmt(d, sizeof d, u->suspended);
+			duration_format(d, sizeof d, u->suspended);
 			buf_printf(o, "suspended for %s\n", d);
 		} else
 			buf_adds(o, u->known ? "active\n" : "no windows known\n");
@@ -139,7 +141,7 @@ watch_out(struct buf *o, const struct relay_status *s)
 			const struct rs_win *w = &u->win[j];
 			char label[96];
 
-			duration_fmt(d, sizeof d, w->per);
+			duration_format(d, sizeof d, w->per);
 			snprintf(label, sizeof label, "%s per %s", policy_unit_name(w->unit), d);
 			fill = w->used <= 0 ? 0 : w->used >= w->limit ? BAR_WIDTH :
 			    (size_t)((w->used * BAR_WIDTH + w->limit - 1) / w->limit);
@@ -153,7 +155,7 @@ watch_out(struct buf *o, const struct relay_status *s)
 		if (u->estimate < 0)
 			buf_adds(o, "unknown (no windows for it)\n");
 		else {
-			duration_fmt(d, sizeof d, u->estimate);
+			duration_format(d, sizeof d, u->estimate);
 			buf_printf(o, "about %s\n", d);
 		}
 	}
@@ -161,7 +163,7 @@ watch_out(struct buf *o, const struct relay_status *s)
 	    s->messages, s->messages == 1 ? "" : "s", s->todo, s->rcpt_left,
 	    s->rcpt_left == 1 ? "" : "s");
 	if (s->have_oldest) {
-		duration_fmt(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
+		duration_format(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
 		buf_printf(o, ", oldest %s old", d);
 	}
 	buf_addc(o, '\n');

@@ -78,12 +78,12 @@ Test(duration, fmt)
 {
 	char b[64];
 
-	duration_fmt(b, sizeof b, 0);
+	duration_format(b, sizeof b, 0);
 	cr_assert_str_eq(b, "0s");
-	duration_fmt(b, sizeof b, -5);
+	duration_format(b, sizeof b, -5);
 	cr_assert_str_eq(b, "0s");
-	duration_fmt(b, sizeof b, 90);
+	duration_format(b, sizeof b, 90);
 	cr_assert_str_eq(b, "1m30s");
-	duration_fmt(b, sizeof b, 86400 + 7200 + 1);
+	duration_format(b, sizeof b, 86400 + 7200 + 1);
 	cr_assert_str_eq(b, "1d2h1s");
 }
