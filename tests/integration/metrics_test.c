@@ -23,7 +23,8 @@
  *     while the gate goes on; weir-metrics as nobody scrapes through it;
  *   - the Grafana dashboard (etc/weir-grafana.json): every metric name
  *     its queries and variables use is a family weir-metrics wrote (the
- *     textfile, with every family present), every family is used, and
+ *     textfile, with every family present, OAuth's through an upstream
+ *     with a token status file), every family is used, and
  *     promtool accepts each query as PromQL;
  *   - a whole relay run (sendmail, weir-queue, weir-gate, weir-send,
  *     weir-remote, tests/upstream/upstream.py accepting, deferring and
@@ -563,8 +564,22 @@ Test(metrics, grafana_dashboard_queries_exported_metrics)
 	struct buf fams = BUF_INIT, used = BUF_INIT, rb = BUF_INIT;
 	struct json_object *dash;
 	const char *p, *e;
+	char *oauth;
 	size_t nused = 0, nfam = 0, k = 0;
 
+	/* An upstream with OAuth and its token status file: the OAuth
+	 * families too. */
+	oauth = xasprintf("upstream \"mso\" {\n  host = \"127.0.0.1\"\n  username = \"me@example.org\"\n"
+	    "  oauth {\n    provider = generic\n    client_id = \"c\"\n    scope = \"smtp\"\n"
+	    "    device_endpoint = \"https://idp.example/devicecode\"\n"
+	    "    token_endpoint = \"https://idp.example/token\"\n    token_file = \"%s/mso\"\n"
+	    "  }\n}\n", s.qt.tmp);
+	sh_conf_append(&s, oauth);
+	free(oauth);
+	oauth = xasprintf("%s/mso.status", s.qt.tmp);
+	tl_write(oauth, S("{\"version\":1,\"login_at\":1795600000,\"refresh_since\":1795600000,"
+	    "\"refreshed_at\":1795670000,\"expires_at\":1795680000,\"lifetime\":3600,"
+	    "\"error_at\":0,\"error\":\"\",\"login_needed\":false}\n"));
 	start_gate();
 	known_run();
 	cr_assert_eq(gc_counts(&gc, "up1", c), 0);
@@ -617,7 +632,7 @@ Test(metrics, grafana_dashboard_queries_exported_metrics)
 		free(needle);
 	}
 	cr_assert_eq(nused, nfam, "%zu families, %zu used", nfam, nused);
-	cr_assert_geq(nfam, 18, "not every family was written:\n%s", text.s);
+	cr_assert_geq(nfam, 21, "not every family was written:\n%s", text.s);
 	/* promtool reads every query as PromQL (as recording rules). */
 	buf_adds(&rb, "groups:\n- name: dashboard\n  rules:\n");
 	for (p = exprs.s; p && *p; p = e + 1) {
@@ -649,6 +664,7 @@ Test(metrics, grafana_dashboard_queries_exported_metrics)
 	free(rules);
 	free(bin);
 	free(dpath);
+	free(oauth);
 }
 
 /* ---- the read-only status socket (gate_status_socket) ---- */
