@@ -8,7 +8,8 @@
  *
  * Per upstream: its state (active, suspended with the upstream's reply
  * and the command that lifts it), the next grant, grants held, requests
- * waiting, sessions open; per window "U of N UNIT per T", the next free
+ * waiting, sessions open, its OAuth token (a login needed said with the
+ * command that does it); per window "U of N UNIT per T", the next free
  * slot, and a chart of the last hour: each send the gate logged as a mark
  * at its logged time (an unknown outcome as a bar over its interval), the
  * grants held and the requests waiting marked at their times, the limit
@@ -508,16 +509,29 @@ suspension(struct buf *o, struct json_object *up, const char *name, long long no
 	}
 }
 
+/* The element of arr whose key is name. */
 static struct json_object *
-by_name(struct json_object *arr, const char *name)
+by_key(struct json_object *arr, const char *key, const char *name)
 {
 	size_t i;
 	const char *n;
 
 	for (i = 0; i < jp_len(arr); i++)
-		if ((n = jp_str(jp_get(jp_at(arr, i), "name"))) && strcmp(n, name) == 0)
+		if ((n = jp_str(jp_get(jp_at(arr, i), key))) && strcmp(n, name) == 0)
 			return jp_at(arr, i);
 	return NULL;
+}
+
+static struct json_object *
+by_upstream(struct json_object *arr, const char *name)
+{
+	return by_key(arr, "upstream", name);
+}
+
+static struct json_object *
+by_name(struct json_object *arr, const char *name)
+{
+	return by_key(arr, "name", name);
 }
 
 /* Sends of upstream gup's history at or after from (in its messages). */
@@ -583,9 +597,36 @@ drain(struct buf *o, struct json_object *d, struct json_object *gup, long long o
 	}
 }
 
+/* An upstream's OAuth token, from the document's "oauth" entry oa. */
+static void
+oauth_token(struct buf *o, struct json_object *oa, const char *name, long long now_ms)
+{
+	const char *err = jp_str(jp_get(oa, "error"));
+	long long exp = iso_ms(jp_str(jp_get(oa, "access_expires")));
+	char when[64], rel[64];
+
+	if (jp_bool(jp_get(oa, "login_needed")) == 1) {
+		buf_adds(o, "<div class=\"alert\"><b>OAuth: a login is needed</b> (the provider "
+		    "refuses the refresh token, or there is none). Run <code>weir auth login ");
+		esc(o, name);
+		buf_adds(o, "</code>");
+		if (err && *err) {
+			buf_adds(o, ". Last error: <q>");
+			esc(o, err);
+			buf_adds(o, "</q>");
+		}
+		buf_adds(o, "</div>");
+	} else if (exp >= 0) {
+		clock_str(when, sizeof when, exp, now_ms);
+		rel_str(rel, sizeof rel, exp, now_ms);
+		buf_printf(o, "<p>OAuth access token until %s%s (refreshed before).</p>", when, rel);
+	}
+}
+
 static void
 upstream(struct buf *o, const char *name, struct json_object *gup, struct json_object *d,
-    struct json_object *sessions, long long oldest_ms, long long now_ms, int gate_up)
+    struct json_object *sessions, struct json_object *oa, long long oldest_ms, long long now_ms,
+    int gate_up)
 {
 	struct json_object *wins = jp_get(gup, "windows");
 	int susp = jp_bool(jp_get(gup, "suspended")) == 1 ||
@@ -608,6 +649,8 @@ upstream(struct buf *o, const char *name, struct json_object *gup, struct json_o
 	else
 		buf_adds(o, " <span class=\"badge ok\">active</span>");
 	buf_adds(o, "</h2>");
+	if (oa)
+		oauth_token(o, oa, name, now_ms);
 	if (gup) {
 		suspension(o, gup, name, now_ms);
 		if (jp_bool(jp_get(gup, "probe")) == 1)
@@ -798,7 +841,7 @@ page_render(struct buf *o, struct json_object *doc, const char *host, long long 
 {
 	struct json_object *gate = jp_get(doc, "gate"), *gups = jp_get(gate, "upstreams");
 	struct json_object *dups = jp_get(jp_get(doc, "drain_estimate"), "upstreams");
-	struct json_object *sessions = jp_get(doc, "sessions");
+	struct json_object *sessions = jp_get(doc, "sessions"), *oas = jp_get(doc, "oauth");
 	long long oldest = iso_ms(jp_str(jp_get(jp_get(doc, "queue"), "oldest_queue_time")));
 	const char *name;
 	char when[64];
@@ -836,13 +879,13 @@ page_render(struct buf *o, struct json_object *doc, const char *host, long long 
 	}
 	for (i = 0; i < jp_len(gups); i++)
 		if ((name = jp_str(jp_get(jp_at(gups, i), "name"))) != NULL)
-			upstream(o, name, jp_at(gups, i), by_name(dups, name), sessions, oldest, now_ms,
-			    1);
+			upstream(o, name, jp_at(gups, i), by_name(dups, name), sessions,
+			    by_upstream(oas, name), oldest, now_ms, 1);
 	for (i = 0; i < jp_len(dups); i++)
 		if ((name = jp_str(jp_get(jp_at(dups, i), "name"))) != NULL &&
 		    by_name(gups, name) == NULL)
-			upstream(o, name, NULL, jp_at(dups, i), sessions, oldest, now_ms,
-			    gate != NULL);
+			upstream(o, name, NULL, jp_at(dups, i), sessions, by_upstream(oas, name),
+			    oldest, now_ms, gate != NULL);
 	queue(o, jp_get(doc, "queue"), now_ms);
 	sessions_list(o, sessions, now_ms);
 	buf_adds(o, "<footer>The same as JSON: <a href=\"/status.json\">/status.json</a> "

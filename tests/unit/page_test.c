@@ -65,6 +65,12 @@ Test(page, hostile_document_escaped_and_masked)
 	    "suspension). To try again now: <code>weir resume isp</code>"), "%s", o.s);
 	cr_assert(strstr(o.s, "weir-gate's journal is not durable</b>: it grants nothing until it "
 	    "is (No space left on device)"));
+	/* OAuth: a login needed, with the command; a good token's end. */
+	cr_assert(strstr(o.s, "<b>OAuth: a login is needed</b> (the provider refuses the refresh "
+	    "token, or there is none). Run <code>weir auth login isp</code>. Last error: "
+	    "<q>invalid_grant: AADSTS70043 &lt;expired&gt;</q>"), "%s", o.s);
+	cr_assert(strstr(o.s, "<p>OAuth access token until 07:43:39 UTC (in 59m59s) (refreshed "
+	    "before).</p>"), "%s", o.s);
 	/* Shared: 8 of 10 for all relays, 5 of them this one's. */
 	cr_assert(strstr(o.s, "all relays: <b>8 of 10</b> (this relay 5, the others 3)"), "%s", o.s);
 	cr_assert(strstr(o.s, "<span class=\"mine\" style=\"width:50.0%\"></span><span "
