@@ -24,6 +24,7 @@ SBINDIR    ?= $(PREFIX)/sbin
 LIBEXECDIR ?= $(PREFIX)/lib/weir
 SYSCONFDIR ?= /etc/weir
 MANDIR     ?= $(PREFIX)/share/man
+DATADIR    ?= $(PREFIX)/share/weir
 DESTDIR    ?=
 BUILD      ?= build
 
@@ -46,11 +47,14 @@ ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(PKG_CFLAGS) $(CPPFLAGS
 PKGS             := libconfuse
 # OAuth (mail/oauth.c: HTTPS through libcurl, JSON through json-c): only
 # in the deliverer and the operator command (weir auth); weir-send and
-# weir-metrics read the token status file (json-c).
+# weir-metrics read the token status file (json-c).  weir-metrics serves
+# HTTP with GNU libmicrohttpd and checks basic authentication with
+# crypt(3) (lib/pwfile.c, as weir check-config does); weir status and
+# weir-metrics read weir-showq's JSON listing (json-c).
 PKGS_weir-remote := openssl libsasl2 libcurl json-c
-PKGS_weir        := libcurl json-c libcrypto
+PKGS_weir        := libcurl json-c libcrypto libxcrypt
 PKGS_weir-send   := json-c
-PKGS_weir-metrics := json-c
+PKGS_weir-metrics := json-c libmicrohttpd libxcrypt
 PKGS_weir-smtpd  := openssl libxcrypt
 PKGS_weir-gate   := hiredis
 TEST_PKGS        := criterion
@@ -286,6 +290,8 @@ install: all
 	install -m 0644 etc/policy.conf $(DESTDIR)$(SYSCONFDIR)/policy.conf
 	for m in $(MANPAGES); do n=$${m##*/}; [ "$$n" != policy.conf.5 ] || n=weir-policy.conf.5; \
 		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/$$n || exit 1; done
+	install -d $(DESTDIR)$(DATADIR)
+	install -m 0644 etc/weir-grafana.json $(DESTDIR)$(DATADIR)/grafana-dashboard.json
 
 # The Debian package: dpkg-buildpackage on a copy of the tree, then
 # lintian (scripts/deb.sh).  package-test installs it into a throwaway

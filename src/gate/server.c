@@ -521,13 +521,21 @@ do_cancel(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	reply_simple(c, GP_R_OK, rq->tag, 0);
 }
 
+static struct wg_req **
+held_for_status(void *arg, const struct wg_up *u, size_t *n)
+{
+	return held_of(arg, u, n);
+}
+
 static void
-do_status(struct server *s, struct client *c, int json, int64_t now)
+do_status(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
 {
 	struct buf body = BUF_INIT;
 	struct gp_reply r;
+	struct status_history h = { (int64_t)rq->history_s * 1000, held_for_status, s };
 
-	gate_status(&body, &s->g, json, now, s->wmm, s->jbroken, s->sh);
+	gate_status(&body, &s->g, rq->json, now, s->wmm, s->jbroken, s->sh,
+	    rq->history_s ? &h : NULL);
 	memset(&r, 0, sizeof r);
 	r.verb = GP_R_STATUS;
 	r.length = body.len;
@@ -560,7 +568,7 @@ handle_line(struct server *s, struct client *c, const char *line, size_t len)
 	case GP_ACQUIRE: do_acquire(s, c, &rq, now); break;
 	case GP_REPORT:  do_report(s, c, &rq, now_mono_ceil()); break;
 	case GP_CANCEL:  do_cancel(s, c, &rq, now); break;
-	case GP_STATUS:  do_status(s, c, rq.json, now); break;
+	case GP_STATUS:  do_status(s, c, &rq, now); break;
 	case GP_RESUME:  do_resume(s, c, &rq); break;
 	case GP_COUNTS:  do_counts(s, c, &rq); break;
 	}

@@ -35,6 +35,7 @@ free_up(struct wg_up *u)
 	free(u->name);
 	free(u->win);
 	free(u->log);
+	free(u->hist);
 	free(u->susp_reason);
 	free(u->auth_reason);
 	free(u);
@@ -73,6 +74,7 @@ get_up(struct wgate *g, const char *name)
 	u = xcalloc(1, sizeof *u);
 	u->name = xstrdup(name);
 	u->horizon = WG_HORIZON_MIN_MS;
+	u->hdropped = INT64_MIN;
 	/* Keep the list in creation order: status reads better. */
 	for (pp = &g->ups; *pp; pp = &(*pp)->next)
 		;
@@ -89,6 +91,29 @@ wg_log_at(const struct wg_up *u, uint64_t s)
 		panic("window: log entry %llu outside %llu+%zu",
 		    (unsigned long long)s, (unsigned long long)u->lseq, u->ln);
 	return &u->log[(u->lhead + (size_t)(s - u->lseq)) % u->lcap];
+}
+
+const struct wg_send *
+wg_history_at(const struct wg_up *u, size_t i)
+{
+	if (i >= u->hn)
+		panic("window: history entry %zu of %zu", i, u->hn);
+	return &u->hist[(u->hhead + i) % WG_HISTORY_MAX];
+}
+
+/* Keep a copy of a log entry for status; a full ring drops its oldest. */
+static void
+history_add(struct wg_up *u, const struct wg_send *e)
+{
+	if (u->hist == NULL)
+		u->hist = xcalloc(WG_HISTORY_MAX, sizeof *u->hist);
+	if (u->hn == WG_HISTORY_MAX) {
+		if (u->hist[u->hhead].t > u->hdropped)
+			u->hdropped = u->hist[u->hhead].t;
+		u->hhead = (u->hhead + 1) % WG_HISTORY_MAX;
+		u->hn--;
+	}
+	u->hist[(u->hhead + u->hn++) % WG_HISTORY_MAX] = *e;
 }
 
 static uint64_t
@@ -129,6 +154,7 @@ log_insert(struct wg_up *u, int64_t from, int64_t t, const uint32_t w[UNIT_COUNT
 	nl->t = t;
 	memcpy(nl->w, w, sizeof nl->w);
 	u->ln++;
+	history_add(u, nl);
 	/* Move it back past later entries: few, those still in flight. */
 	while (k > 0) {
 		struct wg_send tmp;
@@ -194,6 +220,10 @@ wg_expire(struct wg_up *u, int64_t now)
 		}
 		if (w->first < keep)
 			keep = w->first;
+	}
+	while (u->hn > 0 && u->hist[u->hhead].t <= now - WG_HISTORY_MS) {
+		u->hhead = (u->hhead + 1) % WG_HISTORY_MAX;
+		u->hn--;
 	}
 	/* In the policy, what no window counts any more goes; out of it,
 	 * the history is kept for the horizon (the section may come back). */

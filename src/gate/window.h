@@ -100,6 +100,14 @@ struct wg_req;
 
 #define WG_NCOUNTS 9	/* gateproto.h's GP_NCOUNTS */
 
+/* The history status shows (weir-metrics' chart): every entry the log
+ * took, as it took it, for WG_HISTORY_MS after its time whatever the
+ * windows need, at most WG_HISTORY_MAX per upstream (the oldest go
+ * first).  Memory only: after a restart it holds what the journal gave
+ * back, the sends the windows still counted. */
+#define WG_HISTORY_MS	(3600LL * 1000)
+#define WG_HISTORY_MAX	4096
+
 struct wg_up {
 	char *name;
 	int in_policy;		/* 0: not (or no longer) in the policy: its
@@ -113,6 +121,12 @@ struct wg_up {
 	struct wg_send *log;
 	size_t lcap, lhead, ln;
 	uint64_t lseq;
+	/* The history (WG_HISTORY_MS, WG_HISTORY_MAX): a ring in the order
+	 * the entries came, read with wg_history_at. */
+	struct wg_send *hist;
+	size_t hhead, hn;
+	int64_t hdropped;	/* t of the newest entry the full ring dropped;
+				 * INT64_MIN: none */
 	int64_t held[UNIT_COUNT];
 	size_t nheld;
 	struct wg_req *wait_head, *wait_tail;
@@ -263,5 +277,9 @@ int64_t wg_win_used(const struct wg_up *u, size_t i);
 int64_t wg_head_fit(struct wg_up *u, int64_t now);
 /* Entry with sequence number s (lseq <= s < lseq + ln). */
 const struct wg_send *wg_log_at(const struct wg_up *u, uint64_t s);
+/* History entry i (0 <= i < hn), in the order they came (by t only
+ * roughly: an interval ends late); wg_expire drops those older than
+ * WG_HISTORY_MS. */
+const struct wg_send *wg_history_at(const struct wg_up *u, size_t i);
 
 #endif

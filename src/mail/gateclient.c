@@ -172,6 +172,22 @@ gc_status(struct gate_client *gc, int json)
 }
 
 int
+gc_status_history(struct gate_client *gc, unsigned secs)
+{
+	struct gp_req r;
+
+	if (secs == 0 || secs > GP_HISTORY_MAX_S) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&r, 0, sizeof r);
+	r.verb = GP_STATUS;
+	r.json = 1;
+	r.history_s = secs;
+	return send_req(gc, &r);
+}
+
+int
 gc_resume(struct gate_client *gc, const char *upstream)
 {
 	struct gp_req r;

@@ -61,6 +61,9 @@ int gc_report_throttled(struct gate_client *gc, uint32_t tag, const char *reply)
 int gc_report_authfail(struct gate_client *gc, uint32_t tag, const char *reply) MUST_CHECK;
 int gc_cancel(struct gate_client *gc, uint32_t tag) MUST_CHECK;
 int gc_status(struct gate_client *gc, int json) MUST_CHECK;
+/* STATUS JSON with each upstream's history of the last secs seconds
+ * (1 to GP_HISTORY_MAX_S; else -1, EINVAL). */
+int gc_status_history(struct gate_client *gc, unsigned secs) MUST_CHECK;
 /* Lift every suspension of the upstream: answered "OK -" or ERR. */
 int gc_resume(struct gate_client *gc, const char *upstream) MUST_CHECK;
 /* weir-send's counters for the upstream (enum gp_count order, each at

@@ -298,8 +298,13 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 		return GP_OK;
 	}
 	if (strcmp(fs.f[0], "STATUS") == 0) {
-		if (fs.n != 2 || (strcmp(fs.f[1], "TEXT") != 0 && strcmp(fs.f[1], "JSON") != 0))
-			return bad(why, "STATUS TEXT|JSON");
+		if (fs.n == 3 && strcmp(fs.f[1], "JSON") == 0) {
+			if (num(fs.f[2], GP_HISTORY_MAX_S, &v) < 0 || v == 0)
+				return bad(why, "STATUS JSON <seconds>: 1 to 3600");
+			r->history_s = (unsigned)v;
+		} else if (fs.n != 2 || (strcmp(fs.f[1], "TEXT") != 0 &&
+		    strcmp(fs.f[1], "JSON") != 0))
+			return bad(why, "STATUS TEXT|JSON [<seconds>]");
 		r->verb = GP_STATUS;
 		r->json = strcmp(fs.f[1], "JSON") == 0;
 		return GP_OK;
@@ -438,7 +443,12 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 		buf_printf(b, "CANCEL %u\n", r->tag);
 		break;
 	case GP_STATUS:
-		buf_printf(b, "STATUS %s\n", r->json ? "JSON" : "TEXT");
+		if (r->history_s > GP_HISTORY_MAX_S || (r->history_s && !r->json))
+			panic("gateproto: STATUS history of %u s", r->history_s);
+		if (r->history_s)
+			buf_printf(b, "STATUS JSON %u\n", r->history_s);
+		else
+			buf_printf(b, "STATUS %s\n", r->json ? "JSON" : "TEXT");
 		break;
 	default:
 		panic("gateproto: unknown verb %d", (int)r->verb);

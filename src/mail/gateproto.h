@@ -21,6 +21,7 @@
  *          <bounced_msgs> <bounced_rcpts> <sessions>
  *                                          weir-send's counters (one line)
  *   STATUS TEXT|JSON
+ *   STATUS JSON <seconds>                  with each upstream's history
  *
  * On weir-gate's read-only status socket (gate_status_socket) only STATUS
  * is served; any other well-formed request is answered
@@ -62,6 +63,11 @@
  *   RESUME: lifts every suspension of the upstream now (throttle and
  *   authentication); answered "OK -", or ERR - NOPOLICY if the gate has
  *   never heard of the upstream.
+ *   STATUS JSON <seconds> (1 to GP_HISTORY_MAX_S): the JSON status with,
+ *   per upstream, a "history" of that many seconds back: the sends the
+ *   gate logged (at most its last WG_HISTORY_MAX, src/gate/window.h), the
+ *   grants held and the requests waiting, each with its time (weir-
+ *   gate(8), STATUS).
  *   COUNTS: weir-send's counters for the upstream since it started
  *   (what each counts: weir-metrics(8)) and its kept sessions open now,
  *   each at most GP_COUNT_MAX; the gate keeps the latest line per
@@ -90,6 +96,7 @@
 #define GP_WEIGHT_MAX	1000000
 #define GP_STATUS_MAX	(1 << 24)
 #define GP_COUNT_MAX	((uint64_t)1 << 53)	/* a COUNTS number (exact in JSON) */
+#define GP_HISTORY_MAX_S 3600	/* STATUS JSON <seconds> */
 
 /* Error codes, sent as words (gp_code_name). */
 enum gp_code {
@@ -137,6 +144,7 @@ struct gp_req {
 	int64_t at;				/* SENT: ms, -1 for "-" */
 	char text[GP_TEXT_MAX + 1];		/* THROTTLED, AUTHFAIL */
 	int json;
+	unsigned history_s;			/* STATUS JSON <seconds>; 0: none */
 	uint64_t counts[GP_NCOUNTS];		/* COUNTS */
 };
 

@@ -70,6 +70,32 @@ Test(gateproto, report_cancel_status)
 	cr_assert(r.verb == GP_STATUS && r.json);
 	cr_assert_eq(req("STATUS TEXT", &r), GP_OK);
 	cr_assert(!r.json);
+	cr_assert_eq(r.history_s, 0);
+	buf_free(&b);
+}
+
+/* STATUS JSON <seconds>: 1 to 3600 in plain decimal, JSON only; it
+ * formats back to the same line, and gc_status_history refuses what the
+ * gate would. */
+Test(gateproto, status_history)
+{
+	static const char *const bad[] = {
+		"STATUS JSON 0", "STATUS JSON 3601", "STATUS JSON 060", "STATUS JSON -1",
+		"STATUS JSON +60", "STATUS JSON 60s", "STATUS JSON 60 1", "STATUS TEXT 60",
+		"STATUS JSON  60", "STATUS JSON 60 ", "STATUS JSON 99999999999999999999",
+	};
+	struct buf b = BUF_INIT;
+	struct gp_req r;
+	size_t i;
+
+	cr_assert_eq(req("STATUS JSON 3600", &r), GP_OK);
+	cr_assert(r.verb == GP_STATUS && r.json && r.history_s == 3600);
+	gp_fmt_request(&b, &r);
+	cr_assert_str_eq(b.s, "STATUS JSON 3600\n");
+	cr_assert_eq(req("STATUS JSON 1", &r), GP_OK);
+	cr_assert_eq(r.history_s, 1);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		cr_expect_eq(req(bad[i], &r), GP_SYNTAX, "\"%s\"", bad[i]);
 	buf_free(&b);
 }
 

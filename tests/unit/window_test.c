@@ -1082,3 +1082,39 @@ Test(window_random, reloads_between_limits)
 	for (seed = 1; seed <= 12; seed++)
 		run_random(seed * 15485863, &p, &q, 3000);
 }
+
+/* The history status shows: a send stays in it for an hour whatever the
+ * windows (here 10 s), then goes; a ring of WG_HISTORY_MAX, whose oldest
+ * go first, saying from when on it is whole (hdropped). */
+Test(window, history_an_hour_bounded)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(5, 10, UNIT_MESSAGES) };
+	const uint32_t one[UNIT_COUNT] = { 1, 1, 1 };
+	struct wg_up *u;
+	size_t i;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 0);
+	wg_replay_send(&g, "up", 1000, 1000, one);
+	wg_replay_send(&g, "up", 2000, 2000, one);
+	wg_replay_send(&g, "up", 2500, 9000, one);	/* an unknown outcome */
+	u = wg_find(&g, "up");
+	wg_expire(u, 60000);
+	cr_assert_eq(u->ln, 0, "the window still counts what is over 10 s old");
+	cr_assert_eq(u->hn, 3);
+	cr_assert_eq(wg_history_at(u, 0)->t, 1000);
+	cr_assert(wg_history_at(u, 2)->from == 2500 && wg_history_at(u, 2)->t == 9000);
+	cr_assert_eq(u->hdropped, INT64_MIN, "nothing dropped");
+	wg_expire(u, 1000 + WG_HISTORY_MS);
+	cr_assert_eq(u->hn, 2, "an hour old and still in the history");
+	wg_expire(u, 9000 + WG_HISTORY_MS);
+	cr_assert_eq(u->hn, 0);
+	for (i = 0; i < WG_HISTORY_MAX + 5; i++)
+		wg_replay_send(&g, "up", 100000 + (int64_t)i, 100000 + (int64_t)i, one);
+	cr_assert_eq(u->hn, WG_HISTORY_MAX);
+	cr_assert_eq(wg_history_at(u, 0)->t, 100005);
+	cr_assert_eq(u->hdropped, 100004);
+	wg_free(&g);
+}
