@@ -24,7 +24,7 @@
 #include <openssl/x509v3.h>
 
 #include "lib/alloc.h"
-#include "mail/outcome.h"
+#include "mail/sessproto.h"
 #include "remote/tls.h"
 #include "remote/wait.h"
 

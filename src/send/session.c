@@ -13,8 +13,9 @@
  *   BUSY     a message is on it: a job whose own grant (1 message, n
  *            recipients, 0 connections) weir-send holds, handed over as
  *            one datagram on a SOCK_SEQPACKET socketpair with three
- *            descriptors: mess/S/N (read-only: the deliverer never opens
- *            the queue), the report pipe and the outcome pipe.  The job
+ *            descriptors (mail/sessproto.h defines the protocol):
+ *            mess/S/N (read-only: the deliverer never opens the queue),
+ *            the report pipe and the outcome pipe.  The job
  *            completes as a deliverer's own does (deliver.c, then
  *            complete.c) once both pipes are closed and the session said
  *            "ready" or "closing" (or died: then it is a crash, as for a
@@ -38,7 +39,7 @@
  * starts, takes a message or ends (not once per message: it is a hint,
  * never fsynced, never read back by weir-send).
  *
- * Trusts: the deliverer's word only as "ready" or "closing".  Config
+ * Trusts: the deliverer's word only through sp_parse_word().  Config
  * keys: session_idle (upstream sections), concurrency.
  */
 #include <errno.h>
@@ -54,7 +55,7 @@
 #include "lib/alloc.h"
 #include "lib/io.h"
 #include "lib/log.h"
-#include "mail/outcome.h"
+#include "mail/sessproto.h"
 #include "send/sendint.h"
 
 enum dstate { DS_ASKING, DS_IDLE, DS_BUSY, DS_ENDING };
@@ -199,15 +200,17 @@ on_idle(struct evloop *ev, struct evtimer *t, void *arg)
 	sess_end(s, d, "idle");
 }
 
-/* The deliverer's word after each message: "ready" for the next, or
- * "closing"; its reports are then complete. */
+/* The deliverer's word after each message (mail/sessproto.h): "ready"
+ * for the next, or "closing"; its reports are then complete. */
 static void
 on_word(struct evloop *ev, int fd, int events, void *arg)
 {
 	struct dsess *d = arg;
 	struct sched *s = d->s;
 	struct job *j = d->job;
-	static char w[6 + SESSION_TLS_MAX];
+	static char w[SESSION_WORD_MAX + 1];
+	struct sp_word wd;
+	const char *why = "out of turn";
 	ssize_t n;
 
 	(void)ev; (void)events;
@@ -216,26 +219,24 @@ on_word(struct evloop *ev, int fd, int events, void *arg)
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && errno == EAGAIN)
 		return;
-	if (j && n > 6 && n <= (ssize_t)sizeof w && memcmp(w, "ready", 6) == 0) {
-		/* With the connection's TLS session, for the next ones. */
-		buf_reset(&s->ups[d->up].tls);
-		buf_add(&s->ups[d->up].tls, w + 6, (size_t)n - 6);
-		n = 5;
-	}
-	if (j && n == 5 && memcmp(w, "ready", 5) == 0) {
+	if (j && n > 0 && (size_t)n < sizeof w && sp_parse_word(w, (size_t)n, &wd, &why) == 0) {
 		d->job = NULL;
-		d->state = DS_IDLE;
-		deliver_exited(s, j, 0);
-		return;
-	}
-	if (j && n == 7 && memcmp(w, "closing", 7) == 0) {
-		d->job = NULL;
-		sess_end(s, d, "the deliverer closed it");
+		if (wd.kind == SP_CLOSING) {
+			sess_end(s, d, "the deliverer closed it");
+		} else {
+			d->state = DS_IDLE;
+			if (wd.der) {
+				/* The connection's TLS session, for the next ones. */
+				buf_reset(&s->ups[d->up].tls);
+				buf_add(&s->ups[d->up].tls, wd.der, wd.derlen);
+			}
+		}
 		deliver_exited(s, j, 0);
 		return;
 	}
 	if (n != 0) {
-		log_warnx("session %ld: a word out of turn; ending it", (long)d->pid);
+		log_warnx("session %ld: a word %s; ending it", (long)d->pid,
+		    (size_t)n >= sizeof w ? "too long" : why);
 		kill(-d->pid, SIGKILL);
 	}
 	/* Its message, if any, ends when it is reaped. */
@@ -264,11 +265,10 @@ sess_start(struct sched *s, struct dsess *d)
 	d->sock = sv[0];
 	evloop_watch(s->ev, d->sock, EV_READ, on_word, d);
 	if (s->ups[d->up].tls.len > 0) {
-		/* "tls\0" and the session to resume. */
+		/* The TLS session to resume. */
 		struct buf b = BUF_INIT;
 
-		buf_add(&b, "tls", 4);
-		buf_add(&b, s->ups[d->up].tls.s, s->ups[d->up].tls.len);
+		sp_fmt_tls(&b, s->ups[d->up].tls.s, s->ups[d->up].tls.len);
 		if (fd_send(d->sock, b.s, b.len, NULL, 0) < 0)
 			log_warn("session %ld: offering a TLS session", (long)d->pid);
 		buf_free(&b);
@@ -277,32 +277,26 @@ sess_start(struct sched *s, struct dsess *d)
 	return 0;
 }
 
-/* Hand j to d: "SENDER\0RCPT\0...\0" with mess/S/N and the write ends
- * of j's pipes.  0, or -1 (j untouched, d unusable). */
+/* Hand j to d: its request (mail/sessproto.h) with mess/S/N and the
+ * write ends of j's pipes.  0, or -1 (j untouched, d unusable). */
 static int
 hand(struct sched *s, struct dsess *d, struct job *j)
 {
 	struct buf req = BUF_INIT;
-	int fds[3] = { -1, -1, -1 }, rfd[2] = { -1, -1 }, k;
+	int fds[SP_NFD] = { -1, -1, -1 }, rfd[2] = { -1, -1 }, k;
 	size_t i;
 
-	buf_adds(&req, j->m->qid);
-	buf_addc(&req, '\0');
-	buf_adds(&req, j->m->sender);
-	buf_addc(&req, '\0');
-	for (i = 0; i < j->n; i++) {
-		buf_adds(&req, j->addrs[i]);
-		buf_addc(&req, '\0');
-	}
-	if ((d->pid == 0 && sess_start(s, d) < 0) || deliver_open(s, j, &fds[0], rfd) < 0) {
+	sp_fmt_message(&req, j->m->qid, j->m->sender, (const char *const *)j->addrs, j->n);
+	if ((d->pid == 0 && sess_start(s, d) < 0) ||
+	    deliver_open(s, j, &fds[SP_FD_MESSAGE], rfd) < 0) {
 		buf_free(&req);
 		return -1;
 	}
-	fds[1] = rfd[0];
-	fds[2] = rfd[1];
-	k = fd_send(d->sock, req.s, req.len, fds, 3);
+	fds[SP_FD_REPORT] = rfd[0];
+	fds[SP_FD_OUTCOME] = rfd[1];
+	k = fd_send(d->sock, req.s, req.len, fds, SP_NFD);
 	buf_free(&req);
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < SP_NFD; i++)
 		close(fds[i]);
 	if (k < 0) {
 		log_warn("session %ld: handing msg %s over", (long)d->pid, j->m->qid);
@@ -323,11 +317,8 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 int
 sess_fits(const struct job *j)
 {
-	size_t i, len = strlen(j->m->qid) + 1 + strlen(j->m->sender) + 1;
-
-	for (i = 0; i < j->n; i++)
-		len += strlen(j->addrs[i]) + 1;
-	return len <= SESSION_REQUEST_MAX;
+	return sp_message_len(j->m->qid, j->m->sender, (const char *const *)j->addrs, j->n) <=
+	    SESSION_REQUEST_MAX;
 }
 
 int
