@@ -191,6 +191,7 @@ struct replay {
 	size_t nopen, capopen;
 	uint64_t max_id;
 	size_t records;
+	const struct policy *pol;	/* each upstream's grace (wg_grace) */
 	int64_t grace;
 };
 
@@ -264,8 +265,8 @@ flush_open(struct replay *rp, int64_t at)
 	size_t i;
 
 	for (i = 0; i < rp->nopen; i++)
-		wg_replay_send(rp->g, rp->open[i].up, rp->open[i].at, at + rp->grace,
-		    rp->open[i].w);
+		wg_replay_send(rp->g, rp->open[i].up, rp->open[i].at,
+		    at + wg_grace(rp->pol, rp->open[i].up, rp->grace), rp->open[i].w);
 	rp->nopen = 0;
 }
 
@@ -500,8 +501,8 @@ journal_compact_commit(struct journal *j)
 }
 
 int
-journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_mono,
-    int64_t now_wall, int64_t grace_ms)
+journal_open(struct journal *j, const char *path, struct wgate *g, const struct policy *pol,
+    int64_t now_mono, int64_t now_wall, int64_t grace_ms)
 {
 	struct buf data = BUF_INIT;
 	struct replay rp;
@@ -533,6 +534,7 @@ journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_m
 	rp.now_mono = now_mono;
 	rp.now_wall = now_wall;
 	rp.boot = j->boot;
+	rp.pol = pol;
 	rp.grace = grace_ms;
 	r = read_file_at(AT_FDCWD, path, &data, JOURNAL_MAX);
 	if (r == -2) {

@@ -39,7 +39,7 @@
  * journal and fsyncs the directory.
  *
  * Trusts: the journal file only after its CRC and strict parsing.
- * Config keys: none (weir-gate's -j and -g).
+ * Config keys: none (weir-gate's -j and -g; policy's grace through wg_grace).
  */
 #ifndef WEIR_GATE_JOURNAL_H
 #define WEIR_GATE_JOURNAL_H
@@ -69,12 +69,13 @@ void journal_boot_id(char *out, size_t n);
  * with the holder's pid in the log line, before anything reads or writes
  * the journal), open (creating) path, replay it into g (before any policy is set: the
  * policy counts the history afterwards), then compact.  now_mono, now_wall:
- * the caller's clocks in ms.  grace_ms: how long a grant left without a
- * report by a stopped gate may still be in flight (its client does not
- * stop sending because the gate did); such a send is logged at
- * [grant, now + grace_ms].  0 ok; -1 with a log line. */
-int journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_mono,
-    int64_t now_wall, int64_t grace_ms) MUST_CHECK;
+ * the caller's clocks in ms.  A grant left without a report by a stopped
+ * gate may still be in flight (its client does not stop sending because
+ * the gate did): such a send is logged at [grant, end of that run +
+ * grace], the grace being its upstream's in pol (may be NULL), else
+ * grace_ms (wg_grace).  0 ok; -1 with a log line. */
+int journal_open(struct journal *j, const char *path, struct wgate *g,
+    const struct policy *pol, int64_t now_mono, int64_t now_wall, int64_t grace_ms) MUST_CHECK;
 void journal_close(struct journal *j);
 
 /* Queue records. */

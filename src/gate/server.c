@@ -102,7 +102,8 @@ struct server {
 	int64_t timer_at;
 	struct creq *ghead, *gtail;	/* granted, answer after the journal sync */
 	int64_t wmm;			/* wall ms minus monotonic ms */
-	int64_t grace_ms;		/* -g: how long a lost grant may still send */
+	int64_t grace_ms;		/* -g: how long a lost grant may still send,
+					 * for an upstream whose policy sets no grace */
 	int stopping;
 	int accept_paused;		/* out of fds: wait for a client to go */
 	/* The journal cannot be made durable: grant nothing, rewrite it on
@@ -313,7 +314,7 @@ on_admit(void *arg, struct wg_req *r, int64_t now, int64_t *retry)
 		return 0;
 	}
 	held = held_of(s, r->up, &n);
-	ok = shared_admit(s->sh, pu, r, held, n, now, s->wmm, s->grace_ms, retry);
+	ok = shared_admit(s->sh, pu, r, held, n, now, s->wmm, r->up->grace, retry);
 	free(held);
 	return ok;
 }
@@ -325,7 +326,7 @@ on_ended(void *arg, struct wg_req *r, enum wg_outcome o, const struct wg_done *d
 	const struct policy_upstream *pu = policy_upstream(s->pol, r->up->name);
 
 	if (pu && pu->shared)
-		shared_ended(s->sh, pu, r, o, d, now, s->grace_ms);
+		shared_ended(s->sh, pu, r, o, d, now, r->up->grace);
 }
 
 /* A suspension (until > now) or its lifting (0), for every host. */
@@ -1025,7 +1026,7 @@ gate_run(const struct gate_opts *o)
 	s.wmm = now_wall() - now_mono();
 	s.grace_ms = o->grace * 1000;
 	s.g.grace = s.grace_ms;
-	if (journal_open(&s.j, o->journal, &s.g, now_mono(), now_wall(), o->grace * 1000) < 0)
+	if (journal_open(&s.j, o->journal, &s.g, s.pol, now_mono(), now_wall(), s.grace_ms) < 0)
 		return 111;
 	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());
 	s.sh = shared_new_for(o->journal, now_wall(), s.grace_ms);

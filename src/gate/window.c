@@ -52,6 +52,14 @@ wg_free(struct wgate *g)
 	g->ups = NULL;
 }
 
+int64_t
+wg_grace(const struct policy *pol, const char *name, int64_t dflt)
+{
+	const struct policy_upstream *pu = pol ? policy_upstream(pol, name) : NULL;
+
+	return pu && pu->grace > 0 ? pu->grace * 1000 : dflt;
+}
+
 struct wg_up *
 wg_find(struct wgate *g, const char *name)
 {
@@ -73,6 +81,7 @@ get_up(struct wgate *g, const char *name)
 	u = xcalloc(1, sizeof *u);
 	u->name = xstrdup(name);
 	u->horizon = WG_HORIZON_MIN_MS;
+	u->grace = g->grace;
 	/* Keep the list in creation order: status reads better. */
 	for (pp = &g->ups; *pp; pp = &(*pp)->next)
 		;
@@ -225,6 +234,7 @@ set_windows(struct wgate *g, struct wg_up *u, const struct policy_upstream *pu, 
 	u->max_rcpt = u->max_conn = u->msgs_per_conn = 0;
 	u->shared = pu != NULL && pu->shared != NULL;
 	u->shared_retry = 0;
+	u->grace = wg_grace(g->pol, u->name, g->grace);
 	if (pu == NULL)
 		return;
 	u->max_rcpt = pu->max_recipients;
@@ -633,7 +643,7 @@ wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *r
 			u->auth_len = 0;
 		break;
 	case WG_UNKNOWN:
-		log_done(u, &d, r->since, now + g->grace, r->w);
+		log_done(u, &d, r->since, now + u->grace, r->w);
 		u->n_unknown++;
 		break;
 	case WG_NOMAIL:

@@ -106,6 +106,7 @@ struct wg_up {
 				 * history is kept, its requests wait */
 	int64_t horizon;	/* ms of history kept (WG_HORIZON_MIN_MS or more) */
 	int64_t max_rcpt, max_conn, msgs_per_conn;	/* 0: no cap */
+	int64_t grace;		/* ms: its section's grace, else the gate's (wg_grace) */
 	struct wg_win *win;
 	size_t nwin;
 	/* Log of sends: a ring; entry with sequence s is at
@@ -178,7 +179,8 @@ struct wgate {
 	int64_t wall_minus_mono;	/* ms; places calendar boundaries */
 	int64_t grace;			/* ms: how long after its report or its
 					 * client's death an unknown outcome may
-					 * still be an acceptance (weir-gate -g) */
+					 * still be an acceptance (weir-gate -g),
+					 * for an upstream whose section sets none */
 	uint64_t next_id;
 	struct wg_ops ops;
 };
@@ -242,6 +244,10 @@ void wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t
  * an authentication one. */
 void wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until,
     int64_t len, const char *reason);
+
+/* The grace of upstream name, ms: policy's `grace` for it (its section,
+ * or the section "*") if set, else dflt (the gate's -g). */
+int64_t wg_grace(const struct policy *pol, const char *name, int64_t dflt);
 
 struct wg_up *wg_find(struct wgate *g, const char *name);
 /* Drop log entries no window needs any more; called by wg_pump. */

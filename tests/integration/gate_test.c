@@ -683,6 +683,46 @@ Test(gate, dropped_grant_logged_with_a_margin, .init = setup, .fini = teardown, 
 	gc_close(&b);
 }
 
+/* The upstream's own grace (policy.conf) counts for its dropped grant,
+ * not -g; status names the send of unknown outcome, with the grace, as
+ * long as it holds its slot. */
+Test(gate, dropped_grant_uses_the_upstreams_grace, .init = setup, .fini = teardown,
+    .timeout = 20)
+{
+	struct gate_client a, b, st;
+	struct gp_reply r;
+	const char *why;
+	struct pollfd pf;
+	int i;
+
+	write_policy("upstream \"up\" { rate = \"1 per 1s\" grace = \"3s\" }\n");
+	start_gate("1s");
+	cr_assert_eq(gc_connect(&a, sock), 0);
+	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	cr_assert_eq(gc_wait_reply(&a, &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	gc_close(&a);
+	cr_assert_eq(gc_connect(&st, sock), 0);
+	for (i = 0; i < 100; i++) {
+		cr_assert_eq(gc_status(&st, 0), 0);
+		cr_assert_eq(gc_wait_reply(&st, &r, &why), 1);
+		buf_addc(&st.status, '\0');
+		if (strstr(st.status.s, "outcome unknown: a send granted ") != NULL)
+			break;
+		pause_ms(20);
+	}
+	cr_assert(strstr(st.status.s, "outcome unknown: a send granted ") &&
+	    strstr(st.status.s, " (grace 3 s)\n"), "%s", st.status.s);
+	gc_close(&st);
+	cr_assert_eq(gc_connect(&b, sock), 0);
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	pf = (struct pollfd){ b.fd, POLLIN, 0 };
+	cr_assert_eq(poll(&pf, 1, 3000), 0, "granted less than 3 s after the drop");
+	cr_assert_eq(gc_wait_reply(&b, &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	gc_close(&b);
+}
+
 /* ---- no policy file yet ---- */
 
 Test(gate, missing_policy_waits_until_it_appears, .init = setup, .fini = teardown,

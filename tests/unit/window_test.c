@@ -435,6 +435,36 @@ Test(window, vanished_client_counts_until_grace)
 	wg_free(&g);
 }
 
+/* An upstream's own grace (policy.conf's grace) takes the place of the
+ * gate's for its unknown outcomes, reported or vanished; another
+ * upstream keeps the gate's. */
+Test(window, upstream_grace_replaces_the_gates)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(1, 10, UNIT_MESSAGES) };
+	uint32_t one[UNIT_COUNT] = { 1, 1, 0 };
+	struct wg_req *q;
+
+	tpol_init(&p, w, 1);
+	p.up.grace = 20;
+	S.grace = 600000;
+	sim_reset(&p, &g, 0);
+	cr_assert_eq(wg_find(&g, "up")->grace, 20000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	S.now = 3000;
+	vanish(&g, &S.rec[0]);
+	cr_assert_eq(wg_log_at(wg_find(&g, "up"), wg_find(&g, "up")->lseq)->t, 23000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(wg_next_wake(&g, S.now), 3000 + 20000 + 10000);
+	/* An upstream no section names: the gate's grace. */
+	cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, one, NULL, S.now, &q), WG_OK);
+	cr_assert_eq(wg_find(&g, "other")->grace, 600000);
+	wg_free(&g);
+}
+
 /* REPORT SENT <at>: logged at <at>, clamped into [grant, now]. */
 Test(window, sent_at_is_logged_then_clamped)
 {
