@@ -117,6 +117,17 @@ journal_suspend(struct journal *j, const struct wg_up *u, int auth, int64_t mono
 }
 
 void
+journal_settle(struct journal *j, const struct wg_up *u, uint64_t id, const struct wg_done *d,
+    int64_t mono, int64_t wall)
+{
+	int64_t t = d->logged ? d->t : mono;
+
+	record(&j->pending, "Z %" PRIu64 " %s %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRId64
+	    " %" PRId64, id, u->name, d->logged ? d->w[0] : 0, d->logged ? d->w[1] : 0,
+	    d->logged ? d->w[2] : 0, t - mono + wall, t);
+}
+
+void
 journal_lift(struct journal *j, const struct wg_up *u, int auth_only)
 {
 	record(&j->pending, "E %s %s", u->name, auth_only ? "auth" : "all");
@@ -266,7 +277,8 @@ flush_open(struct replay *rp, int64_t at)
 
 	for (i = 0; i < rp->nopen; i++)
 		wg_replay_send(rp->g, rp->open[i].up, rp->open[i].at,
-		    at + wg_grace(rp->pol, rp->open[i].up, rp->grace), rp->open[i].w);
+		    at + wg_grace(rp->pol, rp->open[i].up, rp->grace), rp->open[i].w,
+		    rp->open[i].id);
 	rp->nopen = 0;
 }
 
@@ -334,13 +346,13 @@ replay_record(struct replay *rp, char *line)
 			return 0;	/* its grant was compacted away: harmless */
 		b = place(rp, b, c);
 		if (f[0][0] == 'S')
-			wg_replay_send(rp->g, o->up, b, b, o->w);
+			wg_replay_send(rp->g, o->up, b, b, o->w, 0);
 		else if (f[0][0] == 'X')
-			wg_replay_send(rp->g, o->up, o->at, b, o->w);
+			wg_replay_send(rp->g, o->up, o->at, b, o->w, o->id);
 		else if (f[0][0] == 'N' && o->w[UNIT_CONNECTIONS] > 0) {
 			memset(w, 0, sizeof w);
 			w[UNIT_CONNECTIONS] = o->w[UNIT_CONNECTIONS];
-			wg_replay_send(rp->g, o->up, b, b, w);
+			wg_replay_send(rp->g, o->up, b, b, w, 0);
 		}
 		close_open(rp, o);
 		return 0;
@@ -349,14 +361,27 @@ replay_record(struct replay *rp, char *line)
 		    u32(f[4], &w[2]) < 0 || num64(f[5], &b) < 0 || num64(f[6], &c) < 0)
 			return -1;
 		b = place(rp, b, c);
-		wg_replay_send(rp->g, f[1], b, b, w);
+		wg_replay_send(rp->g, f[1], b, b, w, 0);
 		return 0;
 	case 'P':
 		if (n != 9 || !policy_valid_name(f[1]) || u32(f[2], &w[0]) < 0 || u32(f[3], &w[1]) < 0 ||
 		    u32(f[4], &w[2]) < 0 || num64(f[5], &b) < 0 || num64(f[6], &c) < 0 ||
 		    num64(f[7], &d) < 0 || num64(f[8], &e) < 0)
 			return -1;
-		wg_replay_send(rp->g, f[1], place(rp, b, c), place(rp, d, e), w);
+		wg_replay_send(rp->g, f[1], place(rp, b, c), place(rp, d, e), w, 0);
+		return 0;
+	case 'Z':
+		if (n != 8 || num64(f[1], &a) < 0 || a <= 0 || !policy_valid_name(f[2]) ||
+		    u32(f[3], &w[0]) < 0 || u32(f[4], &w[1]) < 0 || u32(f[5], &w[2]) < 0 ||
+		    num64(f[6], &b) < 0 || num64(f[7], &c) < 0)
+			return -1;
+		wg_replay_settle(rp->g, f[2], (uint64_t)a, place(rp, b, c), w);
+		return 0;
+	case 'I':
+		if (n != 2 || num64(f[1], &a) < 0 || a <= 0)
+			return -1;
+		if ((uint64_t)a - 1 > rp->max_id)
+			rp->max_id = (uint64_t)a - 1;
 		return 0;
 	case 'U':
 	case 'A':
@@ -458,11 +483,21 @@ journal_compact_begin(struct journal *j, struct wgate *g, int64_t mono, int64_t 
 
 	buf_reset(&j->compact);
 	record(&j->compact, "B %s %" PRId64 " %" PRId64, j->boot, wall, mono);
+	/* Grant ids are never given twice, even once no record names them. */
+	record(&j->compact, "I %" PRIu64, g->next_id);
 	for (u = g->ups; u; u = u->next) {
 		for (s = u->lseq; s < u->lseq + u->ln; s++) {
 			const struct wg_send *e = wg_log_at(u, s);
 
-			if (e->from == e->t)
+			if (e->id != 0) {
+				/* An unknown outcome that may yet be settled: its
+				 * grant and its end, as they came. */
+				record(&j->compact, "G %" PRIu64 " %s %" PRIu32 " %" PRIu32 " %" PRIu32
+				    " %" PRId64 " %" PRId64, e->id, u->name, e->w[0], e->w[1], e->w[2],
+				    e->from - mono + wall, e->from);
+				record(&j->compact, "X %" PRIu64 " %" PRId64 " %" PRId64, e->id,
+				    e->t - mono + wall, e->t);
+			} else if (e->from == e->t)
 				record(&j->compact, "L %s %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRId64
 				    " %" PRId64, u->name, e->w[0], e->w[1], e->w[2],
 				    e->t - mono + wall, e->t);

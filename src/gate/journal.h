@@ -15,6 +15,12 @@
  *   L <upstream> <msgs> <rcpts> <conns> <wall> <mono>  a logged send (compaction)
  *   P <upstream> <msgs> <rcpts> <conns> <from wall> <from mono> <wall> <mono>
  *                                                   a logged interval (compaction)
+ *   Z <id> <upstream> <msgs> <rcpts> <conns> <wall> <mono>
+ *                                                   grant id's unknown outcome
+ *                                                   settled (SETTLE): a send of
+ *                                                   these weights at that time
+ *                                                   instead (0 0 0: nothing)
+ *   I <next id>                                     the next grant id (compaction)
  *   U <upstream> <until wall> <until mono> <len ms> <reason>  suspension
  *   A <upstream> <until wall> <until mono> <len ms> <reason>  auth suspension
  *   E <upstream> auth|all                           suspensions lifted
@@ -35,8 +41,10 @@
  * itself.
  *
  * Compaction rewrites the live state (sends still inside a window, held
- * grants, suspensions) to a new file, fsyncs it, renames it over the
- * journal and fsyncs the directory.
+ * grants, suspensions, the next grant id) to a new file, fsyncs it,
+ * renames it over the journal and fsyncs the directory; an unknown
+ * outcome stays a G and an X record, so that it can still be settled.
+ * Grant ids are never given twice over the journal's life.
  *
  * Trusts: the journal file only after its CRC and strict parsing.
  * Config keys: none (weir-gate's -j and -g; policy's grace through wg_grace).
@@ -81,6 +89,9 @@ void journal_close(struct journal *j);
 /* Queue records. */
 void journal_grant(struct journal *j, const struct wg_req *r, int64_t mono, int64_t wall);
 void journal_end(struct journal *j, uint64_t id, char type, int64_t mono, int64_t wall);
+/* Grant id's unknown outcome on u settled as d says (wg_settle). */
+void journal_settle(struct journal *j, const struct wg_up *u, uint64_t id,
+    const struct wg_done *d, int64_t mono, int64_t wall);
 /* u's throttle suspension, or (auth) its authentication suspension. */
 void journal_suspend(struct journal *j, const struct wg_up *u, int auth, int64_t mono,
     int64_t wall);

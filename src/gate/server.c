@@ -12,7 +12,8 @@
  * is answered and the connection closed; a well-framed bad request is
  * answered and the connection kept.  A client that goes away loses its
  * waiting requests, and its grants count as outcomes unknown (accepted
- * at any instant from the grant to now + grace).
+ * at any instant from the grant to now + the upstream's grace), until a
+ * SETTLE says what became of one (do_settle).
  *
  * The read-only status socket (gate_status_socket, mode 0666: whoever
  * reaches its folder): the same parser and limits, but only STATUS is
@@ -388,6 +389,28 @@ journal_done(struct server *s, uint64_t id, const struct wg_done *d, char type, 
 		journal_end(&s->j, id, 'R', now, now + s->wmm);
 }
 
+/* What a report (or a settlement) of a throttle or an authentication
+ * failure did: the suspension journalled, shared and logged (an
+ * authentication failure only when it began an episode). */
+static void
+suspended(struct server *s, struct wg_up *u, int auth, const char *reply,
+    const struct wg_done *d, int64_t now)
+{
+	long long secs = (long long)((d->until - now + 999) / 1000);
+
+	if (auth && !d->new_episode)
+		return;
+	journal_suspend(&s->j, u, auth, now, now + s->wmm);
+	share_suspend(s, u, d->until, now);
+	if (auth)
+		log_warnx("upstream %s: authentication failed: %s; check username and "
+		    "secret_file (or secret_command) of upstream %s in weir.conf; "
+		    "suspended for %lld s (then one try at a time); a reload (SIGHUP) or "
+		    "RESUME lifts it", u->name, reply, u->name, secs);
+	else
+		log_warnx("upstream %s suspended for %lld s: %s", u->name, secs, reply);
+}
+
 static void
 do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
 {
@@ -432,29 +455,69 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	case GP_AUTHFAIL:
 		wg_report_at(&s->g, q->r, WG_AUTHFAIL, rq->text, -1, now, &d);
 		journal_done(s, id, &d, 'N', now);
-		if (d.new_episode) {
-			journal_suspend(&s->j, u, 1, now, now + s->wmm);
-			share_suspend(s, u, d.until, now);
-			log_warnx("upstream %s: authentication failed: %s; check username and "
-			    "secret_file (or secret_command) of upstream %s in weir.conf; "
-			    "suspended for %lld s (then one try at a time); a reload (SIGHUP) or "
-			    "RESUME lifts it", u->name, rq->text, u->name,
-			    (long long)((d.until - now + 999) / 1000));
-		}
+		suspended(s, u, 1, rq->text, &d, now);
 		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
 		break;
 	case GP_THROTTLED:
 		wg_report_at(&s->g, q->r, WG_THROTTLED, rq->text, -1, now, &d);
 		journal_done(s, id, &d, 'S', now);
-		journal_suspend(&s->j, u, 0, now, now + s->wmm);
-		share_suspend(s, u, d.until, now);
-		log_warnx("upstream %s suspended for %lld s: %s", u->name,
-		    (long long)((d.until - now + 999) / 1000), rq->text);
+		suspended(s, u, 0, rq->text, &d, now);
 		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
 		break;
 	}
 	q->r = NULL;
 	forget_req(c, q);
+}
+
+/* The client that holds grant id, or NULL. */
+static struct client *
+holder(struct server *s, uint64_t id)
+{
+	struct client *c;
+	struct creq *q;
+
+	for (c = s->clients; c; c = c->next)
+		for (q = c->reqs; q; q = q->next)
+			if (q->r->granted && q->r->id == id)
+				return c;
+	return NULL;
+}
+
+/* SETTLE: a grant counted as unknown because its client went away has
+ * an outcome after all (gateproto.h). */
+static void
+do_settle(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
+{
+	static const enum wg_outcome how[] = {
+		[GP_SENT] = WG_SENT, [GP_REFUND] = WG_REFUND, [GP_NOMAIL] = WG_NOMAIL,
+		[GP_THROTTLED] = WG_THROTTLED, [GP_AUTHFAIL] = WG_AUTHFAIL,
+	};
+	struct wg_up *u = wg_find(&s->g, rq->upstream);
+	struct wg_done d;
+
+	if (u == NULL) {
+		reply_err(c, 0, GP_NOPOLICY, "no such upstream");
+		return;
+	}
+	if (holder(s, rq->grant) != NULL) {
+		reply_err(c, 0, GP_STATE, "a client holds that grant: it reports it");
+		return;
+	}
+	/* A shared store counts the send too, until the grace: so does the
+	 * gate, never less than the store. */
+	if (u->shared || !wg_settle(&s->g, u, rq->grant, how[rq->outcome], rq->text,
+	    rq->at < 0 ? -1 : rq->at + 1, now, &d)) {
+		reply_simple(c, GP_R_OK, 0, 0);
+		return;
+	}
+	journal_settle(&s->j, u, rq->grant, &d, now, now + s->wmm);
+	if (rq->outcome == GP_THROTTLED || rq->outcome == GP_AUTHFAIL)
+		suspended(s, u, rq->outcome == GP_AUTHFAIL, rq->text, &d, now);
+	log_info("upstream %s: send %llu, of unknown outcome since its client went away, "
+	    "settled: %s%s", u->name, (unsigned long long)rq->grant,
+	    d.logged ? "logged at its time" : "nothing logged", d.logged &&
+	    d.w[UNIT_MESSAGES] == 0 ? " (its connection only)" : "");
+	reply_simple(c, GP_R_OK, 0, 0);
 }
 
 static void
@@ -546,6 +609,7 @@ handle_line(struct server *s, struct client *c, const char *line, size_t len)
 	switch (rq.verb) {
 	case GP_ACQUIRE: do_acquire(s, c, &rq, now); break;
 	case GP_REPORT:  do_report(s, c, &rq, now_mono_ceil()); break;
+	case GP_SETTLE:  do_settle(s, c, &rq, now_mono_ceil()); break;
 	case GP_CANCEL:  do_cancel(s, c, &rq, now); break;
 	case GP_STATUS:  do_status(s, c, rq.json, now); break;
 	case GP_RESUME:  do_resume(s, c, &rq); break;
@@ -926,6 +990,8 @@ settle(struct server *s)
 			r.id = q->r->id;
 			r.max_rcpt = (uint32_t)q->r->up->max_rcpt;
 			r.msgs_per_conn = (uint32_t)q->r->up->msgs_per_conn;
+			r.grace = (uint32_t)(q->r->up->grace / 1000 > GP_GRACE_MAX ? GP_GRACE_MAX :
+			    q->r->up->grace / 1000);
 			gp_fmt_reply(&q->c->out, &r);
 			q->gnext = NULL;
 		}

@@ -225,11 +225,11 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		buf_printf(b, "  next grant: %s (in %lld ms)\n", when, (long long)(next - now));
 	}
 	buf_printf(b, "  totals: granted %llu, sent %llu, refunded %llu, throttled %llu, "
-	    "unknown %llu, no mail %llu, auth failed %llu\n",
+	    "unknown %llu, no mail %llu, auth failed %llu, unknown settled later %llu\n",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
 	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
 	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
-	    (unsigned long long)u->n_authfail);
+	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_settled);
 	if (u->has_counts)
 		buf_printf(b, "  weir-send: messages (recipients) queued %llu (%llu), delivered "
 		    "%llu (%llu), deferred %llu (%llu), bounced %llu (%llu); sessions open %llu\n",
@@ -319,11 +319,13 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	else
 		buf_adds(b, "null");
 	buf_printf(b, ",\"granted\":%llu,\"sent\":%llu,\"refunded\":%llu,\"throttled\":%llu,"
-	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu,\"rcpt_accepted\":%llu",
+	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu,\"settled\":%llu,"
+	    "\"rcpt_accepted\":%llu",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
 	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
 	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
-	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_rcpt_accepted);
+	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_settled,
+	    (unsigned long long)u->n_rcpt_accepted);
 	if (u->has_counts) {
 		static const char *const what[] = { "queued", "delivered", "deferred", "bounced" };
 

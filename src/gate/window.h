@@ -64,9 +64,10 @@ enum wg_outcome {
 #define WG_AUTH_SUSPEND_MAX_MS	(3600 * 1000)	/* doubling up to this */
 
 /* One logged send: accepted at t (from == t), or at an unknown instant in
- * [from, t]. */
+ * [from, t] (an unknown outcome: id is its grant's, for wg_settle). */
 struct wg_send {
 	int64_t from, t;
+	uint64_t id;		/* from < t: the grant; else 0 */
 	uint32_t w[UNIT_COUNT];
 };
 
@@ -138,6 +139,7 @@ struct wg_up {
 	/* Counters for status. */
 	uint64_t n_granted, n_sent, n_refunded, n_throttled, n_unknown, n_nomail, n_authfail;
 	uint64_t n_rcpt_accepted;	/* recipients the SENT reports say were accepted */
+	uint64_t n_settled;	/* unknown outcomes settled later (wg_settle) */
 	/* weir-send's latest COUNTS line (server.c; gateproto.h's enum
 	 * gp_count order), shown by status.c; not journalled. */
 	int has_counts;
@@ -222,6 +224,14 @@ int64_t wg_next_wake(struct wgate *g, int64_t now);
  * `now` axis) when the report suspended the upstream, else 0.  Frees r. */
 int64_t wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o,
     const char *reply, int64_t at, int64_t now, struct wg_done *d);
+/* A send of unknown outcome in u's log, grant id's, whose outcome o is
+ * known after all (its client is gone: the caller checks): taken out of
+ * its interval and logged as a report of o at now would log it (WG_SENT
+ * at `at`, clamped into the interval's start and now), suspending as it
+ * would.  Fills *d.  1 done; 0 when the log holds no such send (already
+ * settled, expired, never unknown) or o is WG_UNKNOWN: nothing changes. */
+int wg_settle(struct wgate *g, struct wg_up *u, uint64_t id, enum wg_outcome o,
+    const char *reply, int64_t at, int64_t now, struct wg_done *d);
 /* The same with at = -1 and no *d. */
 int64_t wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o,
     const char *reply, int64_t now);
@@ -237,8 +247,13 @@ void wg_lift(struct wg_up *u, int auth_only);
 /* Journal replay: a send of weights w that may have been accepted at any
  * instant in [from, t] (from == t: at t) on upstream (created if unknown,
  * kept out of policy until a policy names it).  t may lie in the future (a
- * send that may still be in flight): it then counts until t + T. */
+ * send that may still be in flight): it then counts until t + T.  id: an
+ * interval's grant (0: none). */
 void wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t t,
+    const uint32_t w[UNIT_COUNT], uint64_t id);
+/* Journal replay: grant id's unknown outcome on upstream was settled as
+ * a send of weights w at t (all 0: nothing logged). */
+void wg_replay_settle(struct wgate *g, const char *upstream, uint64_t id, int64_t t,
     const uint32_t w[UNIT_COUNT]);
 /* Journal replay: a suspension until `until`: a throttle one, or (auth)
  * an authentication one. */

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/evloop.h"
 #include "lib/io.h"
 #include "mail/gateclient.h"
 #include "testlib.h"
@@ -1083,5 +1084,69 @@ Test(gate, journal_not_durable_fails_closed, .init = setup, .fini = teardown, .t
 	start_gate(NULL);
 	st = status_of(0);
 	cr_assert(strstr(st, "window 1000000 messages per 3600s: 11 logged") != NULL, "%s", st);
+	free(st);
+}
+
+/* SETTLE: a vanished client's grant, whose outcome comes later through
+ * another client (weir-send restarted), is logged at the 250's time:
+ * with "1 per 2s" and the default grace the next grant comes 2 s after
+ * that time, not 10 minutes after the drop.  A grant still held is its
+ * holder's to report; the settlement is journalled (a restart replays
+ * no interval for it). */
+Test(gate, settle_frees_a_dropped_grant, .init = setup, .fini = teardown, .timeout = 30)
+{
+	struct gate_client a, b, h;
+	struct gp_reply r;
+	const char *why;
+	struct pollfd pf;
+	uint64_t id, held;
+	int64_t at;
+	char *st;
+
+	write_policy("upstream \"up\" { rate = \"1 per 2s\" }\n");
+	start_gate(NULL);
+	cr_assert_eq(gc_connect(&h, sock), 0);
+	cr_assert_eq(gc_acquire(&h, 1, "up", NULL, NULL, 0, 0, 1), 0);	/* a slot, held */
+	cr_assert_eq(gc_wait_reply(&h, &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	held = r.id;
+	cr_assert_eq(gc_connect(&a, sock), 0);
+	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	cr_assert_eq(gc_wait_reply(&a, &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	cr_assert_eq(r.grace, 600, "the grace in the grant: %u", r.grace);
+	id = r.id;
+	at = (int64_t)clock_mono_ms();
+	gc_close(&a);
+	cr_assert_eq(gc_connect(&b, sock), 0);
+	cr_assert_eq(gc_settle(&b, "up", held, GP_REFUND, 0, -1, NULL), 0);
+	cr_assert_eq(gc_wait_reply(&b, &r, &why), 1);
+	cr_assert(r.verb == GP_R_ERR && r.code == GP_STATE, "a held grant was settled");
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 0), 0);
+	pf = (struct pollfd){ b.fd, POLLIN, 0 };
+	cr_assert_eq(poll(&pf, 1, 300), 0, "granted while the dropped grant counts");
+	cr_assert_eq(gc_settle(&b, "up", id, GP_SENT, 1, at, NULL), 0);
+	cr_assert_eq(gc_wait_reply(&b, &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_OK);
+	/* Granted about 2 s after at: the queued request's own reply. */
+	cr_assert_eq(gc_wait_reply(&b, &r, &why), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	cr_assert((int64_t)clock_mono_ms() - at >= 2000, "granted %lld ms after the 250",
+	    (long long)((int64_t)clock_mono_ms() - at));
+	cr_assert((int64_t)clock_mono_ms() - at < 60000, "not freed by the settlement");
+	st = status_of(0);
+	cr_assert(strstr(st, "outcome unknown:") == NULL, "%s", st);
+	cr_assert(strstr(st, ", unknown settled later 1\n") != NULL, "%s", st);
+	free(st);
+	cr_assert_eq(gc_report_sent(&b, 1, 1, -1), 0);
+	cr_assert_eq(gc_wait_reply(&b, &r, &why), 1);
+	cr_assert_eq(gc_report_refund(&h, 1), 0);
+	cr_assert_eq(gc_wait_reply(&h, &r, &why), 1);
+	gc_close(&b);
+	gc_close(&h);
+	stop_gate(SIGKILL);
+	start_gate(NULL);
+	st = status_of(1);
+	cr_assert(strstr(st, "\"unknown_sends\":[]") != NULL, "%s", st);
 	free(st);
 }

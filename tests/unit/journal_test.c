@@ -419,6 +419,76 @@ Test(journal, new_outcomes_replay_exactly)
 	free(dir);
 }
 
+/* SETTLE in the journal: an unknown outcome keeps its grant's id across
+ * restarts and compactions (G and X records), so that it can be settled
+ * after either; a settlement (Z) replays as the send it logged; a grant
+ * id is never given again, even once no record names it (I). */
+Test(journal, settlement_replays_and_ids_stay_unique)
+{
+	char *dir = tl_tmpdir(), *path = xasprintf("%s/j", dir);
+	struct journal j;
+	struct wgate g;
+	struct wg_req *a, *b;
+	struct wg_done d;
+	struct wg_up *u;
+	uint64_t ida, idb, top;
+	const int64_t W = 1700000000000LL;
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 10000, W, 0), 0);
+	wg_set_policy(&g, &bigpol, 0, 10000);
+	a = grant(&g, 10000);
+	b = grant(&g, 10010);
+	ida = a->id;
+	idb = b->id;
+	journal_grant(&j, a, 10000, W);
+	journal_grant(&j, b, 10010, W + 10);
+	/* Both clients went away: unknown until 700000. */
+	wg_cancel(&g, a, 100000, &d);
+	journal_end(&j, ida, 'X', d.t, d.t - 10000 + W);
+	wg_cancel(&g, b, 100000, &d);
+	journal_end(&j, idb, 'X', d.t, d.t - 10000 + W);
+	cr_assert_eq(journal_sync(&j), 0);
+	top = g.next_id;
+	journal_close(&j);
+	wg_free(&g);
+
+	/* A restart (replay and compaction): the intervals keep their ids. */
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 11000, W + 1000, 600000), 0);
+	wg_set_policy(&g, &bigpol, 0, 11000);
+	u = wg_find(&g, "up");
+	cr_assert_eq(u->ln, 2);
+	cr_assert_eq(g.next_id, top);
+	cr_assert_eq(wg_settle(&g, u, ida, WG_SENT, NULL, 10800, 11000, &d), 1);
+	journal_settle(&j, u, ida, &d, 11000, W + 1000);
+	cr_assert_eq(wg_settle(&g, u, idb, WG_REFUND, NULL, -1, 11000, &d), 1);
+	journal_settle(&j, u, idb, &d, 11000, W + 1000);
+	cr_assert_eq(journal_sync(&j), 0);
+	journal_close(&j);
+	wg_free(&g);
+
+	/* Again: a's send at 10800 only, b's nothing; ids go on from top
+	 * although no G record names one any more. */
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 12000, W + 2000, 600000), 0);
+	u = wg_find(&g, "up");
+	cr_assert_eq(u->ln, 1);
+	cr_assert(wg_log_at(u, u->lseq)->from == 10800 && wg_log_at(u, u->lseq)->t == 10800);
+	cr_assert_eq(wg_log_at(u, u->lseq)->id, 0);
+	cr_assert_eq(g.next_id, top);
+	journal_close(&j);
+	wg_free(&g);
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 13000, W + 3000, 600000), 0);
+	cr_assert_eq(g.next_id, top, "no G record left: the I record must keep the ids");
+	journal_close(&j);
+	wg_free(&g);
+	tl_rmtree(dir);
+	free(path);
+	free(dir);
+}
+
 /* An authentication suspension (A) survives a restart, with its probe
  * rule; a lift (E) recorded after it ends it on replay. */
 Test(journal, auth_suspension_and_lift_replay)
