@@ -13,7 +13,8 @@
  * answered and the connection kept.  A client that goes away loses its
  * waiting requests, and its grants count as outcomes unknown (accepted
  * at any instant from the grant to now + the upstream's grace), until a
- * SETTLE says what became of one (do_settle).
+ * SETTLE says what became of one (do_settle); a grant of a client that
+ * said STARTS and never STARTed it reached no deliverer: refunded.
  *
  * The read-only status socket (gate_status_socket, mode 0666: whoever
  * reaches its folder): the same parser and limits, but only STATUS is
@@ -84,6 +85,7 @@ struct client {
 	size_t nreqs;
 	int closing;		/* answer what is queued, then close */
 	int readonly;		/* came in on the status socket: STATUS only */
+	int starts;		/* STARTS: its grants are in use once STARTed */
 	struct client *next;
 };
 
@@ -374,6 +376,7 @@ do_acquire(struct server *s, struct client *c, const struct gp_req *rq, int64_t 
 		reply_err(c, rq->tag, wire_code(code), code_text(code));
 		return;
 	}
+	q->r->started = !c->starts;
 	q->next = c->reqs;
 	c->reqs = q;
 	c->nreqs++;
@@ -553,6 +556,30 @@ do_counts(struct server *s, struct client *c, const struct gp_req *rq)
 	reply_simple(c, GP_R_OK, 0, 0);
 }
 
+/* START: the grant goes to a deliverer (gateproto.h); STARTS: this
+ * client's grants are in use only from their START. */
+static void
+do_start(struct client *c, const struct gp_req *rq)
+{
+	struct creq *q;
+
+	if (rq->verb == GP_STARTS) {
+		c->starts = 1;
+		reply_simple(c, GP_R_OK, 0, 0);
+		return;
+	}
+	if ((q = find_req(c, rq->tag, NULL)) == NULL) {
+		reply_err(c, rq->tag, GP_TAG, "no such request");
+		return;
+	}
+	if (!q->r->granted) {
+		reply_err(c, rq->tag, GP_STATE, "not granted yet");
+		return;
+	}
+	q->r->started = 1;
+	reply_simple(c, GP_R_OK, rq->tag, 0);
+}
+
 static void
 do_cancel(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
 {
@@ -611,6 +638,8 @@ handle_line(struct server *s, struct client *c, const char *line, size_t len)
 	case GP_REPORT:  do_report(s, c, &rq, now_mono_ceil()); break;
 	case GP_SETTLE:  do_settle(s, c, &rq, now_mono_ceil()); break;
 	case GP_CANCEL:  do_cancel(s, c, &rq, now); break;
+	case GP_START:
+	case GP_STARTS:  do_start(c, &rq); break;
 	case GP_STATUS:  do_status(s, c, rq.json, now); break;
 	case GP_RESUME:  do_resume(s, c, &rq); break;
 	case GP_COUNTS:  do_counts(s, c, &rq); break;
@@ -628,7 +657,8 @@ drop_client(struct server *s, struct client *c, const char *why)
 	/* A grant held by a client that went away may still be accepted by
 	 * the upstream (a final dot handed to it just before): it counts as
 	 * accepted at any instant from its grant to now + grace, which moves
-	 * no other send (window.h). */
+	 * no other send (window.h); unless the client said it never handed
+	 * it to a deliverer (STARTS, and no START): then it is refunded. */
 	int64_t now = now_mono_ceil();
 
 	if (why)

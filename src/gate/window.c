@@ -374,6 +374,7 @@ wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *s
 		return code;
 	r = xcalloc(1, sizeof *r);
 	r->id = g->next_id++;
+	r->started = 1;
 	r->up = u;
 	r->prio = c ? c->priority : 0;
 	if (c)
@@ -762,7 +763,7 @@ wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d)
 	struct wg_up *u = r->up;
 
 	if (r->granted) {
-		(void)wg_report_at(g, r, WG_UNKNOWN, NULL, -1, now, d);
+		(void)wg_report_at(g, r, r->started ? WG_UNKNOWN : WG_REFUND, NULL, -1, now, d);
 		return;
 	}
 	if (d)

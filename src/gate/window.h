@@ -154,6 +154,8 @@ struct wg_req {
 	char cls[POLICY_NAME_MAX + 1];	/* "" for the default class */
 	uint32_t w[UNIT_COUNT];
 	int granted;
+	int started;			/* in use (handed to a deliverer): 1 unless the
+					 * caller says otherwise (a client's STARTS) */
 	int64_t since;			/* queued at; granted at once granted */
 	void *owner;			/* the caller's */
 	struct wg_req *prev, *next;	/* in the wait queue while waiting */
@@ -237,7 +239,8 @@ int64_t wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o,
     const char *reply, int64_t now);
 
 /* Forget a request: a waiting one is dropped; a granted one (its client
- * went away) is logged as WG_UNKNOWN.  Fills *d if not NULL.  Frees r. */
+ * went away) is logged as WG_UNKNOWN, or refunded if it was never started
+ * (never handed to a deliverer).  Fills *d if not NULL.  Frees r. */
 void wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d);
 
 /* Lift suspensions of u now: the authentication one (auth_only), or every

@@ -177,20 +177,25 @@ int gc_report_throttled(struct gate_client *gc, uint32_t tag, const char *reply)
 int gc_report_authfail(struct gate_client *gc, uint32_t tag, const char *reply)
 { return gc_report(gc, tag, GP_AUTHFAIL, 0, -1, reply); }
 
-int
-gc_cancel(struct gate_client *gc, uint32_t tag)
+/* A request of a tag alone (CANCEL, START), or none (STARTS). */
+static int
+tag_req(struct gate_client *gc, enum gp_verb verb, uint32_t tag)
 {
 	struct gp_req r;
 
-	if (tag == 0) {
+	if (tag == 0 && verb != GP_STARTS) {
 		errno = EINVAL;
 		return -1;
 	}
 	memset(&r, 0, sizeof r);
-	r.verb = GP_CANCEL;
+	r.verb = verb;
 	r.tag = tag;
 	return send_req(gc, &r);
 }
+
+int gc_cancel(struct gate_client *gc, uint32_t tag) { return tag_req(gc, GP_CANCEL, tag); }
+int gc_start(struct gate_client *gc, uint32_t tag) { return tag_req(gc, GP_START, tag); }
+int gc_starts(struct gate_client *gc) { return tag_req(gc, GP_STARTS, 0); }
 
 int
 gc_status(struct gate_client *gc, int json)

@@ -66,6 +66,11 @@ int gc_report_authfail(struct gate_client *gc, uint32_t tag, const char *reply) 
 int gc_settle(struct gate_client *gc, const char *upstream, uint64_t grant,
     enum gp_outcome how, uint32_t accepted, int64_t at_mono_ms, const char *reply) MUST_CHECK;
 int gc_cancel(struct gate_client *gc, uint32_t tag) MUST_CHECK;
+/* STARTS: this connection's grants are in use only from their START,
+ * which is sent before a grant is handed to a deliverer; a grant not
+ * STARTed when the connection goes is refunded (gateproto.h). */
+int gc_starts(struct gate_client *gc) MUST_CHECK;
+int gc_start(struct gate_client *gc, uint32_t tag) MUST_CHECK;
 int gc_status(struct gate_client *gc, int json) MUST_CHECK;
 /* Lift every suspension of the upstream: answered "OK -" or ERR. */
 int gc_resume(struct gate_client *gc, const char *upstream) MUST_CHECK;

@@ -334,10 +334,16 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 		r->verb = GP_COUNTS;
 		return GP_OK;
 	}
-	if (strcmp(fs.f[0], "CANCEL") == 0) {
+	if (strcmp(fs.f[0], "CANCEL") == 0 || strcmp(fs.f[0], "START") == 0) {
+		r->verb = fs.f[0][0] == 'C' ? GP_CANCEL : GP_START;
 		if (fs.n != 2 || tag(fs.f[1], &r->tag) < 0)
-			return bad(why, "CANCEL <tag>");
-		r->verb = GP_CANCEL;
+			return bad(why, r->verb == GP_CANCEL ? "CANCEL <tag>" : "START <tag>");
+		return GP_OK;
+	}
+	if (strcmp(fs.f[0], "STARTS") == 0) {
+		if (fs.n != 1)
+			return bad(why, "STARTS");
+		r->verb = GP_STARTS;
 		return GP_OK;
 	}
 	if (strcmp(fs.f[0], "STATUS") == 0) {
@@ -498,6 +504,12 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 	case GP_CANCEL:
 		buf_printf(b, "CANCEL %u\n", r->tag);
 		break;
+	case GP_START:
+		buf_printf(b, "START %u\n", r->tag);
+		break;
+	case GP_STARTS:
+		buf_adds(b, "STARTS\n");
+		break;
 	case GP_STATUS:
 		buf_printf(b, "STATUS %s\n", r->json ? "JSON" : "TEXT");
 		break;
@@ -505,7 +517,7 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 		panic("gateproto: unknown verb %d", (int)r->verb);
 	}
 	if (r->tag == 0 && r->verb != GP_STATUS && r->verb != GP_RESUME && r->verb != GP_COUNTS &&
-	    r->verb != GP_SETTLE)
+	    r->verb != GP_SETTLE && r->verb != GP_STARTS)
 		panic("gateproto: tag 0");
 	if (b->len - start > GP_LINE_MAX)
 		panic("gateproto: request line too long");

@@ -19,6 +19,9 @@
  *                                          what became of a grant whose
  *                                          client went away (below)
  *   CANCEL <tag>                           drop a waiting request
+ *   STARTS                                 this connection's grants are in
+ *                                          use only once STARTed (below)
+ *   START <tag>                            the grant goes to a deliverer now
  *   RESUME <upstream>                      lift the upstream's suspensions
  *   COUNTS <upstream> <queued_msgs> <queued_rcpts> <delivered_msgs>
  *          <delivered_rcpts> <deferred_msgs> <deferred_rcpts>
@@ -74,6 +77,14 @@
  *   Answered "OK -" (also when there was nothing to settle), or ERR -
  *   STATE while a client still holds the grant, or ERR - NOPOLICY if the
  *   gate has never heard of the upstream.
+ *   STARTS, START: a client that holds grants before it uses them (weir-send
+ *   asks ahead of its free run slots) says STARTS once; then a grant
+ *   counts as in use only from its START <tag>, sent before the grant is
+ *   handed to a deliverer.  A grant such a client held, not STARTed,
+ *   when it went away reached no upstream: it is refunded, not counted
+ *   as unknown.  (Without STARTS every grant is in use at once.)  Both
+ *   answered "OK <tag|->", or ERR <tag> TAG/STATE for a START of no such
+ *   grant.
  *   GRANT's <grace>: the upstream's grace in seconds (policy.conf's, else
  *   -g): how long after its client went away a send of it may still be
  *   accepted; a deliverer left without its client stops before then.
@@ -133,7 +144,7 @@ enum gp_code {
 };
 
 enum gp_verb { GP_ACQUIRE = 1, GP_REPORT, GP_CANCEL, GP_STATUS, GP_RESUME, GP_COUNTS,
-	GP_SETTLE };
+	GP_SETTLE, GP_START, GP_STARTS };
 enum gp_outcome { GP_SENT = 1, GP_REFUND, GP_THROTTLED, GP_UNKNOWN, GP_NOMAIL, GP_AUTHFAIL };
 
 #define GP_AT_MAX	((uint64_t)1 << 53)	/* the largest <at> taken */

@@ -88,6 +88,7 @@ Test(gateproto, new_reports_and_resume)
 		"SETTLE pobox 17 SENT 1 1234567", "SETTLE pobox 17 SENT 0 -",
 		"SETTLE pobox 18446744073709551615 REFUND", "SETTLE a.b 1 NOMAIL",
 		"SETTLE a 2 THROTTLED 421 4.7.0 try  later", "SETTLE a 3 AUTHFAIL 535 no",
+		"START 1", "START 4294967295", "STARTS",
 	};
 	struct gp_req r, r2;
 	struct buf b = BUF_INIT;
@@ -142,7 +143,8 @@ Test(gateproto, client_stubs_write_the_contract)
 	ssize_t n;
 	const char *want = "REPORT 1 SENT 2 5000\nREPORT 2 SENT 3 -\nREPORT 3 UNKNOWN\n"
 	    "REPORT 4 NOMAIL\nREPORT 5 AUTHFAIL 535 bad?pass\nRESUME isp\n"
-	    "COUNTS isp 1 2 3 4 5 6 7 8 0\nSETTLE isp 77 SENT 1 4000\nSETTLE isp 78 REFUND\n";
+	    "COUNTS isp 1 2 3 4 5 6 7 8 0\nSETTLE isp 77 SENT 1 4000\nSETTLE isp 78 REFUND\n"
+	    "STARTS\nSTART 9\n";
 	const uint64_t counts[GP_NCOUNTS] = { 1, 2, 3, 4, 5, 6, 7, 8, 0 };
 	uint64_t toobig[GP_NCOUNTS] = { 0 };
 
@@ -161,6 +163,9 @@ Test(gateproto, client_stubs_write_the_contract)
 	cr_assert_eq(gc_settle(&gc, "isp", 79, GP_UNKNOWN, 0, -1, NULL), -1);
 	cr_assert_eq(gc_settle(&gc, "isp", 0, GP_REFUND, 0, -1, NULL), -1);
 	cr_assert_eq(gc_settle(&gc, "bad/name", 80, GP_REFUND, 0, -1, NULL), -1);
+	cr_assert_eq(gc_starts(&gc), 0);
+	cr_assert_eq(gc_start(&gc, 9), 0);
+	cr_assert_eq(gc_start(&gc, 0), -1);
 	toobig[GP_C_SESSIONS] = GP_COUNT_MAX + 1;
 	cr_assert_eq(gc_counts(&gc, "isp", toobig), -1);
 	cr_assert_eq(gc_counts(&gc, "bad/name", counts), -1);
@@ -206,6 +211,7 @@ Test(gateproto, malformed_requests)
 		"SETTLE isp 18446744073709551616 REFUND", "SETTLE isp 1 SENT 1", "SETTLE isp 1 REFUND x",
 		"SETTLE isp 1 THROTTLED", "SETTLE isp 0 THROTTLED 421", "SETTLE a/b 1 AUTHFAIL 535",
 		"SETTLE 1 REFUND", "SETTLE isp 1 refund",
+		"START", "START 0", "START 1 2", "START x", "STARTS 1", "STARTS -",
 	};
 	static const char *const verbs[] = { "GRANT 1 2 3 4", "acquire 1 a - - 1 1 1", "HELO x" };
 	struct gp_req r;

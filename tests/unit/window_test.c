@@ -618,6 +618,39 @@ Test(window, settle_after_a_short_window_let_it_go)
 	wg_free(&g);
 }
 
+/* A grant its client never started (STARTS, no START) reached no
+ * deliverer: when the client goes it is given back, not held for the
+ * grace; a started one is an unknown outcome. */
+Test(window, vanished_client_unstarted_grant_refunded)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(2, 10, UNIT_MESSAGES) };
+	struct wg_up *u;
+	struct wg_done d;
+
+	tpol_init(&p, w, 1);
+	S.grace = 600000;
+	sim_reset(&p, &g, 0);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	S.rec[0].r->started = 0;
+	S.now = 1000;
+	wg_cancel(&g, S.rec[0].r, S.now, &d);
+	cr_assert(!d.logged, "an unstarted grant was logged");
+	S.rec[0].ended = 1;
+	S.rec[0].r = NULL;
+	vanish(&g, &S.rec[1]);
+	u = wg_find(&g, "up");
+	cr_assert_eq(u->ln, 1);
+	cr_assert_eq(u->n_refunded, 1);
+	cr_assert_eq(u->n_unknown, 1);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1, "the refunded slot is free");
+	wg_free(&g);
+}
+
 /* REPORT SENT <at>: logged at <at>, clamped into [grant, now]. */
 Test(window, sent_at_is_logged_then_clamped)
 {
