@@ -19,6 +19,7 @@
 
 #include "gate/journal.h"
 #include "lib/alloc.h"
+#include "lib/bootid.h"
 #include "lib/log.h"
 #include "lib/pidlock.h"
 
@@ -40,24 +41,6 @@ journal_crc32(const void *p, size_t n)
 			c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
 	}
 	return c ^ 0xffffffffu;
-}
-
-void
-journal_boot_id(char *out, size_t n)
-{
-	struct buf b = BUF_INIT;
-	size_t i;
-
-	snprintf(out, n, "unknown");
-	if (read_file_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", &b, 128) == 0) {
-		for (i = 0; i < b.len && b.s[i] != '\n'; i++)
-			if (!((b.s[i] >= '0' && b.s[i] <= '9') || (b.s[i] >= 'a' && b.s[i] <= 'f') ||
-			    b.s[i] == '-'))
-				break;
-		if (i > 0 && i < n && (i == b.len || b.s[i] == '\n'))
-			snprintf(out, n, "%.*s", (int)i, b.s);
-	}
-	buf_free(&b);
 }
 
 /* Append one record: the fields, a space, the CRC of the fields, "\n". */
@@ -563,7 +546,7 @@ journal_open(struct journal *j, const char *path, struct wgate *g, const struct 
 		goto fail_nodata;
 	}
 	free(lock);
-	journal_boot_id(j->boot, sizeof j->boot);
+	boot_id(j->boot, sizeof j->boot);
 	memset(&rp, 0, sizeof rp);
 	rp.g = g;
 	rp.now_mono = now_mono;

@@ -56,6 +56,7 @@
 #include <sys/types.h>
 
 #include "gate/window.h"
+#include "lib/bootid.h"
 #include "lib/buf.h"
 #include "lib/io.h"
 
@@ -63,15 +64,12 @@ struct journal {
 	int fd;
 	int lockfd;		/* path.lock, held for the gate's life */
 	char *path;
-	char boot[40];
+	char boot[BOOT_ID_MAX];
 	off_t size;		/* bytes in the file, written or pending */
 	struct buf pending;	/* records not yet written */
 	int dirty;		/* written but not synced */
 	struct buf compact;	/* the next file, while compacting */
 };
-
-/* The boot id (/proc/sys/kernel/random/boot_id), or "unknown". */
-void journal_boot_id(char *out, size_t n);
 
 /* Take the lock path.lock (a second gate on the same journal is refused,
  * with the holder's pid in the log line, before anything reads or writes

@@ -33,6 +33,7 @@
 #include "mail/gateproto.h"
 
 #define OUTCOME_MAX	2048	/* bytes, with the "\n" */
+#define REPORT_MAX	(1 << 20)	/* a deliverer's reports (remote.h), bytes */
 #define OUTCOME_COUNT_MAX 1000000	/* recipients in one line */
 
 enum outcome_kind {

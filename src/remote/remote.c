@@ -85,29 +85,49 @@ remote_emit(int fd, const struct smtp_result *res)
 }
 
 /* A message-level report with no recipient reports: qmail-remote's way
- * of saying every recipient shares the fate. */
-int
-remote_whole(int fd, size_t nrcpt, const char *fmt, ...)
+ * of saying every recipient shares the fate (logged). */
+static void
+whole_text(struct smtp_result *res, size_t nrcpt, const char *text)
+{
+	size_t i;
+
+	memset(res, 0, sizeof *res);
+	res->nrcpt = nrcpt;
+	res->rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *res->rcpt);
+	for (i = 0; i < nrcpt; i++) {
+		res->rcpt[i].kind = 's';
+		buf_adds(&res->rcpt[i].text, text);
+	}
+	res->kind = 'Z';
+	buf_adds(&res->text, text);
+	log_warnx("%s", text);
+}
+
+void
+remote_whole_result(struct smtp_result *res, size_t nrcpt, const char *fmt, ...)
+{
+	va_list ap;
+	char text[1024];
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	whole_text(res, nrcpt, text);
+}
+
+/* The same, its reports on fd (one message's run): its exit status. */
+static int PRINTFLIKE(3, 4)
+whole(int fd, size_t nrcpt, const char *fmt, ...)
 {
 	struct smtp_result res;
 	va_list ap;
 	char text[1024];
-	size_t i;
 	int r;
 
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
-	memset(&res, 0, sizeof res);
-	res.nrcpt = nrcpt;
-	res.rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *res.rcpt);
-	for (i = 0; i < nrcpt; i++) {
-		res.rcpt[i].kind = 's';
-		buf_adds(&res.rcpt[i].text, text);
-	}
-	res.kind = 'Z';
-	buf_adds(&res.text, text);
-	log_warnx("%s", text);
+	whole_text(&res, nrcpt, text);
 	r = remote_emit(fd, &res);
 	smtp_result_free(&res);
 	return r;
@@ -204,10 +224,9 @@ outcome(const struct smtp_result *res)
  * (mail/outcome.h) on fd.  One transaction per message (smtp.h): the
  * recipients not attempted are the last ones. */
 void
-remote_outcome_write(int fd, const struct smtp_result *res)
+remote_outcome(const struct smtp_result *res, struct buf *line)
 {
 	struct outcome o;
-	struct buf b = BUF_INIT;
 
 	memset(&o, 0, sizeof o);
 	o.kind = outcome(res);
@@ -215,7 +234,15 @@ remote_outcome_write(int fd, const struct smtp_result *res)
 	o.at = res->accepted_at;
 	o.undone = res->undone;
 	snprintf(o.text, sizeof o.text, "%s", res->throttle.s ? res->throttle.s : "");
-	outcome_format(&o, &b);
+	outcome_format(&o, line);
+}
+
+static void
+outcome_write(int fd, const struct smtp_result *res)
+{
+	struct buf b = BUF_INIT;
+
+	remote_outcome(res, &b);
 	if (full_write(fd, b.s, b.len) < 0)
 		log_warn("writing the outcome to fd %d", fd);
 	buf_free(&b);
@@ -459,9 +486,9 @@ out:
  * still die with weir-send (remote.h, send/deliver.c).  If the parent is
  * already gone, it went before the prctl could watch it. */
 void
-remote_die_with_parent(pid_t parent)
+remote_die_with_parent(pid_t parent, int sig)
 {
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+	if (prctl(PR_SET_PDEATHSIG, sig) < 0)
 		fatal(111, "prctl PR_SET_PDEATHSIG");
 	if (parent <= 1 || getppid() != parent)
 		fatalx(111, "the caller (pid %ld) is gone; not sending", (long)parent);
@@ -554,41 +581,37 @@ remote_free(struct remote *r)
 		config_free(&r->cfg);
 }
 
-/* The message on mfd, read through: 0, or -1 when it cannot be sent as
- * it is, its reports written to repfd (*rc: 111 if even that failed). */
 int
-remote_open_message(struct body *body, const char *qid, int mfd, size_t nrcpt, int repfd, int *rc)
+remote_open_message(struct body *body, const char *qid, int mfd, size_t nrcpt,
+    struct smtp_result *bad)
 {
 	struct buf err = BUF_INIT;
-	struct smtp_result bad;
 	char name[QUEUE_ID_MAX + 8];
 	size_t i;
 	int perm;
 
 	if (body_open(body, mfd, MESSAGE_MAX, &err) < 0) {
-		*rc = remote_whole(repfd, nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
+		remote_whole_result(bad, nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
 		buf_free(&err);
 		return -1;
 	}
 	body->qid = qid;
 	if (!body->info.too_long_line)
 		return 0;
-	memset(&bad, 0, sizeof bad);
-	bad.nrcpt = nrcpt;
-	bad.rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *bad.rcpt);
-	buf_printf(&bad.text, "Line %zu of the message is %zu bytes long; SMTP allows "
+	memset(bad, 0, sizeof *bad);
+	bad->nrcpt = nrcpt;
+	bad->rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *bad->rcpt);
+	buf_printf(&bad->text, "Line %zu of the message is %zu bytes long; SMTP allows "
 	    "%d (RFC 5322 2.1.1), so it cannot be sent as it is. (#5.6.0)\n",
 	    body->info.too_long_line, body->info.too_long_len, BODY_LINE_MAX);
 	perm = trouble_situation(SIT_LINE_TOO_LONG) == T_BOUNCE;
 	for (i = 0; i < nrcpt; i++) {
-		bad.rcpt[i].kind = perm ? 'h' : 's';
-		buf_adds(&bad.rcpt[i].text, bad.text.s);
+		bad->rcpt[i].kind = perm ? 'h' : 's';
+		buf_adds(&bad->rcpt[i].text, bad->text.s);
 	}
-	bad.kind = perm ? 'D' : 'Z';
+	bad->kind = perm ? 'D' : 'Z';
 	message_name(body, name, sizeof name);
-	log_warnx("%s: %s", name, bad.text.s);
-	*rc = remote_emit(repfd, &bad);
-	smtp_result_free(&bad);
+	log_warnx("%s: %s", name, bad->text.s);
 	return -1;
 }
 
@@ -609,24 +632,27 @@ single(const char *cfile, const char *upname, const char *qid, int use_gate, int
 	memset(&gate, 0, sizeof gate);
 	gate.gc.fd = -1;
 	if (remote_find_upstream(&r, cfile, upname, host, sender, &why) < 0) {
-		rc = remote_whole(STDOUT_FILENO, nrcpt, "%s", why.s);
+		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
 		goto out;
 	}
-	if (remote_open_message(&body, qid, STDIN_FILENO, nrcpt, STDOUT_FILENO, &rc) < 0)
+	if (remote_open_message(&body, qid, STDIN_FILENO, nrcpt, &res) < 0) {
+		rc = remote_emit(STDOUT_FILENO, &res);
+		smtp_result_free(&res);
 		goto out;
+	}
 	if (remote_rewrite_sender(r.up, r.cfg.hostname, sender, &body, &envsender, &why) < 0) {
-		rc = remote_whole(STDOUT_FILENO, nrcpt, "weir-remote: configuration: %s. (#4.3.0)\n",
+		rc = whole(STDOUT_FILENO, nrcpt, "weir-remote: configuration: %s. (#4.3.0)\n",
 		    why.s);
 		goto out;
 	}
 	if (remote_get_ready(&r, &why) < 0) {
-		rc = remote_whole(STDOUT_FILENO, nrcpt, "%s", why.s);
+		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
 		goto out;
 	}
 	if (!use_gate && config_untrusted_env())
-		remote_die_with_parent(parent);
+		remote_die_with_parent(parent, SIGKILL);
 	if (use_gate && !gate_acquire(&gate, r.cfg.gate_socket, r.up, sender, nrcpt, &why)) {
-		rc = remote_whole(STDOUT_FILENO, nrcpt, "weir-remote: %s; not sending. (#4.3.0)\n",
+		rc = whole(STDOUT_FILENO, nrcpt, "weir-remote: %s; not sending. (#4.3.0)\n",
 		    why.s);
 		goto out;
 	}
@@ -635,7 +661,7 @@ single(const char *cfile, const char *upname, const char *qid, int use_gate, int
 	secret_wipe(&r.secret);
 	gate_report(&gate, &res);
 	if (outfd >= 0)
-		remote_outcome_write(outfd, &res);
+		outcome_write(outfd, &res);
 	rc = remote_emit(STDOUT_FILENO, &res);
 	smtp_result_free(&res);
 out:
@@ -648,42 +674,59 @@ out:
 	return rc;
 }
 
+/* An open descriptor above 2 named by s: it, or -1. */
+static int
+open_fd(const char *s)
+{
+	char *end;
+	long fd = strtol(s, &end, 10);
+
+	return *s && !*end && fd >= 3 && fd <= 1024 && fcntl((int)fd, F_GETFD) >= 0 ? (int)fd : -1;
+}
+
 int
 remote_run(int argc, char **argv, pid_t parent)
 {
 	const char *cfile = NULL, *upname = NULL, *qid = NULL;
-	int opt, use_gate = 1, outfd = -1, test = 0, keep = 0;
+	int opt, use_gate = 1, outfd = -1, test = 0, keep = 0, flight = -1;
 	struct timespec qtime;
 	unsigned long inode;
-	char *end;
 
 	opterr = 0;
-	while ((opt = getopt(argc, argv, "+c:nq:r:STu:")) != -1) {
+	while ((opt = getopt(argc, argv, "+c:f:nq:r:STu:")) != -1) {
 		switch (opt) {
 		case 'c': cfile = optarg; break;
+		case 'f':
+			if ((flight = open_fd(optarg)) < 0)
+				return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
+				    "-f needs an open descriptor above 2. (#4.3.5)\n");
+			break;
 		case 'n': use_gate = 0; break;
 		case 'q':
 			if (queue_parse_msgid(optarg, &inode, &qtime) < 0)
-				return remote_whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
+				return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
 				    "-q needs a queue id INODE.SEC.NSEC. (#4.3.5)\n");
 			qid = optarg;
 			break;
 		case 'S': keep = 1; break;
 		case 'T': test = 1; break;
 		case 'r':
-			outfd = (int)strtol(optarg, &end, 10);
-			if (*end || outfd < 3 || fcntl(outfd, F_GETFD) < 0)
-				return remote_whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
+			if ((outfd = open_fd(optarg)) < 0)
+				return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
 				    "-r needs an open descriptor above 2. (#4.3.5)\n");
 			break;
 		case 'u': upname = optarg; break;
 		default:
-			return remote_whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
+			return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
 			    "unknown option -%c. (#4.3.5)\n", optopt);
 		}
 	}
 	if (!use_gate && config_untrusted_env())
-		remote_die_with_parent(parent);
+		remote_die_with_parent(parent, SIGKILL);
+	if (flight >= 0 && !keep) {
+		log_warnx("usage: -f goes with -S");
+		return 2;
+	}
 	if (test) {
 		if (upname == NULL || optind != argc || use_gate == 0 || outfd >= 0 || keep) {
 			log_warnx("usage: weir-remote [-c FILE] -T -u UPSTREAM");
@@ -694,13 +737,13 @@ remote_run(int argc, char **argv, pid_t parent)
 	if (keep) {
 		/* The caller holds a grant for each message it hands over. */
 		if (upname == NULL || argc - optind != 1 || outfd >= 0) {
-			log_warnx("usage: weir-remote [-c FILE] -S -u UPSTREAM host");
+			log_warnx("usage: weir-remote [-c FILE] -S [-f FD] -u UPSTREAM host");
 			return 2;
 		}
-		return remote_session(cfile, upname, argv[optind], parent);
+		return remote_session(cfile, upname, argv[optind], parent, flight);
 	}
 	if (argc - optind < 3)
-		return remote_whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: usage: "
+		return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: usage: "
 		    "weir-remote [-c FILE] [-u UPSTREAM] [-n [-r FD]] [-q ID] host sender recip... "
 		    "(#4.3.5)\n");
 	return single(cfile, upname, qid, use_gate, outfd, parent, argv[optind], argv[optind + 1],

@@ -38,14 +38,14 @@ int remote_find_upstream(struct remote *r, const char *cfile, const char *upname
 int remote_get_ready(struct remote *r, struct buf *why);
 void remote_free(struct remote *r);
 
-/* Set-id: ask again for the death signal weir-send set (the set-id exec
- * and the change of ids clear it); exit 111 if the caller is gone. */
-void remote_die_with_parent(pid_t parent);
+/* Set-id: ask again for the death signal weir-send set, sig (the set-id
+ * exec and the change of ids clear it); exit 111 if the caller is gone. */
+void remote_die_with_parent(pid_t parent, int sig);
 
 /* The message on mfd, read through: 0, or -1 when it cannot be sent as
- * it is, its reports written to repfd (*rc: 111 if even that failed). */
-int remote_open_message(struct body *body, const char *qid, int mfd, size_t nrcpt, int repfd,
-    int *rc);
+ * it is, with its reports in *bad (smtp_result_free). */
+int remote_open_message(struct body *body, const char *qid, int mfd, size_t nrcpt,
+    struct smtp_result *bad);
 /* Sender rewriting (mail/rewrite.h): the envelope sender into out, and
  * the From: in body.  0, or -1 (the rules do not build) with why. */
 int remote_rewrite_sender(const struct weir_upstream *up, const char *hostname,
@@ -53,12 +53,16 @@ int remote_rewrite_sender(const struct weir_upstream *up, const char *hostname,
 
 /* The reports for res on fd: 0, or 111 if they could not be written. */
 int remote_emit(int fd, const struct smtp_result *res);
-/* One message-level "Z" for all nrcpt recipients (each "s"), logged. */
-int remote_whole(int fd, size_t nrcpt, const char *fmt, ...) PRINTFLIKE(3, 4);
-/* The outcome line (mail/outcome.h) for res on fd. */
-void remote_outcome_write(int fd, const struct smtp_result *res);
+/* Into res: one message-level "Z" for all nrcpt recipients (each "s"),
+ * logged; nothing reached the upstream (smtp_result_free). */
+void remote_whole_result(struct smtp_result *res, size_t nrcpt, const char *fmt, ...)
+    PRINTFLIKE(3, 4);
+/* The outcome line (mail/outcome.h) for res, appended to line. */
+void remote_outcome(const struct smtp_result *res, struct buf *line);
 
-/* -S: the kept session server (session.c); the exit status. */
-int remote_session(const char *cfile, const char *upname, const char *host, pid_t parent);
+/* -S: the kept session server (session.c), with its flight file (-f; -1:
+ * none); the exit status. */
+int remote_session(const char *cfile, const char *upname, const char *host, pid_t parent,
+    int flight);
 
 #endif

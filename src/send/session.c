@@ -71,6 +71,8 @@ struct dsess {
 	unsigned max;		/* messages_per_connection; 0: no cap */
 	int retire;		/* end it once its message is done (a reload) */
 	long long since;	/* wall time of its slot */
+	int flight;		/* its flight file (flight.c); -1: none */
+	char flight_name[64];
 	struct job *job;	/* the message on it */
 	struct evtimer *idle;
 	struct dsess *next;
@@ -158,6 +160,8 @@ sess_free(struct sched *s, struct dsess *d)
 		evloop_unwatch(s->ev, d->sock);
 		close(d->sock);
 	}
+	if (d->flight >= 0)
+		flight_close(s, d->flight, d->flight_name);
 	free(d);
 }
 
@@ -243,19 +247,23 @@ on_word(struct evloop *ev, int fd, int events, void *arg)
 	sess_end(s, d, "the deliverer's end");
 }
 
-/* remote_program -S -c CONFIG -u UPSTREAM HOST with the socket on fd 0. */
+/* remote_program -S [-f 3] -c CONFIG -u UPSTREAM HOST with the socket on
+ * fd 0 and its flight file on fd 3. */
 static int
 sess_start(struct sched *s, struct dsess *d)
 {
 	int sv[2];
 	const char *argv[12];
 
+	if (gate_use(s, &d->tag) < 0)
+		return -1;	/* its connection slot is lost with the gate */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_warn("session: socketpair");
 		return -1;
 	}
-	deliver_argv(s, d->up, argv, "-S", NULL);
-	d->pid = deliver_fork(argv, sv[1], -1, -1);
+	d->flight = flight_open(s, d->flight_name, sizeof d->flight_name);
+	deliver_argv(s, d->up, argv, d->flight >= 0 ? "-Sf" : "-S", NULL);
+	d->pid = deliver_fork(argv, sv[1], -1, d->flight, d->flight >= 0 ? SIGTERM : SIGKILL);
 	close(sv[1]);
 	if (d->pid < 0) {
 		d->pid = 0;
@@ -286,7 +294,8 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 	int fds[SP_NFD] = { -1, -1, -1 }, rfd[2] = { -1, -1 }, k;
 	size_t i;
 
-	sp_fmt_message(&req, j->m->qid, j->m->sender, (const char *const *)j->addrs, j->n);
+	sp_fmt_message(&req, j->m->qid, j->grace, j->m->sender, (const char *const *)j->addrs,
+	    j->n);
 	if ((d->pid == 0 && sess_start(s, d) < 0) ||
 	    deliver_open(s, j, &fds[SP_FD_MESSAGE], rfd) < 0) {
 		buf_free(&req);
@@ -294,6 +303,20 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 	}
 	fds[SP_FD_REPORT] = rfd[0];
 	fds[SP_FD_OUTCOME] = rfd[1];
+	/* The record first: a weir-send that dies after the START but before
+	 * the request gives the grant back through it (flight.c). */
+	if (d->flight >= 0)
+		(void)flight_hand(s, d->flight, j);	/* logged: the message goes anyway */
+	if (gate_use(s, &j->tag) < 0) {
+		j->grant = 0;
+		buf_free(&req);
+		for (i = 0; i < SP_NFD; i++)
+			close(fds[i]);
+		deliver_unopen(s, j);
+		if (d->flight >= 0)
+			flight_clear(s, d->flight);
+		return -1;
+	}
 	k = fd_send(d->sock, req.s, req.len, fds, SP_NFD);
 	buf_free(&req);
 	for (i = 0; i < SP_NFD; i++)
@@ -301,6 +324,8 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 	if (k < 0) {
 		log_warn("session %ld: handing msg %s over", (long)d->pid, j->m->qid);
 		deliver_unopen(s, j);
+		if (d->flight >= 0)
+			flight_clear(s, d->flight);
 		return -1;
 	}
 	evloop_timer_cancel(s->ev, d->idle);
@@ -317,8 +342,9 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 int
 sess_fits(const struct job *j)
 {
-	return sp_message_len(j->m->qid, j->m->sender, (const char *const *)j->addrs, j->n) <=
-	    SESSION_REQUEST_MAX;
+	/* Asked before its grant tells the grace: the longest one. */
+	return sp_message_len(j->m->qid, SP_GRACE_MAX, j->m->sender,
+	    (const char *const *)j->addrs, j->n) <= SESSION_REQUEST_MAX;
 }
 
 int
@@ -338,6 +364,33 @@ sess_run(struct sched *s, struct job *j)
 	return 1;
 }
 
+/* Deliverers of an earlier weir-send still connected to up (flight.c):
+ * the gate let their slots go with that weir-send. */
+static unsigned
+orphans(const struct sched *s, size_t up)
+{
+	const struct job *j;
+	unsigned n = 0;
+
+	for (j = s->jobs; j; j = j->next)
+		n += j->orphan && j->up == up;
+	return n;
+}
+
+/* Connections to up at once: concurrency, and the policy's
+ * max_connections if lower (the gate counts the slots, not orphans). */
+static unsigned
+sess_max(const struct sched *s, size_t up)
+{
+	const struct policy_upstream *pu = s->pol && s->ups[up].name ?
+	    policy_upstream(s->pol, s->ups[up].name) : NULL;
+
+	if (pu && pu->max_connections > 0 && (unsigned long long)pu->max_connections <
+	    s->concurrency)
+		return (unsigned)pu->max_connections;
+	return s->concurrency;
+}
+
 void
 sess_open(struct sched *s, size_t up, unsigned waiting)
 {
@@ -345,11 +398,13 @@ sess_open(struct sched *s, size_t up, unsigned waiting)
 	struct dsess *d;
 
 	waiting = waiting > asking ? waiting - asking : 0;
-	while (waiting-- > 0 && count(s, up, -1) < s->concurrency && s->gate_up) {
+	while (waiting-- > 0 && count(s, up, -1) + orphans(s, up) < sess_max(s, up) &&
+	    s->gate_up) {
 		d = xcalloc(1, sizeof *d);
 		d->s = s;
 		d->up = up;
 		d->sock = -1;
+		d->flight = -1;
 		d->state = DS_ASKING;
 		d->next = s->sessions;
 		s->sessions = d;
@@ -431,6 +486,9 @@ sess_job_done(struct sched *s, struct job *j)
 	j->sess = NULL;
 	if (d->job == j)
 		d->job = NULL;
+	/* Its marks are durable: the record may go (flight.c). */
+	if (d->flight >= 0)
+		flight_clear(s, d->flight);
 	sess_idle(s, d);
 }
 

@@ -10,7 +10,9 @@
  *     SESSION_REQUEST_MAX bytes, at least one recipient, none empty);
  *   - formatting what was parsed gives the same bytes back (one
  *     spelling per datagram), and that parses to the same fields;
- *   - likewise for the deliverer's words.
+ *   - likewise for the deliverer's words;
+ *   - a flight file that parses formats back to the same bytes from its
+ *     records (msg, then taken, then done), and parses to the same again.
  *
  * Build and run: make fuzz; make check runs tests/fuzz/corpus/sessproto.
  */
@@ -40,12 +42,14 @@ request(const char *s, size_t n, size_t nfd)
 		check(r.nrcpt >= 1);
 		for (i = 0; i < r.nrcpt; i++)
 			check(r.rcpts[i][0] != '\0');
-		check(sp_message_len(r.qid, r.sender, r.rcpts, r.nrcpt) == n);
-		sp_fmt_message(&b, r.qid, r.sender, r.rcpts, r.nrcpt);
+		check(r.grace <= SP_GRACE_MAX);
+		check(sp_message_len(r.qid, r.grace, r.sender, r.rcpts, r.nrcpt) == n);
+		sp_fmt_message(&b, r.qid, r.grace, r.sender, r.rcpts, r.nrcpt);
 	}
 	check(b.len == n && memcmp(b.s, s, n) == 0);
 	check(sp_parse_request(b.s, b.len, nfd, &again, &why) == 0);
-	check(again.kind == r.kind && again.nrcpt == r.nrcpt && again.derlen == r.derlen);
+	check(again.kind == r.kind && again.nrcpt == r.nrcpt && again.derlen == r.derlen &&
+	    again.grace == r.grace);
 	sp_request_free(&again);
 	sp_request_free(&r);
 	buf_free(&b);
@@ -72,6 +76,36 @@ word(const char *s, size_t n)
 	buf_free(&b);
 }
 
+static void
+flight(const char *s, size_t n)
+{
+	struct sp_flight f, again;
+	struct buf b = BUF_INIT;
+	const char *why = NULL;
+
+	if (sp_parse_flight(s, n, &f, &why) < 0) {
+		check(why != NULL);
+		return;
+	}
+	if (f.empty) {
+		check(n == 0);
+		return;
+	}
+	check(f.n >= 1 && f.grant >= 1 && (!f.done || f.taken));
+	sp_fmt_flight_msg(&b, f.qid, f.upstream, f.grant, f.boot, f.offs, f.n);
+	if (f.taken)
+		sp_fmt_flight_taken(&b);
+	if (f.done)
+		sp_fmt_flight_done(&b, f.report, f.reportlen, f.outcome, f.outcomelen);
+	check(b.len == n && memcmp(b.s, s, n) == 0);
+	check(sp_parse_flight(b.s, b.len, &again, &why) == 0);
+	check(again.n == f.n && again.grant == f.grant && again.taken == f.taken &&
+	    again.done == f.done && again.reportlen == f.reportlen);
+	sp_flight_free(&again);
+	sp_flight_free(&f);
+	buf_free(&b);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -81,6 +115,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (data[0] & 1)
 		request(s, size - 1, (data[0] >> 1) & 3);
+	else if (data[0] & 8)
+		flight(s, size - 1);
 	else
 		word(s, size - 1);
 	return 0;

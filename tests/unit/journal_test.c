@@ -131,7 +131,7 @@ Test(journal, torn_and_corrupt_tails_dropped)
 	int64_t t[16];
 	size_t n, i;
 
-	journal_boot_id(boot, sizeof boot);
+	boot_id(boot, sizeof boot);
 	rec[0] = xasprintf("B %s 1700000000000 5000", boot);
 	rec[1] = xstrdup("L up 1 1 0 1700000000100 5100");
 	rec[2] = xstrdup("Q up nonsense");		/* a good CRC on a bad record */
@@ -205,7 +205,7 @@ Test(journal, wall_clock_jump_same_boot_uses_monotonic)
 	int64_t t[4];
 	size_t n;
 
-	journal_boot_id(boot, sizeof boot);
+	boot_id(boot, sizeof boot);
 	cr_assert_str_neq(boot, "unknown");
 	rec[0] = xasprintf("B %s 1700000000000 5000", boot);
 	rec[1] = xstrdup("L up 2 2 0 1700000000100 5100");
