@@ -35,6 +35,14 @@
 #             limit; CPU (utime+stime+cutime+cstime of the session) over
 #             IDLE seconds and memory (summed VmRSS and Pss) of each.
 #
+# The inject part runs weir with weir-queued (queue_socket set: weir-smtpd
+# and sendmail hand it their messages); WEIR_WRITER=0 runs the old way,
+# weir-queue once per message.  NOTQMAIL=DIR adds notqmail's sendmail
+# (qmail-inject, qmail-queue) to the inject part: DIR is the home of a
+# notqmail built and installed by hand beforehand (BENCHMARKS.md says
+# how; this script builds nothing), with an empty queue and qmail-send
+# not running.  Unset: notqmail is left out, with a line saying so.
+#
 # Environment: BUILD (build), BENCH_DIR (/var/tmp), PARTS, QUICK=1, N_INJ
 # (1000), N_REL (1000), LIMIT (20), PER (10), BURST (200), BURST_T (100),
 # TH_AFTER (20), TH_FOR (30), DRAIN_MAX (240), BACKLOG (10000), IDLE (60),
@@ -70,6 +78,7 @@ CONC=${CONC:-8}
 PLOT=${PLOT:-$ROOT/scripts/bench/plots/window.svg}
 B=$ROOT/$BUILD/bin
 SYSTEMS=${SYSTEMS:-"weir postfix nullmailer"}
+WEIR_WRITER=${WEIR_WRITER:-1}
 
 [ "$(id -u)" = 0 ] || { echo "compare.sh: run as root (private Postfix instance, mount namespace)" >&2; exit 2; }
 for p in weir weir-gate weir-send weir-remote weir-queue weir-smtpd sendmail; do
@@ -288,18 +297,58 @@ stop_traced() {
 # it goes through incoming/ to hold/, so nothing is delivered), nullmailer
 # without nullmailer-send.
 inject_conf() {
+	if [ "$1" = notqmail ]; then
+		nq_conf
+		return
+	fi
 	sys_conf "$1" "$2" 9 plain none
+	if [ "$1" = weir ] && [ "$WEIR_WRITER" = 1 ]; then
+		printf 'queue_socket = "%s/queued.sock"\n' "$W_D" >>"$W_CONF"
+	fi
 	if [ "$1" = postfix ]; then
 		echo '/^[A-Za-z-]+:/ HOLD' >"$PF/etc/hold"
 		echo "header_checks = regexp:$PF/etc/hold" >>"$PF/etc/main.cf"
 		printf '127.0.0.1:%s inet n - n - - smtpd\n' "$(free_port)" >>"$PF/etc/master.cf"
 	fi
 }
+# queued_start [STRACE_OUT]: weir-queued for $W_CONF (when WEIR_WRITER=1),
+# in a session of its own (QD); queued_stop ends it.
+QD=""
+queued_start() {
+	local tr=()
+	[ "$WEIR_WRITER" = 1 ] || return 0
+	# shellcheck disable=SC2054 # the commas are strace's
+	[ -n "${1:-}" ] && tr=(strace -f -c -o "$1" -e trace=fsync,fdatasync)
+	rm -f "$W_D/queued.sock"
+	WEIR_CONFIG=$W_CONF setsid "${tr[@]}" "$B/weir-queued" 2>>"$W_D/queued.log" &
+	QD=$!
+	pids="$pids $QD"
+	wait_until 10 'test -S "$W_D/queued.sock"' || { cat "$W_D/queued.log" >&2; exit 1; }
+}
+queued_stop() {
+	[ -n "$QD" ] || return 0
+	if [ -n "${1:-}" ]; then stop_traced "$QD"; else kill "$QD" 2>/dev/null || true; wait "$QD" 2>/dev/null || true; fi
+	QD=""
+}
+
+# ---- notqmail (NOTQMAIL=its home, built and installed by hand beforehand:
+# BENCHMARKS.md says how; nothing here builds it): sendmail injection only.
+# Its queue must be empty and qmail-send not running: each run counts its
+# todo/ and clears it afterwards. ----
+nq_conf() {
+	local d
+	for d in "$NOTQMAIL"/queue/todo "$NOTQMAIL"/queue/intd "$NOTQMAIL"/queue/mess/*; do
+		find "$d" -type f -delete
+	done
+}
+nq_sendmail() { "$NOTQMAIL/bin/sendmail" -f bench@relay.example.org "$@"; }
+
 # in_queue SYS: messages fully in the queue (Postfix: past pickup and
 # cleanup, in hold/).
 in_queue() {
 	case $1 in
 	postfix) find "$PF/spool/hold" -type f 2>/dev/null | wc -l ;;
+	notqmail) find "$NOTQMAIL/queue/todo" -type f | wc -l ;;
 	*) sys_left "$1" ;;
 	esac
 }
@@ -310,10 +359,11 @@ inject_run() {
 	name=inj-$sys-$par
 	inject_conf "$sys" "$name"
 	[ "$sys" = postfix ] && pf_start "$PF"
+	[ "$sys" = weir ] && queued_start
 	sleep 0.5
 	t0=$(now)
 	case $sys in
-	weir|postfix)
+	weir|postfix|notqmail)
 		local ps=""
 		for ((j = 1; j <= par; j++)); do
 			(
@@ -321,6 +371,8 @@ inject_run() {
 					if [ "$sys" = weir ]; then
 						WEIR_CONFIG=$W_CONF "$B/sendmail" -i -f bench@relay.example.org \
 							"rcpt$i@example.net" <"$scratch/msg" || exit 1
+					elif [ "$sys" = notqmail ]; then
+						nq_sendmail "rcpt$i@example.net" <"$scratch/msg" || exit 1
 					else
 						/usr/sbin/sendmail -C "$PF/etc" -i -f bench@relay.example.org \
 							"rcpt$i@example.net" <"$scratch/msg" || exit 1
@@ -349,6 +401,7 @@ inject_run() {
 	wait_until 300 'test "$(in_queue "$sys")" -ge "$n"' || { echo "$sys: only $(in_queue "$sys") of $n queued" >&2; exit 1; }
 	t2=$(now)
 	[ "$sys" = postfix ] && pf_stop
+	[ "$sys" = weir ] && queued_stop
 	echo "$(calc "$t1 - $t0") $(calc "$t2 - $t0")"
 }
 # fsync_sendmail SYS: fsyncs per message over 100 injections (1 at a
@@ -358,10 +411,20 @@ fsync_sendmail() {
 	inject_conf "$sys" "$name"
 	case $sys in
 	weir)
+		queued_start "$scratch/$name.queued.st"
 		# shellcheck disable=SC2016
 		WEIR_CONFIG=$W_CONF strace -f -c -o "$scratch/$name.st" -e trace=fsync,fdatasync bash -c \
 			'for ((i = 0; i < $1; i++)); do "$2" -i -f bench@relay.example.org r@example.net <"$3" || exit 1; done' \
 			sh "$n" "$B/sendmail" "$scratch/msg"
+		queued_stop traced
+		c=$(strace_fsyncs "$scratch/$name.st")
+		[ "$WEIR_WRITER" = 1 ] && c=$((c + $(strace_fsyncs "$scratch/$name.queued.st")))
+		;;
+	notqmail)
+		# shellcheck disable=SC2016
+		strace -f -c -o "$scratch/$name.st" -e trace=fsync,fdatasync bash -c \
+			'for ((i = 0; i < $1; i++)); do "$2/bin/sendmail" -f bench@relay.example.org r@example.net <"$3" || exit 1; done' \
+			sh "$n" "$NOTQMAIL" "$scratch/msg"
 		c=$(strace_fsyncs "$scratch/$name.st")
 		;;
 	postfix)
@@ -399,7 +462,8 @@ smtp_server() {
 		printf 'listen {\n  address = {"127.0.0.1:0"}\n  max_connections = 100\n  max_per_client = 100\n}\n' \
 			>>"$W_CONF"
 		: >"$W_D/smtpd.log"
-		WEIR_CONFIG=$W_CONF "${tr[@]}" "$B/weir-smtpd" -l 2>"$W_D/smtpd.log" &
+		queued_start "${3:+$3.queued}"
+		WEIR_CONFIG=$W_CONF setsid "${tr[@]}" "$B/weir-smtpd" -l 2>"$W_D/smtpd.log" &
 		SRV=$!
 		wait_until 10 'grep -q "listening on" "$W_D/smtpd.log"' || { cat "$W_D/smtpd.log" >&2; exit 1; }
 		SPORT=$(sed -n 's/.*listening on .* port \([0-9]*\).*/\1/p' "$W_D/smtpd.log" | head -1)
@@ -423,6 +487,7 @@ smtp_server() {
 	wait_until 20 'test "$(in_queue "$sys")" -ge 1' || true
 }
 stop_server() {	# SYS [TRACED]
+	[ "$1" = weir ] && queued_stop "${2:-}"
 	if [ -n "${2:-}" ]; then
 		stop_traced "$SRV"	# strace: its child first, then it
 	elif [ "$1" = postfix ]; then
@@ -432,11 +497,22 @@ stop_server() {	# SYS [TRACED]
 		wait "$SRV" 2>/dev/null || true
 	fi
 }
-# smtp_run SYS SESSIONS N: prints the seconds smtp-source took.
+# server_cpu SYS: CPU seconds so far of the processes that take SYS's
+# mail in over SMTP (weir: weir-smtpd -l, the sessions it reaped, and
+# weir-queued; Postfix: every daemon of its master's session).
+server_cpu() {
+	if [ "$1" = weir ] && [ -n "$QD" ]; then
+		calc "$(sid_cpu "$SRV") + $(sid_cpu "$QD")"
+	else
+		sid_cpu "$SRV"
+	fi
+}
+# smtp_run SYS SESSIONS N: prints "SECONDS_RETURNED SECONDS_QUEUED CPU_SECONDS".
 smtp_run() {
-	local t0 t1 base want sys=$1
+	local t0 t1 base want sys=$1 c0 c1
 	smtp_server "$1" "smtp-$1-$2"
 	base=$(in_queue "$1")
+	c0=$(server_cpu "$1")
 	t0=$(now)
 	smtp-source -s "$2" -m "$3" -l 1024 -f bench@relay.example.org -t rcpt@example.net "127.0.0.1:$SPORT" ||
 		{ echo "$1: smtp-source failed" >&2; exit 1; }
@@ -446,8 +522,9 @@ smtp_run() {
 	wait_until 120 'test "$(in_queue "$sys")" -ge "$want"' || { echo "$1: only $(in_queue "$1") queued" >&2; exit 1; }
 	local t2
 	t2=$(now)
+	c1=$(server_cpu "$1")
 	stop_server "$1"
-	echo "$(calc "$t1 - $t0") $(calc "$t2 - $t0")"
+	echo "$(calc "$t1 - $t0") $(calc "$t2 - $t0") $(calc "$c1 - $c0")"
 }
 fsync_smtp() {
 	local n=100 st=$scratch/fsmtp-$1.st base want sys=$1
@@ -459,28 +536,36 @@ fsync_smtp() {
 	wait_until 60 'test "$(in_queue "$sys")" -ge "$want"' ||
 		{ echo "$1: fsync run queued $(in_queue "$1"), not $((base + n))" >&2; exit 1; }
 	stop_server "$1" traced
+	local c
+	c=$(strace_fsyncs "$st")
+	[ -f "$st.queued" ] && c=$((c + $(strace_fsyncs "$st.queued")))
 	# the probe message is in the count: per message of n + base
-	calc "scale=2; $(strace_fsyncs "$st") / ($n + $base)"
+	calc "scale=2; $c / ($n + $base)"
 }
 
-# inj_row SYS PATH PAR LABEL "SECONDS_RETURNED SECONDS_QUEUED" (uses fs).
+# inj_row SYS PATH PAR LABEL "SECONDS_RETURNED SECONDS_QUEUED [CPU_SECONDS]" (uses fs).
 inj_row() {
-	local a b
-	read -r a b <<<"$5"
-	printf '%-11s %-26s %9.0f %9.0f %9s  %s\n' "$1" "$4" "$(calc "$N_INJ / $a")" "$(calc "$N_INJ / $b")" \
-		"$fs" "$(load)"
-	echo "inj $1 $2 $3 $(calc "$N_INJ / $b") $fs" >>"$scratch/figures"
+	local a b c cpu=-
+	read -r a b c <<<"$5"
+	[ -n "$c" ] && cpu=$(printf '%.2f' "$(calc "$c * 1000 / $N_INJ")")
+	printf '%-11s %-26s %9.0f %9.0f %9s %7s  %s\n' "$1" "$4" "$(calc "$N_INJ / $a")" "$(calc "$N_INJ / $b")" \
+		"$fs" "$cpu" "$(load)"
+	echo "inj $1 $2 $3 $(calc "$N_INJ / $b") $fs $cpu" >>"$scratch/figures"
 }
 case " $PARTS " in *" inject "*)
+	[ -n "${NOTQMAIL:-}" ] || echo "notqmail: left out (NOTQMAIL is not set; see BENCHMARKS.md)"
+	[ -z "${NOTQMAIL:-}" ] || [ -x "$NOTQMAIL/bin/qmail-queue" ] ||
+		{ echo "compare.sh: NOTQMAIL=$NOTQMAIL has no bin/qmail-queue" >&2; exit 1; }
 	echo
 	echo "== injection: $N_INJ messages of 1 KB; rates in msg/s (returned: the last sendmail returned;"
 	echo "   queued: every message in the queue proper, for Postfix past pickup and cleanup, in hold/)"
-	printf '%-11s %-26s %9s %9s %9s  %s\n' system path returned queued fsync/msg load
-	for sys in $SYSTEMS; do
+	printf '%-11s %-26s %9s %9s %9s %7s  %s\n' system path returned queued fsync/msg "ms CPU" load
+	for sys in $SYSTEMS $([ -n "${NOTQMAIL:-}" ] && echo notqmail); do
 		fs=$(fsync_sendmail "$sys")
 		for par in 1 4; do
 			inj_row "$sys" sendmail "$par" "sendmail, $par at once" "$(inject_run "$sys" "$N_INJ" "$par")"
 		done
+		[ "$sys" = notqmail ] && continue	# its SMTP server needs tcpserver: not measured
 		fs=$(fsync_smtp "$sys")
 		for s in 1 20; do
 			inj_row "$sys" smtp "$s" "SMTP (smtp-source -s $s)" "$(smtp_run "$sys" "$s" "$N_INJ")"
@@ -489,7 +574,10 @@ case " $PARTS " in *" inject "*)
 	echo "   SMTP: weir-smtpd -l; Postfix's smtpd in its master.cf; nullmailer-smtpd, one process per"
 	echo "   connection (inetd style) under systemd-socket-activate --inetd -a."
 	echo "   fsync/msg: strace -f -c -e trace=fsync,fdatasync over 100 messages one at a time, the"
-	echo "   daemons that queue them included (Postfix: pickup, cleanup, smtpd; weir: weir-smtpd and weir-queue)."
+	echo "   daemons that queue them included (Postfix: pickup, cleanup, smtpd; weir: weir-smtpd, weir-queued"
+	echo "   or weir-queue).  ms CPU (SMTP rows): user+sys of the server side per message (weir: weir-smtpd -l,"
+	echo "   its sessions, weir-queued; Postfix: every process of its master's session), smtp-source excluded."
+	echo "   weir: $([ "$WEIR_WRITER" = 1 ] && echo "with weir-queued (queue_socket)" || echo "weir-queue per message (WEIR_WRITER=0)")"
 	;;
 esac
 
@@ -780,11 +868,14 @@ def find(pred):
 def ratio(a, b):
     a, b = float(a), float(b)
     return "%.2f" % (a / b) if b else "-"
-for alt in ("postfix", "nullmailer"):
+for alt in ("postfix", "nullmailer", "notqmail"):
     for r in find(lambda r: r[0] == "inj" and r[1] == "weir"):
         o = find(lambda x: x[0] == "inj" and x[1] == alt and x[2:4] == r[2:4])
         if o:
-            print("inject %-9s %-3s: weir/%s rate %s, fsyncs %s vs %s" % (r[2], r[3], alt, ratio(r[4], o[0][4]), r[5], o[0][5]))
+            cpu = ""
+            if r[6] != "-" and o[0][6] != "-":
+                cpu = ", CPU per message %s (%s vs %s ms)" % (ratio(r[6], o[0][6]), r[6], o[0][6])
+            print("inject %-9s %-3s: weir/%s rate %s, fsyncs %s vs %s%s" % (r[2], r[3], alt, ratio(r[4], o[0][4]), r[5], o[0][5], cpu))
     for r in find(lambda r: r[0] == "rel" and r[1] == "weir"):
         o = find(lambda x: x[0] == "rel" and x[1] == alt and x[2] == r[2])
         if o:

@@ -72,6 +72,9 @@ static const struct key keys[] = {
 	/* weir-showq: the queue listing for users who cannot read the
 	 * queue (mailq); "" turns it off. */
 	{ "showq_socket",   K_OPTSTR,   "/run/weir-showq/showq.sock", 0, 0, 0, OFF(showq_socket) },
+	/* weir-queued, the long-lived queue writer weir-smtpd and sendmail
+	 * hand messages to (mail/qwproto.h); unset: they run weir-queue. */
+	{ "queue_socket",   K_STR,      NULL, 0, 0, 0, OFF(queue_socket) },
 	/* weir-send: deliveries at once per upstream; how long a message may
 	 * stay queued (time spent waiting on weir-gate does not count). */
 	{ "concurrency",    K_INT,      NULL, 4, 1, 1000, OFF(concurrency) },
@@ -91,6 +94,9 @@ static const struct key keys[] = {
 	{ "send_user",      K_ACCOUNT,  NULL, 0, 0, 0, OFF(send_user) },
 	{ "smtpd_user",     K_ACCOUNT,  NULL, 0, 0, 0, OFF(smtpd_user) },
 	{ "queue_group",    K_ACCOUNT,  NULL, 0, 0, 0, OFF(queue_group) },
+	/* weir-queued becomes it: an account whose primary group is
+	 * queue_group, so that its files are the queue group's. */
+	{ "queued_user",    K_ACCOUNT,  NULL, 0, 0, 0, OFF(queued_user) },
 	/* Every program: "verbose" adds the protocol transcripts and the
 	 * step-by-step lines (lib/log.h's log_debug()). */
 	{ "log_level",      K_CHOICE,   "normal", 0, 0, 0, offsetof(struct weir_config, log_level),

@@ -107,6 +107,7 @@ struct weir_config {
 	char *gate_status_socket; /* gate_status_socket: its read-only one; NULL: none */
 	char *gate_journal;	/* gate_journal: weir-gate's send history */
 	char *showq_socket;	/* showq_socket: weir-showq's public socket; NULL: off */
+	char *queue_socket;	/* queue_socket: weir-queued's socket; NULL: none */
 	long long inject_timeout; /* inject_timeout, seconds */
 	unsigned concurrency;	/* concurrency: deliveries at once per upstream */
 	long long queue_lifetime; /* queue_lifetime, seconds */
@@ -117,6 +118,7 @@ struct weir_config {
 	char *send_user;	/* send_user: weir-send becomes it; owns the queue */
 	char *smtpd_user;	/* smtpd_user: weir-smtpd becomes it */
 	char *queue_group;	/* queue_group: weir-queue's set-group-id group */
+	char *queued_user;	/* queued_user: weir-queued becomes it */
 	int log_level;		/* log_level: 0 normal, 1 verbose (lib/log.h) */
 	struct weir_upstream *upstreams; /* upstream sections, in file order */
 	size_t nupstreams;

@@ -7,13 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/io.h"
+#include "lib/log.h"
 #include "mail/qqcode.h"
 #include "mail/libexec.h"
 #include "mail/qqclient.h"
+#include "mail/qwproto.h"
 
 #define QQ_CHUNK 65536
 
@@ -49,7 +53,7 @@ qq_start(struct qq_child *c, const char *prog, struct buf *why)
 	ssize_t r;
 
 	memset(c, 0, sizeof *c);
-	c->msgfd = c->envfd = c->idfd = -1;
+	c->msgfd = c->envfd = c->idfd = c->sock = -1;
 	c->pid = -1;
 	if (pipe2(msg, O_CLOEXEC) < 0 || pipe2(env, O_CLOEXEC) < 0 ||
 	    pipe2(st, O_CLOEXEC) < 0 || pipe2(id, O_CLOEXEC) < 0) {
@@ -106,12 +110,97 @@ fail:
 	return -1;
 }
 
+const char *
+qq_socket_path(const char *sock)
+{
+	const char *p = getenv("QMAILQUEUE");
+
+	return p && *p ? NULL : sock;
+}
+
+int
+qq_start_any(struct qq_child *c, const char *sock, const char *prog, struct buf *why)
+{
+	struct sockaddr_un sa;
+
+	if (sock == NULL || strlen(sock) >= sizeof sa.sun_path)
+		return qq_start(c, prog, why);
+	memset(c, 0, sizeof *c);
+	c->msgfd = c->envfd = c->idfd = -1;
+	c->pid = -1;
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, sock, strlen(sock));
+	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->sock >= 0 && connect(c->sock, (struct sockaddr *)&sa, sizeof sa) == 0)
+		return 0;
+	/* Not running, or not reachable: weir-queue does the same job. */
+	log_debug("weir-queued at %s: %s; running %s", sock, strerror(errno), prog);
+	if (c->sock >= 0)
+		(void)close(c->sock);	/* never used: nothing to lose */
+	return qq_start(c, prog, why);
+}
+
+/* Records of type for p[0..n) to the writer (qwproto.h). */
+static void
+send_records(struct qq_child *c, char type, const char *p, size_t n)
+{
+	struct buf rec = BUF_INIT;
+	size_t k;
+
+	while (n > 0 && c->werr == 0) {
+		k = n < QW_CHUNK_MAX ? n : QW_CHUNK_MAX;
+		buf_reset(&rec);
+		qw_hdr_put(&rec, type, k);
+		buf_add(&rec, p, k);
+		if (full_write(c->sock, rec.s, rec.len) < 0)
+			c->werr = errno ? errno : EIO;
+		p += k;
+		n -= k;
+	}
+	buf_free(&rec);
+}
+
 static void
 flush(struct qq_child *c)
 {
-	if (c->out.len > 0 && c->werr == 0 && full_write(c->msgfd, c->out.s, c->out.len) < 0)
-		c->werr = errno ? errno : EIO;
+	if (c->out.len > 0 && c->werr == 0) {
+		if (c->sock >= 0)
+			send_records(c, 'M', c->out.s, c->out.len);
+		else if (full_write(c->msgfd, c->out.s, c->out.len) < 0)
+			c->werr = errno ? errno : EIO;
+	}
 	buf_reset(&c->out);
+}
+
+/* The writer's one reply line: its code, the id into c->id. */
+static int
+sock_reply(struct qq_child *c, struct buf *why)
+{
+	char b[QW_REPLY_MAX];
+	size_t n = 0, len;
+	ssize_t r;
+	int code, p = 0;
+
+	while (n < sizeof b && (p = qw_reply_parse(b, n, &code, c->id, &len)) == 0) {
+		r = read(c->sock, b + n, sizeof b - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			buf_printf(why, "weir-queued: the connection %s before its answer%s%s "
+			    "(temporary)", r == 0 ? "ended" : "failed", c->werr ? ": " : "",
+			    c->werr ? strerror(c->werr) : "");
+			return QQ_BUG;
+		}
+		n += (size_t)r;
+	}
+	if (p != 1 || len != n) {
+		buf_printf(why, "weir-queued: a malformed answer (temporary)");
+		return QQ_BUG;
+	}
+	if (code != 0)
+		buf_printf(why, "weir-queued: %s", qq_describe(code));
+	return code;
 }
 
 void
@@ -193,9 +282,16 @@ qq_finish(struct qq_child *c, const char *sender, char *const *rcpt, size_t nrcp
 			buf_addc(&env, '\0');
 		}
 		buf_addc(&env, '\0');
-		if (full_write(c->envfd, env.s, env.len) < 0)
+		if (c->sock >= 0)
+			send_records(c, 'E', env.s, env.len);
+		else if (full_write(c->envfd, env.s, env.len) < 0)
 			c->werr = errno;
 		buf_free(&env);
+	}
+	if (c->sock >= 0) {
+		code = sock_reply(c, why);
+		close_fd(&c->sock);
+		return code;
 	}
 	close_fd(&c->envfd);
 	if (reap(c, &status) < 0) {
@@ -220,6 +316,7 @@ qq_abort(struct qq_child *c)
 {
 	int status;
 
+	close_fd(&c->sock);	/* the writer cancels what it has */
 	if (c->pid > 0) {
 		kill(c->pid, SIGKILL);
 		close_fd(&c->msgfd);
@@ -238,6 +335,7 @@ qq_cancel(struct qq_child *c)
 	int status;
 
 	buf_free(&c->out);
+	close_fd(&c->sock);
 	close_fd(&c->msgfd);
 	close_fd(&c->envfd);
 	if (c->pid > 0)

@@ -13,8 +13,15 @@
  * logs it by) through a pipe named by $WEIR_QUEUE_IDFD, set in the
  * child: after an exit 0 it is in id, or "" (a stock qmail-queue).
  *
+ * Or, with qq_start_any() and a socket, no program at all: the message
+ * goes to weir-queued, the long-lived writer (mail/qwproto.h), which
+ * answers with the same codes; a writer that cannot be reached (not
+ * running, no socket) means weir-queue as above, so nothing is lost by
+ * its absence.  $QMAILQUEUE, when set, always wins (qq_socket_path()).
+ *
  * Trusts: the program it runs, for its exit code, and for the id only as
- * digits, one dot, digits.  Config keys: none.
+ * digits, one dot, digits; the writer only through qw_reply_parse().
+ * Config keys: none (the callers pass queue_socket).
  */
 #ifndef WEIR_QQCLIENT_H
 #define WEIR_QQCLIENT_H
@@ -26,7 +33,8 @@
 #include "mail/queue.h"
 
 struct qq_child {
-	pid_t pid;
+	pid_t pid;		/* the program; -1 with a socket */
+	int sock;		/* weir-queued's socket, or -1 */
 	int msgfd;		/* its fd 0 */
 	int envfd;		/* its fd 1 */
 	int werr;		/* errno of the first failed write, or 0 */
@@ -40,6 +48,12 @@ const char *qq_program(void);
 
 /* Start it.  0 ok; -1 with the reason in why. */
 int qq_start(struct qq_child *c, const char *prog, struct buf *why);
+/* The socket to try first: sock (queue_socket, NULL: none), unless
+ * $QMAILQUEUE names a program to run. */
+const char *qq_socket_path(const char *sock);
+/* Connect to weir-queued at sock (not NULL) or, if that fails, start
+ * prog as qq_start().  0 ok; -1 with the reason in why. */
+int qq_start_any(struct qq_child *c, const char *sock, const char *prog, struct buf *why);
 /* Queue message bytes (written in large chunks). */
 void qq_put(struct qq_child *c, const void *p, size_t n);
 void qq_putc(struct qq_child *c, char ch);

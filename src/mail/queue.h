@@ -55,7 +55,7 @@ int queue_parse_id(const char *name, unsigned long *id);
  * "INODE.SEC.NSEC", its inode (qmail's id) and its queue time (todo/'s
  * mtime, kept as info/'s) to the nanosecond, NSEC in 9 digits.
  * weir-queue sets that time past the last one the inode had
- * (src/queue/inject.c), so that an id never repeats in a queue's life. */
+ * (src/mail/inject.c), so that an id never repeats in a queue's life. */
 #define QUEUE_ID_MAX 48
 const char *queue_msgid(char out[QUEUE_ID_MAX], unsigned long id, const struct timespec *t);
 /* Message id's, from info/'s mtime (todo/'s before preprocessing;

@@ -25,7 +25,7 @@
 #include "lib/usage.h"
 #include "mail/config.h"
 #include "mail/qqcode.h"
-#include "queue/inject.h"
+#include "mail/inject.h"
 
 static void
 on_alarm(int sig)
@@ -33,7 +33,7 @@ on_alarm(int sig)
 	static const char msg[] = "weir-queue: fatal: inject_timeout expired; nothing queued\n";
 
 	(void)sig;
-	inject_abort();
+	qinject_abort();
 	if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0)
 		_exit(QQ_TIMEOUT);
 	_exit(QQ_TIMEOUT);
@@ -45,7 +45,7 @@ on_bug(int sig)
 	static const char msg[] = "weir-queue: fatal: crashed (internal bug); nothing queued\n";
 
 	(void)sig;
-	inject_abort();
+	qinject_abort();
 	if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0)
 		_exit(QQ_BUG);
 	_exit(QQ_BUG);
@@ -97,7 +97,7 @@ main(int argc, char **argv)
 	struct queue q;
 	const char *warned;
 	int rc;
-	struct inject_params p;
+	struct qinject_who who;
 	sigset_t none;
 	int idfd;
 
@@ -133,11 +133,7 @@ main(int argc, char **argv)
 	if (queue_open(&q, cfg.queue_dir, cfg.queue_split) < 0)
 		fatal(QQ_QUEUE_DIR, "open queue %s", cfg.queue_dir);
 
-	p.q = &q;
-	p.idfd = idfd;
-	p.msgfd = STDIN_FILENO;
-	p.envfd = STDOUT_FILENO;
-	p.uid = getuid();
-	p.pid = getpid();
-	_exit(inject(&p));
+	who.uid = getuid();
+	who.pid = getpid();
+	_exit(qinject_fds(&q, &who, STDIN_FILENO, STDOUT_FILENO, idfd));
 }

@@ -403,7 +403,7 @@ sendmail_run(const struct sm_opts *o, const struct weir_config *cfg)
 		buf_adds(&why, "no recipients given");
 		goto out;
 	}
-	if (qq_start(&c, qq_program(), &why) != 0) {
+	if (qq_start_any(&c, qq_socket_path(cfg->queue_socket), qq_program(), &why) != 0) {
 		rc = EX_TEMPFAIL;
 		goto out;
 	}

@@ -124,6 +124,7 @@ smtpd_conf_init(struct smtpd_conf *conf, const struct weir_config *c, struct buf
 	conf->greet_pause_ms = (int)(c->listen.greet_pause * 1000);
 	conf->greet_pause_loopback = c->listen.greet_pause_loopback;
 	conf->qqprog = qq_program();
+	conf->qqsock = qq_socket_path(c->queue_socket);
 	conf->allow = xcalloc(c->listen.allow.n + 1, sizeof *conf->allow);
 	for (i = 0; i < c->listen.allow.n; i++) {
 		if (cidr_parse(c->listen.allow.v[i], &conf->allow[i], why) < 0) {
@@ -634,7 +635,7 @@ cmd_data(struct session *s, const char *arg)
 		    : "Need MAIL before DATA");
 		return 0;
 	}
-	if (qq_start(&qq, s->conf->qqprog, &why) < 0) {
+	if (qq_start_any(&qq, s->conf->qqsock, s->conf->qqprog, &why) < 0) {
 		log_warnx("%s: %s", s->addr, why.s);
 		reply(s, "451 4.3.0 Cannot queue the message now, try again later");
 		txn_reset(s);

@@ -2,8 +2,9 @@
  * session.h: one SMTP session of weir-smtpd, as an explicit state machine
  * (session.c): greeting, EHLO/HELO, MAIL, RCPT, DATA, RSET, NOOP, VRFY,
  * HELP, QUIT, with PIPELINING, SIZE, 8BITMIME and ENHANCEDSTATUSCODES.
- * The message goes to weir-queue (mail/qqclient.h) while it arrives, and
- * the client hears 250 only after weir-queue exited 0.
+ * The message goes to weir-queued, or else weir-queue (mail/qqclient.h),
+ * while it arrives, and the client hears 250 only once it is durably
+ * queued (weir-queued's K answer, weir-queue's exit 0).
  *
  * Trusts: nothing from the client.  Config keys (passed in struct
  * smtpd_conf by main.c): hostname, listen.allow, listen.max_size,
@@ -11,7 +12,8 @@
  * listen.min_data_rate, listen.junk_command_limit, listen.greet_pause,
  * listen.greet_pause_loopback,
  * listen.cert_file and listen.key_file (STARTTLS, through tls.h),
- * listen.password_file (AUTH, through auth.h).
+ * listen.password_file (AUTH, through auth.h), queue_socket (weir-queued,
+ * tried before weir-queue: mail/qqclient.h).
  */
 #ifndef WEIR_SMTPD_SESSION_H
 #define WEIR_SMTPD_SESSION_H
@@ -35,6 +37,7 @@ struct smtpd_conf {
 	int greet_pause_ms;		/* before the greeting */
 	int greet_pause_loopback;	/* ... for loopback clients too */
 	const char *qqprog;		/* weir-queue or $QMAILQUEUE */
+	const char *qqsock;		/* weir-queued's queue_socket, tried first; NULL: none */
 	struct tls_server *tls;		/* STARTTLS offered; NULL: not */
 	const char *password_file;	/* AUTH offered; NULL: not */
 	int local;			/* -s, sendmail -bs: a local user's session,

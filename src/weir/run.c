@@ -23,7 +23,8 @@
  *
  * Programs are found with libexec_path().  Config keys: queue_dir (for
  * the lock), and those of the children; this file looks only at whether
- * a listen section and a metrics section exist and showq_socket is set.
+ * a listen section and a metrics section exist and showq_socket and
+ * queue_socket are set.
  */
 #include <errno.h>
 #include <signal.h>
@@ -243,7 +244,7 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 {
 	static const char *const daemons[][2] = {
 		{ "weir-gate", NULL }, { "weir-send", NULL }, { "weir-smtpd", "-l" },
-		{ "weir-metrics", NULL }, { "weir-showq", NULL },
+		{ "weir-metrics", NULL }, { "weir-showq", NULL }, { "weir-queued", NULL },
 	};
 	struct run r;
 	size_t i, d;
@@ -265,9 +266,11 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 	evloop_signal(r.ev, SIGHUP, on_hup, &r);
 	for (d = 0; d < sizeof daemons / sizeof daemons[0]; d++) {
 		/* weir-smtpd only with a listen section, weir-metrics only
-		 * with a metrics section, weir-showq unless turned off. */
+		 * with a metrics section, weir-showq unless turned off,
+		 * weir-queued only with a queue_socket (until it listens,
+		 * weir-smtpd and sendmail run weir-queue). */
 		if ((d == 2 && !cfg->listen.present) || (d == 3 && !cfg->metrics.present) ||
-		    (d == 4 && cfg->showq_socket == NULL))
+		    (d == 4 && cfg->showq_socket == NULL) || (d == 5 && cfg->queue_socket == NULL))
 			continue;
 		i = r.n++;
 		r.c[i].r = &r;

@@ -2,8 +2,8 @@
  * crashreplay.c: crash-consistency beyond kill -9.  A killed process
  * leaves the page cache behind; a power cut does not.  This harness runs
  * a representative workload (workload.c) with every file-changing call
- * of weir-queue, sendmail, weir-send and weir-gate recorded (recorder.c;
- * weir-smtpd writes through weir-queue),
+ * of weir-queue, weir-queued, sendmail, weir-send and weir-gate recorded
+ * (recorder.c; weir-smtpd writes through weir-queued, or weir-queue),
  * then, for every prefix of the log (every call boundary), rebuilds what
  * a power cut there could leave on disk, runs weir's recovery on it and
  * checks weir's promises.

@@ -1,7 +1,7 @@
 /*
  * recorder.c: an LD_PRELOAD shim that records, in one ordered log shared
- * by every process, each call of weir-queue, sendmail, weir-send and
- * weir-gate that changes a file under the directories being tested,
+ * by every process, each call of weir-queue, weir-queued, sendmail,
+ * weir-send and weir-gate that changes a file under the directories being tested,
  * with the bytes written, so that tests/durability/crashreplay.c can
  * rebuild what a power cut after any of these calls could leave on disk.
  * Built by the Makefile as $(BUILD)/tests/recorder.so.
@@ -38,8 +38,13 @@
  *                          entry): holds a window open so that the
  *                          workload reaches it every run
  *
- * Only processes whose executable is weir-queue, sendmail, weir-send or
- * weir-gate record; the deliverer (a script) writes its own records.
+ * Only processes whose executable is weir-queue, weir-queued, sendmail,
+ * weir-send or weir-gate record; the deliverer (a script) writes its own
+ * records.  weir-queued fsyncs from several threads at once
+ * (lib/fsyncall.c): their flock is the process's, so they do not wait
+ * for each other, and each fsync's record is written when it returned,
+ * before weir-queued goes on to its links: the log never says a file
+ * was durable before it was.
  *
  * The log: one record per call, each written with one writev(2) while
  * holding flock(2) on the log, and the call itself is made under the
@@ -353,7 +358,7 @@ recorder_init(void)
 
 	is_gate = strcmp(name, "weir-gate") == 0;
 	if (!(is_gate || strcmp(name, "weir-queue") == 0 || strcmp(name, "weir-send") == 0 ||
-	    strcmp(name, "sendmail") == 0))
+	    strcmp(name, "sendmail") == 0 || strcmp(name, "weir-queued") == 0))
 		return;
 	if (lp == NULL || rt == NULL || ds == NULL || strlen(lp) >= sizeof logpath ||
 	    strlen(rt) >= sizeof root) {

@@ -5,7 +5,9 @@
  * qmail-remote(8) compatible deliverer, and nine messages: six injected
  * before weir-send starts (four with weir-queue, one of them of 120 KB,
  * one with sendmail, one of 115 KB over SMTP to the real weir-smtpd),
- * three while it runs (one each way); every body has a lone dot line
+ * three while it runs (one each way); sendmail and weir-smtpd hand their
+ * messages to the real weir-queued (queue_socket; recorded too), so its
+ * group commit is replayed as weir-queue's steps are; every body has a lone dot line
  * and lines that begin with a dot (SMTP's dot-stuffing, in and out).
  * Two injections are killed halfway and must never become deliverable:
  * a weir-queue killed (SIGKILL) halfway through its message, and an SMTP
@@ -87,7 +89,7 @@ static const struct msgspec during[] = {
 	{ "m9", "k@src.example", { "ok12@dst.example", "ok13@dst.example" }, BY_SMTP, 0 },
 };
 
-static pid_t send_pid, gate_run, upstream_pid;
+static pid_t send_pid, gate_run, upstream_pid, queued_pid;
 
 static const char deliverer_py[] =
     "#!/usr/bin/python3\n"
@@ -251,6 +253,7 @@ stop_all(void)
 	stop_group(&send_pid);
 	stop_group(&gate_run);
 	stop_group(&upstream_pid);
+	stop_group(&queued_pid);
 }
 
 void
@@ -282,8 +285,9 @@ wl_setup(struct workload *w)
 	buf_printf(&b, "queue_dir = \"%s/queue\"\nqueue_split = %d\nhostname = \"%s\"\n"
 	    "admin = \"%s\"\nconcurrency = 2\ngate_socket = \"%s/run/gate.sock\"\n"
 	    "policy_file = \"%s/etc/policy.conf\"\ngate_journal = \"%s/gate/gate.journal\"\n"
+	    "queue_socket = \"%s/run/queued.sock\"\n"
 	    "upstream \"up1\" {\n  host = \"127.0.0.1\"\n  port = 2525\n  tls = \"none\"\n}\n",
-	    w->root, CR_SPLIT, CR_HOST, CR_ADMIN, w->root, w->root, w->root);
+	    w->root, CR_SPLIT, CR_HOST, CR_ADMIN, w->root, w->root, w->root, w->root);
 	write_file(w->conf, b.s, b.len, 0644);
 	buf_reset(&b);
 	buf_adds(&b, "upstream \"up1\" { rate = \"100000 per 1d\" max_recipients = 2 }\n");
@@ -303,10 +307,10 @@ wl_setup(struct workload *w)
 	    setenv("WEIR_REMOTE", p, 1) < 0)
 		cr_die("setenv: %s", strerror(errno));
 	free(p);
-	p = xasprintf("%s/weir-queue", w->bindir);
-	if (setenv("QMAILQUEUE", p, 1) < 0)
+	/* The built programs (weir-queue when weir-queued is not reached,
+	 * and for bounces); no QMAILQUEUE, which would bypass weir-queued. */
+	if (setenv("WEIR_LIBEXEC", w->bindir, 1) < 0 || unsetenv("QMAILQUEUE") < 0)
 		cr_die("setenv: %s", strerror(errno));
-	free(p);
 
 	p = xasprintf("%s/weir", w->bindir);
 	q = xasprintf("%s/setup.log", w->root);
@@ -837,6 +841,41 @@ start_gate(struct workload *w)
 	free(glog);
 }
 
+/* weir-queued, recorded, and wait for its socket. */
+static void
+start_queued(struct workload *w)
+{
+	char *prog = xasprintf("%s/weir-queued", w->bindir), *sock = xasprintf("%s/run/queued.sock", w->root);
+	char *qlog = xasprintf("%s/queued.log", w->root);
+	const char *argv[] = { prog, "-c", w->conf, NULL };
+	int ms;
+
+	queued_pid = spawn(argv, NULL, NULL, qlog, 1);
+	for (ms = 0; ms < 10000 && !tl_sock_answers(sock); ms += 10)
+		usleep(10000);
+	if (ms >= 10000)
+		cr_die("weir-queued does not answer on %s (see %s)", sock, qlog);
+	free(prog);
+	free(sock);
+	free(qlog);
+}
+
+/* Did weir-queued take at least one message (a pid/ file of its pid)? */
+static int
+queued_took(const struct workload *w)
+{
+	struct buf b = BUF_INIT;
+	char *pat = xasprintf(" queue/pid/%ld.", (long)queued_pid);
+	int r;
+
+	if (read_file_at(AT_FDCWD, w->log, &b, 1u << 30) != 0)
+		cr_die("read %s: %s", w->log, strerror(errno));
+	r = b.len && memmem(b.s, b.len, pat, strlen(pat)) != NULL;
+	buf_free(&b);
+	free(pat);
+	return r;
+}
+
 int
 wl_run(struct workload *w)
 {
@@ -846,6 +885,7 @@ wl_run(struct workload *w)
 
 	record_from_here(w);
 	start_gate(w);
+	start_queued(w);
 
 	/* -r: m1 first, alone in todo/ (else weir-send's fsync of todo/
 	 * after an older entry would close the window), held after its
@@ -879,6 +919,11 @@ wl_run(struct workload *w)
 		fprintf(stderr, "crashreplay: the workload did not finish in %d s: %zu of %d "
 		    "confirmations, %zu messages left (expected %d); see %s\n", WAIT_MS / 1000,
 		    count_confirmed(w), EXPECT_CONFIRMED, count_mess(w), EXPECT_LEFT, slog);
+		rc = -1;
+	}
+	if (!queued_took(w)) {
+		fprintf(stderr, "crashreplay: weir-queued took no message: sendmail and weir-smtpd "
+		    "ran weir-queue instead (see %s/queued.log)\n", w->root);
 		rc = -1;
 	}
 	/* And at the end, with only the deferred messages left. */

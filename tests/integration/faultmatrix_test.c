@@ -545,7 +545,8 @@ Test(faultmatrix, soak_short)
 	rt_say("soak_short: seed %llu (replay with SOAK_SEED=%llu)", o.seed, o.seed);
 	rt_soak_round(&t, &o, &res);
 	rt_say("soak_short: %zu recipients, %zu transactions, %.1f s; kills %zu weir-send, "
-	    "%zu weir-remote, %zu weir-gate; %zu duplicates (bound %zu); window %zu of %u",
-	    res.recipients, res.transactions, res.seconds, res.send_kills, res.remote_kills,
-	    res.gate_kills, res.duplicates, res.dup_bound, res.worst, o.limit);
+	    "%zu weir-remote, %zu weir-gate, %zu weir-queued; %zu duplicates (bound %zu); "
+	    "window %zu of %u", res.recipients, res.transactions, res.seconds, res.send_kills,
+	    res.remote_kills, res.gate_kills, res.queued_kills, res.duplicates, res.dup_bound,
+	    res.worst, o.limit);
 }

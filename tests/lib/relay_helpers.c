@@ -145,6 +145,7 @@ rt_teardown(struct rt *t)
 	shd_kill9(&t->send);
 	free(t->send.log);
 	reap(&t->gate);
+	reap(&t->queued);
 	reap(&t->up);
 	for (i = 0; i < 20 && kill_orphans(NULL) > 0; i++)
 		usleep(20000);
@@ -532,11 +533,15 @@ rt_wait(int (*cond)(struct rt *, void *), struct rt *t, void *arg, int ms)
 int
 rt_drained(struct rt *t, void *arg)
 {
-	static const char *const dirs[] = { "todo", "intd", "info", "remote", "bounce" };
+	/* intd/ is left out: a writer killed before its todo/ link leaves
+	 * intd/ and mess/ of a message never queued (removed after 36
+	 * hours, as qmail-send does); one being preprocessed still has its
+	 * todo/ entry. */
+	static const char *const dirs[] = { "todo", "info", "remote", "bounce" };
 	size_t i;
 
 	(void)arg;
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
 		char *p = xasprintf("%s/%s", t->s.qt.qdir, dirs[i]);
 		int n = tl_count_files(p);
 
@@ -1006,13 +1011,49 @@ soak_rcpt(unsigned round, size_t i, size_t j)
 	return xasprintf("r%um%zuk%zu@dest.example", round, i, j);
 }
 
+/* weir-queued on t's queue_socket (the folder's queued.sock). */
+static void
+rt_queued_start(struct rt *t)
+{
+	char *bin = tl_bin("weir-queued"), *log = xasprintf("%s/queued.log", t->s.qt.tmp);
+	char *sock = xasprintf("%s/queued.sock", t->s.qt.tmp);
+	pid_t parent = getpid();
+	int fd, i;
+
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0, "open %s: %s", log, strerror(errno));
+	t->queued = fork();
+	cr_assert(t->queued >= 0, "fork: %s", strerror(errno));
+	if (t->queued == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(bin, bin, "-c", t->s.qt.conf, (char *)NULL);
+		_exit(127);
+	}
+	setpgid(t->queued, t->queued);
+	close(fd);
+	for (i = 0; i < 1000 && !tl_sock_answers(sock); i++)
+		usleep(10000);	/* its socket is the event: polled, 10 s at most */
+	cr_assert(i < 1000, "weir-queued does not answer on %s (see %s)", sock, log);
+	free(bin);
+	free(log);
+	free(sock);
+}
+
 /* The injector: a child that queues every message with sendmail, one
- * after the other, while the kills go on. */
+ * after the other, while the kills go on.  A sendmail that failed for
+ * the time being (EX_TEMPFAIL: its weir-queued was killed) is run again,
+ * and the message's number written to retried. */
 static pid_t
-soak_inject(struct rt *t, const struct rt_soak *o)
+soak_inject(struct rt *t, const struct rt_soak *o, const char *retried)
 {
 	pid_t pid = fork();
 	size_t i, j;
+	int tries;
 
 	cr_assert(pid >= 0, "fork: %s", strerror(errno));
 	if (pid > 0)
@@ -1029,7 +1070,19 @@ soak_inject(struct rt *t, const struct rt_soak *o)
 		for (j = 0; j < n; j++)
 			args[2 + j] = rc[j] = soak_rcpt(o->round, i, j);
 		snprintf(msg, sizeof msg, "Subject: soak %u/%zu\n\nbody of %zu\n", o->round, i, i);
-		r = rt_run(t, "sendmail", args, 2 + n, msg);
+		for (tries = 0; tries < 10; tries++) {
+			r = rt_run(t, "sendmail", args, 2 + n, msg);
+			if (r.status != 75)
+				break;
+			fprintf(stderr, "soak: sendmail exit 75 (%s): again\n", buf_cstr(&r.err));
+			tl_result_free(&r);
+			{
+				FILE *f = fopen(retried, "a");
+
+				if (f == NULL || fprintf(f, "%zu\n", i) < 0 || fclose(f) != 0)
+					_exit(1);
+			}
+		}
 		if (r.status != 0) {
 			fprintf(stderr, "soak: sendmail exit %d: %s\n", r.status, buf_cstr(&r.err));
 			_exit(1);
@@ -1046,6 +1099,9 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 {
 	char upconf[64], policy[160];
 	double *kill_at = xcalloc(o->kills + 1, sizeof *kill_at);
+	unsigned long *isretried = NULL;
+	size_t nretried = 0;
+	char *retried;
 	uint64_t rs = o->seed * 2654435761ULL + o->round + 1;
 	size_t i, j, k, nkt = 0, s2;
 	struct rt_rec r;
@@ -1063,12 +1119,28 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 	rt_policy(t, policy);
 	rt_gate_start(t, "2s");
 	rt_send_start(t);
-	inj = soak_inject(t, o);
+	/* sendmail through weir-queued: no QMAILQUEUE (which would bypass
+	 * it), and weir-queue found in WEIR_LIBEXEC while it is down. */
+	{
+		char *qs = xasprintf("queue_socket = \"%s/queued.sock\"\n", t->s.qt.tmp);
+
+		sh_conf_append(&t->s, qs);
+		free(qs);
+		for (i = 0; t->s.qt.envs[i]; i++)
+			if (strncmp(t->s.qt.envs[i], "QMAILQUEUE=", 11) == 0) {
+				free(t->s.qt.envs[i]);
+				t->s.qt.envs[i] = xstrdup(t->env_libexec);
+			}
+	}
+	rt_queued_start(t);
+	retried = xasprintf("%s/retried.%u", t->s.qt.tmp, o->round);
+	inj = soak_inject(t, o, retried);
 	for (k = 0; k < o->kills; k++) {
 		/* A pause of up to 2 * mean_gap_ms, then a victim: weir-send
-		 * 2 in 5, a running weir-remote 2 in 5, weir-gate 1 in 5. */
+		 * 2 in 6, a running weir-remote 2 in 6, weir-gate 1 in 6,
+		 * weir-queued 1 in 6. */
 		unsigned pause = (unsigned)(soak_rand(&rs) % (2 * o->mean_gap_ms + 1));
-		unsigned who = (unsigned)(soak_rand(&rs) % 5);
+		unsigned who = (unsigned)(soak_rand(&rs) % 6);
 
 		usleep(pause * 1000);
 		if (who < 2) {
@@ -1096,25 +1168,46 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 				res->remote_misses++;
 			/* A crashed deliverer is retried on qmail's schedule. */
 			rt_flush(t);
-		} else {
+		} else if (who < 5) {
 			rt_gate_kill9(t);
 			res->gate_kills++;
 			rt_gate_start(t, "2s");
+		} else {
+			reap(&t->queued);
+			res->queued_kills++;
+			rt_queued_start(t);
 		}
 	}
 	while (waitpid(inj, &st, 0) < 0 && errno == EINTR)
 		;
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "soak: the injection failed (0x%x)", st);
+	reap(&t->queued);
+	{
+		/* The messages run again: each may come twice, whenever. */
+		struct buf rb = BUF_INIT;
+		const char *p;
+
+		if (read_file_at(AT_FDCWD, retried, &rb, 1 << 20) == 0)
+			for (p = buf_cstr(&rb); *p; p = strchr(p, '\n') + 1) {
+				isretried = xrealloc(isretried, (nretried + 1) * sizeof *isretried);
+				isretried[nretried++] = strtoul(p, NULL, 10);
+				res->reinjected++;
+			}
+		buf_free(&rb);
+	}
 	/* Drained, with a flush now and then for the crashed deliveries. */
 	for (i = 0; i < 60 && !rt_wait(rt_drained, t, NULL, 3000); i++)
 		rt_flush(t);
 	cr_assert(rt_drained(t, NULL), "soak round %u (seed %llu): not drained after 3 min:\n...%s",
 	    o->round, (unsigned long long)o->seed, rt_send_logs_tail(t, 4000));
 	/* A kill during a message's elimination may leave mess/ alone (S2,
-	 * removed after 36 hours): at most one per kill of weir-send. */
+	 * removed after 36 hours): at most one per kill of weir-send; a
+	 * kill of weir-queued, the mess/ and intd/ files of the one message
+	 * the injector had in its hands (never queued: sendmail ran again). */
 	s2 = (size_t)qt_leftovers(&t->s.qt);
-	cr_assert(s2 <= res->send_kills, "%zu files left in the queue after %zu kills of weir-send",
-	    s2, res->send_kills);
+	cr_assert(s2 <= res->send_kills + 2 * res->queued_kills, "%zu files left in the queue "
+	    "after %zu kills of weir-send and %zu of weir-queued", s2, res->send_kills,
+	    res->queued_kills);
 	rt_assert_queue_sound(t);
 	rt_rec_load(t, &r);
 	/* Every recipient at least once. */
@@ -1148,6 +1241,17 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 		}
 		if (first < 0)
 			continue;
+		{
+			/* r<round>m<i>k<j>@: a message sendmail ran twice. */
+			unsigned long mi = strtoul(strchr(d->rcpts[0], 'm') + 1, NULL, 10);
+
+			for (m = 0; m < nretried && isretried[m] != mi; m++)
+				;
+			if (m < nretried) {
+				res->reinjected_dups++;
+				continue;
+			}
+		}
 		res->duplicates++;
 		for (k = 0; k < nkt; k++)
 			if (first > kill_at[k] - 5.0 && first < kill_at[k] + 1.0)
@@ -1163,8 +1267,13 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 	res->worst = rt_assert_window(&r, o->limit, (double)o->per);
 	res->transactions = r.n;
 	res->s2 = s2;
+	cr_assert(res->reinjected_dups <= res->reinjected, "soak round %u: %zu repeated "
+	    "transactions of messages sendmail ran again, only %zu ran again", o->round,
+	    res->reinjected_dups, res->reinjected);
 	rt_rec_free(&r);
 	free(kill_at);
+	free(isretried);
+	free(retried);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 }

@@ -40,6 +40,7 @@ struct rt {
 	struct shd send;	/* weir-send */
 	pid_t gate;		/* weir-gate, or 0 */
 	char *gate_log;
+	pid_t queued;		/* weir-queued, or 0 */
 	char *env_libexec, *env_qq;
 };
 
@@ -207,7 +208,9 @@ struct rt_soak {
 };
 
 struct rt_soak_result {
-	size_t send_kills, remote_kills, remote_misses, gate_kills;
+	size_t send_kills, remote_kills, remote_misses, gate_kills, queued_kills;
+	size_t reinjected;	/* sendmail runs repeated after a temporary failure */
+	size_t reinjected_dups;	/* transactions repeating one of those messages */
 	size_t in_flight;	/* deliverers running at the kills */
 	size_t dup_bound;	/* the most that may be repeated */
 	size_t duplicates;	/* transactions repeating a recipient */
@@ -219,9 +222,13 @@ struct rt_soak_result {
 /*
  * One round on a fresh rt (rt_setup() done, nothing started): the
  * upstream, weir-gate and weir-send; o->messages injected by a child
- * with sendmail while o->kills kill -9s hit weir-send (restarted),
- * the running weir-remotes, or weir-gate (restarted on its journal) at
- * pseudo-random moments from o->seed.  Then asserts: the queue drains
+ * with sendmail (through weir-queued: queue_socket) while o->kills kill
+ * -9s hit weir-send (restarted), the running weir-remotes, weir-gate
+ * (restarted on its journal) or weir-queued (restarted; meanwhile
+ * sendmail runs weir-queue) at pseudo-random moments from o->seed.  A
+ * sendmail that fails for the time being (its weir-queued killed) is run
+ * again, as a client would; that message may then come twice (killed
+ * between its todo/ link and its answer), and only it.  Then asserts: the queue drains
  * and passes queue-check, every recipient delivered at least once, each
  * duplicate transaction near a kill of weir-send or weir-remote and no
  * more of them than could be in flight, no bounce, the window held over

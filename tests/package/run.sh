@@ -169,6 +169,8 @@ check_users() {
 	check "weir-send runs as weir-send" runs_as weir-send weir-send
 	check "weir-smtpd runs as weir-smtpd" runs_as weir-smtpd weir-smtpd
 	check "weir-showq runs as weir-send" runs_as weir-showq weir-send
+	check "weir-queued runs as weir-queued" runs_as weir-queued weir-queued
+	check "weir-queued has group weir-queue" has_group weir-queued weir-queue
 	check "weir-send has group weir-queue" has_group weir-send weir-queue
 }
 install_deb() {	# LOG
@@ -258,7 +260,7 @@ expect_mode /run/weir "2750 weir-gate:weir-send"
 check "/usr/sbin/sendmail, /usr/lib/sendmail and /usr/bin/mailq" \
 	sh -c "test -x '$root/usr/sbin/sendmail' && test -x '$root/usr/lib/sendmail' && test -x '$root/usr/bin/mailq'"
 for m in man8/weir.8 man8/weir-queue.8 man8/weir-send.8 man8/weir-gate.8 man8/weir-remote.8 \
-    man8/weir-smtpd.8 man8/weir-showq.8 man8/sendmail.8 man1/mailq.1 man5/weir.conf.5 man5/weir-policy.conf.5; do
+    man8/weir-smtpd.8 man8/weir-showq.8 man8/weir-queued.8 man8/sendmail.8 man1/mailq.1 man5/weir.conf.5 man5/weir-policy.conf.5; do
 	check "man page $m" test -s "$root/usr/share/man/$m.gz"
 done
 check "weir queue-check: the queue is sound" sh -c "chroot '$root' weir queue-check >'$work/qcheck.log' 2>&1"

@@ -5,9 +5,9 @@
  *
  * SOAK_ROUNDS rounds (default 4), each on a fresh queue and upstream:
  * SOAK_MESSAGES messages (default 300; every 10th to 1-5 recipients)
- * injected with sendmail while SOAK_KILLS kill -9s (default 24) hit
- * weir-send, the running weir-remotes or weir-gate at pseudo-random
- * moments.  Every round asserts what rt_soak_round() (relay_helpers.h)
+ * injected with sendmail (through weir-queued) while SOAK_KILLS kill -9s
+ * (default 24) hit weir-send, the running weir-remotes, weir-gate or
+ * weir-queued at pseudo-random moments.  Every round asserts what rt_soak_round() (relay_helpers.h)
  * promises: every recipient delivered at least once, duplicates only
  * for transactions in flight at a kill and no more than those, no
  * bounce, `weir queue-check` sound, the window invariant held at the
@@ -82,10 +82,12 @@ Test(soak, rounds)
 		live = 1;
 		rt_soak_round(&t, &o, &res);
 		rt_say("soak: round %lu: %zu recipients in %zu transactions in %.1f s; kills: "
-		    "%zu weir-send, %zu weir-remote (%zu found none running), %zu weir-gate; %zu "
+		    "%zu weir-send, %zu weir-remote (%zu found none running), %zu weir-gate, %zu "
+		    "weir-queued (%zu sendmail runs again, %zu of their transactions repeated); %zu "
 		    "in flight; %zu duplicate transactions (bound %zu), %zu extra copies; busiest "
 		    "window %zu of %u; %zu S2 leftovers", i, res.recipients, res.transactions,
 		    res.seconds, res.send_kills, res.remote_kills, res.remote_misses, res.gate_kills,
+		    res.queued_kills, res.reinjected, res.reinjected_dups,
 		    res.in_flight, res.duplicates, res.dup_bound, res.extra_copies, res.worst,
 		    o.limit, res.s2);
 		sum.recipients += res.recipients;
@@ -93,16 +95,18 @@ Test(soak, rounds)
 		sum.send_kills += res.send_kills;
 		sum.remote_kills += res.remote_kills;
 		sum.gate_kills += res.gate_kills;
+		sum.queued_kills += res.queued_kills;
 		sum.duplicates += res.duplicates;
 		sum.dup_bound += res.dup_bound;
 		sum.seconds += res.seconds;
 		teardown();
 	}
 	rt_say("soak: seed %llu: %lu rounds, %zu messages, %zu recipients, %zu "
-	    "transactions, kills %zu weir-send + %zu weir-remote + %zu weir-gate, %zu duplicate "
-	    "transactions (bound %zu), %.1f s", o.seed, rounds, rounds * o.messages,
-	    sum.recipients, sum.transactions, sum.send_kills, sum.remote_kills, sum.gate_kills,
-	    sum.duplicates, sum.dup_bound, sum.seconds);
+	    "transactions, kills %zu weir-send + %zu weir-remote + %zu weir-gate + %zu "
+	    "weir-queued, %zu duplicate transactions (bound %zu), %.1f s", o.seed, rounds,
+	    rounds * o.messages, sum.recipients, sum.transactions, sum.send_kills,
+	    sum.remote_kills, sum.gate_kills, sum.queued_kills, sum.duplicates, sum.dup_bound,
+	    sum.seconds);
 }
 
 /* How many times the upstream's record holds what. */
