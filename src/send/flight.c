@@ -162,7 +162,7 @@ orphan_job(struct sched *s, const struct sp_flight *f)
 	unsigned long id;
 	struct msg *m;
 	struct job *j;
-	size_t i, k, todo = 0;
+	size_t i, k, todo = 0, before = 0, after = 0;
 	char boot[BOOT_ID_MAX];
 
 	if (queue_parse_msgid(f->qid, &id, &t) < 0 || (m = msg_load(s, id)) == NULL ||
@@ -182,6 +182,15 @@ orphan_job(struct sched *s, const struct sp_flight *f)
 		j->n++;
 		todo += !rf.v[k].done;
 	}
+	/* The recipients not done around the batch (its offsets ascend, and
+	 * hold every one not done between the first and the last): those
+	 * after it are the rest of the pass; those before it were put off
+	 * earlier in the pass, as far as this run can tell: a retry. */
+	for (k = 0; j->n == f->n && k < rf.n; k++)
+		if (!rf.v[k].done && rf.v[k].off < j->offs[0])
+			before++;
+		else if (!rf.v[k].done && rf.v[k].off > j->offs[j->n - 1])
+			after++;
 	rcptfile_free(&rf);
 	if (j->n < f->n || todo == 0) {
 		if (j->n < f->n)
@@ -206,6 +215,8 @@ orphan_job(struct sched *s, const struct sp_flight *f)
 	j->outfd = j->ocfd = -1;
 	j->sent_at = -1;
 	j->orphan = 1;
+	j->more = after > 0;
+	m->pass_deferred = before > 0;
 	sched_unlink(s, m);
 	evloop_timer_cancel(s->ev, m->due);
 	m->due = NULL;
@@ -241,6 +252,7 @@ settle_file(struct sched *s, int fd, const char *name, struct job *j)
 			log_info("msg %s: its deliverer never took it (weir-send died): again",
 			    j->m->qid);
 			gate_tell(s, j, GP_REFUND, 0, NULL);
+			j->m->pass_deferred = 0;	/* the pass starts again from the top */
 			job_drop(s, j);
 		} else if (!f.done) {
 			log_warnx("msg %s: its deliverer died before the outcome (weir-send "

@@ -21,6 +21,18 @@
  *                       took the message (the gate counts the dropped
  *                       grant for 6 s only), not after 60 s; the next
  *                       weir-send gets the outcome from the flight file
+ *   held_batch_of_a_bigger_message
+ *                       one message to 3 recipients, one per transaction
+ *                       (max_recipients = 1), the first batch's dot held
+ *                       when weir-send is killed: the next weir-send
+ *                       applies that batch's outcome and goes on with the
+ *                       other two: each exactly once (found by the soak:
+ *                       the message ended after the recovered batch)
+ *   held_batch_after_a_deferred_one
+ *                       the same, the first recipient put off (451), the
+ *                       second's dot held: after the kill the third goes,
+ *                       and the first stays queued for its retry (not
+ *                       dropped with the message's end)
  *   deliverer_killed_too
  *                       the same with the deliverer killed as well (the
  *                       outcome is really unknown) and a grace of 20 s
@@ -238,4 +250,65 @@ Test(inflight, left_alone_gives_up_at_half_the_grace)
 	rt_wait_log(&t, "deferred <h1@dest.example>", 1, 10000);
 	rt_say("inflight: left alone, the deliverer stopped %.1f s after weir-send's death",
 	    gone - killed);
+}
+
+Test(inflight, held_batch_of_a_bigger_message)
+{
+	const char *flags[] = { "--dataend-delay", "b1@dest.example=3", NULL };
+	const char *rcpts[] = { "b1@dest.example", "b2@dest.example", "b3@dest.example" };
+	struct rt_rec r;
+	size_t i;
+
+	rt_setup(&t, 1);
+	rt_upstream_start(&t, "good", flags, 0);
+	rt_conf_upstream(&t, "  max_recipients = 1\n");
+	rt_policy(&t, "upstream \"isp\" { rate = {\"10 per 1s\"} }\n");
+	rt_gate_start(&t, NULL);
+	rt_send_start(&t);
+	rt_sendmail(&t, SENDER, rcpts, 3, "Subject: b\n\nhello\n");
+	cr_assert(rt_wait(rt_record_has, &t, "\"delaying\"", 20000),
+	    "the first batch never reached its final dot");
+	rt_send_kill9(&t);
+	rt_send_start(&t);
+	rt_wait_empty(&t, 30000);
+	rt_rec_load(&t, &r);
+	for (i = 0; i < 3; i++)
+		cr_assert_eq(rt_rec_count(&r, SENDER, rcpts[i]), 1, "<%s> delivered %zu times",
+		    rcpts[i], rt_rec_count(&r, SENDER, rcpts[i]));
+	cr_assert_eq(r.n, 3, "%zu transactions", r.n);
+	rt_assert_queue_sound(&t);
+	rt_rec_free(&r);
+}
+
+Test(inflight, held_batch_after_a_deferred_one)
+{
+	const char *flags[] = { "--dataend-delay", "b2@dest.example=3",
+		"--reply", "rcpt:b1@dest.example=451 4.3.0 busy", NULL };
+	const char *rcpts[] = { "b1@dest.example", "b2@dest.example", "b3@dest.example" };
+	struct rt_rec r;
+	size_t want = 2;
+	char *mq;
+
+	rt_setup(&t, 1);
+	rt_upstream_start(&t, "good", flags, 0);
+	rt_conf_upstream(&t, "  max_recipients = 1\n");
+	rt_policy(&t, "upstream \"isp\" { rate = {\"10 per 1s\"} }\n");
+	rt_gate_start(&t, NULL);
+	rt_send_start(&t);
+	rt_sendmail(&t, SENDER, rcpts, 3, "Subject: b\n\nhello\n");
+	cr_assert(rt_wait(rt_record_has, &t, "\"delaying\"", 20000),
+	    "the second batch never reached its final dot");
+	rt_send_kill9(&t);
+	rt_send_start(&t);
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &want, 20000), "b2 and b3 not delivered");
+	rt_wait_log(&t, "delivered to <b3@dest.example>", 1, 10000);
+	rt_rec_load(&t, &r);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "b2@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "b3@dest.example"), 1);
+	cr_assert_eq(rt_rec_count(&r, SENDER, "b1@dest.example"), 0);
+	mq = rt_mailq(&t);
+	cr_assert(strstr(mq, "b1@dest.example") != NULL, "b1 was dropped:\n%s", mq);
+	free(mq);
+	rt_assert_no_bounce(&t, &r);
+	rt_rec_free(&r);
 }
