@@ -3,7 +3,7 @@
  *
  *   weir-remote [-c FILE] [-u UPSTREAM] [-n [-r FD]] [-q ID] host sender recip...
  *   weir-remote [-c FILE] -T -u UPSTREAM
- *   weir-remote [-c FILE] -S -u UPSTREAM host
+ *   weir-remote [-c FILE] -S [-f FD] -u UPSTREAM host
  *
  * One message (the first form): it is read from fd 0 (a qmail mess
  * file).  On fd 1 come one report per recipient, in argument order: "r"
@@ -29,6 +29,10 @@
  * its file and the pipes for its reports and outcome line, all of them
  * over one connection to the upstream (smtp.h's kept session); "ready"
  * or "closing" after each; end of file on fd 0 ends it (QUIT, exit 0).
+ * With -f FD, the session's flight file: each message's outcome goes
+ * there too, so that it outlives weir-send (mail/sessproto.h), and a
+ * deliverer left alone by weir-send (SIGTERM, its death signal) finishes
+ * the message it holds within half its grace, then exits.
  *
  * The upstream: -u names an upstream section of weir.conf; without -u,
  * the first whose senders match the sender, else the first without
