@@ -126,11 +126,9 @@ int
 flight_hand(struct sched *s, int fd, const struct job *j)
 {
 	struct buf b = BUF_INIT;
-	char boot[BOOT_ID_MAX];
 	int rc = 0;
 
-	boot_id(boot, sizeof boot);
-	sp_fmt_flight_msg(&b, j->m->qid, s->ups[j->up].name, j->grant, boot, j->offs, j->n);
+	sp_fmt_flight_msg(&b, j->m->qid, s->ups[j->up].name, j->grant, s->boot, j->offs, j->n);
 	if (ftruncate(fd, 0) < 0 || pwrite(fd, b.s, b.len, 0) != (ssize_t)b.len) {
 		log_warn("msg %s: writing its flight file (sent again if weir-send dies)",
 		    j->m->qid);
@@ -163,7 +161,7 @@ orphan_job(struct sched *s, const struct sp_flight *f)
 	struct msg *m;
 	struct job *j;
 	size_t i, k, todo = 0, before = 0, after = 0;
-	char boot[BOOT_ID_MAX];
+	int known;
 
 	if (queue_parse_msgid(f->qid, &id, &t) < 0 || (m = msg_load(s, id)) == NULL ||
 	    strcmp(m->qid, f->qid) != 0 || m->job || rcptfile_load(s->o->q, id, &rf) != 0)
@@ -206,11 +204,11 @@ orphan_job(struct sched *s, const struct sp_flight *f)
 	for (j->up = 0; j->up < s->nups; j->up++)
 		if (s->ups[j->up].name && strcmp(s->ups[j->up].name, f->upstream) == 0)
 			break;
-	if (j->up == s->nups)
+	known = j->up < s->nups;
+	if (!known)
 		j->up = sched_upidx(s, m);	/* gone from the config: not settled */
 	/* A 250's time of another boot means nothing to this one's gate. */
-	boot_id(boot, sizeof boot);
-	j->grant = strcmp(boot, f->boot) == 0 && j->up < s->cfg->nupstreams ? f->grant : 0;
+	j->grant = known && strcmp(s->boot, f->boot) == 0 ? f->grant : 0;
 	j->state = J_RUNNING;
 	j->outfd = j->ocfd = -1;
 	j->sent_at = -1;
@@ -349,6 +347,7 @@ flight_recover(struct sched *s)
 	DIR *d;
 
 	s->flight_ifd = -1;
+	boot_id(s->boot, sizeof s->boot);
 	s->flight_ok = flight_dir(s) == 0;
 	if (!s->flight_ok)
 		return;

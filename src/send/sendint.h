@@ -56,6 +56,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lib/bootid.h"
 #include "lib/buf.h"
 #include "lib/evloop.h"
 #include "mail/gateclient.h"
@@ -228,6 +229,7 @@ struct sched {
 	struct evtimer *sess_note_timer;	/* sched/sessions is due */
 	/* flight.c */
 	int flight_ok;			/* flight/ is there */
+	char boot[BOOT_ID_MAX];		/* this boot's id (lib/bootid.h) */
 	struct pending *flight_pending;	/* an earlier run's, their deliverers at work */
 	int flight_ifd;			/* inotify on flight/ while any; -1: none */
 };
