@@ -29,25 +29,37 @@ BUILD      ?= build
 
 CC       ?= gcc
 CFLAGS   ?= -O2 -g
+LDFLAGS  ?=
 WARN     := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
 # Installation paths reach the code through a generated header, rewritten
 # only when a path changes, so `make install PREFIX=...` after a plain
 # `make` rebuilds what embeds the old path.
 PATHS_H  := $(BUILD)/paths.h
-DEFS     := -D_GNU_SOURCE -include $(PATHS_H)
-ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(CPPFLAGS)
-LDLIBS   := -lconfuse -lm
-# Libraries only some programs need: weir-queue is set-id when installed
-# and must not load OpenSSL or SASL for nothing.
-LIBS_weir-remote := -lssl -lcrypto -lsasl2
-LIBS_weir-smtpd := -lssl -lcrypto -lcrypt
-# weir-smtpd -l forks a process per connection: with every symbol bound
-# at start (not lazily), the sessions inherit the bindings instead of each
-# resolving them again (perf: _dl_fixup in every session; BENCHMARKS.md).
+# Other generated headers, included as "folder/name.h".
+GEN      := $(BUILD)/gen
+DEFS     := -D_GNU_SOURCE -include $(PATHS_H) -I$(GEN)
+ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(PKG_CFLAGS) $(CPPFLAGS)
+# Libraries, named for pkg-config: PKGS for every program, PKGS_<program>
+# for one program alone (weir-queue is set-id when installed and must not
+# load OpenSSL or SASL for nothing), TEST_PKGS for the tests, which link
+# them all.  LDLIBS: libraries without a pkg-config file.
+PKGS             := libconfuse
+# OAuth (mail/oauth.c: HTTPS through libcurl, JSON through json-c): only
+# in the deliverer and the operator command (weir auth); weir-send and
+# weir-metrics read the token status file (json-c).
+PKGS_weir-remote := openssl libsasl2 libcurl json-c
+PKGS_weir        := libcurl json-c libcrypto
+PKGS_weir-send   := json-c
+PKGS_weir-metrics := json-c
+PKGS_weir-smtpd  := openssl libxcrypt
+PKGS_weir-gate   := hiredis
+TEST_PKGS        := criterion
+LDLIBS           := -lm
+# Link flags of one program, after $(LDFLAGS).  weir-smtpd -l forks a
+# process per connection: with every symbol bound at start (not lazily),
+# the sessions inherit the bindings instead of each resolving them again
+# (perf: _dl_fixup in every session; BENCHMARKS.md).
 LDFLAGS_weir-smtpd := -Wl,-z,now
-LIBS_weir-gate := -lhiredis
-ALL_LIBS := $(LDLIBS) $(LIBS_weir-remote) -lcrypt -lhiredis
-TESTLIBS := -lcriterion
 
 # program name : source folder (a folder without main.c is not built yet)
 ALL_PROGRAMS := weir-queue:queue weir-queued:queued weir:weir sendmail:sendmail weir-send:send weir-remote:remote weir-gate:gate weir-smtpd:smtpd weir-metrics:metrics weir-showq:showq
@@ -60,6 +72,19 @@ LIBWEIR  := $(BUILD)/libweir.a
 prog_name = $(word 1,$(subst :, ,$(1)))
 prog_dir  = $(word 2,$(subst :, ,$(1)))
 BINS     := $(foreach p,$(PROGRAMS),$(BUILD)/bin/$(call prog_name,$(p)))
+
+# pkg-config's answers: the include folders once, quietly (make check,
+# on a fresh machine, starts before its first step installed the
+# packages); the libraries at each link, where a package it does not
+# know stops the build with its name.  Include folders only: a define
+# (hiredis.pc's -D_FILE_OFFSET_BITS=64) would rename the libc functions
+# that the fault-injection and crash-recording shims define.
+ALL_PKGS   := $(PKGS) $(foreach p,$(PROGRAMS),$(PKGS_$(call prog_name,$(p))))
+PKG_CFLAGS := $(shell pkg-config --cflags-only-I $(ALL_PKGS) $(TEST_PKGS) 2>/dev/null)
+pkg_libs    = $(or $(shell pkg-config --libs $(1) 2>/dev/null),$(error pkg-config: no $(1) \
+	(scripts/deps.sh build installs what weir needs)))
+ALL_LIBS    = $(call pkg_libs,$(ALL_PKGS)) $(LDLIBS)
+TEST_LIBS   = $(call pkg_libs,$(ALL_PKGS) $(TEST_PKGS)) $(LDLIBS)
 
 # Non-main objects of every program, for the tests to link directly.
 PROG_LOGIC_SRC := $(filter-out %/main.c,$(foreach p,$(PROGRAMS),$(wildcard src/$(call prog_dir,$(p))/*.c)))
@@ -76,8 +101,9 @@ MAILQ      := $(if $(filter sendmail:%,$(PROGRAMS)),$(BUILD)/bin/mailq)
 
 .SECONDARY:
 .PHONY: FORCE all check test-run demo demo-run install clean bench-inject fuzz fuzz-smoke
-.PHONY: crashtest crash-check crash-race
-all: $(BINS)
+# mailq, sendmail's link, with the programs: the build tree is usable as
+# it is (the README's demo, the man pages' examples).
+all: $(BINS) $(MAILQ)
 
 # V=1 shows the full commands.
 Q := $(if $(V),,@)
@@ -93,6 +119,21 @@ $(BUILD)/%.o: %.c | $(PATHS_H)
 	@$(if $(V),,echo "  CC  $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
+# The version, from debian/changelog's first line, for --version.
+$(GEN)/version.h: debian/changelog
+	@mkdir -p $(dir $@)
+	$(Q)v=$$(sed -n '1s/^weir (\([^)]*\)).*/\1/p' $<); \
+		[ -n "$$v" ] || { echo "$<: no 'weir (VERSION)' on its first line" >&2; exit 1; }; \
+		printf '#define WEIR_VERSION "%s"\n' "$$v" >$@
+$(BUILD)/src/lib/usage.o $(BUILD)/fuzz/src/lib/usage.o: $(GEN)/version.h
+
+# weir-gate's Redis scripts (src/gate/*.lua) as C strings for shared.c.
+LUA_SRC := $(wildcard src/gate/*.lua)
+$(GEN)/gate/lua.h: $(LUA_SRC) scripts/lua2c.sh
+	@mkdir -p $(dir $@)
+	$(Q)scripts/lua2c.sh $(LUA_SRC) >$@.tmp && mv -f $@.tmp $@
+$(BUILD)/src/gate/shared.o $(BUILD)/fuzz/src/gate/shared.o: $(GEN)/gate/lua.h
+
 $(LIBWEIR): $(LIB_OBJ)
 	@rm -f $@
 	@$(if $(V),,echo "  AR  $@")
@@ -107,7 +148,8 @@ define program_rule
 $(BUILD)/bin/$(call prog_name,$(1)): $(patsubst %.c,$(BUILD)/%.o,$(wildcard src/$(call prog_dir,$(1))/*.c)) $(LIBWEIR)
 	@mkdir -p $$(dir $$@)
 	@$$(if $$(V),,echo "  LD  $$@")
-	$$(Q)$$(CC) $$(CFLAGS) $$(LDFLAGS_$(call prog_name,$(1))) -o $$@ $$^ $$(LDLIBS) $$(LIBS_$(call prog_name,$(1)))
+	$$(Q)$$(CC) $$(CFLAGS) $$(LDFLAGS) $$(LDFLAGS_$(call prog_name,$(1))) -o $$@ $$^ \
+		$$(call pkg_libs,$$(PKGS) $$(PKGS_$(call prog_name,$(1)))) $$(LDLIBS)
 endef
 $(foreach p,$(PROGRAMS),$(eval $(call program_rule,$(p))))
 
@@ -118,11 +160,29 @@ $(BUILD)/tests/%.o: ALL_CFLAGS += -Itests/lib
 
 $(BUILD)/tests/%_test: $(BUILD)/tests/%_test.o $(TESTLIB_OBJ) $(LIBPROGS) $(LIBWEIR)
 	@$(if $(V),,echo "  LD  $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS) $(TESTLIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
+
+# tests/unit/windowdiff_test runs the same scripts at a clock of its own:
+# a copy of shared.c compiled against them with Redis's TIME replaced by
+# the list weir:test:clock, which the test sets.
+TESTCLOCK := $(BUILD)/tests/gen
+$(TESTCLOCK)/gate/lua.h: $(LUA_SRC) scripts/lua2c.sh
+	@mkdir -p $(dir $@)
+	$(Q)scripts/lua2c.sh -e "s/redis\.call('TIME')/redis.call('LRANGE', 'weir:test:clock', 0, 1)/g" \
+		$(LUA_SRC) >$@.tmp
+	$(Q)! grep -q "'TIME'" $@.tmp && mv -f $@.tmp $@
+$(BUILD)/tests/gate/shared_testclock.o: src/gate/shared.c $(TESTCLOCK)/gate/lua.h | $(PATHS_H)
+	@mkdir -p $(dir $@)
+	@$(if $(V),,echo "  CC  $@")
+	$(Q)$(CC) -I$(TESTCLOCK) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+$(BUILD)/tests/unit/windowdiff_test: $(BUILD)/tests/unit/windowdiff_test.o \
+    $(BUILD)/tests/gate/shared_testclock.o $(TESTLIB_OBJ) $(LIBPROGS) $(LIBWEIR)
+	@$(if $(V),,echo "  LD  $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(TEST_LIBS)
 
 $(FAULTINJ): tests/fault/faultinj.c | $(PATHS_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< -ldl
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -fPIC -shared -o $@ $< -ldl
 
 # The two README commands first make sure the Debian packages are there.
 check:
@@ -143,7 +203,7 @@ FUZZ_CC   ?= clang
 FUZZ_TIME ?= 60
 FUZZ_SMOKE_RUNS ?= 20000
 FUZZ_SMOKE_TIME ?= 8
-FUZZ_FLAGS := -g -O1 $(WARN) -Wno-format-nonliteral -std=gnu11 -Isrc $(DEFS)
+FUZZ_FLAGS := -g -O1 $(WARN) -Wno-format-nonliteral -std=gnu11 -Isrc $(DEFS) $(PKG_CFLAGS)
 FUZZ_NAMES := $(patsubst tests/fuzz/%_fuzz.c,%,$(wildcard tests/fuzz/*_fuzz.c))
 FUZZ_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%_fuzz)
 FUZZ_LIB   := $(BUILD)/fuzz/libweir-fuzz.a
@@ -177,89 +237,25 @@ fuzz-smoke: $(FUZZ_BINS)
 			|| { tail -n 40 $(BUILD)/fuzz/smoke/$$t.log; echo "fuzz-smoke: $$t FAILED"; exit 1; }; done
 	@echo "fuzz-smoke: ok ($(FUZZ_NAMES): seed corpora + $(FUZZ_SMOKE_RUNS) runs each)"
 
-test-run: all $(MAILQ) $(TEST_BINS) $(FAULTINJ)
+test-run: all $(TEST_BINS) $(FAULTINJ)
 	@BUILD=$(BUILD) tests/run.sh $(TEST_BINS)
 
-# Crash consistency beyond kill -9 (tests/durability/crashreplay.c): a
-# recorder preloaded into weir's programs logs every file-changing call;
-# the replayer checks every state a power cut could leave.  `make check`
-# tries a bounded set of states per call boundary, `make crashtest` all
-# subsets of what was not yet durable (up to CRASH_BOUND, sampled beyond).
-# The workload injects with weir-queue, sendmail and over SMTP to the real
-# weir-smtpd (messages over 100 KB among them), kills a weir-queue and an
-# SMTP client halfway, and restarts weir-gate (a journal compaction) in
-# the middle of the deliveries and at the end.  Both then let
-# the real weir-gate, weir-send and weir-remote deliver a few recovered
-# states to the stand-in upstream (tests/upstream/upstream.py), and run
-# the harness on weir-queue mutants that must fail (crash-selftest).
-RECORDER    := $(BUILD)/tests/recorder.so
-CRASHREPLAY := $(BUILD)/tests/durability/crashreplay
-CRASH_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(filter-out %/recorder.c,$(wildcard tests/durability/*.c)))
-CRASH_OBJ   += $(BUILD)/tests/lib/testlib_sock.o
-CRASH_BOUND ?= 10
-# States that the real weir-gate, weir-send and weir-remote then deliver
-# to the upstream (-d): make check; make crashtest delivers 20.
-CRASH_DELIVER ?= 2
-
-$(RECORDER): tests/durability/recorder.c | $(PATHS_H)
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< -ldl
-
-$(CRASHREPLAY): $(CRASH_OBJ) $(LIBPROGS) $(LIBWEIR)
-	@$(if $(V),,echo "  LD  $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(ALL_LIBS)
-
-# make crash-race: the workload with weir-queue held between its todo/
-# link and that folder's fsync while weir-send starts and takes the entry
-# (crashreplay -r).  It failed while weir-send preprocessed a todo/ entry
-# before the entry was durable (a power cut then left intd/ and info/
-# without todo/); weir-send now syncs todo/ first (send/sched.c,
-# scan_todo).  A few minutes: part of make crashtest, not make check.
-crash-race: all $(RECORDER) $(CRASHREPLAY)
-	@$(CRASHREPLAY) -r -1 -B $(BUILD)/bin -R $(RECORDER)
-
-crash-check: all $(RECORDER) $(CRASHREPLAY)
-	@$(CRASHREPLAY) -d $(CRASH_DELIVER) -U tests/upstream/upstream.py -B $(BUILD)/bin -R $(RECORDER)
-	@$(MAKE) --no-print-directory crash-selftest CRASH_SELFTEST_FLAGS=-1
-
-crashtest: all $(RECORDER) $(CRASHREPLAY)
-	@$(CRASHREPLAY) -x -b $(CRASH_BOUND) -d 20 -U tests/upstream/upstream.py -B $(BUILD)/bin -R $(RECORDER)
-	@$(MAKE) --no-print-directory crash-race
-	@$(MAKE) --no-print-directory crash-selftest
-
-# The harness's self-test: weir-queue made wrong through the recorder's
-# WEIR_REC_SKIP (nothing in src/ changes), each mutant must fail: the
-# mess/ file's fsync moved after the todo/ link and its fsync; that fsync
-# left out; the todo/ folder's fsync left out.  And weir-queued, each
-# fsync of its group commit left out in turn: the mess/ files', the
-# intd/ files', the mess/S folders', todo/'s.  (The mess/ file is open
-# under its pid/ name.)  make check stops each at its first failing state.
-CRASH_MUTANTS := weir-queue:queue/pid/:file:queue/todo weir-queue:queue/pid/:file \
-	weir-queue:queue/todo:dir weir-queued:queue/pid/:file weir-queued:queue/intd/:file \
-	weir-queued:queue/mess/:dir weir-queued:queue/todo:dir
-.PHONY: crash-selftest
-crash-selftest: all $(RECORDER) $(CRASHREPLAY)
-	@for m in $(CRASH_MUTANTS); do \
-		$(CRASHREPLAY) $(CRASH_SELFTEST_FLAGS) -S $$m -B $(BUILD)/bin -R $(RECORDER) \
-			>$(BUILD)/crash-selftest.log 2>&1; rc=$$?; \
-		if [ $$rc -ne 1 ]; then cat $(BUILD)/crash-selftest.log; \
-			echo "crash-selftest: mutant $$m was not caught (exit $$rc)"; exit 1; fi; \
-		echo "crash-selftest: mutant $$m caught: $$(grep -m1 '^    ' $(BUILD)/crash-selftest.log)"; \
-	done
+# The crash-replay harness: make crash-check (part of make check),
+# crash-race, crash-selftest and crashtest.
+include tests/durability/crash.mk
 
 # The long kill -9 soak (tests/soak/soak_test.c); SOAK_ROUNDS, SOAK_MESSAGES,
 # SOAK_KILLS and SOAK_SEED (printed by every run) shape or replay it.
 SOAK_BIN := $(BUILD)/tests/soak/soak_test
-.PHONY: soak crashtest
-soak: all $(MAILQ) $(SOAK_BIN)
+.PHONY: soak
+soak: all $(SOAK_BIN)
 	@BUILD=$(BUILD) TEST_JOBS=1 tests/run.sh $(SOAK_BIN)
-crashtest: soak
 
 demo:
 	@scripts/deps.sh demo
 	@$(MAKE) --no-print-directory demo-run
 
-demo-run: all $(MAILQ)
+demo-run: all
 	@BUILD=$(BUILD) scripts/demo.sh
 
 bench-inject:
@@ -274,6 +270,9 @@ bench-compare:
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) scripts/bench/compare.sh
 
+# Every page in its section (its suffix); policy.conf(5) as
+# weir-policy.conf(5), a name that says whose file it is.
+MANPAGES := $(wildcard src/*/*.[18] etc/*.5)
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
 	install -m 0755 $(BUILD)/bin/weir $(DESTDIR)$(SBINDIR)/weir
@@ -285,20 +284,8 @@ install: all
 	install -d $(DESTDIR)$(SYSCONFDIR)
 	install -m 0644 etc/weir.conf $(DESTDIR)$(SYSCONFDIR)/weir.conf
 	install -m 0644 etc/policy.conf $(DESTDIR)$(SYSCONFDIR)/policy.conf
-	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
-	install -m 0644 src/sendmail/mailq.1 $(DESTDIR)$(MANDIR)/man1/mailq.1
-	install -m 0644 etc/weir.conf.5 $(DESTDIR)$(MANDIR)/man5/weir.conf.5
-	install -m 0644 etc/policy.conf.5 $(DESTDIR)$(MANDIR)/man5/weir-policy.conf.5
-	install -m 0644 src/gate/weir-gate.8 $(DESTDIR)$(MANDIR)/man8/weir-gate.8
-	install -m 0644 src/remote/weir-remote.8 $(DESTDIR)$(MANDIR)/man8/weir-remote.8
-	install -m 0644 src/smtpd/weir-smtpd.8 $(DESTDIR)$(MANDIR)/man8/weir-smtpd.8
-	install -m 0644 src/send/weir-send.8 $(DESTDIR)$(MANDIR)/man8/weir-send.8
-	install -m 0644 src/metrics/weir-metrics.8 $(DESTDIR)$(MANDIR)/man8/weir-metrics.8
-	install -m 0644 src/showq/weir-showq.8 $(DESTDIR)$(MANDIR)/man8/weir-showq.8
-	install -m 0644 src/queue/weir-queue.8 $(DESTDIR)$(MANDIR)/man8/weir-queue.8
-	install -m 0644 src/queued/weir-queued.8 $(DESTDIR)$(MANDIR)/man8/weir-queued.8
-	install -m 0644 src/sendmail/sendmail.8 $(DESTDIR)$(MANDIR)/man8/sendmail.8
-	install -m 0644 src/weir/weir.8 $(DESTDIR)$(MANDIR)/man8/weir.8
+	for m in $(MANPAGES); do n=$${m##*/}; [ "$$n" != policy.conf.5 ] || n=weir-policy.conf.5; \
+		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/$$n || exit 1; done
 
 # The Debian package: dpkg-buildpackage on a copy of the tree, then
 # lintian (scripts/deb.sh).  package-test installs it into a throwaway

@@ -5,7 +5,8 @@
 set -eu
 what=${1:-build}
 
-build="gcc make libc6-dev pkg-config libssl-dev libsasl2-dev libconfuse-dev libhiredis-dev"
+# libcurl and json-c: OAuth's HTTPS calls and JSON (src/mail/oauth.c).
+build="gcc make libc6-dev pkg-config libssl-dev libsasl2-dev libconfuse-dev libhiredis-dev libcurl4-openssl-dev libjson-c-dev"
 peers="openssl python3-aiosmtpd libsasl2-modules libsasl2-modules-db"
 demo="$build $peers"
 # check: postfix is also a private upstream in wire_test; bsd-mailx and mutt

@@ -1,10 +1,13 @@
 #!/bin/sh
 # tests/run.sh: run every Criterion test binary given, print each one's
 # summary, wall time (and CPU time where /usr/bin/time exists) and a
-# closing "N passed, N failed" line; exit non-zero if any test failed,
-# crashed or a binary could not run.  The failures are printed again
-# just before that line, so the end of a long log (all a CI report may
-# show) names them.
+# closing "N passed, N failed, N skipped: NAMES" line; exit non-zero if
+# any test failed, crashed or a binary could not run.  The failures are
+# printed again just before that line, and the skipped tests with their
+# reasons, so the end of a long log (all a CI report may show) names
+# them.  A test that needs root says so when it skips ("needs root" in
+# its reason): run as root, such a skip fails the run (the test should
+# have run: its skip hides a broken condition).
 #
 # Most binaries run one after another, TEST_JOBS (2) tests at a time.
 # Some mostly wait (rate windows, timeouts, a kill's aftermath) rather
@@ -77,6 +80,8 @@ report() {
 		{ echo "== $1: no Criterion summary (exit $rc)"; grep -v '^\[RUN \]\|^\[PASS\]\|^\[SKIP\]' "$dir/$n.log" | tail -n 40; } >>"$dir/failures"
 		return
 	fi
+	# "[SKIP] suite::test: reason" (Criterion counts a skip nowhere).
+	sed -n 's/^\[SKIP\] //p' "$dir/$n.log" >>"$dir/skips"
 	p=$(echo "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
 	f=$(echo "$line" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
 	c=$(echo "$line" | sed -n 's/.*Crashing: \([0-9]*\).*/\1/p')
@@ -107,10 +112,21 @@ if [ -n "$lane2" ]; then
 		report "$t"
 	done
 fi
+touch "$dir/skips"
+if [ "$(id -u)" -eq 0 ] && grep -q ': .*needs root' "$dir/skips"; then
+	{ echo "== skipped in a run as root, though root is what they need:"
+	  grep ': .*needs root' "$dir/skips" | sed 's/^/   /'; } >>"$dir/failures"
+	bad=$((bad + $(grep -c ': .*needs root' "$dir/skips")))
+fi
+if [ -s "$dir/skips" ]; then
+	echo "---- skipped:"
+	sed 's/^/   /' "$dir/skips"
+fi
 if [ -s "$dir/failures" ]; then
 	echo "---- what failed, again:"
 	cat "$dir/failures"
 	echo "----"
 fi
-echo "check: $passed passed, $((failed + bad)) failed"
+names=$(sed 's/: .*//' "$dir/skips" | tr '\n' ' ' | sed 's/ $//')
+echo "check: $passed passed, $((failed + bad)) failed, $(wc -l <"$dir/skips") skipped${names:+: $names}"
 [ "$failed" -eq 0 ] && [ "$bad" -eq 0 ]

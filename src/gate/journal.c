@@ -89,8 +89,12 @@ suspend_rec(struct buf *b, const struct wg_up *u, int auth, int64_t mono, int64_
 	for (i = 0; reason[i]; i++)
 		if (reason[i] < 0x20 || reason[i] > 0x7e)
 			reason[i] = '?';
-	record(b, "%c %s %" PRId64 " %" PRId64 " %" PRId64 " %s", auth ? 'A' : 'U', u->name,
-	    until - mono + wall, until, auth ? u->auth_len : u->susp_len, reason);
+	if (auth && u->auth_fp_known)
+		record(b, "C %s %" PRId64 " %" PRId64 " %" PRId64 " %016" PRIx64 " %s", u->name,
+		    until - mono + wall, until, u->auth_len, u->auth_fp, reason);
+	else
+		record(b, "%c %s %" PRId64 " %" PRId64 " %" PRId64 " %s", auth ? 'A' : 'U', u->name,
+		    until - mono + wall, until, auth ? u->auth_len : u->susp_len, reason);
 }
 
 void
@@ -205,6 +209,27 @@ num64(const char *s, int64_t *out)
 	return 0;
 }
 
+/* Exactly 16 lowercase hex digits (a credentials fingerprint). */
+static int
+hex64(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	for (i = 0; i < 16; i++) {
+		if (s[i] >= '0' && s[i] <= '9')
+			v = v << 4 | (uint64_t)(s[i] - '0');
+		else if (s[i] >= 'a' && s[i] <= 'f')
+			v = v << 4 | (uint64_t)(s[i] - 'a' + 10);
+		else
+			return -1;
+	}
+	if (s[16] != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
 static int
 u32(const char *s, uint32_t *out)
 {
@@ -272,16 +297,17 @@ replay_record(struct replay *rp, char *line)
 	char *f[FIELDS_MAX + 1], *save = NULL, *reason = NULL;
 	size_t n = 0;
 	int64_t a, b, c, d, e;
+	uint64_t fp;
 	uint32_t w[UNIT_COUNT];
 	struct open_grant *o;
 	struct wg_up *u;
 
-	if (line[0] == 'U' || line[0] == 'A') {
+	if (line[0] == 'U' || line[0] == 'A' || line[0] == 'C') {
 		/* The reason, last, may hold spaces: cut it off first. */
 		char *p = line;
 		int k;
 
-		for (k = 0; k < 5 && p; k++)
+		for (k = 0; k < (line[0] == 'C' ? 6 : 5) && p; k++)
 			p = strchr(p + 1, ' ');
 		if (p == NULL)
 			return -1;
@@ -372,17 +398,24 @@ replay_record(struct replay *rp, char *line)
 		    num64(f[4], &c) < 0 || c < 0 || !reason || *reason == '\0')
 			return -1;
 		if (rp->same_boot)
-			wg_replay_suspend(rp->g, f[1], f[0][0] == 'A', b, c, reason);
+			wg_replay_suspend(rp->g, f[1], f[0][0] == 'A', b, c, reason, NULL);
 		else	/* another boot: what the wall clock says is left */
 			wg_replay_suspend(rp->g, f[1], f[0][0] == 'A',
-			    rp->now_mono + (a - rp->now_wall), c, reason);
+			    rp->now_mono + (a - rp->now_wall), c, reason, NULL);
+		return 0;
+	case 'C':
+		if (n != 6 || !policy_valid_name(f[1]) || num64(f[2], &a) < 0 || num64(f[3], &b) < 0 ||
+		    num64(f[4], &c) < 0 || c < 0 || hex64(f[5], &fp) < 0 || !reason || *reason == '\0')
+			return -1;
+		wg_replay_suspend(rp->g, f[1], 1, rp->same_boot ? b : rp->now_mono + (a - rp->now_wall),
+		    c, reason, &fp);
 		return 0;
 	case 'E':
 		if (n != 3 || !policy_valid_name(f[1]) ||
 		    (strcmp(f[2], "auth") != 0 && strcmp(f[2], "all") != 0))
 			return -1;
 		if ((u = wg_find(rp->g, f[1])) != NULL)
-			wg_lift(u, strcmp(f[2], "auth") == 0);
+			wg_lift(u, strcmp(f[2], "auth") == 0, rp->now_mono);
 		return 0;
 	}
 	return -1;

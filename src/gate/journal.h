@@ -22,7 +22,16 @@
  *                                                   instead (0 0 0: nothing)
  *   I <next id>                                     the next grant id (compaction)
  *   U <upstream> <until wall> <until mono> <len ms> <reason>  suspension
+ *   C <upstream> <until wall> <until mono> <len ms> <credentials> <reason>
+ *                                                   auth suspension of the
+ *                                                   credentials whose
+ *                                                   fingerprint (credfp.h)
+ *                                                   is <credentials>, 16
+ *                                                   hex digits
  *   A <upstream> <until wall> <until mono> <len ms> <reason>  auth suspension
+ *                                                   (credentials not noted:
+ *                                                   an older gate's; read,
+ *                                                   no longer written)
  *   E <upstream> auth|all                           suspensions lifted
  *
  * Times belong to the boot of the last B record before them.  Grants are

@@ -34,6 +34,7 @@
 #include "mail/config.h"
 #include "mail/gateclient.h"
 #include "mail/rundir.h"
+#include "mail/supervised.h"
 
 static const char help[] =
     "usage: weir-gate [-c FILE] [-p POLICY] [-s SOCKET] [-j JOURNAL] [-g GRACE]\n"
@@ -116,12 +117,16 @@ main(int argc, char **argv)
 	/* The one place weir-gate gives up root: before the socket, the
 	 * journal and the policy are opened, so all are the user's. */
 	privdrop_daemon("gate_user", cfg.gate_user, 2);
+	supervised_arm();	/* after the drop, which would clear it */
 	umask(007);
 	o.socket = sock ? sock : cfg.gate_socket;
 	o.status_socket = cfg.gate_status_socket;
 	o.policy = policy ? policy : cfg.policy_file;
 	o.journal = journal ? journal : cfg.gate_journal;
 	o.grace = gsecs;
+	o.config_file = cfg.file;
+	o.upstreams = cfg.upstreams;
+	o.nupstreams = cfg.nupstreams;
 	rc = gate_run(&o);
 	config_free(&cfg);
 	return rc;

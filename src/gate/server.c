@@ -23,6 +23,10 @@
  * or descriptors; a client's next lines are not read until it has read
  * the answers to the last ones.
  *
+ * SIGTERM or SIGINT: stop accepting and granting, let the clients still
+ * connected report for STOP_LINGER_MS at most (weir-send, stopped at the
+ * same instant, gives back its unused grants), then exit.
+ *
  * Policy: re-read on SIGHUP and when the file changes (inotify on its
  * folder, so editors that rename are seen too); a policy with errors is
  * logged with file:line and the old one stays in force (at start: none,
@@ -46,6 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gate/creds.h"
 #include "gate/journal.h"
 #include "gate/server.h"
 #include "gate/shared.h"
@@ -108,6 +113,7 @@ struct server {
 	int64_t grace_ms;		/* -g: how long a lost grant may still send,
 					 * for an upstream whose policy sets no grace */
 	int stopping;
+	int64_t stop_by;		/* stopping: the end of STOP_LINGER_MS */
 	int accept_paused;		/* out of fds: wait for a client to go */
 	/* The journal cannot be made durable: grant nothing, rewrite it on
 	 * a timer until that works (jbroken: why; NULL when all is well). */
@@ -115,10 +121,15 @@ struct server {
 	struct evtimer *jtimer;
 	int64_t jretry_ms;
 	struct shared *sh;		/* upstreams with a shared store */
+	struct creds creds;		/* the upstreams' credentials now */
 };
 
 #define JRETRY_MIN_MS	1000
 #define JRETRY_MAX_MS	30000
+/* At a stop, how long clients still connected may report (weir-send,
+ * stopped at the same instant by weir run or its death, gives back the
+ * grants it has not used); nothing is granted meanwhile. */
+#define STOP_LINGER_MS	2000
 
 static int64_t
 now_mono(void)
@@ -403,13 +414,19 @@ suspended(struct server *s, struct wg_up *u, int auth, const char *reply,
 
 	if (auth && !d->new_episode)
 		return;
+	if (auth) {
+		/* The suspension belongs to these credentials (creds.h). */
+		u->auth_fp = creds_of(&s->creds, u->name);
+		u->auth_fp_known = 1;
+	}
 	journal_suspend(&s->j, u, auth, now, now + s->wmm);
 	share_suspend(s, u, d->until, now);
 	if (auth)
 		log_warnx("upstream %s: authentication failed: %s; check username and "
 		    "secret_file (or secret_command) of upstream %s in weir.conf; "
-		    "suspended for %lld s (then one try at a time); a reload (SIGHUP) or "
-		    "RESUME lifts it", u->name, reply, u->name, secs);
+		    "suspended for %lld s (then one try at a time); a reload (SIGHUP), a "
+		    "restart with changed credentials or RESUME lifts it", u->name, reply, u->name,
+		    secs);
 	else
 		log_warnx("upstream %s suspended for %lld s: %s", u->name, secs, reply);
 }
@@ -532,7 +549,7 @@ do_resume(struct server *s, struct client *c, const struct gp_req *rq)
 		reply_err(c, 0, GP_NOPOLICY, "no such upstream");
 		return;
 	}
-	wg_lift(u, 0);
+	wg_lift(u, 0, now_mono());
 	journal_lift(&s->j, u, 0);
 	share_suspend(s, u, 0, now_mono());
 	log_info("upstream %s: suspensions lifted (resume)", u->name);
@@ -845,7 +862,7 @@ reload(struct server *s, const char *why)
 	 * connection at a time until one gets through). */
 	for (u = s->g.ups; u; u = u->next)
 		if (u->auth_until > now_mono()) {
-			wg_lift(u, 1);
+			wg_lift(u, 1, now_mono());
 			journal_lift(&s->j, u, 1);
 			log_info("upstream %s: authentication suspension lifted (%s)", u->name, why);
 		}
@@ -882,13 +899,18 @@ on_signal(struct evloop *ev, int signo, void *arg)
 {
 	struct server *s = arg;
 
-	(void)ev;
 	if (signo == SIGHUP) {
+		creds_reload(&s->creds, s->o->config_file);
 		reload(s, "SIGHUP");
 		return;
 	}
 	log_info("signal %d: stopping", signo);
 	s->stopping = 1;
+	s->stop_by = now_mono() + STOP_LINGER_MS;
+	evloop_unwatch(ev, s->lfd);
+	if (s->sfd >= 0)
+		evloop_unwatch(ev, s->sfd);
+	s->accept_paused = 0;
 }
 
 static void
@@ -1002,7 +1024,7 @@ settle(struct server *s)
 
 	/* Nothing is granted while the journal is not durable; reports are
 	 * kept in memory and go into the rewrite. */
-	if (s->jbroken == NULL)
+	if (s->jbroken == NULL && !s->stopping)
 		wg_pump(&s->g, now);
 	if (s->jbroken == NULL && s->ghead) {
 		/* Durable before answered: one sync for the whole batch. */
@@ -1124,6 +1146,8 @@ gate_run(const struct gate_opts *o)
 	s.g.grace = s.grace_ms;
 	if (journal_open(&s.j, o->journal, &s.g, s.pol, now_mono(), now_wall(), s.grace_ms) < 0)
 		return 111;
+	creds_note(&s.creds, o->upstreams, o->nupstreams);
+	creds_check(&s.creds, &s.g, &s.j, now_mono(), s.wmm);
 	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());
 	s.sh = shared_new_for(o->journal, now_wall(), s.grace_ms);
 	s.ev = evloop_new();
@@ -1142,8 +1166,12 @@ gate_run(const struct gate_opts *o)
 	/* One settle() per round of the loop: the grants of every client that
 	 * spoke in the round share one journal sync. */
 	settle(&s);
-	while (!s.stopping) {
-		if (evloop_once(s.ev, -1) < 0) {
+	/* Until a stop, then while clients that may report are connected,
+	 * for STOP_LINGER_MS at most. */
+	while (!s.stopping || (s.nclients > s.nstatus && now_mono() < s.stop_by)) {
+		int64_t left = s.stop_by - now_mono();
+
+		if (evloop_once(s.ev, !s.stopping ? -1 : left > 0 ? (int)left : 0) < 0) {
 			log_warn("event loop");
 			rc = 111;
 			break;
@@ -1183,6 +1211,7 @@ gate_run(const struct gate_opts *o)
 	if (s.ifd >= 0 && close(s.ifd) < 0)
 		log_warn("close");
 	journal_close(&s.j);
+	creds_free(&s.creds);
 	wg_free(&s.g);
 	shared_free(s.sh);
 	policy_free(s.pol);

@@ -2,7 +2,9 @@
  * shared.c: an upstream's windows in Redis, shared by several weir-gates
  * (see shared.h for the keys and weir-gate(8) for what it promises).
  * Every decision is one Lua script run atomically by Redis at Redis's
- * own clock; this file only builds the arguments and reads the answers.
+ * own clock (the .lua files of src/gate, each with its keys, arguments
+ * and answer, made into C strings at build time by scripts/lua2c.sh);
+ * this file only builds the arguments and reads the answers.
  *
  * Trusts: Redis's replies (shape checked); the secret file only after
  * secretfile_check.  Config keys: shared, shared_secret_file.
@@ -17,255 +19,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gate/lua.h"		/* generated from src/gate/NAME.lua */
 #include "gate/shared.h"
 #include "lib/alloc.h"
 #include "lib/log.h"
 #include "mail/secretfile.h"
 
-/* KEYS: log held heldw epoch hostmark hold susp.  ARGV: id m r c lease
- * maxconn poll holdms keep nwin, then per window: limit per unit(1..3)
- * calendar phase.  Returns {code, ms, now}: 1 granted; 0 wait ms; 2 write
- * this host's history back first; 3 suspended for ms. */
-static const char grant_lua[] =
-"local tm = redis.call('TIME')\n"
-"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
-"local keep = tonumber(ARGV[9])\n"
-"local pat = '^(%-?%d+) (%d+) (%d+) (%d+)$'\n"
-"if redis.call('EXISTS', KEYS[4]) == 0 then\n"
-"  redis.call('SET', KEYS[4], now, 'PX', keep)\n"
-"  redis.call('SET', KEYS[6], 1, 'PX', ARGV[8])\n"
-"  return {2, 0, now}\n"
-"end\n"
-"if redis.call('EXISTS', KEYS[5]) == 0 then return {2, 0, now} end\n"
-"local h = redis.call('PTTL', KEYS[6])\n"
-"if h > 0 then return {0, h, now} end\n"
-"local s = redis.call('PTTL', KEYS[7])\n"
-"if s > 0 then return {3, s, now} end\n"
-"local w = {tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])}\n"
-"local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'WITHSCORES')\n"
-"for i = 1, #old, 2 do\n"
-"  local v = redis.call('HGET', KEYS[3], old[i])\n"
-"  if v then\n"
-"    local g, a, b, c = string.match(v, pat)\n"
-"    redis.call('ZADD', KEYS[1], old[i + 1], old[i] .. ' ' .. g .. ' ' .. a .. ' ' .. b .. ' ' .. c)\n"
-"    redis.call('HDEL', KEYS[3], old[i])\n"
-"  end\n"
-"  redis.call('ZREM', KEYS[2], old[i])\n"
-"end\n"
-"local held = {0, 0, 0}\n"
-"local ids = redis.call('ZRANGE', KEYS[2], 0, -1)\n"
-"for _, id in ipairs(ids) do\n"
-"  local v = redis.call('HGET', KEYS[3], id)\n"
-"  if v then\n"
-"    local g, a, b, c = string.match(v, pat)\n"
-"    held[1] = held[1] + tonumber(a)\n"
-"    held[2] = held[2] + tonumber(b)\n"
-"    held[3] = held[3] + tonumber(c)\n"
-"  end\n"
-"end\n"
-"local poll = tonumber(ARGV[7])\n"
-"local maxc = tonumber(ARGV[6])\n"
-"if maxc > 0 and w[3] > 0 and held[3] + w[3] > maxc then return {0, poll, now} end\n"
-"local nwin = tonumber(ARGV[10])\n"
-"local maxper = 0\n"
-"for i = 0, nwin - 1 do\n"
-"  local p = tonumber(ARGV[12 + 5 * i])\n"
-"  if p > maxper then maxper = p end\n"
-"end\n"
-"redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - maxper)\n"
-"local lg = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. (now - maxper), '+inf', 'WITHSCORES')\n"
-"local ent = {}\n"
-"for i = 1, #lg, 2 do\n"
-"  local id, f, a, b, c = string.match(lg[i], '^(%S+) (%-?%d+) (%d+) (%d+) (%d+)$')\n"
-"  ent[#ent + 1] = {tonumber(lg[i + 1]), tonumber(a), tonumber(b), tonumber(c)}\n"
-"end\n"
-"local wait = 0\n"
-"for i = 0, nwin - 1 do\n"
-"  local lim = tonumber(ARGV[11 + 5 * i])\n"
-"  local per = tonumber(ARGV[12 + 5 * i])\n"
-"  local u = tonumber(ARGV[13 + 5 * i])\n"
-"  local cal = tonumber(ARGV[14 + 5 * i])\n"
-"  local ph = tonumber(ARGV[15 + 5 * i])\n"
-"  if w[u] > 0 then\n"
-"    local need = held[u] + w[u]\n"
-"    if need > lim then return {0, poll, now} end\n"
-"    local start = now - per + 1\n"
-"    if cal == 1 then start = now - ((now - ph) % per) end\n"
-"    local sum = 0\n"
-"    for _, e in ipairs(ent) do\n"
-"      if e[1] >= start then sum = sum + e[u + 1] end\n"
-"    end\n"
-"    local excess = sum + need - lim\n"
-"    if excess > 0 then\n"
-"      local acc = 0\n"
-"      for _, e in ipairs(ent) do\n"
-"        if e[1] >= start then\n"
-"          acc = acc + e[u + 1]\n"
-"          if acc >= excess then\n"
-"            local at = e[1] + per\n"
-"            if cal == 1 then at = e[1] - ((e[1] - ph) % per) + per end\n"
-"            if at - now > wait then wait = at - now end\n"
-"            break\n"
-"          end\n"
-"        end\n"
-"      end\n"
-"    end\n"
-"  end\n"
-"end\n"
-"if wait > 0 then return {0, wait, now} end\n"
-"redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])\n"
-"redis.call('HSET', KEYS[3], ARGV[1], now .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])\n"
-"for k = 1, 5 do redis.call('PEXPIRE', KEYS[k], keep) end\n"
-"return {1, 0, now}\n";
-
-/* KEYS: log held heldw.  ARGV: id kind(S X N T R) delta grace keep m r c
- * age.  Logs the send the report says, at Redis time rounded up to the
- * millisecond (as the local gate does: a send reported at 1000.3 leaves a
- * window of T no sooner than 1000.3 + T, where grants look at the time
- * rounded down); returns the time rounded down. */
-static const char report_lua[] =
-"local tm = redis.call('TIME')\n"
-"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
-"local nowc = tonumber(tm[1]) * 1000 + math.ceil(tonumber(tm[2]) / 1000)\n"
-"local v = redis.call('HGET', KEYS[3], ARGV[1])\n"
-"redis.call('ZREM', KEYS[2], ARGV[1])\n"
-"redis.call('HDEL', KEYS[3], ARGV[1])\n"
-"local kind = ARGV[2]\n"
-"if kind == 'R' then return now end\n"
-"local g = now - tonumber(ARGV[9])\n"
-"if v then g = tonumber(string.match(v, '^(%-?%d+)')) end\n"
-"local m, r, c = ARGV[6], ARGV[7], ARGV[8]\n"
-"local from, at = nowc, nowc\n"
-"if kind == 'S' then\n"
-"  at = nowc - tonumber(ARGV[3])\n"
-"  if at < g then at = g end\n"
-"  if at > nowc then at = nowc end\n"
-"  from = at\n"
-"elseif kind == 'X' then\n"
-"  from = g\n"
-"  at = nowc + tonumber(ARGV[4])\n"
-"elseif kind == 'N' then\n"
-"  m = '0'\n"
-"  r = '0'\n"
-"end\n"
-"redis.call('ZADD', KEYS[1], at, ARGV[1] .. ' ' .. from .. ' ' .. m .. ' ' .. r .. ' ' .. c)\n"
-"redis.call('PEXPIRE', KEYS[1], ARGV[5])\n"
-"return now\n";
-
-/* KEYS: log held heldw hostmark.  ARGV: keep lease nlog, then per entry:
- * id agefrom aget m r c; then nheld, per grant: id age m r c.  Writes this
- * host's history back (ages: ms before now, now rounded up as a report's)
- * and marks it done. */
-static const char restore_lua[] =
-"local tm = redis.call('TIME')\n"
-"local now = tonumber(tm[1]) * 1000 + math.ceil(tonumber(tm[2]) / 1000)\n"
-"local n = tonumber(ARGV[3])\n"
-"local i = 4\n"
-"for k = 1, n do\n"
-"  redis.call('ZADD', KEYS[1], now - tonumber(ARGV[i + 2]), ARGV[i] .. ' ' ..\n"
-"    (now - tonumber(ARGV[i + 1])) .. ' ' .. ARGV[i + 3] .. ' ' .. ARGV[i + 4] .. ' ' .. ARGV[i + 5])\n"
-"  i = i + 6\n"
-"end\n"
-"local nh = tonumber(ARGV[i])\n"
-"i = i + 1\n"
-"for k = 1, nh do\n"
-"  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[i])\n"
-"  redis.call('HSET', KEYS[3], ARGV[i], (now - tonumber(ARGV[i + 1])) .. ' ' .. ARGV[i + 2] ..\n"
-"    ' ' .. ARGV[i + 3] .. ' ' .. ARGV[i + 4])\n"
-"  i = i + 5\n"
-"end\n"
-"redis.call('SET', KEYS[4], 1, 'PX', ARGV[1])\n"
-"for k = 1, 3 do redis.call('PEXPIRE', KEYS[k], ARGV[1]) end\n"
-"return now\n";
-
-/* KEYS: epoch hostmark hold.  ARGV: keep holdms.  1: this host must
- * write its history back (Redis came back empty: no grant to anyone for
- * holdms meanwhile); 0: nothing to do. */
-static const char check_lua[] =
-"if redis.call('EXISTS', KEYS[1]) == 0 then\n"
-"  local tm = redis.call('TIME')\n"
-"  redis.call('SET', KEYS[1], tm[1], 'PX', ARGV[1])\n"
-"  redis.call('SET', KEYS[3], 1, 'PX', ARGV[2])\n"
-"  return 1\n"
-"end\n"
-"if redis.call('EXISTS', KEYS[2]) == 0 then return 1 end\n"
-"redis.call('PEXPIRE', KEYS[1], ARGV[1])\n"
-"return 0\n";
-
-/* KEYS: held heldw.  ARGV: lease keep hostprefix runprefix adopt n, then
- * per grant: id age m r c.  Renews this run's held grants (put back if
- * their lease ended meanwhile: counted twice, never less); with adopt,
- * an earlier run's grants of this host get a lease from now. */
-static const char renew_lua[] =
-"local tm = redis.call('TIME')\n"
-"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
-"local lease = tonumber(ARGV[1])\n"
-"if ARGV[5] == '1' then\n"
-"  local hp, rp = ARGV[3], ARGV[4]\n"
-"  for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do\n"
-"    if id:sub(1, #hp) == hp and id:sub(1, #rp) ~= rp then\n"
-"      redis.call('ZADD', KEYS[1], 'XX', 'GT', now + lease, id)\n"
-"    end\n"
-"  end\n"
-"end\n"
-"local i = 7\n"
-"for k = 1, tonumber(ARGV[6]) do\n"
-"  redis.call('ZADD', KEYS[1], now + lease, ARGV[i])\n"
-"  redis.call('HSET', KEYS[2], ARGV[i], (now - tonumber(ARGV[i + 1])) .. ' ' .. ARGV[i + 2] ..\n"
-"    ' ' .. ARGV[i + 3] .. ' ' .. ARGV[i + 4])\n"
-"  i = i + 5\n"
-"end\n"
-"for k = 1, 2 do redis.call('PEXPIRE', KEYS[k], ARGV[2]) end\n"
-"return now\n";
-
-/* KEYS: log held heldw.  ARGV: nwin, then per window: per unit(1..3)
- * calendar phase.  Returns per window {logged, held} as the grant script
- * counts them now (a held grant whose lease ended: logged at its end). */
-static const char count_lua[] =
-"local tm = redis.call('TIME')\n"
-"local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
-"local pat = '^(%-?%d+) (%d+) (%d+) (%d+)$'\n"
-"local held = {0, 0, 0}\n"
-"local ent = {}\n"
-"local hs = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')\n"
-"for i = 1, #hs, 2 do\n"
-"  local v = redis.call('HGET', KEYS[3], hs[i])\n"
-"  if v then\n"
-"    local g, a, b, c = string.match(v, pat)\n"
-"    local w = {tonumber(a), tonumber(b), tonumber(c)}\n"
-"    if tonumber(hs[i + 1]) > now then\n"
-"      for k = 1, 3 do held[k] = held[k] + w[k] end\n"
-"    else\n"
-"      ent[#ent + 1] = {tonumber(hs[i + 1]), w[1], w[2], w[3]}\n"
-"    end\n"
-"  end\n"
-"end\n"
-"local lg = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')\n"
-"for i = 1, #lg, 2 do\n"
-"  local id, f, a, b, c = string.match(lg[i], '^(%S+) (%-?%d+) (%d+) (%d+) (%d+)$')\n"
-"  if a then ent[#ent + 1] = {tonumber(lg[i + 1]), tonumber(a), tonumber(b), tonumber(c)} end\n"
-"end\n"
-"local out = {}\n"
-"for i = 0, tonumber(ARGV[1]) - 1 do\n"
-"  local per = tonumber(ARGV[2 + 4 * i])\n"
-"  local u = tonumber(ARGV[3 + 4 * i])\n"
-"  local start = now - per + 1\n"
-"  if tonumber(ARGV[4 + 4 * i]) == 1 then\n"
-"    start = now - ((now - tonumber(ARGV[5 + 4 * i])) % per)\n"
-"  end\n"
-"  local sum = 0\n"
-"  for _, e in ipairs(ent) do\n"
-"    if e[1] >= start then sum = sum + e[u + 1] end\n"
-"  end\n"
-"  out[#out + 1] = sum\n"
-"  out[#out + 1] = held[u]\n"
-"end\n"
-"return out\n";
-
 enum { S_GRANT, S_REPORT, S_RESTORE, S_CHECK, S_RENEW, S_VIEW, S_COUNT };
 
-static const char *const scripts[S_COUNT] = { grant_lua, report_lua, restore_lua, check_lua,
-	renew_lua, count_lua };
+static const char *const scripts[S_COUNT] = { lua_grant, lua_report, lua_restore, lua_check,
+	lua_renew, lua_count };
 
 struct sconn {
 	char *up, *spec, *secret;

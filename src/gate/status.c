@@ -165,10 +165,14 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	}
 	if (u->auth_until > now) {
 		wall_str(when, sizeof when, u->auth_until + wmm);
-		buf_printf(b, "  authentication failed: suspended until %s (%lld s): %s; check "
-		    "username and secret_file of upstream %s, then reload (SIGHUP) to try again\n",
+		/* What lifts it (creds.h): a reload, a restart with other
+		 * credentials, a resume. */
+		buf_printf(b, "  authentication failed: suspended until %s (%lld s): %s; fix "
+		    "username, secret_file or secret_command of upstream %s in weir.conf (or the "
+		    "secret file itself), then reload or restart weir (a restart with the same "
+		    "credentials keeps the suspension); `weir resume %s` tries again now\n",
 		    when, (long long)((u->auth_until - now + 999) / 1000),
-		    u->auth_reason ? u->auth_reason : "", u->name);
+		    u->auth_reason ? u->auth_reason : "", u->name, u->name);
 	}
 	if (u->probe)
 		buf_adds(b, "  probing: one grant at a time until one gets through\n");

@@ -584,8 +584,8 @@ static void
 suspend(struct wgate *g, struct wg_up *u, const char *reply, int64_t now)
 {
 	const struct policy_throttle *th = g->pol ? policy_throttle_match(g->pol, reply) : NULL;
-	int64_t base = th ? th->suspend * 1000 : 300 * 1000;
-	int64_t max = th ? th->max_suspend * 1000 : 4 * 3600 * 1000;
+	int64_t base = (th ? th->suspend : POLICY_SUSPEND_DEFAULT) * 1000LL;
+	int64_t max = (th ? th->max_suspend : POLICY_MAX_SUSPEND_DEFAULT) * 1000LL;
 	int64_t len = u->susp_len ? u->susp_len * 2 : base;
 
 	if (len > max)
@@ -672,8 +672,9 @@ account(struct wgate *g, struct wg_up *u, int64_t since, const uint32_t w[UNIT_C
 		log_done(u, d, now, now, conn, 0);
 		u->n_authfail++;
 		/* Connections already open when the suspension began fail the
-		 * same way: one episode, one doubling, one log line. */
-		if (since >= u->auth_start || u->auth_until <= now) {
+		 * same way: one episode, one doubling, one log line.  One
+		 * granted before a lift tried the old credentials. */
+		if (since >= u->auth_lift && (since >= u->auth_start || u->auth_until <= now)) {
 			auth_suspend(u, reply, now);
 			d->new_episode = 1;
 		}
@@ -784,10 +785,11 @@ wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d)
 }
 
 void
-wg_lift(struct wg_up *u, int auth_only)
+wg_lift(struct wg_up *u, int auth_only, int64_t now)
 {
 	u->auth_until = 0;
 	u->auth_len = 0;
+	u->auth_lift = now;
 	if (auth_only)
 		return;
 	u->susp_until = 0;
@@ -816,12 +818,14 @@ wg_replay_settle(struct wgate *g, const char *upstream, uint64_t id, int64_t t,
 }
 
 /* Replay one suspension into its fields: the latest end wins, the longest
- * period, and the start that period implies. */
-static void
+ * period, and the start that period implies.  1 if the end is this one's. */
+static int
 replay_susp(int64_t *until, int64_t *len, int64_t *start, char **reason, int64_t r_until,
     int64_t r_len, const char *r_reason)
 {
-	if (r_until > *until) {
+	int latest = r_until > *until;
+
+	if (latest) {
 		*until = r_until;
 		free(*reason);
 		*reason = xstrdup(r_reason);
@@ -830,20 +834,24 @@ replay_susp(int64_t *until, int64_t *len, int64_t *start, char **reason, int64_t
 		*len = r_len;
 	if (*until - *len > *start)
 		*start = *until - *len;
+	return latest;
 }
 
 void
 wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until, int64_t len,
-    const char *reason)
+    const char *reason, const uint64_t *fp)
 {
 	struct wg_up *u = get_up(g, upstream);
 
 	if (auth) {
-		replay_susp(&u->auth_until, &u->auth_len, &u->auth_start, &u->auth_reason, until,
-		    len, reason);
+		if (replay_susp(&u->auth_until, &u->auth_len, &u->auth_start, &u->auth_reason,
+		    until, len, reason)) {
+			u->auth_fp_known = fp != NULL;
+			u->auth_fp = fp ? *fp : 0;
+		}
 		u->probe = 1;
 	} else {
-		replay_susp(&u->susp_until, &u->susp_len, &u->susp_start, &u->susp_reason, until,
-		    len, reason);
+		(void)replay_susp(&u->susp_until, &u->susp_len, &u->susp_start, &u->susp_reason,
+		    until, len, reason);
 	}
 }

@@ -126,10 +126,20 @@ struct wg_up {
 				 * are of the same episode */
 	char *susp_reason;
 	/* Authentication suspension (AUTHFAIL): lifted by a reload or a
-	 * resume; after it, one grant at a time (probe) until a report other
-	 * than AUTHFAIL or THROTTLED. */
+	 * resume, or at a start whose credentials differ from auth_fp (the
+	 * caller's fingerprint of those that failed, mail/credfp.h;
+	 * auth_fp_known 0: a journal from before fingerprints, kept); after
+	 * it, one grant at a time (probe) until a report other than AUTHFAIL
+	 * or THROTTLED. */
 	int64_t auth_until, auth_len, auth_start;
+	/* When it was last lifted: a failure reported of a send granted
+	 * before then was made with the credentials of before the lift
+	 * (the deliverer read them at its start), which may be fixed now:
+	 * it starts no new suspension. */
+	int64_t auth_lift;
 	char *auth_reason;
+	uint64_t auth_fp;
+	int auth_fp_known;
 	int probe;
 	/* Shared store (policy's `shared`): every grant also needs the
 	 * caller's admit(); until shared_retry (ms on the now axis; 0: none)
@@ -245,7 +255,7 @@ void wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d
 
 /* Lift suspensions of u now: the authentication one (auth_only), or every
  * one (RESUME).  The probe rule stays until a good report. */
-void wg_lift(struct wg_up *u, int auth_only);
+void wg_lift(struct wg_up *u, int auth_only, int64_t now);
 
 /* Journal replay: a send of weights w that may have been accepted at any
  * instant in [from, t] (from == t: at t) on upstream (created if unknown,
@@ -259,9 +269,9 @@ void wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t
 void wg_replay_settle(struct wgate *g, const char *upstream, uint64_t id, int64_t t,
     const uint32_t w[UNIT_COUNT]);
 /* Journal replay: a suspension until `until`: a throttle one, or (auth)
- * an authentication one. */
+ * an authentication one, of the credentials *fp (NULL: not recorded). */
 void wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until,
-    int64_t len, const char *reason);
+    int64_t len, const char *reason, const uint64_t *fp);
 
 /* The grace of upstream name, ms: policy's `grace` for it (its section,
  * or the section "*") if set, else dflt (the gate's -g). */

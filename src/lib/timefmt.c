@@ -66,6 +66,33 @@ duration_parse(const char *s, long long *seconds, const char **why)
 }
 
 void
+duration_format(char *out, size_t max, long long s)
+{
+	static const struct { long long secs; char unit; } parts[] = {
+		{ 86400, 'd' }, { 3600, 'h' }, { 60, 'm' }, { 1, 's' },
+	};
+	size_t i, n = 0;
+	int k;
+
+	out[0] = '\0';
+	if (s <= 0) {
+		snprintf(out, max, "0s");
+		return;
+	}
+	for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+		long long v = s / parts[i].secs;
+
+		s %= parts[i].secs;
+		if (v == 0)
+			continue;
+		k = snprintf(out + n, max - n, "%lld%c", v, parts[i].unit);
+		if (k < 0 || (size_t)k >= max - n)
+			return;
+		n += (size_t)k;
+	}
+}
+
+void
 date_qmail(char *buf, time_t t)
 {
 	struct tm tm;

@@ -10,6 +10,8 @@
 
 /* Parse a duration into seconds.  0 ok; -1 with a reason in *why. */
 int duration_parse(const char *s, long long *seconds, const char **why);
+/* The other way: "1d2h", "1m30s", "0s" (the units that are not zero). */
+void duration_format(char *out, size_t max, long long s);
 
 /* "21 Nov 2026 23:35:57 -0000" in UTC, as qmail's Received lines: no
  * newline.  buf must hold DATE_QMAIL_MAX bytes. */

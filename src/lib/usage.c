@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "lib/usage.h"
+#include "version.h"		/* generated: WEIR_VERSION */
 
 int
 usage_std(int argc, char *const *argv, const char *name, const char *text)

@@ -1,15 +1,12 @@
 /*
  * usage.h: --help and --version, the same in every weir program.  The
  * first argument alone decides (as GNU programs do for these two), before
- * any other option parsing, configuration or privilege change.
+ * any other option parsing, configuration or privilege change.  The
+ * version is debian/changelog's latest (the Makefile's version.h).
  * Trusts: nothing.  Config keys: none.
  */
 #ifndef WEIR_USAGE_H
 #define WEIR_USAGE_H
-
-#ifndef WEIR_VERSION
-#define WEIR_VERSION "0.1.0"
-#endif
 
 /* argv[1] is "--help": text (the usage, ending in '\n') on stdout;
  * "--version": "NAME (weir) VERSION" on stdout.  Returns the exit code

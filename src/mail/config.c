@@ -6,7 +6,9 @@
  * weir_config and struct weir_upstream.  No other file calls cfg_get*().
  * The listen { } section (weir-smtpd) has its table, lkeys[]; its list
  * defaults (addresses, networks) are computed in listen_defaults().
- * The metrics { } section (weir-metrics) has its table, mkeys[].
+ * The metrics { } section (weir-metrics) has its table, mkeys[]; the
+ * oauth { } section inside an upstream's, okeys[], with the defaults
+ * each provider implies in provider_defaults[].
  *
  * Errors name the file and line: libconfuse's own (syntax, unknown key,
  * bad integer) and ours (ranges, durations, choices, from the validate
@@ -20,8 +22,10 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,9 +59,12 @@ struct key {
 
 static const char *const log_level_choices[] = { "normal", "verbose", NULL };
 
+#define QUEUE_DIR_DEFAULT	"/var/spool/weir"
+#define SHOWQ_DIR		"/run/weir-showq/"	/* showq_default() */
+
 #define OFF(f) offsetof(struct weir_config, f), NULL
 static const struct key keys[] = {
-	{ "queue_dir",      K_STR,      "/var/spool/weir", 0, 0, 0, OFF(queue_dir) },
+	{ "queue_dir",      K_STR,      QUEUE_DIR_DEFAULT, 0, 0, 0, OFF(queue_dir) },
 	{ "queue_split",    K_INT,      NULL, QUEUE_SPLIT_DEFAULT, 1, QUEUE_SPLIT_MAX, OFF(queue_split) },
 	{ "hostname",       K_STR,      NULL, 0, 0, 0, OFF(hostname) },	/* gethostname() */
 	{ "admin",          K_STR,      "postmaster", 0, 0, 0, OFF(admin) },
@@ -70,8 +77,9 @@ static const struct key keys[] = {
 	{ "gate_status_socket", K_STR,  NULL, 0, 0, 0, OFF(gate_status_socket) },
 	{ "gate_journal",   K_STR,      "/var/lib/weir/gate.journal", 0, 0, 0, OFF(gate_journal) },
 	/* weir-showq: the queue listing for users who cannot read the
-	 * queue (mailq); "" turns it off. */
-	{ "showq_socket",   K_OPTSTR,   "/run/weir-showq/showq.sock", 0, 0, 0, OFF(showq_socket) },
+	 * queue (mailq); "" turns it off.  Not in the file: computed from
+	 * queue_dir (showq_default()). */
+	{ "showq_socket",   K_OPTSTR,   NULL, 0, 0, 0, OFF(showq_socket) },
 	/* weir-queued, the long-lived queue writer weir-smtpd and sendmail
 	 * hand messages to (mail/qwproto.h); unset: they run weir-queue. */
 	{ "queue_socket",   K_STR,      NULL, 0, 0, 0, OFF(queue_socket) },
@@ -180,6 +188,53 @@ static const struct key mkeys[] = {
 };
 #define NMKEYS (sizeof mkeys / sizeof mkeys[0])
 
+/* oauth { } inside an upstream section (mail/oauth.h).  provider and
+ * flow have no default here: the provider is required and the flow
+ * follows it (oauth_resolve()); so do tenant, scope and the endpoints. */
+static const char *const provider_choices[] = { "microsoft", "google", "generic", NULL };
+static const char *const flow_choices[] = { "device", "code", NULL };
+
+#define OOFF(f) offsetof(struct weir_oauth, f)
+static const struct key okeys[] = {
+	{ "provider",           K_CHOICE,   NULL, 0, 0, 0, OOFF(provider), provider_choices },
+	{ "flow",               K_CHOICE,   NULL, 0, 0, 0, OOFF(flow), flow_choices },
+	{ "tenant",             K_STR,      NULL, 0, 0, 0, OOFF(tenant), NULL },
+	{ "client_id",          K_STR,      NULL, 0, 0, 0, OOFF(client_id), NULL },
+	{ "client_secret_file", K_STR,      NULL, 0, 0, 0, OOFF(client_secret_file), NULL },
+	{ "scope",              K_STR,      NULL, 0, 0, 0, OOFF(scope), NULL },
+	{ "device_endpoint",    K_STR,      NULL, 0, 0, 0, OOFF(device_endpoint), NULL },
+	{ "authorize_endpoint", K_STR,      NULL, 0, 0, 0, OOFF(authorize_endpoint), NULL },
+	{ "token_endpoint",     K_STR,      NULL, 0, 0, 0, OOFF(token_endpoint), NULL },
+	{ "ca_file",            K_STR,      NULL, 0, 0, 0, OOFF(ca_file), NULL },
+	{ "token_file",         K_STR,      NULL, 0, 0, 0, OOFF(token_file), NULL },
+	/* Refresh when less than the larger of this and a tenth of the
+	 * token's lifetime is left: Exchange Online refuses a token in its
+	 * last 10 minutes (501 5.5.127 and the like). */
+	{ "refresh_margin",     K_DURATION, "10m", 0, 1, 86400, OOFF(refresh_margin), NULL },
+	{ "timeout",            K_DURATION, "30s", 0, 1, 300, OOFF(timeout), NULL },
+};
+#define NOKEYS (sizeof okeys / sizeof okeys[0])
+
+/* What each provider's section leaves unset ("{tenant}": the tenant). */
+static const struct {
+	const char *tenant, *scope, *device, *authorize, *token;
+	int flow;
+} provider_defaults[] = {
+	[OAUTH_MICROSOFT] = { "organizations",
+	    "https://outlook.office.com/SMTP.Send offline_access",
+	    "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/devicecode",
+	    "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/authorize",
+	    "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token", OAUTH_FLOW_DEVICE },
+	/* Google's device grant refuses the mail scope: the code grant. */
+	[OAUTH_GOOGLE] = { NULL, "https://mail.google.com/",
+	    "https://oauth2.googleapis.com/device/code",
+	    "https://accounts.google.com/o/oauth2/v2/auth",
+	    "https://oauth2.googleapis.com/token", OAUTH_FLOW_CODE },
+	[OAUTH_GENERIC] = { NULL, NULL, NULL, NULL, NULL, OAUTH_FLOW_DEVICE },
+};
+
+#define OAUTH_TOKEN_DIR "/var/lib/weir/oauth"
+
 static const char *const listen_address_default[] = { "127.0.0.1:25", "[::1]:25", NULL };
 static const char *const listen_allow_default[] = { "127.0.0.0/8", "::1/128", NULL };
 
@@ -195,7 +250,10 @@ config_key_name(size_t i)
 	if (i < NLKEYS)
 		return lkeys[i].name;
 	i -= NLKEYS;
-	return i < NMKEYS ? mkeys[i].name : NULL;
+	if (i < NMKEYS)
+		return mkeys[i].name;
+	i -= NMKEYS;
+	return i < NOKEYS ? okeys[i].name : NULL;
 }
 
 int
@@ -416,6 +474,44 @@ validate_up(cfg_t *cfg, cfg_opt_t *opt)
 	return 0;
 }
 
+/* oauth { }: the values that go into URLs and paths. */
+static int
+validate_oauth(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char *v, *p;
+
+	if (validate_key(cfg, opt, find_in(okeys, NOKEYS, opt->name)) < 0)
+		return -1;
+	if (opt->type != CFGT_STR || cfg_opt_size(opt) == 0)
+		return 0;
+	v = cfg_opt_getnstr(opt, 0);
+	if (strstr(opt->name, "_endpoint") && strncmp(v, "https://", 8) != 0) {
+		cfg_error(cfg, "%s = \"%s\": must be an https:// address", opt->name, v);
+		return -1;
+	}
+	if (strstr(opt->name, "_endpoint") || strcmp(opt->name, "client_id") == 0)
+		for (p = v; *p; p++)
+			if (*p == ' ' || (unsigned char)*p > 0x7e) {
+				cfg_error(cfg, "%s = \"%s\": no spaces or non-ASCII bytes",
+				    opt->name, v);
+				return -1;
+			}
+	if (strcmp(opt->name, "tenant") == 0)
+		for (p = v; *p; p++)
+			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			    (*p >= '0' && *p <= '9') || *p == '.' || *p == '-')) {
+				cfg_error(cfg, "tenant = \"%s\": a tenant is a domain, an id or "
+				    "\"organizations\", \"common\", \"consumers\"", v);
+				return -1;
+			}
+	if ((strcmp(opt->name, "token_file") == 0 || strcmp(opt->name, "client_secret_file") == 0 ||
+	    strcmp(opt->name, "ca_file") == 0) && v[0] != '/') {
+		cfg_error(cfg, "%s = \"%s\": must be an absolute path", opt->name, v);
+		return -1;
+	}
+	return 0;
+}
+
 static int
 validate_listen(cfg_t *cfg, cfg_opt_t *opt)
 {
@@ -451,7 +547,7 @@ table_defaults(const struct key *tab, size_t n, void *base)
 			*(int *)field = (int)tab[i].idef;
 			break;
 		case K_CHOICE:
-			*(int *)field = choice_index(&tab[i], tab[i].def);
+			*(int *)field = tab[i].def ? choice_index(&tab[i], tab[i].def) : -1;
 			break;
 		case K_LIST:
 			memset(field, 0, sizeof(struct strlist));
@@ -621,12 +717,14 @@ config_upstream_defaults(struct weir_upstream *u)
 {
 	memset(u, 0, sizeof *u);
 	table_defaults(upkeys, NUPKEYS, u);
+	table_defaults(okeys, NOKEYS, &u->oauth);
 }
 
 void
 config_upstream_free(struct weir_upstream *u)
 {
 	table_free(upkeys, NUPKEYS, u);
+	table_free(okeys, NOKEYS, &u->oauth);
 	free(u->name);
 	u->name = NULL;
 }
@@ -644,9 +742,9 @@ check_upstream(const struct weir_upstream *u, const char *file, struct buf *err)
 	if (u->secret_file && u->secret_command)
 		buf_printf(err, "%s:%d: upstream \"%s\": secret_file and secret_command "
 		    "exclude each other\n", f, u->line, u->name);
-	if (u->username && !u->secret_file && !u->secret_command)
-		buf_printf(err, "%s:%d: upstream \"%s\": username needs secret_file or "
-		    "secret_command\n", f, u->line, u->name);
+	if (u->username && !u->secret_file && !u->secret_command && !u->oauth.present)
+		buf_printf(err, "%s:%d: upstream \"%s\": username needs secret_file, "
+		    "secret_command or an oauth section\n", f, u->line, u->name);
 	if (!u->username && (u->secret_file || u->secret_command))
 		buf_printf(err, "%s:%d: upstream \"%s\": a secret without a username\n",
 		    f, u->line, u->name);
@@ -677,6 +775,101 @@ check_upstream(const struct weir_upstream *u, const char *file, struct buf *err)
 	}
 }
 
+/* A provider's endpoint, with "{tenant}" replaced; NULL: none. */
+static char *
+endpoint(const char *tmpl, const char *tenant)
+{
+	const char *t = tmpl ? strstr(tmpl, "{tenant}") : NULL;
+
+	if (tmpl == NULL)
+		return NULL;
+	if (t == NULL)
+		return xstrdup(tmpl);
+	return xasprintf("%.*s%s%s", (int)(t - tmpl), tmpl, tenant ? tenant : "", t + 8);
+}
+
+/* The oauth { } section of u, if any: its keys, the defaults that
+ * follow from the provider and the upstream's name, and the checks
+ * across keys (mail/oauth.h). */
+static void
+copy_oauth(struct weir_upstream *u, cfg_t *sec, const char *f, struct buf *err)
+{
+	struct weir_oauth *o = &u->oauth;
+	size_t n = cfg_size(sec, "oauth"), i;
+	cfg_t *os;
+	int line;
+
+	if (n == 0)
+		return;
+	os = cfg_getnsec(sec, "oauth", 0);
+	o->present = 1;
+	o->line = line = os->line;
+	if (n > 1)
+		buf_printf(err, "%s:%d: upstream \"%s\": only one oauth section is allowed\n",
+		    f, cfg_getnsec(sec, "oauth", 1)->line, u->name);
+	table_copy(okeys, NOKEYS, o, os);
+	if (o->provider < 0) {
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: no provider (microsoft, "
+		    "google or generic)\n", f, line, u->name);
+		return;
+	}
+	if (o->tenant && o->provider != OAUTH_MICROSOFT)
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: tenant is for provider "
+		    "microsoft only\n", f, line, u->name);
+	if (!o->tenant && provider_defaults[o->provider].tenant)
+		o->tenant = xstrdup(provider_defaults[o->provider].tenant);
+	if (o->flow < 0)
+		o->flow = provider_defaults[o->provider].flow;
+	if (!o->scope && provider_defaults[o->provider].scope)
+		o->scope = xstrdup(provider_defaults[o->provider].scope);
+	if (!o->device_endpoint)
+		o->device_endpoint = endpoint(provider_defaults[o->provider].device, o->tenant);
+	if (!o->authorize_endpoint)
+		o->authorize_endpoint = endpoint(provider_defaults[o->provider].authorize,
+		    o->tenant);
+	if (!o->token_endpoint)
+		o->token_endpoint = endpoint(provider_defaults[o->provider].token, o->tenant);
+	if (!o->token_file)
+		o->token_file = xasprintf("%s/%s", OAUTH_TOKEN_DIR, u->name);
+	if (!o->client_id)
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: no client_id (the application "
+		    "registered with the provider)\n", f, line, u->name);
+	if (!o->scope)
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: provider generic needs scope\n",
+		    f, line, u->name);
+	if (!o->token_endpoint)
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: provider generic needs "
+		    "token_endpoint\n", f, line, u->name);
+	if (o->flow == OAUTH_FLOW_DEVICE && !o->device_endpoint)
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: flow device needs "
+		    "device_endpoint\n", f, line, u->name);
+	if (o->flow == OAUTH_FLOW_CODE && !o->authorize_endpoint)
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: flow code needs "
+		    "authorize_endpoint\n", f, line, u->name);
+	if (o->provider == OAUTH_GOOGLE && !o->client_secret_file)
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: Google's token endpoint "
+		    "wants the client's secret: client_secret_file\n", f, line, u->name);
+	if (!u->username)
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth needs username (the mailbox, "
+		    "as XOAUTH2 names it)\n", f, u->line, u->name);
+	if (u->secret_file || u->secret_command)
+		buf_printf(err, "%s:%d: upstream \"%s\": an oauth section excludes "
+		    "secret_file and secret_command\n", f, u->line, u->name);
+	/* The token goes only to the mechanisms made for it, never as a
+	 * password. */
+	for (i = 0; i < u->mechanisms.n; i++)
+		if (strcasecmp(u->mechanisms.v[i], "XOAUTH2") != 0 &&
+		    strcasecmp(u->mechanisms.v[i], "OAUTHBEARER") != 0)
+			buf_printf(err, "%s:%d: upstream \"%s\": with oauth, mechanisms may "
+			    "name only XOAUTH2 and OAUTHBEARER, not %s\n", f, u->line, u->name,
+			    u->mechanisms.v[i]);
+	if (u->mechanisms.n == 0) {
+		static const char *const oauth_mechs[] = { "XOAUTH2", "OAUTHBEARER", NULL };
+
+		list_default(&u->mechanisms, oauth_mechs);
+	}
+}
+
 static void
 copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *err)
 {
@@ -692,6 +885,7 @@ copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *
 		u->line = sec->line;
 		table_copy(upkeys, NUPKEYS, u, sec);
 		c->nupstreams++;
+		copy_oauth(u, sec, file, err);
 		check_upstream(u, file, err);
 	}
 }
@@ -807,9 +1001,33 @@ config_path(const char *cfile, int *explicit)
 	return SYSCONFDIR "/weir.conf";
 }
 
-/* After the file: the listen lists it left unset, and $WEIR_QUEUE. */
+/*
+ * showq_socket when the file does not set it: one socket per queue, so
+ * that two weirs on one host (a second queue, a test beside the
+ * production relay) never share one (the second weir-showq would find it
+ * taken).  The default queue has SHOWQ_DIR "showq.sock"; any other
+ * SHOWQ_DIR "showq.HASH.sock", HASH the 64-bit FNV-1a of the queue_dir
+ * string in hex: what mailq computes from the same file and queue.
+ */
+static char *
+showq_default(const char *queue_dir)
+{
+	uint64_t h = 14695981039346656037ULL;
+	const unsigned char *p;
+
+	if (strcmp(queue_dir, QUEUE_DIR_DEFAULT) == 0)
+		return xstrdup(SHOWQ_DIR "showq.sock");
+	for (p = (const unsigned char *)queue_dir; *p; p++) {
+		h ^= *p;
+		h *= 1099511628211ULL;
+	}
+	return xasprintf(SHOWQ_DIR "showq.%016llx.sock", (unsigned long long)h);
+}
+
+/* After the file: the listen lists it left unset, $WEIR_QUEUE, and
+ * showq_socket unless the file set it (showq_set). */
 static void
-computed_defaults(struct weir_config *c)
+computed_defaults(struct weir_config *c, int showq_set)
 {
 	const char *env;
 
@@ -818,6 +1036,10 @@ computed_defaults(struct weir_config *c)
 		free(c->queue_dir);
 		c->queue_dir = xstrdup(env);
 	}
+	if (!showq_set) {
+		free(c->showq_socket);
+		c->showq_socket = showq_default(c->queue_dir);
+	}
 }
 
 /* config_load(), on the file's text when the caller read it already
@@ -825,16 +1047,20 @@ computed_defaults(struct weir_config *c)
 static int
 load(struct weir_config *c, const char *cfile, const struct buf *text, struct buf *err)
 {
-	cfg_opt_t opts[NKEYS + 4], upopts[NUPKEYS + 1], lopts[NLKEYS + 1], mopts[NMKEYS + 1];
+	cfg_opt_t opts[NKEYS + 4], upopts[NUPKEYS + 2], lopts[NLKEYS + 1], mopts[NMKEYS + 1];
+	cfg_opt_t oopts[NOKEYS + 1];
 	const char *path;
-	int explicit, rc = -1;
+	int explicit, rc = -1, showq_set = 0;
 	size_t i, errlen0 = err->len;
 	cfg_t *cfg = NULL;
 	struct stat st;
 
 	set_defaults(c);
 	path = config_path(cfile, &explicit);
+	table_opts(okeys, NOKEYS, oopts);
 	table_opts(upkeys, NUPKEYS, upopts);
+	upopts[NUPKEYS] = (cfg_opt_t)CFG_SEC("oauth", oopts, CFGF_MULTI);
+	upopts[NUPKEYS + 1] = (cfg_opt_t)CFG_END();
 	table_opts(keys, NKEYS, opts);
 	opts[NKEYS] = (cfg_opt_t)CFG_SEC("upstream", upopts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES);
@@ -859,6 +1085,12 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 		snprintf(name, sizeof name, "upstream|%s", upkeys[i].name);
 		cfg_set_validate_func(cfg, name, validate_up);
 	}
+	for (i = 0; i < NOKEYS; i++) {
+		char name[64];
+
+		snprintf(name, sizeof name, "upstream|oauth|%s", okeys[i].name);
+		cfg_set_validate_func(cfg, name, validate_oauth);
+	}
 	for (i = 0; i < NLKEYS; i++) {
 		char name[64];
 
@@ -874,6 +1106,7 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 	if ((text ? confparse_text(cfg, path, text, err) : confparse(cfg, path, err)) < 0)
 		goto out;
 	table_copy(keys, NKEYS, c, cfg);
+	showq_set = cfg_size(cfg, "showq_socket") > 0 && cfg_getstr(cfg, "showq_socket") != NULL;
 	if ((c->send_user == NULL) != (c->queue_group == NULL))
 		buf_printf(err, "%s: send_user and queue_group go together (the queue's "
 		    "owner and the queue writer's group): set both or neither\n", path);
@@ -887,7 +1120,7 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 	if (err->len > errlen0)
 		goto out;
 env_override:
-	computed_defaults(c);
+	computed_defaults(c, showq_set);
 	log_set_level(c->log_level == 1 ? LOG_VERBOSE : LOG_NORMAL);
 	rc = 0;
 out:
@@ -998,8 +1231,10 @@ salvage_value(struct weir_config *c, const struct key *k, const char *v)
 	}
 }
 
+/* *showq_set: a showq_socket line was read. */
 static int
-salvage(struct weir_config *c, const char *path, const struct buf *t, struct buf *err)
+salvage(struct weir_config *c, const char *path, const struct buf *t, struct buf *err,
+    int *showq_set)
 {
 	struct buf k = BUF_INIT, v = BUF_INIT;
 	const struct key *key;
@@ -1019,12 +1254,15 @@ salvage(struct weir_config *c, const char *path, const struct buf *t, struct buf
 				buf_printf(err, "%s:%d: %s inside braces, in a file that does "
 				    "not load: where the queue is is unclear\n", path, line, key->name);
 				rc = -1;
-			} else if (depth == 0 && salvage_value(c, key, buf_cstr(&v)) < 0 &&
-			    where_queue_is(key->name)) {
-				buf_printf(err, "%s:%d: %s = \"%s\" is not a valid value: where "
-				    "the queue is is unknown\n", path, line, key->name, buf_cstr(&v));
-				rc = -1;
-			}
+			} else if (depth == 0 && salvage_value(c, key, buf_cstr(&v)) < 0) {
+				if (where_queue_is(key->name)) {
+					buf_printf(err, "%s:%d: %s = \"%s\" is not a valid value: "
+					    "where the queue is is unknown\n", path, line, key->name,
+					    buf_cstr(&v));
+					rc = -1;
+				}
+			} else if (depth == 0 && strcmp(key->name, "showq_socket") == 0)
+				*showq_set = 1;
 		} else if (!shaped) {
 			/* Not one key on its line: a queue key in it cannot be read. */
 			for (i = 0; i < NKEYS && rc == 0; i++)
@@ -1058,7 +1296,7 @@ config_load_inject(struct weir_config *c, const char *cfile, struct buf *warn,
 	struct buf text = BUF_INIT;
 	const char *path;
 	struct stat st;
-	int explicit, rc = 1;
+	int explicit, rc = 1, showq_set = 0;
 
 	/* One read of the file, for both tries: what is salvaged is what
 	 * did not load, and a file that cannot be read is refused. */
@@ -1076,13 +1314,13 @@ config_load_inject(struct weir_config *c, const char *cfile, struct buf *warn,
 	}
 	config_free(c);
 	set_defaults(c);
-	if (salvage(c, path, &text, err) < 0) {
+	if (salvage(c, path, &text, err, &showq_set) < 0) {
 		config_free(c);
 		rc = -1;
 		goto out;
 	}
 	c->file = xstrdup(path);
-	computed_defaults(c);
+	computed_defaults(c, showq_set);
 out:
 	buf_free(&text);
 	return rc;

@@ -8,7 +8,8 @@
  * queue_dir.  In a set-id process (AT_SECURE) the environment is ignored.
  *
  * Sections: upstream "NAME" { ... } (any number, unique names): where
- * weir-remote sends mail; see struct weir_upstream for the keys.
+ * weir-remote sends mail; see struct weir_upstream for the keys; inside
+ * it, oauth { ... } (at most one): see struct weir_oauth.
  * listen { ... } (at most one): weir-smtpd's addresses, relay networks and
  * limits; see struct weir_listen.
  * metrics { ... } (at most one): weir-metrics; see struct weir_metrics.
@@ -27,6 +28,31 @@ enum upstream_tls {
 	UP_TLS_STARTTLS,	/* "starttls": mandatory STARTTLS (default) */
 	UP_TLS_SMTPS,		/* "smtps": implicit TLS */
 	UP_TLS_NONE,		/* "none": plain text, loopback peers only */
+};
+
+/* upstream "NAME" { oauth { ... } }: the SASL token (XOAUTH2,
+ * OAUTHBEARER) obtained and refreshed by weir itself (mail/oauth.h).
+ * The defaults that depend on the provider and the upstream's name are
+ * filled in by config_load(), so every field below is resolved. */
+enum oauth_provider { OAUTH_MICROSOFT, OAUTH_GOOGLE, OAUTH_GENERIC };
+enum oauth_flow { OAUTH_FLOW_DEVICE, OAUTH_FLOW_CODE };
+
+struct weir_oauth {
+	int present;		/* the section is in the upstream's */
+	int line;		/* where it ends */
+	int provider;		/* provider: enum oauth_provider (required) */
+	int flow;		/* flow: weir auth login's grant (enum oauth_flow) */
+	char *tenant;		/* tenant: Microsoft's ("organizations"); else NULL */
+	char *client_id;	/* client_id (required) */
+	char *client_secret_file; /* client_secret_file: 0600; NULL: a public client */
+	char *scope;		/* scope: the provider's SMTP scope by default */
+	char *device_endpoint;	/* device_endpoint: RFC 8628 (flow device) */
+	char *authorize_endpoint; /* authorize_endpoint (flow code) */
+	char *token_endpoint;	/* token_endpoint */
+	char *ca_file;		/* ca_file: CAs for the endpoints; NULL: the system's */
+	char *token_file;	/* token_file: /var/lib/weir/oauth/NAME by default */
+	long long refresh_margin; /* refresh_margin: refresh with less left (10m) */
+	long long timeout;	/* timeout: one HTTPS exchange (30s) */
 };
 
 /* upstream "NAME" { ... }: one relay weir-remote may send through. */
@@ -60,6 +86,7 @@ struct weir_upstream {
 	long long timeout_data_block;	/* timeout_data_block (3m) */
 	long long timeout_data_end;	/* timeout_data_end (10m) */
 	long long session_idle;		/* session_idle: kept session's idle end (30s); 0: none */
+	struct weir_oauth oauth;	/* oauth { }: the token instead of a secret */
 };
 
 /* listen { ... }: weir-smtpd.  Without the section every key has its
@@ -126,8 +153,9 @@ struct weir_config {
 	struct weir_metrics metrics; /* metrics section */
 };
 
-/* The i-th key name (top level, upstream, listen, then metrics), NULL past the
- * last: for the check that every key is documented. */
+/* The i-th key name (top level, upstream, listen, metrics, then an
+ * upstream's oauth), NULL past the last: for the check that every key is
+ * documented. */
 const char *config_key_name(size_t i);
 
 /* Is this a set-id process whose environment must not be trusted? */

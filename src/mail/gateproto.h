@@ -63,7 +63,8 @@
  *   or name check failed.  Counted as NOMAIL, and the upstream is
  *   suspended: 5 minutes, doubling on each repeat up to 1 hour; after the
  *   suspension a probe: one connection and one message at a time, until a
- *   report on a message other than AUTHFAIL or THROTTLED comes.  A policy reload lifts it.  Answer:
+ *   report on a message other than AUTHFAIL or THROTTLED comes.  A policy reload lifts it, and
+ *   a restart with other credentials (weir-gate(8)).  Answer:
  *   SUSPENDED with the seconds left.
  *   SETTLE: a grant that counts as an unknown outcome because its client
  *   went away holding it (or the gate stopped), when its outcome became

@@ -79,7 +79,7 @@ static const struct pkey class_keys[] = {
 /* throttle_reply { } */
 static const struct pkey throttle_keys[] = {
 	{ "pattern",     K_STR, NULL, 0, 0, 0, NOFF },
-	{ "suspend",     K_DUR, "5m", 0, 1, POLICY_PERIOD_MAX, T(suspend) },
+	{ "suspend",     K_DUR, NULL, 0, 1, POLICY_PERIOD_MAX, T(suspend) },
 	{ "max_suspend", K_DUR, NULL, 0, 1, POLICY_PERIOD_MAX, T(max_suspend) },
 	{ NULL, 0, NULL, 0, 0, 0, 0 }
 };
@@ -90,9 +90,6 @@ static const struct pkey top_keys[] = {
 	{ NULL, 0, NULL, 0, 0, 0, 0 }
 };
 
-/* When max_suspend is not given: this, or suspend if that is longer. */
-#define MAX_SUSPEND_DEFAULT (4 * 3600)
-
 /* Provider replies that mean "slow down", tried after the file's own:
  * the one built-in list, for the gate's suspension periods and for the
  * deliverers' classifier (mail/trouble.c, through
@@ -100,19 +97,21 @@ static const struct pkey top_keys[] = {
  * never a bare "4.7.x" or "try again later", which greylisting says of
  * one recipient or one message.  "[ -]": a reply's first line, or the
  * gate's one-line form of a multi-line reply. */
+#define SUSP_DEFAULT	POLICY_SUSPEND_DEFAULT, POLICY_MAX_SUSPEND_DEFAULT
 static const struct policy_throttle builtin_throttles[] = {
-	{ (char *)"421[ -]*",               300,  4 * 3600, 1 },	/* closing */
+	{ (char *)"421[ -]*",               SUSP_DEFAULT, 1 },	/* closing */
 	{ (char *)"550[ -]5.4.5*",          3600, 24 * 3600, 1 },	/* Gmail daily limit */
-	{ (char *)"*too many*",             300,  4 * 3600, 1 },
-	{ (char *)"*rate limit*",           300,  4 * 3600, 1 },
-	{ (char *)"*ratelimit*",            300,  4 * 3600, 1 },
-	{ (char *)"*rate-limit*",           300,  4 * 3600, 1 },
-	{ (char *)"*throttl*",              300,  4 * 3600, 1 },	/* SES: "454 Throttling failure" */
-	{ (char *)"*slow down*",            300,  4 * 3600, 1 },
-	{ (char *)"*unusual rate*",         300,  4 * 3600, 1 },	/* Gmail's 4.7.28 */
-	{ (char *)"*quota exceeded*",       300,  4 * 3600, 1 },
-	{ (char *)"*sending limit*",        300,  4 * 3600, 1 },
+	{ (char *)"*too many*",             SUSP_DEFAULT, 1 },
+	{ (char *)"*rate limit*",           SUSP_DEFAULT, 1 },
+	{ (char *)"*ratelimit*",            SUSP_DEFAULT, 1 },
+	{ (char *)"*rate-limit*",           SUSP_DEFAULT, 1 },
+	{ (char *)"*throttl*",              SUSP_DEFAULT, 1 },	/* SES: "454 Throttling failure" */
+	{ (char *)"*slow down*",            SUSP_DEFAULT, 1 },
+	{ (char *)"*unusual rate*",         SUSP_DEFAULT, 1 },	/* Gmail's 4.7.28 */
+	{ (char *)"*quota exceeded*",       SUSP_DEFAULT, 1 },
+	{ (char *)"*sending limit*",        SUSP_DEFAULT, 1 },
 };
+#undef SUSP_DEFAULT
 
 size_t
 policy_builtin_throttles(const struct policy_throttle **out)
@@ -540,7 +539,7 @@ static int
 validate_throttle(cfg_t *cfg, cfg_opt_t *opt)
 {
 	cfg_t *t = last_sec(opt);
-	long long s = 300, m;
+	long long s = POLICY_SUSPEND_DEFAULT, m;
 	const char *why;
 
 	if (cfg_size(t, "pattern") == 0) {
@@ -693,8 +692,13 @@ copy_throttle(struct policy_throttle *t, cfg_t *sec)
 	memset(t, 0, sizeof *t);
 	t->pattern = xstrdup(cfg_getstr(sec, "pattern"));
 	copy_scalars(throttle_keys, sec, t);
+	/* Not given: the default suspend; the default max_suspend, or
+	 * suspend if that is longer. */
+	if (cfg_size(sec, "suspend") == 0)
+		t->suspend = POLICY_SUSPEND_DEFAULT;
 	if (cfg_size(sec, "max_suspend") == 0)
-		t->max_suspend = t->suspend > MAX_SUSPEND_DEFAULT ? t->suspend : MAX_SUSPEND_DEFAULT;
+		t->max_suspend = t->suspend > POLICY_MAX_SUSPEND_DEFAULT ? t->suspend :
+		    POLICY_MAX_SUSPEND_DEFAULT;
 }
 
 int

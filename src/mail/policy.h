@@ -38,6 +38,11 @@ enum policy_unit {
 #define POLICY_PERIOD_MAX	(366LL * 86400)		/* seconds */
 #define POLICY_NAME_MAX		64
 #define POLICY_GRACE_MAX	86400LL			/* seconds */
+/* A suspension's first period and its longest, in seconds, where
+ * policy.conf names none: a throttle_reply's defaults, most built-in
+ * ones', and the gate's for a "slow down" report no pattern matches. */
+#define POLICY_SUSPEND_DEFAULT		(5 * 60)
+#define POLICY_MAX_SUSPEND_DEFAULT	(4 * 3600)
 
 struct policy_window {
 	long long limit;	/* at most this much weight ... */

@@ -34,6 +34,7 @@
 
 #include "lib/alloc.h"
 #include "mail/envelope.h"
+#include "mail/policy.h"
 #include "mail/qcheck.h"
 #include "mail/qctl.h"
 #include "mail/schedfile.h"
@@ -514,12 +515,14 @@ check_sched(struct ctx *c, struct buf *b)
 		    strcmp(e->d_name, "tmp") == 0 || strcmp(e->d_name, "sessions") == 0 ||
 		    strcmp(e->d_name, "sessions.tmp") == 0)
 			continue;	/* sessions: a hint for weir status (schedfile.h) */
-		if (strcmp(e->d_name, "alive") == 0) {
+		if (strcmp(e->d_name, "alive") == 0 || (strncmp(e->d_name, "oauth.", 6) == 0 &&
+		    policy_valid_name(e->d_name + 6))) {
+			snprintf(path, sizeof path, "%s/%s", SCHED_DIR, e->d_name);
 			buf_reset(b);
-			if (read_file_at(c->q->dfd, SCHED_ALIVE, b, 32) != 0 ||
+			if (read_file_at(c->q->dfd, path, b, 32) != 0 ||
 			    schedfile_parse_alive(b->s, b->len, &t) < 0)
 				report(c, 0, "%s: not one number and a newline (weir-send "
-				    "rewrites it)", SCHED_ALIVE);
+				    "rewrites it)", path);
 			continue;
 		}
 		if (queue_parse_id(e->d_name, &v) < 0 || v >= c->q->split)

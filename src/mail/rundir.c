@@ -14,7 +14,9 @@
 
 const struct rundir_spec rundir_table[RD_COUNT] = {
 	[RD_SOCKET]  = { "gate_socket",  02750, 1 },
-	[RD_JOURNAL] = { "gate_journal", 00750, 0 },
+	/* 0711: weir-remote, weir-send and weir-metrics reach the OAuth
+	 * token folder in it (/var/lib/weir/oauth), and list nothing. */
+	[RD_JOURNAL] = { "gate_journal", 00711, 0 },
 };
 
 void

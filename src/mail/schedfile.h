@@ -14,8 +14,10 @@
  *
  * sched/alive holds one number and a newline: the last wall time at which
  * weir-send was known to run; an open wait is credited up to it after a
- * restart.  sched/tmp is where a new version is written before it is
- * renamed over sched/S/N or sched/alive.
+ * restart.  sched/oauth.NAME, in the same form: when the admin was last
+ * mailed that upstream NAME needs an OAuth login (send/notice.c).
+ * sched/tmp is where a new version is written before it is renamed over
+ * sched/S/N, sched/alive or sched/oauth.NAME.
  *
  * Trusts: nothing; parsed strictly.
  */
@@ -28,6 +30,7 @@
 #define SCHED_DIR	"sched"
 #define SCHED_ALIVE	"sched/alive"
 #define SCHED_TMP	"sched/tmp"
+#define SCHED_OAUTH	"sched/oauth."	/* + the upstream's name */
 /* weir-send's open sessions, for weir status (src/send/session.c), and
  * where a new list is written before it is renamed over it: hints. */
 #define SCHED_SESSIONS	"sched/sessions"

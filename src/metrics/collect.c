@@ -416,6 +416,7 @@ metrics_collect(const struct metrics_src *src, struct buf *out)
 	up = gate_fetch(src, &body) == 0;
 	metrics_queue_scan(src->queue_dir, src->queue_split, &q);
 	metrics_format(up ? (body.s ? body.s : "") : NULL, body.len, &q, time(NULL), out);
+	metrics_oauth(src->cfg, out);
 	buf_free(&body);
 	return up;
 }

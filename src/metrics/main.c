@@ -15,6 +15,7 @@
  * becomes metrics.user before anything else: lib/privdrop.h).
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "lib/privdrop.h"
 #include "lib/usage.h"
 #include "mail/config.h"
+#include "mail/supervised.h"
 #include "metrics/metrics.h"
 
 #define GATE_TIMEOUT_MS 3000
@@ -74,11 +76,13 @@ main(int argc, char **argv)
 	/* The one place weir-metrics gives up root, before it reads or
 	 * binds anything. */
 	privdrop_daemon("metrics user", cfg.metrics.user, 2);
+	supervised_arm();	/* after the drop, which would clear it */
 	memset(&o, 0, sizeof o);
 	/* STATUS is all it asks: the read-only socket, which needs no group. */
 	o.src.gate_socket = cfg.gate_status_socket ? cfg.gate_status_socket : cfg.gate_socket;
 	o.src.queue_dir = cfg.queue_dir;
 	o.src.queue_split = cfg.queue_split;
+	o.src.cfg = &cfg;
 	o.src.gate_timeout_ms = GATE_TIMEOUT_MS;
 	if (once) {
 		metrics_collect(&o.src, &text);
@@ -88,6 +92,10 @@ main(int argc, char **argv)
 		config_free(&cfg);
 		return 0;
 	}
+	/* SIGHUP (weir run passes it on) has nothing to re-read here: the
+	 * metrics section is read at start. */
+	if (signal(SIGHUP, SIG_IGN) == SIG_ERR)
+		fatal(111, "signal");
 	o.address = cfg.metrics.address;
 	o.textfile = cfg.metrics.textfile;
 	o.interval = cfg.metrics.interval;

@@ -8,6 +8,8 @@
  *              requests, a deadline per connection, one request each
  *   textfile.c the same text for node_exporter's textfile collector,
  *              written to PATH.tmp and renamed into place
+ *   oauth.c    the OAuth token state of the upstreams with an oauth
+ *              section, from their status files (mail/oauth.h)
  *
  * Trusts: the gate as far as gateclient.c and jsonread.c parse it,
  * nothing in the queue (only names and mtimes are read), nothing from
@@ -22,6 +24,7 @@
 #include <time.h>
 
 #include "lib/buf.h"
+#include "mail/config.h"
 
 /* Where a scrape reads from. */
 struct metrics_src {
@@ -29,6 +32,7 @@ struct metrics_src {
 	const char *queue_dir;
 	unsigned queue_split;
 	int gate_timeout_ms;	/* for the gate's answer */
+	const struct weir_config *cfg;	/* its oauth upstreams; NULL: none */
 };
 
 /* One scrape, appended to out.  Never fails: what cannot be read is said
@@ -45,6 +49,9 @@ void metrics_format(const char *json, size_t jlen, const struct metrics_queue *q
     time_t now, struct buf *out);
 /* Count mess/ and todo/ of the queue. */
 void metrics_queue_scan(const char *dir, unsigned split, struct metrics_queue *q);
+
+/* oauth.c: the OAuth families of cfg's oauth upstreams (none without). */
+void metrics_oauth(const struct weir_config *cfg, struct buf *out);
 
 /* Write text to path atomically (path.tmp, fsync, rename).  0 ok, -1 with
  * errno. */

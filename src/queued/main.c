@@ -36,6 +36,7 @@
 #include "lib/usage.h"
 #include "mail/config.h"
 #include "mail/rundir.h"
+#include "mail/supervised.h"
 #include "queued/server.h"
 
 #define MAX_CLIENTS 512
@@ -85,6 +86,7 @@ main(int argc, char **argv)
 	/* The one place weir-queued gives up root: after the bind, before
 	 * it opens the queue or reads a client's byte. */
 	privdrop_daemon("queued_user", cfg.queued_user, 2);
+	supervised_arm();	/* after the drop, which would clear it */
 	umask(033);	/* files 0644, as weir-queue's (QUEUE.md) */
 	if (queue_open(&q, cfg.queue_dir, cfg.queue_split) < 0)
 		fatal(111, "open queue %s", cfg.queue_dir);

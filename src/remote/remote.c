@@ -237,15 +237,33 @@ remote_outcome(const struct smtp_result *res, struct buf *line)
 	outcome_format(&o, line);
 }
 
+/* The outcome line b on fd. */
+static void
+line_write(int fd, const struct buf *b)
+{
+	if (full_write(fd, b->s, b->len) < 0)
+		log_warn("writing the outcome to fd %d", fd);
+}
+
 static void
 outcome_write(int fd, const struct smtp_result *res)
 {
 	struct buf b = BUF_INIT;
 
 	remote_outcome(res, &b);
-	if (full_write(fd, b.s, b.len) < 0)
-		log_warn("writing the outcome to fd %d", fd);
+	line_write(fd, &b);
 	buf_free(&b);
+}
+
+void
+remote_not_sent(const struct remote *r, struct buf *line)
+{
+	struct outcome o;
+
+	memset(&o, 0, sizeof o);
+	o.kind = r->refused.len ? OUTCOME_AUTHFAIL : OUTCOME_REFUND;
+	snprintf(o.text, sizeof o.text, "%s", r->refused.s ? r->refused.s : "");
+	outcome_format(&o, line);
 }
 
 /* Tell the gate how it went: throttled, nothing sent, or how many. */
@@ -384,21 +402,18 @@ default_port(int tls)
 }
 
 /* The secret (when up has a username) and the TLS client (unless tls =
- * none) into p.  0 ok; -1 with the reason in err. */
+ * none) into p.  0 ok; -1 with the reason in err; -2 the OAuth provider
+ * refused the credentials (secret.h), the reason in err.  how: what the
+ * OAuth step did. */
 static int
 prepare(const struct weir_upstream *up, struct smtp_params *p, struct buf *secret,
-    struct buf *err)
+    struct buf *how, struct buf *err)
 {
 	int rc;
 
 	if (up->username) {
-		if (up->secret_file)
-			rc = secret_from_file(up->secret_file, secret, err);
-		else
-			rc = secret_from_command(up->secret_command,
-			    clock_mono_ms() + (uint64_t)up->timeout_command * 1000, secret, err);
-		if (rc < 0)
-			return -1;
+		if ((rc = secret_get(up, secret, how, err)) < 0)
+			return rc;
 		p->secret = secret->s;
 		p->secretlen = secret->len;
 	}
@@ -421,11 +436,11 @@ probe(const char *cfile, const char *upname)
 {
 	struct weir_config cfg;
 	const struct weir_upstream *up;
-	struct buf err = BUF_INIT, secret = BUF_INIT, out = BUF_INIT;
+	struct buf err = BUF_INIT, secret = BUF_INIT, out = BUF_INIT, how = BUF_INIT;
 	struct smtp_params p;
 	struct smtp_result res;
 	struct trouble_rules *rules = NULL;
-	int rc = 1, have_cfg = 0;
+	int rc = 1, have_cfg = 0, k;
 	size_t i;
 
 	memset(&p, 0, sizeof p);
@@ -453,9 +468,13 @@ probe(const char *cfile, const char *upname)
 	p.host = up->host;
 	p.port = up->port ? up->port : default_port(up->tls);
 	p.helo = cfg.hostname;
-	if (prepare(up, &p, &secret, &err) < 0) {
-		buf_printf(&out, "%s failed: %s\n", up->username && !p.secret ? "secret" : "tls",
-		    err.s);
+	k = prepare(up, &p, &secret, &how, &err);
+	if (up->oauth.present)	/* the token step, before the SMTP ones */
+		buf_printf(&out, "token %s: %s\n", p.secret ? "ok" : "failed",
+		    p.secret ? how.s : err.s);
+	if (k < 0) {
+		if (!up->oauth.present || p.secret)
+			buf_printf(&out, "%s failed: %s\n", !p.secret ? "secret" : "tls", err.s);
 		goto out;
 	}
 	rules = rules_new(&cfg);
@@ -476,6 +495,7 @@ out:
 	tls_client_free(p.tls);
 	buf_free(&err);
 	buf_free(&out);
+	buf_free(&how);
 	if (have_cfg)
 		config_free(&cfg);
 	return rc;
@@ -493,6 +513,7 @@ remote_die_with_parent(pid_t parent, int sig)
 	if (parent <= 1 || getppid() != parent)
 		fatalx(111, "the caller (pid %ld) is gone; not sending", (long)parent);
 }
+
 
 
 /* "file:line: what" lines of a config error, on one line. */
@@ -555,17 +576,22 @@ out:
 int
 remote_get_ready(struct remote *r, struct buf *why)
 {
-	struct buf err = BUF_INIT;
-	int rc = 0;
+	struct buf err = BUF_INIT, how = BUF_INIT;
+	int rc = 0, k;
 
-	if (prepare(r->up, &r->p, &r->secret, &err) < 0) {
+	if ((k = prepare(r->up, &r->p, &r->secret, &how, &err)) < 0) {
 		buf_printf(why, "weir-remote: %s. (#4.3.0)\n", err.s);
+		if (k == -2)
+			buf_adds(&r->refused, err.s);
 		rc = -1;
 	} else {
+		if (how.len)
+			log_debug("upstream %s: OAuth: %s", r->up->name, how.s);
 		r->rules = rules_new(&r->cfg);
 		r->p.rules = r->rules;
 	}
 	buf_free(&err);
+	buf_free(&how);
 	return rc;
 }
 
@@ -573,6 +599,7 @@ void
 remote_free(struct remote *r)
 {
 	secret_wipe(&r->secret);
+	buf_free(&r->refused);
 	trouble_free(r->rules);
 	tls_client_free(r->p.tls);
 	if (r->have_fallback)
@@ -647,6 +674,13 @@ single(const char *cfile, const char *upname, const char *qid, int use_gate, int
 	}
 	if (remote_get_ready(&r, &why) < 0) {
 		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
+		if (outfd >= 0) {
+			struct buf b = BUF_INIT;
+
+			remote_not_sent(&r, &b);
+			line_write(outfd, &b);
+			buf_free(&b);
+		}
 		goto out;
 	}
 	if (!use_gate && config_untrusted_env())

@@ -27,6 +27,7 @@ struct remote {
 	struct smtp_params p;
 	struct buf secret;
 	struct trouble_rules *rules;
+	struct buf refused;	/* the OAuth provider refused the credentials: why */
 };
 
 /* The config and the upstream for sender (or -u upname) into r: 0, or
@@ -59,6 +60,11 @@ void remote_whole_result(struct smtp_result *res, size_t nrcpt, const char *fmt,
     PRINTFLIKE(3, 4);
 /* The outcome line (mail/outcome.h) for res, appended to line. */
 void remote_outcome(const struct smtp_result *res, struct buf *line);
+/* The same for a message r could not even try (the session could not be
+ * set up): a refund; or, when the OAuth provider refused the credentials
+ * (r->refused), authfail, as a 535 would have been, for the gate to
+ * suspend the upstream. */
+void remote_not_sent(const struct remote *r, struct buf *line);
 
 /* -S: the kept session server (session.c), with its flight file (-f; -1:
  * none); the exit status. */

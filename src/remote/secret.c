@@ -1,9 +1,10 @@
 /*
- * secret.c: reading an upstream's secret; see secret.h.  The bytes live
- * in one struct buf that is wiped before it is freed, and grown only by
+ * secret.c: an upstream's secret; see secret.h (a secret_file is read by
+ * mail/secretfile.c, an OAuth token comes from mail/oauth.c).  The bytes live in one
+ * struct buf that is wiped before it is freed, and grown only by
  * reserving the maximum first, so no copy is left behind by realloc.
- * Trusts: the administrator's file and command.  Config keys:
- * secret_file, secret_command.
+ * Trusts: the administrator's command.  Config keys: secret_file,
+ * secret_command, oauth.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,76 +16,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/evloop.h"
 #include "lib/io.h"
 #include "mail/config.h"
+#include "mail/oauth.h"
 #include "mail/secretfile.h"
 #include "remote/secret.h"
 #include "remote/wait.h"
-
-static void
-chomp(struct buf *b)
-{
-	if (b->len > 0 && b->s[b->len - 1] == '\n')
-		b->s[--b->len] = '\0';
-	if (b->len > 0 && b->s[b->len - 1] == '\r')
-		b->s[--b->len] = '\0';
-}
-
-void
-secret_wipe(struct buf *b)
-{
-	if (b->s)
-		explicit_bzero(b->s, b->cap);
-	buf_free(b);
-}
-
-int
-secret_from_file(const char *path, struct buf *out, struct buf *err)
-{
-	struct stat st;
-	ssize_t r;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		buf_printf(err, "secret_file %s: %s", path, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) < 0) {
-		buf_printf(err, "secret_file %s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (secretfile_check(&st, path, err) < 0)	/* shared with weir check-config */
-		goto fail;
-	buf_reserve(out, SECRET_MAX + 1);
-	r = full_read(fd, out->s, SECRET_MAX + 1);
-	if (r < 0) {
-		buf_printf(err, "secret_file %s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (r > SECRET_MAX) {
-		buf_printf(err, "secret_file %s: over %d bytes", path, SECRET_MAX);
-		goto fail;
-	}
-	out->len = (size_t)r;
-	out->s[out->len] = '\0';
-	if (close(fd) < 0) {
-		buf_printf(err, "secret_file %s: close: %s", path, strerror(errno));
-		secret_wipe(out);
-		return -1;
-	}
-	chomp(out);
-	if (out->len == 0) {
-		buf_printf(err, "secret_file %s: empty", path);
-		secret_wipe(out);
-		return -1;
-	}
-	return 0;
-fail:
-	(void)close(fd);	/* read-only: nothing to lose on the error path */
-	secret_wipe(out);
-	return -1;
-}
 
 /* In the child: its own process group, fds 0-2 only, then the command.
  * Never returns. */
@@ -215,11 +153,30 @@ secret_from_command(const char *command, uint64_t deadline_ms, struct buf *out,
 		return -1;
 	}
 	out->s[out->len] = '\0';
-	chomp(out);
+	secret_chomp(out);
 	if (out->len == 0) {
 		buf_printf(err, "secret_command: no output");
 		secret_wipe(out);
 		return -1;
 	}
 	return 0;
+}
+
+int
+secret_get(const struct weir_upstream *up, struct buf *out, struct buf *how, struct buf *err)
+{
+	if (up->oauth.present) {
+		switch (oauth_access_token(up, out, how, err)) {
+		case OAUTH_OK:
+			return 0;
+		case OAUTH_REFUSED:
+			return -2;
+		default:
+			return -1;
+		}
+	}
+	if (up->secret_file)
+		return secretfile_read("secret_file", up->secret_file, out, err);
+	return secret_from_command(up->secret_command,
+	    clock_mono_ms() + (uint64_t)up->timeout_command * 1000, out, err);
 }

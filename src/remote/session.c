@@ -106,8 +106,9 @@ one_message(struct server *sv, const struct sp_request *rq, int mfd, struct smtp
 	return more;
 }
 
-/* res's reports and outcome line: into the flight file, then on the
- * pipes.  0, or -1 if the reports could not be written. */
+/* res's reports and outcome line (for a message not even tried when
+ * the session could not be set up: remote_not_sent's): into the flight
+ * file, then on the pipes.  0, or -1 if they could not be written. */
 static int
 answer(struct server *sv, const struct smtp_result *res, const int fds[SP_NFD])
 {
@@ -115,7 +116,10 @@ answer(struct server *sv, const struct smtp_result *res, const int fds[SP_NFD])
 	int rc = 0;
 
 	remote_format(res, &rep);
-	remote_outcome(res, &oc);
+	if (sv->ss == NULL)
+		remote_not_sent(&sv->r, &oc);
+	else
+		remote_outcome(res, &oc);
 	sp_fmt_flight_done(&rec, rep.s, rep.len, oc.s, oc.len);
 	flight_add(sv, &rec);
 	/* Written even when alone: a stray SIGTERM is no proof that no

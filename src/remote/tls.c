@@ -1,5 +1,5 @@
 /*
- * tls.c: the OpenSSL code of weir-remote, and the only file that
+ * tls.c: the OpenSSL code of weir-remote, and its only file that
  * includes OpenSSL headers; see tls.h.
  *
  * Security stance: TLS 1.2 or later; with verify on, the chain must lead
@@ -7,13 +7,13 @@
  * host (SSL_set1_host, or the IP address for a literal), else the
  * handshake fails; a configured fingerprint (SHA-256 of the DER
  * certificate) must match as well, verify or not.  No renegotiation, no
- * compression (OpenSSL 3 defaults).
+ * compression (OpenSSL 3 defaults).  What weir-smtpd's TLS shares with
+ * it (the context's floor, the handshake, reads and writes until a
+ * deadline, OpenSSL's errors as text) is lib/tlsio.c.
  *
  * Trusts: the CA store.  Config keys: verify, ca_file, fingerprint.
  */
 #include <arpa/inet.h>
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +24,13 @@
 #include <openssl/x509v3.h>
 
 #include "lib/alloc.h"
+#include "lib/tlsio.h"
 #include "mail/sessproto.h"
 #include "remote/tls.h"
-#include "remote/wait.h"
+
+/* tls.h's statuses are tlsio's, without OpenSSL in tls.h. */
+_Static_assert(TLS_OK == (int)TLSIO_OK && TLS_ERROR == (int)TLSIO_ERROR &&
+    TLS_TIMEOUT == (int)TLSIO_TIMEOUT && TLS_EOF == (int)TLSIO_EOF, "tls_status");
 
 struct tls_client {
 	SSL_CTX *ctx;
@@ -38,24 +42,7 @@ struct tls_client {
 
 struct tls_session {
 	SSL *ssl;
-	int fd;
 };
-
-/* The OpenSSL error queue, emptied into err. */
-static void
-ssl_errors(struct buf *err, const char *what)
-{
-	unsigned long e;
-	char line[256];
-	int first = 1;
-
-	buf_printf(err, "%s", what);
-	while ((e = ERR_get_error()) != 0) {
-		ERR_error_string_n(e, line, sizeof line);
-		buf_printf(err, "%s%s", first ? ": " : "; ", line);
-		first = 0;
-	}
-}
 
 static int
 parse_pin(const char *hex, unsigned char out[32])
@@ -101,25 +88,17 @@ tls_client_new(int verify, const char *ca_file, const char *fingerprint, struct 
 		}
 		c->pinned = 1;
 	}
-	c->ctx = SSL_CTX_new(TLS_client_method());
-	if (c->ctx == NULL) {
-		ssl_errors(err, "SSL_CTX_new");
+	c->ctx = tlsio_ctx_new(TLS_client_method(), err);
+	if (c->ctx == NULL)
 		goto fail;
-	}
-	if (SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION) != 1) {
-		ssl_errors(err, "cannot require TLS 1.2");
-		goto fail;
-	}
-	SSL_CTX_set_mode(c->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
-	    SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	if (ca_file) {
 		if (SSL_CTX_load_verify_locations(c->ctx, ca_file, NULL) != 1) {
-			ssl_errors(err, "");
+			tlsio_errors(err, "");
 			buf_printf(err, " (ca_file %s)", ca_file);
 			goto fail;
 		}
 	} else if (SSL_CTX_set_default_verify_paths(c->ctx) != 1) {
-		ssl_errors(err, "cannot load the system CA store");
+		tlsio_errors(err, "cannot load the system CA store");
 		goto fail;
 	}
 	SSL_CTX_set_verify(c->ctx, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
@@ -191,55 +170,6 @@ tls_session_resumed(const struct tls_session *s)
 	return SSL_session_reused(s->ssl) == 1;
 }
 
-/* Wait for fd to be readable or writable, as OpenSSL asked.  0 ready,
- * TLS_TIMEOUT, or TLS_ERROR. */
-static int
-wait_ssl(int fd, int want_write, uint64_t deadline, struct buf *err)
-{
-	switch (wait_fd(fd, want_write ? POLLOUT : POLLIN, deadline)) {
-	case WAIT_READY:
-		return 0;
-	case WAIT_TIMEOUT:
-		return TLS_TIMEOUT;
-	default:
-		buf_printf(err, "poll: %s", strerror(errno));
-		return TLS_ERROR;
-	}
-}
-
-/* After an SSL_* call returned r <= 0: 1 to retry (waited), else a
- * negative enum tls_status with err filled. */
-static int
-ssl_retry(struct tls_session *s, int r, uint64_t deadline, const char *what, struct buf *err)
-{
-	int e = SSL_get_error(s->ssl, r), w;
-
-	switch (e) {
-	case SSL_ERROR_WANT_READ:
-	case SSL_ERROR_WANT_WRITE:
-		w = wait_ssl(s->fd, e == SSL_ERROR_WANT_WRITE, deadline, err);
-		return w == 0 ? 1 : w;
-	case SSL_ERROR_ZERO_RETURN:
-		return TLS_EOF;
-	case SSL_ERROR_SYSCALL:
-		if (ERR_peek_error() == 0) {
-			if (errno == 0 || errno == ECONNRESET || errno == EPIPE)
-				return TLS_EOF;
-			buf_printf(err, "%s: %s", what, strerror(errno));
-			return TLS_ERROR;
-		}
-		ssl_errors(err, what);
-		return TLS_ERROR;
-	default:
-		if (ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
-			ERR_clear_error();
-			return TLS_EOF;
-		}
-		ssl_errors(err, what);
-		return TLS_ERROR;
-	}
-}
-
 static int
 check_pin(struct tls_client *c, struct tls_session *s, struct buf *err)
 {
@@ -269,51 +199,48 @@ tls_handshake(struct tls_client *c, int fd, const char *host, uint64_t deadline_
 {
 	struct tls_session *s = xcalloc(1, sizeof *s);
 	unsigned char addr[16];
-	int r, ip;
+	enum tlsio_status k;
+	int ip;
 	long vr;
 
 	*out = NULL;
-	s->fd = fd;
 	ERR_clear_error();
 	s->ssl = SSL_new(c->ctx);
 	if (s->ssl == NULL || SSL_set_fd(s->ssl, fd) != 1) {
-		ssl_errors(err, "SSL_new");
+		tlsio_errors(err, "SSL_new");
 		goto fail;
 	}
 	ip = inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
 	if (ip) {
 		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s->ssl), host) != 1) {
-			ssl_errors(err, "cannot set the address to verify");
+			tlsio_errors(err, "cannot set the address to verify");
 			goto fail;
 		}
 	} else if (SSL_set_tlsext_host_name(s->ssl, host) != 1 || SSL_set1_host(s->ssl, host) != 1) {
-		ssl_errors(err, "cannot set the host name to verify");
+		tlsio_errors(err, "cannot set the host name to verify");
 		goto fail;
 	}
 	/* A session this upstream gave an earlier connection (verified as
 	 * strictly then: the chain, the name and the pin are checked below
 	 * on the certificate it carries all the same). */
 	if (c->resume && SSL_set_session(s->ssl, c->resume) != 1) {
-		ssl_errors(err, "cannot offer the session to resume");
+		tlsio_errors(err, "cannot offer the session to resume");
 		goto fail;
 	}
-	while ((r = SSL_connect(s->ssl)) != 1) {
-		int k = ssl_retry(s, r, deadline_ms, "TLS handshake", err);
-
-		if (k == 1)
-			continue;
-		if (k == TLS_ERROR && (vr = SSL_get_verify_result(s->ssl)) != X509_V_OK) {
+	SSL_set_connect_state(s->ssl);
+	if ((k = tlsio_handshake(s->ssl, deadline_ms, "TLS handshake", err)) != TLSIO_OK) {
+		if (k == TLSIO_ERROR && (vr = SSL_get_verify_result(s->ssl)) != X509_V_OK) {
 			buf_reset(err);
 			buf_printf(err, "certificate verification failed: %s",
 			    X509_verify_cert_error_string(vr));
-		} else if (k == TLS_EOF) {
+		} else if (k == TLSIO_EOF) {
 			buf_printf(err, "connection closed during the TLS handshake");
-		} else if (k == TLS_TIMEOUT) {
+		} else if (k == TLSIO_TIMEOUT) {
 			buf_printf(err, "timeout in the TLS handshake");
 		}
 		SSL_free(s->ssl);
 		free(s);
-		return k == TLS_EOF ? TLS_ERROR : (enum tls_status)k;
+		return k == TLSIO_EOF ? TLS_ERROR : (enum tls_status)k;
 	}
 	if (c->verify && (vr = SSL_get_verify_result(s->ssl)) != X509_V_OK) {
 		buf_printf(err, "certificate verification failed: %s",
@@ -334,47 +261,21 @@ fail:
 ssize_t
 tls_read(struct tls_session *s, void *p, size_t n, uint64_t deadline_ms, struct buf *err)
 {
-	size_t got = 0;
-	int r;
-
-	ERR_clear_error();
-	for (;;) {
-		r = SSL_read_ex(s->ssl, p, n, &got);
-		if (r == 1)
-			return (ssize_t)got;
-		r = ssl_retry(s, r, deadline_ms, "TLS read", err);
-		if (r != 1)
-			return r;
-	}
+	return tlsio_read(s->ssl, p, n, deadline_ms, err);
 }
 
 enum tls_status
 tls_write(struct tls_session *s, const void *p, size_t n, uint64_t deadline_ms, struct buf *err)
 {
-	const char *c = p;
-	size_t done;
-	int r;
-
-	ERR_clear_error();
-	while (n > 0) {
-		done = 0;
-		r = SSL_write_ex(s->ssl, c, n, &done);
-		if (r == 1) {
-			c += done;
-			n -= done;
-			continue;
-		}
-		r = ssl_retry(s, r, deadline_ms, "TLS write", err);
-		if (r != 1)
-			return (enum tls_status)r;
-	}
-	return TLS_OK;
+	return (enum tls_status)tlsio_write(s->ssl, p, n, deadline_ms, err);
 }
 
 const char *
 tls_describe(const struct tls_session *s, char *buf, size_t max)
 {
-	snprintf(buf, max, "%s %s%s", SSL_get_version(s->ssl), SSL_get_cipher_name(s->ssl),
+	char d[128];
+
+	snprintf(buf, max, "%s%s", tlsio_describe(s->ssl, d, sizeof d),
 	    tls_session_resumed(s) ? " (resumed)" : "");
 	return buf;
 }

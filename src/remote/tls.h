@@ -1,6 +1,7 @@
 /*
- * tls.h: TLS for the remote deliverer.  tls.c is the only file that
- * includes OpenSSL headers; everything else sees these opaque types.
+ * tls.h: TLS for the remote deliverer.  tls.c is weir-remote's only file
+ * that includes OpenSSL headers (with lib/tlsio.c, the part weir-smtpd
+ * shares); everything else sees these opaque types.
  *
  * A tls_client holds what every connection shares: the CA (a file, or
  * the system store), whether to verify the chain and the host name, and

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "lib/deadline.h"
 #include "lib/evloop.h"
 #include "remote/wait.h"
 
@@ -23,6 +24,13 @@ on_orphan(int signo)
 	orphaned = 1;	/* the wait under way ends in EINTR and looks again */
 }
 
+/* lib/deadline.h's limit: the message's deadline, once alone. */
+static uint64_t
+orphan_limit(void)
+{
+	return orphaned ? orphan_deadline : UINT64_MAX;
+}
+
 int
 wait_orphan_setup(void)
 {
@@ -31,6 +39,7 @@ wait_orphan_setup(void)
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_orphan;	/* no SA_RESTART: poll returns EINTR */
 	sigemptyset(&sa.sa_mask);
+	deadline_limit_set(orphan_limit);	/* TLS's waits too (lib/tlsio.c) */
 	return sigaction(SIGTERM, &sa, NULL);
 }
 
@@ -67,8 +76,7 @@ wait_fds(struct pollfd *p, nfds_t n, uint64_t deadline_ms)
 		uint64_t now = clock_mono_ms();
 		int r;
 
-		if (orphaned && deadline_ms > orphan_deadline)
-			deadline_ms = orphan_deadline;
+		deadline_ms = deadline_limit(deadline_ms);
 		if (now >= deadline_ms)
 			return WAIT_TIMEOUT;
 		r = poll(p, n, (int)(deadline_ms - now > 60000 ? 60000 : deadline_ms - now));

@@ -2,7 +2,9 @@
  * wait.h: the one way weir-remote waits: poll(2) on one descriptor until
  * it is ready or a deadline on the monotonic clock passes (or, left
  * alone, the deadline of the message in hand: below).  Used by the
- * connection (conn.c), TLS (tls.c) and the secret command (secret.c).
+ * connection (conn.c) and the secret command (secret.c); TLS waits in
+ * lib/tlsio.c, shared with weir-smtpd, which keeps the same limit
+ * (lib/deadline.h).
  * Trusts: nothing.  Config keys: none.
  */
 #ifndef WEIR_WAIT_H

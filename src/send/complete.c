@@ -115,10 +115,16 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 	}
 	if (o.kind == OUTCOME_THROTTLED)
 		log_warnx("msg %s: the upstream is throttling us: %s", j->m->qid, o.text);
-	if (o.kind == OUTCOME_AUTHFAIL)
+	if (o.kind == OUTCOME_AUTHFAIL && j->up < s->cfg->nupstreams &&
+	    s->cfg->upstreams[j->up].oauth.present) {
+		log_warnx("msg %s: upstream %s refused our OAuth token, or its provider our "
+		    "refresh token: %s", j->m->qid, s->ups[j->up].name, o.text);
+		notice_oauth(s, j->up);
+	} else if (o.kind == OUTCOME_AUTHFAIL) {
 		log_warnx("msg %s: the upstream refused our credentials or certificate: %s; "
 		    "check username, secret_file (or secret_command), verify and ca_file of "
 		    "upstream %s", j->m->qid, o.text, s->ups[j->up].name);
+	}
 	if (o.kind == OUTCOME_SENT || o.kind == OUTCOME_RELAY) {
 		/* Only the last ones of the batch can be undone, never all. */
 		if (o.undone < j->n && (o.kind == OUTCOME_SENT || o.undone == 0))

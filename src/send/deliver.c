@@ -77,6 +77,15 @@ give_back_grants(struct sched *s, size_t up)
 	}
 }
 
+void
+deliver_refund_unstarted(struct sched *s, size_t up)
+{
+	struct job *g;
+
+	for (g = s->ups[up].ghead; g; g = g->gnext)
+		gate_tell(s, g, GP_REFUND, 0, NULL);
+}
+
 /* j is done once its deliverer exited (or its session said so) and its
  * pipes are read: the completion stage takes it; then what the batch
  * said of the upstream is acted on here, and the run slot it leaves

@@ -25,7 +25,6 @@
 #include "mail/qqcode.h"
 #include "send/dsn.h"
 
-#define DOUBLE_BOUNCE_SENDER "#@[]"
 #define HEADER_MAX (64 * 1024)	/* of the original, quoted in the report */
 
 /* Index past 1 to 3 digits at t[i], or 0 if there are none. */
@@ -317,9 +316,8 @@ dsn_build_delayed(struct queue *q, unsigned long id, const struct dsn_opts *o,
 	return build(q, id, o, &delayed, v, n, until, msg);
 }
 
-/* Queue msg from <from> to <to> through weir-queue.  0 ok, -1 logged. */
-static int
-inject(const struct dsn_opts *o, const char *qid, const char *what, const char *from,
+int
+dsn_inject(const struct dsn_opts *o, const char *who, const char *what, const char *from,
     const char *to, const struct buf *msg)
 {
 	struct buf why = BUF_INIT;
@@ -328,16 +326,16 @@ inject(const struct dsn_opts *o, const char *qid, const char *what, const char *
 	int code, rc = -1;
 
 	if (qq_start(&c, o->qq_program, &why) < 0) {
-		log_warnx("msg %s: %s: %s", qid, what, why.s);
+		log_warnx("%s: %s: %s", who, what, why.s);
 		goto out;
 	}
 	qq_put(&c, msg->s, msg->len);
 	code = qq_finish(&c, from, &rcpt, 1, &why);
 	if (code != 0) {
-		log_warnx("msg %s: %s to <%s> not queued: %s", qid, what, rcpt, why.s);
+		log_warnx("%s: %s to <%s> not queued: %s", who, what, rcpt, why.s);
 		goto out;
 	}
-	log_info("msg %s: %s to <%s> queued as %s", qid, what, rcpt, c.id);
+	log_info("%s: %s to <%s> queued as %s", who, what, rcpt, c.id);
 	rc = 0;
 out:
 	free(rcpt);
@@ -348,7 +346,7 @@ out:
 int
 dsn_send(struct queue *q, unsigned long id, const struct dsn_opts *o)
 {
-	char path[QPATH_MAX], qid[QUEUE_ID_MAX];
+	char path[QPATH_MAX], qid[QUEUE_ID_MAX], who[QUEUE_ID_MAX + 8];
 	struct buf info = BUF_INIT, why = BUF_INIT, msg = BUF_INIT;
 	struct qrec sender;
 	struct stat st;
@@ -390,7 +388,8 @@ dsn_send(struct queue *q, unsigned long id, const struct dsn_opts *o)
 		from = "";
 		to = xstrndup(sender.addr, sender.len);
 	}
-	rc = inject(o, qid, "bounce", from, to, &msg);
+	snprintf(who, sizeof who, "msg %s", qid);
+	rc = dsn_inject(o, who, "bounce", from, to, &msg);
 	free(to);
 	if (rc < 0)
 		goto out;
@@ -427,17 +426,18 @@ int
 dsn_send_delayed(struct queue *q, unsigned long id, const struct dsn_opts *o,
     const char *sender, const struct dsn_rcpt *v, size_t n, time_t until)
 {
-	char qid[QUEUE_ID_MAX];
+	char qid[QUEUE_ID_MAX], who[QUEUE_ID_MAX + 8];
 	struct buf msg = BUF_INIT;
 	int rc = -1;
 
 	queue_msgid_of(q, id, qid);
+	snprintf(who, sizeof who, "msg %s", qid);
 	if (!dsn_sender_wants_warning(sender)) {
 		log_warnx("msg %s: no delay warning to <%s>", qid, sender);
 		return -1;
 	}
 	if (dsn_build_delayed(q, id, o, v, n, until, &msg) == 0)
-		rc = inject(o, qid, "delay warning", "", sender, &msg);
+		rc = dsn_inject(o, who, "delay warning", "", sender, &msg);
 	buf_free(&msg);
 	return rc;
 }

@@ -20,6 +20,10 @@
 #include "lib/buf.h"
 #include "mail/queue.h"
 
+/* The sender of double bounces (qmail's) and of weir's notices to the
+ * admin: a failure of one is logged and dropped. */
+#define DOUBLE_BOUNCE_SENDER "#@[]"
+
 struct dsn_opts {
 	const char *hostname;	/* hostname: Reporting-MTA, From: */
 	const char *admin;	/* admin: double bounces */
@@ -55,5 +59,11 @@ int dsn_sender_wants_warning(const char *sender);
  * -1 logged (also for a sender that gets none). */
 int dsn_send_delayed(struct queue *q, unsigned long id, const struct dsn_opts *o,
     const char *sender, const struct dsn_rcpt *v, size_t n, time_t until);
+
+/* Queue msg from <from> to <to> through weir-queue (o->qq_program); who
+ * ("msg ID", "upstream NAME") and what name it in the log line.  0
+ * queued, -1 logged. */
+int dsn_inject(const struct dsn_opts *o, const char *who, const char *what, const char *from,
+    const char *to, const struct buf *msg);
 
 #endif

@@ -19,6 +19,7 @@
 #include "mail/config.h"
 #include "mail/libexec.h"
 #include "mail/qqclient.h"
+#include "mail/supervised.h"
 #include "send/sched.h"
 
 int
@@ -49,6 +50,7 @@ main(int argc, char **argv)
 	if (config_load(&cfg, cfile, &err) < 0)
 		fatalx(111, "%s", strtok(err.s, "\n"));
 	privdrop_daemon("send_user", cfg.send_user, 111);	/* the one place */
+	supervised_arm();	/* after the drop, which would clear it */
 	if (queue_open(&q, cfg.queue_dir, cfg.queue_split) < 0)
 		fatal(111, "open queue %s", cfg.queue_dir);
 	/* Children (weir-queue for bounces, the deliverer) must use this

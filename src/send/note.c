@@ -176,3 +176,31 @@ note_alive_load(struct queue *q, long long *t)
 	buf_free(&b);
 	return r;
 }
+
+int
+note_oauth_save(struct queue *q, const char *upstream, long long t)
+{
+	char path[QPATH_MAX];
+	struct buf b = BUF_INIT;
+	int r;
+
+	snprintf(path, sizeof path, SCHED_OAUTH "%s", upstream);
+	buf_printf(&b, "%lld\n", t);
+	r = replace(q, path, SCHED_DIR, &b, 1);
+	buf_free(&b);
+	return r;
+}
+
+int
+note_oauth_load(struct queue *q, const char *upstream, long long *t)
+{
+	char path[QPATH_MAX];
+	struct buf b = BUF_INIT;
+	int r;
+
+	snprintf(path, sizeof path, SCHED_OAUTH "%s", upstream);
+	r = read_file_at(q->dfd, path, &b, 32);
+	r = r == 0 ? schedfile_parse_alive(b.s, b.len, t) : -1;
+	buf_free(&b);
+	return r;
+}

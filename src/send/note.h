@@ -34,4 +34,10 @@ int note_remove(struct queue *q, unsigned long id);
 int note_alive_save(struct queue *q, long long now);
 int note_alive_load(struct queue *q, long long *t);
 
+/* sched/oauth.NAME (send/notice.c): when the admin was last told that
+ * upstream NAME needs an OAuth login.  Save: durable (fsync before the
+ * rename, the folder after).  Load: 0 and *t; -1 none or unreadable. */
+int note_oauth_save(struct queue *q, const char *upstream, long long t);
+int note_oauth_load(struct queue *q, const char *upstream, long long *t);
+
 #endif

@@ -669,9 +669,17 @@ on_cleanup(struct evloop *ev, struct evtimer *t, void *arg)
 static void
 on_term(struct evloop *ev, int signo, void *arg)
 {
-	(void)ev; (void)arg;
-	/* Crash-only: the queue is consistent at every instant. */
+	struct sched *s = arg;
+	size_t i;
+
+	(void)ev;
+	/* Crash-only: the queue is consistent at every instant.  But grants
+	 * no deliverer has used go back to the gate, which would otherwise
+	 * count each as maybe sent for its grace (10 minutes: a slot each
+	 * across a restart, or the death of weir run). */
 	log_info("signal %d: exiting", signo);
+	for (i = 0; i < s->nups; i++)
+		deliver_refund_unstarted(s, i);
 	_exit(0);
 }
 

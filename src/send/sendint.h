@@ -283,6 +283,9 @@ void gate_counts_due(struct sched *s);
 
 /* 3 deliver.c */
 void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then gate_pump */
+/* weir-send stops: the grants of up's jobs that no deliverer has started
+ * go back to the gate unused (REFUND); nothing asks again. */
+void deliver_refund_unstarted(struct sched *s, size_t up);
 /* A granted job: run it if a run slot is free, else when one is. */
 void deliver_granted(struct sched *s, struct job *j);
 void deliver_on_child(struct evloop *ev, int signo, void *arg);
@@ -349,6 +352,10 @@ enum upstream_word complete_job(struct sched *s, struct job *j);
 void complete_unrun(struct sched *s, struct job *j);
 void job_free(struct sched *s, struct job *j);
 void job_drop(struct sched *s, struct job *j);	/* freed; its message back to the FIFO */
+
+/* notice.c: after an authfail outcome of up: the admin's mail, once a
+ * day, while its OAuth token status says a login is needed. */
+void notice_oauth(struct sched *s, size_t up);
 
 /* wait.c */
 void wait_begin(struct msg *m);

@@ -25,6 +25,7 @@
 #include "lib/privdrop.h"
 #include "lib/usage.h"
 #include "mail/config.h"
+#include "mail/supervised.h"
 #include "showq/server.h"
 
 static const char help[] =
@@ -95,6 +96,7 @@ main(int argc, char **argv)
 	/* The one place weir-showq gives up root: after the bind, before it
 	 * reads the queue or a client's byte. */
 	privdrop_daemon("send_user", cfg.send_user, 2);
+	supervised_arm();	/* after the drop, which would clear it */
 	memset(&o, 0, sizeof o);
 	o.socket = cfg.showq_socket;
 	o.queue_dir = cfg.queue_dir;

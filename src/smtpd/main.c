@@ -35,6 +35,7 @@
 #include "lib/usage.h"
 #include "lib/privdrop.h"
 #include "mail/config.h"
+#include "mail/supervised.h"
 #include "smtpd/listener.h"
 #include "smtpd/session.h"
 
@@ -77,6 +78,7 @@ drop(void *arg)
 	const struct weir_config *cfg = arg;
 
 	privdrop_daemon("smtpd_user", cfg->smtpd_user, 2);
+	supervised_arm();	/* after the drop, which would clear it */
 }
 
 int

@@ -219,7 +219,7 @@ flush_out(struct session *s)
 	size_t off = 0;
 
 	if (s->tls && !s->dead && s->wbuf.len > 0 &&
-	    tls_write(s->tls, s->wbuf.s, s->wbuf.len, s->conf->timeout_ms) < 0) {
+	    tls_conn_write(s->tls, s->wbuf.s, s->wbuf.len, s->conf->timeout_ms) < 0) {
 		log_warnx("%s: cannot write to the client over TLS", s->addr);
 		s->dead = 1;
 	}
@@ -301,7 +301,7 @@ fill(struct session *s)
 	if (left_ms(s) == 0)
 		return RD_TIMEOUT;
 	if (s->tls) {
-		r = tls_read(s->tls, s->rbuf, sizeof s->rbuf, left_ms(s));
+		r = tls_conn_read(s->tls, s->rbuf, sizeof s->rbuf, left_ms(s));
 		if (r <= 0)
 			return r == 0 ? RD_EOF : r == -2 ? RD_TIMEOUT : RD_ERROR;
 		s->rpos = 0;
@@ -753,7 +753,7 @@ cmd_starttls(struct session *s, const char *arg)
 		s->dead = 1;
 		return -1;
 	}
-	tls_describe(s->tls, &s->tlsinfo);
+	tls_conn_describe(s->tls, &s->tlsinfo);
 	log_info("%s: TLS started: %s", s->addr, s->tlsinfo.s);
 	txn_reset(s);
 	s->state = ST_GREET;

@@ -8,6 +8,12 @@
  *     gate protocol; a policy section no upstream uses is a warning;
  *   - secret_file passes weir-remote's rule (mail/secretfile.h: the same
  *     function, not a copy), ca_file is a readable file;
+ *   - an oauth section: client_secret_file passes the same rule and
+ *     belongs to the deliverer; the token state (mail/oauth.h) is there
+ *     (else: run weir auth login NAME), in a folder the deliverer owns,
+ *     the deliverer's and 0600; its status does not say the provider
+ *     refuses the refresh token (an error naming the command) or that
+ *     the last refresh failed (a warning);
  *   - admin is a fully qualified address that is not local to this host
  *     (local recipients are rewritten to it), hostname is a sane domain
  *     name; the queue exists;
@@ -58,6 +64,7 @@
 #include "lib/log.h"
 #include "mail/config.h"
 #include "mail/libexec.h"
+#include "mail/oauth.h"
 #include "mail/policy.h"
 #include "mail/qcheck.h"
 #include "mail/rundir.h"
@@ -314,34 +321,14 @@ check_accounts(struct check *k, const struct weir_config *c)
 	}
 }
 
-/* Who the deliverer runs as: the owner of a set-user-id weir-remote
- * (the package's), else send_user; unknown when neither (it runs as
- * whoever runs weir-send). */
+/* Who the deliverer runs as (mail/libexec.h). */
 static void
 find_deliverer(struct check *k, const struct weir_config *c)
 {
-	char *prog = libexec_path("weir-remote");
-	const char *remote = getenv("WEIR_REMOTE");
-	struct passwd *pw = NULL;
-	struct stat st;
+	gid_t gid;
 
-	if (remote && *remote) {
-		free(prog);
-		prog = xstrdup(remote);
-	}
-	if (stat(prog, &st) == 0 && (st.st_mode & S_ISUID)) {
-		k->have_deliverer = 1;
-		k->deliverer_uid = st.st_uid;
-		pw = getpwuid(st.st_uid);
-	} else if (c->send_user && (pw = getpwnam(c->send_user)) != NULL) {
-		k->have_deliverer = 1;
-		k->deliverer_uid = pw->pw_uid;
-	}
-	if (pw)
-		snprintf(k->deliverer, sizeof k->deliverer, "%s", pw->pw_name);
-	else
-		snprintf(k->deliverer, sizeof k->deliverer, "%lu", (unsigned long)k->deliverer_uid);
-	free(prog);
+	k->have_deliverer = libexec_deliverer(c, &k->deliverer_uid, &gid, k->deliverer,
+	    sizeof k->deliverer);
 }
 
 /* The folder of key's file into dir, its stat into *st: 0 when it is a
@@ -519,6 +506,88 @@ check_rewrite(struct check *k, const struct weir_config *c, const struct weir_up
 	}
 }
 
+/* A file the deliverer must own, closed to group and others: its stat
+ * checked; 0 fine, -1 said. */
+static int
+check_private(struct check *k, const char *where, const struct weir_upstream *u,
+    const char *key, const char *path, const struct stat *st)
+{
+	struct buf why = BUF_INIT;
+	int rc = -1;
+
+	if (secretfile_check_key(st, key, path, &why) < 0)
+		finding(k, 0, where, "upstream \"%s\": %s", u->name, why.s);
+	else if (k->have_deliverer && st->st_uid != k->deliverer_uid)
+		finding(k, 0, where, "upstream \"%s\": %s %s belongs to uid %lu, but weir-remote "
+		    "runs as %s and cannot read it (chown %s %s)", u->name, key, path,
+		    (unsigned long)st->st_uid, k->deliverer, k->deliverer, path);
+	else
+		rc = 0;
+	buf_free(&why);
+	return rc;
+}
+
+/* The oauth section (config.c checked its keys): the client secret, the
+ * CAs, and the token state: there, the deliverer's, 0600, and alive. */
+static void
+check_oauth(struct check *k, const struct weir_upstream *u)
+{
+	const struct weir_oauth *o = &u->oauth;
+	struct oauth_status st;
+	struct buf why = BUF_INIT;
+	char where[512], dir[PATH_MAX], when[OAUTH_TIME_MAX];
+	struct stat sb;
+
+	if (o->client_secret_file) {
+		up_where(k, u, "client_secret_file", where, sizeof where);
+		if (stat(o->client_secret_file, &sb) < 0)
+			finding(k, 0, where, "upstream \"%s\": client_secret_file %s: %s", u->name,
+			    o->client_secret_file, strerror(errno));
+		else
+			(void)check_private(k, where, u, "client_secret_file",
+			    o->client_secret_file, &sb);
+	}
+	if (o->ca_file) {
+		up_where(k, u, "ca_file", where, sizeof where);
+		if (stat(o->ca_file, &sb) < 0 || !S_ISREG(sb.st_mode))
+			finding(k, 0, where, "upstream \"%s\": oauth ca_file %s: %s", u->name,
+			    o->ca_file, errno && !S_ISREG(sb.st_mode) ? strerror(errno) :
+			    "not a regular file");
+	}
+	up_where(k, u, "token_file", where, sizeof where);
+	rundir_of(o->token_file, dir, sizeof dir);
+	if (stat(dir, &sb) < 0) {
+		finding(k, 0, where, "upstream \"%s\": no token yet (%s, the folder of token_file: "
+		    "%s): mail through it waits; run weir auth login %s (it makes the folder)",
+		    u->name, dir, strerror(errno), u->name);
+		return;
+	}
+	if (k->have_deliverer && sb.st_uid != k->deliverer_uid)
+		finding(k, 0, where, "upstream \"%s\": %s, the folder of token_file, belongs to "
+		    "uid %lu, but weir-remote runs as %s and must write in it (chown %s %s)",
+		    u->name, dir, (unsigned long)sb.st_uid, k->deliverer, k->deliverer, dir);
+	if (stat(o->token_file, &sb) < 0) {
+		finding(k, 0, where, "upstream \"%s\": token_file %s: %s: mail through it waits; "
+		    "run weir auth login %s", u->name, o->token_file, errno == ENOENT ?
+		    "no token yet" : strerror(errno), u->name);
+		return;
+	}
+	if (check_private(k, where, u, "token_file", o->token_file, &sb) < 0)
+		return;
+	if (oauth_status_load(o, &st, &why) < 0)
+		finding(k, 1, where, "upstream \"%s\": %s", u->name, why.s);
+	else if (st.login_needed) {
+		oauth_time(when, sizeof when, st.error_at);
+		finding(k, 0, where, "upstream \"%s\": the provider refuses the refresh token "
+		    "(since %s): %s", u->name, when, st.error);
+	} else if (st.error_at) {
+		oauth_time(when, sizeof when, st.error_at);
+		finding(k, 1, where, "upstream \"%s\": the last token refresh failed (%s): %s",
+		    u->name, when, st.error);
+	}
+	buf_free(&why);
+}
+
 static void
 check_upstream(struct check *k, const struct weir_config *c, const struct weir_upstream *u,
     const struct policy *pol, int have_policy)
@@ -539,13 +608,8 @@ check_upstream(struct check *k, const struct weir_config *c, const struct weir_u
 		if (stat(u->secret_file, &st) < 0)
 			finding(k, 0, where, "upstream \"%s\": secret_file %s: %s", u->name,
 			    u->secret_file, strerror(errno));
-		else if (secretfile_check(&st, u->secret_file, &why) < 0)
-			finding(k, 0, where, "upstream \"%s\": %s", u->name, why.s);
-		else if (k->have_deliverer && st.st_uid != k->deliverer_uid)
-			finding(k, 0, where, "upstream \"%s\": secret_file %s belongs to uid %lu, "
-			    "but weir-remote runs as %s and cannot read it (chown %s %s)",
-			    u->name, u->secret_file, (unsigned long)st.st_uid, k->deliverer,
-			    k->deliverer, u->secret_file);
+		else if (check_private(k, where, u, "secret_file", u->secret_file, &st) < 0)
+			;	/* said */
 		else if (st.st_size == 0)
 			finding(k, 0, where, "upstream \"%s\": secret_file %s: empty", u->name,
 			    u->secret_file);
@@ -563,6 +627,8 @@ check_upstream(struct check *k, const struct weir_config *c, const struct weir_u
 			finding(k, 1, where, "upstream \"%s\": ca_file %s: %s (as this user)",
 			    u->name, u->ca_file, strerror(errno));
 	}
+	if (u->oauth.present)
+		check_oauth(k, u);
 	check_rewrite(k, c, u);
 	up_where(k, u, "verify", where, sizeof where);
 	if (u->tls != UP_TLS_NONE && !u->verify && !u->fingerprint)

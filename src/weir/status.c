@@ -31,6 +31,11 @@
  *      upstream (the gate would refuse it), or weir-gate not answering
  *      (nothing is sent until it does: the policy's figure is then
  *      given as what it will take at least once the gate is back).
+ *   4. For each upstream with an oauth section, its token's state from
+ *      the token status file (auth.c; no secret in it): when the access
+ *      token expires, the refresh token's age, the last refresh error,
+ *      and "LOGIN NEEDED ... run weir auth login NAME" while the
+ *      provider refuses the refresh token (--json: "oauth").
  *
  * The gate's text status is read for the numbers of step 3 (lines
  * "upstream NAME: ..." and "  window N UNIT per Ts...: ... = U of N", as
@@ -53,7 +58,8 @@
  * Trusts: the gate's replies as far as gateproto.c parses them, nothing
  * in the queue.  Config keys: gate_socket, gate_status_socket (asked
  * when gate_socket cannot be reached), policy_file, queue_dir,
- * queue_split, upstream sections (names, senders, max_recipients).
+ * queue_split, upstream sections (names, senders, max_recipients,
+ * oauth).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -71,6 +77,7 @@
 #include "lib/io.h"
 #include "lib/json.h"
 #include "lib/log.h"
+#include "lib/timefmt.h"
 #include "mail/gateclient.h"
 #include "mail/policy.h"
 #include "mail/qlist.h"
@@ -350,34 +357,6 @@ estimate(struct sup *u, time_t now)
 		u->estimate += u->suspended;
 }
 
-/* "1d2h", "1m30s", "0s": the parts that are not zero. */
-static void
-fmt_dur(char *out, size_t max, long long s)
-{
-	static const struct { long long secs; char unit; } parts[] = {
-		{ 86400, 'd' }, { 3600, 'h' }, { 60, 'm' }, { 1, 's' },
-	};
-	size_t i, n = 0;
-	int k;
-
-	out[0] = '\0';
-	if (s <= 0) {
-		snprintf(out, max, "0s");
-		return;
-	}
-	for (i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-		long long v = s / parts[i].secs;
-
-		s %= parts[i].secs;
-		if (v == 0)
-			continue;
-		k = snprintf(out + n, max - n, "%lld%c", v, parts[i].unit);
-		if (k < 0 || (size_t)k >= max - n)
-			return;
-		n += (size_t)k;
-	}
-}
-
 static void
 iso(char *out, size_t max, time_t t)
 {
@@ -432,7 +411,7 @@ sessions_out(struct buf *o, const struct weir_config *cfg, int json, time_t now)
 			buf_printf(o, ",\"pid\":%lld,\"since\":\"%s\",\"messages\":%lld}", pid,
 			    when, sent);
 		} else {
-			fmt_dur(d, sizeof d, now > since ? (long long)now - since : 0);
+			duration_format(d, sizeof d, now > since ? (long long)now - since : 0);
 			buf_printf(o, "  upstream %s: pid %lld, open %s (since %s), %lld message%s\n",
 			    name, pid, d, when, sent, sent == 1 ? "" : "s");
 		}
@@ -470,12 +449,13 @@ text_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 	if (s->trouble)
 		buf_printf(o, "  messages with trouble: %llu (see weir queue)\n", s->trouble);
 	if (s->have_oldest) {
-		fmt_dur(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
+		duration_format(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
 		iso(when, sizeof when, s->oldest);
 		buf_printf(o, "  oldest message: %s old (queued %s)\n", d, when);
 	} else
 		buf_adds(o, "  oldest message: none\n");
 	sessions_out(o, s->cfg, 0, now);
+	auth_status_out(o, s->cfg, 0, now);
 	buf_printf(o, "drain estimate (a lower bound: every attempt succeeding, windows from "
 	    "%s):\n", winsrc);
 	for (i = 0; i < s->nup; i++) {
@@ -488,7 +468,7 @@ text_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 			buf_adds(o, "unknown (no policy for it: weir-gate refuses it)\n");
 			continue;
 		}
-		fmt_dur(d, sizeof d, u->estimate < 0 ? u->at_least : u->estimate);
+		duration_format(d, sizeof d, u->estimate < 0 ? u->at_least : u->estimate);
 		if (u->estimate < 0)
 			buf_printf(o, "unknown (weir-gate is not answering; once it does, at least %s",
 			    d);
@@ -497,12 +477,12 @@ text_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 		if (u->bottleneck) {
 			char per[32];
 
-			fmt_dur(per, sizeof per, u->bottleneck->per);
+			duration_format(per, sizeof per, u->bottleneck->per);
 			buf_printf(o, " (window %lld %s per %s, %lld used)", u->bottleneck->limit,
 			    policy_unit_name(u->bottleneck->unit), per, u->bottleneck->used);
 		}
 		if (u->suspended > 0) {
-			fmt_dur(d, sizeof d, u->suspended);
+			duration_format(d, sizeof d, u->suspended);
 			buf_printf(o, ", of which %s suspended", d);
 		}
 		if (u->estimate < 0)
@@ -552,6 +532,9 @@ json_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 		buf_adds(o, "\"oldest_queue_time\":null,\"oldest_age_s\":null}");
 	buf_adds(o, ",\n\"sessions\":");
 	sessions_out(o, s->cfg, 1, now);
+	buf_adds(o, ",\n\"oauth\":[");
+	auth_status_out(o, s->cfg, 1, now);
+	buf_addc(o, ']');
 	buf_adds(o, ",\n\"drain_estimate\":{\"lower_bound\":true,\"windows_from\":");
 	json_cstr(o, winsrc);
 	buf_adds(o, ",\"upstreams\":[");
@@ -606,7 +589,7 @@ watch_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 
 		buf_printf(o, "upstream %s: ", u->name);
 		if (u->suspended > 0) {
-			fmt_dur(d, sizeof d, u->suspended);
+			duration_format(d, sizeof d, u->suspended);
 			buf_printf(o, "suspended for %s\n", d);
 		} else
 			buf_adds(o, u->known ? "active\n" : "no windows known\n");
@@ -614,7 +597,7 @@ watch_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 			const struct swin *w = &u->win[j];
 			char label[96];
 
-			fmt_dur(d, sizeof d, w->per);
+			duration_format(d, sizeof d, w->per);
 			snprintf(label, sizeof label, "%s per %s", policy_unit_name(w->unit), d);
 			fill = w->used <= 0 ? 0 : w->used >= w->limit ? BAR_WIDTH :
 			    (size_t)((w->used * BAR_WIDTH + w->limit - 1) / w->limit);
@@ -628,7 +611,7 @@ watch_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 		if (u->estimate < 0)
 			buf_adds(o, "unknown (no windows for it)\n");
 		else {
-			fmt_dur(d, sizeof d, u->estimate);
+			duration_format(d, sizeof d, u->estimate);
 			buf_printf(o, "about %s\n", d);
 		}
 	}
@@ -636,7 +619,7 @@ watch_out(struct buf *o, const struct st *s, const char *sock, int gate_ok,
 	    s->messages, s->messages == 1 ? "" : "s", s->todo, s->rcpt_left,
 	    s->rcpt_left == 1 ? "" : "s");
 	if (s->have_oldest) {
-		fmt_dur(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
+		duration_format(d, sizeof d, now > s->oldest ? (long long)(now - s->oldest) : 0);
 		buf_printf(o, ", oldest %s old", d);
 	}
 	buf_addc(o, '\n');

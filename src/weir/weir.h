@@ -7,6 +7,9 @@
 #ifndef WEIR_WEIR_H
 #define WEIR_WEIR_H
 
+#include <time.h>
+
+#include "lib/buf.h"
 #include "mail/config.h"
 
 int cmd_queue_init(int argc, char **argv, struct weir_config *cfg);
@@ -19,6 +22,11 @@ int cmd_status(int argc, char **argv, struct weir_config *cfg);
 int cmd_control(int argc, char **argv, struct weir_config *cfg);
 int cmd_resume(int argc, char **argv, struct weir_config *cfg);
 int cmd_test_relay(int argc, char **argv, struct weir_config *cfg);
+/* auth login UPSTREAM, auth status [UPSTREAM...] (auth.c). */
+int cmd_auth(int argc, char **argv, struct weir_config *cfg);
+/* For weir status: each oauth upstream's token state, as lines (under a
+ * heading) or as JSON objects separated by commas (auth.c). */
+void auth_status_out(struct buf *o, const struct weir_config *cfg, int json, time_t now);
 /* Loads the config itself (its errors are findings): gets -c's argument. */
 int cmd_check_config(int argc, char **argv, const char *cfile);
 

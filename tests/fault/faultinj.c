@@ -25,7 +25,10 @@
  *   ERRNO      a name (EIO, ENOSPC, EDQUOT, EROFS, EMLINK, EACCES, ENOENT,
  *              EEXIST, EINTR, EPERM, ENOMEM, EAGAIN, EFBIG, ENOTDIR,
  *              EISDIR, EXDEV, EMFILE, ENFILE, ENAMETOOLONG, EBADF,
- *              ENOTEMPTY, ELOOP, ENXIO) or a decimal number.
+ *              ENOTEMPTY, ELOOP, ENXIO) or a decimal number; or KILL:
+ *              instead of the call, the process kills itself with SIGKILL
+ *              (a kill -9 at that very step); a write or pwrite first
+ *              writes the first half of its bytes (killed mid-write).
  *
  * Counter names and what a failure does:
  *   write pwrite read fsync fdatasync        the call is not made; -1/errno
@@ -82,6 +85,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -115,7 +119,9 @@ static const struct { const char *name; int err; } errnames[] = {
 	{ "ENAMETOOLONG", ENAMETOOLONG }, { "EBADF", EBADF },
 	{ "ENOTEMPTY", ENOTEMPTY }, { "ELOOP", ELOOP }, { "ENXIO", ENXIO },
 	{ "EPIPE", EPIPE },
+	{ "KILL", 1000000 },	/* FAULT_KILL: not an errno */
 };
+#define FAULT_KILL 1000000
 
 #define MAXRULES 32
 #define MAXSUB 128
@@ -490,12 +496,19 @@ struct call {
 	struct line l;		/* arguments, filled by the wrapper */
 	char path[PATH_MAX];	/* for filters: the main path */
 	char path2[PATH_MAX];
+	/* write and pwrite: their bytes, for a KILL mid-write */
+	int wfd;
+	const void *wp;
+	size_t wn;
+	off_t woff;
+	int wpos;		/* pwrite: at woff */
 };
 
 static void
 call_begin(struct call *c, enum fn fn)
 {
 	c->fn = fn;
+	c->wp = NULL;
 	c->l.len = 0;
 	c->path[0] = '\0';
 	c->path2[0] = '\0';
@@ -580,6 +593,30 @@ call_end(struct call *c, long ret, int err, int injected)
 
 #define SETUP() do { if (!inited) faultinj_init(); } while (0)
 
+/* KILL: half of a write's bytes first, the log line, then SIGKILL. */
+static void
+die(struct call *c)
+{
+	long r = 0;
+
+	if (c->wp && c->wn > 1)
+		r = c->wpos ? syscall(SYS_pwrite64, c->wfd, c->wp, c->wn / 2, c->woff) :
+		    syscall(SYS_write, c->wfd, c->wp, c->wn / 2);
+	if (logfd >= 0) {
+		l_adds(&c->l, " -> killed");
+		if (c->wp) {
+			l_adds(&c->l, " after ");
+			l_addl(&c->l, r);
+			l_adds(&c->l, " bytes");
+		}
+		c->l.s[c->l.len++] = '\n';
+		r = syscall(SYS_write, logfd, c->l.s, c->l.len);
+	}
+	(void)r;
+	for (;;)
+		syscall(SYS_kill, syscall(SYS_getpid), SIGKILL);
+}
+
 /* Run one intercepted call: decide, call the real function or fail, log. */
 #define RUN(c, expr, closes) \
 	do { \
@@ -588,6 +625,8 @@ call_end(struct call *c, long ret, int err, int injected)
 		int saved_ = errno; \
 		long ret_; \
 		int err_; \
+		if (inj_ == FAULT_KILL) \
+			die(&(c)); \
 		if (inj_ && !(closes)) { \
 			ret_ = -1; \
 			err_ = inj_; \
@@ -614,6 +653,10 @@ do_write(enum fn fn, ssize_t (*f)(int, const void *, size_t), int fd, const void
 	call_begin(&c, fn);
 	call_fd(&c, fd);
 	call_num(&c, "n", (long)n, 0);
+	c.wfd = fd;
+	c.wp = fn == F_WRITE ? p : NULL;
+	c.wn = n;
+	c.wpos = 0;
 	RUN(c, f(fd, p, n), 0);
 }
 
@@ -636,6 +679,11 @@ pwrite(int fd, const void *p, size_t n, off_t off)
 	call_fd(&c, fd);
 	call_num(&c, "n", (long)n, 0);
 	call_num(&c, "off", (long)off, 0);
+	c.wfd = fd;
+	c.wp = p;
+	c.wn = n;
+	c.woff = off;
+	c.wpos = 1;
 	RUN(c, real_pwrite(fd, p, n, off), 0);
 }
 

@@ -10,7 +10,8 @@
  *   - journal_open never fails on the file's contents;
  *   - replay is idempotent: the compacted journal it leaves, replayed
  *     again at the same clocks, gives the same sends (count and weights)
- *     and suspensions per upstream (one with neither may be forgotten).
+ *     and suspensions per upstream, an authentication suspension with the
+ *     fingerprint of its credentials (one with neither may be forgotten).
  *
  * Build and run: make fuzz; make check runs tests/fuzz/corpus/journal.
  */
@@ -42,7 +43,7 @@ summary(struct wgate *g, struct buf *b, int64_t mono)
 	for (u = g->ups; u; u = u->next) {
 		uint64_t m = 0, r = 0, c = 0;
 
-		if (u->ln == 0 && u->susp_until <= mono)
+		if (u->ln == 0 && u->susp_until <= mono && u->auth_until <= mono)
 			continue;	/* known by name only: compaction drops it */
 
 		for (s = u->lseq; s < u->lseq + u->ln; s++) {
@@ -52,8 +53,12 @@ summary(struct wgate *g, struct buf *b, int64_t mono)
 			r += e->w[UNIT_RECIPIENTS];
 			c += e->w[UNIT_CONNECTIONS];
 		}
-		buf_printf(b, "%s %zu %" PRIu64 " %" PRIu64 " %" PRIu64 " %d;", u->name, (size_t)u->ln,
-		    m, r, c, u->susp_until > mono);
+		buf_printf(b, "%s %zu %" PRIu64 " %" PRIu64 " %" PRIu64 " %d %d", u->name, (size_t)u->ln,
+		    m, r, c, u->susp_until > mono, u->auth_until > mono);
+		/* An authentication suspension keeps its credentials' fingerprint. */
+		if (u->auth_until > mono)
+			buf_printf(b, " %d %016" PRIx64, u->auth_fp_known, u->auth_fp);
+		buf_addc(b, ';');
 	}
 }
 

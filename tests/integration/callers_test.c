@@ -290,16 +290,36 @@ answers(const char *prog, const char *arg, const char *want)
 	free(bin);
 }
 
+/* debian/changelog's latest version: "weir (VERSION) ..." on line 1. */
+static char *
+changelog_version(void)
+{
+	char *path = tl_src_path("debian/changelog"), *open, *close, *v;
+	struct buf b = BUF_INIT;
+
+	tl_read(path, &b);
+	open = strchr(buf_cstr(&b), '(');
+	close = open ? strchr(open, ')') : NULL;
+	cr_assert(strncmp(buf_cstr(&b), "weir (", 6) == 0 && close &&
+	    memchr(b.s, '\n', (size_t)(close - b.s)) == NULL, "%s: line 1 is not weir (VERSION)",
+	    path);
+	v = xasprintf("%.*s", (int)(close - open - 1), open + 1);
+	buf_free(&b);
+	free(path);
+	return v;
+}
+
 Test(usage, every_program_answers_help_and_version)
 {
 	static const char *const progs[] = {
 		"weir", "weir-gate", "weir-send", "weir-remote", "weir-queue", "weir-smtpd",
 		"sendmail",
 	};
+	char *version = changelog_version();
 	size_t i;
 
 	for (i = 0; i < sizeof progs / sizeof progs[0]; i++) {
-		char *v = xasprintf("%s (weir) ", progs[i]);
+		char *v = xasprintf("%s (weir) %s\n", progs[i], version);
 
 		answers(progs[i], "--help", "usage: ");
 		answers(progs[i], "--version", v);
@@ -308,5 +328,6 @@ Test(usage, every_program_answers_help_and_version)
 	answers("weir", "help", "usage: weir [-c FILE] COMMAND");
 	answers("mailq", "--help", "usage: sendmail");
 	answers("mailq", "--version", "mailq (weir) ");
+	free(version);
 	qt_assert_clean(&q, "--help");
 }

@@ -119,12 +119,12 @@ Test(checkrun, gate_folders_owners_and_modes)
 	check_config(&out);
 	a = xasprintf("%s: the folder of gate_socket belongs to 0:0, not nobody:nogroup: "
 	    "weir-gate could not use it (chown nobody:nogroup %s)", sockdir, sockdir);
-	b = xasprintf("%s: the folder of gate_journal has mode 0755, not 0750 (chmod 0750 %s)",
+	b = xasprintf("%s: the folder of gate_journal has mode 0755, not 0711 (chmod 0711 %s)",
 	    libdir, libdir);
 	cr_assert(strstr(buf_cstr(&out), a), "%s", buf_cstr(&out));
 	cr_assert(strstr(buf_cstr(&out), b), "%s", buf_cstr(&out));
 	cr_assert(chown(sockdir, nobody, nogroup) == 0 && chmod(sockdir, 02750) == 0);
-	cr_assert(chown(libdir, nobody, nogroup) == 0 && chmod(libdir, 0750) == 0);
+	cr_assert(chown(libdir, nobody, nogroup) == 0 && chmod(libdir, 0711) == 0);
 	check_config(&out);
 	cr_assert(strstr(buf_cstr(&out), "the folder of") == NULL, "%s", buf_cstr(&out));
 	free(a);

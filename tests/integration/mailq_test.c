@@ -239,3 +239,25 @@ Test(mailq, sendmail_then_mailq)
 	free(want);
 	qt_msg_free(&m);
 }
+
+/* Issue 22: `make all` built no mailq (only the tests' build and make
+ * install made the link), so the build tree the README's demo and the
+ * man pages point at had none.  What `make all` would do, into a fresh
+ * build folder. */
+Test(mailq, make_all_links_mailq)
+{
+	char *top = tl_src_path("src/.."), *dir = tl_tmpdir();
+	char *build = xasprintf("BUILD=%s/b", dir), *want = xasprintf("ln -sf sendmail %s/b/bin/mailq",
+	    dir);
+	const char *argv[] = { "/usr/bin/make", "-n", "-C", top, build, "all", NULL };
+	struct tl_run run = { .argv = argv, .timeout_s = 60 };
+	struct tl_result r;
+
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "make -n all: exit %d: %s", r.status, buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.out), want) != NULL, "make -n all has no \"%s\":\n%s", want,
+	    buf_cstr(&r.out));
+	tl_result_free(&r);
+	tl_rmtree(dir);
+	free(top); free(dir); free(build); free(want);
+}

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/integration/postfix_upstream.sh: a real Postfix as weir-remote's
 # upstream, for the tests that must see what a real MTA makes of weir's
-# commands.  A private instance (scripts/bench/lib.sh's pf_conf: its own
+# commands.  A private instance (tests/lib/postfix.sh's pf_conf: its own
 # main.cf, queue and log under DIR; the system's Postfix is never
 # touched; DIR must be under /var, where Postfix's maillog_file may
 # be) with an SMTP listener on a free loopback port, relaying
@@ -17,8 +17,8 @@ set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CONC=1
 scratch=$2
-# shellcheck source=scripts/bench/lib.sh
-. "$ROOT/scripts/bench/lib.sh"
+# shellcheck source=tests/lib/postfix.sh
+. "$ROOT/tests/lib/postfix.sh"
 P=$2
 
 case $1 in

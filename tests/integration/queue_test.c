@@ -316,6 +316,47 @@ Test(queue, weir_queue_env_wins_over_config)
 	qt_teardown(&other);
 }
 
+/* qmail-queue takes no arguments and ignores any it is given, and so
+ * does weir-queue (weir-queue(8), "Where the queue is"): a caller made
+ * for qmail-queue (a QMAILQUEUE wrapper that passes its own argv on)
+ * must not get a temporary failure for them, and -c in particular
+ * cannot move the queue.  (The page once said any argument gives 81.) */
+Test(queue, arguments_ignored)
+{
+	char *bin = tl_bin("weir-queue"), *elsewhere = xasprintf("%s/none.conf", q.tmp);
+	const char *argv[] = { bin, "-c", elsewhere, "-x", "extra", NULL };
+	const char *rcpts[] = { "bob@example.net", NULL };
+	const char *envv[10];
+	struct buf env = BUF_INIT;
+	struct tl_run run;
+	struct tl_result r;
+	struct qt_msg m;
+	time_t t0 = time(NULL);
+	int i, n = 0;
+
+	for (i = 0; i < 8; i++)
+		if (q.envs[i])
+			envv[n++] = q.envs[i];
+	envv[n] = NULL;
+	qt_envelope(&env, "a@b", rcpts);
+	memset(&run, 0, sizeof run);
+	run.argv = argv;
+	run.env = envv;
+	run.in = "Subject: x\n\nbody\n";
+	run.inlen = strlen(run.in);
+	run.fd1in = env.s;
+	run.fd1len = env.len;
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, buf_cstr(&r.err));
+	cr_assert_eq(r.err.len, 0, "stderr: %s", buf_cstr(&r.err));
+	qt_load_only(&q, t0, time(NULL), &m);
+	qt_msg_free(&m);
+	tl_result_free(&r);
+	buf_free(&env);
+	free(bin);
+	free(elsewhere);
+}
+
 /* ---- exit codes ---- */
 
 /* Inject a small message with the raw envelope e (length n) and the

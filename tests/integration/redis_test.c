@@ -109,20 +109,6 @@ wait_sock(const char *path, pid_t pid, const char *log)
 	cr_assert_fail("%s does not answer", path);
 }
 
-static void
-start_redis(void)
-{
-	char *log = xasprintf("%s/redis.log", dir);
-	const char *argv[] = { "redis-server", "--port", "0", "--unixsocket", rsock,
-		"--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir,
-		NULL };
-
-	unlink(rsock);
-	rpid = spawn(argv, log);
-	wait_sock(rsock, rpid, log);
-	free(log);
-}
-
 /* Gate i, with -g grace unless NULL. */
 static void
 start_gate_g(int i, const char *grace)
@@ -168,7 +154,7 @@ setup(void)
 		glog[i] = xasprintf("%s/gate%d.log", dir, i);
 		gpid[i] = -1;
 	}
-	start_redis();
+	rpid = tl_redis_start(dir, rsock);
 }
 
 static void
@@ -372,7 +358,7 @@ Test(redis, down_means_no_grant)
 	cr_assert(strstr(buf_cstr(&res.out), ": UNREACHABLE"), "%s",
 	    buf_cstr(&res.out));
 	tl_result_free(&res);
-	start_redis();
+	rpid = tl_redis_start(dir, rsock);
 	{
 		struct gp_reply r;
 
@@ -400,7 +386,7 @@ Test(redis, empty_restart_writes_back_first)
 		cr_assert_eq(send_one(&a, t, 5000), 1);
 	/* Redis restarted without persistence: its history is gone. */
 	reap(&rpid);
-	start_redis();
+	rpid = tl_redis_start(dir, rsock);
 	wait_log(0, "wrote back 3 sends", 5000);
 	/* Gate 1 has sent nothing itself; only the written-back history
 	 * keeps it from granting (the hold after an empty restart is 3 s). */

@@ -126,14 +126,14 @@ Test(runstart, weir_run_makes_the_folders)
 	assert_dir(rundir, rundir_table[RD_SOCKET].mode);
 	assert_dir(libdir, rundir_table[RD_JOURNAL].mode);
 	cr_assert_eq(rundir_table[RD_SOCKET].mode, 02750);
-	cr_assert_eq(rundir_table[RD_JOURNAL].mode, 0750);
+	cr_assert_eq(rundir_table[RD_JOURNAL].mode, 0711);
 }
 
 Test(runstart, weir_gate_alone_makes_the_folders)
 {
 	spawn("weir-gate", NULL);
 	assert_dir(rundir, 02750);
-	assert_dir(libdir, 0750);
+	assert_dir(libdir, 0711);
 }
 
 /* An existing folder is the admin's: its mode is kept. */
@@ -143,5 +143,5 @@ Test(runstart, existing_folder_kept)
 	cr_assert(chmod(rundir, 0711) == 0);
 	spawn("weir", "run");
 	assert_dir(rundir, 0711);
-	assert_dir(libdir, 0750);
+	assert_dir(libdir, 0711);
 }

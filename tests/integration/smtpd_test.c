@@ -1145,6 +1145,63 @@ Test(smtpd, starttls_swaks)
 	free(lc);
 }
 
+/* The listener's log until a line holding needle has come (10 s). */
+static void
+listener_log_until(const char *needle, struct buf *log)
+{
+	while (strstr(buf_cstr(log), needle) == NULL ||
+	    strchr(strstr(buf_cstr(log), needle), '\n') == NULL) {
+		char b[512];
+		struct pollfd pf = { listener_err, POLLIN, 0 };
+		ssize_t r;
+
+		cr_assert(poll(&pf, 1, 10000) > 0, "no \"%s\" in: %s", needle, buf_cstr(log));
+		r = read(listener_err, b, sizeof b);
+		cr_assert(r > 0, "listener died: %s", buf_cstr(log));
+		buf_add(log, b, (size_t)r);
+	}
+}
+
+/* A TLS client gone mid-DATA without a close_notify (cut off, or
+ * crashed): nothing queued, and "disconnected", as for a client in
+ * clear.  It said "read error" (OpenSSL 3 reports the missing
+ * close_notify as an error) before weir-smtpd's TLS reads were
+ * lib/tlsio's, which weir-remote's are too. */
+Test(smtpd, tls_client_gone_mid_data)
+{
+	char *lc = tls_conf(NULL), *py;
+	const char *argv[] = { "/usr/bin/python3", "-c", NULL, NULL };
+	struct tl_run run = { .argv = argv };
+	struct tl_result r;
+	struct buf log = BUF_INIT;
+
+	start_listener(lc);
+	py = xasprintf(
+	    "import smtplib, ssl\n"
+	    "ctx = ssl.create_default_context(cafile='%s/certs/ca.pem')\n"
+	    "s = smtplib.SMTP('127.0.0.1', %u, timeout=20)\n"
+	    "s.ehlo('py.test')\n"
+	    "s.starttls(context=ctx)\n"
+	    "s.ehlo('py.test')\n"
+	    "assert s.docmd('MAIL FROM:<a@b.example>')[0] == 250\n"
+	    "assert s.docmd('RCPT TO:<c@d.example>')[0] == 250\n"
+	    "assert s.docmd('DATA')[0] == 354\n"
+	    "s.send(b'Subject: cut\\r\\n\\r\\nhalf a message\\r\\n')\n"
+	    "s.sock.close()\n", q.tmp, port);	/* no close_notify */
+	argv[2] = py;
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "python: %s %s", r.out.s, r.err.s);
+	listener_log_until("during DATA: nothing queued", &log);
+	cr_assert(strstr(log.s, ": disconnected during DATA: nothing queued\n") != NULL, "%s",
+	    log.s);
+	cr_assert_eq(todo_count(), 0);
+	qt_assert_clean(&q, "after a TLS client gone mid-DATA");
+	buf_free(&log);
+	tl_result_free(&r);
+	free(py);
+	free(lc);
+}
+
 /* CVE-2011-0411: commands sent in clear right behind STARTTLS are never
  * answered (inside TLS or not): the session ends. */
 Test(smtpd, starttls_plaintext_injection_refused)

@@ -125,7 +125,8 @@ kill_orphans(const struct rt *t)
 	for (i = 0; i < n; i++) {
 		pid_t pid = v[i].pid;
 
-		if (t != NULL && (pid == t->up || pid == t->gate || pid == t->send.pid))
+		if (t != NULL && (pid == t->up || pid == t->gate || pid == t->send.pid ||
+		    pid == t->run))
 			continue;
 		kill(-pid, SIGKILL);
 		kill(pid, SIGKILL);
@@ -144,6 +145,7 @@ rt_teardown(struct rt *t)
 
 	shd_kill9(&t->send);
 	free(t->send.log);
+	reap(&t->run);
 	reap(&t->gate);
 	reap(&t->queued);
 	reap(&t->up);
@@ -332,20 +334,139 @@ rt_send_kill9(struct rt *t)
 char *
 rt_send_logs(struct rt *t)
 {
+	static const char *const names[] = { "weir-send", "weir-run" };
 	struct buf b = BUF_INIT, one = BUF_INIT;
-	unsigned k;
+	unsigned k, i;
 
-	for (k = 1; k < 1000; k++) {
-		char *p = xasprintf("%s/weir-send.%u.log", t->s.qt.tmp, k);
+	for (i = 0; i < 2; i++)
+		for (k = 1; k < 1000; k++) {
+			char *p = xasprintf("%s/%s.%u.log", t->s.qt.tmp, names[i], k);
 
-		if (access(p, F_OK) == 0) {
-			tl_read(p, &one);
-			buf_add(&b, one.s, one.len);
-			buf_free(&one);
+			if (access(p, F_OK) == 0) {
+				tl_read(p, &one);
+				buf_add(&b, one.s, one.len);
+				buf_free(&one);
+			}
+			free(p);
 		}
-		free(p);
-	}
 	buf_addc(&b, '\0');
+	return b.s;
+}
+
+/* ---- weir run ---- */
+
+pid_t
+rt_run_spawn_conf(struct rt *t, const char *conf, const char *log)
+{
+	char *bin = tl_bin("weir");
+	pid_t parent = getpid(), pid;
+	int fd;
+
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0, "open %s: %s", log, strerror(errno));
+	pid = fork();
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		unsetenv("WEIR_QUEUE");
+		unsetenv("WEIR_CONFIG");
+		unsetenv("WEIR_REMOTE");
+		putenv(t->env_libexec);
+		putenv(t->env_qq);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		fd = open("/dev/null", O_RDONLY);
+		dup2(fd, 0);
+		execl(bin, bin, "-c", conf, "run", (char *)NULL);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	close(fd);
+	free(bin);
+	return pid;
+}
+
+void
+rt_run_spawn(struct rt *t)
+{
+	char *log;
+
+	cr_assert(t->run == 0, "a weir run runs already");
+	log = xasprintf("%s/weir-run.%u.log", t->s.qt.tmp, ++t->run_starts);
+	t->run = rt_run_spawn_conf(t, t->s.qt.conf, log);
+	free(log);
+}
+
+int
+rt_run_log_has(struct rt *t, void *arg)
+{
+	char *log = rt_run_log(t);
+	int yes = strstr(log, arg) != NULL;
+
+	free(log);
+	return yes;
+}
+
+static int
+run_started(struct rt *t, void *arg)
+{
+	char *log = rt_run_log(t);
+	int r;
+
+	(void)arg;
+	r = strstr(log, ": info: started on") != NULL && tl_sock_answers(t->sock);
+	free(log);
+	return r;
+}
+
+void
+rt_run_start(struct rt *t)
+{
+	rt_run_spawn(t);
+	cr_assert(rt_wait(run_started, t, NULL, 20000), "weir run did not start:\n%s",
+	    rt_run_log(t));
+}
+
+void
+rt_run_kill9(struct rt *t)
+{
+	cr_assert(t->run > 0, "no weir run");
+	cr_assert_eq(kill(t->run, SIGKILL), 0);
+	while (waitpid(t->run, NULL, 0) < 0 && errno == EINTR)
+		;
+	t->run = 0;
+}
+
+int
+rt_run_stop(struct rt *t, int ms)
+{
+	int st, i;
+
+	cr_assert(t->run > 0, "no weir run");
+	cr_assert_eq(kill(t->run, SIGTERM), 0);
+	for (i = 0; i < ms / 10; i++) {
+		if (waitpid(t->run, &st, WNOHANG) == t->run) {
+			t->run = 0;
+			return st;
+		}
+		usleep(10000);
+	}
+	return -1;
+}
+
+char *
+rt_run_log(struct rt *t)
+{
+	char *p = xasprintf("%s/weir-run.%u.log", t->s.qt.tmp, t->run_starts);
+	struct buf b = BUF_INIT;
+
+	if (access(p, F_OK) == 0)
+		tl_read(p, &b);
+	buf_addc(&b, '\0');
+	free(p);
 	return b.s;
 }
 
@@ -967,15 +1088,31 @@ rt_say(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+pid_t
+rt_run_child(struct rt *t, const char *prog)
+{
+	struct proc_ent c[32];
+	size_t nc, i;
+
+	if (t->run <= 0)
+		return 0;
+	nc = proc_children(t->run, c, 32);
+	for (i = 0; i < nc; i++)
+		if (strcmp(c[i].comm, prog) == 0 && c[i].state != 'Z')
+			return c[i].pid;
+	return 0;
+}
+
 size_t
 rt_deliverers(struct rt *t, int sig, pid_t *v, size_t max)
 {
 	struct proc_ent c[256];
 	size_t nc, i, n = 0;
+	pid_t send = t->send.pid > 0 ? t->send.pid : rt_run_child(t, "weir-send");
 
-	if (t->send.pid <= 0)
+	if (send <= 0)
 		return 0;
-	nc = proc_children(t->send.pid, c, 256);
+	nc = proc_children(send, c, 256);
 	for (i = 0; i < nc; i++) {
 		if (strcmp(c[i].comm, "weir-remote") != 0 || c[i].state == 'Z' ||
 		    (v != NULL && n >= max) || (sig != 0 && kill(c[i].pid, sig) != 0))
@@ -1094,6 +1231,41 @@ soak_inject(struct rt *t, const struct rt_soak *o, const char *retried)
 	_exit(0);
 }
 
+/* kill -9 of `weir run`, a new one at once: it waits for the old
+ * generation (which the kernel's SIGTERM stops) and starts.  None of the
+ * old generation's processes (counted just before the kill: weir run's
+ * descendants) may be alive once it has. */
+static void
+soak_kill_run(struct rt *t)
+{
+	struct proc_ent gen[256];
+	size_t n, i, j;
+	pid_t was = t->run;
+
+	/* Breadth first: weir run's children, theirs... */
+	n = proc_children(was, gen, 256);
+	for (i = 0; i < n && n < 256; i++)
+		n += proc_children(gen[i].pid, gen + n, 256 - n);
+	rt_run_kill9(t);
+	rt_run_start(t);
+	for (j = 0; j < n; j++) {
+		char path[64], b[512], *p;
+		FILE *f;
+		int alive = 0;
+
+		snprintf(path, sizeof path, "/proc/%ld/stat", (long)gen[j].pid);
+		if ((f = fopen(path, "r")) != NULL) {
+			/* Alive (not a zombie) and the same program: a pid
+			 * reused this soon by the same name would be a fluke. */
+			alive = fgets(b, sizeof b, f) && (p = strrchr(b, ')')) != NULL &&
+			    p[1] == ' ' && p[2] != 'Z' && strstr(b, gen[j].comm) != NULL;
+			fclose(f);
+		}
+		cr_assert(!alive, "%s (pid %ld) of the weir run killed (pid %ld) outlived it",
+		    gen[j].comm, (long)gen[j].pid, (long)was);
+	}
+}
+
 void
 rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 {
@@ -1117,8 +1289,6 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 	snprintf(policy, sizeof policy, "upstream \"isp\" { rate = {\"%u per %us\"} "
 	    "max_recipients = %u }\n", o->limit, o->per, o->cap);
 	rt_policy(t, policy);
-	rt_gate_start(t, "2s");
-	rt_send_start(t);
 	/* sendmail through weir-queued: no QMAILQUEUE (which would bypass
 	 * it), and weir-queue found in WEIR_LIBEXEC while it is down. */
 	{
@@ -1132,18 +1302,32 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 				t->s.qt.envs[i] = xstrdup(t->env_libexec);
 			}
 	}
-	rt_queued_start(t);
+	if (o->supervised)
+		rt_run_start(t);	/* weir-queued too: queue_socket is set */
+	else {
+		rt_gate_start(t, "2s");
+		rt_send_start(t);
+		rt_queued_start(t);
+	}
 	retried = xasprintf("%s/retried.%u", t->s.qt.tmp, o->round);
 	inj = soak_inject(t, o, retried);
 	for (k = 0; k < o->kills; k++) {
 		/* A pause of up to 2 * mean_gap_ms, then a victim: weir-send
 		 * 2 in 6, a running weir-remote 2 in 6, weir-gate 1 in 6,
-		 * weir-queued 1 in 6. */
+		 * weir-queued 1 in 6; or (supervised) weir run. */
 		unsigned pause = (unsigned)(soak_rand(&rs) % (2 * o->mean_gap_ms + 1));
 		unsigned who = (unsigned)(soak_rand(&rs) % 6);
 
 		usleep(pause * 1000);
-		if (who < 2) {
+		if (o->supervised) {
+			size_t fl = rt_deliverers(t, 0, NULL, 0);
+
+			kill_at[nkt++] = rt_now();
+			soak_kill_run(t);
+			res->run_kills++;
+			res->in_flight += fl;
+			res->dup_bound += o->concurrency;
+		} else if (who < 2) {
 			size_t fl = rt_deliverers(t, 0, NULL, 0);
 
 			kill_at[nkt++] = rt_now();
@@ -1203,11 +1387,13 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 	/* A kill during a message's elimination may leave mess/ alone (S2,
 	 * removed after 36 hours): at most one per kill of weir-send; a
 	 * kill of weir-queued, the mess/ and intd/ files of the one message
-	 * the injector had in its hands (never queued: sendmail ran again). */
+	 * the injector had in its hands (never queued: sendmail ran again);
+	 * a kill of weir run, both (its weir-send and weir-queued stop at
+	 * once). */
 	s2 = (size_t)qt_leftovers(&t->s.qt);
-	cr_assert(s2 <= res->send_kills + 2 * res->queued_kills, "%zu files left in the queue "
-	    "after %zu kills of weir-send and %zu of weir-queued", s2, res->send_kills,
-	    res->queued_kills);
+	cr_assert(s2 <= res->send_kills + 2 * res->queued_kills + 3 * res->run_kills,
+	    "%zu files left in the queue after %zu kills of weir-send, %zu of weir-queued and "
+	    "%zu of weir run", s2, res->send_kills, res->queued_kills, res->run_kills);
 	rt_assert_queue_sound(t);
 	rt_rec_load(t, &r);
 	/* Every recipient at least once. */

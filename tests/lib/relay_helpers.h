@@ -40,6 +40,8 @@ struct rt {
 	struct shd send;	/* weir-send */
 	pid_t gate;		/* weir-gate, or 0 */
 	char *gate_log;
+	pid_t run;		/* `weir run`, or 0 */
+	unsigned run_starts;
 	pid_t queued;		/* weir-queued, or 0 */
 	char *env_libexec, *env_qq;
 };
@@ -83,8 +85,33 @@ void rt_send_start_env(struct rt *t, const char *const *extra);
 /* kill -9 weir-send (its process group; its deliverers are in groups
  * of their own and die through PR_SET_PDEATHSIG). */
 void rt_send_kill9(struct rt *t);
-/* Everything weir-send logged so far (all its runs), malloc'ed. */
+/* Everything weir-send logged so far (all its runs, and all runs of
+ * `weir run`, whose log holds its daemons'), malloc'ed. */
 char *rt_send_logs(struct rt *t);
+
+/* ---- `weir run` (weir-gate, weir-send, ... as its children) ---- */
+
+/* `weir -c CONF run` with WEIR_LIBEXEC and QMAILQUEUE set, in its own
+ * process group, dying with the test, its output (its daemons' too) to
+ * tmp/weir-run.N.log; returns at once. */
+void rt_run_spawn(struct rt *t);
+/* The same with another config file and log, for a second weir; its pid
+ * (the caller stops and reaps it). */
+pid_t rt_run_spawn_conf(struct rt *t, const char *conf, const char *log);
+/* The same, then waits until its gate answers and its weir-send logged
+ * "started on" (in this run's log). */
+void rt_run_start(struct rt *t);
+/* kill -9 of `weir run` alone (not its daemons), reaped. */
+void rt_run_kill9(struct rt *t);
+/* SIGTERM to `weir run`, wait for it (up to ms); its wait status, or -1
+ * if it did not exit in time. */
+int rt_run_stop(struct rt *t, int ms);
+/* This run's log (tmp/weir-run.N.log of the latest start), malloc'ed. */
+char *rt_run_log(struct rt *t);
+/* A condition for rt_wait(): this run's log holds the string arg. */
+int rt_run_log_has(struct rt *t, void *arg);
+/* The pid of the running child prog (e.g. "weir-send") of `weir run`, or 0. */
+pid_t rt_run_child(struct rt *t, const char *prog);
 
 /* Run $WEIR_BIN/prog args[0..nargs) with the queue's environment and
  * stdin in (NULL: empty); the caller frees the result. */
@@ -187,7 +214,8 @@ long rt_send_peak_rss(struct rt *t, int ms, size_t *samples);
 /* ---- deliverers, and the kill -9 soak ---- */
 
 /* Send sig (0: none) to every running deliverer (a live weir-remote
- * child of weir-send); how many (their pids in v, up to max). */
+ * child of weir-send, the test's or `weir run`'s); how many (their pids
+ * in v, up to max). */
 size_t rt_deliverers(struct rt *t, int sig, pid_t *v, size_t max);
 
 /* A line on stderr that tests/run.sh shows even for a passing test
@@ -205,10 +233,11 @@ struct rt_soak {
 	unsigned limit, per;	/* the policy: limit per `per` seconds */
 	unsigned cap;		/* max_recipients */
 	unsigned concurrency;	/* as given to rt_setup() */
+	int supervised;		/* under `weir run`, the kills its own */
 };
 
 struct rt_soak_result {
-	size_t send_kills, remote_kills, remote_misses, gate_kills, queued_kills;
+	size_t send_kills, remote_kills, remote_misses, gate_kills, queued_kills, run_kills;
 	size_t reinjected;	/* sendmail runs repeated after a temporary failure */
 	size_t reinjected_dups;	/* transactions repeating one of those messages */
 	size_t in_flight;	/* deliverers running at the kills */
@@ -228,11 +257,16 @@ struct rt_soak_result {
  * sendmail runs weir-queue) at pseudo-random moments from o->seed.  A
  * sendmail that fails for the time being (its weir-queued killed) is run
  * again, as a client would; that message may then come twice (killed
- * between its todo/ link and its answer), and only it.  Then asserts: the queue drains
+ * between its todo/ link and its answer), and only it.  With
+ * o->supervised, the relay runs under `weir run` (weir-gate with its
+ * defaults, as the package runs it; weir-queued too) and every kill is
+ * of `weir run` itself, a new one started at once (it waits for the old
+ * generation, which stops by itself).  Then asserts: the queue drains
  * and passes queue-check, every recipient delivered at least once, each
- * duplicate transaction near a kill of weir-send or weir-remote and no
- * more of them than could be in flight, no bounce, the window held over
- * the whole round.  Figures in res.
+ * duplicate transaction near a kill of weir-send, weir-remote or weir
+ * run and no more of them than could be in flight, no bounce, the window
+ * held over the whole round, and (supervised) no process of a generation
+ * alive once the next started.  Figures in res.
  */
 void rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res);
 

@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <hiredis/hiredis.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,4 +298,85 @@ tl_upstream_start(const char *const *args, const char *log, unsigned *port)
 		cr_assert_fail("upstream did not start: [%s]\n%s", line, buf_cstr(&b));
 	}
 	return pid;
+}
+
+pid_t
+tl_redis_start(const char *dir, const char *sock)
+{
+	char *log = xasprintf("%s/redis.log", dir);
+	pid_t pid;
+	int i, st, fd;
+
+	unlink(sock);
+	pid = fork();
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(127);
+		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock,
+		    "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir,
+		    (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 1000 && !tl_sock_answers(sock); i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			struct buf b = BUF_INIT;
+
+			tl_read(log, &b);
+			cr_assert_fail("redis-server exited before %s answered: %s", sock,
+			    buf_cstr(&b));
+		}
+		poll(NULL, 0, 10);
+	}
+	cr_assert(tl_sock_answers(sock), "redis-server does not answer on %s", sock);
+	free(log);
+	return pid;
+}
+
+void
+tl_redis_up(struct tl_redis *r)
+{
+	memset(r, 0, sizeof *r);
+	r->dir = tl_tmpdir();
+	r->sock = xasprintf("%s/redis.sock", r->dir);
+	r->spec = xasprintf("unix:%s", r->sock);
+	r->pid = tl_redis_start(r->dir, r->sock);
+	r->c = redisConnectUnix(r->sock);
+	cr_assert(r->c != NULL && !r->c->err, "redis: %s", r->c ? r->c->errstr : "no memory");
+}
+
+void
+tl_redis_down(struct tl_redis *r)
+{
+	int st;
+
+	if (r->c)
+		redisFree(r->c);
+	if (r->pid > 0) {
+		kill(r->pid, SIGKILL);
+		while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (r->dir)
+		tl_rmtree(r->dir);
+	free(r->dir);
+	free(r->sock);
+	free(r->spec);
+	memset(r, 0, sizeof *r);
+}
+
+void
+tl_redis_cmd(struct tl_redis *r, const char *fmt, ...)
+{
+	redisReply *rep;
+	va_list ap;
+
+	va_start(ap, fmt);
+	rep = redisvCommand(r->c, fmt, ap);
+	va_end(ap);
+	cr_assert(rep != NULL && rep->type != REDIS_REPLY_ERROR, "%s: %s", fmt,
+	    rep ? rep->str : r->c->errstr);
+	freeReplyObject(rep);
 }

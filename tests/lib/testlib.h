@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "lib/buf.h"
+#include "lib/log.h"
 
 /* A fresh folder under $TMPDIR (or /tmp), removed by tl_rmtree(). */
 char *tl_tmpdir(void);
@@ -71,6 +72,25 @@ pid_t tl_upstream_start(const char *const *args, const char *log, unsigned *port
  * holds what did. */
 pid_t tl_upstream_spawn(const char *const *argv, const char *log, unsigned *port, char *said,
     size_t saidsz);
+/* A redis-server of the test's own, listening on the Unix socket sock
+ * only (no TCP port), without persistence, in dir (its output appended
+ * to dir/redis.log), dying with the test.  Returns its pid once it
+ * answers; fails the test (showing its log) if it does not. */
+pid_t tl_redis_start(const char *dir, const char *sock);
+/* The same in a scratch folder of its own, with the test's connection
+ * to it: tl_redis_up starts it (fails the test if it cannot);
+ * tl_redis_down stops it, removes the folder and frees the fields. */
+struct tl_redis {
+	char *dir;
+	char *sock;
+	char *spec;			/* "unix:SOCK", as policy.conf's `shared` */
+	pid_t pid;
+	struct redisContext *c;
+};
+void tl_redis_up(struct tl_redis *r);
+void tl_redis_down(struct tl_redis *r);
+/* A command on r->c (as hiredis's redisCommand) that must not fail. */
+void tl_redis_cmd(struct tl_redis *r, const char *fmt, ...) PRINTFLIKE(2, 3);
 /* 1 if the Unix stream socket at path accepts a connection (a daemon is
  * up), else 0.  In testlib_sock.c, free of Criterion: the crash-replay
  * harness uses it too. */

@@ -255,7 +255,8 @@ check "weir-metrics is in no group of weir's but its own" \
 expect_mode /usr/libexec/weir/weir-queue "2755 root:weir-queue"
 expect_mode /usr/libexec/weir/weir-remote "4750 weir-remote:weir-send"
 expect_mode /etc/weir/secret "600 weir-remote:root"
-expect_mode /var/lib/weir "750 weir-gate:weir-gate"
+expect_mode /var/lib/weir "711 weir-gate:weir-gate"
+expect_mode /var/lib/weir/oauth "755 weir-remote:weir-remote"
 expect_mode /run/weir "2750 weir-gate:weir-send"
 check "/usr/sbin/sendmail, /usr/lib/sendmail and /usr/bin/mailq" \
 	sh -c "test -x '$root/usr/sbin/sendmail' && test -x '$root/usr/lib/sendmail' && test -x '$root/usr/bin/mailq'"

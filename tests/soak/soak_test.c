@@ -14,6 +14,16 @@
  * upstream over the whole round.  The seed is printed first; SOAK_SEED
  * replays a run's victims and pauses.
  *
+ * soak/supervisor_killed (issue 22): the same rounds with the relay
+ * under `weir run` (weir-gate with its defaults, as the package runs
+ * it), the kills (SOAK_KILLS / 4, at least 1) all of `weir run` itself,
+ * a new one started at once: it waits for the killed one's daemons,
+ * which stop by themselves, and no process of a generation (counted)
+ * is alive once the next has started; the same assertions.  A delivery
+ * in flight at a kill counts as maybe sent for the gate's grace (10
+ * minutes), hence fewer kills than the other rounds, whose gate has a
+ * grace of 2 s.
+ *
  * weir_send_killed_while_dots_are_held: a deliverer outlives weir-send.
  * SOAK_DOT_MESSAGES messages (default 60), one recipient each, every
  * third one's final dot held 2 s by the upstream, "5 per 2s", the gate's
@@ -32,7 +42,6 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
-
 #include "relay_helpers.h"
 
 static struct rt t;
@@ -62,6 +71,50 @@ env_num(const char *name, unsigned long dflt)
 
 TestSuite(soak, .fini = teardown, .timeout = 3600);
 
+/* SOAK_ROUNDS rounds of o, each on a fresh rt, with a line each and one
+ * for them all (what: "soak", "soak under weir run"). */
+static void
+soak(struct rt_soak *o, const char *what)
+{
+	unsigned long rounds = env_num("SOAK_ROUNDS", 4), i;
+	struct rt_soak_result res, sum = { 0 };
+
+	rt_say("%s: seed %llu (replay with SOAK_SEED=%llu), %lu rounds of %zu messages "
+	    "and %zu kills", what, o->seed, o->seed, rounds, o->messages, o->kills);
+	for (i = 0; i < rounds; i++) {
+		o->round = (unsigned)i;
+		rt_setup(&t, o->concurrency);
+		live = 1;
+		rt_soak_round(&t, o, &res);
+		rt_say("%s: round %lu: %zu recipients in %zu transactions in %.1f s; kills: "
+		    "%zu weir-send, %zu weir-remote (%zu found none running), %zu weir-gate, %zu "
+		    "weir-queued (%zu sendmail runs again, %zu of their transactions repeated), "
+		    "%zu weir run; %zu in flight; %zu duplicate transactions (bound %zu), %zu "
+		    "extra copies; busiest window %zu of %u; %zu S2 leftovers", what, i,
+		    res.recipients, res.transactions, res.seconds, res.send_kills,
+		    res.remote_kills, res.remote_misses, res.gate_kills, res.queued_kills,
+		    res.reinjected, res.reinjected_dups, res.run_kills, res.in_flight,
+		    res.duplicates, res.dup_bound, res.extra_copies, res.worst, o->limit, res.s2);
+		sum.recipients += res.recipients;
+		sum.transactions += res.transactions;
+		sum.send_kills += res.send_kills;
+		sum.remote_kills += res.remote_kills;
+		sum.gate_kills += res.gate_kills;
+		sum.queued_kills += res.queued_kills;
+		sum.run_kills += res.run_kills;
+		sum.duplicates += res.duplicates;
+		sum.dup_bound += res.dup_bound;
+		sum.seconds += res.seconds;
+		teardown();
+	}
+	rt_say("%s: seed %llu: %lu rounds, %zu messages, %zu recipients, %zu transactions, "
+	    "kills %zu weir-send + %zu weir-remote + %zu weir-gate + %zu weir-queued + %zu weir "
+	    "run, %zu duplicate transactions (bound %zu), %.1f s", what, o->seed, rounds,
+	    rounds * o->messages, sum.recipients, sum.transactions, sum.send_kills,
+	    sum.remote_kills, sum.gate_kills, sum.queued_kills, sum.run_kills, sum.duplicates,
+	    sum.dup_bound, sum.seconds);
+}
+
 Test(soak, rounds)
 {
 	struct rt_soak o = {
@@ -71,42 +124,23 @@ Test(soak, rounds)
 		.mean_gap_ms = (unsigned)env_num("SOAK_GAP_MS", 400),
 		.limit = 20, .per = 1, .cap = 3, .concurrency = 2,
 	};
-	unsigned long rounds = env_num("SOAK_ROUNDS", 4), i;
-	struct rt_soak_result res, sum = { 0 };
 
-	rt_say("soak: seed %llu (replay with SOAK_SEED=%llu), %lu rounds of %zu messages "
-	    "and %zu kills", o.seed, o.seed, rounds, o.messages, o.kills);
-	for (i = 0; i < rounds; i++) {
-		o.round = (unsigned)i;
-		rt_setup(&t, o.concurrency);
-		live = 1;
-		rt_soak_round(&t, &o, &res);
-		rt_say("soak: round %lu: %zu recipients in %zu transactions in %.1f s; kills: "
-		    "%zu weir-send, %zu weir-remote (%zu found none running), %zu weir-gate, %zu "
-		    "weir-queued (%zu sendmail runs again, %zu of their transactions repeated); %zu "
-		    "in flight; %zu duplicate transactions (bound %zu), %zu extra copies; busiest "
-		    "window %zu of %u; %zu S2 leftovers", i, res.recipients, res.transactions,
-		    res.seconds, res.send_kills, res.remote_kills, res.remote_misses, res.gate_kills,
-		    res.queued_kills, res.reinjected, res.reinjected_dups,
-		    res.in_flight, res.duplicates, res.dup_bound, res.extra_copies, res.worst,
-		    o.limit, res.s2);
-		sum.recipients += res.recipients;
-		sum.transactions += res.transactions;
-		sum.send_kills += res.send_kills;
-		sum.remote_kills += res.remote_kills;
-		sum.gate_kills += res.gate_kills;
-		sum.queued_kills += res.queued_kills;
-		sum.duplicates += res.duplicates;
-		sum.dup_bound += res.dup_bound;
-		sum.seconds += res.seconds;
-		teardown();
-	}
-	rt_say("soak: seed %llu: %lu rounds, %zu messages, %zu recipients, %zu "
-	    "transactions, kills %zu weir-send + %zu weir-remote + %zu weir-gate + %zu "
-	    "weir-queued, %zu duplicate transactions (bound %zu), %.1f s", o.seed, rounds,
-	    rounds * o.messages, sum.recipients, sum.transactions, sum.send_kills,
-	    sum.remote_kills, sum.gate_kills, sum.queued_kills, sum.duplicates, sum.dup_bound,
-	    sum.seconds);
+	soak(&o, "soak");
+}
+
+Test(soak, supervisor_killed)
+{
+	unsigned long kills = env_num("SOAK_KILLS", 24) / 4;
+	struct rt_soak o = {
+		.seed = env_num("SOAK_SEED", (unsigned long)time(NULL) ^ (unsigned long)getpid()),
+		.messages = env_num("SOAK_MESSAGES", 300),
+		.kills = kills ? kills : 1,
+		.mean_gap_ms = (unsigned)env_num("SOAK_GAP_MS", 400) * 4,
+		.limit = 20, .per = 1, .cap = 3, .concurrency = 2,
+		.supervised = 1,
+	};
+
+	soak(&o, "soak under weir run");
 }
 
 /* How many times the upstream's record holds what. */

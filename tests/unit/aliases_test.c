@@ -106,10 +106,13 @@ Test(aliases, unreadable_keeps_the_last)
 		cr_skip_test("root reads any file");
 	put("a: x@y.example\n");
 	aliases_refresh(&al);
-	cr_assert(chmod(path, 0) == 0);
+	/* Changed, then made unreadable (its owner could not rewrite it
+	 * either once it is mode 0). */
 	put("b: x@y.example\n");
+	cr_assert(chmod(path, 0) == 0);
 	aliases_refresh(&al);
 	cr_assert_not_null(aliases_find(&al, "a", 1));
+	cr_assert_null(aliases_find(&al, "b", 1));
 }
 
 Test(aliases, include_file)

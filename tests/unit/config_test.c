@@ -204,7 +204,7 @@ Test(config, upstream_errors_name_file_line_and_problem)
 	bad("upstream \"a\" { }\nupstream \"a\" { }\n", "weir.conf:2:");
 	bad("upstream \"a\" {\n  username = u\n  secret_file = f\n  secret_command = c\n}\n",
 	    "weir.conf:5: upstream \"a\": secret_file and secret_command exclude each other");
-	bad("upstream \"a\" {\n  username = u\n}\n", "username needs secret_file or secret_command");
+	bad("upstream \"a\" {\n  username = u\n}\n", "username needs secret_file, secret_command or an oauth section");
 	bad("\nupstream \"b\" {\n  secret_file = f\n}\n", "weir.conf:4: upstream \"b\": a secret without a username");
 	bad("upstream \"a\" {\n  fingerprint = \"abc\"\n}\n", "fingerprint must be 64 hex digits");
 	bad("upstream \"a\" {\n  host = \"\"\n}\n", "must not be empty");
@@ -383,4 +383,156 @@ Test(config, inject_load_refuses_an_unknown_queue_place)
 	}
 	buf_free(&warn);
 	buf_free(&err);
+}
+
+/* The showq_socket of weir.conf at path, or "(off)"; the config freed. */
+static char *
+showq_of(const char *path, int lenient)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT, warn = BUF_INIT;
+	char *s;
+
+	if (lenient)
+		cr_assert(config_load_inject(&c, path, &warn, &err) >= 0, "%s", buf_cstr(&err));
+	else
+		cr_assert_eq(config_load(&c, path, &err), 0, "%s", buf_cstr(&err));
+	s = xstrdup(c.showq_socket ? c.showq_socket : "(off)");
+	config_free(&c);
+	buf_free(&err);
+	buf_free(&warn);
+	return s;
+}
+
+/* Issue 22 item 4: two weirs on one host (a second queue, a test beside
+ * the production relay) shared the default showq_socket: the second
+ * weir-showq exited 111 at every start.  Not set, it is the queue's own:
+ * the classic path for the default queue, one named after the queue
+ * otherwise, the same whichever way the file is read (an injector reads
+ * a broken file leniently); set, it is as set ("" is off). */
+Test(config, showq_socket_default_is_the_queues)
+{
+	char *a, *b, *d, *p;
+
+	p = conf("hostname = a.example\n");
+	cr_assert_str_eq(d = showq_of(p, 0), "/run/weir-showq/showq.sock");
+	free(d);
+	free(p);
+	p = conf("queue_dir = \"/var/spool/weir-test\"\n");
+	a = showq_of(p, 0);
+	cr_assert(strncmp(a, "/run/weir-showq/showq.", 22) == 0 && strcmp(a,
+	    "/run/weir-showq/showq.sock") != 0, "%s", a);
+	cr_assert_str_eq(d = showq_of(p, 1), a, "read leniently");
+	free(d);
+	free(p);
+	p = conf("queue_dir = \"/var/spool/weir-test\"\nbogus_key = 1\n");
+	cr_assert_str_eq(d = showq_of(p, 1), a, "salvaged from a broken file");
+	free(d);
+	free(p);
+	p = conf("queue_dir = \"/var/spool/weir-other\"\n");
+	b = showq_of(p, 0);
+	cr_assert_str_neq(a, b, "two queues, one socket");
+	free(p);
+	p = conf("queue_dir = \"/var/spool/weir-test\"\n"
+	    "showq_socket = \"/run/weir-showq/showq.sock\"\n");
+	cr_assert_str_eq(d = showq_of(p, 0), "/run/weir-showq/showq.sock", "set: kept");
+	free(d);
+	free(p);
+	p = conf("queue_dir = \"/var/spool/weir-test\"\nshowq_socket = \"\"\nbogus_key = 1\n");
+	cr_assert_str_eq(d = showq_of(p, 1), "(off)", "\"\" salvaged: off");
+	free(d);
+	free(p);
+	free(a);
+	free(b);
+}
+
+/* oauth { }: each provider's defaults, resolved at load time; the
+ * mechanisms default to the token's own. */
+Test(config, oauth_provider_defaults)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+	const struct weir_oauth *m, *g;
+	char *p = conf("upstream \"m365\" {\n  host = smtp.office365.com\n  username = me@x.org\n"
+	    "  oauth {\n    provider = microsoft\n    tenant = contoso.onmicrosoft.com\n"
+	    "    client_id = \"1111-2222\"\n  }\n}\n"
+	    "upstream \"gmail\" {\n  host = smtp.gmail.com\n  username = me@gmail.com\n"
+	    "  oauth {\n    provider = google\n    client_id = c.apps.googleusercontent.com\n"
+	    "    client_secret_file = /etc/weir/google.secret\n    refresh_margin = 5m\n  }\n}\n");
+
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
+	m = &c.upstreams[0].oauth;
+	g = &c.upstreams[1].oauth;
+	cr_assert(m->present && g->present);
+	cr_assert_eq(m->provider, OAUTH_MICROSOFT);
+	cr_assert_eq(m->flow, OAUTH_FLOW_DEVICE);
+	cr_assert_str_eq(m->scope, "https://outlook.office.com/SMTP.Send offline_access");
+	cr_assert_str_eq(m->device_endpoint,
+	    "https://login.microsoftonline.com/contoso.onmicrosoft.com/oauth2/v2.0/devicecode");
+	cr_assert_str_eq(m->token_endpoint,
+	    "https://login.microsoftonline.com/contoso.onmicrosoft.com/oauth2/v2.0/token");
+	cr_assert_str_eq(m->token_file, "/var/lib/weir/oauth/m365");
+	cr_assert_eq(m->refresh_margin, 600);
+	cr_assert_eq(m->timeout, 30);
+	cr_assert_null(m->client_secret_file);
+	cr_assert_eq(c.upstreams[0].mechanisms.n, 2);
+	cr_assert_str_eq(c.upstreams[0].mechanisms.v[0], "XOAUTH2");
+	cr_assert_eq(g->provider, OAUTH_GOOGLE);
+	cr_assert_eq(g->flow, OAUTH_FLOW_CODE);
+	cr_assert_null(g->tenant);
+	cr_assert_str_eq(g->scope, "https://mail.google.com/");
+	cr_assert_str_eq(g->token_endpoint, "https://oauth2.googleapis.com/token");
+	cr_assert_str_eq(g->authorize_endpoint, "https://accounts.google.com/o/oauth2/v2/auth");
+	cr_assert_eq(g->refresh_margin, 300);
+	cr_assert_not(c.upstreams[2].oauth.present, "the terminator has none");
+	config_free(&c);
+	free(p);
+	p = conf("upstream \"a\" {\n  host = a.example\n  username = u\n  oauth {\n"
+	    "    provider = microsoft\n    client_id = x\n  }\n}\n");
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
+	cr_assert_str_eq(c.upstreams[0].oauth.tenant, "organizations");
+	config_free(&c);
+	free(p);
+}
+
+Test(config, oauth_errors)
+{
+	const char *head = "upstream \"a\" {\n  host = a.example\n  username = u\n  oauth {\n";
+
+#define OB(body, want) do { \
+	char *t = xasprintf("%s%s  }\n}\n", head, body); \
+	bad(t, want); \
+	free(t); \
+} while (0)
+	OB("    client_id = x\n", "oauth: no provider");
+	OB("    provider = yahoo\n    client_id = x\n", "provider = \"yahoo\": must be one of");
+	OB("    provider = microsoft\n", "oauth: no client_id");
+	OB("    provider = generic\n    client_id = x\n    scope = s\n", "generic needs token_endpoint");
+	OB("    provider = generic\n    client_id = x\n    token_endpoint = \"https://t/\"\n",
+	    "generic needs scope");
+	OB("    provider = generic\n    client_id = x\n    scope = s\n"
+	    "    token_endpoint = \"https://t/\"\n", "flow device needs device_endpoint");
+	OB("    provider = microsoft\n    client_id = x\n    token_endpoint = \"http://t/\"\n",
+	    "weir.conf:7: token_endpoint = \"http://t/\": must be an https:// address");
+	OB("    provider = microsoft\n    client_id = x\n    tenant = \"a/b\"\n", "tenant = \"a/b\"");
+	OB("    provider = google\n    client_id = x\n", "client_secret_file");
+	OB("    provider = google\n    client_id = x\n    tenant = t\n"
+	    "    client_secret_file = /s\n", "tenant is for provider microsoft only");
+	OB("    provider = microsoft\n    client_id = x\n    token_file = rel/path\n",
+	    "must be an absolute path");
+	OB("    provider = microsoft\n    client_id = x\n    refresh_margin = 0s\n",
+	    "refresh_margin = 0 is out of range");
+	OB("    provider = microsoft\n    client_id = x\n  }\n  oauth {\n"
+	    "    provider = microsoft\n    client_id = y\n", "only one oauth section");
+#undef OB
+	bad("upstream \"a\" {\n  host = a.example\n  oauth {\n    provider = microsoft\n"
+	    "    client_id = x\n  }\n}\n", "oauth needs username");
+	bad("upstream \"a\" {\n  host = a.example\n  username = u\n  secret_file = /s\n"
+	    "  oauth {\n    provider = microsoft\n    client_id = x\n  }\n}\n",
+	    "excludes secret_file and secret_command");
+	/* A token must never go as a password. */
+	bad("upstream \"a\" {\n  host = a.example\n  username = u\n"
+	    "  mechanisms = {\"XOAUTH2\", \"PLAIN\"}\n"
+	    "  oauth {\n    provider = microsoft\n    client_id = x\n  }\n}\n",
+	    "mechanisms may name only XOAUTH2 and OAUTHBEARER, not PLAIN");
 }

@@ -525,7 +525,7 @@ Test(journal, auth_suspension_and_lift_replay)
 	/* Only the connection was logged. */
 	cr_assert_eq(u->ln, 1);
 	cr_assert_eq(wg_log_at(u, u->lseq)->w[UNIT_MESSAGES], 0);
-	wg_lift(u, 1);
+	wg_lift(u, 1, 11000);
 	journal_lift(&j, u, 1);
 	cr_assert_eq(journal_sync(&j), 0);
 	journal_close(&j);
@@ -536,6 +536,81 @@ Test(journal, auth_suspension_and_lift_replay)
 	cr_assert_eq(wg_find(&g, "up")->auth_until, 0);
 	journal_close(&j);
 	wg_free(&g);
+	tl_rmtree(dir);
+	free(path);
+	free(dir);
+}
+
+/* Issue 22 item 3: an authentication suspension is journalled with the
+ * fingerprint of the credentials that failed (C, never a secret), and a
+ * restart gets it back to compare with the credentials then; kept
+ * through a compaction; an A record (an older gate's, no fingerprint)
+ * still replays, with the fingerprint unknown. */
+Test(journal, auth_suspension_keeps_its_credentials)
+{
+	char *dir = tl_tmpdir(), *path = xasprintf("%s/j", dir);
+	struct journal j;
+	struct wgate g;
+	struct wg_req *a;
+	struct wg_up *u;
+	struct buf text = BUF_INIT;
+	const int64_t W = 1700000000000LL;
+	const uint64_t FP = 0x0123456789abcdefULL;
+	int fd;
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 10000, W, 0), 0);
+	wg_set_policy(&g, &pol, 0, 10000);
+	a = grant(&g, 10000);
+	u = a->up;
+	(void)wg_report(&g, a, WG_AUTHFAIL, "535 5.7.8 no", 10100);
+	u->auth_fp = FP;
+	u->auth_fp_known = 1;
+	journal_suspend(&j, u, 1, 10100, W + 100);
+	cr_assert_eq(journal_sync(&j), 0);
+	journal_close(&j);
+	wg_free(&g);
+	tl_read(path, &text);
+	cr_assert(strstr(buf_cstr(&text), "\nC up ") && strstr(text.s, " 0123456789abcdef 535 "),
+	    "%s", text.s);
+	buf_free(&text);
+
+	/* Replayed (and compacted: journal_open rewrites the live state). */
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 11000, W + 1000, 0), 0);
+	u = wg_find(&g, "up");
+	cr_assert(u && u->auth_until == 10100 + WG_AUTH_SUSPEND_MS && u->auth_fp_known &&
+	    u->auth_fp == FP);
+	cr_assert_str_eq(u->auth_reason, "535 5.7.8 no");
+	journal_close(&j);
+	wg_free(&g);
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 11500, W + 1500, 0), 0);
+	u = wg_find(&g, "up");
+	cr_assert(u && u->auth_fp_known && u->auth_fp == FP, "lost in the compaction");
+	journal_close(&j);
+	wg_free(&g);
+
+	/* An older gate's journal: A, no fingerprint. */
+	cr_assert_eq(unlink(path), 0);
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 12000, W + 2000, 0), 0);
+	journal_close(&j);
+	wg_free(&g);
+	buf_printf(&text, "A up %lld 400000 300000 535 old", (long long)(W + 400000 - 12000));
+	buf_printf(&text, " %08" PRIx32 "\n", journal_crc32(text.s, text.len));
+	fd = open(path, O_WRONLY | O_APPEND);
+	cr_assert(fd >= 0 && write(fd, text.s, text.len) == (ssize_t)text.len);
+	close(fd);
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 13000, W + 3000, 0), 0);
+	u = wg_find(&g, "up");
+	cr_assert(u && u->auth_until == 400000 && !u->auth_fp_known, "A record: until %lld",
+	    u ? (long long)u->auth_until : -1LL);
+	cr_assert_str_eq(u->auth_reason, "535 old");
+	journal_close(&j);
+	wg_free(&g);
+	buf_free(&text);
 	tl_rmtree(dir);
 	free(path);
 	free(dir);

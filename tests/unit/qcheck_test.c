@@ -330,3 +330,31 @@ Test(qcheck, file_removed_while_checked_is_a_note)
 	free(conf);
 	free(weir);
 }
+
+/* weir-send's OAuth notice stamps, sched/oauth.NAME (QUEUE.md): one
+ * number and a newline is sound, anything else a note, as sched/alive;
+ * a name that is no upstream's is an unexpected entry.  Failed before
+ * (every one an unexpected entry). */
+Test(qcheck, oauth_notice_stamps)
+{
+	struct buf t = BUF_INIT;
+	char *good = xasprintf("%s/sched/oauth.isp", dir), *bad = xasprintf("%s/sched/oauth.m365",
+	    dir), *odd = xasprintf("%s/sched/oauth.a b", dir);
+	struct qcheck_result r;
+
+	tl_write(good, "1795673790\n", 11);
+	r = check(&t);
+	cr_assert_eq(r.problems + r.notes, 0, "%s", t.s);
+	tl_write(bad, "soon", 4);
+	r = check(&t);
+	cr_assert_eq(r.problems, 0, "%s", t.s);
+	cr_assert_eq(r.notes, 1, "%s", t.s);
+	cr_assert(strstr(t.s, "sched/oauth.m365: not one number"), "%s", t.s);
+	tl_write(odd, "1\n", 2);
+	r = check(&t);
+	cr_assert_eq(r.problems, 1, "%s", t.s);
+	free(good);
+	free(bad);
+	free(odd);
+	buf_free(&t);
+}

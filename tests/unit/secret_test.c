@@ -38,7 +38,7 @@ Test(secret, file_with_one_line_end_removed)
 		struct buf out = BUF_INIT, err = BUF_INIT;
 		char *p = file(cases[i].in, strlen(cases[i].in), 0600);
 
-		cr_assert_eq(secret_from_file(p, &out, &err), 0, "%s", err.s);
+		cr_assert_eq(secretfile_read("secret_file", p, &out, &err), 0, "%s", err.s);
 		cr_assert_str_eq(out.s, cases[i].want);
 		secret_wipe(&out);
 		cr_assert_null(out.s);
@@ -55,7 +55,7 @@ Test(secret, file_open_to_group_or_others_refused)
 		struct buf out = BUF_INIT, err = BUF_INIT;
 		char *p = file("pw", 2, bad[i]);
 
-		cr_assert_eq(secret_from_file(p, &out, &err), -1, "mode %o accepted", bad[i]);
+		cr_assert_eq(secretfile_read("secret_file", p, &out, &err), -1, "mode %o accepted", bad[i]);
 		cr_assert(strstr(err.s, "lets group or others in; refusing it"), "%s", err.s);
 		cr_assert_null(out.s);
 		buf_free(&err);
@@ -68,13 +68,13 @@ Test(secret, file_problems)
 	struct buf out = BUF_INIT, err = BUF_INIT;
 	char *p = file("\n", 1, 0400), *missing = xasprintf("%s/none", dir);
 
-	cr_assert_eq(secret_from_file(p, &out, &err), -1);
+	cr_assert_eq(secretfile_read("secret_file", p, &out, &err), -1);
 	cr_assert(strstr(err.s, "empty"), "%s", err.s);
 	buf_reset(&err);
-	cr_assert_eq(secret_from_file(missing, &out, &err), -1);
+	cr_assert_eq(secretfile_read("secret_file", missing, &out, &err), -1);
 	cr_assert(strstr(err.s, "No such file"), "%s", err.s);
 	buf_reset(&err);
-	cr_assert_eq(secret_from_file(dir, &out, &err), -1);
+	cr_assert_eq(secretfile_read("secret_file", dir, &out, &err), -1);
 	cr_assert(strstr(err.s, "not a regular file"), "%s", err.s);
 	buf_free(&err);
 	free(p);

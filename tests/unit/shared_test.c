@@ -1,20 +1,15 @@
 /*
- * shared_test.c: the Redis scripts of src/gate/shared.c against a real
- * redis-server (started on a Unix socket in a scratch folder, no
- * persistence, killed at teardown): several windows at once, a calendar
- * window, held grants against max_connections and a lease that ends, a
- * suspension every host honours.
+ * shared_test.c: weir-gate's Redis scripts (the .lua files of src/gate,
+ * run through shared.c) against a real redis-server (started on a Unix
+ * socket in a scratch folder, no persistence, killed at teardown):
+ * several windows at once, a calendar window, held grants against
+ * max_connections and a lease that ends, a suspension every host
+ * honours.  windowdiff_test checks them against the C engine.
  */
 #include <criterion/criterion.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,9 +17,7 @@
 #include "lib/alloc.h"
 #include "testlib.h"
 
-static char *dir, *rsock, *spec;
-static pid_t rpid = -1;
-static redisContext *rc;
+static struct tl_redis R;
 static struct shared *sh;
 static struct policy_upstream pu;
 static struct policy_window win[2];
@@ -40,48 +33,16 @@ mono(void)
 }
 
 static void
-cmd(const char *c)
-{
-	redisReply *r = redisCommand(rc, c);
-
-	cr_assert(r != NULL && r->type != REDIS_REPLY_ERROR, "%s", c);
-	freeReplyObject(r);
-}
-
-static void
 setup(void)
 {
-	char *log;
-	int i, fd;
-
-	dir = tl_tmpdir();
-	rsock = xasprintf("%s/r.sock", dir);
-	spec = xasprintf("unix:%s", rsock);
-	log = xasprintf("%s/redis.log", dir);
-	rpid = fork();
-	cr_assert(rpid >= 0);
-	if (rpid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-			_exit(127);
-		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", rsock,
-		    "--save", "", "--appendonly", "no", "--dir", dir, (char *)NULL);
-		_exit(127);
-	}
-	for (i = 0; i < 1000 && !tl_sock_answers(rsock); i++)
-		poll(NULL, 0, 10);
-	cr_assert(tl_sock_answers(rsock), "redis-server did not start");
-	free(log);
-	rc = redisConnectUnix(rsock);
-	cr_assert(rc && !rc->err);
+	tl_redis_up(&R);
 	/* A store that holds a history, and this host's written back. */
-	cmd("SET weir:{up}:epoch 1");
-	cmd("SET weir:{up}:host:h 1");
+	tl_redis_cmd(&R, "SET weir:{up}:epoch 1");
+	tl_redis_cmd(&R, "SET weir:{up}:host:h 1");
 	sh = shared_new("h", "r", 0);
 	memset(&pu, 0, sizeof pu);
 	pu.name = (char *)"up";
-	pu.shared = spec;
+	pu.shared = R.spec;
 	pu.win = win;
 	memset(win, 0, sizeof win);
 	memset(&up, 0, sizeof up);
@@ -92,20 +53,8 @@ setup(void)
 static void
 teardown(void)
 {
-	int st;
-
 	shared_free(sh);
-	if (rc)
-		redisFree(rc);
-	if (rpid > 0) {
-		kill(rpid, SIGKILL);
-		while (waitpid(rpid, &st, 0) < 0 && errno == EINTR)
-			;
-	}
-	tl_rmtree(dir);
-	free(dir);
-	free(rsock);
-	free(spec);
+	tl_redis_down(&R);
 }
 
 TestSuite(shared, .init = setup, .fini = teardown, .timeout = 60);
@@ -184,9 +133,9 @@ Test(shared, several_windows)
 	cr_assert(wait > 9000 && wait <= 10001, "wait %lld", (long long)wait);
 	/* The 60 s window: one more fits once the 10 s one frees; then
 	 * the fifth waits for the longer window. */
-	cmd("FLUSHALL");
-	cmd("SET weir:{up}:epoch 1");
-	cmd("SET weir:{up}:host:h 1");
+	tl_redis_cmd(&R, "FLUSHALL");
+	tl_redis_cmd(&R, "SET weir:{up}:epoch 1");
+	tl_redis_cmd(&R, "SET weir:{up}:host:h 1");
 	set_win(0, 10, 10, 0);
 	pu.nwin = 2;
 	for (i = 0; i < 4; i++) {
@@ -201,7 +150,7 @@ Test(shared, several_windows)
 static int64_t
 redis_us(void)
 {
-	redisReply *r = redisCommand(rc, "TIME");
+	redisReply *r = redisCommand(R.c, "TIME");
 	int64_t us;
 
 	cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
@@ -231,7 +180,7 @@ Test(shared, send_logged_no_earlier_than_reported)
 		cr_assert_eq(ask(i, &r, &wait), 1);
 		before = redis_us();
 		sent(r);
-		z = redisCommand(rc, "ZRANGE weir:{up}:log -1 -1 WITHSCORES");
+		z = redisCommand(R.c, "ZRANGE weir:{up}:log -1 -1 WITHSCORES");
 		cr_assert(z != NULL && z->type == REDIS_REPLY_ARRAY && z->elements == 2);
 		cr_assert_geq(strtoll(z->element[1]->str, NULL, 10) * 1000, before,
 		    "send %llu logged at %s ms, reported after %lld us", (unsigned long long)i,
@@ -269,16 +218,16 @@ Test(shared, held_grants_and_leases)
 	cr_assert_eq(ask(1, &a, &wait), 1);
 	cr_assert_eq(ask(2, NULL, &wait), 0, "max_connections = 1 exceeded");
 	/* Its host died: the lease ends (set here to have ended). */
-	rep = redisCommand(rc, "TIME");
+	rep = redisCommand(R.c, "TIME");
 	cr_assert(rep && rep->type == REDIS_REPLY_ARRAY);
 	ended = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000 - 1;
 	freeReplyObject(rep);
-	rep = redisCommand(rc, "ZADD weir:{up}:held XX %lld h.r.1", (long long)ended);
+	rep = redisCommand(R.c, "ZADD weir:{up}:held XX %lld h.r.1", (long long)ended);
 	cr_assert(rep && rep->type == REDIS_REPLY_INTEGER);
 	freeReplyObject(rep);
 	cr_assert_eq(ask(3, &b, &wait), 1);
 	/* ... and it counts as a send that may have happened until then. */
-	rep = redisCommand(rc, "ZCARD weir:{up}:log");
+	rep = redisCommand(R.c, "ZCARD weir:{up}:log");
 	cr_assert_eq(rep->integer, 1);
 	freeReplyObject(rep);
 	free(a);

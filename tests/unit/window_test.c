@@ -718,7 +718,7 @@ Test(window, nomail_and_authfail)
 	until = wg_report(&g, S.rec[2].r, WG_AUTHFAIL, "535 5.7.8 no", S.now);
 	S.rec[2].r = NULL; S.rec[2].ended = 1;
 	cr_assert_eq(until, 300200 + 600000);	/* doubled */
-	wg_lift(u, 1);				/* a reload */
+	wg_lift(u, 1, S.now);			/* a reload */
 	cr_assert_eq(u->auth_until, 0);
 	cr_assert_eq(wg_pump(&g, S.now), 1);	/* one probe */
 	acq(&g, NULL, 0, 0, 1, WG_OK);
@@ -727,6 +727,46 @@ Test(window, nomail_and_authfail)
 	end(&g, &S.rec[3], WG_SENT);
 	cr_assert(!u->probe);
 	cr_assert_eq(wg_pump(&g, S.now), 1);
+	wg_free(&g);
+}
+
+/* A failure reported after a lift (a reload, RESUME, a restart with
+ * new credentials) of a send granted before it tried the credentials
+ * of before: no new suspension.  (faultmatrix/auth_535 saw a second
+ * session's 535, granted before the first one's, come after the reload
+ * that followed the fix, and the fixed relay waited 300 s.)  One granted
+ * after the lift still suspends. */
+Test(window, authfail_granted_before_a_lift_suspends_nothing)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 60, UNIT_MESSAGES) };
+	struct wg_up *u;
+	int64_t until;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 0);
+	u = wg_find(&g, "up");
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 2);		/* two sessions' messages */
+	S.now = 100;
+	until = wg_report(&g, S.rec[0].r, WG_AUTHFAIL, "535 5.7.8 no", S.now);
+	S.rec[0].r = NULL; S.rec[0].ended = 1;
+	cr_assert_eq(until, 100 + WG_AUTH_SUSPEND_MS);
+	S.now = 200;
+	wg_lift(u, 1, S.now);				/* fixed, reloaded */
+	S.now = 300;
+	until = wg_report(&g, S.rec[1].r, WG_AUTHFAIL, "535 5.7.8 no", S.now);
+	S.rec[1].r = NULL; S.rec[1].ended = 1;
+	cr_assert_eq(u->auth_until, 0, "a failure of before the lift suspended until %lld",
+	    (long long)u->auth_until);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	S.now = 400;
+	until = wg_report(&g, S.rec[2].r, WG_AUTHFAIL, "535 5.7.8 no", S.now);
+	S.rec[2].r = NULL; S.rec[2].ended = 1;
+	cr_assert_eq(until, 400 + WG_AUTH_SUSPEND_MS);	/* after the lift: suspends */
 	wg_free(&g);
 }
 
@@ -755,7 +795,7 @@ Test(window, probe_is_one_session_and_one_message)
 	S.rec[1].r = NULL; S.rec[1].ended = 1;
 	end(&g, &S.rec[0], WG_NOMAIL);			/* the session ends */
 	cr_assert(u->probe);
-	wg_lift(u, 1);					/* a reload: probing now */
+	wg_lift(u, 1, S.now);					/* a reload: probing now */
 	cr_assert(u->probe);
 	acq(&g, NULL, 1, 1, 0, WG_OK);
 	acq(&g, NULL, 0, 0, 1, WG_OK);

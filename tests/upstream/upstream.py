@@ -42,6 +42,16 @@ Other flags make it misbehave in the ways a real provider can:
   --idle-close SECONDS   after a message, close a session that sends
                          nothing for SECONDS, with "421 4.4.2 idle timeout"
 
+  --oauth-issued FILE    offer AUTH XOAUTH2 and OAUTHBEARER (and require
+                         AUTH), accepting only the access tokens the
+                         stand-in provider (idp.py) wrote to FILE, and of
+                         those only one with more than --oauth-margin left
+                         before its expiry, as Exchange Online refuses a
+                         token in its last 10 minutes; a refusal is a 334
+                         with the JSON error (as Gmail and Exchange send
+                         it), then, after the client's empty answer, 535
+  --oauth-margin SECONDS the margin (default 600)
+
 aiosmtpd does not offer PIPELINING: --ehlo-extra PIPELINING does.
 
 Every event goes as one JSON line to --record FILE: each connection
@@ -55,6 +65,7 @@ Trusts: nothing; it is a test peer.  Runs until killed.
 import argparse
 import asyncio
 import base64
+import hashlib
 import hmac
 import os
 import json
@@ -87,6 +98,8 @@ def parse_args():
     p.add_argument("--dataend-delay", action="append", default=[])
     p.add_argument("--idle-close", type=float, default=0)
     p.add_argument("--record", help="event log; without it nothing is recorded")
+    p.add_argument("--oauth-issued")
+    p.add_argument("--oauth-margin", type=float, default=600)
     return p.parse_args()
 
 
@@ -170,6 +183,42 @@ class Handler:
         record(event="auth", mechanism="SCRAM-SHA-256", user=fields["n"], ok=True)
         return AuthResult(success=True, handled=False,
                           auth_data=LoginPassword(fields["n"].encode(), b""))
+
+    async def oauth(self, server, args, mech):
+        # XOAUTH2: "user=U^Aauth=Bearer T^A^A"; OAUTHBEARER (RFC 7628):
+        # "n,a=U,^Ahost=..^Aport=..^Aauth=Bearer T^A^A".
+        if len(args) > 1:
+            raw = base64.b64decode(args[1]) if args[1] != "=" else b""
+        else:
+            raw = await server.challenge_auth("")
+            if raw is MISSING:
+                return AuthResult(success=False, handled=True)
+        fields = raw.decode(errors="replace").split("\x01")
+        user, token = "", ""
+        for fld in fields:
+            if fld.startswith("user="):
+                user = fld[5:]
+            elif fld.startswith("n,a="):
+                user = fld[4:].rstrip(",").replace("=2C", ",").replace("=3D", "=")
+            elif fld.startswith("auth=Bearer "):
+                token = fld[12:]
+        ok, why = token_check(token)
+        record(event="auth", mechanism=mech, user=user, ok=ok, why=why, conn=conn(server))
+        if ok:
+            return AuthResult(success=True, handled=False,
+                              auth_data=LoginPassword(user.encode(), b""))
+        err = json.dumps({"status": "401", "schemes": "bearer", "scope": "SMTP.Send"})
+        # The client answers with an empty line; "*" has been answered.
+        if await server.challenge_auth(err) is MISSING:
+            return AuthResult(success=False, handled=True)
+        return AuthResult(success=False, handled=False,
+                          message="535 5.7.3 Authentication unsuccessful")
+
+    async def auth_XOAUTH2(self, server, args):
+        return await self.oauth(server, args, "XOAUTH2")
+
+    async def auth_OAUTHBEARER(self, server, args):
+        return await self.oauth(server, args, "OAUTHBEARER")
 
     async def handle_EHLO(self, server, session, envelope, hostname, responses):
         session.host_name = hostname
@@ -321,6 +370,28 @@ class Upstream(SMTP):
         await super().smtp_DATA(arg)
 
 
+def token_check(token):
+    """(ok, why): is token one the stand-in provider issued, with more
+    than --oauth-margin seconds left?"""
+    if not ARGS.oauth_issued or not token:
+        return False, "no token"
+    sha = hashlib.sha256(token.encode()).hexdigest()
+    try:
+        with open(ARGS.oauth_issued) as f:
+            for line in f:
+                t = json.loads(line)
+                if t["sha"] == sha:
+                    left = t["exp"] - time.time()
+                    if left <= 0:
+                        return False, "expired %.1f s ago" % -left
+                    if left <= ARGS.oauth_margin:
+                        return False, "%.1f s left, within the margin" % left
+                    return True, "%.1f s left" % left
+    except FileNotFoundError:
+        pass
+    return False, "not issued by the provider"
+
+
 def authenticator(server, session, envelope, mechanism, auth_data):
     ok = False
     if isinstance(auth_data, LoginPassword) and ARGS.auth:
@@ -345,8 +416,9 @@ async def main():
             kw["tls_context"] = ctx
             kw["require_starttls"] = True
         kw["auth_exclude_mechanism"] = ([] if ARGS.cram else ["CRAM-MD5"]) + \
-            ([] if ARGS.scram_lie else ["SCRAM-SHA-256"])
-        if ARGS.auth:
+            ([] if ARGS.scram_lie else ["SCRAM-SHA-256"]) + \
+            ([] if ARGS.oauth_issued else ["XOAUTH2", "OAUTHBEARER"])
+        if ARGS.auth or ARGS.oauth_issued:
             kw["authenticator"] = authenticator
             kw["auth_required"] = True
             # aiosmtpd only counts STARTTLS as TLS; with --smtps every

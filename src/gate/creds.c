@@ -1,0 +1,105 @@
+/*
+ * creds.c: see creds.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gate/creds.h"
+#include "lib/alloc.h"
+#include "lib/buf.h"
+#include "lib/log.h"
+#include "mail/credfp.h"
+
+void
+creds_free(struct creds *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->n; i++)
+		free(c->name[i]);
+	free(c->name);
+	free(c->fp);
+	memset(c, 0, sizeof *c);
+}
+
+void
+creds_note(struct creds *c, const struct weir_upstream *ups, size_t n)
+{
+	const char *why;
+	size_t i;
+	int err;
+
+	creds_free(c);
+	c->n = n;
+	c->name = xcalloc(n + 1, sizeof *c->name);
+	c->fp = xcalloc(n + 1, sizeof *c->fp);
+	for (i = 0; i < n; i++) {
+		c->name[i] = xstrdup(ups[i].name);
+		c->fp[i] = credfp(&ups[i], &why, &err);
+		if (why)
+			log_warnx("upstream %s: cannot look at its %s (%s): a change of that file "
+			    "will not lift an authentication suspension at a restart (a reload "
+			    "or weir resume %s does)", ups[i].name, why, strerror(err),
+			    ups[i].name);
+	}
+}
+
+void
+creds_reload(struct creds *c, const char *config_file)
+{
+	struct weir_config cfg;
+	struct buf err = BUF_INIT;
+
+	if (config_load(&cfg, config_file, &err) < 0) {
+		log_warnx("credentials not noted again, %s does not load: %s",
+		    config_file ? config_file : "weir.conf", strtok(err.s, "\n"));
+		buf_free(&err);
+		return;
+	}
+	creds_note(c, cfg.upstreams, cfg.nupstreams);
+	config_free(&cfg);
+	buf_free(&err);
+}
+
+uint64_t
+creds_of(const struct creds *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < c->n; i++)
+		if (strcmp(c->name[i], name) == 0)
+			return c->fp[i];
+	return credfp_none();
+}
+
+void
+creds_check(const struct creds *c, struct wgate *g, struct journal *j, int64_t now,
+    int64_t wmm)
+{
+	struct wg_up *u;
+	char when[64];
+	time_t t;
+	struct tm tm;
+
+	for (u = g->ups; u; u = u->next) {
+		if (u->auth_until <= now)
+			continue;
+		if (u->auth_fp_known && u->auth_fp != creds_of(c, u->name)) {
+			wg_lift(u, 1, now);
+			journal_lift(j, u, 1);
+			log_info("upstream %s: authentication suspension lifted: its credentials "
+			    "changed since they failed", u->name);
+			continue;
+		}
+		t = (time_t)((u->auth_until + wmm) / 1000);
+		if (gmtime_r(&t, &tm) == NULL ||
+		    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+			strcpy(when, "?");
+		log_warnx("upstream %s: authentication suspension kept until %s: %s; fix "
+		    "username, secret_file or secret_command in weir.conf (or the secret "
+		    "file), then restart or reload; weir resume %s tries again now", u->name, when,
+		    u->auth_fp_known ? "the same credentials as when they failed" :
+		    "its credentials were not noted (a journal of an older weir-gate)", u->name);
+	}
+}

@@ -1,0 +1,85 @@
+/*
+ * credfp.c: see credfp.h.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mail/credfp.h"
+
+#define FNV_BASIS	14695981039346656037ULL
+#define FNV_PRIME	1099511628211ULL
+
+static void
+mix(uint64_t *h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		*h ^= b[i];
+		*h *= FNV_PRIME;
+	}
+}
+
+/* A string and its end (NULL: none at all, not ""). */
+static void
+mix_str(uint64_t *h, const char *s)
+{
+	mix(h, s ? "s" : "-", 1);
+	if (s)
+		mix(h, s, strlen(s) + 1);
+}
+
+/* The file at path, as stat sees it; the first failure in *why, *err. */
+static void
+mix_file(uint64_t *h, const char *path, const char *what, const char **why, int *err)
+{
+	struct stat st;
+	char b[160];
+	int n;
+
+	mix_str(h, path);
+	if (path == NULL)
+		return;
+	if (stat(path, &st) < 0) {
+		if (*why == NULL) {
+			*why = what;
+			*err = errno;
+		}
+		n = snprintf(b, sizeof b, "error %d", errno);
+	} else
+		n = snprintf(b, sizeof b, "%llx %llx %lld %lld.%ld %lld.%ld",
+		    (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+		    (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+		    (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+	mix(h, b, (size_t)n + 1);
+}
+
+uint64_t
+credfp(const struct weir_upstream *u, const char **why, int *err)
+{
+	uint64_t h = FNV_BASIS;
+	char b[64];
+	int n;
+
+	*why = NULL;
+	*err = 0;
+	mix_str(&h, u->host);
+	n = snprintf(b, sizeof b, "%u %d %d", u->port, u->tls, u->verify);
+	mix(&h, b, (size_t)n + 1);
+	mix_str(&h, u->fingerprint);
+	mix_file(&h, u->ca_file, "ca_file", why, err);
+	mix_str(&h, u->username);
+	mix_str(&h, u->secret_command);
+	if (u->secret_command == NULL)
+		mix_file(&h, u->secret_file, "secret_file", why, err);
+	return h;
+}
+
+uint64_t
+credfp_none(void)
+{
+	return FNV_BASIS;
+}

@@ -1,0 +1,958 @@
+/*
+ * oauth.c: OAuth 2.0 tokens; see oauth.h.  HTTPS goes through
+ * mail/https.c; answers and files are parsed with json-c, strictly
+ * (one JSON object, nothing after it, no NUL, each key of the type it
+ * must have); files are written with lib/json.h's writer into buffers
+ * that are wiped.
+ *
+ * token_file: {"version":1,"refresh_token":S,"access_token":S,
+ * "expires_at":N,"lifetime":N,"refresh_since":N,"login_at":N} (an
+ * access_token of "" is none).  token_file.status: {"version":1,
+ * "login_at":N,"refresh_since":N,"refreshed_at":N,"expires_at":N,
+ * "lifetime":N,"error_at":N,"error":S,"login_needed":B}.  Both: every
+ * key required, no other key.
+ *
+ * Trusts: the provider's answers only after that parse.  Config keys:
+ * the oauth section, username.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "lib/alloc.h"
+#include "lib/io.h"
+#include "lib/json.h"
+#include "lib/jsonstrict.h"
+#include "lib/log.h"
+#include "lib/timefmt.h"
+#include "mail/https.h"
+#include "mail/oauth.h"
+#include "mail/secretfile.h"
+
+#define DEVICE_GRANT "urn:ietf:params:oauth:grant-type:device_code"
+
+/* A token as it may travel: 1 to OAUTH_TOKEN_MAX bytes of printable
+ * ASCII (no space: RFC 6750's b64token is narrower still). */
+static int
+token_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > OAUTH_TOKEN_MAX)
+		return 0;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+			return 0;
+	return 1;
+}
+
+static char *
+sibling(const struct weir_oauth *o, const char *suffix)
+{
+	return xasprintf("%s%s", o->token_file, suffix);
+}
+
+/* ---- files ---- */
+
+/* data as the new version of path (mode), durably: PATH.tmp written,
+ * fsynced, renamed over path, the folder fsynced.  0, or -1 with err. */
+static int
+write_durably(const char *path, mode_t mode, const char *data, size_t len, struct buf *err)
+{
+	char *tmp = xasprintf("%s.tmp", path), *dir = xstrdup(path), *slash;
+	int fd, rc = -1;
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0) {
+		buf_printf(err, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (fchmod(fd, mode) < 0 || full_write(fd, data, len) < 0 || fsync(fd) < 0) {
+		buf_printf(err, "%s: %s", tmp, strerror(errno));
+		(void)close(fd);
+		(void)unlink(tmp);
+		goto out;
+	}
+	if (close(fd) < 0) {
+		buf_printf(err, "%s: close: %s", tmp, strerror(errno));
+		(void)unlink(tmp);
+		goto out;
+	}
+	if (rename(tmp, path) < 0) {
+		buf_printf(err, "rename %s to %s: %s", tmp, path, strerror(errno));
+		(void)unlink(tmp);
+		goto out;
+	}
+	slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	if (fsync_dir(AT_FDCWD, slash ? dir : ".") < 0) {
+		buf_printf(err, "fsync %s: %s", slash ? dir : ".", strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	free(tmp);
+	free(dir);
+	return rc;
+}
+
+/* The token file's contents. */
+struct tokens {
+	struct buf refresh, access;
+	long long expires_at, lifetime, refresh_since, login_at;
+};
+
+static void
+tokens_wipe(struct tokens *t)
+{
+	secret_wipe(&t->refresh);
+	secret_wipe(&t->access);
+	memset(t, 0, sizeof *t);
+}
+
+enum load { L_OK, L_NONE, L_BAD, L_TROUBLE };
+
+/* token_file: L_OK (in t), L_NONE (no file), L_BAD (malformed: only a
+ * login mends it) or L_TROUBLE (cannot be read now); err says why. */
+static enum load
+tokens_load(const struct weir_oauth *o, struct tokens *t, struct buf *err)
+{
+	static const char *const keys[] = { "version", "refresh_token", "access_token",
+	    "expires_at", "lifetime", "refresh_since", "login_at", NULL };
+	struct json_object *j = NULL;
+	struct buf b = BUF_INIT;
+	const char *why = NULL, *rt = NULL, *at = NULL;
+	size_t rn = 0, an = 0;
+	long long v = 0;
+	enum load l = L_BAD;
+	int r;
+
+	memset(t, 0, sizeof *t);
+	r = oauth_read_file(o->token_file, 1, &b, err);
+	if (r <= 0) {
+		secret_wipe(&b);
+		return r == 0 ? L_NONE : L_TROUBLE;
+	}
+	if ((j = jsonstrict_object(b.s, b.len, &why)) == NULL)
+		goto out;
+	why = "a key missing, of the wrong type, or unknown";
+	if (!jsonstrict_only_keys(j, keys) || jsonstrict_num(j, "version", 0, &v) != 1 || v != 1 ||
+	    jsonstrict_str(j, "refresh_token", &rt, &rn) != 1 || !token_ok(rt, rn) ||
+	    jsonstrict_str(j, "access_token", &at, &an) != 1 || (an > 0 && !token_ok(at, an)) ||
+	    jsonstrict_num(j, "expires_at", 0, &t->expires_at) != 1 ||
+	    jsonstrict_num(j, "lifetime", 0, &t->lifetime) != 1 ||
+	    jsonstrict_num(j, "refresh_since", 0, &t->refresh_since) != 1 ||
+	    jsonstrict_num(j, "login_at", 0, &t->login_at) != 1)
+		goto out;
+	buf_reserve(&t->refresh, OAUTH_TOKEN_MAX + 1);
+	buf_reserve(&t->access, OAUTH_TOKEN_MAX + 1);
+	buf_add(&t->refresh, rt, rn);
+	buf_add(&t->access, at, an);
+	l = L_OK;
+out:
+	if (l == L_BAD)
+		buf_printf(err, "%s: not a token file of weir's: %s", o->token_file, why);
+	jsonstrict_wipe(j, "refresh_token");
+	jsonstrict_wipe(j, "access_token");
+	json_object_put(j);
+	secret_wipe(&b);
+	return l;
+}
+
+static int
+tokens_save(const struct weir_oauth *o, const struct tokens *t, struct buf *err)
+{
+	struct buf b = BUF_INIT;
+	int rc;
+
+	buf_reserve(&b, 2 * OAUTH_TOKEN_MAX + 512);	/* no realloc: wiped once */
+	buf_adds(&b, "{\"version\":1,\"refresh_token\":");
+	json_str(&b, t->refresh.s ? t->refresh.s : "", t->refresh.len);
+	buf_adds(&b, ",\"access_token\":");
+	json_str(&b, t->access.s ? t->access.s : "", t->access.len);
+	buf_printf(&b, ",\"expires_at\":%lld,\"lifetime\":%lld,\"refresh_since\":%lld,"
+	    "\"login_at\":%lld}\n", t->expires_at, t->lifetime, t->refresh_since, t->login_at);
+	rc = write_durably(o->token_file, 0600, b.s, b.len, err);
+	secret_wipe(&b);
+	return rc;
+}
+
+static int
+status_save(const struct weir_oauth *o, const struct oauth_status *st, struct buf *err)
+{
+	struct buf b = BUF_INIT;
+	char *path = oauth_status_path(o);
+	int rc;
+
+	buf_printf(&b, "{\"version\":1,\"login_at\":%lld,\"refresh_since\":%lld,"
+	    "\"refreshed_at\":%lld,\"expires_at\":%lld,\"lifetime\":%lld,\"error_at\":%lld,"
+	    "\"error\":", st->login_at, st->refresh_since, st->refreshed_at, st->expires_at,
+	    st->lifetime, st->error_at);
+	json_cstr(&b, st->error);
+	buf_printf(&b, ",\"login_needed\":%s}\n", st->login_needed ? "true" : "false");
+	rc = write_durably(path, 0644, b.s, b.len, err);
+	buf_free(&b);
+	free(path);
+	return rc;
+}
+
+/* The status after a failure (refused: a login is needed) or, with why
+ * NULL, after tokens t were obtained (login: by a login).  A status that
+ * cannot be written is logged: it is a view, the tokens are what count. */
+static void
+status_update(const struct weir_oauth *o, const struct tokens *t, int login, const char *why,
+    int refused, long long now)
+{
+	struct oauth_status st;
+	struct buf err = BUF_INIT;
+
+	if (oauth_status_load(o, &st, &err) < 0)
+		memset(&st, 0, sizeof st);	/* rewritten whole below */
+	buf_reset(&err);
+	if (why) {
+		st.error_at = now;
+		oauth_one_line(st.error, sizeof st.error, why, strlen(why));
+		st.login_needed |= refused;
+	} else {
+		st.error_at = 0;
+		st.error[0] = '\0';
+		st.login_needed = 0;
+		st.expires_at = t->expires_at;
+		st.lifetime = t->lifetime;
+		st.refresh_since = t->refresh_since;
+		st.login_at = t->login_at;
+		if (!login)
+			st.refreshed_at = now;
+	}
+	if (status_save(o, &st, &err) < 0)
+		log_warnx("OAuth status: %s", err.s);
+	buf_free(&err);
+}
+
+static int
+folder_exists(const struct weir_oauth *o)
+{
+	char *dir = xstrdup(o->token_file), *slash = strrchr(dir, '/');
+	struct stat st;
+	int yes;
+
+	if (slash)
+		*slash = '\0';
+	yes = slash && slash != dir ? stat(dir, &st) == 0 : 1;
+	free(dir);
+	return yes;
+}
+
+/* token_file.lock, taken (blocking: whoever holds it is doing one
+ * bounded HTTPS exchange and a write): its descriptor, or -1 with err. */
+static int
+lock_take(const struct weir_oauth *o, struct buf *err)
+{
+	char *path = sibling(o, ".lock");
+	int fd, r;
+
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		buf_printf(err, "%s: %s", path, strerror(errno));
+		free(path);
+		return -1;
+	}
+	while ((r = flock(fd, LOCK_EX)) < 0 && errno == EINTR)
+		;
+	if (r < 0) {
+		buf_printf(err, "%s: flock: %s", path, strerror(errno));
+		(void)close(fd);
+		fd = -1;
+	}
+	free(path);
+	return fd;
+}
+
+/* ---- the token endpoint ---- */
+
+void
+oauth_grant_wipe(struct oauth_grant *g)
+{
+	secret_wipe(&g->access);
+	secret_wipe(&g->refresh);
+	memset(g, 0, sizeof *g);
+}
+
+/* An OAuth error answer (RFC 6749 5.2) into g: 0, or -1 if it is none. */
+static int
+error_parse(struct json_object *j, struct oauth_grant *g)
+{
+	const char *e, *d;
+	size_t en, dn;
+	int r;
+
+	size_t i;
+
+	/* RFC 6749 5.2: the code is printable ASCII (and the usual ones are
+	 * words and underscores). */
+	if (jsonstrict_str(j, "error", &e, &en) != 1 || en == 0 || en >= sizeof g->error)
+		return -1;
+	for (i = 0; i < en; i++)
+		if ((unsigned char)e[i] < 0x20 || (unsigned char)e[i] > 0x7e)
+			return -1;
+	oauth_one_line(g->error, sizeof g->error, e, en);
+	r = jsonstrict_str(j, "error_description", &d, &dn);
+	if (r == 1)
+		oauth_one_line(g->desc, sizeof g->desc, d, dn);
+	return r < 0 ? -1 : 0;
+}
+
+/* A successful token answer (RFC 6749 5.1) into g: 0, or -1 with why. */
+static int
+tokens_parse(struct json_object *j, struct oauth_grant *g, const char **why)
+{
+	const char *at, *rt, *tt;
+	size_t an, rn, tn;
+	int r;
+
+	if (jsonstrict_str(j, "access_token", &at, &an) != 1 || !token_ok(at, an)) {
+		*why = "no access_token, or one that is not printable ASCII";
+		return -1;
+	}
+	if (jsonstrict_str(j, "token_type", &tt, &tn) != 1 || strcasecmp(tt, "Bearer") != 0) {
+		*why = "token_type is not Bearer";
+		return -1;
+	}
+	if (jsonstrict_num(j, "expires_in", 1, &g->expires_in) != 1 || g->expires_in == 0) {
+		*why = "no expires_in, or not a number of seconds";
+		return -1;
+	}
+	r = jsonstrict_str(j, "refresh_token", &rt, &rn);
+	if (r < 0 || (r == 1 && !token_ok(rt, rn))) {
+		*why = "a refresh_token that is not printable ASCII";
+		return -1;
+	}
+	buf_reserve(&g->access, OAUTH_TOKEN_MAX + 1);
+	buf_reserve(&g->refresh, OAUTH_TOKEN_MAX + 1);
+	buf_add(&g->access, at, an);
+	if (r == 1)
+		buf_add(&g->refresh, rt, rn);
+	return 0;
+}
+
+/* Add client_id, and client_secret when the client has one, to form. */
+static int
+add_client(const struct weir_oauth *o, struct buf *form, struct buf *err)
+{
+	struct buf secret = BUF_INIT;
+
+	https_form_add(form, "client_id", o->client_id, strlen(o->client_id));
+	if (o->client_secret_file == NULL)
+		return 0;
+	if (secretfile_read("client_secret_file", o->client_secret_file, &secret, err) < 0)
+		return -1;
+	https_form_add(form, "client_secret", secret.s, secret.len);
+	secret_wipe(&secret);
+	return 0;
+}
+
+enum oauth_answer
+oauth_answer_read(const char *url, long status, const char *body, size_t len,
+    struct oauth_grant *g, struct json_object **jout, struct buf *err)
+{
+	struct json_object *j = NULL;
+	const char *why = NULL;
+	enum oauth_answer a = OAUTH_A_NONE;
+
+	memset(g, 0, sizeof *g);
+	if (status == 200 || status == 400 || status == 401) {
+		j = jsonstrict_object(body ? body : "", len, &why);
+		if (j == NULL) {
+			buf_printf(err, "%s answered HTTP %ld, not with JSON: %s", url, status,
+			    why);
+			goto out;
+		}
+	}
+	if (status == 200 && jout) {
+		a = OAUTH_A_TOKENS;	/* the caller reads j */
+	} else if (status == 200) {
+		if (tokens_parse(j, g, &why) < 0)
+			buf_printf(err, "%s answered HTTP 200 but %s", url, why);
+		else
+			a = OAUTH_A_TOKENS;
+	} else if (status == 400 || status == 401) {
+		if (error_parse(j, g) < 0)
+			buf_printf(err, "%s answered HTTP %ld without an OAuth error", url, status);
+		else
+			a = OAUTH_A_ERROR;
+	} else {
+		buf_printf(err, "%s answered HTTP %ld", url, status);
+	}
+out:
+	if (jout && a == OAUTH_A_TOKENS) {
+		*jout = j;
+	} else {
+		jsonstrict_wipe(j, "access_token");
+		jsonstrict_wipe(j, "refresh_token");
+		jsonstrict_wipe(j, "device_code");
+		json_object_put(j);
+	}
+	return a;
+}
+
+/* POST form (wiped here) to url and read the answer (oauth_answer_read;
+ * no answer at all is OAUTH_A_NONE too, why in err). */
+static enum oauth_answer
+post(const struct weir_oauth *o, const char *url, struct buf *form, struct oauth_grant *g,
+    struct json_object **jout, struct buf *err)
+{
+	struct https_post p = { url, o->ca_file, o->timeout, form->s, form->len };
+	struct buf body = BUF_INIT;
+	enum oauth_answer a = OAUTH_A_NONE;
+	long status = 0;
+
+	memset(g, 0, sizeof *g);
+	if (https_post(&p, &status, &body, err) == 0)
+		a = oauth_answer_read(url, status, body.s, body.len, g, jout, err);
+	secret_wipe(&body);
+	secret_wipe(form);
+	return a;
+}
+
+/* An error that says "later", not "no". */
+static int
+error_temporary(const struct oauth_grant *g)
+{
+	return strcmp(g->error, "temporarily_unavailable") == 0 ||
+	    strcmp(g->error, "server_error") == 0;
+}
+
+/* "invalid_grant: AADSTS70008: ..." */
+static void
+error_text(const struct oauth_grant *g, struct buf *out)
+{
+	buf_printf(out, "%s%s%s", g->error, g->desc[0] ? ": " : "", g->desc);
+}
+
+/* ---- the deliverer's refresh ---- */
+
+static int
+usable(const struct weir_oauth *o, const struct tokens *t, long long now)
+{
+	return t->access.len > 0 && t->expires_at - now > oauth_margin(o, t->lifetime);
+}
+
+static void
+say_cached(const struct tokens *t, long long now, struct buf *how, const char *extra)
+{
+	char when[OAUTH_TIME_MAX], left[64];
+
+	oauth_time(when, sizeof when, t->expires_at);
+	duration_format(left, sizeof left, t->expires_at - now);
+	buf_printf(how, "access token%s, expires %s (in %s)", extra, when, left);
+}
+
+/* Under the lock: refresh t.  OAUTH_OK with t holding the new tokens
+ * (saved), or another result with why in err. */
+static enum oauth_result
+refresh(const struct weir_upstream *u, struct tokens *t, struct buf *how, struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+	struct buf form = BUF_INIT, why = BUF_INIT;
+	struct oauth_grant g;
+	long long now = (long long)time(NULL);
+	char when[OAUTH_TIME_MAX], life[64];
+	enum oauth_result res = OAUTH_TEMP;
+	int rotated;
+
+	buf_reserve(&form, 3 * OAUTH_TOKEN_MAX);
+	https_form_add(&form, "grant_type", "refresh_token", 13);
+	https_form_add(&form, "refresh_token", t->refresh.s, t->refresh.len);
+	https_form_add(&form, "scope", o->scope, strlen(o->scope));
+	if (add_client(o, &form, err) < 0) {
+		secret_wipe(&form);
+		return OAUTH_TEMP;
+	}
+	switch (post(o, o->token_endpoint, &form, &g, NULL, &why)) {
+	case OAUTH_A_NONE:
+		buf_printf(err, "OAuth: the token endpoint: %s", why.s);
+		status_update(o, t, 0, err->s, 0, now);
+		goto out;
+	case OAUTH_A_ERROR:
+		buf_adds(err, "OAuth: the provider refused the refresh: ");
+		error_text(&g, err);
+		if (error_temporary(&g)) {
+			status_update(o, t, 0, err->s, 0, now);
+			goto out;
+		}
+		buf_printf(err, "; mail waits: run weir auth login %s%s", u->name,
+		    strcmp(g.error, "invalid_grant") == 0 ? "" :
+		    " (after checking client_id, client_secret_file and scope)");
+		status_update(o, t, 0, err->s, 1, now);
+		res = OAUTH_REFUSED;
+		goto out;
+	case OAUTH_A_TOKENS:
+		break;
+	}
+	rotated = g.refresh.len > 0;
+	buf_reset(&t->access);
+	buf_add(&t->access, g.access.s, g.access.len);
+	t->expires_at = now + g.expires_in;
+	t->lifetime = g.expires_in;
+	if (rotated) {
+		buf_reset(&t->refresh);
+		buf_add(&t->refresh, g.refresh.s, g.refresh.len);
+		t->refresh_since = now;
+	}
+	/* Durable before use; if it cannot be, the access token still
+	 * serves this delivery, and the old refresh token stays on disk. */
+	buf_reset(&why);
+	if (tokens_save(o, t, &why) < 0)
+		log_warnx("upstream %s: OAuth: the refreshed tokens could not be saved: %s",
+		    u->name, why.s);
+	else
+		status_update(o, t, 0, NULL, 0, now);
+	oauth_time(when, sizeof when, t->expires_at);
+	duration_format(life, sizeof life, g.expires_in);
+	buf_printf(how, "refreshed at the token endpoint: a new access token for %s, expires "
+	    "%s; the refresh token %s", life, when, rotated ? "rotated (saved)" : "kept");
+	log_info("upstream %s: OAuth access token refreshed: valid %s, until %s%s", u->name,
+	    life, when, rotated ? "; refresh token rotated" : "");
+	if (g.expires_in <= oauth_margin(o, g.expires_in))
+		log_debug("upstream %s: OAuth: the provider's access tokens live %s, within "
+		    "the refresh margin: each delivery refreshes", u->name, life);
+	res = OAUTH_OK;
+out:
+	oauth_grant_wipe(&g);
+	buf_free(&why);
+	return res;
+}
+
+enum oauth_result
+oauth_access_token(const struct weir_upstream *u, struct buf *tok, struct buf *how,
+    struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+	struct tokens t;
+	long long now = (long long)time(NULL);
+	enum oauth_result res = OAUTH_TEMP;
+	enum load l;
+	int lk = -1;
+
+	l = tokens_load(o, &t, err);
+	if (l == L_OK && usable(o, &t, now)) {
+		say_cached(&t, now, how, " from the token file");
+		goto ok;
+	}
+	tokens_wipe(&t);
+	if (l == L_TROUBLE)
+		goto out;
+	buf_reset(err);
+	/* One refresh at a time: whoever had the lock may have done it.
+	 * With no token at all there is nothing to refresh (and perhaps no
+	 * folder yet to lock in). */
+	if (l != L_NONE && (lk = lock_take(o, err)) < 0)
+		goto out;
+	if (l != L_NONE)
+		l = tokens_load(o, &t, err);
+	now = (long long)time(NULL);
+	switch (l) {
+	case L_TROUBLE:
+		goto out;
+	case L_NONE:
+	case L_BAD:
+		if (l == L_NONE)
+			buf_printf(err, "OAuth: no token yet (%s)", o->token_file);
+		buf_printf(err, "; mail waits: run weir auth login %s", u->name);
+		if (l == L_BAD || folder_exists(o))
+			status_update(o, &t, 0, err->s, 1, now);
+		res = OAUTH_REFUSED;
+		goto out;
+	case L_OK:
+		break;
+	}
+	if (usable(o, &t, now)) {
+		say_cached(&t, now, how, " refreshed meanwhile by another delivery");
+		goto ok;
+	}
+	if ((res = refresh(u, &t, how, err)) != OAUTH_OK)
+		goto out;
+ok:
+	buf_reset(tok);
+	buf_reserve(tok, OAUTH_TOKEN_MAX + 1);
+	buf_add(tok, t.access.s, t.access.len);
+	res = OAUTH_OK;
+out:
+	tokens_wipe(&t);
+	if (lk >= 0)
+		(void)close(lk);	/* the lock goes with it */
+	return res;
+}
+
+/* ---- logins ---- */
+
+/* After a login: g's tokens saved, under the lock, with the status. */
+static enum oauth_result
+login_save(const struct weir_oauth *o, const struct oauth_grant *g, long long t0,
+    struct buf *err)
+{
+	struct tokens t;
+	int lk;
+	enum oauth_result res = OAUTH_TEMP;
+
+	memset(&t, 0, sizeof t);
+	if (g->refresh.len == 0) {
+		buf_printf(err, "the provider gave no refresh token (does scope ask for "
+		    "offline access, as Microsoft's offline_access?)");
+		return OAUTH_REFUSED;
+	}
+	buf_reserve(&t.refresh, OAUTH_TOKEN_MAX + 1);
+	buf_reserve(&t.access, OAUTH_TOKEN_MAX + 1);
+	buf_add(&t.refresh, g->refresh.s, g->refresh.len);
+	buf_add(&t.access, g->access.s, g->access.len);
+	t.expires_at = t0 + g->expires_in;
+	t.lifetime = g->expires_in;
+	t.refresh_since = t.login_at = t0;
+	if ((lk = lock_take(o, err)) < 0)
+		goto out;
+	if (tokens_save(o, &t, err) == 0) {
+		status_update(o, &t, 1, NULL, 0, t0);
+		res = OAUTH_OK;
+	}
+	(void)close(lk);
+out:
+	tokens_wipe(&t);
+	return res;
+}
+
+void
+oauth_device_free(struct oauth_device *d)
+{
+	secret_wipe(&d->device_code);
+	memset(d, 0, sizeof *d);
+}
+
+/* key's string into out (printable, fits): 1; 0 absent; -1 otherwise. */
+static int
+jcopy(struct json_object *j, const char *key, char *out, size_t max)
+{
+	const char *v;
+	size_t n, i;
+	int r = jsonstrict_str(j, key, &v, &n);
+
+	if (r <= 0)
+		return r;
+	if (n == 0 || n >= max)
+		return -1;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x21 || (unsigned char)v[i] > 0x7e)
+			return -1;
+	memcpy(out, v, n);
+	out[n] = '\0';
+	return 1;
+}
+
+int
+oauth_device_start(const struct weir_upstream *u, struct oauth_device *d, struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+	struct json_object *j = NULL;
+	struct buf form = BUF_INIT, why = BUF_INIT;
+	struct oauth_grant g;
+	const char *dc;
+	size_t dn;
+	long long exp = 0, iv = 5, now = (long long)time(NULL);
+	int rc = -1, r;
+
+	memset(d, 0, sizeof *d);
+	https_form_add(&form, "client_id", o->client_id, strlen(o->client_id));
+	https_form_add(&form, "scope", o->scope, strlen(o->scope));
+	switch (post(o, o->device_endpoint, &form, &g, &j, &why)) {
+	case OAUTH_A_NONE:
+		buf_printf(err, "the device endpoint: %s", why.s);
+		goto out;
+	case OAUTH_A_ERROR:
+		buf_adds(err, "the provider refused the device login: ");
+		error_text(&g, err);
+		goto out;
+	case OAUTH_A_TOKENS:
+		break;
+	}
+	r = jcopy(j, "verification_uri", d->uri, sizeof d->uri);
+	if (r == 0)	/* Google's name for it */
+		r = jcopy(j, "verification_url", d->uri, sizeof d->uri);
+	if (jsonstrict_str(j, "device_code", &dc, &dn) != 1 || !token_ok(dc, dn) ||
+	    jcopy(j, "user_code", d->user_code, sizeof d->user_code) != 1 || r != 1 ||
+	    jcopy(j, "verification_uri_complete", d->uri_complete, sizeof d->uri_complete) < 0 ||
+	    jsonstrict_num(j, "expires_in", 1, &exp) != 1 || exp == 0 ||
+	    jsonstrict_num(j, "interval", 1, &iv) < 0) {
+		buf_printf(err, "the device endpoint's answer lacks device_code, user_code, "
+		    "verification_uri or expires_in, or has one malformed");
+		goto out;
+	}
+	buf_reserve(&d->device_code, OAUTH_TOKEN_MAX + 1);
+	buf_add(&d->device_code, dc, dn);
+	d->expires_at = now + exp;
+	d->interval = iv < 1 ? 1 : iv > 60 ? 60 : iv;
+	rc = 0;
+out:
+	jsonstrict_wipe(j, "device_code");
+	json_object_put(j);
+	oauth_grant_wipe(&g);
+	buf_free(&why);
+	if (rc < 0)
+		oauth_device_free(d);
+	return rc;
+}
+
+enum oauth_result
+oauth_device_poll(const struct weir_upstream *u, struct oauth_device *d, int *wait,
+    struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+	struct buf form = BUF_INIT, why = BUF_INIT;
+	struct oauth_grant g;
+	long long t0 = (long long)time(NULL);
+	enum oauth_result res = OAUTH_TEMP;
+
+	*wait = 0;
+	buf_reserve(&form, 2 * OAUTH_TOKEN_MAX);
+	https_form_add(&form, "grant_type", DEVICE_GRANT, strlen(DEVICE_GRANT));
+	https_form_add(&form, "device_code", d->device_code.s, d->device_code.len);
+	if (add_client(o, &form, err) < 0) {
+		secret_wipe(&form);
+		return OAUTH_REFUSED;
+	}
+	switch (post(o, o->token_endpoint, &form, &g, NULL, &why)) {
+	case OAUTH_A_NONE:
+		buf_printf(err, "the token endpoint: %s", why.s);
+		break;
+	case OAUTH_A_ERROR:
+		if (strcmp(g.error, "authorization_pending") == 0) {
+			*wait = 1;
+		} else if (strcmp(g.error, "slow_down") == 0) {
+			d->interval += 5;	/* RFC 8628 3.5 */
+			*wait = 1;
+		} else {
+			buf_adds(err, "the provider refused the login: ");
+			error_text(&g, err);
+			res = error_temporary(&g) ? OAUTH_TEMP : OAUTH_REFUSED;
+		}
+		break;
+	case OAUTH_A_TOKENS:
+		res = login_save(o, &g, t0, err);
+		break;
+	}
+	oauth_grant_wipe(&g);
+	buf_free(&why);
+	return res;
+}
+
+/* ---- the code grant with PKCE ---- */
+
+static void
+b64url(const unsigned char *in, size_t n, char *out)
+{
+	static const char a[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t i, k = 0;
+
+	for (i = 0; i + 2 < n; i += 3) {
+		out[k++] = a[in[i] >> 2];
+		out[k++] = a[((in[i] & 3) << 4) | (in[i + 1] >> 4)];
+		out[k++] = a[((in[i + 1] & 15) << 2) | (in[i + 2] >> 6)];
+		out[k++] = a[in[i + 2] & 63];
+	}
+	if (n - i == 1) {
+		out[k++] = a[in[i] >> 2];
+		out[k++] = a[(in[i] & 3) << 4];
+	} else if (n - i == 2) {
+		out[k++] = a[in[i] >> 2];
+		out[k++] = a[((in[i] & 3) << 4) | (in[i + 1] >> 4)];
+		out[k++] = a[(in[i + 1] & 15) << 2];
+	}
+	out[k] = '\0';
+}
+
+static int
+random_bytes(unsigned char *p, size_t n, struct buf *err)
+{
+	ssize_t r;
+
+	while ((r = getrandom(p, n, 0)) < 0 && errno == EINTR)
+		;
+	if (r != (ssize_t)n) {
+		buf_printf(err, "getrandom: %s", r < 0 ? strerror(errno) : "short");
+		return -1;
+	}
+	return 0;
+}
+
+void
+oauth_code_free(struct oauth_code *c)
+{
+	explicit_bzero(c, sizeof *c);
+}
+
+int
+oauth_code_start(const struct weir_upstream *u, struct oauth_code *c, struct buf *url,
+    struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+	unsigned char rnd[32], md[32];
+	char challenge[64];
+	struct buf q = BUF_INIT;
+	unsigned mdlen = 0;
+	unsigned port;
+
+	memset(c, 0, sizeof *c);
+	if (random_bytes(rnd, sizeof rnd, err) < 0)
+		return -1;
+	b64url(rnd, sizeof rnd, c->verifier);	/* 43 characters: RFC 7636 4.1 */
+	if (EVP_Digest(c->verifier, strlen(c->verifier), md, &mdlen, EVP_sha256(), NULL) != 1 ||
+	    mdlen != sizeof md) {
+		buf_printf(err, "SHA-256 failed");
+		return -1;
+	}
+	b64url(md, sizeof md, challenge);
+	if (random_bytes(rnd, 18, err) < 0)
+		return -1;
+	b64url(rnd, 18, c->state);
+	/* A loopback port nothing listens on: the browser shows the address
+	 * it was sent to, code and all, for the user to paste. */
+	port = 20000 + ((unsigned)rnd[0] << 8 | rnd[1]) % 40000;
+	snprintf(c->redirect, sizeof c->redirect, "http://127.0.0.1:%u/", port);
+	explicit_bzero(rnd, sizeof rnd);
+	https_form_add(&q, "response_type", "code", 4);
+	https_form_add(&q, "client_id", o->client_id, strlen(o->client_id));
+	https_form_add(&q, "redirect_uri", c->redirect, strlen(c->redirect));
+	https_form_add(&q, "scope", o->scope, strlen(o->scope));
+	https_form_add(&q, "state", c->state, strlen(c->state));
+	https_form_add(&q, "code_challenge", challenge, strlen(challenge));
+	https_form_add(&q, "code_challenge_method", "S256", 4);
+	/* Google's words for "a refresh token, also on a second login". */
+	https_form_add(&q, "access_type", "offline", 7);
+	https_form_add(&q, "prompt", "consent", 7);
+	if (u->username)
+		https_form_add(&q, "login_hint", u->username, strlen(u->username));
+	buf_printf(url, "%s%s%s", o->authorize_endpoint,
+	    strchr(o->authorize_endpoint, '?') ? "&" : "?", q.s);
+	buf_free(&q);
+	return 0;
+}
+
+static int
+hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+	    c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The value of name in the query s (up to '#'), percent-decoded, into
+ * out: 1, 0 absent, -1 malformed. */
+static int
+query_get(const char *s, const char *name, struct buf *out)
+{
+	size_t n = strlen(name);
+	const char *p = s, *end = s + strcspn(s, "#");
+
+	while (p < end) {
+		const char *amp = memchr(p, '&', (size_t)(end - p));
+		const char *stop = amp ? amp : end;
+
+		if ((size_t)(stop - p) > n && strncmp(p, name, n) == 0 && p[n] == '=') {
+			for (p += n + 1; p < stop; p++) {
+				if (*p == '%') {
+					if (stop - p < 3 || hexval(p[1]) < 0 || hexval(p[2]) < 0)
+						return -1;
+					buf_addc(out, (char)(hexval(p[1]) << 4 | hexval(p[2])));
+					p += 2;
+				} else {
+					buf_addc(out, *p == '+' ? ' ' : *p);
+				}
+			}
+			return 1;
+		}
+		p = amp ? amp + 1 : end;
+	}
+	return 0;
+}
+
+enum oauth_result
+oauth_code_finish(const struct weir_upstream *u, struct oauth_code *c, const char *pasted,
+    struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+	struct buf code = BUF_INIT, state = BUF_INIT, e = BUF_INIT, form = BUF_INIT;
+	struct buf why = BUF_INIT;
+	struct oauth_grant g;
+	const char *q;
+	long long t0;
+	enum oauth_result res = OAUTH_REFUSED;
+
+	memset(&g, 0, sizeof g);
+	while (*pasted == ' ' || *pasted == '\t')
+		pasted++;
+	buf_reserve(&code, OAUTH_TOKEN_MAX + 1);
+	if ((q = strchr(pasted, '?')) != NULL || strchr(pasted, '=') != NULL) {
+		q = q ? q + 1 : pasted;
+		if (query_get(q, "error", &e) == 1) {
+			buf_printf(err, "the provider refused the login: %s", buf_cstr(&e));
+			goto out;
+		}
+		if (query_get(q, "code", &code) != 1 || query_get(q, "state", &state) != 1) {
+			buf_printf(err, "no code= and state= in what was pasted");
+			goto out;
+		}
+		if (strcmp(buf_cstr(&state), c->state) != 0) {
+			buf_printf(err, "the address pasted is from another login (its state "
+			    "differs): paste the one this login's address led to");
+			goto out;
+		}
+	} else {
+		buf_adds(&code, pasted);
+	}
+	while (code.len > 0 && strchr(" \t\r\n", code.s[code.len - 1]))
+		code.s[--code.len] = '\0';
+	if (!token_ok(code.s, code.len)) {
+		buf_printf(err, "the code is empty or not printable ASCII");
+		goto out;
+	}
+	buf_reserve(&form, 2 * OAUTH_TOKEN_MAX);
+	https_form_add(&form, "grant_type", "authorization_code", 18);
+	https_form_add(&form, "code", code.s, code.len);
+	https_form_add(&form, "redirect_uri", c->redirect, strlen(c->redirect));
+	https_form_add(&form, "code_verifier", c->verifier, strlen(c->verifier));
+	if (add_client(o, &form, err) < 0) {
+		secret_wipe(&form);
+		goto out;
+	}
+	t0 = (long long)time(NULL);
+	switch (post(o, o->token_endpoint, &form, &g, NULL, &why)) {
+	case OAUTH_A_NONE:
+		buf_printf(err, "the token endpoint: %s", why.s);
+		res = OAUTH_TEMP;
+		break;
+	case OAUTH_A_ERROR:
+		buf_adds(err, "the provider refused the code: ");
+		error_text(&g, err);
+		break;
+	case OAUTH_A_TOKENS:
+		res = login_save(o, &g, t0, err);
+		break;
+	}
+out:
+	oauth_grant_wipe(&g);
+	secret_wipe(&code);
+	buf_free(&state);
+	buf_free(&e);
+	buf_free(&why);
+	return res;
+}

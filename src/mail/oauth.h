@@ -1,0 +1,184 @@
+/*
+ * oauth.h: OAuth 2.0 tokens for an upstream's SASL XOAUTH2 and
+ * OAUTHBEARER (weir.conf's oauth { } section): the token state, its
+ * refresh (RFC 6749 section 6) by the deliverer, and the two logins of
+ * `weir auth login`: the device authorization grant (RFC 8628) and the
+ * authorization code grant with PKCE (RFC 7636) for a provider whose
+ * device grant does not give the mail scope (Google's).
+ *
+ * Files, in the folder of token_file (the deliverer's, 0755):
+ *
+ *   token_file          0600, the deliverer's: the refresh token and the
+ *                       access token (JSON, oauth.c says its keys)
+ *   token_file.status   0644: what may be shown, no secret: when the
+ *                       login and the last refresh were, the access
+ *                       token's expiry, the last error, and whether a
+ *                       login is needed (struct oauth_status); for weir
+ *                       status, weir auth status, weir-send's notice and
+ *                       weir-metrics, none of which may read token_file
+ *   token_file.lock     0600: flock'ed around every refresh and every
+ *                       write of the two files above
+ *   *.tmp               a new version of either, renamed over it
+ *
+ * Every write is durable before it counts: the new version is written
+ * to its .tmp, fsynced, renamed over the old one, and the folder
+ * fsynced.  So a kill -9 at any instant leaves the old or the new
+ * version whole, never a mix, and a rotated refresh token is on disk
+ * before anything uses it (its predecessor stays valid until then at
+ * providers that rotate: Microsoft's).
+ *
+ * Refresh: an access token is used while more than the larger of
+ * refresh_margin and a tenth of its lifetime is left, so no AUTH goes
+ * out with one about to expire (Exchange Online refuses a token in its
+ * last 10 minutes).  Then one deliverer refreshes it under the lock
+ * while the others wait for the lock and take the new one; a freshly
+ * refreshed token is used even when its whole lifetime is below the
+ * margin (there is none better).
+ *
+ * Results: OAUTH_OK; OAUTH_TEMP: none for now, mail waits (the token
+ * endpoint down, slow, answering 5xx or something that is not an
+ * answer; local trouble: a file that cannot be read or written);
+ * OAUTH_REFUSED: the provider refused the refresh token (invalid_grant:
+ * it expired, was revoked, the password changed) or the client
+ * (invalid_client and the like), or there is no token yet: the status
+ * file then says a login is needed and what to run, and the caller
+ * treats it as refused credentials (the gate suspends the upstream).
+ *
+ * No token, refresh token, device code or client secret is ever put in
+ * a message, a log line or the status file: only the provider's error
+ * code and its description's first line.  What lives in memory is wiped
+ * where it is ours (libcurl and json-c keep copies of their own, in a
+ * process that cannot dump core).
+ *
+ * oauth.c does the HTTPS (libcurl) and writes; oauthstatus.c is what the
+ * readers of the status file link (json-c alone).
+ *
+ * Trusts: the provider only to answer as RFC 6749 says (every answer is
+ * parsed strictly, every token checked to be printable ASCII); the files
+ * only when they pass the same parse.  Config keys: the oauth section
+ * (struct weir_oauth), username (for the login hint).
+ */
+#ifndef WEIR_OAUTH_H
+#define WEIR_OAUTH_H
+
+#include "lib/buf.h"
+#include "mail/config.h"
+
+#define OAUTH_TOKEN_MAX 16384	/* bytes of one token */
+#define OAUTH_TEXT_MAX 512	/* an error's text in the status file */
+
+enum oauth_result { OAUTH_OK, OAUTH_TEMP, OAUTH_REFUSED };
+
+/* token_file.status: times are wall seconds, 0 for never. */
+struct oauth_status {
+	long long login_at;	/* the last login (weir auth login) */
+	long long refresh_since; /* the refresh token in use was issued */
+	long long refreshed_at;	/* the last refresh that worked */
+	long long expires_at;	/* the access token's end */
+	long long lifetime;	/* its lifetime as the provider gave it */
+	long long error_at;	/* the last failure since the last success */
+	char error[OAUTH_TEXT_MAX]; /* what it was (no secret) */
+	int login_needed;	/* refused, or no token: weir auth login */
+};
+
+/* For the deliverer: an access token for u with more than the margin
+ * left, refreshed first when needed.  OAUTH_OK: the token in tok (wipe
+ * it: secret_wipe), what was done in how; otherwise why in err. */
+enum oauth_result oauth_access_token(const struct weir_upstream *u, struct buf *tok,
+    struct buf *how, struct buf *err);
+
+/* The status file of o: 1 read; 0 there is none; -1 unreadable or
+ * malformed (why in err). */
+int oauth_status_load(const struct weir_oauth *o, struct oauth_status *st, struct buf *err);
+/* token_file.status, malloc'ed. */
+char *oauth_status_path(const struct weir_oauth *o);
+
+/* ---- weir auth login: the device grant (RFC 8628) ---- */
+
+struct oauth_device {
+	struct buf device_code;	/* secret: wiped by oauth_device_free() */
+	char user_code[64];
+	char uri[512];		/* verification_uri (Google: verification_url) */
+	char uri_complete[1024]; /* verification_uri_complete, or "" */
+	long long expires_at;	/* wall seconds */
+	long long interval;	/* seconds between polls (slow_down adds 5) */
+};
+
+/* Ask the device endpoint for a code: 0, or -1 with why in err. */
+int oauth_device_start(const struct weir_upstream *u, struct oauth_device *d, struct buf *err);
+/* Poll the token endpoint once.  OAUTH_OK: the user approved and the
+ * tokens are saved (durably, with the status: login done); OAUTH_TEMP
+ * with *wait 1: not yet (authorization_pending, or slow_down, which has
+ * made d->interval longer): poll again after d->interval; OAUTH_TEMP
+ * with *wait 0: the endpoint failed (why in err; polling again may
+ * work); OAUTH_REFUSED: denied, expired or refused (why in err). */
+enum oauth_result oauth_device_poll(const struct weir_upstream *u, struct oauth_device *d,
+    int *wait, struct buf *err);
+void oauth_device_free(struct oauth_device *d);
+
+/* ---- weir auth login: the code grant with PKCE (RFC 7636) ---- */
+
+struct oauth_code {
+	char verifier[64];	/* secret: zeroed by oauth_code_free() */
+	char state[40];
+	char redirect[64];	/* http://127.0.0.1:PORT/: nothing listens there */
+};
+
+/* The URL for the user's browser into url: 0, or -1 with why in err. */
+int oauth_code_start(const struct weir_upstream *u, struct oauth_code *c, struct buf *url,
+    struct buf *err);
+/* What the user pasted: the address the browser was sent to (with
+ * code= and state=), or the code alone.  Exchanges the code for the
+ * tokens and saves them: OAUTH_OK, or another with why in err. */
+enum oauth_result oauth_code_finish(const struct weir_upstream *u, struct oauth_code *c,
+    const char *pasted, struct buf *err);
+void oauth_code_free(struct oauth_code *c);
+
+/* ---- an endpoint's answer, read strictly (also for the tests) ---- */
+
+struct json_object;
+
+struct oauth_grant {
+	struct buf access, refresh;	/* secret: oauth_grant_wipe() */
+	long long expires_in;
+	char error[64];			/* an OAuth error's code */
+	char desc[256];			/* its description's first line */
+};
+
+enum oauth_answer {
+	OAUTH_A_TOKENS,		/* 200 with tokens (RFC 6749 5.1), in the grant */
+	OAUTH_A_ERROR,		/* 400 or 401 with an OAuth error (5.2), in the grant */
+	OAUTH_A_NONE		/* anything else: why in err */
+};
+
+/* The answer of url: its HTTP status and body.  A token answer needs an
+ * access_token and a refresh_token (if any) of printable ASCII, at most
+ * OAUTH_TOKEN_MAX bytes, token_type Bearer and expires_in (a number, or
+ * a string of digits) above 0; other keys are left alone.  With jout,
+ * a 200's object is handed over unread instead (the device endpoint's:
+ * json_object_put() it). */
+enum oauth_answer oauth_answer_read(const char *url, long status, const char *body,
+    size_t len, struct oauth_grant *g, struct json_object **jout, struct buf *err);
+void oauth_grant_wipe(struct oauth_grant *g);
+
+/* ---- shared with the readers ---- */
+
+/* The margin below which an access token of this lifetime is refreshed:
+ * the larger of refresh_margin and a tenth of the lifetime. */
+long long oauth_margin(const struct weir_oauth *o, long long lifetime);
+
+/* "2026-11-25 14:45:53 +0000" in local time. */
+#define OAUTH_TIME_MAX 40
+void oauth_time(char *out, size_t max, long long t);
+
+/* Between oauth.c and oauthstatus.c (the readers' part, without
+ * HTTPS).  The file at path into b: 1 read; 0 there is none; -1 it
+ * cannot be read, is not a regular file, is over OAUTH_FILE_MAX, or
+ * (private) is open to group or others: why in err. */
+#define OAUTH_FILE_MAX (64 * 1024)
+int oauth_read_file(const char *path, int private, struct buf *b, struct buf *err);
+/* s[0..n)'s first line, printable ASCII (any other byte '?'), cut to
+ * fit out: what may go in a log line or the status file. */
+void oauth_one_line(char *out, size_t max, const char *s, size_t n);
+
+#endif

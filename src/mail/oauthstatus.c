@@ -1,0 +1,137 @@
+/*
+ * oauthstatus.c: the part of mail/oauth.h its readers need (weir-send,
+ * weir-metrics, weir status, weir check-config): the token status file,
+ * read with json-c only (no HTTPS: oauth.c has that), and the helpers
+ * oauth.c shares.
+ *
+ * Trusts: the status file only as it parses.  Config keys: the oauth
+ * section (token_file, refresh_margin).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/io.h"
+#include "lib/jsonstrict.h"
+#include "mail/oauth.h"
+
+long long
+oauth_margin(const struct weir_oauth *o, long long lifetime)
+{
+	return lifetime / 10 > o->refresh_margin ? lifetime / 10 : o->refresh_margin;
+}
+
+void
+oauth_time(char *out, size_t max, long long t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (localtime_r(&tt, &tm) == NULL || strftime(out, max, "%Y-%m-%d %H:%M:%S %z", &tm) == 0)
+		snprintf(out, max, "@%lld", t);
+}
+
+char *
+oauth_status_path(const struct weir_oauth *o)
+{
+	return xasprintf("%s.status", o->token_file);
+}
+
+void
+oauth_one_line(char *out, size_t max, const char *s, size_t n)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n && k + 1 < max; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '\r' || c == '\n')
+			break;
+		out[k++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	out[k] = '\0';
+}
+
+int
+oauth_read_file(const char *path, int private, struct buf *b, struct buf *err)
+{
+	struct stat st;
+	int fd, r;
+
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 0;
+		buf_printf(err, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0)
+		buf_printf(err, "%s: %s", path, strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		buf_printf(err, "%s: not a regular file", path);
+	else if (private && (st.st_mode & 077))
+		buf_printf(err, "%s: open to group or others (chmod 600 %s)", path, path);
+	else {
+		buf_reserve(b, OAUTH_FILE_MAX + 1);
+		r = read_fd_all(fd, b, OAUTH_FILE_MAX);
+		(void)close(fd);
+		if (r < 0) {
+			buf_printf(err, "%s: %s", path, r == -2 ? "too big" : strerror(errno));
+			return -1;
+		}
+		return 1;
+	}
+	(void)close(fd);
+	return -1;
+}
+
+int
+oauth_status_load(const struct weir_oauth *o, struct oauth_status *st, struct buf *err)
+{
+	static const char *const keys[] = { "version", "login_at", "refresh_since",
+	    "refreshed_at", "expires_at", "lifetime", "error_at", "error", "login_needed",
+	    NULL };
+	struct json_object *j = NULL;
+	struct buf b = BUF_INIT;
+	char *path = oauth_status_path(o);
+	const char *why = NULL, *e = NULL;
+	size_t en = 0;
+	long long v = 0;
+	int r, rc = -1;
+
+	memset(st, 0, sizeof *st);
+	r = oauth_read_file(path, 0, &b, err);
+	if (r <= 0) {
+		rc = r;
+		goto out;
+	}
+	if ((j = jsonstrict_object(b.s, b.len, &why)) == NULL) {
+		buf_printf(err, "%s: %s", path, why);
+		goto out;
+	}
+	if (!jsonstrict_only_keys(j, keys) || jsonstrict_num(j, "version", 0, &v) != 1 ||
+	    v != 1 || jsonstrict_num(j, "login_at", 0, &st->login_at) != 1 ||
+	    jsonstrict_num(j, "refresh_since", 0, &st->refresh_since) != 1 ||
+	    jsonstrict_num(j, "refreshed_at", 0, &st->refreshed_at) != 1 ||
+	    jsonstrict_num(j, "expires_at", 0, &st->expires_at) != 1 ||
+	    jsonstrict_num(j, "lifetime", 0, &st->lifetime) != 1 ||
+	    jsonstrict_num(j, "error_at", 0, &st->error_at) != 1 ||
+	    jsonstrict_str(j, "error", &e, &en) != 1 ||
+	    jsonstrict_bool(j, "login_needed", &st->login_needed) != 1) {
+		buf_printf(err, "%s: a key missing, of the wrong type, or unknown", path);
+		goto out;
+	}
+	oauth_one_line(st->error, sizeof st->error, e, en);
+	rc = 1;
+out:
+	json_object_put(j);
+	buf_free(&b);
+	free(path);
+	return rc;
+}

@@ -1,0 +1,190 @@
+/*
+ * oauthparse_test.c: what weir takes from an OAuth provider and from
+ * its own token status file, strictly (mail/oauth.h, lib/jsonstrict.h):
+ * a token answer needs its access token, Bearer and expires_in, printable
+ * tokens, one JSON object and nothing after it; an error answer is read
+ * only from a 400 or 401; anything else is no answer (a temporary
+ * failure for the caller).  And the form encoding of what weir sends,
+ * the refresh margin, and the status file's strict reading.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "mail/https.h"
+#include "mail/oauth.h"
+#include "testlib.h"
+
+static enum oauth_answer
+answer(long status, const char *body, struct oauth_grant *g, struct buf *why)
+{
+	buf_reset(why);
+	return oauth_answer_read("https://idp/token", status, body, strlen(body), g, NULL, why);
+}
+
+Test(oauthparse, token_answers)
+{
+	struct oauth_grant g;
+	struct buf why = BUF_INIT;
+
+	cr_assert_eq(answer(200, "{\"access_token\":\"at-1\",\"token_type\":\"Bearer\","
+	    "\"expires_in\":3599,\"refresh_token\":\"rt-1\",\"scope\":\"x\",\"id_token\":\"e.y.z\","
+	    "\"ext_expires_in\":3599}\n", &g, &why), OAUTH_A_TOKENS, "%s", buf_cstr(&why));
+	cr_assert_str_eq(buf_cstr(&g.access), "at-1");
+	cr_assert_str_eq(buf_cstr(&g.refresh), "rt-1");
+	cr_assert_eq(g.expires_in, 3599);
+	oauth_grant_wipe(&g);
+	/* Microsoft's v1 endpoint sends expires_in as a string; no rotation. */
+	cr_assert_eq(answer(200, "{\"access_token\":\"a.b-c_d~e+f/g=\",\"token_type\":\"bearer\","
+	    "\"expires_in\":\"3600\"}", &g, &why), OAUTH_A_TOKENS, "%s", buf_cstr(&why));
+	cr_assert_eq(g.expires_in, 3600);
+	cr_assert_eq(g.refresh.len, 0);
+	oauth_grant_wipe(&g);
+}
+
+Test(oauthparse, malformed_token_answers_are_none)
+{
+	static const char *const bad[] = {
+		"",
+		"not json",
+		"[]",
+		"{\"access_token\":\"at\",\"token_type\":\"Bearer\",\"expires_in\":1} x",
+		"{\"access_token\":\"at\",\"token_type\":\"Bearer\",\"expires_in\":1,}",
+		"{\"access_token\":\"at\",\"token_type\":\"Bearer\"}",
+		"{\"access_token\":\"at\",\"token_type\":\"MAC\",\"expires_in\":1}",
+		"{\"access_token\":\"at\",\"expires_in\":1}",
+		"{\"access_token\":\"a t\",\"token_type\":\"Bearer\",\"expires_in\":1}",
+		"{\"access_token\":\"at\\u0001\",\"token_type\":\"Bearer\",\"expires_in\":1}",
+		"{\"access_token\":\"\",\"token_type\":\"Bearer\",\"expires_in\":1}",
+		"{\"access_token\":7,\"token_type\":\"Bearer\",\"expires_in\":1}",
+		"{\"access_token\":\"at\",\"token_type\":\"Bearer\",\"expires_in\":0}",
+		"{\"access_token\":\"at\",\"token_type\":\"Bearer\",\"expires_in\":-5}",
+		"{\"access_token\":\"at\",\"token_type\":\"Bearer\",\"expires_in\":\"1h\"}",
+		"{\"access_token\":\"at\",\"token_type\":\"Bearer\",\"expires_in\":1.5}",
+		"{\"access_token\":\"at\",\"token_type\":\"Bearer\",\"expires_in\":1,"
+		    "\"refresh_token\":\"r\\nt\"}",
+		"{\"access_token\":\"at\",\"token_type\":\"Bearer\",\"expires_in\":1,"
+		    "\"refresh_token\":5}",
+		"{'access_token':'at'}",
+		"/* c */ {\"access_token\":\"at\",\"token_type\":\"Bearer\",\"expires_in\":1}",
+	};
+	struct oauth_grant g;
+	struct buf why = BUF_INIT;
+	size_t i;
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_assert_eq(answer(200, bad[i], &g, &why), OAUTH_A_NONE, "accepted: %s", bad[i]);
+		cr_assert(strstr(buf_cstr(&why), "https://idp/token answered HTTP 200"), "%s",
+		    buf_cstr(&why));
+		oauth_grant_wipe(&g);
+	}
+	/* A NUL inside. */
+	buf_reset(&why);
+	cr_assert_eq(oauth_answer_read("u", 200, "{\"access_token\":\"a\0b\"}", 22, &g, NULL, &why),
+	    OAUTH_A_NONE);
+	/* A token over OAUTH_TOKEN_MAX. */
+	{
+		struct buf big = BUF_INIT;
+		size_t k;
+
+		buf_adds(&big, "{\"token_type\":\"Bearer\",\"expires_in\":1,\"access_token\":\"");
+		for (k = 0; k <= OAUTH_TOKEN_MAX; k++)
+			buf_addc(&big, 'a');
+		buf_adds(&big, "\"}");
+		cr_assert_eq(answer(200, big.s, &g, &why), OAUTH_A_NONE);
+		buf_free(&big);
+	}
+	buf_free(&why);
+}
+
+Test(oauthparse, errors_only_from_400_and_401)
+{
+	struct oauth_grant g;
+	struct buf why = BUF_INIT;
+
+	cr_assert_eq(answer(400, "{\"error\":\"invalid_grant\",\"error_description\":"
+	    "\"AADSTS70008: expired.\\r\\nTrace ID: 1\",\"error_codes\":[70008]}", &g, &why),
+	    OAUTH_A_ERROR, "%s", buf_cstr(&why));
+	cr_assert_str_eq(g.error, "invalid_grant");
+	cr_assert_str_eq(g.desc, "AADSTS70008: expired.", "the first line only: [%s]", g.desc);
+	cr_assert_eq(answer(401, "{\"error\":\"invalid_client\"}", &g, &why), OAUTH_A_ERROR);
+	cr_assert_eq(answer(400, "{\"error\":\"authorization_pending\"}", &g, &why),
+	    OAUTH_A_ERROR);
+	cr_assert_eq(answer(400, "{\"message\":\"bad\"}", &g, &why), OAUTH_A_NONE);
+	cr_assert(strstr(buf_cstr(&why), "answered HTTP 400 without an OAuth error"));
+	cr_assert_eq(answer(400, "<html>", &g, &why), OAUTH_A_NONE);
+	cr_assert_eq(answer(503, "{\"error\":\"invalid_grant\"}", &g, &why), OAUTH_A_NONE,
+	    "a 503 is never a refusal");
+	cr_assert(strstr(buf_cstr(&why), "answered HTTP 503"), "%s", buf_cstr(&why));
+	cr_assert_eq(answer(302, "", &g, &why), OAUTH_A_NONE);
+	cr_assert_eq(answer(500, "{\"error\":\"invalid_grant\"}", &g, &why), OAUTH_A_NONE);
+	buf_free(&why);
+}
+
+Test(oauthparse, form_encoding)
+{
+	struct buf b = BUF_INIT;
+
+	https_form_add(&b, "scope", "https://outlook.office.com/SMTP.Send offline_access", 51);
+	https_form_add(&b, "t", "a+b=c&d~e.f_g-h\001", 16);
+	cr_assert_str_eq(buf_cstr(&b), "scope=https%3A%2F%2Foutlook.office.com%2FSMTP.Send%20"
+	    "offline_access&t=a%2Bb%3Dc%26d~e.f_g-h%01");
+	buf_free(&b);
+}
+
+Test(oauthparse, margin_is_the_larger_of_the_setting_and_a_tenth)
+{
+	struct weir_oauth o;
+
+	memset(&o, 0, sizeof o);
+	o.refresh_margin = 600;
+	cr_assert_eq(oauth_margin(&o, 3600), 600);
+	cr_assert_eq(oauth_margin(&o, 5399), 600);
+	cr_assert_eq(oauth_margin(&o, 86400), 8640);
+	cr_assert_eq(oauth_margin(&o, 20), 600);
+	o.refresh_margin = 10;
+	cr_assert_eq(oauth_margin(&o, 20), 10);
+}
+
+Test(oauthparse, status_file_read_strictly)
+{
+	char *dir = tl_tmpdir(), *file = xasprintf("%s/isp", dir), *st = xasprintf("%s.status", file);
+	static const char good[] = "{\"version\":1,\"login_at\":10,\"refresh_since\":20,"
+	    "\"refreshed_at\":30,\"expires_at\":40,\"lifetime\":50,\"error_at\":60,"
+	    "\"error\":\"invalid_grant: x\",\"login_needed\":true}\n";
+	static const char *const bad[] = {
+		"{\"version\":2,\"login_at\":10,\"refresh_since\":20,\"refreshed_at\":30,"
+		    "\"expires_at\":40,\"lifetime\":50,\"error_at\":60,\"error\":\"\","
+		    "\"login_needed\":true}",
+		"{\"version\":1,\"login_at\":10,\"refresh_since\":20,\"refreshed_at\":30,"
+		    "\"expires_at\":40,\"lifetime\":50,\"error_at\":60,\"error\":\"\"}",
+		"{\"version\":1,\"login_at\":10,\"refresh_since\":20,\"refreshed_at\":30,"
+		    "\"expires_at\":40,\"lifetime\":50,\"error_at\":60,\"error\":\"\","
+		    "\"login_needed\":true,\"refresh_token\":\"rt\"}",
+		"{\"version\":1,\"login_at\":\"10\",\"refresh_since\":20,\"refreshed_at\":30,"
+		    "\"expires_at\":40,\"lifetime\":50,\"error_at\":60,\"error\":\"\","
+		    "\"login_needed\":1}",
+	};
+	struct weir_oauth o;
+	struct oauth_status s;
+	struct buf why = BUF_INIT;
+	size_t i;
+
+	memset(&o, 0, sizeof o);
+	o.token_file = file;
+	cr_assert_eq(oauth_status_load(&o, &s, &why), 0, "none yet");
+	tl_write(st, good, sizeof good - 1);
+	cr_assert_eq(oauth_status_load(&o, &s, &why), 1, "%s", buf_cstr(&why));
+	cr_assert(s.login_needed && s.login_at == 10 && s.expires_at == 40 && s.lifetime == 50);
+	cr_assert_str_eq(s.error, "invalid_grant: x");
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		tl_write(st, bad[i], strlen(bad[i]));
+		buf_reset(&why);
+		cr_assert_eq(oauth_status_load(&o, &s, &why), -1, "accepted: %s", bad[i]);
+	}
+	tl_rmtree(dir);
+	free(dir);
+	free(file);
+	free(st);
+	buf_free(&why);
+}
