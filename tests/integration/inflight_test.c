@@ -35,7 +35,7 @@
  *                       dropped with the message's end)
  *   deliverer_killed_too
  *                       the same with the deliverer killed as well (the
- *                       outcome is really unknown) and a grace of 20 s
+ *                       outcome is really unknown) and a grace of 10 s
  *                       in the policy: the first message arrives at most
  *                       twice, the others once, and the next send comes
  *                       no later than the kill + grace + 10 s (+ slack)
@@ -176,7 +176,7 @@ Test(inflight, weir_send_killed_at_the_dot)
 
 Test(inflight, deliverer_killed_too)
 {
-	char **to = start_and_hold_first(" grace = \"20s\"");
+	char **to = start_and_hold_first(" grace = \"10s\"");
 	pid_t dl[4], first = t.send.pid;
 	struct rt_rec r;
 	double killed, next;
@@ -209,13 +209,13 @@ Test(inflight, deliverer_killed_too)
 		cr_assert_eq(rt_rec_count(&r, SENDER, to[i]), 1, "<%s> delivered %zu times", to[i],
 		    rt_rec_count(&r, SENDER, to[i]));
 	rt_assert_window(&r, 1, 10.0);
-	/* The stall: the grace (20 s) and the window's period after the
+	/* The stall: the grace (10 s) and the window's period after the
 	 * kill, with 5 s for a loaded machine; not 10 minutes. */
 	next = next_send(&r, killed);
-	cr_assert(next > 0 && next - killed <= 20.0 + 10.0 + 5.0,
+	cr_assert(next > 0 && next - killed <= 10.0 + 10.0 + 5.0,
 	    "the next message came %.1f s after the kills", next - killed);
 	rt_say("inflight: weir-send and its deliverer killed: <%s> %zu times, the next message "
-	    "%.1f s after the kills (grace 20 s + 10 s)", to[0], c1, next - killed);
+	    "%.1f s after the kills (grace 10 s + 10 s)", to[0], c1, next - killed);
 	rt_rec_free(&r);
 	rt_addrs_free(to, N);
 }
