@@ -118,21 +118,6 @@ status_lists(struct rt *rt, void *arg)
 	return yes;
 }
 
-/* Does the upstream's record hold what? */
-static int
-record_has(const char *what)
-{
-	FILE *f = fopen(t.record, "r");
-	char line[8192];
-	int seen = 0;
-
-	while (f && !seen && fgets(line, sizeof line, f))
-		seen = strstr(line, what) != NULL;
-	if (f)
-		fclose(f);
-	return seen;
-}
-
 /* The connections that carried data events, each counted once. */
 static size_t
 data_conns(const struct rt_rec *r)
@@ -208,9 +193,8 @@ Test(session, kill9_mid_data_of_fifth)
 	for (i = 4; i < N; i++)
 		send1(to[i], "Subject: k\n\nhello\n");
 	/* The upstream holds the 5th's final dot: kill the deliverer. */
-	for (i = 0; i < 2000 && !record_has("\"delaying\""); i++)
-		usleep(10000);
-	cr_assert(record_has("\"delaying\""), "the 5th message never reached its final dot");
+	cr_assert(rt_wait(rt_record_has, &t, "\"delaying\"", 20000),
+	    "the 5th message never reached its final dot");
 	cr_assert(rt_deliverers(&t, SIGKILL, dl, 4) == 1, "no session deliverer to kill");
 	rt_wait_log(&t, "the deliverer crashed", 1, 20000);
 	rt_flush_until_empty(&t, 60000);
