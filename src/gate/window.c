@@ -197,6 +197,17 @@ log_remove(struct wg_up *u, uint64_t p)
 	uint64_t s;
 	size_t i;
 
+	/* Its copy in the history goes too (a settled unknown send: its
+	 * send at the 250's time takes its place), the latest one with its
+	 * id, the later ones moved down. */
+	for (i = u->hn; gone.id && i-- > 0;)
+		if (u->hist[(u->hhead + i) % WG_HISTORY_MAX].id == gone.id) {
+			for (; i + 1 < u->hn; i++)
+				u->hist[(u->hhead + i) % WG_HISTORY_MAX] =
+				    u->hist[(u->hhead + i + 1) % WG_HISTORY_MAX];
+			u->hn--;
+			break;
+		}
 
 	for (s = p; s + 1 < log_end(u); s++)
 		u->log[(u->lhead + (size_t)(s - u->lseq)) % u->lcap] = *wg_log_at(u, s + 1);

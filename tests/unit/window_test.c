@@ -531,6 +531,10 @@ Test(window, settle_logs_the_send_at_its_time)
 	cr_assert_eq(wg_win_used(u, 0), 1);
 	cr_assert_eq(wg_pump(&g, S.now), 1);
 	cr_assert_eq(u->n_settled, 2);
+	/* The status page's history: the one send at 8 s, not the unknown
+	 * intervals as well (each chart mark is one send). */
+	cr_assert_eq(u->hn, 1, "%zu sends in the history, 1 made", u->hn);
+	cr_assert(wg_history_at(u, 0)->from == 8000 && wg_history_at(u, 0)->t == 8000);
 	wg_free(&g);
 }
 
