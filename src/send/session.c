@@ -347,13 +347,22 @@ sess_fits(const struct job *j)
 	    (const char *const *)j->addrs, j->n) <= SESSION_REQUEST_MAX;
 }
 
+/* d has carried its messages_per_connection. */
+static int
+full(const struct dsess *d)
+{
+	return d->max && d->sent >= d->max;
+}
+
 int
 sess_run(struct sched *s, struct job *j)
 {
 	struct dsess *d;
 
+	/* Not one that has carried its messages_per_connection: between its
+	 * "ready" and sess_idle (which ends it) another job may come here. */
 	for (d = s->sessions; d; d = d->next)
-		if (d->up == j->up && d->state == DS_IDLE)
+		if (d->up == j->up && d->state == DS_IDLE && !full(d))
 			break;
 	if (d == NULL)
 		return 0;
@@ -466,7 +475,7 @@ sess_idle(struct sched *s, struct dsess *d)
 		sess_end(s, d, "the configuration changed");
 		return;
 	}
-	if (d->max && d->sent >= d->max) {
+	if (full(d)) {
 		sess_end(s, d, "messages_per_connection reached");
 		return;
 	}
