@@ -1,6 +1,9 @@
 /*
- * listener.h: weir-smtpd -l: bind every listen.address, accept, and fork
- * one process per connection running smtpd_session().  At most
+ * listener.h: weir-smtpd -l: bind every listen.address, accept, and hand
+ * each connection to a session process running smtpd_session(); a
+ * session process serves connections one after another (at most 100,
+ * as Postfix's smtpd under its master) and exits after a minute idle, so
+ * a connection costs no fork once the processes exist.  At most
  * listen.max_connections sessions at once and listen.max_per_client from
  * one client address; a connection over either limit gets "421 4.7.0" and
  * is closed at once.  SIGTERM or SIGINT: stop listening, leave the running

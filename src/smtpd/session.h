@@ -56,7 +56,9 @@ void smtpd_client_addr(int fd, char *out, size_t n);
 
 /* Run one session on infd/outfd with a client at addr.  Returns when the
  * session is over (QUIT, EOF, timeout, too many errors, a refused
- * message ending); the caller exits.  0 after QUIT, 1 otherwise. */
+ * message ending); the caller exits, or (the listener's session
+ * processes) closes the connection and serves the next.  0 after QUIT,
+ * 1 otherwise. */
 int smtpd_session(const struct smtpd_conf *conf, int infd, int outfd, const char *addr);
 
 #endif

@@ -13,6 +13,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -1451,6 +1452,144 @@ Test(smtpd, listener_reconnect_after_quit_served)
 		close(fd);
 		buf_free(&out);
 	}
+}
+
+/* The listener's log until n complete lines hold needle (10 s each). */
+static void
+listener_log_count(const char *needle, int n, struct buf *log)
+{
+	for (;;) {
+		const char *p = buf_cstr(log);
+		int k = 0;
+		char b[512];
+		struct pollfd pf = { listener_err, POLLIN, 0 };
+		ssize_t r;
+
+		while ((p = strstr(p, needle)) != NULL && strchr(p, '\n') != NULL) {
+			k++;
+			p = strchr(p, '\n');
+		}
+		if (k >= n)
+			return;
+		cr_assert(poll(&pf, 1, 10000) > 0, "%d of %d \"%s\" in: %s", k, n, needle,
+		    buf_cstr(log));
+		r = read(listener_err, b, sizeof b);
+		cr_assert(r > 0, "listener died: %s", buf_cstr(log));
+		buf_add(log, b, (size_t)r);
+	}
+}
+
+/* Entries of a folder (/proc/PID/fd), . and .. left out. */
+static int
+count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert(d != NULL, "opendir %s", dir);
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* The pid in the log line of the nth (from 1) "needle". */
+static long
+logged_pid(struct buf *log, const char *needle, int nth)
+{
+	const char *p = buf_cstr(log), *line;
+
+	for (; nth > 0; nth--, p++) {
+		p = strstr(p, needle);
+		cr_assert(p != NULL, "no \"%s\" %d in %s", needle, nth, buf_cstr(log));
+	}
+	for (line = p - 1; line > log->s && line[-1] != '\n'; line--)
+		;
+	line = strstr(line, "weir-smtpd[");
+	cr_assert(line != NULL && line < p, "%s", buf_cstr(log));
+	return atol(line + strlen("weir-smtpd["));
+}
+
+/* Connections are served one after another by the same session process
+ * (issue 26: no fork per connection), and nothing of one session is in
+ * the next: after an authenticated session that relayed, the next
+ * connection of the same process is offered AUTH again and may not
+ * relay; the process holds no more descriptors after three sessions
+ * than after one.  With max_connections = 1 there is one process at
+ * most.  The pids differed before the session processes were reused. */
+Test(smtpd, listener_reuses_session_process_not_its_state)
+{
+	char *ac = auth_conf(0600), *lc = xasprintf("%s max_connections = 1\n", ac);
+	const char *authed[] = { "EHLO c\r\n", "AUTH PLAIN AGFsaWNlAHNlY3JldA==\r\n",
+	    "MAIL FROM:<a@b.example>\r\n", "RCPT TO:<c@d.example>\r\n", "QUIT\r\n", NULL };
+	const char *plain[] = { "EHLO c\r\n", "MAIL FROM:<a@b.example>\r\n",
+	    "RCPT TO:<c@d.example>\r\n", "QUIT\r\n", NULL };
+	struct buf out, log = BUF_INIT;
+	char *fds;
+	long pid;
+	int fd, i, nfd1 = 0, nfd3;
+
+	start_listener(lc);
+	for (i = 1; i <= 3; i++) {
+		fd = connect_from("127.0.0.1");
+		tcp_talk(fd, i == 1 ? authed : plain, &out);
+		close(fd);
+		if (i == 1) {
+			cr_assert(has(&out, "235 2.7.0"), "%s", out.s);
+			cr_assert(has(&out, "250 2.1.5 Ok"), "%s", out.s);
+		} else {
+			cr_assert(has(&out, "250-AUTH PLAIN LOGIN"), "connection %d: %s", i, out.s);
+			cr_assert(has(&out, "550 5.7.1 Relaying denied for 127.0.0.1"),
+			    "connection %d: %s", i, out.s);
+			cr_assert(!has(&out, "250 2.1.5"), "connection %d: %s", i, out.s);
+		}
+		buf_free(&out);
+		listener_log_count("127.0.0.1: disconnected", i, &log);
+		pid = logged_pid(&log, "127.0.0.1: connected", i);
+		cr_assert_eq(pid, logged_pid(&log, "127.0.0.1: connected", 1),
+		    "connection %d in another process: %s", i, log.s);
+		fds = xasprintf("/proc/%ld/fd", pid);
+		if (i == 1)
+			nfd1 = count_entries(fds);
+		free(fds);
+	}
+	fds = xasprintf("/proc/%ld/fd", pid);
+	nfd3 = count_entries(fds);
+	cr_assert(nfd1 > 0 && nfd3 == nfd1, "descriptors after 1 session %d, after 3 %d", nfd1, nfd3);
+	free(fds);
+	buf_free(&log);
+	free(lc);
+	free(ac);
+}
+
+/* A session process killed mid-session frees its slot: with
+ * max_connections = 1 the next connection is served (by a new one). */
+Test(smtpd, listener_session_process_killed_frees_its_slot)
+{
+	const char *ehlo[] = { "EHLO c\r\n", NULL };
+	const char *quit[] = { "QUIT\r\n", NULL };
+	struct buf out, log = BUF_INIT;
+	long pid;
+	int a, b;
+
+	start_listener(" max_connections = 1\n");
+	a = connect_from("127.0.0.1");
+	tcp_talk(a, ehlo, &out);
+	buf_free(&out);
+	listener_log_count("127.0.0.1: connected", 1, &log);
+	pid = logged_pid(&log, "127.0.0.1: connected", 1);
+	cr_assert(kill((pid_t)pid, SIGKILL) == 0);
+	listener_log_count("killed by signal 9", 1, &log);
+	close(a);
+	b = connect_from("127.0.0.1");
+	tcp_talk(b, quit, &out);
+	close(b);
+	cr_assert(strncmp(out.s, "220 ", 4) == 0 && has(&out, "221 "), "%s", out.s);
+	listener_log_count("127.0.0.1: connected", 2, &log);
+	cr_assert_neq(logged_pid(&log, "127.0.0.1: connected", 2), pid);
+	buf_free(&out);
+	buf_free(&log);
 }
 
 /* An IPv6 listener; ::1 is in the default allow list. */
