@@ -368,41 +368,48 @@ on_read(struct evloop *ev, int fd, int events, void *arg)
 	(void)take(c);
 }
 
+/* Every connection waiting is taken, and read at once: the messages of
+ * clients that connected during a commit go into the next one together
+ * (one accept per round made every group one message). */
 static void
 on_accept(struct evloop *ev, int lfd, int events, void *arg)
 {
 	struct server *S = arg;
 	struct client *c;
 	struct ucred cr;
-	socklen_t len = sizeof cr;
+	socklen_t len;
 	int fd;
 
 	(void)events;
-	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (fd < 0) {
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			log_warn("accept");
-		return;
+	for (;;) {
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				log_warn("accept");
+			return;
+		}
+		len = sizeof cr;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
+		    S->nclients >= S->o->max_clients) {
+			if (S->nclients >= S->o->max_clients)
+				log_warnx("%u clients already: one more refused", S->nclients);
+			else
+				log_warn("SO_PEERCRED");
+			(void)close(fd);	/* nothing read, nothing to lose */
+			continue;
+		}
+		c = xcalloc(1, sizeof *c);
+		c->S = S;
+		c->fd = fd;
+		c->who.uid = cr.uid;
+		c->who.pid = cr.pid;
+		c->in.messfd = c->in.intdfd = -1;
+		c->next = S->clients;
+		S->clients = c;
+		S->nclients++;
+		evloop_watch(ev, fd, EV_READ, on_read, c);
+		on_read(ev, fd, EV_READ, c);
 	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
-	    S->nclients >= S->o->max_clients) {
-		if (S->nclients >= S->o->max_clients)
-			log_warnx("%u clients already: one more refused", S->nclients);
-		else
-			log_warn("SO_PEERCRED");
-		(void)close(fd);	/* nothing read, nothing to lose */
-		return;
-	}
-	c = xcalloc(1, sizeof *c);
-	c->S = S;
-	c->fd = fd;
-	c->who.uid = cr.uid;
-	c->who.pid = cr.pid;
-	c->in.messfd = c->in.intdfd = -1;
-	c->next = S->clients;
-	S->clients = c;
-	S->nclients++;
-	evloop_watch(ev, fd, EV_READ, on_read, c);
 }
 
 static void
