@@ -1,8 +1,15 @@
 /*
- * qqclient.c: see qqclient.h.
+ * qqclient.c: see qqclient.h.  The connection to weir-queued that
+ * carried the last message queued is kept (kept, kept_path) and carries
+ * the next one (qwproto.h: after a K the next message may follow), so
+ * that a process queueing one message after another (weir-smtpd's
+ * session processes) costs weir-queued no accept per message, and the
+ * messages of several such processes reach it on connections it is
+ * already reading, ready for one group commit.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +125,28 @@ qq_socket_path(const char *sock)
 	return p && *p ? NULL : sock;
 }
 
+/* The connection kept after a K, to the socket at kept_path; -1: none. */
+static int kept = -1;
+static char kept_path[sizeof ((struct sockaddr_un *)0)->sun_path];
+
+/* The kept connection to sock if it is still good: the writer says
+ * nothing between messages, so anything readable (its end of file) means
+ * it is gone. */
+static int
+take_kept(const char *sock)
+{
+	struct pollfd p = { kept, POLLIN, 0 };
+	int fd = kept;
+
+	if (fd < 0)
+		return -1;
+	kept = -1;
+	if (strcmp(kept_path, sock) == 0 && poll(&p, 1, 0) == 0)
+		return fd;
+	(void)close(fd);	/* between messages: nothing to lose */
+	return -1;
+}
+
 int
 qq_start_any(struct qq_child *c, const char *sock, const char *prog, struct buf *why)
 {
@@ -128,12 +157,16 @@ qq_start_any(struct qq_child *c, const char *sock, const char *prog, struct buf 
 	memset(c, 0, sizeof *c);
 	c->msgfd = c->envfd = c->idfd = -1;
 	c->pid = -1;
+	if ((c->sock = take_kept(sock)) >= 0)
+		return 0;
 	memset(&sa, 0, sizeof sa);
 	sa.sun_family = AF_UNIX;
 	memcpy(sa.sun_path, sock, strlen(sock));
 	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (c->sock >= 0 && connect(c->sock, (struct sockaddr *)&sa, sizeof sa) == 0)
+	if (c->sock >= 0 && connect(c->sock, (struct sockaddr *)&sa, sizeof sa) == 0) {
+		snprintf(kept_path, sizeof kept_path, "%s", sock);
 		return 0;
+	}
 	/* Not running, or not reachable: weir-queue does the same job. */
 	log_debug("weir-queued at %s: %s; running %s", sock, strerror(errno), prog);
 	if (c->sock >= 0)
@@ -290,6 +323,10 @@ qq_finish(struct qq_child *c, const char *sender, char *const *rcpt, size_t nrcp
 	}
 	if (c->sock >= 0) {
 		code = sock_reply(c, why);
+		if (code == 0 && c->werr == 0 && kept < 0) {
+			kept = c->sock;		/* for the next message */
+			c->sock = -1;
+		}
 		close_fd(&c->sock);
 		return code;
 	}

@@ -40,6 +40,7 @@ static pid_t listener = -1;
 static int listener_err = -1;	/* its stderr, to learn the port */
 static unsigned port;
 static time_t t0;
+static const char *top_conf = "";	/* start_listener_at's keys outside listen */
 
 static void
 setup_with(const char *extra)
@@ -829,8 +830,9 @@ start_listener_at(const char *addr, const char *listen_conf, int run)
 	const char *s;
 
 	char *c = xasprintf("gate_socket = \"%s/gate.sock\"\ngate_journal = \"%s/gate.journal\"\n"
-	    "policy_file = \"%s/policy.conf\"\nshowq_socket = \"\"\n"
-	    "listen {\n address = {\"%s\"}\n%s}\n", q.tmp, q.tmp, q.tmp, addr, listen_conf);
+	    "policy_file = \"%s/policy.conf\"\nshowq_socket = \"\"\n%s"
+	    "listen {\n address = {\"%s\"}\n%s}\n", q.tmp, q.tmp, q.tmp, top_conf, addr,
+	    listen_conf);
 
 	reconfig(c);
 	free(c);
@@ -1590,6 +1592,61 @@ Test(smtpd, listener_session_process_killed_frees_its_slot)
 	cr_assert_neq(logged_pid(&log, "127.0.0.1: connected", 2), pid);
 	buf_free(&out);
 	buf_free(&log);
+}
+
+/* weir-queued (re)started, its socket answering. */
+static pid_t
+queued_start(const char *sock)
+{
+	char *log = xasprintf("%s/queued.log", q.tmp);
+	pid_t pid = tl_spawn("weir-queued", q.conf, NULL, log);
+	int i;
+
+	for (i = 0; i < 1000 && !tl_sock_answers(sock); i++)
+		usleep(10000);	/* its socket is the event; 10 s at most */
+	cr_assert(i < 1000, "weir-queued did not listen on %s", sock);
+	free(log);
+	return pid;
+}
+
+/* A session process keeps its connection to weir-queued from one message
+ * to the next (mail/qqclient.c) and notices when the writer restarted in
+ * between: the next message is queued, not refused with 451 for the
+ * connection that ended.  Failed (451 4.3.0 ... the connection ended
+ * before its answer) when the kept connection was used unchecked. */
+Test(smtpd, listener_through_queued_survives_its_restart)
+{
+	const char *msg[] = { "EHLO c\r\n", "MAIL FROM:<a@b.example>\r\n", "RCPT TO:<c@d.example>\r\n",
+	    "DATA\r\n", "x\r\n.\r\n", "QUIT\r\n", NULL };
+	char *sock = xasprintf("%s/queued.sock", q.tmp);
+	char *top = xasprintf("queue_socket = \"%s\"\n", sock);
+	struct buf out;
+	pid_t qd;
+	int i, fd;
+
+	top_conf = top;
+	start_listener(" max_connections = 1\n");
+	qd = queued_start(sock);
+	for (i = 1; i <= 3; i++) {
+		fd = connect_from("127.0.0.1");
+		tcp_talk(fd, msg, &out);
+		close(fd);
+		cr_assert(queued_as(&out, "221 "), "message %d: %s", i, out.s);
+		buf_free(&out);
+		if (i == 2) {
+			/* Between messages 2 and 3: a new weir-queued. */
+			cr_assert(kill(-qd, SIGTERM) == 0);
+			while (waitpid(qd, NULL, 0) < 0 && errno == EINTR)
+				;
+			qd = queued_start(sock);
+		}
+	}
+	cr_assert_eq(todo_count(), 3);
+	kill(-qd, SIGKILL);
+	waitpid(qd, NULL, 0);
+	top_conf = "";
+	free(top);
+	free(sock);
 }
 
 /* An IPv6 listener; ::1 is in the default allow list. */
