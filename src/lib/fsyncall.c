@@ -89,9 +89,13 @@ fsync_all(struct fsync_job *jobs, size_t n)
 	nbatch = n;
 	next = 0;
 	left = n;
-	/* As many threads as there are jobs beyond the caller's first. */
+	pthread_mutex_unlock(&mu);
+	/* As many threads as there are jobs beyond the caller's first,
+	 * woken with the mutex free: a thread woken while we held it would
+	 * only go to sleep again on it. */
 	for (i = 1; i < n && i <= FSYNC_THREADS; i++)
 		pthread_cond_signal(&work);
+	pthread_mutex_lock(&mu);
 	while (take_one())
 		;
 	while (left > 0)
