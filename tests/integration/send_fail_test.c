@@ -93,7 +93,7 @@ Test(send_fail, failed_double_bounce_dropped)
 	sf_inject_raw(S("F#@[]\0Tbad@example.net\0\0"), SF_MSG1);
 	sf_wait_calls(1, 10000);
 	sf_wait_empty(10000);
-	usleep(500000);
+	sf_wait_idle(": end\n", 1, SF_QUIET, 5000);	/* and no triple bounce */
 	cr_assert_eq(sf_ncalls(), 1, "%zu calls", sf_ncalls());
 	sf_assert_queue_sound();
 }
@@ -119,9 +119,7 @@ Test(send_fail, temporary_failure_stays_queued)
 	sf_start_send(&sf.d1, 0);
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
 	sf_wait_calls(1, 10000);
-	cr_assert(sh_wait_for(sf_log_has, "deferred <slow@example.net>", 5000), "%s",
-	    sf_send_log(&sf.d1));
-	usleep(300000);
+	sf_wait_idle("deferred <slow@example.net>", 1, SF_QUIET, 5000);
 	id = sf_only_info();
 	sh_assert_file(&sf.s, Q_REMOTE, id, S("Tslow@example.net\0Dok@example.net\0"));
 	cr_assert(!sh_exists(&sf.s, Q_BOUNCE, id), "bounce/ for a temporary failure");
@@ -147,9 +145,7 @@ Test(send_fail, deferred_batch_does_not_starve_the_rest)
 	sf_start_send(&sf.d1, 0);
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
 	sf_wait_calls(3, 10000);
-	cr_assert(sh_wait_for(sf_log_has, "delivered to <r5@example.net>", 5000), "%s",
-	    sf_send_log(&sf.d1));
-	usleep(300000);
+	sf_wait_idle("delivered to <r5@example.net>", 1, SF_QUIET, 5000);
 	e0 = sf_call_env(0);
 	e1 = sf_call_env(1);
 	e2 = sf_call_env(2);
@@ -181,8 +177,7 @@ trouble_case(const char *bad_rcpt)
 	sf_start_send(&sf.d1, 0);
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
 	sf_wait_calls(1, 10000);
-	cr_assert(sh_wait_for(sf_log_has, line, 5000), "%s", sf_send_log(&sf.d1));
-	usleep(300000);
+	sf_wait_idle(line, 1, SF_QUIET, 5000);
 	id = sf_only_info();
 	buf_printf(&want, "Tok@example.net%cT%s%cTbad@example.net%c", 0, bad_rcpt, 0, 0);
 	sh_assert_file(&sf.s, Q_REMOTE, id, want.s, want.len);
@@ -222,7 +217,8 @@ Test(send_fail, deliverer_missing)
 	cr_assert(sh_wait_for(sf_log_has, "started on", 5000), "%s", sf_send_log(&sf.d1));
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
 	cr_assert(sh_wait_for(deliverer_failed, NULL, 5000), "%s", sf_send_log(&sf.d1));
-	usleep(200000);
+	sf_wait_idle(sf_log_has("deferred <bad@example.net>") ? "deferred <bad@example.net>" :
+	    "a message could not be handed over", 1, SF_QUIET, 5000);
 	id = sf_only_info();
 	sh_assert_file(&sf.s, Q_REMOTE, id, S("Tok@example.net\0Tbad@example.net\0"));
 	cr_assert(!sh_exists(&sf.s, Q_BOUNCE, id));
@@ -260,9 +256,7 @@ Test(send_fail, expired_deliverer_crash_no_bounce)
 
 	sf_start_send(&sf.d1, 0);
 	sf_wait_calls(1, 10000);
-	cr_assert(sh_wait_for(sf_log_has, "deferred <crash@example.net>", 5000), "%s",
-	    sf_send_log(&sf.d1));
-	usleep(300000);
+	sf_wait_idle("deferred <crash@example.net>", 1, SF_QUIET, 5000);
 	sh_assert_file(&sf.s, Q_REMOTE, id, S("Tcrash@example.net\0"));
 	cr_assert(!sh_exists(&sf.s, Q_BOUNCE, id));
 	cr_assert_eq(sf_ncalls(), 1);
@@ -283,13 +277,10 @@ three_not_queued(void *arg)
  * freed memory crash instead of going unnoticed. */
 Test(send_fail, flush_after_failed_bounces)
 {
-	char *flag, *e_qq = sf_failing_qq(&flag), *weir = tl_bin("weir");
+	char *flag, *e_qq = sf_failing_qq(&flag);
 	const char *env[] = { sf.env_remote, e_qq, sf.env_conf,
 		"GLIBC_TUNABLES=glibc.malloc.tcache_count=0:glibc.malloc.perturb=165", NULL };
 	const char *rcpts[] = { "bad@example.net", NULL };
-	const char *fargv[] = { weir, "-c", sf.s.qt.conf, "flush", NULL };
-	struct tl_run run = { .argv = fargv };
-	struct tl_result r;
 	int st, i;
 
 	for (i = 0; i < 3; i++)
@@ -298,9 +289,7 @@ Test(send_fail, flush_after_failed_bounces)
 	cr_assert(sh_wait_for(three_not_queued, NULL, 10000), "%s", sf_send_log(&sf.d1));
 	cr_assert_eq(sf_ncalls(), 3);
 	cr_assert(unlink(flag) == 0);
-	tl_run(&run, &r);
-	cr_assert_eq(r.status, 0, "weir flush: exit %d: %s", r.status, buf_cstr(&r.err));
-	tl_result_free(&r);
+	sf_run_flush();
 	if (!sh_wait_for(sf_log_has, "flush: ", 5000)) {
 		st = 0;
 		cr_assert(!shd_exited(&sf.d1, &st), "weir-send died during the flush (%s %d):\n%s",
@@ -310,7 +299,8 @@ Test(send_fail, flush_after_failed_bounces)
 	}
 	sf_wait_calls(6, 10000);
 	sf_wait_empty(10000);
-	cr_assert(!shd_exited(&sf.d1, &st), "weir-send died (status 0x%x):\n%s", st, sf_send_log(&sf.d1));
+	cr_assert(!shd_exited(&sf.d1, &st), "weir-send died (status 0x%x):\n%s", st,
+	    sf_send_log(&sf.d1));
 	for (i = 3; i < 6; i++) {
 		char *e = sf_call_env((size_t)i);
 
@@ -319,7 +309,6 @@ Test(send_fail, flush_after_failed_bounces)
 	}
 	free(flag);
 	free(e_qq);
-	free(weir);
 }
 
 /* A deferred recipient waits for its retry (minutes away); `weir flush`
@@ -327,20 +316,14 @@ Test(send_fail, flush_after_failed_bounces)
 Test(send_fail, flush_retries_deferred_recipients_only)
 {
 	const char *rcpts[] = { "slow@example.net", "ok@example.net", NULL };
-	char *ok = xasprintf("%s/slow-ok", sf.s.qt.tmp), *weir = tl_bin("weir"), *e1;
-	const char *fargv[] = { weir, "-c", sf.s.qt.conf, "flush", NULL };
-	struct tl_run run = { .argv = fargv };
-	struct tl_result r;
+	char *ok = xasprintf("%s/slow-ok", sf.s.qt.tmp), *e1;
 
 	sf_start_send(&sf.d1, 0);
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
-	cr_assert(sh_wait_for(sf_log_has, "deferred <slow@example.net>", 5000), "%s", sf_send_log(&sf.d1));
-	usleep(300000);
+	sf_wait_idle("deferred <slow@example.net>", 1, SF_QUIET, 5000);
 	cr_assert_eq(sf_ncalls(), 1);
 	tl_write(ok, "", 0);
-	tl_run(&run, &r);
-	cr_assert_eq(r.status, 0, "weir flush: exit %d: %s", r.status, buf_cstr(&r.err));
-	tl_result_free(&r);
+	sf_run_flush();
 	sf_wait_calls(2, 3000);
 	sf_wait_empty(5000);
 	cr_assert_eq(sf_ncalls(), 2);
@@ -348,5 +331,4 @@ Test(send_fail, flush_retries_deferred_recipients_only)
 	cr_assert_str_eq(e1, "alice@example.org\tslow@example.net");
 	free(e1);
 	free(ok);
-	free(weir);
 }

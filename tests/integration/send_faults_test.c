@@ -270,8 +270,7 @@ Test(send_faults, bounce_note_fails_recipient_not_done)
 	start_faulty("write@/bounce/=1+:ENOSPC");
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
 	sf_wait_calls(1, 5000);
-	cr_assert(sh_wait_for(sf_log_has, "write bounce/", 3000), "%s", sf_send_log(&sf.d1));
-	usleep(300000);
+	sf_wait_idle("write bounce/", 1, SF_QUIET, 5000);
 	id = sf_only_info();
 	sh_assert_file(&sf.s, Q_REMOTE, id, S("Dgood@example.net\0Tbad@example.net\0"));
 	cr_assert_eq(sf_ncalls(), 1);
@@ -289,8 +288,7 @@ Test(send_faults, mark_fsync_fails_not_eliminated)
 	start_faulty("fdatasync@/remote/=1+:EIO");
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
 	sf_wait_calls(1, 5000);
-	cr_assert(sh_wait_for(sf_log_has, "fdatasync", 3000), "%s", sf_send_log(&sf.d1));
-	usleep(300000);
+	sf_wait_idle("fdatasync", 1, SF_QUIET, 5000);
 	id = sf_only_info();
 	cr_assert(sh_exists(&sf.s, Q_MESS, id), "mess/ removed");
 	cr_assert(sh_exists(&sf.s, Q_REMOTE, id), "remote/ removed");
@@ -307,8 +305,7 @@ Test(send_faults, preprocess_fails_then_restart)
 
 	start_faulty("write@/info/=1+:ENOSPC");
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
-	cr_assert(sh_wait_for(sf_log_has, "write info/", 3000), "%s", sf_send_log(&sf.d1));
-	usleep(200000);
+	sf_wait_idle("write info/", 1, SF_QUIET, 5000);
 	cr_assert_eq(qt_list(&sf.s.qt, "todo", &ids), 1, "todo/ gone after a failed preprocess");
 	free(ids);
 	cr_assert_eq(sf_ncalls(), 0);

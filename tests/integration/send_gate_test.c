@@ -52,7 +52,8 @@ Test(send_gate, waits_for_the_gate)
 	shd_stop(&sf.gate);
 	sf_start_send(&sf.d1, 0);
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
-	usleep(1500000);
+	/* Taken in, and waiting for the gate. */
+	sf_wait_idle(": queued, from <", 1, "0 running, 0 granted, 1 asking weir-gate,", 5000);
 	cr_assert_eq(sf_ncalls(), 0, "sent without a gate");
 	cr_assert(!sf_settled(NULL));
 	shd_start_gate(&sf.gate, &sf.s, sf.gsock);
@@ -70,9 +71,9 @@ Test(send_gate, gate_restart)
 	sf_wait_calls(1, 5000);
 	sf_wait_empty(5000);
 	shd_kill9(&sf.gate);
-	usleep(200000);
+	cr_assert(sh_wait_for(sf_log_has, "lost weir-gate", 5000), "%s", sf_send_log(&sf.d1));
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
-	usleep(500000);
+	sf_wait_idle(": queued, from <", 2, "0 running, 0 granted, 1 asking weir-gate,", 5000);
 	cr_assert_eq(sf_ncalls(), 1, "sent without a gate");
 	shd_start_gate(&sf.gate, &sf.s, sf.gsock);
 	sf_wait_calls(2, 35000);
@@ -86,16 +87,17 @@ Test(send_gate, gate_restart)
 Test(send_gate, throttle_never_bounces_and_suspends)
 {
 	const char *rcpts[] = { "ok@example.net", NULL };
-	unsigned long id = sf_aged_s5("alice@example.org", S("Tthrottle@example.net\0Tok2@example.net\0"), 8 * 86400);
+	unsigned long id = sf_aged_s5("alice@example.org",
+	    S("Tthrottle@example.net\0Tok2@example.net\0"), 8 * 86400);
 
 	sf_start_send(&sf.d1, 0);
 	sf_wait_calls(1, 5000);
-	cr_assert(sh_wait_for(sf_log_has, "throttl", 5000), "%s", sf_send_log(&sf.d1));
-	usleep(300000);
+	sf_wait_idle("throttl", 1, "0 running, 0 granted,", 5000);	/* asking, suspended */
 	sh_assert_file(&sf.s, Q_REMOTE, id, S("Tthrottle@example.net\0Tok2@example.net\0"));
 	cr_assert(!sh_exists(&sf.s, Q_BOUNCE, id), "a throttle became a bounce");
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
-	usleep(1500000);
+	/* Taken in, and held back or asking the gate, which does not grant. */
+	sf_wait_idle(": queued, from <", 1, "0 running, 0 granted,", 5000);
 	cr_assert_eq(sf_ncalls(), 1, "sent while the upstream is suspended:\n%s", sf_send_log(&sf.d1));
 	sf_assert_queue_sound();
 }
@@ -111,7 +113,6 @@ Test(send_gate, gate_rate_is_honoured)
 
 	sf_policy("upstream \"up1\" { rate = \"2 per 1s\" }\n"
 	    "upstream \"lists\" { rate = \"2 per 1s\" }\nupstream \"main\" { rate = \"2 per 1s\" }\n");
-	usleep(300000);
 	for (i = 0; i < n; i++) {
 		snprintf(name, sizeof name, "m%zu@example.net", i);
 		sf_inject("alice@example.org", rcpts, SF_MSG1);
@@ -141,7 +142,6 @@ Test(send_gate, gate_caps_recipients_per_transaction)
 
 	sf_policy("upstream \"up1\" { rate = \"1000 per 1s\" max_recipients = 2 }\n"
 	    "upstream \"lists\" { rate = \"1000 per 1s\" }\nupstream \"main\" { rate = \"1000 per 1s\" }\n");
-	usleep(300000);
 	sf_start_send(&sf.d1, 0);
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
 	sf_wait_calls(4, 10000);	/* 3 transactions, then the bounce for bad5 */

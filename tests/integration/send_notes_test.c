@@ -171,8 +171,7 @@ Test(send_notes, credit_from_note_keeps_message_alive)
 	qc = qid_of(c);
 	sf_start_send(&sf.d1, 0);
 	sf_wait_calls(4, 10000);	/* three attempts and slow3's bounce */
-	cr_assert(sh_wait_for(sf_log_has, "deferred <slow2@example.net>", 5000), "%s", sf_send_log(&sf.d1));
-	usleep(300000);
+	sf_wait_idle("deferred <slow2@example.net>", 1, SF_QUIET, 5000);
 	line = xasprintf("msg %s: 600 s of waiting carried over\n", qa);
 	cr_assert(sf_log_has(line), "no \"%s\":\n%s", line, sf_send_log(&sf.d1));
 	free(line);
@@ -234,7 +233,6 @@ Test(send_notes, credit_survives_restart)
 
 	sf_policy("upstream \"up1\" { rate = \"1 per 1h\" }\n"
 	    "upstream \"lists\" { rate = \"1 per 1h\" }\nupstream \"main\" { rate = \"1 per 1h\" }\n");
-	usleep(300000);
 	sf_start_send(&sf.d1, 0);
 	sf_inject("alice@example.org", r0, SF_MSG1);
 	sf_wait_calls(1, 5000);
@@ -377,14 +375,13 @@ Test(send_notes, delay_warning_once)
 	e = sf_call_env(3);
 	cr_assert_str_eq(e, "alice@example.org\tslow@example.net");
 	free(e);
-	usleep(500000);
+	sf_wait_idle("deferred <slow@example.net>", 2, SF_QUIET, 5000);
 	cr_assert_eq(sf_ncalls(), 4, "a second warning? %zu calls", sf_ncalls());
 	/* kill -9 and restart: tried at once, refused, still no warning. */
 	shd_kill9(&sf.d1);
 	sf_start_send(&sf.d1, 0);
 	sf_wait_calls(5, 5000);
-	cr_assert(sh_wait_for(sf_log_has, "deferred <slow@example.net>", 5000), "%s", sf_send_log(&sf.d1));
-	usleep(500000);
+	sf_wait_idle("deferred <slow@example.net>", 1, SF_QUIET, 5000);
 	cr_assert_eq(sf_ncalls(), 5, "a second warning after a restart? %zu calls", sf_ncalls());
 	cr_assert_eq(sf_count_in_log("delay warning"), 0, "%s", sf_send_log(&sf.d1));
 	sf_assert_queue_sound();
@@ -411,9 +408,7 @@ Test(send_notes, delay_warning_only_when_due)
 	qa = qid_of(w);
 	sf_start_send(&sf.d1, 0);
 	sf_wait_calls(6, 10000);	/* five attempts, one warning */
-	cr_assert(sh_wait_for(sf_log_has, "delay warning to <old@example.org> queued", 5000), "%s",
-	    sf_send_log(&sf.d1));
-	usleep(500000);
+	sf_wait_idle("delay warning to <old@example.org> queued", 1, SF_QUIET, 5000);
 	cr_assert_eq(sf_count_in_log("deferred <slow@example.net>"), 5, "%s", sf_send_log(&sf.d1));
 	cr_assert_eq(sf_count_in_log("delay warning"), 1, "%s", sf_send_log(&sf.d1));
 	cr_assert_eq(sf_ncalls(), 6, "%zu calls", sf_ncalls());
@@ -442,9 +437,7 @@ Test(send_notes, delay_warning_retried_when_not_queued)
 	env[2] = sf.env_conf;
 	id = sf_aged_s5("alice@example.org", S("Tslow@example.net\0"), 2 * 3600);
 	shd_start(&sf.d1, &sf.s, env);
-	cr_assert(sh_wait_for(sf_log_has, "delay warning to <alice@example.org> not queued", 10000),
-	    "%s", sf_send_log(&sf.d1));
-	usleep(300000);
+	sf_wait_idle("delay warning to <alice@example.org> not queued", 1, SF_QUIET, 10000);
 	cr_assert(read_note(id, &n), "no note");
 	cr_assert_eq(n.warned, 0, "the mark stayed although no warning was queued");
 	cr_assert_eq(sf_ncalls(), 1);

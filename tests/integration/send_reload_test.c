@@ -35,7 +35,8 @@ hup_and_wait(const char *what)
 	cr_assert(kill(sf.d1.pid, SIGHUP) == 0);
 	for (i = 0; i < 500 && sf_count_in_log(what) <= before; i++)
 		usleep(10000);
-	cr_assert(sf_count_in_log(what) > before, "no \"%s\" after SIGHUP:\n%s", what, sf_send_log(&sf.d1));
+	cr_assert(sf_count_in_log(what) > before, "no \"%s\" after SIGHUP:\n%s", what,
+	    sf_send_log(&sf.d1));
 }
 
 /* Replace the first `from` in the config file by `to`. */
@@ -165,6 +166,22 @@ Test(send_reload, reload_bad_file_and_restart_only_keys)
 	sf_assert_queue_sound();
 }
 
+/* A condition for sh_wait_for(): the deliverers' conc.log (arg) has a
+ * line. */
+static int
+conc_begun(void *arg)
+{
+	struct buf b = BUF_INIT;
+	int r;
+
+	if (access(arg, F_OK) != 0)
+		return 0;
+	tl_read(arg, &b);
+	r = b.len > 0;
+	buf_free(&b);
+	return r;
+}
+
 /* concurrency raised live (1 to 3) while a delivery runs: two more start
  * at once; the one in flight finishes and is applied. */
 Test(send_reload, reload_concurrency_live)
@@ -179,8 +196,9 @@ Test(send_reload, reload_concurrency_live)
 	sf_inject_numbered(n);
 	tl_write(hang, "1.5", 3);
 	sf_start_send(&sf.d1, 0);
-	cr_assert(sh_wait_for(sf_log_has, "delivering to", 5000), "%s", sf_send_log(&sf.d1));
-	usleep(300000);
+	/* One runs (1.5 s), the five others are granted and wait for it. */
+	sf_wait_idle("delivering to", 1, "1 running, 5 granted, 0 asking weir-gate,", 5000);
+	cr_assert(sh_wait_for(conc_begun, cl, 5000), "the deliverer did not begin");
 	tl_read(cl, &b);
 	cr_assert_eq(b.len > 0 && strchr(b.s, '\n') == b.s + b.len - 1, 1,
 	    "more than one delivery before the reload:\n%s", buf_cstr(&b));
@@ -235,8 +253,7 @@ Test(send_reload, reload_enables_delay_warning)
 {
 	sf_aged_s5("alice@example.org", S("Tslow@example.net\0"), 2 * 3600);
 	sf_start_send(&sf.d1, 0);
-	cr_assert(sh_wait_for(sf_log_has, "deferred <slow@example.net>", 5000), "%s", sf_send_log(&sf.d1));
-	usleep(300000);
+	sf_wait_idle("deferred <slow@example.net>", 1, SF_QUIET, 5000);
 	cr_assert_eq(sf_ncalls(), 1);
 	sh_conf_append(&sf.s, "delay_warning = \"1h\"\n");
 	hup_and_wait("reloaded");

@@ -111,7 +111,7 @@ Test(send, trigger_wakes_within_a_second)
 	size_t i;
 
 	sf_start_send(&sf.d1, 0);
-	usleep(300000);	/* idle first: nothing to do, nothing running */
+	sf_wait_idle("started on", 1, SF_QUIET, 5000);	/* nothing to do, nothing running */
 	for (i = 0; i < 4; i++) {
 		long long ms;
 
@@ -123,7 +123,7 @@ Test(send, trigger_wakes_within_a_second)
 		ms = ms_since(&t0);
 		cr_assert(ms < 2000, "message %zu: %lld ms to the deliverer", i, ms);
 		sf_wait_empty(5000);
-		usleep(100000);
+		sf_wait_idle(": end\n", i + 1, SF_QUIET, 5000);
 	}
 }
 
@@ -241,8 +241,7 @@ Test(send, no_upstream_stays_queued)
 	    "  senders = {\"*@lists.example.org\"}\n}\n");
 	sf_start_send(&sf.d1, 0);
 	sf_inject("alice@example.org", r1, SF_MSG1);
-	cr_assert(sh_wait_for(sf_log_has, "no upstream", 5000), "%s", sf_send_log(&sf.d1));
-	usleep(200000);
+	sf_wait_idle("no upstream", 1, SF_QUIET, 5000);
 	cr_assert_eq(sf_ncalls(), 0);
 	id = sf_only_info();
 	sh_assert_file(&sf.s, Q_REMOTE, id, S("Tx@example.net\0"));
@@ -306,7 +305,7 @@ Test(send, control_byte_sender_left_in_todo)
 	cr_assert(sh_wait_for(sf_log_has, "left for the admin", 5000), "%s", sf_send_log(&sf.d1));
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
 	sf_wait_calls(1, 5000);
-	usleep(300000);
+	sf_wait_idle(": end\n", 1, SF_QUIET, 5000);
 	cr_assert_eq(sf_ncalls(), 1, "%zu calls", sf_ncalls());
 	{
 		char *e = sf_call_env(0);
@@ -392,8 +391,7 @@ Test(send, log_one_line_per_event)
 
 	sf_start_send(&sf.d1, 0);
 	sf_inject("alice@example.org", rcpts, SF_MSG1);
-	cr_assert(sh_wait_for(sf_log_has, "deferred <slow@example.net>", 5000), "%s", sf_send_log(&sf.d1));
-	usleep(200000);
+	sf_wait_idle("deferred <slow@example.net>", 1, SF_QUIET, 5000);
 	l = sf_send_log(&sf.d1);
 	for (p = l; *p; p = strchr(p, '\n') + 1) {
 		line = xstrndup(p, (size_t)(strchr(p, '\n') - p));
