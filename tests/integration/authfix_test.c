@@ -16,16 +16,11 @@
 #include <sys/wait.h>
 
 #include "lib/alloc.h"
-#include "relay_helpers.h"
+#include "relay_fixture.h"
 
 #define SENDER "alice@src.example"
 
-static struct rt t;
-
-static void setup(void) { rt_setup(&t, 2); }
-static void teardown(void) { rt_teardown(&t); }
-
-TestSuite(authfix, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(authfix, .init = rt_fixture_setup, .fini = rt_fixture_teardown, .timeout = 120);
 
 static int
 gate_suspended(struct rt *rt, void *arg)

@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
-#include "relay_helpers.h"
+#include "relay_fixture.h"
 
 #define SENDER "fm@src.example"
 #define NTRANS 5
@@ -54,21 +54,7 @@
 static const char *const list3[] = { "a1@dest.example", "a2@dest.example", "a3@dest.example" };
 static const char *const singles[] = { "b1@dest.example", "b2@dest.example", "b3@dest.example" };
 
-static struct rt t;
-
-static void
-setup(void)
-{
-	rt_setup(&t, 2);
-}
-
-static void
-teardown(void)
-{
-	rt_teardown(&t);
-}
-
-TestSuite(faultmatrix, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(faultmatrix, .init = rt_fixture_setup, .fini = rt_fixture_teardown, .timeout = 120);
 
 /* ---- the workload and the checks every row shares ---- */
 

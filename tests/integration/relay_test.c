@@ -69,25 +69,11 @@
 
 #include "lib/alloc.h"
 #include "lib/io.h"
-#include "relay_helpers.h"
+#include "relay_fixture.h"
 
 #define SENDER "alice@src.example"
 
-static struct rt t;
-
-static void
-setup(void)
-{
-	rt_setup(&t, 2);
-}
-
-static void
-teardown(void)
-{
-	rt_teardown(&t);
-}
-
-TestSuite(relay, .init = setup, .fini = teardown, .timeout = 90);
+TestSuite(relay, .init = rt_fixture_setup, .fini = rt_fixture_teardown, .timeout = 90);
 
 /* ---- helpers ---- */
 

@@ -27,16 +27,11 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
-#include "relay_helpers.h"
+#include "relay_fixture.h"
 
 #define SENDER "alice@src.example"
 
-static struct rt t;
-
-static void setup(void) { rt_setup(&t, 2); }
-static void teardown(void) { rt_teardown(&t); }
-
-TestSuite(supervise, .init = setup, .fini = teardown, .timeout = 180);
+TestSuite(supervise, .init = rt_fixture_setup, .fini = rt_fixture_teardown, .timeout = 180);
 
 /* A process as /proc/PID/stat has it: enough to know it again. */
 struct proc {
