@@ -458,13 +458,16 @@ Test(faultmatrix, gate_down)
 {
 	struct rt_rec r;
 
+	sh_conf_append(&t.s, "log_level = \"verbose\"\n");	/* rt_wait_idle */
 	rt_upstream_start(&t, "good", NULL, 0);
 	rt_conf_upstream(&t, UPCONF);
 	rt_policy(&t, POLICY);
 	rt_send_start(&t);
 	inject_all();
 	rt_wait_log(&t, "nothing is sent until it answers", 1, 10000);
-	usleep(1500000);
+	/* All four taken in, their first batches waiting for the gate. */
+	rt_wait_idle(&t, ": queued, from <", 4, "0 running, 0 granted, 4 asking weir-gate,",
+	    10000);
 	assert_kept();
 	rt_rec_load(&t, &r);
 	cr_assert_eq(r.nmail, 0, "MAIL without a gate");
@@ -485,6 +488,7 @@ Test(faultmatrix, gate_restarted)
 	struct rt_rec r;
 	size_t i, want = 3, before;
 
+	sh_conf_append(&t.s, "log_level = \"verbose\"\n");	/* rt_wait_idle */
 	rt_upstream_start(&t, "good", NULL, 0);
 	rt_conf_upstream(&t, UPCONF);
 	start_relay();
@@ -492,10 +496,11 @@ Test(faultmatrix, gate_restarted)
 		rt_sendmail(&t, SENDER, (const char *const *)&v[i], 1, "Subject: g\n\nhello\n");
 	cr_assert(rt_wait(rt_ndata_at_least, &t, &want, 20000), "no delivery");
 	rt_gate_kill9(&t);
-	usleep(300000);
 	before = rt_rec_ndata(&t);
-	usleep(1200000);
-	/* A deliverer's grant may finish its transaction; no new one starts. */
+	/* A deliverer's grant may finish its transaction (two run at a
+	 * time); no new one starts: once weir-send knows and runs nothing,
+	 * the rest waits for the gate. */
+	rt_wait_idle(&t, "lost weir-gate", 1, "0 running, 0 granted,", 10000);
 	cr_assert(rt_rec_ndata(&t) <= before + 2, "mail went out without a gate");
 	rt_gate_start(&t, "2s");
 	rt_wait_empty(&t, 45000);

@@ -991,6 +991,31 @@ rt_wait_log(struct rt *t, const char *what, size_t n, int ms)
 	    what, n, ms, rt_send_logs_tail(t, 4000));
 }
 
+struct idle_want {
+	const char *after, *state;
+	size_t n;
+};
+
+static int
+idle_after(struct rt *t, void *arg)
+{
+	const struct idle_want *w = arg;
+	char *logs = rt_send_logs(t);
+	int r = tl_idle_after(logs, w->after, w->n, w->state);
+
+	free(logs);
+	return r;
+}
+
+void
+rt_wait_idle(struct rt *t, const char *after, size_t n, const char *state, int ms)
+{
+	struct idle_want w = { after, state, n };
+
+	cr_assert(rt_wait(idle_after, t, &w, ms), "no \"idle: %s\" after \"%s\" (%zu) in %d ms:"
+	    "\n...%s", state, after, n, ms, rt_send_logs_tail(t, 6000));
+}
+
 size_t
 rt_done_marks(struct rt *t)
 {
