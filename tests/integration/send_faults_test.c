@@ -2,7 +2,7 @@
  * send_faults_test.c: weir-send under faults.  kill -9 while delivering
  * and at many instants, then a restart (every recipient and bounce
  * delivered at least once, the queue sound); a second weir-send refused;
- * SIGTERM; failing system calls through the fault shim ($WEIR_FAULTINJ:
+ * failing system calls through the fault shim ($WEIR_FAULTINJ:
  * bounce/ unwritable, the D mark's fdatasync, preprocessing, tried again
  * 30 s after a full disk) and the order of the durable steps (the shim's
  * call log).

@@ -1,13 +1,13 @@
 /*
  * send_test.c: weir-send delivers.  Delivery and elimination with the
- * exact argument list and message; messages queued before start; the
- * trigger (a new message is taken within a second, again and again: no
- * polling); batching by max_recipients (a list of 250 too); the
- * concurrency cap; upstream choice by sender; no upstream; local
- * recipients to the admin; a message without recipients; a control byte
- * in the sender of a stock qmail-queue's todo; messages a stock
- * qmail-queue or qmail-send left; sched/ made if missing; one log line
- * per event.
+ * exact argument list and message, then SIGTERM (exit 0); messages
+ * queued before start; the trigger (a new message is taken within a
+ * second, again and again: no polling); batching by max_recipients (a
+ * list of 250 too); the concurrency cap; upstream choice by sender; no
+ * upstream; local recipients to the admin; a message without
+ * recipients; a control byte in the sender of a stock qmail-queue's
+ * todo; messages a stock qmail-queue or qmail-send left; sched/ made if
+ * missing; one log line per event.
  *
  * The fixture (tests/lib/send_fixture.h): the real weir-send on a scratch
  * queue, fed by the real sendmail and weir-queue, a real weir-gate with

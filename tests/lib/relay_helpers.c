@@ -578,27 +578,10 @@ rt_assert_queue_sound(struct rt *t)
 	buf_free(&out);
 }
 
-static char *
-listing(struct rt *t)
-{
-	struct buf b = BUF_INIT;
-	char *cmd = xasprintf("cd '%s' && find . -type f ! -path './lock/*' -printf '%%p %%s\\n' "
-	    "2>&1 | head -50", t->s.qt.qdir), line[256];
-	FILE *f = popen(cmd, "r");
-
-	while (f && fgets(line, sizeof line, f))
-		buf_adds(&b, line);
-	if (f)
-		pclose(f);
-	free(cmd);
-	buf_addc(&b, '\0');
-	return b.s;
-}
-
 void
 rt_assert_queue_empty(struct rt *t)
 {
-	cr_assert_eq(qt_leftovers(&t->s.qt), 0, "the queue is not empty:\n%s", listing(t));
+	cr_assert_eq(qt_leftovers(&t->s.qt), 0, "the queue is not empty:\n%s", sh_listing(&t->s));
 }
 
 static int
@@ -618,7 +601,7 @@ rt_wait_empty(struct rt *t, int ms)
 		if (len > 6000)
 			tail = logs + len - 6000;
 		cr_assert_fail("the queue is not empty after %d ms:\n%s\nweir-send said (end):\n%s",
-		    ms, listing(t), tail);
+		    ms, sh_listing(&t->s), tail);
 	}
 }
 

@@ -363,36 +363,18 @@ sf_todo_empty(void *arg)
 	return n == 0;
 }
 
-/* The files left in the queue, for failure messages. */
-static char *
-listing(void)
-{
-	struct buf b = BUF_INIT;
-	char *cmd = xasprintf("cd '%s' && find . -type f ! -path './lock/*' -printf '%%p %%s\\n' "
-	    "2>&1", sf.s.qt.qdir), line[256];
-	FILE *f = popen(cmd, "r");
-
-	while (f && fgets(line, sizeof line, f))
-		buf_adds(&b, line);
-	if (f)
-		pclose(f);
-	free(cmd);
-	buf_addc(&b, '\0');
-	return b.s;
-}
-
 void
 sf_wait_settled(int ms)
 {
 	cr_assert(sh_wait_for(sf_settled, NULL, ms), "messages still queued after %d ms:\n%s"
-	    "weir-send said:\n%s", ms, listing(), sf_send_log(&sf.d1));
+	    "weir-send said:\n%s", ms, sh_listing(&sf.s), sf_send_log(&sf.d1));
 }
 
 void
 sf_wait_empty(int ms)
 {
 	cr_assert(sh_wait_for(sf_queue_empty, NULL, ms), "the queue is not empty after %d ms:\n%s"
-	    "weir-send said:\n%s", ms, listing(), sf_send_log(&sf.d1));
+	    "weir-send said:\n%s", ms, sh_listing(&sf.s), sf_send_log(&sf.d1));
 }
 
 unsigned long
