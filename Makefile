@@ -11,6 +11,7 @@
 #   make deb             the Debian package and its lintian report, in $(BUILD)/package
 #   make package-test    install and use the package in a throwaway Debian 12 root (root)
 #   make soak            the long kill -9 soak (tests/soak; part of make crashtest)
+#   make architecture    render ARCHITECTURE.md's picture (scripts/architecture.dot)
 #   make crash-race      crash replay with weir-send racing weir-queue's todo/ sync (part of
 #                        make crashtest)
 #
@@ -24,6 +25,7 @@ SBINDIR    ?= $(PREFIX)/sbin
 LIBEXECDIR ?= $(PREFIX)/lib/weir
 SYSCONFDIR ?= /etc/weir
 MANDIR     ?= $(PREFIX)/share/man
+DATADIR    ?= $(PREFIX)/share/weir
 DESTDIR    ?=
 BUILD      ?= build
 
@@ -46,11 +48,14 @@ ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -Isrc $(DEFS) $(PKG_CFLAGS) $(CPPFLAGS
 PKGS             := libconfuse
 # OAuth (mail/oauth.c: HTTPS through libcurl, JSON through json-c): only
 # in the deliverer and the operator command (weir auth); weir-send and
-# weir-metrics read the token status file (json-c).
+# weir-metrics read the token status file (json-c).  weir-metrics serves
+# HTTP with GNU libmicrohttpd and checks basic authentication with
+# crypt(3) (lib/pwfile.c, as weir check-config does); weir status and
+# weir-metrics read weir-showq's JSON listing (json-c).
 PKGS_weir-remote := openssl libsasl2 libcurl json-c
-PKGS_weir        := libcurl json-c libcrypto
+PKGS_weir        := libcurl json-c libcrypto libxcrypt
 PKGS_weir-send   := json-c
-PKGS_weir-metrics := json-c
+PKGS_weir-metrics := json-c libmicrohttpd libxcrypt
 PKGS_weir-smtpd  := openssl libxcrypt
 PKGS_weir-gate   := hiredis
 TEST_PKGS        := criterion
@@ -187,9 +192,16 @@ $(FAULTINJ): tests/fault/faultinj.c | $(PATHS_H)
 # The two README commands first make sure the Debian packages are there.
 check:
 	@scripts/deps.sh check
+	@scripts/architecture.sh
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory test-run
 	@$(MAKE) --no-print-directory crash-check
+
+# ARCHITECTURE.md's picture, rendered from its source with Graphviz;
+# make check (scripts/architecture.sh) fails when the two disagree.
+.PHONY: architecture
+architecture:
+	dot -Tsvg scripts/architecture.dot -o scripts/architecture.svg
 
 # libFuzzer (clang, Debian's libclang-rt-14-dev): one target per parser of
 # untrusted bytes, tests/fuzz/<name>_fuzz.c, each with its seed corpus in
@@ -286,6 +298,8 @@ install: all
 	install -m 0644 etc/policy.conf $(DESTDIR)$(SYSCONFDIR)/policy.conf
 	for m in $(MANPAGES); do n=$${m##*/}; [ "$$n" != policy.conf.5 ] || n=weir-policy.conf.5; \
 		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/$$n || exit 1; done
+	install -d $(DESTDIR)$(DATADIR)
+	install -m 0644 etc/weir-grafana.json $(DESTDIR)$(DATADIR)/grafana-dashboard.json
 
 # The Debian package: dpkg-buildpackage on a copy of the tree, then
 # lintian (scripts/deb.sh).  package-test installs it into a throwaway

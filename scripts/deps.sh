@@ -5,14 +5,17 @@
 set -eu
 what=${1:-build}
 
-# libcurl and json-c: OAuth's HTTPS calls and JSON (src/mail/oauth.c).
-build="gcc make libc6-dev pkg-config libssl-dev libsasl2-dev libconfuse-dev libhiredis-dev libcurl4-openssl-dev libjson-c-dev"
+# libcurl and json-c: OAuth's HTTPS calls and JSON (src/mail/oauth.c);
+# json-c also for weir-metrics and weir status, libmicrohttpd for
+# weir-metrics' HTTP server.
+build="gcc make libc6-dev pkg-config libssl-dev libsasl2-dev libconfuse-dev libhiredis-dev libcurl4-openssl-dev libjson-c-dev libmicrohttpd-dev"
 peers="openssl python3-aiosmtpd libsasl2-modules libsasl2-modules-db"
 demo="$build $peers"
 # check: postfix is also a private upstream in wire_test; bsd-mailx and mutt
 # are real sendmail callers in callers_test; promtool (prometheus) checks
-# weir-metrics' output; redis-server is the shared store of redis_test.
-check="$build $peers redis-server libcriterion-dev util-linux swaks libnet-ssleay-perl clang libclang-rt-14-dev groff-base man-db curl prometheus postfix bsd-mailx mutt"
+# weir-metrics' output; redis-server is the shared store of redis_test;
+# chromium (headless) loads weir-metrics' status page in statuspage_test.
+check="$build $peers redis-server libcriterion-dev util-linux swaks libnet-ssleay-perl clang libclang-rt-14-dev groff-base man-db curl prometheus postfix bsd-mailx mutt chromium graphviz"
 # postfix for smtp-sink, smtp-source and the private Postfix peers of the
 # benchmarks (installed unconfigured: it must not become an MTA here)
 bench="$build $peers strace gnuplot-nox postfix"

@@ -2,12 +2,16 @@
  * status.c: weir-gate's status, for people and as JSON: every window's
  * use, grants held, waiting requests per class, the next grant time, the
  * suspensions with their reasons and ends, whether the journal is
- * durable, and counters (since the gate started; rcpt_accepted sums the
- * recipient counts of the SENT reports, JSON only), and weir-send's
- * latest COUNTS for the upstream, if it sent any ("send" in JSON).  For an upstream
+ * durable, the sends of unknown outcome a window still counts (each
+ * holds its slot until the upstream's grace is over), counters (since
+ * the gate started; rcpt_accepted sums the recipient counts of the SENT
+ * reports, JSON only), and weir-send's latest COUNTS for the upstream,
+ * if it sent any ("send" in JSON).  For an upstream
  * with a shared store: the store, whether it answers, and each window as
  * Redis counts it for every host ("all hosts", asked of Redis for this
- * report) below this gate's own count.
+ * report) below this gate's own count.  Asked for a history (STATUS JSON
+ * <seconds>), each upstream's sends in that time, its held grants and its
+ * waiting requests, with their times (json_history).
  *
  * Trusts: the engine's state.  Config keys: none.
  */
@@ -99,6 +103,45 @@ view_free(struct shared_view *v)
 	free(v->hd);
 }
 
+/* The first log entry some window of u still counts (the end: none). */
+static uint64_t
+counted_from(const struct wg_up *u)
+{
+	uint64_t first = u->lseq + u->ln;
+	size_t i;
+
+	for (i = 0; i < u->nwin; i++)
+		if (u->win[i].first < first)
+			first = u->win[i].first;
+	return first;
+}
+
+#define UNKNOWN_SHOWN 5	/* sends of unknown outcome listed one by one */
+
+/* The sends of unknown outcome a window still counts: each holds its
+ * slot until its interval's end (the grace after its client went or
+ * reported it) plus the window's period. */
+static void
+text_unknown(struct buf *b, const struct wg_up *u, int64_t wmm)
+{
+	char from[64], until[64];
+	uint64_t s;
+	size_t n = 0;
+
+	for (s = counted_from(u); s < u->lseq + u->ln; s++) {
+		const struct wg_send *e = wg_log_at(u, s);
+
+		if (e->from == e->t || n++ >= UNKNOWN_SHOWN)
+			continue;
+		wall_str(from, sizeof from, e->from + wmm);
+		wall_str(until, sizeof until, e->t + wmm);
+		buf_printf(b, "  outcome unknown: a send granted %s counts as accepted at any "
+		    "time up to %s (grace %lld s)\n", from, until, (long long)(u->grace / 1000));
+	}
+	if (n > UNKNOWN_SHOWN)
+		buf_printf(b, "  outcome unknown: %zu more sends\n", n - UNKNOWN_SHOWN);
+}
+
 static void
 text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh)
 {
@@ -169,6 +212,7 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 			buf_adds(b, "    all hosts: unknown (the shared store does not answer)\n");
 	}
 	view_free(&v);
+	text_unknown(b, u, wmm);
 	buf_printf(b, "  grants held: %zu", u->nheld);
 	if (u->max_conn)
 		buf_printf(b, " (max %lld)", (long long)u->max_conn);
@@ -187,11 +231,11 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		buf_printf(b, "  next grant: %s (in %lld ms)\n", when, (long long)(next - now));
 	}
 	buf_printf(b, "  totals: granted %llu, sent %llu, refunded %llu, throttled %llu, "
-	    "unknown %llu, no mail %llu, auth failed %llu\n",
+	    "unknown %llu, no mail %llu, auth failed %llu, unknown settled later %llu\n",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
 	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
 	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
-	    (unsigned long long)u->n_authfail);
+	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_settled);
 	if (u->has_counts)
 		buf_printf(b, "  weir-send: messages (recipients) queued %llu (%llu), delivered "
 		    "%llu (%llu), deferred %llu (%llu), bounced %llu (%llu); sessions open %llu\n",
@@ -200,13 +244,93 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		    C(GP_C_BOUNCED_MSGS), C(GP_C_BOUNCED_RCPTS), C(GP_C_SESSIONS));
 }
 
+/* A calendar window's last boundary at or before now. */
+static int64_t
+period_start(const struct wg_win *w, int64_t now)
+{
+	int64_t r = (now - w->phase) % w->per;
+
+	return now - (r < 0 ? r + w->per : r);
+}
+
+/* When window i of u next has room for one more of its unit, on the now
+ * axis: now when it has; when enough of its logged sends leave it (a
+ * sliding window: each at its time + T; a calendar one: all at its next
+ * boundary); -1 when the grants held alone fill it (only a report helps). */
+static int64_t
+win_free_at(const struct wg_up *u, size_t i, int64_t now)
+{
+	const struct wg_win *w = &u->win[i];
+	int64_t need = wg_win_used(u, i) - w->limit + 1, acc = 0;
+	uint64_t s;
+
+	if (need <= 0)
+		return now;
+	for (s = w->first; s < u->lseq + u->ln; s++) {
+		const struct wg_send *e = wg_log_at(u, s);
+
+		if ((acc += e->w[w->unit]) < need)
+			continue;
+		return w->calendar ? period_start(w, now) + w->per : e->t + w->per;
+	}
+	return -1;
+}
+
+/* "history" (STATUS JSON <seconds>): since_ms, when the period began;
+ * complete_since_ms, from when on every send is there (later than
+ * since_ms when the ring was full and dropped some); sends, each
+ * [t, from, messages, recipients, connections] in wall ms (from < t:
+ * maybe accepted at any instant between, an unknown outcome); held,
+ * each [granted, messages, recipients, connections]; waiting, each
+ * [queued, messages, recipients, connections, class] in queue order.
+ * At most STATUS_LIST_MAX held and waiting each. */
 static void
-json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh)
+json_history(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm,
+    const struct status_history *h)
+{
+	int64_t since = now - h->ms, complete = since;
+	struct wg_req **held, *r;
+	size_t i, n, k;
+
+	if (u->hdropped > complete)
+		complete = u->hdropped;
+	buf_printf(b, ",\"history\":{\"since_ms\":%lld,\"complete_since_ms\":%lld,\"sends\":[",
+	    (long long)(since + wmm), (long long)(complete + wmm));
+	for (i = k = 0; i < u->hn; i++) {
+		const struct wg_send *e = wg_history_at(u, i);
+
+		if (e->t <= since)
+			continue;
+		buf_printf(b, "%s[%lld,%lld,%u,%u,%u]", k++ ? "," : "", (long long)(e->t + wmm),
+		    (long long)(e->from + wmm), e->w[UNIT_MESSAGES], e->w[UNIT_RECIPIENTS],
+		    e->w[UNIT_CONNECTIONS]);
+	}
+	buf_adds(b, "],\"held\":[");
+	held = h->held ? h->held(h->arg, u, &n) : NULL;
+	for (i = 0; held && i < n && i < STATUS_LIST_MAX; i++)
+		buf_printf(b, "%s[%lld,%u,%u,%u]", i ? "," : "", (long long)(held[i]->since + wmm),
+		    held[i]->w[UNIT_MESSAGES], held[i]->w[UNIT_RECIPIENTS],
+		    held[i]->w[UNIT_CONNECTIONS]);
+	free(held);
+	buf_adds(b, "],\"waiting\":[");
+	for (r = u->wait_head, i = 0; r && i < STATUS_LIST_MAX; r = r->next, i++) {
+		buf_printf(b, "%s[%lld,%u,%u,%u,", i ? "," : "", (long long)(r->since + wmm),
+		    r->w[UNIT_MESSAGES], r->w[UNIT_RECIPIENTS], r->w[UNIT_CONNECTIONS]);
+		json_str(b, r->cls[0] ? r->cls : "default");
+		buf_addc(b, ']');
+	}
+	buf_adds(b, "]}");
+}
+
+static void
+json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh,
+    const struct status_history *hist)
 {
 	struct cls_count cc[32];
 	struct shared_view v;
-	size_t i, ncc;
+	size_t i, ncc, n;
 	int64_t next;
+	uint64_t s;
 
 	buf_adds(b, "{\"name\":");
 	json_str(b, u->name);
@@ -254,9 +378,23 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 			    (long long)v.lg[i], (long long)v.hd[i], (long long)(v.lg[i] + v.hd[i]));
 		else if (u->shared)
 			buf_adds(b, ",\"all_hosts\":null");
+		if (w->calendar)
+			buf_printf(b, ",\"period_start_ms\":%lld", (long long)(period_start(w, now) + wmm));
+		if (win_free_at(u, i, now) >= 0)
+			buf_printf(b, ",\"free_at_ms\":%lld", (long long)(win_free_at(u, i, now) + wmm));
+		else
+			buf_adds(b, ",\"free_at_ms\":null");
 		buf_addc(b, '}');
 	}
 	view_free(&v);
+	buf_printf(b, "],\"grace_s\":%lld,\"unknown_sends\":[", (long long)(u->grace / 1000));
+	for (s = counted_from(u), n = 0; s < u->lseq + u->ln; s++) {
+		const struct wg_send *e = wg_log_at(u, s);
+
+		if (e->from != e->t)
+			buf_printf(b, "%s{\"granted_ms\":%lld,\"until_ms\":%lld}", n++ ? "," : "",
+			    (long long)(e->from + wmm), (long long)(e->t + wmm));
+	}
 	buf_printf(b, "],\"held\":%zu,\"max_connections\":%lld,\"waiting\":%zu,\"waiting_by_class\":{",
 	    u->nheld, (long long)u->max_conn, u->nwait);
 	ncc = count_classes(u, cc, 32);
@@ -272,11 +410,13 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	else
 		buf_adds(b, "null");
 	buf_printf(b, ",\"granted\":%llu,\"sent\":%llu,\"refunded\":%llu,\"throttled\":%llu,"
-	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu,\"rcpt_accepted\":%llu",
+	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu,\"settled\":%llu,"
+	    "\"rcpt_accepted\":%llu",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
 	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
 	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
-	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_rcpt_accepted);
+	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_settled,
+	    (unsigned long long)u->n_rcpt_accepted);
 	if (u->has_counts) {
 		static const char *const what[] = { "queued", "delivered", "deferred", "bounced" };
 
@@ -288,12 +428,14 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 			buf_printf(b, "%s\"%s\":%llu", i ? "," : "", what[i], C(2 * i + 1));
 		buf_printf(b, "},\"sessions_open\":%llu}", C(GP_C_SESSIONS));
 	}
+	if (hist)
+		json_history(b, u, now, wmm, hist);
 	buf_addc(b, '}');
 }
 
 void
 gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_minus_mono,
-    const char *journal_error, struct shared *sh)
+    const char *journal_error, struct shared *sh, const struct status_history *hist)
 {
 	struct wg_up *u;
 	char when[64];
@@ -319,7 +461,7 @@ gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_
 		if (json) {
 			if (u != g->ups)
 				buf_addc(b, ',');
-			json_up(b, u, now, wall_minus_mono, sh);
+			json_up(b, u, now, wall_minus_mono, sh, hist);
 		} else {
 			text_up(b, u, now, wall_minus_mono, sh);
 		}

@@ -64,9 +64,10 @@ enum wg_outcome {
 #define WG_AUTH_SUSPEND_MAX_MS	(3600 * 1000)	/* doubling up to this */
 
 /* One logged send: accepted at t (from == t), or at an unknown instant in
- * [from, t]. */
+ * [from, t] (an unknown outcome: id is its grant's, for wg_settle). */
 struct wg_send {
 	int64_t from, t;
+	uint64_t id;		/* from < t: the grant; else 0 */
 	uint32_t w[UNIT_COUNT];
 };
 
@@ -100,12 +101,21 @@ struct wg_req;
 
 #define WG_NCOUNTS 9	/* gateproto.h's GP_NCOUNTS */
 
+/* The history status shows (weir-metrics' chart): every entry the log
+ * took, as it took it, for WG_HISTORY_MS after its time whatever the
+ * windows need, at most WG_HISTORY_MAX per upstream (the oldest go
+ * first).  Memory only: after a restart it holds what the journal gave
+ * back, the sends the windows still counted. */
+#define WG_HISTORY_MS	(3600LL * 1000)
+#define WG_HISTORY_MAX	4096
+
 struct wg_up {
 	char *name;
 	int in_policy;		/* 0: not (or no longer) in the policy: its
 				 * history is kept, its requests wait */
 	int64_t horizon;	/* ms of history kept (WG_HORIZON_MIN_MS or more) */
 	int64_t max_rcpt, max_conn, msgs_per_conn;	/* 0: no cap */
+	int64_t grace;		/* ms: its section's grace, else the gate's (wg_grace) */
 	struct wg_win *win;
 	size_t nwin;
 	/* Log of sends: a ring; entry with sequence s is at
@@ -113,6 +123,12 @@ struct wg_up {
 	struct wg_send *log;
 	size_t lcap, lhead, ln;
 	uint64_t lseq;
+	/* The history (WG_HISTORY_MS, WG_HISTORY_MAX): a ring in the order
+	 * the entries came, read with wg_history_at. */
+	struct wg_send *hist;
+	size_t hhead, hn;
+	int64_t hdropped;	/* t of the newest entry the full ring dropped;
+				 * INT64_MIN: none */
 	int64_t held[UNIT_COUNT];
 	size_t nheld;
 	struct wg_req *wait_head, *wait_tail;
@@ -147,6 +163,7 @@ struct wg_up {
 	/* Counters for status. */
 	uint64_t n_granted, n_sent, n_refunded, n_throttled, n_unknown, n_nomail, n_authfail;
 	uint64_t n_rcpt_accepted;	/* recipients the SENT reports say were accepted */
+	uint64_t n_settled;	/* unknown outcomes settled later (wg_settle) */
 	/* weir-send's latest COUNTS line (server.c; gateproto.h's enum
 	 * gp_count order), shown by status.c; not journalled. */
 	int has_counts;
@@ -161,6 +178,8 @@ struct wg_req {
 	char cls[POLICY_NAME_MAX + 1];	/* "" for the default class */
 	uint32_t w[UNIT_COUNT];
 	int granted;
+	int started;			/* in use (handed to a deliverer): 1 unless the
+					 * caller says otherwise (a client's STARTS) */
 	int64_t since;			/* queued at; granted at once granted */
 	void *owner;			/* the caller's */
 	struct wg_req *prev, *next;	/* in the wait queue while waiting */
@@ -188,7 +207,8 @@ struct wgate {
 	int64_t wall_minus_mono;	/* ms; places calendar boundaries */
 	int64_t grace;			/* ms: how long after its report or its
 					 * client's death an unknown outcome may
-					 * still be an acceptance (weir-gate -g) */
+					 * still be an acceptance (weir-gate -g),
+					 * for an upstream whose section sets none */
 	uint64_t next_id;
 	struct wg_ops ops;
 };
@@ -230,12 +250,21 @@ int64_t wg_next_wake(struct wgate *g, int64_t now);
  * `now` axis) when the report suspended the upstream, else 0.  Frees r. */
 int64_t wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o,
     const char *reply, int64_t at, int64_t now, struct wg_done *d);
+/* A send of unknown outcome in u's log, grant id's, whose outcome o is
+ * known after all (its client is gone: the caller checks): taken out of
+ * its interval and logged as a report of o at now would log it (WG_SENT
+ * at `at`, clamped into the interval's start and now), suspending as it
+ * would.  Fills *d.  1 done; 0 when the log holds no such send (already
+ * settled, expired, never unknown) or o is WG_UNKNOWN: nothing changes. */
+int wg_settle(struct wgate *g, struct wg_up *u, uint64_t id, enum wg_outcome o,
+    const char *reply, int64_t at, int64_t now, struct wg_done *d);
 /* The same with at = -1 and no *d. */
 int64_t wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o,
     const char *reply, int64_t now);
 
 /* Forget a request: a waiting one is dropped; a granted one (its client
- * went away) is logged as WG_UNKNOWN.  Fills *d if not NULL.  Frees r. */
+ * went away) is logged as WG_UNKNOWN, or refunded if it was never started
+ * (never handed to a deliverer).  Fills *d if not NULL.  Frees r. */
 void wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d);
 
 /* Lift suspensions of u now: the authentication one (auth_only), or every
@@ -245,13 +274,22 @@ void wg_lift(struct wg_up *u, int auth_only, int64_t now);
 /* Journal replay: a send of weights w that may have been accepted at any
  * instant in [from, t] (from == t: at t) on upstream (created if unknown,
  * kept out of policy until a policy names it).  t may lie in the future (a
- * send that may still be in flight): it then counts until t + T. */
+ * send that may still be in flight): it then counts until t + T.  id: an
+ * interval's grant (0: none). */
 void wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t t,
+    const uint32_t w[UNIT_COUNT], uint64_t id);
+/* Journal replay: grant id's unknown outcome on upstream was settled as
+ * a send of weights w at t (all 0: nothing logged). */
+void wg_replay_settle(struct wgate *g, const char *upstream, uint64_t id, int64_t t,
     const uint32_t w[UNIT_COUNT]);
 /* Journal replay: a suspension until `until`: a throttle one, or (auth)
  * an authentication one, of the credentials *fp (NULL: not recorded). */
 void wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until,
     int64_t len, const char *reason, const uint64_t *fp);
+
+/* The grace of upstream name, ms: policy's `grace` for it (its section,
+ * or the section "*") if set, else dflt (the gate's -g). */
+int64_t wg_grace(const struct policy *pol, const char *name, int64_t dflt);
 
 struct wg_up *wg_find(struct wgate *g, const char *name);
 /* Drop log entries no window needs any more; called by wg_pump. */
@@ -263,5 +301,9 @@ int64_t wg_win_used(const struct wg_up *u, size_t i);
 int64_t wg_head_fit(struct wg_up *u, int64_t now);
 /* Entry with sequence number s (lseq <= s < lseq + ln). */
 const struct wg_send *wg_log_at(const struct wg_up *u, uint64_t s);
+/* History entry i (0 <= i < hn), in the order they came (by t only
+ * roughly: an interval ends late); wg_expire drops those older than
+ * WG_HISTORY_MS. */
+const struct wg_send *wg_history_at(const struct wg_up *u, size_t i);
 
 #endif

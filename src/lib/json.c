@@ -6,9 +6,7 @@
 
 #include "lib/json.h"
 
-/* Length of the well-formed UTF-8 sequence at s[0..n) (Unicode 15,
- * table 3-7), or 0 if the bytes there are not one. */
-static size_t
+size_t
 utf8_len(const unsigned char *s, size_t n)
 {
 	unsigned char c = s[0];

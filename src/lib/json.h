@@ -18,6 +18,10 @@
 
 #include "lib/buf.h"
 
+/* Length of the well-formed UTF-8 sequence at s[0..n) (Unicode 15,
+ * table 3-7), or 0 if the bytes there are not one (also for ASCII). */
+size_t utf8_len(const unsigned char *s, size_t n);
+
 /* Append s[0..n) as a JSON string, quotes included. */
 void json_str(struct buf *b, const char *s, size_t n);
 /* The same for a C string; NULL appends null. */

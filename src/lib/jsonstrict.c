@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "lib/jsonparse.h"
 #include "lib/jsonstrict.h"
 
 struct json_object *
@@ -16,6 +17,10 @@ jsonstrict_object(const char *s, size_t n, const char **why)
 
 	if (n == 0 || n > INT_MAX || memchr(s, '\0', n) != NULL) {
 		*why = n == 0 ? "empty" : "a NUL byte, or too long";
+		return NULL;
+	}
+	if (json_lexically_strict(s, n, &end) < 0) {	/* what strict mode lets by */
+		*why = "not strict JSON (NaN, a single quote, a control byte or bad UTF-8)";
 		return NULL;
 	}
 	if ((tok = json_tokener_new()) == NULL) {

@@ -1,8 +1,9 @@
 /*
  * jsonstrict.h: reading JSON with json-c, strictly: one object and
  * nothing but blanks after it, no NUL byte, json-c's strict mode (no
- * comments, no trailing commas, no single quotes); each key read as the
- * type it must have.
+ * comments, no trailing commas) with what it lets by refused too
+ * (lib/jsonparse.h's json_lexically_strict: NaN, single quotes, control
+ * bytes, bad UTF-8); each key read as the type it must have.
  *
  * Trusts: nothing in the bytes.  Config keys: none.
  */

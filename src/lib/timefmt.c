@@ -120,3 +120,27 @@ date_rfc5322(char *buf, time_t t)
 	    days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900,
 	    tm.tm_hour, tm.tm_min, tm.tm_sec, sign, off / 60, off % 60);
 }
+
+void
+date_iso(char *out, size_t max, time_t t)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(out, max, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+time_t
+date_iso_parse(const char *s)
+{
+	struct tm tm;
+	const char *e;
+
+	if (s == NULL || strlen(s) != 20)
+		return -1;
+	memset(&tm, 0, sizeof tm);
+	e = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (e == NULL || *e != '\0')
+		return -1;
+	return timegm(&tm);
+}

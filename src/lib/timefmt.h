@@ -22,4 +22,8 @@ void date_qmail(char *buf, time_t t);
 #define DATE_RFC5322_MAX 48
 void date_rfc5322(char *buf, time_t t);
 
+/* "2026-11-26T06:00:00Z" (UTC); and back, strictly: -1 if not one. */
+void date_iso(char *out, size_t max, time_t t);
+time_t date_iso_parse(const char *s);
+
 #endif

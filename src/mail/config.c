@@ -6,9 +6,10 @@
  * weir_config and struct weir_upstream.  No other file calls cfg_get*().
  * The listen { } section (weir-smtpd) has its table, lkeys[]; its list
  * defaults (addresses, networks) are computed in listen_defaults().
- * The metrics { } section (weir-metrics) has its table, mkeys[]; the
- * oauth { } section inside an upstream's, okeys[], with the defaults
- * each provider implies in provider_defaults[].
+ * The metrics { } section (weir-metrics) has its table, mkeys[] (its
+ * allow default, in metrics_defaults()); the oauth { } section inside an
+ * upstream's, okeys[], with the defaults each provider implies in
+ * provider_defaults[].
  *
  * Errors name the file and line: libconfuse's own (syntax, unknown key,
  * bad integer) and ours (ranges, durations, choices, from the validate
@@ -185,6 +186,11 @@ static const struct key mkeys[] = {
 	{ "textfile",        K_STR,      NULL, 0, 0, 0, MOFF(textfile) },
 	{ "interval",        K_DURATION, "15s", 0, 1, 3600, MOFF(interval) },
 	{ "user",            K_ACCOUNT,  NULL, 0, 0, 0, MOFF(user) },
+	/* Who may connect (CIDR networks); metrics_defaults(). */
+	{ "allow",           K_LIST,     NULL, 0, 0, 0, MOFF(allow) },
+	/* HTTP basic authentication for every page: "user:$id$salt$hash"
+	 * lines (lib/pwfile.h), mode 0600; unset: none. */
+	{ "auth_file",       K_OPTSTR,   NULL, 0, 0, 0, MOFF(auth_file) },
 };
 #define NMKEYS (sizeof mkeys / sizeof mkeys[0])
 
@@ -237,6 +243,7 @@ static const struct {
 
 static const char *const listen_address_default[] = { "127.0.0.1:25", "[::1]:25", NULL };
 static const char *const listen_allow_default[] = { "127.0.0.0/8", "::1/128", NULL };
+#define metrics_allow_default listen_allow_default
 
 const char *
 config_key_name(size_t i)
@@ -588,6 +595,13 @@ listen_defaults(struct weir_listen *l)
 	list_default(&l->allow, listen_allow_default);
 }
 
+/* The metrics section's: loopback only, unless allow says otherwise. */
+static void
+metrics_defaults(struct weir_metrics *m)
+{
+	list_default(&m->allow, metrics_allow_default);
+}
+
 static void
 set_defaults(struct weir_config *c)
 {
@@ -936,7 +950,7 @@ copy_metrics(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *er
 	struct buf why = BUF_INIT;
 	struct sockaddr_storage ss;
 	socklen_t len;
-	size_t n = cfg_size(cfg, "metrics");
+	size_t i, n = cfg_size(cfg, "metrics");
 	cfg_t *sec;
 
 	if (n == 0)
@@ -956,6 +970,17 @@ copy_metrics(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *er
 	if (!m->address && !m->textfile)
 		buf_printf(err, "%s:%d: metrics: needs address, textfile or both\n", file,
 		    m->line);
+	if (m->auth_file && m->auth_file[0] != '/')
+		buf_printf(err, "%s:%d: metrics: auth_file must be an absolute path\n", file,
+		    m->line);
+	for (i = 0; i < m->allow.n; i++) {
+		struct cidr net;
+
+		if (cidr_parse(m->allow.v[i], &net, &why) < 0) {
+			buf_printf(err, "%s:%d: metrics: allow: %s\n", file, m->line, why.s);
+			buf_reset(&why);
+		}
+	}
 	buf_free(&why);
 }
 
@@ -1024,14 +1049,15 @@ showq_default(const char *queue_dir)
 	return xasprintf(SHOWQ_DIR "showq.%016llx.sock", (unsigned long long)h);
 }
 
-/* After the file: the listen lists it left unset, $WEIR_QUEUE, and
- * showq_socket unless the file set it (showq_set). */
+/* After the file: the listen and metrics lists it left unset,
+ * $WEIR_QUEUE, and showq_socket unless the file set it (showq_set). */
 static void
 computed_defaults(struct weir_config *c, int showq_set)
 {
 	const char *env;
 
 	listen_defaults(&c->listen);
+	metrics_defaults(&c->metrics);
 	if (!config_untrusted_env() && (env = getenv("WEIR_QUEUE")) && *env) {
 		free(c->queue_dir);
 		c->queue_dir = xstrdup(env);

@@ -120,6 +120,8 @@ struct weir_metrics {
 	char *textfile;		/* textfile: node_exporter file to rewrite; NULL: none */
 	long long interval;	/* interval: seconds between textfile writes (15s) */
 	char *user;		/* user: weir-metrics becomes it (root only); NULL: stay */
+	struct strlist allow;	/* allow: CIDR networks that may connect (loopback) */
+	char *auth_file;	/* auth_file: basic authentication users; NULL: none */
 };
 
 struct weir_config {

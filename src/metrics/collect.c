@@ -4,16 +4,17 @@
  * is in weir-metrics(8)).
  *
  *   the gate  one STATUS JSON request through mail/gateclient.h, with a
- *             deadline; its document is read with lib/jsonread.h, and a
- *             field that is missing or not a number leaves its sample out
- *             (never guessed).  No answer: weir_gate_up 0 and no gate
+ *             deadline; its document is read with lib/jsonparse.h (json-c,
+ *             strict, at most GP_STATUS_MAX bytes), and a field that is
+ *             missing or not a number leaves its sample out (never
+ *             guessed).  No answer: weir_gate_up 0 and no gate
  *             families.
  *   the queue the entries of mess/0..split-1 (every message, as qmail-
  *             qstat counts) with the oldest one's mtime, and of todo/ (not
  *             yet preprocessed).  Only names and mtimes: no file is opened,
  *             so weir-metrics needs only the queue group's read access.
  *
- * Trusts: the gate's document as far as jsonread.c parses it; nothing in
+ * Trusts: the gate's document as far as jsonparse.c parses it; nothing in
  * the queue.  Config keys: gate_status_socket or gate_socket, queue_dir,
  * queue_split (through struct metrics_src).
  */
@@ -27,7 +28,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "lib/jsonread.h"
+#include "lib/jsonparse.h"
 #include "lib/log.h"
 #include "mail/gateclient.h"
 #include "mail/queue.h"
@@ -60,11 +61,11 @@ label_value(struct buf *o, const char *v)
 /* name{upstream="u"[,extra]} value: the number's text from the gate. */
 static void
 sample_up(struct buf *o, const char *name, const char *up, const char *extra,
-    const struct jv *num)
+    struct json_object *num)
 {
 	long long v;
 
-	if (num == NULL || num->type != JV_NUMBER || jv_ll(num, &v) < 0 || v < 0)
+	if (jp_ll(num, &v) < 0 || v < 0)
 		return;
 	buf_printf(o, "%s{upstream=", name);
 	label_value(o, up);
@@ -100,89 +101,87 @@ out:
 }
 
 /* The upstreams array, or NULL. */
-static const struct jv *
-upstreams(const struct jv *doc)
+static struct json_object *
+upstreams(struct json_object *doc)
 {
-	const struct jv *a = jv_get(doc, "upstreams");
+	struct json_object *a = jp_get(doc, "upstreams");
 
-	return a && a->type == JV_ARRAY ? a : NULL;
+	return a && json_object_is_type(a, json_type_array) ? a : NULL;
 }
 
 static const char *
-up_name(const struct jv *u)
+up_name(struct json_object *u)
 {
-	const struct jv *n = jv_get(u, "name");
-
-	return n && n->type == JV_STRING ? n->s : NULL;
+	return jp_str(jp_get(u, "name"));
 }
 
 /* The window label of window i of u: its period ("60s"), with "#2", "#3"
  * after it for a later window of the same period and unit (so label sets
  * never repeat).  0 ok, -1 the window is not readable. */
 static int
-window_labels(const struct jv *wins, size_t i, char *out, size_t max)
+window_labels(struct json_object *wins, size_t i, char *out, size_t max)
 {
-	const struct jv *w = &wins->v[i], *unit = jv_get(w, "unit");
+	struct json_object *w = jp_at(wins, i);
+	const char *unit = jp_str(jp_get(w, "unit")), *u2;
 	long long per, per2;
 	size_t j, same = 1;
 
-	if (jv_ll(jv_get(w, "per_s"), &per) < 0 || unit == NULL || unit->type != JV_STRING)
+	if (jp_ll(jp_get(w, "per_s"), &per) < 0 || unit == NULL)
 		return -1;
 	for (j = 0; j < i; j++) {
-		const struct jv *u2 = jv_get(&wins->v[j], "unit");
-
-		if (jv_ll(jv_get(&wins->v[j], "per_s"), &per2) == 0 && per2 == per && u2 &&
-		    u2->type == JV_STRING && strcmp(u2->s, unit->s) == 0)
+		u2 = jp_str(jp_get(jp_at(wins, j), "unit"));
+		if (jp_ll(jp_get(jp_at(wins, j), "per_s"), &per2) == 0 && per2 == per && u2 &&
+		    strcmp(u2, unit) == 0)
 			same++;
 	}
 	if (same > 1)
-		snprintf(out, max, "window=\"%llds#%zu\",unit=\"%s\"", per, same, unit->s);
+		snprintf(out, max, "window=\"%llds#%zu\",unit=\"%s\"", per, same, unit);
 	else
-		snprintf(out, max, "window=\"%llds\",unit=\"%s\"", per, unit->s);
+		snprintf(out, max, "window=\"%llds\",unit=\"%s\"", per, unit);
 	/* Units are the gate's own words (messages, recipients, connections). */
-	return strcspn(unit->s, "\"\\\n") == strlen(unit->s) ? 0 : -1;
+	return strcspn(unit, "\"\\\n") == strlen(unit) ? 0 : -1;
 }
 
 static void
-window_family(struct buf *o, const struct jv *ups, const char *name, const char *field,
+window_family(struct buf *o, struct json_object *ups, const char *name, const char *field,
     const char *help)
 {
 	size_t i, j;
 	char lab[128];
 
 	family(o, name, "gauge", help);
-	for (i = 0; i < ups->n; i++) {
-		const struct jv *wins = jv_get(&ups->v[i], "windows");
-		const char *up = up_name(&ups->v[i]);
+	for (i = 0; i < jp_len(ups); i++) {
+		struct json_object *wins = jp_get(jp_at(ups, i), "windows");
+		const char *up = up_name(jp_at(ups, i));
 
-		if (up == NULL || wins == NULL || wins->type != JV_ARRAY)
+		if (up == NULL)
 			continue;
-		for (j = 0; j < wins->n; j++)
+		for (j = 0; j < jp_len(wins); j++)
 			if (window_labels(wins, j, lab, sizeof lab) == 0)
-				sample_up(o, name, up, lab, jv_get(&wins->v[j], field));
+				sample_up(o, name, up, lab, jp_get(jp_at(wins, j), field));
 	}
 }
 
 static void
-up_family(struct buf *o, const struct jv *ups, const char *name, const char *type,
+up_family(struct buf *o, struct json_object *ups, const char *name, const char *type,
     const char *field, const char *help)
 {
 	size_t i;
 
 	family(o, name, type, help);
-	for (i = 0; i < ups->n; i++)
-		if (up_name(&ups->v[i]))
-			sample_up(o, name, up_name(&ups->v[i]), NULL, jv_get(&ups->v[i], field));
+	for (i = 0; i < jp_len(ups); i++)
+		if (up_name(jp_at(ups, i)))
+			sample_up(o, name, up_name(jp_at(ups, i)), NULL, jp_get(jp_at(ups, i), field));
 }
 
 static int
-is_true(const struct jv *v)
+is_true(struct json_object *v)
 {
-	return v && v->type == JV_TRUE;
+	return jp_bool(v) == 1;
 }
 
 static void
-suspension(struct buf *o, const struct jv *ups, long long now_ms)
+suspension(struct buf *o, struct json_object *ups, long long now_ms)
 {
 	static const char *const kinds[][3] = {
 		{ "throttle", "suspended", "suspended_until_ms" },
@@ -194,30 +193,30 @@ suspension(struct buf *o, const struct jv *ups, long long now_ms)
 	family(o, "weir_upstream_suspended", "gauge",
 	    "1 while the gate suspends the upstream (kind throttle: it said slow down; auth: "
 	    "authentication failed), else 0.");
-	for (i = 0; i < ups->n; i++)
-		for (k = 0; k < 2 && up_name(&ups->v[i]); k++) {
+	for (i = 0; i < jp_len(ups); i++)
+		for (k = 0; k < 2 && up_name(jp_at(ups, i)); k++) {
 			buf_adds(o, "weir_upstream_suspended{upstream=");
-			label_value(o, up_name(&ups->v[i]));
+			label_value(o, up_name(jp_at(ups, i)));
 			buf_printf(o, ",kind=\"%s\"} %d\n", kinds[k][0],
-			    is_true(jv_get(&ups->v[i], kinds[k][1])));
+			    is_true(jp_get(jp_at(ups, i), kinds[k][1])));
 		}
 	family(o, "weir_upstream_suspension_remaining_seconds", "gauge",
 	    "Seconds until the upstream's suspension ends (0: not suspended).");
-	for (i = 0; i < ups->n; i++)
-		for (k = 0; k < 2 && up_name(&ups->v[i]); k++) {
+	for (i = 0; i < jp_len(ups); i++)
+		for (k = 0; k < 2 && up_name(jp_at(ups, i)); k++) {
 			double left = 0;
 
-			if (is_true(jv_get(&ups->v[i], kinds[k][1])) &&
-			    jv_ll(jv_get(&ups->v[i], kinds[k][2]), &until) == 0 && until > now_ms)
+			if (is_true(jp_get(jp_at(ups, i), kinds[k][1])) &&
+			    jp_ll(jp_get(jp_at(ups, i), kinds[k][2]), &until) == 0 && until > now_ms)
 				left = (double)(until - now_ms) / 1000.0;
 			buf_adds(o, "weir_upstream_suspension_remaining_seconds{upstream=");
-			label_value(o, up_name(&ups->v[i]));
+			label_value(o, up_name(jp_at(ups, i)));
 			buf_printf(o, ",kind=\"%s\"} %.3f\n", kinds[k][0], left);
 		}
 }
 
 static void
-reports(struct buf *o, const struct jv *ups)
+reports(struct buf *o, struct json_object *ups)
 {
 	static const char *const outcomes[][2] = {
 		{ "sent", "sent" }, { "refunded", "refunded" }, { "throttled", "throttled" },
@@ -229,19 +228,19 @@ reports(struct buf *o, const struct jv *ups)
 	family(o, "weir_gate_reports_total", "counter",
 	    "Outcomes the deliverers reported to the gate since it started, by outcome "
 	    "(sent: the upstream accepted the transaction).");
-	for (i = 0; i < ups->n; i++)
+	for (i = 0; i < jp_len(ups); i++)
 		for (k = 0; k < sizeof outcomes / sizeof outcomes[0]; k++)
-			if (up_name(&ups->v[i])) {
+			if (up_name(jp_at(ups, i))) {
 				snprintf(lab, sizeof lab, "outcome=\"%s\"", outcomes[k][0]);
-				sample_up(o, "weir_gate_reports_total", up_name(&ups->v[i]), lab,
-				    jv_get(&ups->v[i], outcomes[k][1]));
+				sample_up(o, "weir_gate_reports_total", up_name(jp_at(ups, i)), lab,
+				    jp_get(jp_at(ups, i), outcomes[k][1]));
 			}
 }
 
 /* weir-send's counters ("send" of an upstream, from its COUNTS lines):
  * a family only if some upstream has them. */
 static void
-send_counts(struct buf *o, const struct jv *ups)
+send_counts(struct buf *o, struct json_object *ups)
 {
 	static const char *const outcomes[] = { "queued", "delivered", "deferred", "bounced" };
 	static const char *const fam[][3] = {
@@ -255,35 +254,35 @@ send_counts(struct buf *o, const struct jv *ups)
 	size_t i, f, k, n = 0;
 	char lab[64];
 
-	for (i = 0; i < ups->n; i++)
-		n += up_name(&ups->v[i]) && jv_get(&ups->v[i], "send") != NULL;
+	for (i = 0; i < jp_len(ups); i++)
+		n += up_name(jp_at(ups, i)) && jp_get(jp_at(ups, i), "send") != NULL;
 	if (n == 0)
 		return;
 	for (f = 0; f < 2; f++) {
 		family(o, fam[f][0], "counter", fam[f][2]);
-		for (i = 0; i < ups->n; i++) {
-			const struct jv *c = jv_get(jv_get(&ups->v[i], "send"), fam[f][1]);
+		for (i = 0; i < jp_len(ups); i++) {
+			struct json_object *c = jp_get(jp_get(jp_at(ups, i), "send"), fam[f][1]);
 
-			for (k = 0; k < 4 && c && up_name(&ups->v[i]); k++) {
+			for (k = 0; k < 4 && c && up_name(jp_at(ups, i)); k++) {
 				snprintf(lab, sizeof lab, "outcome=\"%s\"", outcomes[k]);
-				sample_up(o, fam[f][0], up_name(&ups->v[i]), lab,
-				    jv_get(c, outcomes[k]));
+				sample_up(o, fam[f][0], up_name(jp_at(ups, i)), lab,
+				    jp_get(c, outcomes[k]));
 			}
 		}
 	}
 	family(o, "weir_sessions_open", "gauge",
 	    "Kept sessions weir-send has open to the upstream (as of its last report, "
 	    "at most a second old).");
-	for (i = 0; i < ups->n; i++)
-		if (up_name(&ups->v[i]))
-			sample_up(o, "weir_sessions_open", up_name(&ups->v[i]), NULL,
-			    jv_get(jv_get(&ups->v[i], "send"), "sessions_open"));
+	for (i = 0; i < jp_len(ups); i++)
+		if (up_name(jp_at(ups, i)))
+			sample_up(o, "weir_sessions_open", up_name(jp_at(ups, i)), NULL,
+			    jp_get(jp_get(jp_at(ups, i), "send"), "sessions_open"));
 }
 
 static void
-gate_text(struct buf *o, const struct jv *doc)
+gate_text(struct buf *o, struct json_object *doc)
 {
-	const struct jv *ups = upstreams(doc);
+	struct json_object *ups = upstreams(doc);
 	long long now_ms = 0;
 
 	family(o, "weir_gate_up", "gauge", "1 if weir-gate answered this scrape, else 0.");
@@ -292,7 +291,7 @@ gate_text(struct buf *o, const struct jv *doc)
 		return;
 	family(o, "weir_gate_journal_durable", "gauge",
 	    "1 while the gate's journal is durable (0: it grants nothing).");
-	buf_printf(o, "weir_gate_journal_durable %d\n", is_true(jv_get(doc, "journal_durable")));
+	buf_printf(o, "weir_gate_journal_durable %d\n", is_true(jp_get(doc, "journal_durable")));
 	window_family(o, ups, "weir_window_used", "used",
 	    "Weight the window holds now: sends logged in it plus grants held.");
 	window_family(o, ups, "weir_window_limit", "limit",
@@ -301,7 +300,7 @@ gate_text(struct buf *o, const struct jv *doc)
 	    "Requests waiting for a grant.");
 	up_family(o, ups, "weir_deliveries_in_flight", "gauge", "held",
 	    "Grants held: deliveries under way, not yet reported.");
-	if (jv_ll(jv_get(doc, "now_ms"), &now_ms) == 0)
+	if (jp_ll(jp_get(doc, "now_ms"), &now_ms) == 0)
 		suspension(o, ups, now_ms);
 	up_family(o, ups, "weir_gate_grants_total", "counter", "granted",
 	    "Grants the gate gave since it started.");
@@ -394,15 +393,14 @@ void
 metrics_format(const char *json, size_t jlen, const struct metrics_queue *q, time_t now,
     struct buf *out)
 {
-	struct jv doc;
-	const char *why = NULL;
-	int parsed = json && jv_parse(json, jlen, &doc, &why) == 0;
+	struct buf why = BUF_INIT;
+	struct json_object *doc = json ? json_parse_strict(json, jlen, GP_STATUS_MAX, &why) : NULL;
 
-	if (json && !parsed)
-		log_warnx("the gate's status is not JSON: %s", why ? why : "?");
-	gate_text(out, parsed ? &doc : NULL);
-	if (parsed)
-		jv_free(&doc);
+	if (json && doc == NULL)
+		log_warnx("the gate's status is not JSON: %s", why.s);
+	gate_text(out, doc);
+	json_object_put(doc);
+	buf_free(&why);
 	queue_text(out, q, now);
 }
 

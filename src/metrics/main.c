@@ -11,15 +11,17 @@
  *
  * Trusts: its invoker.  Config keys: gate_status_socket (the gate's
  * read-only socket) when set, else gate_socket; queue_dir, queue_split,
- * metrics { address, textfile, interval, user } (started as root, it
- * becomes metrics.user before anything else: lib/privdrop.h).
+ * metrics { address, textfile, interval, user, allow, auth_file } (started
+ * as root, it becomes metrics.user before anything else: lib/privdrop.h).
  */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/alloc.h"
 #include "lib/log.h"
 #include "lib/privdrop.h"
 #include "lib/usage.h"
@@ -52,6 +54,8 @@ main(int argc, char **argv)
 	struct buf err = BUF_INIT, text = BUF_INIT;
 	struct metrics_opts o;
 	const char *cfile = NULL, *once = NULL;
+	struct cidr *allow;
+	size_t i;
 	int ch, rc;
 
 	log_init("weir-metrics");
@@ -99,7 +103,15 @@ main(int argc, char **argv)
 	o.address = cfg.metrics.address;
 	o.textfile = cfg.metrics.textfile;
 	o.interval = cfg.metrics.interval;
+	o.auth_file = cfg.metrics.auth_file;
+	o.nallow = cfg.metrics.allow.n;
+	allow = xcalloc(o.nallow + 1, sizeof *allow);
+	for (i = 0; i < o.nallow; i++)
+		if (cidr_parse(cfg.metrics.allow.v[i], &allow[i], &err) < 0)
+			panic("metrics allow %s: %s", cfg.metrics.allow.v[i], err.s);
+	o.allow = allow;
 	rc = metrics_run(&o);
+	free(allow);
 	config_free(&cfg);
 	return rc;
 }

@@ -4,18 +4,21 @@
  *   collect.c  one scrape: the gate's STATUS JSON (through
  *              mail/gateclient.h) and a count of the queue's mess/ and
  *              todo/, as Prometheus text format 0.0.4
- *   http.c     the GET /metrics server: strict request parsing, bounded
- *              requests, a deadline per connection, one request each
+ *   http.c     the GET /metrics server on libmicrohttpd: strict request
+ *              checks, bounded requests, an idle timeout, one request
+ *              per connection
  *   textfile.c the same text for node_exporter's textfile collector,
  *              written to PATH.tmp and renamed into place
+ *   page.c     the status page (/), from the relay's status document
+ *              (mail/relaystatus.h), which is also /status.json
  *   oauth.c    the OAuth token state of the upstreams with an oauth
  *              section, from their status files (mail/oauth.h)
  *
- * Trusts: the gate as far as gateclient.c and jsonread.c parse it,
+ * Trusts: the gate as far as gateclient.c and lib/jsonparse.c parse it,
  * nothing in the queue (only names and mtimes are read), nothing from
  * HTTP clients.  Config keys: gate_status_socket (else gate_socket),
- * queue_dir, queue_split, and
- * the metrics section (address, textfile, interval, user).
+ * queue_dir, queue_split, and the metrics section (address, textfile,
+ * interval, user, allow, auth_file).
  */
 #ifndef WEIR_METRICS_H
 #define WEIR_METRICS_H
@@ -24,6 +27,7 @@
 #include <time.h>
 
 #include "lib/buf.h"
+#include "lib/netaddr.h"
 #include "mail/config.h"
 
 /* Where a scrape reads from. */
@@ -59,17 +63,30 @@ int metrics_textfile(const char *path, const struct buf *text);
 
 /* ---- http.c ---- */
 
-#define HTTP_REQ_MAX	8192	/* bytes of request line and headers */
-#define HTTP_TIMEOUT_MS	10000	/* a connection's whole life */
 #define HTTP_CONN_MAX	32	/* connections at once; more wait in the backlog */
+#define HTTP_CONN_PER_IP 16	/* of them from one address */
+#define HTTP_BACKLOG	64	/* the listen backlog */
+#define HTTP_IDLE_S	10	/* a connection idle this long is closed */
+#define HTTP_POOL	8192	/* bytes of memory per connection: its request head */
 
-/* Parse a request head in s[0..len): 0 not complete yet; else the status
- * to answer (200, 400, 404, 405, 431, 505).  *head: a HEAD request. */
-int http_parse(const char *s, size_t len, int *head);
+/* ---- page.c ---- */
+
+#define PAGE_REFRESH_S	10	/* the page's meta refresh */
+
+struct json_object;
+/* Mask the addresses in the upstreams' replies of doc (for a viewer who
+ * did not authenticate). */
+void page_mask(struct json_object *doc);
+/* The HTML page of a status document (mail/relaystatus.h's), at wall
+ * time now_ms (the gate's clock when it answered). */
+void page_render(struct buf *out, struct json_object *doc, const char *host, long long now_ms);
 
 struct metrics_opts {
-	struct metrics_src src;
+	struct metrics_src src;		/* its cfg: the status page's too */
 	const char *address;	/* NULL: no HTTP */
+	const struct cidr *allow;	/* who may connect */
+	size_t nallow;
+	const char *auth_file;	/* basic authentication (lib/pwfile.h); NULL: none */
 	const char *textfile;	/* NULL: none */
 	long long interval;	/* seconds, for the textfile */
 };

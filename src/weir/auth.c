@@ -45,6 +45,7 @@
 #include "lib/timefmt.h"
 #include "mail/libexec.h"
 #include "mail/oauth.h"
+#include "mail/relaystatus.h"
 #include "mail/rundir.h"
 #include "weir/weir.h"
 
@@ -136,10 +137,13 @@ auth_status_out(struct buf *o, const struct weir_config *cfg, int json, time_t n
 {
 	struct oauth_status st;
 	struct buf why = BUF_INIT;
-	char when[32];
 	size_t i, n = 0;
 	int have;
 
+	if (json) {	/* the JSON is the relay status's (also weir-metrics') */
+		relay_status_oauth_json(cfg, now, o);
+		return;
+	}
 	for (i = 0; i < cfg->nupstreams; i++) {
 		const struct weir_upstream *u = &cfg->upstreams[i];
 
@@ -147,30 +151,9 @@ auth_status_out(struct buf *o, const struct weir_config *cfg, int json, time_t n
 			continue;
 		buf_reset(&why);
 		have = oauth_status_load(&u->oauth, &st, &why) == 1;
-		if (!json) {
-			if (n == 0)
-				buf_adds(o, "OAuth tokens (weir auth status):\n");
-			(void)describe(o, u, &st, have, &why, (long long)now, 1);
-		} else {
-			buf_adds(o, n ? ",{\"upstream\":" : "{\"upstream\":");
-			json_cstr(o, u->name);
-			buf_printf(o, ",\"token\":%s,\"login_needed\":%s", have ? "true" : "false",
-			    !have || st.login_needed ? "true" : "false");
-			if (have) {
-				struct tm tm;
-				time_t t = (time_t)st.expires_at;
-
-				gmtime_r(&t, &tm);
-				strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-				buf_printf(o, ",\"access_expires\":\"%s\","
-				    "\"refresh_token_age_s\":%lld", when,
-				    (long long)now - st.refresh_since);
-				buf_adds(o, ",\"error\":");
-				json_cstr(o, st.error_at ? st.error : NULL);
-			}
-			buf_addc(o, '}');
-		}
-		n++;
+		if (n++ == 0)
+			buf_adds(o, "OAuth tokens (weir auth status):\n");
+		(void)describe(o, u, &st, have, &why, (long long)now, 1);
 	}
 	buf_free(&why);
 }

@@ -31,7 +31,8 @@
  *     those of showq_socket and gate_status_socket are there or can be
  *     made (the showq one open to others' search: a warning); the
  *     queue's folders have the owners and modes of mail/queue.c's table
- *     (with send_user set).
+ *     (with send_user set); metrics.auth_file is a password file
+ *     (lib/pwfile.h) of mode 0600 that metrics.user owns.
  *
  * Every finding is one line on standard output, "FILE:LINE: what" for an
  * error and "FILE:LINE: warning: what" for a warning (without LINE when
@@ -62,6 +63,7 @@
 #include "lib/alloc.h"
 #include "lib/io.h"
 #include "lib/log.h"
+#include "lib/pwfile.h"
 #include "mail/config.h"
 #include "mail/libexec.h"
 #include "mail/oauth.h"
@@ -419,6 +421,39 @@ check_public_sockets(struct check *k, const struct weir_config *c)
 	}
 }
 
+/* metrics.auth_file: what weir-metrics reads at each request, as
+ * metrics.user when that is set: a regular file, mode 0600 or stricter,
+ * that user's, every line "user:$id$salt$hash" (lib/pwfile.h's own
+ * check: a file it refuses serves no page). */
+static void
+check_metrics(struct check *k, const struct weir_config *c)
+{
+	const char *path = c->metrics.auth_file;
+	const struct passwd *pw = NULL;
+	struct buf why = BUF_INIT;
+	char where[512];
+	struct stat st;
+
+	if (!c->metrics.present || path == NULL)
+		return;
+	snprintf(where, sizeof where, "%s:%d", k->cfile, c->metrics.line);
+	if (c->metrics.user)
+		pw = getpwnam(c->metrics.user);
+	if (stat(path, &st) < 0)
+		finding(k, 0, where, "metrics: auth_file %s: %s", path, strerror(errno));
+	else if (!S_ISREG(st.st_mode) || (st.st_mode & 077))
+		finding(k, 0, where, "metrics: auth_file %s: %s; weir-metrics would serve no "
+		    "page (chmod 600 %s)", path, S_ISREG(st.st_mode) ? "group or others may "
+		    "read or write it" : "not a regular file", path);
+	else if (pw && st.st_uid != pw->pw_uid)
+		finding(k, 0, where, "metrics: auth_file %s belongs to uid %lu; weir-metrics "
+		    "reads it as %s (chown %s %s)", path, (unsigned long)st.st_uid,
+		    c->metrics.user, c->metrics.user, path);
+	else if (pw_check(path, "", "", &why) == PW_TROUBLE)
+		finding(k, 0, where, "metrics: auth_file %s", why.s);
+	buf_free(&why);
+}
+
 /* With send_user and queue_group set: the queue's folders have the
  * owners and modes of the layout table (queue-check's own check). */
 static void
@@ -697,6 +732,7 @@ cmd_check_config(int argc, char **argv, const char *cfile)
 	check_cross(&k, &c, &pol, have_policy);
 	check_rundirs(&k, &c);
 	check_public_sockets(&k, &c);
+	check_metrics(&k, &c);
 	check_queue_owners(&k, &c);
 summary:
 	printf("check-config: %d error%s, %d warning%s", k.errors, k.errors == 1 ? "" : "s",

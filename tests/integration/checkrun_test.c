@@ -8,7 +8,8 @@
  * parent that exists (weir run makes them), as must those of
  * showq_socket and gate_status_socket; the queue's folders must
  * have the owners of the layout table when send_user and queue_group are
- * set.
+ * set; metrics.auth_file must be a password file of mode 0600 that
+ * metrics.user owns.
  */
 #include <criterion/criterion.h>
 #include <grp.h>
@@ -195,5 +196,42 @@ Test(checkrun, queue_owners)
 	cr_assert_eq(check_config(&out), 1, "%s", buf_cstr(&out));
 	cr_assert(strstr(buf_cstr(&out), ": queue ") && strstr(buf_cstr(&out),
 	    "weir queue-init as root sets it"), "%s", buf_cstr(&out));
+	buf_free(&out);
+}
+
+/* openssl passwd -6 -salt abc secret */
+#define HASHED "admin:$6$abc$IdWKNKTJEb8LxY7CGg8YBXlvtfZzFw7Mp/r6niK9YB2mdvgY..TKjv1T.." \
+    "8RadRt2qvUHYRLr/TsVArtr91iR1\n"
+
+/* metrics.auth_file: mode 0644, then another user's, then a clear
+ * password in it: one error each, with its hint; 0600, metrics.user's,
+ * hashed: nothing said. */
+Test(checkrun, metrics_auth_file)
+{
+	struct buf out = BUF_INIT;
+	char *users = xasprintf("%s/metrics.users", s.qt.tmp), *line;
+
+	need_root();
+	line = xasprintf("metrics {\n  address = \"127.0.0.1:0\"\n  user = \"nobody\"\n"
+	    "  auth_file = \"%s\"\n}\n", users);
+	sh_conf_append(&s, line);
+	tl_write(users, HASHED, strlen(HASHED));
+	cr_assert(chmod(users, 0644) == 0);
+	cr_assert_eq(check_config(&out), 1, "%s", buf_cstr(&out));
+	cr_assert(strstr(buf_cstr(&out), "group or others may read or write it"), "%s",
+	    buf_cstr(&out));
+	cr_assert(chmod(users, 0600) == 0);
+	check_config(&out);
+	cr_assert(strstr(buf_cstr(&out), "belongs to uid 0; weir-metrics reads it as nobody "
+	    "(chown nobody"), "%s", buf_cstr(&out));
+	cr_assert(chown(users, nobody, nogroup) == 0);
+	check_config(&out);
+	cr_assert(strstr(buf_cstr(&out), "auth_file") == NULL, "%s", buf_cstr(&out));
+	tl_write(users, "admin:secret\n", 13);
+	check_config(&out);
+	cr_assert(strstr(buf_cstr(&out), "metrics.users:1: not \"user:$id$salt$hash\""), "%s",
+	    buf_cstr(&out));
+	free(line);
+	free(users);
 	buf_free(&out);
 }

@@ -5,9 +5,10 @@
  *     recipients each, 2 grants held, 1 request waiting, under "5
  *     messages per 1m") and 2 messages in todo/: the scrape, by curl,
  *     passes `promtool check metrics` and says exactly those numbers;
- *   - malformed requests (bare LF, no Host, NUL, a body, too long, HTTP/2,
- *     other paths and methods) get 400/404/405/431 and the server goes
- *     on, also while a client holds a connection open saying nothing;
+ *   - malformed requests (bare CR, no Host, a body, control bytes, folded
+ *     lines, too long, other versions, paths and methods) get
+ *     400/404/405/414/431/505 and the server goes on, also while a client
+ *     holds a connection open saying nothing;
  *   - the gate killed: weir_gate_up 0, still a valid page;
  *   - --textfile replaces the file by rename (a hard link to the old file
  *     keeps the old bytes), and the daemon's textfile key writes it;
@@ -20,6 +21,11 @@
  *     gate_socket refuses the connection, the status socket answers
  *     STATUS JSON and refuses the other requests with ERR READONLY
  *     while the gate goes on; weir-metrics as nobody scrapes through it;
+ *   - the Grafana dashboard (etc/weir-grafana.json): every metric name
+ *     its queries and variables use is a family weir-metrics wrote (the
+ *     textfile, with every family present, OAuth's through an upstream
+ *     with a token status file), every family is used, and
+ *     promtool accepts each query as PromQL;
  *   - a whole relay run (sendmail, weir-queue, weir-gate, weir-send,
  *     weir-remote, tests/upstream/upstream.py accepting, deferring and
  *     refusing recipients): weir-send's counters per upstream, as
@@ -50,6 +56,7 @@
 #include "lib/alloc.h"
 #include "lib/evloop.h"
 #include "lib/io.h"
+#include "lib/jsonparse.h"
 #include "mail/gateclient.h"
 #include "relay_helpers.h"
 #include "send_helpers.h"
@@ -143,37 +150,15 @@ metrics_port_known(void *arg)
 	return p != NULL && port > 0;
 }
 
-/* Start bin -c conf [arg] (weir-metrics, or weir run), stderr to mlog;
- * wait for weir-metrics' port. */
+/* Start prog -c conf [arg] (weir-metrics, or weir run), its output to
+ * mlog; wait for weir-metrics' port. */
 static void
 start_logged(const char *prog, const char *arg)
 {
-	char *bin = tl_bin(prog);
-	pid_t parent = getpid();
-	int fd = open(mlog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	const char *args[] = { arg, NULL };
 	struct buf b = BUF_INIT;
 
-	cr_assert(fd >= 0);
-	metrics_pid = fork();
-	cr_assert(metrics_pid >= 0);
-	if (metrics_pid == 0) {
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		/* weir run finds its daemons beside it. */
-		*strrchr(bin, '/') = '\0';
-		if (setenv("WEIR_LIBEXEC", bin, 1) < 0)
-			_exit(127);
-		bin[strlen(bin)] = '/';
-		execl(bin, bin, "-c", confpath, arg, (char *)NULL);
-		_exit(127);
-	}
-	setpgid(metrics_pid, metrics_pid);
-	close(fd);
-	free(bin);
+	metrics_pid = tl_spawn(prog, confpath, args, mlog);
 	if (!sh_wait_for(metrics_port_known, NULL, 10000)) {
 		tl_read(mlog, &b);
 		cr_assert_fail("weir-metrics did not start:\n%s", buf_cstr(&b));
@@ -387,33 +372,71 @@ Test(metrics, counts_line_exported)
 	buf_free(&body);
 }
 
+/*
+ * The server is libmicrohttpd (0.9.75) with weir-metrics' own checks on
+ * top (src/metrics/http.c).  Where it answers otherwise than the hand-
+ * written server did, the line says so: a bare LF ends a line (RFC 9112
+ * 2.2 allows it; a request carries no body here, one per connection, so
+ * nothing can be smuggled past it); HTTP/2.0 gets 505 (RFC 9110 15.6.6),
+ * HTTP/1.5 400; a NUL in the target ends the path for libmicrohttpd, so
+ * "/met" is not found.
+ */
 Test(metrics, malformed_requests_refused_server_goes_on)
 {
+	static const struct { const char *req; size_t len; const char *want; } cases[] = {
+		{ S("GET /metrics HTTP/1.1\r\nHost: x\r\r\n\r\n"), "HTTP/1.1 400 " },	/* bare CR */
+		{ S("GET /metrics HTTP/1.1\r\n\r\n"), "HTTP/1.1 400 " },		/* no Host */
+		{ S("GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /metrics HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /met\0rics HTTP/1.0\r\n\r\n"), "HTTP/1.1 404 " },
+		{ S("GET /metrics HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello"), "HTTP/1.1 400 " },
+		{ S("GET /metrics HTTP/1.0\r\nContent-Length:\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /metrics HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /metrics HTTP/1.0\r\n folded\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /metrics HTTP/1.0\r\nNo colon\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /metrics HTTP/1.0\r\n: empty name\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /metrics HTTP/1.0\r\nBad\x01: x\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /metrics HTTP/1.0\r\nX: a\x01b\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /metrics HTTP/1.0 \r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /metrics\r\n\r\n"), "HTTP/1.1 400 " },			/* HTTP/0.9 */
+		{ S("GET /metrics HTTP/2.0\r\n\r\n"), "HTTP/1.1 505 " },
+		{ S("GET /metrics HTTP/1.5\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /metrics HTTP/1.10\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("get /metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("OPTIONS * HTTP/1.0\r\n\r\n"), "HTTP/1.1 400 " },
+		{ S("GET /nosuch HTTP/1.0\r\n\r\n"), "HTTP/1.1 404 " },
+		{ S("GET /metrics/x HTTP/1.1\r\nHost: x\r\n\r\n"), "HTTP/1.1 404 " },
+		{ S("GET /metricsx HTTP/1.0\r\n\r\n"), "HTTP/1.1 404 " },
+		{ S("GET /metrics?x=1 HTTP/1.0\r\n\r\n"), "HTTP/1.1 404 " },
+		{ S("POST /metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 405 " },
+		{ S("PUT /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), "HTTP/1.1 405 " },
+		{ S("GET /metrics HTTP/1.1\nHost: x\n\n"), "HTTP/1.1 200 " },		/* bare LF */
+		{ S("GET /metrics HTTP/1.0\r\nContent-Length: 0\r\n\r\n"), "HTTP/1.1 200 " },
+		{ S("GET /metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 200 " },
+		{ S("HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), "HTTP/1.1 200 " },
+	};
 	struct buf body = BUF_INIT, big = BUF_INIT;
+	size_t i;
 	int idle;
 
 	start_gate();
 	start_metrics();
 	/* A client that says nothing holds a connection the whole time. */
 	idle = tcp_connect();
-	raw_status(S("GET /metrics HTTP/1.1\nHost: x\n\n"), "HTTP/1.1 400 ");
-	raw_status(S("GET /metrics HTTP/1.1\r\n\r\n"), "HTTP/1.1 400 ");
-	raw_status(S("GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), "HTTP/1.1 400 ");
-	raw_status(S("GET /met\0rics HTTP/1.0\r\n\r\n"), "HTTP/1.1 400 ");
-	raw_status(S("GET /metrics HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello"), "HTTP/1.1 400 ");
-	raw_status(S("GET /metrics HTTP/1.0\r\n folded\r\n\r\n"), "HTTP/1.1 400 ");
-	raw_status(S("GET /metrics HTTP/2.0\r\n\r\n"), "HTTP/1.1 400 ");
-	raw_status(S("get /metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 400 ");
-	raw_status(S("GET metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 400 ");
-	raw_status(S("GET / HTTP/1.0\r\n\r\n"), "HTTP/1.1 404 ");
-	raw_status(S("GET /metrics/x HTTP/1.1\r\nHost: x\r\n\r\n"), "HTTP/1.1 404 ");
-	raw_status(S("POST /metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 405 ");
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		raw_status(cases[i].req, cases[i].len, cases[i].want);
+	/* Too long: a header (431), the request line alone (414). */
 	buf_adds(&big, "GET /metrics HTTP/1.0\r\nX: ");
 	while (big.len < 9000)
 		buf_addc(&big, 'a');
 	raw_status(big.s, big.len, "HTTP/1.1 431 ");
-	raw_status(S("GET /metrics HTTP/1.0\r\n\r\n"), "HTTP/1.1 200 ");
-	raw_status(S("HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), "HTTP/1.1 200 ");
+	buf_reset(&big);
+	buf_adds(&big, "GET /");
+	while (big.len < 9000)
+		buf_addc(&big, 'a');
+	buf_adds(&big, " HTTP/1.0\r\n\r\n");
+	raw_status(big.s, big.len, "HTTP/1.1 414 ");
 	cr_assert_eq(curl("/metrics", &body), 0);
 	has_line(&body, "weir_gate_up 1");
 	close(idle);
@@ -480,6 +503,168 @@ Test(metrics, textfile_replaced_by_rename)
 	free(tmp);
 	free(dpath);
 	free(bin);
+}
+
+/* ---- the Grafana dashboard ---- */
+
+#define DASHBOARD "etc/weir-grafana.json"
+
+/* Every string of the dashboard a query lives in: "expr" (PromQL),
+ * "definition" and "query" (a variable's label_values(...)). */
+static void
+dash_queries(struct json_object *o, const char *key, struct buf *exprs, struct buf *all)
+{
+	size_t i;
+
+	if (json_object_is_type(o, json_type_object)) {
+		json_object_object_foreach(o, k, v)
+			dash_queries(v, k, exprs, all);
+	} else if (json_object_is_type(o, json_type_array)) {
+		for (i = 0; i < jp_len(o); i++)
+			dash_queries(jp_at(o, i), key, exprs, all);
+	} else if (key && jp_str(o) && (strcmp(key, "expr") == 0 ||
+	    strcmp(key, "definition") == 0 || strcmp(key, "query") == 0)) {
+		buf_printf(all, "%s\n", jp_str(o));
+		if (strcmp(key, "expr") == 0)
+			buf_printf(exprs, "%s\n", jp_str(o));
+	}
+}
+
+/* Grafana's variables, as promtool cannot read them. */
+static void
+unvariable(struct buf *out, const char *q)
+{
+	static const char *const vars[][2] = {
+		{ "$__rate_interval", "5m" }, { "$instance", ".*" }, { "$upstream", ".*" },
+	};
+	size_t i;
+
+	while (*q) {
+		for (i = 0; i < 3; i++)
+			if (strncmp(q, vars[i][0], strlen(vars[i][0])) == 0)
+				break;
+		if (i < 3) {
+			buf_adds(out, vars[i][1]);
+			q += strlen(vars[i][0]);
+		} else
+			buf_addc(out, *q++);
+	}
+}
+
+Test(metrics, grafana_dashboard_queries_exported_metrics)
+{
+	const uint64_t c[GP_NCOUNTS] = { 1, 1, 1, 1, 0, 0, 0, 0, 1 };
+	char *path = xasprintf("%s/weir.prom", s.qt.tmp), *rules = xasprintf("%s/dash.rules", s.qt.tmp);
+	char *bin = tl_bin("weir-metrics"), *dpath = tl_src_path(DASHBOARD);
+	const char *argv[] = { bin, "-c", s.qt.conf, "--textfile", path, NULL };
+	const char *pargv[] = { "/usr/bin/promtool", "check", "rules", rules, NULL };
+	struct tl_run run = { .argv = argv }, prun = { .argv = pargv };
+	struct tl_result r;
+	struct buf text = BUF_INIT, why = BUF_INIT, exprs = BUF_INIT, all = BUF_INIT;
+	struct buf fams = BUF_INIT, used = BUF_INIT, rb = BUF_INIT;
+	struct json_object *dash;
+	const char *p, *e;
+	char *oauth;
+	size_t nused = 0, nfam = 0, k = 0;
+
+	/* An upstream with OAuth and its token status file: the OAuth
+	 * families too. */
+	oauth = xasprintf("upstream \"mso\" {\n  host = \"127.0.0.1\"\n  username = \"me@example.org\"\n"
+	    "  oauth {\n    provider = generic\n    client_id = \"c\"\n    scope = \"smtp\"\n"
+	    "    device_endpoint = \"https://idp.example/devicecode\"\n"
+	    "    token_endpoint = \"https://idp.example/token\"\n    token_file = \"%s/mso\"\n"
+	    "  }\n}\n", s.qt.tmp);
+	sh_conf_append(&s, oauth);
+	free(oauth);
+	oauth = xasprintf("%s/mso.status", s.qt.tmp);
+	tl_write(oauth, S("{\"version\":1,\"login_at\":1795600000,\"refresh_since\":1795600000,"
+	    "\"refreshed_at\":1795670000,\"expires_at\":1795680000,\"lifetime\":3600,"
+	    "\"error_at\":0,\"error\":\"\",\"login_needed\":false}\n"));
+	start_gate();
+	known_run();
+	cr_assert_eq(gc_counts(&gc, "up1", c), 0);
+	expect(0, GP_R_OK);
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "weir-metrics --textfile: %s", buf_cstr(&r.err));
+	tl_result_free(&r);
+	tl_read(path, &text);
+	/* The families written: " name " for each "# TYPE name kind". */
+	buf_addc(&fams, ' ');
+	for (p = text.s; (p = strstr(p, "# TYPE ")) != NULL; p = e) {
+		p += 7;
+		e = strchr(p, ' ');
+		cr_assert_not_null(e);
+		buf_add(&fams, p, (size_t)(e - p));
+		buf_addc(&fams, ' ');
+		nfam++;
+	}
+	tl_read(dpath, &why);
+	dash = json_parse_strict(why.s, why.len, 1 << 20, &exprs);
+	cr_assert_not_null(dash, "%s: %s", dpath, buf_cstr(&exprs));
+	buf_reset(&exprs);
+	buf_reset(&why);
+	dash_queries(dash, NULL, &exprs, &all);
+	/* Each weir_* name queried is a family written. */
+	buf_addc(&used, ' ');
+	for (p = all.s; p && (p = strstr(p, "weir_")) != NULL; p = e) {
+		char *name, *needle;
+
+		for (e = p; (*e >= 'a' && *e <= 'z') || *e == '_' || (*e >= '0' && *e <= '9'); e++)
+			;
+		name = xstrndup(p, (size_t)(e - p));
+		needle = xasprintf(" %s ", name);
+		cr_assert(strstr(fams.s, needle), "the dashboard queries %s, which weir-metrics does "
+		    "not export", name);
+		if (strstr(used.s, needle) == NULL) {
+			buf_printf(&used, "%s ", name);
+			nused++;
+		}
+		free(name);
+		free(needle);
+	}
+	/* Each family written is shown. */
+	for (p = fams.s + 1; *p; p = e + 1) {
+		char *needle;
+
+		e = strchr(p, ' ');
+		needle = xasprintf(" %.*s ", (int)(e - p), p);
+		cr_assert(strstr(used.s, needle), "no panel of the dashboard shows%s", needle);
+		free(needle);
+	}
+	cr_assert_eq(nused, nfam, "%zu families, %zu used", nfam, nused);
+	cr_assert_geq(nfam, 21, "not every family was written:\n%s", text.s);
+	/* promtool reads every query as PromQL (as recording rules). */
+	buf_adds(&rb, "groups:\n- name: dashboard\n  rules:\n");
+	for (p = exprs.s; p && *p; p = e + 1) {
+		e = strchr(p, '\n');
+		buf_printf(&rb, "  - record: weir:dashboard:q%zu\n    expr: '", k++);
+		{
+			char *one = xstrndup(p, (size_t)(e - p));
+
+			unvariable(&rb, one);
+			free(one);
+		}
+		buf_adds(&rb, "'\n");
+	}
+	cr_assert_gt(k, 15, "%zu queries", k);
+	tl_write(rules, rb.s, rb.len);
+	tl_run(&prun, &r);
+	cr_assert_eq(r.status, 0, "promtool check rules:\n%s%s\n%s", buf_cstr(&r.out),
+	    buf_cstr(&r.err), rb.s);
+	tl_result_free(&r);
+	json_object_put(dash);
+	buf_free(&text);
+	buf_free(&why);
+	buf_free(&exprs);
+	buf_free(&all);
+	buf_free(&fams);
+	buf_free(&used);
+	buf_free(&rb);
+	free(path);
+	free(rules);
+	free(bin);
+	free(dpath);
+	free(oauth);
 }
 
 /* ---- the read-only status socket (gate_status_socket) ---- */
@@ -789,18 +974,6 @@ Test(metrics, metrics_as_nobody_through_status_socket)
 
 /* ---- weir status --watch ---- */
 
-static int
-count(const char *hay, const char *needle)
-{
-	int n = 0;
-
-	while (hay && (hay = strstr(hay, needle)) != NULL) {
-		n++;
-		hay += strlen(needle);
-	}
-	return n;
-}
-
 Test(metrics, status_watch_two_frames_into_a_pipe)
 {
 	char *bin = tl_bin("weir");
@@ -826,14 +999,14 @@ Test(metrics, status_watch_two_frames_into_a_pipe)
 	setpgid(pid, pid);
 	close(pfd[1]);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (count(out.s, "weir status at ") < 3) {
+	while (tl_count(out.s, "weir status at ") < 3) {
 		p.fd = pfd[0];
 		p.events = POLLIN;
 		cr_assert_eq(poll(&p, 1, 20000), 1, "no frame within 20 s; got:\n%s", buf_cstr(&out));
 		n = (int)read(pfd[0], tmp, sizeof tmp);
 		cr_assert(n > 0, "weir status --watch ended; got:\n%s", buf_cstr(&out));
 		buf_add(&out, tmp, (size_t)n);
-		if (count(out.s, "weir status at ") == 1)
+		if (tl_count(out.s, "weir status at ") == 1)
 			clock_gettime(CLOCK_MONOTONIC, &t0);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -841,8 +1014,8 @@ Test(metrics, status_watch_two_frames_into_a_pipe)
 	waitpid(pid, &n, 0);
 	close(pfd[0]);
 	cr_assert(strstr(out.s, "\x1b[") == NULL, "screen control codes into a pipe");
-	cr_assert(count(out.s, "[####################] 5 of 5\n") >= 2, "no full bar:\n%s", out.s);
-	cr_assert(count(out.s, "  drain: ") >= 2, "%s", out.s);
+	cr_assert(tl_count(out.s, "[####################] 5 of 5\n") >= 2, "no full bar:\n%s", out.s);
+	cr_assert(tl_count(out.s, "  drain: ") >= 2, "%s", out.s);
 	/* A timer, not a busy loop: the next frames came about a second apart. */
 	cr_assert((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 900,
 	    "frames less than a second apart");

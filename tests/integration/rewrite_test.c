@@ -33,7 +33,7 @@
 
 #include "lib/alloc.h"
 #include "lib/io.h"
-#include "lib/jsonread.h"
+#include "lib/jsonparse.h"
 #include "relay_helpers.h"
 
 static struct rt t;
@@ -80,31 +80,33 @@ struct mailev {
 static size_t
 mail_events(struct mailev *v, size_t max)
 {
-	struct buf text = BUF_INIT;
-	const char *p, *nl, *why;
+	struct buf text = BUF_INIT, why = BUF_INIT;
+	const char *p, *nl, *ev, *o;
 	size_t n = 0, i;
 
 	cr_assert_eq(read_file_at(AT_FDCWD, t.record, &text, 1 << 24), 0);
 	for (p = buf_cstr(&text); *p; p = nl + 1) {
-		const struct jv *ev, *opts;
-		struct jv j;
+		struct json_object *j, *opts;
 
 		nl = strchr(p, '\n');
 		cr_assert_not_null(nl);
-		cr_assert_eq(jv_parse(p, (size_t)(nl - p), &j, &why), 0, "%s", why);
-		ev = jv_get(&j, "event");
-		if (ev && ev->type == JV_STRING && strcmp(ev->s, "mail") == 0) {
+		j = json_parse_strict(p, (size_t)(nl - p), 1 << 20, &why);
+		cr_assert_not_null(j, "%s", buf_cstr(&why));
+		ev = jp_str(jp_get(j, "event"));
+		if (ev && strcmp(ev, "mail") == 0) {
 			cr_assert_lt(n, max);
-			snprintf(v[n].sender, sizeof v[n].sender, "%s", jv_get(&j, "sender")->s);
+			cr_assert_not_null(jp_str(jp_get(j, "sender")));
+			snprintf(v[n].sender, sizeof v[n].sender, "%s", jp_str(jp_get(j, "sender")));
 			v[n].size = -1;
-			opts = jv_get(&j, "options");
-			for (i = 0; opts && i < opts->n; i++)
-				if (strncmp(opts->v[i].s, "SIZE=", 5) == 0)
-					v[n].size = atoll(opts->v[i].s + 5);
+			opts = jp_get(j, "options");
+			for (i = 0; i < jp_len(opts); i++)
+				if ((o = jp_str(jp_at(opts, i))) && strncmp(o, "SIZE=", 5) == 0)
+					v[n].size = atoll(o + 5);
 			n++;
 		}
-		jv_free(&j);
+		json_object_put(j);
 	}
+	buf_free(&why);
 	buf_free(&text);
 	return n;
 }

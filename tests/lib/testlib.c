@@ -255,6 +255,51 @@ tl_write(const char *path, const char *data, size_t len)
 
 static int nfiles;
 
+pid_t
+tl_spawn(const char *prog, const char *conf, const char *const *args, const char *log)
+{
+	char *bin = tl_bin(prog), *dir = xstrdup(bin);
+	const char *argv[16] = { bin, "-c", conf };
+	pid_t parent = getpid(), pid;
+	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644), n = 3;
+
+	cr_assert(fd >= 0, "open %s: %s", log, strerror(errno));
+	while (args && *args) {
+		cr_assert(n < 15, "tl_spawn: too many arguments");
+		argv[n++] = *args++;
+	}
+	argv[n] = NULL;
+	*strrchr(dir, '/') = '\0';
+	pid = fork();
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent || setenv("WEIR_LIBEXEC", dir, 1) < 0 ||
+		    dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(127);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	setpgid(pid, pid);	/* the child does too: whoever is first */
+	close(fd);
+	free(bin);
+	free(dir);
+	return pid;
+}
+
+size_t
+tl_count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+
+	while (hay && (hay = strstr(hay, needle)) != NULL) {
+		n++;
+		hay += strlen(needle);
+	}
+	return n;
+}
+
 static int
 count_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {

@@ -57,6 +57,13 @@ void tl_result_free(struct tl_result *r);
 void tl_read(const char *path, struct buf *b);
 /* Write a file (cr_assert on failure). */
 void tl_write(const char *path, const char *data, size_t len);
+/* Start $WEIR_BIN/prog -c conf args... (NULL-ended, or NULL) in its own
+ * process group, dying with the test (PR_SET_PDEATHSIG), stdout and
+ * stderr appended to log, WEIR_LIBEXEC set to $WEIR_BIN (weir run finds
+ * its daemons there); returns its pid at once. */
+pid_t tl_spawn(const char *prog, const char *conf, const char *const *args, const char *log);
+/* How many times needle stands in hay (not overlapping; hay NULL: 0). */
+size_t tl_count(const char *hay, const char *needle);
 /* Number of regular files under dir, recursively. */
 int tl_count_files(const char *dir);
 int tl_is_root(void);

@@ -1,142 +1,19 @@
 /*
- * metrics_parse_test.c: weir-metrics' parts that take input: the HTTP
- * request parser (src/metrics/http.c), the JSON reader (lib/jsonread.c)
- * on the gate's document and on bad ones, the text it makes of a gate
- * document (src/metrics/collect.c), and weir.conf's metrics section.
+ * metrics_parse_test.c: weir-metrics' parts that take input: the text
+ * it makes of a gate document (src/metrics/collect.c), a bad one among
+ * them, and weir.conf's metrics section.  (Its HTTP requests are
+ * libmicrohttpd's to parse: metrics_test sends the bad ones.)
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/alloc.h"
-#include "lib/jsonread.h"
 #include "mail/config.h"
 #include "metrics/metrics.h"
 #include "testlib.h"
 
 #define S(x) x, sizeof(x) - 1
-
-static int
-parse(const char *s, size_t n)
-{
-	int head;
-
-	return http_parse(s, n, &head);
-}
-
-Test(metrics_http, good_requests)
-{
-	int head;
-
-	cr_assert_eq(http_parse(S("GET /metrics HTTP/1.0\r\n\r\n"), &head), 200);
-	cr_assert_eq(head, 0);
-	cr_assert_eq(parse(S("GET /metrics HTTP/1.1\r\nHost: a:9\r\nAccept: text/plain;q=0.5\r\n"
-	    "User-Agent: Prometheus/2.42\r\nContent-Length: 0\r\n\r\n")), 200);
-	cr_assert_eq(http_parse(S("HEAD /metrics HTTP/1.1\r\nhost: x\r\n\r\n"), &head), 200);
-	cr_assert_eq(head, 1);
-}
-
-Test(metrics_http, incomplete_waits)
-{
-	cr_assert_eq(parse(S("")), 0);
-	cr_assert_eq(parse(S("GET /metrics HTTP/1.1\r\nHost: x\r\n")), 0);
-	cr_assert_eq(parse(S("GET /metrics HTTP/1.1\r\nHost: x\r\n\r")), 0);
-}
-
-Test(metrics_http, bad_requests)
-{
-	static const char *const bad[] = {
-		"GET /metrics HTTP/1.1\nHost: x\n\n",		/* bare LF */
-		"GET /metrics HTTP/1.1\r\nHost: x\r\r\n\r\n",	/* bare CR */
-		"GET /metrics HTTP/1.1\r\n\r\n",		/* no Host */
-		"GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n",
-		"GET  /metrics HTTP/1.0\r\n\r\n",
-		"GET /metrics  HTTP/1.0\r\n\r\n",
-		"GET /metrics HTTP/1.0 \r\n\r\n",
-		"GET metrics HTTP/1.0\r\n\r\n",
-		"GET /metrics\r\n\r\n",				/* HTTP/0.9 */
-		"GET /metrics HTTP/2.0\r\n\r\n",
-		"GET /metrics HTTP/1.10\r\n\r\n",
-		"get /metrics HTTP/1.0\r\n\r\n",
-		"\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\n folded\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nNo colon\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\n: empty name\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nBad\x01: x\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nX: a\x01b\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nContent-Length: 5\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nContent-Length:\r\n\r\n",
-		"GET /metrics HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		cr_expect_eq(parse(bad[i], strlen(bad[i])), 400, "accepted: %s", bad[i]);
-	cr_assert_eq(parse(S("GET /met\0rics HTTP/1.0\r\n\r\n")), 400);
-	cr_assert_eq(parse(S("GET /metrics HTTP/1.5\r\n\r\n")), 505);
-}
-
-Test(metrics_http, paths_methods_size)
-{
-	struct buf b = BUF_INIT;
-
-	cr_assert_eq(parse(S("GET / HTTP/1.0\r\n\r\n")), 404);
-	cr_assert_eq(parse(S("GET /metrics?x=1 HTTP/1.0\r\n\r\n")), 404);
-	cr_assert_eq(parse(S("GET /metricsx HTTP/1.0\r\n\r\n")), 404);
-	cr_assert_eq(parse(S("POST /metrics HTTP/1.0\r\n\r\n")), 405);
-	cr_assert_eq(parse(S("OPTIONS * HTTP/1.0\r\n\r\n")), 400);
-	buf_adds(&b, "GET /metrics HTTP/1.0\r\nX: ");
-	while (b.len < HTTP_REQ_MAX)
-		buf_addc(&b, 'a');
-	cr_assert_eq(parse(b.s, b.len), 431);
-	buf_free(&b);
-}
-
-Test(jsonread, values_and_strictness)
-{
-	struct jv v;
-	const char *why;
-	long long n;
-	static const char *const bad[] = {
-		"", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "01", "1.", "-", "1e", "tru",
-		"\"a", "\"\\x\"", "\"\\ud800\"", "\"\\u0000\"", "\"a\tb\"", "[1] 2", "{1:2}",
-	};
-	size_t i;
-	const char *doc = " {\"a\": [1, -2, 3.5e2, true, false, null], \"s\": \"x\\\"\\u00e9\\ud83d\\ude00\","
-	    " \"o\": {}} ";
-
-	cr_assert_eq(jv_parse(doc, strlen(doc), &v, &why), 0, "%s", why);
-	cr_assert_eq(jv_get(&v, "a")->n, 6);
-	cr_assert_eq(jv_ll(&jv_get(&v, "a")->v[1], &n), 0);
-	cr_assert_eq(n, -2);
-	cr_assert_eq(jv_ll(&jv_get(&v, "a")->v[2], &n), -1);
-	cr_assert_str_eq(jv_get(&v, "a")->v[2].s, "3.5e2");
-	cr_assert_eq(jv_get(&v, "a")->v[3].type, JV_TRUE);
-	cr_assert_eq(jv_get(&v, "a")->v[5].type, JV_NULL);
-	cr_assert_str_eq(jv_get(&v, "s")->s, "x\"\xc3\xa9\xf0\x9f\x98\x80");
-	cr_assert_eq(jv_get(&v, "o")->type, JV_OBJECT);
-	cr_assert_null(jv_get(&v, "missing"));
-	jv_free(&v);
-	for (i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		cr_expect_eq(jv_parse(bad[i], strlen(bad[i]), &v, &why), -1, "accepted: %s", bad[i]);
-	cr_assert_eq(jv_parse(S("[\"a\0\"]"), &v, &why), -1);
-}
-
-Test(jsonread, depth_bounded)
-{
-	struct buf b = BUF_INIT;
-	struct jv v;
-	const char *why;
-	int i;
-
-	for (i = 0; i < 1000; i++)
-		buf_addc(&b, '[');
-	for (i = 0; i < 1000; i++)
-		buf_addc(&b, ']');
-	cr_assert_eq(jv_parse(b.s, b.len, &v, &why), -1);
-	buf_free(&b);
-}
 
 /* The text of a gate document: every number from the document, a label
  * escaped, a repeated window made distinct, an unreadable field left out. */
@@ -224,5 +101,36 @@ Test(config_metrics, absent_present_and_errors, .init = setup, .fini = teardown)
 	cr_assert_eq(load("metrics { address = \"127.0.0.1:1\" }\nmetrics { address = "
 	    "\"127.0.0.1:2\" }\n", &c, &err), -1);
 	cr_assert(strstr(err.s, "only one metrics section"), "%s", err.s);
+	buf_free(&err);
+}
+
+Test(config_metrics, allow_and_auth_file, .init = setup, .fini = teardown)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+
+	cr_assert_eq(load("metrics { address = \"127.0.0.1:9749\" }\n", &c, &err), 0, "%s", err.s);
+	cr_assert_eq(c.metrics.allow.n, 2, "loopback by default");
+	cr_assert_str_eq(c.metrics.allow.v[0], "127.0.0.0/8");
+	cr_assert_str_eq(c.metrics.allow.v[1], "::1/128");
+	cr_assert_null(c.metrics.auth_file);
+	config_free(&c);
+	cr_assert_eq(load("metrics { address = \"0.0.0.0:9749\" allow = {\"192.168.1.0/24\"} "
+	    "auth_file = \"/etc/weir/metrics.users\" }\n", &c, &err), 0, "%s", err.s);
+	cr_assert_eq(c.metrics.allow.n, 1);
+	cr_assert_str_eq(c.metrics.allow.v[0], "192.168.1.0/24");
+	cr_assert_str_eq(c.metrics.auth_file, "/etc/weir/metrics.users");
+	config_free(&c);
+	cr_assert_eq(load("metrics { address = \"127.0.0.1:1\" allow = {\"192.168.1.1/24\"} }\n",
+	    &c, &err), -1);
+	cr_assert(strstr(err.s, "metrics: allow:"), "%s", err.s);
+	buf_reset(&err);
+	cr_assert_eq(load("metrics { address = \"127.0.0.1:1\" auth_file = \"users\" }\n", &c,
+	    &err), -1);
+	cr_assert(strstr(err.s, "auth_file must be an absolute path"), "%s", err.s);
+	cr_assert_eq(load("metrics { address = \"127.0.0.1:1\" auth_file = \"\" }\n", &c, &err), 0,
+	    "%s", err.s);
+	cr_assert_null(c.metrics.auth_file, "\"\": none");
+	config_free(&c);
 	buf_free(&err);
 }

@@ -58,3 +58,32 @@ Test(date, rfc5322_format)
 	date_rfc5322(b, 1795304566);
 	cr_assert_str_eq(b, "Sat, 21 Nov 2026 18:42:46 -0500");
 }
+
+Test(date, iso_format_and_parse)
+{
+	char b[32];
+
+	date_iso(b, sizeof b, 1795304566);
+	cr_assert_str_eq(b, "2026-11-21T23:42:46Z");
+	cr_assert_eq(date_iso_parse(b), 1795304566);
+	cr_assert_eq(date_iso_parse("1970-01-01T00:00:00Z"), 0);
+	cr_assert_eq(date_iso_parse("2026-11-21T23:42:46"), -1);
+	cr_assert_eq(date_iso_parse("2026-11-21T23:42:46Z "), -1);
+	cr_assert_eq(date_iso_parse("2026-11-21 23:42:46Z"), -1);
+	cr_assert_eq(date_iso_parse(""), -1);
+	cr_assert_eq(date_iso_parse(NULL), -1);
+}
+
+Test(duration, fmt)
+{
+	char b[64];
+
+	duration_format(b, sizeof b, 0);
+	cr_assert_str_eq(b, "0s");
+	duration_format(b, sizeof b, -5);
+	cr_assert_str_eq(b, "0s");
+	duration_format(b, sizeof b, 90);
+	cr_assert_str_eq(b, "1m30s");
+	duration_format(b, sizeof b, 86400 + 7200 + 1);
+	cr_assert_str_eq(b, "1d2h1s");
+}

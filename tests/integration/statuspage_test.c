@@ -1,0 +1,798 @@
+/*
+ * statuspage_test.c: weir-metrics' status page (/), /status.json, who
+ * may see them, and the HTTP limits, against the real programs.
+ *
+ *   - page_in_chromium: a relay under load (sendmail, weir-gate, weir-
+ *     send, weir-remote, weir-metrics; two stand-in upstreams, tests/
+ *     upstream/upstream.py): "isp" with a backlog under "5 per 10s",
+ *     "backup" suspended by a 421 throttle reply.  Caught while isp's
+ *     window is full (nothing can be sent for seconds), headless
+ *     Chromium loads / (--dump-dom, then a screenshot kept as
+ *     build/test-artefacts/statuspage*.png): the page names each
+ *     upstream and window ("5 of 5 messages per 10s"), the suspension
+ *     with the upstream's reply (its address masked) and "weir resume
+ *     backup", the queue; isp's chart has one mark per message the
+ *     upstream received (each a send the gate logged in the hour), and
+ *     backup's one for its throttled attempt; /status.json parses and
+ *     says the same; neither holds the upstreams' secret, the token in
+ *     backup's secret file, or a sender's address.
+ *   - page_of_a_queue_it_may_not_read: weir-metrics as nobody asks the
+ *     queue of weir-showq: with the relay stopped in a known state, its
+ *     queue by state is what root's `weir status --json` reads.
+ *   - allow_and_basic_auth: allow = 127.0.0.1/32: a client on
+ *     127.0.0.2 is closed unanswered (and logged); with auth_file, no
+ *     page, JSON or metrics without the right user and password (401),
+ *     all with them; the password, its hash and the upstream's secret
+ *     are on no page.
+ *   - limits: a connection idle for 10 s is closed by the server; a
+ *     17th connection from one address is closed at once while 16 are
+ *     open, one from another address is served; at 32 connections a
+ *     33rd is answered as soon as one goes.
+ * Every process started dies with the test.
+ */
+#include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "lib/evloop.h"
+#include "lib/jsonparse.h"
+#include "relay_helpers.h"
+#include "testlib.h"
+
+#define CHROMIUM "/usr/bin/chromium"
+/* The token in backup's secret file: on no page. */
+#define TOKEN "tok.Bearer-9f8e7d6c5b4a"
+
+static struct rt t;
+static pid_t metrics_pid = -1, backup_pid = -1, showq_pid = -1;
+static unsigned port, backup_port;
+static char *mlog;
+
+static void
+reap(pid_t *pid)
+{
+	if (*pid <= 0)
+		return;
+	kill(-*pid, SIGKILL);
+	kill(*pid, SIGKILL);
+	while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	*pid = -1;
+}
+
+static void
+setup(void)
+{
+	rt_setup(&t, 1);
+	mlog = xasprintf("%s/metrics.log", t.s.qt.tmp);
+}
+
+static void
+teardown(void)
+{
+	reap(&metrics_pid);
+	reap(&backup_pid);
+	reap(&showq_pid);
+	rt_teardown(&t);
+	free(mlog);
+}
+
+/* The README's screenshot came from a longer run (see page_in_chromium). */
+#ifndef STATUSPAGE_TIMEOUT
+#define STATUSPAGE_TIMEOUT 240
+#endif
+TestSuite(statuspage, .init = setup, .fini = teardown, .timeout = STATUSPAGE_TIMEOUT);
+
+/* ---- processes ---- */
+
+static int
+port_known(void *arg)
+{
+	struct buf b = BUF_INIT;
+	const char *p, *tag = "serving http://127.0.0.1:";
+
+	(void)arg;
+	tl_read(mlog, &b);
+	p = b.s ? strstr(b.s, tag) : NULL;
+	if (p)
+		port = (unsigned)atoi(p + strlen(tag));
+	buf_free(&b);
+	return p != NULL && port > 0;
+}
+
+static void
+start_metrics(void)
+{
+	struct buf b = BUF_INIT;
+
+	metrics_pid = tl_spawn("weir-metrics", t.s.qt.conf, NULL, mlog);
+	if (!sh_wait_for(port_known, NULL, 15000)) {
+		tl_read(mlog, &b);
+		cr_assert_fail("weir-metrics did not start:\n%s", buf_cstr(&b));
+	}
+}
+
+/* ---- HTTP clients ---- */
+
+/* curl's exit status; the body into body (and the status line's code
+ * into *code, when not NULL).  iface: the address to connect from, or
+ * NULL; user: "name:password" or NULL. */
+static int
+curl_full(const char *path, const char *iface, const char *user, struct buf *body, int *code)
+{
+	char *url = xasprintf("http://127.0.0.1:%u%s", port, path);
+	const char *argv[16] = { "/usr/bin/curl", "-sS", "--max-time", "30", "-o", "-",
+		"-w", "\n%{http_code}" };
+	struct tl_run run = { .argv = argv, .timeout_s = 60 };
+	struct tl_result r;
+	int n = 8, st;
+	char *nl;
+
+	if (iface) {
+		argv[n++] = "--interface";
+		argv[n++] = iface;
+	}
+	if (user) {
+		argv[n++] = "-u";
+		argv[n++] = user;
+	}
+	argv[n++] = url;
+	argv[n] = NULL;
+	tl_run(&run, &r);
+	st = r.status;
+	nl = r.out.s ? strrchr(r.out.s, '\n') : NULL;
+	if (code)
+		*code = nl ? atoi(nl + 1) : 0;
+	if (body)
+		buf_add(body, r.out.s ? r.out.s : "", nl ? (size_t)(nl - r.out.s) : r.out.len);
+	tl_result_free(&r);
+	free(url);
+	return st;
+}
+
+static void
+get_ok(const char *path, struct buf *body)
+{
+	int code = 0;
+
+	buf_reset(body);
+	cr_assert_eq(curl_full(path, NULL, NULL, body, &code), 0, "curl %s", path);
+	cr_assert_eq(code, 200, "GET %s: %d\n%s", path, code, buf_cstr(body));
+}
+
+static struct json_object *
+status_json(void)
+{
+	struct buf body = BUF_INIT, why = BUF_INIT;
+	struct json_object *doc;
+
+	get_ok("/status.json", &body);
+	doc = json_parse_strict(body.s, body.len, 64 << 20, &why);
+	cr_assert_not_null(doc, "/status.json: %s\n%s", buf_cstr(&why), buf_cstr(&body));
+	buf_free(&body);
+	buf_free(&why);
+	return doc;
+}
+
+/* Headless Chromium on url: --dump-dom into dom (not NULL), or a
+ * screenshot into png at width x height. */
+static void
+chromium(const char *url, struct buf *dom, const char *png, unsigned width, unsigned height)
+{
+	char *dir = tl_tmpdir(), *ud = xasprintf("--user-data-dir=%s", dir);
+	char *home = xasprintf("HOME=%s", dir), *shot = png ? xasprintf("--screenshot=%s", png) : NULL;
+	char *size = xasprintf("--window-size=%u,%u", width, height);
+	const char *argv[20] = { CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+		"--disable-quic", "--no-first-run", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--hide-scrollbars", ud };
+	const char *env[] = { home, NULL };
+	struct tl_run run = { .argv = argv, .env = env, .timeout_s = 120 };
+	struct tl_result r;
+	int n = 11;
+
+	if (png) {
+		argv[n++] = shot;
+		argv[n++] = size;
+		argv[n++] = "--force-device-scale-factor=1";
+	} else
+		argv[n++] = "--dump-dom";
+	argv[n++] = url;
+	argv[n] = NULL;
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "chromium: exit %d\n%s", r.status, buf_cstr(&r.err));
+	if (dom) {
+		buf_reset(dom);
+		buf_add(dom, r.out.s ? r.out.s : "", r.out.len);
+		cr_assert(dom->len > 0 && strstr(dom->s, "</html>"), "no page:\n%s\n%s",
+		    buf_cstr(dom), buf_cstr(&r.err));
+	}
+	tl_result_free(&r);
+	tl_rmtree(dir);
+	free(dir);
+	free(ud);
+	free(home);
+	free(shot);
+	free(size);
+}
+
+/* From the first head in hay to the next tail after it, malloc'ed. */
+static char *
+part_of(const char *hay, const char *head, const char *tail)
+{
+	const char *a = strstr(hay, head), *b;
+	char *out;
+
+	cr_assert_not_null(a, "no %s in:\n%s", head, hay);
+	b = strstr(a, tail);
+	cr_assert_not_null(b, "no %s after %s", tail, head);
+	out = xmalloc((size_t)(b - a) + 1);
+	memcpy(out, a, (size_t)(b - a));
+	out[b - a] = '\0';
+	return out;
+}
+
+/* The part of the page about upstream name (its section). */
+static char *
+section_of(const char *dom, const char *name)
+{
+	char *head = xasprintf("<h2>upstream %s ", name), *out = part_of(dom, head, "</section>");
+
+	free(head);
+	return out;
+}
+
+/* The build folder's test-artefacts/ (beside $WEIR_BIN), made. */
+static char *
+artefact(const char *name)
+{
+	const char *b = getenv("WEIR_BIN");
+	char *abs = realpath(b && *b ? b : "build/bin", NULL), *dir, *path;
+
+	cr_assert_not_null(abs);
+	*strrchr(abs, '/') = '\0';
+	dir = xasprintf("%s/test-artefacts", abs);
+	cr_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
+	path = xasprintf("%s/%s", dir, name);
+	free(abs);
+	free(dir);
+	return path;
+}
+
+/* ---- the relay under load ---- */
+
+static struct json_object *
+up_named(struct json_object *doc, const char *name)
+{
+	struct json_object *ups = jp_get(jp_get(doc, "gate"), "upstreams");
+	const char *n;
+	size_t i;
+
+	for (i = 0; i < jp_len(ups); i++)
+		if ((n = jp_str(jp_get(jp_at(ups, i), "name"))) && strcmp(n, name) == 0)
+			return jp_at(ups, i);
+	return NULL;
+}
+
+static long long
+num(struct json_object *o)
+{
+	long long v;
+
+	return jp_ll(o, &v) == 0 ? v : -1;
+}
+
+/* Sends with a message in the history of upstream up. */
+static long long
+history_sends(struct json_object *up)
+{
+	struct json_object *s = jp_get(jp_get(up, "history"), "sends");
+	long long n = 0;
+	size_t i;
+
+	for (i = 0; i < jp_len(s); i++)
+		n += num(jp_at(jp_at(s, i), 2)) > 0;
+	return n;
+}
+
+/* The moment to look: backup suspended, isp's window full with sends
+ * only (nothing held: nothing in flight) and a backlog behind it, free
+ * again no sooner than in 5 s, the three messages to grey deferred.
+ * The document in *out. */
+static int
+full_and_still(void *arg)
+{
+	struct json_object **out = arg, *doc = status_json(), *isp, *bk, *w;
+	long long now, free_at;
+
+	isp = up_named(doc, "isp");
+	bk = up_named(doc, "backup");
+	w = jp_at(jp_get(isp, "windows"), 0);
+	now = num(jp_get(jp_get(doc, "gate"), "now_ms"));
+	free_at = num(jp_get(w, "free_at_ms"));
+	if (bk && jp_bool(jp_get(bk, "suspended")) == 1 && num(jp_get(w, "logged")) == 5 &&
+	    num(jp_get(w, "held")) == 0 && num(jp_get(isp, "waiting")) > 0 &&
+	    num(jp_get(jp_get(doc, "queue"), "messages")) > 0 && free_at - now >= 5000 &&
+	    num(jp_get(jp_get(jp_get(jp_get(doc, "queue"), "states"), "deferred"), "messages")) == 3) {
+		*out = doc;
+		return 1;
+	}
+	json_object_put(doc);
+	return 0;
+}
+
+/* MAIL commands isp's upstream took: each a send the gate logged (the
+ * upstream refuses no MAIL; a transaction whose recipients it all put
+ * off is still one). */
+static size_t
+isp_mails(void)
+{
+	struct rt_rec r;
+	size_t n;
+
+	rt_rec_load(&t, &r);
+	n = r.nmail;
+	rt_rec_free(&r);
+	return n;
+}
+
+/* isp (greylisting grey@dest.example) with 3 + n messages, 3 of them
+ * also to grey; backup (a throttle reply to MAIL, a token for its
+ * password) with one; "5 per 10s" each; weir-gate and weir-send. */
+static void
+relay_under_load(size_t n, const char *metrics_extra)
+{
+	const char *bflags[] = { "--reply", "mail=421 4.7.0 Too many messages from "
+		"alice@src.example, slow down", NULL };
+	const char *iflags[] = { "--reply", "rcpt:grey@dest.example=451 4.7.1 "
+		"<grey@dest.example>: Recipient address rejected: greylisted", NULL };
+	const char *args[32];
+	char *certp = xasprintf("%s/good.pem", t.certs), *keyp = xasprintf("%s/good.key", t.certs);
+	char *auth = xasprintf("%s:%s", RT_USER, TOKEN), *blog = xasprintf("%s/backup.log", t.s.qt.tmp);
+	char *bsecret = xasprintf("%s/backup.secret", t.s.qt.tmp), *conf;
+	char **isp_rcpts = rt_addrs("r", "dest.example", 1, n + 3);
+	const char *two[2];
+	size_t i, k = 0;
+
+	/* backup: refuses MAIL with a throttle reply; its password a token. */
+	args[k++] = "--cert"; args[k++] = certp; args[k++] = "--key"; args[k++] = keyp;
+	args[k++] = "--auth"; args[k++] = auth;
+	for (i = 0; bflags[i]; i++)
+		args[k++] = bflags[i];
+	args[k] = NULL;
+	backup_pid = tl_upstream_start(args, blog, &backup_port);
+	tl_write(bsecret, TOKEN, strlen(TOKEN));
+	cr_assert(chmod(bsecret, 0600) == 0);
+	rt_upstream_start(&t, "good", iflags, 0);
+	rt_conf_upstream(&t, "  session_idle = \"10m\"\n");
+	conf = xasprintf("upstream \"backup\" {\n  host = \"127.0.0.1\"\n  port = %u\n"
+	    "  tls = \"starttls\"\n  ca_file = \"%s/ca.pem\"\n  username = \"%s\"\n"
+	    "  secret_file = \"%s\"\n  senders = {\"*@backup.example\"}\n}\n"
+	    "metrics {\n  address = \"127.0.0.1:0\"\n%s}\n"
+	    /* grey's next try no sooner than in (0 + 3000)^2 s: deferred
+	     * all along, however long the run. */
+	    "retry_skip = 3000\n", backup_port, t.certs, RT_USER, bsecret, metrics_extra);
+	sh_conf_append(&t.s, conf);
+	rt_policy(&t, "upstream \"isp\" { rate = {\"5 per 10s\"} }\n"
+	    "upstream \"backup\" { rate = {\"5 per 10s\"} max_connections = 1 }\n"
+	    "throttle_reply { pattern = \"421 *\" suspend = \"1h\" max_suspend = \"1h\" }\n");
+	rt_gate_start(&t, "2s");
+	/* The three to grey first (weir-send takes the queue in no set
+	 * order), then the backlog behind them. */
+	for (i = 0; i < 3; i++) {
+		two[0] = isp_rcpts[i];
+		two[1] = "grey@dest.example";
+		rt_sendmail(&t, "alice@src.example", two, 2, "Subject: load\n\nhello\n");
+	}
+	two[0] = "x@dest.example";
+	rt_sendmail(&t, "bob@backup.example", two, 1, "Subject: backup\n\nhello\n");
+	rt_send_start(&t);
+	rt_wait_log(&t, "deferred <grey@dest.example>", 3, 60000);
+	for (i = 3; i < n + 3; i++) {
+		two[0] = isp_rcpts[i];
+		rt_sendmail(&t, "alice@src.example", two, 1, "Subject: load\n\nhello\n");
+	}
+	rt_addrs_free(isp_rcpts, n + 3);
+	free(certp);
+	free(keyp);
+	free(auth);
+	free(blog);
+	free(bsecret);
+	free(conf);
+}
+
+/* Nothing secret, nor a sender's address, in text. */
+static void
+nothing_secret(const char *what, const char *text)
+{
+	cr_assert(strstr(text, RT_SECRET) == NULL, "%s shows the upstream's secret", what);
+	cr_assert(strstr(text, TOKEN) == NULL, "%s shows the token", what);
+	cr_assert(strstr(text, "alice@src.example") == NULL, "%s shows a sender's address", what);
+	cr_assert(strstr(text, "bob@backup.example") == NULL, "%s shows a sender's address", what);
+	cr_assert(strstr(text, "grey@dest.example") == NULL, "%s shows a recipient's address",
+	    what);
+}
+
+#define DEFERRED_ROW "<tr><td>deferred</td><td class=\"n\">3</td><td class=\"n\">3</td></tr>"
+
+static int
+mails_at_least(void *arg)
+{
+	return isp_mails() >= *(size_t *)arg;
+}
+
+/*
+ * $WEIR_STATUSPAGE_RUN_S (seconds, default none): let the relay run
+ * that long under load first, for a screenshot with some history.  The
+ * README's: make BUILD=build/shot CPPFLAGS=-DSTATUSPAGE_TIMEOUT=3000
+ * build/shot/tests/integration/statuspage_test, then that binary with
+ * WEIR_STATUSPAGE_RUN_S=1500 and WEIR_BIN=build/shot/bin.
+ */
+Test(statuspage, page_in_chromium)
+{
+	struct json_object *doc = NULL;
+	struct buf dom = BUF_INIT, json = BUF_INIT;
+	const char *run_env = getenv("WEIR_STATUSPAGE_RUN_S");
+	size_t run_s = run_env ? (size_t)atoi(run_env) : 0, before, after, marks, tries, want;
+	char *url, *isp, *bk, *png, *hour;
+	long long logged;
+
+	if (access(CHROMIUM, X_OK) != 0)
+		cr_skip_test("no %s (Debian's chromium)", CHROMIUM);
+	relay_under_load(17 + run_s / 2, "");
+	start_metrics();
+	url = xasprintf("http://127.0.0.1:%u/", port);
+	want = run_s / 2;
+	cr_assert(sh_wait_for(mails_at_least, &want, (int)(run_s * 1500 + 10000)),
+	    "the relay did not run %zu s", run_s);
+	/* Look while nothing can be sent (a few tries: a busy machine may
+	 * let the window free meanwhile, which the counts below notice). */
+	for (tries = 0; tries < 4; tries++) {
+		cr_assert(sh_wait_for(full_and_still, &doc, 120000), "isp's window never full with "
+		    "backup suspended:\n%s", rt_send_logs_tail(&t, 3000));
+		before = isp_mails();
+		chromium(url, &dom, NULL, 0, 0);
+		after = isp_mails();
+		json_object_put(doc);
+		doc = status_json();
+		if (before == after && (long long)after == history_sends(up_named(doc, "isp")) &&
+		    strstr(dom.s, DEFERRED_ROW))
+			break;
+		json_object_put(doc);
+		doc = NULL;
+	}
+	cr_assert_lt(tries, 4, "the relay never stood still while the page loaded");
+	isp = section_of(dom.s, "isp");
+	bk = section_of(dom.s, "backup");
+	/* Each upstream, its window, its state. */
+	cr_assert(strstr(isp, "<span class=\"big\">5 of 5 messages per 10s</span>"), "%s", isp);
+	cr_assert(strstr(isp, "badge ok\">active<"), "%s", isp);
+	cr_assert(strstr(isp, "next free slot: <b>"), "%s", isp);
+	cr_assert(strstr(bk, "messages per 10s</span>"), "%s", bk);
+	cr_assert(strstr(bk, "badge bad\">suspended<"), "%s", bk);
+	cr_assert(strstr(bk, "<q>421 4.7.0 Too many messages from &lt;address&gt; slow down</q>"),
+	    "%s", bk);
+	cr_assert(strstr(bk, "<code>weir resume backup</code>"), "%s", bk);
+	/* One mark per send the gate logged: isp's, each a MAIL its
+	 * upstream took; backup's, its one throttled try. */
+	hour = part_of(isp, "<figure class=\"hour\">", "</figure>");
+	marks = tl_count(hour, "class=\"send");
+	cr_assert_eq(marks, after, "isp: %zu marks, %zu MAIL commands taken", marks, after);
+	cr_assert(tl_count(hour, "class=\"wait\"") > 0, "no waiting request marked:\n%s", hour);
+	cr_assert_eq(tl_count(hour, "class=\"limit\""), 1);
+	cr_assert(strstr(hour, "class=\"use\""), "no use line:\n%s", hour);
+	free(hour);
+	logged = history_sends(up_named(doc, "backup"));
+	cr_assert_eq(logged, 1, "backup: %lld sends in the gate's history", logged);
+	hour = part_of(bk, "<figure class=\"hour\">", "</figure>");
+	cr_assert_eq(tl_count(hour, "class=\"send"), 1, "%s", hour);
+	free(hour);
+	/* The last 2 minutes too (12 windows of 10 s). */
+	cr_assert(strstr(isp, "<figure class=\"recent\"><figcaption>the last 2m</figcaption>"),
+	    "%s", isp);
+	/* The queue, grey's recipients deferred with the reply, masked. */
+	cr_assert(strstr(dom.s, "<h2>Queue</h2>"));
+	cr_assert(strstr(dom.s, DEFERRED_ROW), "%s", part_of(dom.s, "<h2>Queue", "</section>"));
+	cr_assert(strstr(dom.s, "Remote host said: 451 4.7.1 &lt;address&gt; Recipient address "
+	    "rejected: greylisted</q> <span class=\"mut\">3 recipients</span></li>"), "%s",
+	    part_of(dom.s, "<h2>Queue", "</section>"));
+	/* Nothing fetched from elsewhere: no script, no link, no source. */
+	cr_assert(strstr(dom.s, "<script") == NULL && strstr(dom.s, "<link") == NULL &&
+	    strstr(dom.s, "src=") == NULL && strstr(dom.s, "url(") == NULL, "%s", dom.s);
+	nothing_secret("the page", dom.s);
+	get_ok("/status.json", &json);
+	nothing_secret("/status.json", json.s);
+	cr_assert(strstr(json.s, "\"drain_estimate\":") && strstr(json.s, "\"history\":"));
+	/* The page as Chromium had it, and screenshots: a phone's width,
+	 * and a desktop's. */
+	png = artefact("statuspage.html");
+	tl_write(png, dom.s, dom.len);
+	free(png);
+	png = artefact("status.json");
+	tl_write(png, json.s, json.len);
+	free(png);
+	png = artefact("statuspage-phone.png");
+	chromium(url, NULL, png, 412, 2400);
+	free(png);
+	png = artefact("statuspage.png");
+	chromium(url, NULL, png, 1000, 1700);
+	rt_say("status page screenshot: %s", png);
+	free(png);
+	json_object_put(doc);
+	free(isp);
+	free(bk);
+	free(url);
+	buf_free(&dom);
+	buf_free(&json);
+}
+
+static int
+answers(void *path)
+{
+	return tl_sock_answers((const char *)path);
+}
+
+/*
+ * weir-metrics as nobody, the queue root's (0700 folders): it asks
+ * weir-showq (as root here, as send_user in the package) for the
+ * listing, the gate through its status socket.  With the relay stopped
+ * in a known state (isp's window full, three messages deferred by
+ * greylisting, a backlog waiting), /status.json's queue is what
+ * `weir status --json` as root reads from the queue itself, state by
+ * state, and the page says so.
+ */
+Test(statuspage, page_of_a_queue_it_may_not_read)
+{
+	struct json_object *doc = NULL, *mine, *roots;
+	const char *args[] = { "status", "--json" };
+	char *pub = xasprintf("%s/pub/status.sock", t.s.qt.tmp);
+	char *shq = xasprintf("%s/public/showq.sock", t.s.qt.tmp), *conf, *slog;
+	const char *sargs[] = { "-t", "5", NULL };
+	struct tl_result r;
+	struct buf why = BUF_INIT, page = BUF_INIT;
+	const char *from;
+
+	if (!tl_is_root())
+		cr_skip_test("needs root to run weir-metrics as nobody");
+	cr_assert(chmod(t.s.qt.tmp, 0755) == 0);
+	conf = xasprintf("gate_status_socket = \"%s\"\nshowq_socket = \"%s\"\n", pub, shq);
+	sh_conf_append(&t.s, conf);
+	relay_under_load(17, "  user = \"nobody\"\n");
+	cr_assert(sh_wait_for(answers, pub, 10000), "no status socket %s", pub);
+	slog = xasprintf("%s/showq.log", t.s.qt.tmp);
+	showq_pid = tl_spawn("weir-showq", t.s.qt.conf, sargs, slog);
+	cr_assert(sh_wait_for(answers, shq, 10000), "no weir-showq on %s", shq);
+	start_metrics();
+	cr_assert(sh_wait_for(full_and_still, &doc, 120000), "isp's window never full:\n%s",
+	    rt_send_logs_tail(&t, 3000));
+	json_object_put(doc);
+	/* Stopped: nothing is in flight (the window is full, nothing held). */
+	rt_send_kill9(&t);
+	doc = status_json();
+	mine = jp_get(doc, "queue");
+	from = jp_str(jp_get(mine, "read_from"));
+	cr_assert(from && strcmp(from, shq) == 0, "read from %s", from ? from : "(null)");
+	cr_assert_null(jp_str(jp_get(mine, "error")), "%s", jp_str(jp_get(mine, "error")));
+	r = rt_run(&t, "weir", args, 2, NULL);
+	cr_assert_eq(r.status, 0, "weir status --json: %s", buf_cstr(&r.err));
+	roots = json_parse_strict(r.out.s, r.out.len, 64 << 20, &why);
+	cr_assert_not_null(roots, "%s", buf_cstr(&why));
+	cr_assert(json_object_equal(jp_get(mine, "states"), jp_get(jp_get(roots, "queue"), "states")),
+	    "weir-metrics via weir-showq:\n%s\nroot from the queue:\n%s",
+	    json_object_to_json_string(jp_get(mine, "states")),
+	    json_object_to_json_string(jp_get(jp_get(roots, "queue"), "states")));
+	cr_assert_eq(num(jp_get(mine, "messages")), num(jp_get(jp_get(roots, "queue"), "messages")));
+	cr_assert_eq(num(jp_get(mine, "recipients_not_done")),
+	    num(jp_get(jp_get(roots, "queue"), "recipients_not_done")));
+	cr_assert_eq(num(jp_get(jp_get(jp_get(mine, "states"), "deferred"), "messages")), 3);
+	get_ok("/", &page);
+	cr_assert(strstr(page.s, DEFERRED_ROW), "%s", page.s);
+	nothing_secret("the page", page.s);
+	tl_result_free(&r);
+	json_object_put(doc);
+	json_object_put(roots);
+	buf_free(&why);
+	buf_free(&page);
+	free(pub);
+	free(shq);
+	free(conf);
+	free(slog);
+}
+
+/* ---- who may see it ---- */
+
+/* openssl passwd -6 -salt abc secret */
+#define PASSWORD "secret"
+#define HASH "$6$abc$IdWKNKTJEb8LxY7CGg8YBXlvtfZzFw7Mp/r6niK9YB2mdvgY..TKjv1T..8RadRt2qvUHYRLr/TsVArtr91iR1"
+
+/* weir-gate and weir-metrics (its metrics section's extra keys) on a
+ * queue with upstream isp (the secret file RT_SECRET; weir-send is not
+ * started) and one message. */
+static void
+gate_and_metrics(const char *metrics_extra)
+{
+	const char *r[] = { "bob@dest.example" };
+	char *conf = xasprintf("metrics {\n  address = \"127.0.0.1:0\"\n%s}\n", metrics_extra);
+
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_conf_upstream(&t, NULL);
+	sh_conf_append(&t.s, conf);
+	rt_policy(&t, "upstream \"isp\" { rate = {\"5 per 10s\"} }\n");
+	rt_gate_start(&t, "2s");
+	rt_sendmail(&t, "alice@src.example", r, 1, "Subject: one\n\nhello\n");
+	start_metrics();
+	free(conf);
+}
+
+static int
+logged(void *arg)
+{
+	struct buf b = BUF_INIT;
+	int yes;
+
+	tl_read(mlog, &b);
+	yes = b.s && strstr(b.s, (const char *)arg);
+	buf_free(&b);
+	return yes;
+}
+
+/*
+ * allow = 127.0.0.1/32: a client on 127.0.0.2 is closed before a byte
+ * (curl: an empty reply or a reset), with a log line.  auth_file: each
+ * page 401 without a user, or with a wrong password, 200 with the
+ * right one; neither the password nor its hash nor the upstream's
+ * secret on any of them.
+ */
+Test(statuspage, allow_and_basic_auth)
+{
+	static const char *const paths[] = { "/", "/status.json", "/metrics" };
+	char *users = xasprintf("%s/metrics.users", t.s.qt.tmp), *line, *extra;
+	struct buf body = BUF_INIT;
+	int code, rc;
+	size_t i;
+
+	line = xasprintf("# the page's viewers\nadmin:%s\n", HASH);
+	tl_write(users, line, strlen(line));
+	cr_assert(chmod(users, 0600) == 0);
+	extra = xasprintf("  allow = {\"127.0.0.1/32\"}\n  auth_file = \"%s\"\n", users);
+	gate_and_metrics(extra);
+	rc = curl_full("/", "127.0.0.2", "admin:" PASSWORD, &body, &code);
+	cr_assert(rc == 52 || rc == 56, "from 127.0.0.2: curl exit %d, HTTP %d:\n%s", rc, code,
+	    buf_cstr(&body));
+	cr_assert(sh_wait_for(logged, "connection from 127.0.0.2 refused: not in metrics allow",
+	    10000), "no log line for the refusal");
+	for (i = 0; i < 3; i++) {
+		buf_reset(&body);
+		cr_assert_eq(curl_full(paths[i], NULL, NULL, &body, &code), 0);
+		cr_assert_eq(code, 401, "%s without a password: %d\n%s", paths[i], code, body.s);
+		cr_assert(strstr(body.s, "weir_") == NULL && strstr(body.s, "upstream") == NULL,
+		    "%s", body.s);
+		buf_reset(&body);
+		cr_assert_eq(curl_full(paths[i], NULL, "admin:Secret", &body, &code), 0);
+		cr_assert_eq(code, 401, "%s with a wrong password: %d", paths[i], code);
+		buf_reset(&body);
+		cr_assert_eq(curl_full(paths[i], NULL, "admin:" PASSWORD, &body, &code), 0);
+		cr_assert_eq(code, 200, "%s with the password: %d\n%s", paths[i], code, body.s);
+		cr_assert(strstr(body.s, i == 0 ? "<h2>upstream isp " : i == 1 ?
+		    "\"drain_estimate\":" : "weir_queue_messages 1"), "%s", body.s);
+		cr_assert(strstr(body.s, PASSWORD) == NULL && strstr(body.s, "$6$abc$") == NULL &&
+		    strstr(body.s, RT_SECRET) == NULL, "%s shows a secret:\n%s", paths[i], body.s);
+	}
+	cr_assert(sh_wait_for(logged, "basic authentication refused for user admin", 10000));
+	buf_free(&body);
+	free(users);
+	free(line);
+	free(extra);
+}
+
+/* ---- the limits, through libmicrohttpd ---- */
+
+/* A TCP connection to weir-metrics from the loopback address from. */
+static int
+connect_from(const char *from)
+{
+	struct sockaddr_in a;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert(fd >= 0);
+	memset(&a, 0, sizeof a);
+	a.sin_family = AF_INET;
+	cr_assert_eq(inet_pton(AF_INET, from, &a.sin_addr), 1);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0, "bind %s: %s", from,
+	    strerror(errno));
+	a.sin_port = htons((uint16_t)port);
+	cr_assert_eq(inet_pton(AF_INET, "127.0.0.1", &a.sin_addr), 1);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "connect: %s",
+	    strerror(errno));
+	return fd;
+}
+
+/* Wait (up to ms) for fd to say something or end; what came into out;
+ * 1 if it ended. */
+static int
+read_to_end(int fd, struct buf *out, int ms)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	char tmp[4096];
+	ssize_t k;
+
+	for (;;) {
+		if (poll(&p, 1, ms) != 1)
+			return 0;
+		k = read(fd, tmp, sizeof tmp);
+		if (k <= 0)
+			return 1;
+		buf_add(out, tmp, (size_t)k);
+	}
+}
+
+/*
+ * A connection that says nothing is closed after the idle timeout (10 s),
+ * others served meanwhile.  16 connections from one address: a 17th
+ * from it is closed at once (with libmicrohttpd's log line), one from
+ * another address is served.  At 32 connections, a 33rd waits; it is
+ * answered as soon as one of the 32 goes (libmicrohttpd 0.9.75, without
+ * threads, took its listening socket back only at the start of a run
+ * that nothing started: it stayed deaf until a timeout).
+ */
+Test(statuspage, limits)
+{
+	int idle, five[17], six[15], late, i;
+	struct buf out = BUF_INIT;
+	struct timespec t0, t1;
+	double idle_s;
+
+	gate_and_metrics("");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	idle = connect_from("127.0.0.1");
+	for (i = 0; i < 16; i++)
+		five[i] = connect_from("127.0.0.5");
+	five[16] = connect_from("127.0.0.5");
+	cr_assert(sh_wait_for(logged, "Server reached connection limit", 10000),
+	    "no 17th connection refused");
+	cr_assert(read_to_end(five[16], &out, 10000) && out.len == 0,
+	    "the 17th from one address was not closed unanswered: %s", buf_cstr(&out));
+	close(five[16]);
+	get_ok("/metrics", &out);	/* from 127.0.0.1 */
+	buf_reset(&out);
+	cr_assert_eq(curl_full("/metrics", "127.0.0.6", NULL, &out, &i), 0);
+	cr_assert_eq(i, 200, "from another address: %d", i);
+	/* 1 + 16 + 15 = 32: the 33rd waits, answered once one goes. */
+	for (i = 0; i < 15; i++)
+		six[i] = connect_from("127.0.0.6");
+	late = connect_from("127.0.0.7");
+	cr_assert(send(late, "GET /metrics HTTP/1.0\r\n\r\n", 25, MSG_NOSIGNAL) == 25);
+	close(five[0]);
+	buf_reset(&out);
+	cr_assert(read_to_end(late, &out, 8000), "the 33rd not answered within 8 s of a "
+	    "connection going (before the idle ones' timeout)");
+	cr_assert(out.s && strncmp(out.s, "HTTP/1.1 200 ", 13) == 0, "%s", buf_cstr(&out));
+	close(late);
+	/* The silent one: closed by the server, after its idle timeout. */
+	buf_reset(&out);
+	cr_assert(read_to_end(idle, &out, 30000), "an idle connection kept past 30 s");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	idle_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_assert(out.len == 0 && idle_s >= 9.0, "idle connection closed after %.1f s: %s", idle_s,
+	    buf_cstr(&out));
+	close(idle);
+	for (i = 1; i < 16; i++)
+		close(five[i]);
+	for (i = 0; i < 15; i++)
+		close(six[i]);
+	get_ok("/metrics", &out);
+	buf_free(&out);
+}
