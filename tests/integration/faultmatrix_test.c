@@ -175,17 +175,6 @@ struct ufault {
 	const char *why;	/* what the deferral says */
 };
 
-static int
-suspended(struct rt *rt, void *arg)
-{
-	char *st = rt_gate_status(rt);
-	int yes = strstr(st, "suspended until") != NULL;
-
-	(void)arg;
-	free(st);
-	return yes;
-}
-
 /*
  * The upstream misbehaves from the start: each of the four messages is
  * deferred (the reason in weir-send's log), the mail is kept; then
@@ -205,7 +194,7 @@ upstream_fault(const struct ufault *f)
 	start_relay();
 	inject_all();
 	if (f->suspends)	/* refused credentials: no message tries on its own */
-		cr_assert(rt_wait(suspended, &t, NULL, 30000), "no suspension:\n...%s",
+		cr_assert(rt_wait(rt_gate_status_has, &t, "suspended until", 30000), "no suspension:\n...%s",
 		    rt_send_logs_tail(&t, 3000));
 	else
 		wait_all_deferred();

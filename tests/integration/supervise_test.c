@@ -193,16 +193,6 @@ delaying(struct rt *rt, void *arg)
 	return yes;
 }
 
-static int
-gate_status_has(struct rt *rt, void *arg)
-{
-	char *st = rt_gate_status(rt);
-	int yes = strstr(st, arg) != NULL;
-
-	free(st);
-	return yes;
-}
-
 /* weir-send asks ahead of its deliverers: grants wait for a free one.
  * Dropped at its death, each counted as maybe sent for the gate's grace
  * (10 minutes): one message's final dot held at the upstream, nine
@@ -234,7 +224,7 @@ Test(supervise, unused_grants_given_back_at_the_death)
 		rt_sendmail(&t, SENDER, rv, 1, "Subject: fast\n\nbody\n");
 		free(rcpt);
 	}
-	cr_assert(rt_wait(gate_status_has, &t, "0 logged + 10 held = 10 of 10", 20000),
+	cr_assert(rt_wait(rt_gate_status_has, &t, "0 logged + 10 held = 10 of 10", 20000),
 	    "the nine were not granted behind the slow one:\n%s", rt_gate_status(&t));
 	rt_run_kill9(&t);
 	t0 = rt_now();

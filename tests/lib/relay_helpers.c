@@ -285,6 +285,16 @@ rt_gate_status(struct rt *t)
 	return out;
 }
 
+int
+rt_gate_status_has(struct rt *t, void *arg)
+{
+	char *st = rt_gate_status(t);
+	int yes = strstr(st, arg) != NULL;
+
+	free(st);
+	return yes;
+}
+
 /* ---- weir-send ---- */
 
 static int

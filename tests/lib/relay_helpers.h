@@ -75,6 +75,8 @@ void rt_gate_start(struct rt *t, const char *grace);
 void rt_gate_kill9(struct rt *t);
 /* `weir-gate -c CONF status` (asserts exit 0), malloc'ed. */
 char *rt_gate_status(struct rt *t);
+/* A condition for rt_wait(): weir-gate's status holds the string arg. */
+int rt_gate_status_has(struct rt *t, void *arg);
 
 /* weir-send -c CONF with WEIR_LIBEXEC and QMAILQUEUE set; waits until
  * it logged "started on". */
