@@ -715,7 +715,9 @@ Test(relay, kill9_stopped_deliverers_send_nothing_late)
 	rt_send_kill9(&t);
 	rt_send_start(&t);
 	/* Stopped for longer than the gate's grace (2 s): whatever they
-	 * would still send would come after the gate stopped counting it. */
+	 * would still send would come after the gate stopped counting it.
+	 * The span is the case (the deliverers' own clocks must pass half
+	 * the grace), not a wait for an event. */
 	usleep(3000000);
 	for (i = 0; i < n; i++)
 		kill(stopped[i], SIGCONT);

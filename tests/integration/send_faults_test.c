@@ -68,6 +68,8 @@ Test(send_faults, kill9_at_many_instants)
 	}
 	for (k = 0; k < 12; k++) {
 		sf_start_send(&sf.d1, 0);
+		/* A little later each time (paced instants, not a wait for an
+		 * event): at different steps of what runs. */
 		usleep((useconds_t)(k * 15000));
 		shd_kill9(&sf.d1);
 		sf_assert_queue_sound();

@@ -81,7 +81,7 @@ for r in rcpts:
     if 'crash' in r:
         out.flush()
         os.kill(os.getpid(), signal.SIGSEGV)
-        time.sleep(5)
+        time.sleep(5)  # not reached: the signal kills it first
     if 'garbage' in r:
         out.write(b'250 OK, but I am not qmail-remote\n')
         out.flush()
