@@ -59,6 +59,7 @@
 #include "lib/io.h"
 #include "lib/log.h"
 #include "lib/unixlisten.h"
+#include "mail/credfp.h"
 #include "mail/gateproto.h"
 #include "mail/policy.h"
 
@@ -398,6 +399,26 @@ journal_done(struct server *s, uint64_t id, const struct wg_done *d, char type, 
 		journal_end(&s->j, id, 'R', now, now + s->wmm);
 }
 
+/* A new authentication suspension of u has begun (why: the refusal):
+ * it belongs to the credentials in force (creds.h), is journaled and
+ * shared, and the log says what mends it. */
+static void
+auth_suspended(struct server *s, struct wg_up *u, const char *why, int64_t now)
+{
+	struct buf fix = BUF_INIT;
+
+	u->auth_fp = creds_of(&s->creds, u->name);
+	u->auth_fp_known = 1;
+	u->auth_oauth = creds_oauth(&s->creds, u->name);
+	journal_suspend(&s->j, u, 1, now, now + s->wmm);
+	share_suspend(s, u, u->auth_until, now);
+	cred_fix(&fix, u->name, u->auth_oauth);
+	log_warnx("upstream %s: authentication failed: %s; %s; suspended for %lld s (then one "
+	    "try at a time); a reload (SIGHUP), a restart with changed credentials or RESUME "
+	    "lifts it", u->name, why, fix.s, (long long)((u->auth_until - now + 999) / 1000));
+	buf_free(&fix);
+}
+
 static void
 do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
 {
@@ -442,18 +463,8 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	case GP_AUTHFAIL:
 		wg_report_at(&s->g, q->r, WG_AUTHFAIL, rq->text, -1, now, &d);
 		journal_done(s, id, &d, 'N', now);
-		if (d.new_episode) {
-			/* The suspension belongs to these credentials (creds.h). */
-			u->auth_fp = creds_of(&s->creds, u->name);
-			u->auth_fp_known = 1;
-			journal_suspend(&s->j, u, 1, now, now + s->wmm);
-			share_suspend(s, u, d.until, now);
-			log_warnx("upstream %s: authentication failed: %s; check username and "
-			    "secret_file (or secret_command) of upstream %s in weir.conf; "
-			    "suspended for %lld s (then one try at a time); a reload (SIGHUP), a "
-			    "restart with changed credentials or RESUME lifts it", u->name,
-			    rq->text, u->name, (long long)((d.until - now + 999) / 1000));
-		}
+		if (d.new_episode)
+			auth_suspended(s, u, rq->text, now);
 		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
 		break;
 	case GP_THROTTLED:

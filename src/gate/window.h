@@ -152,6 +152,7 @@ struct wg_up {
 	char *auth_reason;
 	uint64_t auth_fp;
 	int auth_fp_known;
+	int auth_oauth;		/* the caller's: an oauth section (mail/credfp.h's cred_fix) */
 	int probe;
 	/* Shared store (policy's `shared`): every grant also needs the
 	 * caller's admit(); until shared_retry (ms on the now axis; 0: none)

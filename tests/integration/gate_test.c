@@ -830,7 +830,8 @@ Test(gate, new_reports, .init = setup, .fini = teardown, .timeout = 60)
 	cr_assert_eq(gc_report_authfail(&gc, 3, "535 5.7.8 Authentication credentials invalid"), 0);
 	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_SUSPENDED);
 	cr_assert_eq(r.secs, 300);
-	cr_assert(log_has("check username and secret_file (or secret_command) of upstream up", 3000));
+	cr_assert(log_has("fix username, secret_file or secret_command of upstream up in weir.conf",
+	    3000));
 	st = status_of(0);
 	cr_assert(strstr(st, "upstream up: suspended until ") != NULL, "%s", st);
 	cr_assert(strstr(st, "authentication failed: suspended until") != NULL, "%s", st);

@@ -728,7 +728,7 @@ Test(oauth, invalid_grant_suspends_until_login)
 	const char *idpflags[] = { "--lifetime", "20", "--rotate", NULL };
 	const char *stat_args[] = { "status" }, *cc[] = { "check-config" };
 	const char *resume[] = { "resume", "isp" };
-	struct buf out = BUF_INIT;
+	struct buf out = BUF_INIT, glog = BUF_INIT;
 	struct rt_rec r;
 	size_t want, n;
 	char *logs;
@@ -756,6 +756,16 @@ Test(oauth, invalid_grant_suspends_until_login)
 	    "weir status:\n%s", out.s);
 	cr_assert(strstr(out.s, "upstream isp: LOGIN NEEDED since ") &&
 	    strstr(out.s, "run weir auth login isp"), "weir status:\n%s", out.s);
+	/* weir-gate's own advice, in weir status and its log: the login,
+	 * not a secret this upstream does not have. */
+	cr_assert(strstr(out.s, "; run weir auth login isp (the login lifts the suspension") &&
+	    strstr(out.s, "secret_file") == NULL, "weir status:\n%s", out.s);
+	tl_read(t.gate_log, &glog);
+	buf_addc(&glog, '\0');
+	cr_assert(strstr(glog.s, "upstream isp: authentication failed: ") &&
+	    strstr(glog.s, "; run weir auth login isp (the login lifts the suspension") &&
+	    strstr(glog.s, "secret_file") == NULL, "weir-gate's log:\n%s", glog.s);
+	buf_free(&glog);
 	cr_assert_eq(run("weir", cc, 1, NULL, &out), 1, "%s", out.s);
 	cr_assert(strstr(out.s, "the provider refuses the refresh token") &&
 	    strstr(out.s, "run weir auth login isp"), "%s", out.s);
