@@ -497,6 +497,23 @@ do_resume(struct server *s, struct client *c, const struct gp_req *rq)
 	reply_simple(c, GP_R_OK, 0, 0);
 }
 
+/* Credentials refused outside a send (weir-remote -K): an authentication
+ * suspension as REPORT AUTHFAIL would begin, nothing counted. */
+static void
+do_refused(struct server *s, struct client *c, const struct gp_req *rq)
+{
+	struct wg_up *u = wg_find(&s->g, rq->upstream);
+	int64_t now = now_mono();
+
+	if (u == NULL) {
+		reply_err(c, 0, GP_NOPOLICY, "no such upstream");
+		return;
+	}
+	if (wg_auth_refused(u, rq->text, now))
+		auth_suspended(s, u, rq->text, now);
+	reply_simple(c, GP_R_OK, 0, 0);
+}
+
 _Static_assert(WG_NCOUNTS == GP_NCOUNTS, "window.h's WG_NCOUNTS");
 
 /* weir-send's counters: the latest line replaces the one before. */
@@ -582,6 +599,7 @@ handle_line(struct server *s, struct client *c, const char *line, size_t len)
 	case GP_STATUS:  do_status(s, c, &rq, now); break;
 	case GP_RESUME:  do_resume(s, c, &rq); break;
 	case GP_COUNTS:  do_counts(s, c, &rq); break;
+	case GP_REFUSED: do_refused(s, c, &rq); break;
 	}
 }
 

@@ -1046,3 +1046,52 @@ Test(gate, journal_not_durable_fails_closed, .init = setup, .fini = teardown, .t
 	cr_assert(strstr(st, "window 1000000 messages per 3600s: 11 logged") != NULL, "%s", st);
 	free(st);
 }
+
+/* REFUSED (weir-remote -K found an OAuth upstream's refresh token dead,
+ * with no send): the upstream suspended as by AUTHFAIL, its log line
+ * and status naming the login (weir.conf gives it an oauth section), no
+ * window charged, no report counted; a second one while suspended
+ * keeps the suspension as it is; an unknown upstream is NOPOLICY. */
+Test(gate, refused_suspends_without_a_send, .init = setup, .fini = teardown, .timeout = 30)
+{
+	static const char conf[] = "upstream \"isp\" {\n  host = \"smtp.example.net\"\n"
+	    "  username = \"me@example.net\"\n  oauth {\n    provider = microsoft\n"
+	    "    client_id = \"x\"\n  }\n}\n";
+	struct gate_client gc;
+	struct gp_reply r;
+	struct buf b = BUF_INIT;
+	char *st, *p;
+	size_t n = 0;
+
+	tl_write(wconf, conf, sizeof conf - 1);
+	write_policy("upstream \"isp\" { rate = {\"1 per 3s\", \"3 connections per 1h\"} }\n");
+	start_gate(NULL);
+	cr_assert_eq(gc_connect(&gc, sock), 0);
+	cr_assert_eq(gc_refused(&gc, "isp", "keep-alive: invalid_grant: dead"), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_OK && r.tag == 0);
+	cr_assert(log_has("upstream isp: authentication failed: keep-alive: invalid_grant: dead; "
+	    "run weir auth login isp (the login lifts the suspension", 3000));
+	st = status_of(0);
+	cr_assert(strstr(st, "upstream isp: suspended until ") &&
+	    strstr(st, "authentication failed: suspended until") &&
+	    strstr(st, "keep-alive: invalid_grant: dead; run weir auth login isp (") &&
+	    strstr(st, "window 3 connections per 3600s: 0 logged") &&
+	    strstr(st, "secret_file") == NULL, "%s", st);
+	free(st);
+	st = status_of(1);
+	cr_assert(strstr(st, "\"auth_suspended\":true") && strstr(st, "\"authfail\":0"), "%s", st);
+	free(st);
+	/* Again, while suspended: kept, no second episode. */
+	cr_assert_eq(gc_refused(&gc, "isp", "keep-alive: invalid_grant: dead again"), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_OK);
+	cr_assert_eq(gc_refused(&gc, "nosuch", "x"), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_ERR && r.code == GP_NOPOLICY);
+	cr_assert_eq(read_file_at(AT_FDCWD, gatelog, &b, 1 << 20), 0);
+	buf_addc(&b, '\0');
+	for (p = b.s; (p = strstr(p, "authentication failed")) != NULL; p++)
+		n++;
+	cr_assert_eq(n, 1, "%zu episodes:\n%s", n, b.s);
+	cr_assert(strstr(b.s, "dead again") == NULL, "%s", b.s);
+	buf_free(&b);
+	gc_close(&gc);
+}
