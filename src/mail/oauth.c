@@ -559,6 +559,45 @@ out:
 	return res;
 }
 
+/* After a load without the lock found l (t wiped): the tokens into t
+ * under token_file.lock (its descriptor into *lk: the caller closes
+ * it).  One refresh at a time: whoever had the lock may have done one.
+ * OAUTH_OK; OAUTH_TEMP: the file or the lock cannot be had now;
+ * OAUTH_REFUSED: no token, or a file only a login mends (the status file
+ * says so); why in err. */
+static enum oauth_result
+load_locked(const struct weir_upstream *u, enum load l, struct tokens *t, int *lk,
+    struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+
+	*lk = -1;
+	if (l == L_TROUBLE)
+		return OAUTH_TEMP;
+	buf_reset(err);
+	/* With no token at all there is nothing to refresh (and perhaps no
+	 * folder yet to lock in). */
+	if (l != L_NONE && (*lk = lock_take(o, err)) < 0)
+		return OAUTH_TEMP;
+	if (l != L_NONE)
+		l = tokens_load(o, t, err);
+	switch (l) {
+	case L_TROUBLE:
+		return OAUTH_TEMP;
+	case L_NONE:
+	case L_BAD:
+		if (l == L_NONE)
+			buf_printf(err, "OAuth: no token yet (%s)", o->token_file);
+		buf_printf(err, "; mail waits: run weir auth login %s", u->name);
+		if (l == L_BAD || folder_exists(o))
+			status_update(o, t, 0, err->s, 1, (long long)time(NULL));
+		return OAUTH_REFUSED;
+	case L_OK:
+		break;
+	}
+	return OAUTH_OK;
+}
+
 enum oauth_result
 oauth_access_token(const struct weir_upstream *u, struct buf *tok, struct buf *how,
     struct buf *err)
@@ -576,32 +615,9 @@ oauth_access_token(const struct weir_upstream *u, struct buf *tok, struct buf *h
 		goto ok;
 	}
 	tokens_wipe(&t);
-	if (l == L_TROUBLE)
+	if ((res = load_locked(u, l, &t, &lk, err)) != OAUTH_OK)
 		goto out;
-	buf_reset(err);
-	/* One refresh at a time: whoever had the lock may have done it.
-	 * With no token at all there is nothing to refresh (and perhaps no
-	 * folder yet to lock in). */
-	if (l != L_NONE && (lk = lock_take(o, err)) < 0)
-		goto out;
-	if (l != L_NONE)
-		l = tokens_load(o, &t, err);
 	now = (long long)time(NULL);
-	switch (l) {
-	case L_TROUBLE:
-		goto out;
-	case L_NONE:
-	case L_BAD:
-		if (l == L_NONE)
-			buf_printf(err, "OAuth: no token yet (%s)", o->token_file);
-		buf_printf(err, "; mail waits: run weir auth login %s", u->name);
-		if (l == L_BAD || folder_exists(o))
-			status_update(o, &t, 0, err->s, 1, now);
-		res = OAUTH_REFUSED;
-		goto out;
-	case L_OK:
-		break;
-	}
 	if (usable(o, &t, now)) {
 		say_cached(&t, now, how, " refreshed meanwhile by another delivery");
 		goto ok;
@@ -615,6 +631,51 @@ ok:
 	res = OAUTH_OK;
 out:
 	tokens_wipe(&t);
+	if (lk >= 0)
+		(void)close(lk);	/* the lock goes with it */
+	return res;
+}
+
+enum oauth_result
+oauth_keepalive(const struct weir_upstream *u, struct buf *how, struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+	struct oauth_status st;
+	struct buf why = BUF_INIT;
+	struct tokens t;
+	char ago[64], idle[64];
+	long long now, last;
+	enum oauth_result res;
+	enum load l;
+	int lk = -1;
+
+	l = tokens_load(o, &t, err);
+	tokens_wipe(&t);
+	if ((res = load_locked(u, l, &t, &lk, err)) != OAUTH_OK)
+		goto out;
+	/* The last use: the status file's (it has the last refresh of a
+	 * provider that does not rotate), or the token file's own times
+	 * (a status that could not be written is no reason to wait). */
+	if (oauth_status_load(o, &st, &why) < 0)
+		memset(&st, 0, sizeof st);
+	last = oauth_last_use(&st);
+	if (t.refresh_since > last)
+		last = t.refresh_since;
+	if (t.login_at > last)
+		last = t.login_at;
+	now = (long long)time(NULL);
+	duration_format(ago, sizeof ago, now - last);
+	duration_format(idle, sizeof idle, o->refresh_idle);
+	if (now - last < o->refresh_idle) {
+		buf_printf(how, "not due: the refresh token was used %s ago (refresh_idle %s)", ago,
+		    idle);
+		goto out;
+	}
+	buf_printf(how, "the refresh token unused for %s (refresh_idle %s): ", ago, idle);
+	res = refresh(u, &t, how, err);
+out:
+	tokens_wipe(&t);
+	buf_free(&why);
 	if (lk >= 0)
 		(void)close(lk);	/* the lock goes with it */
 	return res;

@@ -27,6 +27,12 @@ oauth_margin(const struct weir_oauth *o, long long lifetime)
 	return lifetime / 10 > o->refresh_margin ? lifetime / 10 : o->refresh_margin;
 }
 
+long long
+oauth_last_use(const struct oauth_status *st)
+{
+	return st->refreshed_at > st->login_at ? st->refreshed_at : st->login_at;
+}
+
 void
 oauth_time(char *out, size_t max, long long t)
 {

@@ -3,6 +3,7 @@
  *
  *   weir-remote [-c FILE] [-u UPSTREAM] [-n] host sender recip...
  *   weir-remote [-c FILE] -T -u UPSTREAM
+ *   weir-remote [-c FILE] -K -u UPSTREAM
  *
  * The message is read from fd 0 (a qmail mess file).  On fd 1 come one
  * report per recipient, in argument order: "r" delivered, "h" permanent
@@ -41,6 +42,16 @@
  * starttls, auth, quit; "auth skipped: ..." without a username); exit 0
  * if every step worked, 1 if one failed, 2 for bad usage.
  *
+ * The OAuth keep-alive (-K, run by weir-send at least every refresh_idle
+ * of the upstream's oauth section, mail or none): the refresh token
+ * used by a refresh when nothing has used it for refresh_idle, else
+ * nothing (keepalive.c, mail/oauth.h); no SMTP, no grant.  A refusal
+ * (or no token) leaves the status file saying a login is needed and is
+ * told to weir-gate (REFUSED), which suspends the upstream.  Log lines
+ * only; the exit status is mail/oauth.h's OAUTH_KA_*: 0 refreshed or not
+ * due, 1 not now (the endpoint, local trouble), 2 bad usage or no such
+ * upstream with an oauth section, 3 refused: a login is needed.
+ *
  * Trusts: its caller (weir-send or qmail-rspawn) for the arguments; the
  * administrator for weir.conf and the secret.  Config keys: hostname
  * (for EHLO), gate_socket (see the gate seam in remote.c), and the
@@ -57,6 +68,9 @@
 /* Everything after main's set-up: returns the exit status.  parent is
  * getppid() as main() found it first thing (for -n when set-id). */
 int remote_run(int argc, char **argv, pid_t parent);
+
+/* -K (keepalive.c): the exit status. */
+int remote_keepalive(const char *cfile, const char *upname);
 
 /* The reports for res as the NUL-terminated bytes written to fd 1. */
 void remote_format(const struct smtp_result *res, struct buf *out);
