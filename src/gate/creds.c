@@ -65,26 +65,31 @@ creds_reload(struct creds *c, const char *config_file)
 	buf_free(&err);
 }
 
-uint64_t
-creds_of(const struct creds *c, const char *name)
+/* name's index in c, or c->n. */
+static size_t
+find(const struct creds *c, const char *name)
 {
 	size_t i;
 
-	for (i = 0; i < c->n; i++)
-		if (strcmp(c->name[i], name) == 0)
-			return c->fp[i];
-	return credfp_none();
+	for (i = 0; i < c->n && strcmp(c->name[i], name) != 0; i++)
+		;
+	return i;
+}
+
+uint64_t
+creds_of(const struct creds *c, const char *name)
+{
+	size_t i = find(c, name);
+
+	return i < c->n ? c->fp[i] : credfp_none();
 }
 
 int
 creds_oauth(const struct creds *c, const char *name)
 {
-	size_t i;
+	size_t i = find(c, name);
 
-	for (i = 0; i < c->n; i++)
-		if (strcmp(c->name[i], name) == 0)
-			return c->oauth[i];
-	return 0;
+	return i < c->n && c->oauth[i];
 }
 
 void

@@ -285,22 +285,33 @@ send1(const char *rcpt)
 	rt_sendmail(&t, SENDER, r, 1, "Subject: token\n\nhello\n");
 }
 
-/* How many lines of idp.py's record hold every one of what[] (NULL-ended). */
+/* How many lines of idp.py's record hold every one of what[] (NULL-ended);
+ * with v, the times of the first max of them into v. */
 static size_t
-idp_count(const char *const *what)
+idp_times(const char *const *what, double *v, size_t max)
 {
 	FILE *f = fopen(idp.record, "r");
-	char line[4096];
+	char line[4096], *p;
 	size_t n = 0, i;
 
 	while (f && fgets(line, sizeof line, f)) {
 		for (i = 0; what[i] && strstr(line, what[i]); i++)
 			;
-		n += what[i] == NULL;
+		if (what[i] != NULL)
+			continue;
+		if (v && n < max)
+			v[n] = (p = strstr(line, "\"time\": ")) ? strtod(p + 8, NULL) : 0;
+		n++;
 	}
 	if (f)
 		fclose(f);
 	return n;
+}
+
+static size_t
+idp_count(const char *const *what)
+{
+	return idp_times(what, NULL, 0);
 }
 
 /* The refresh tokens (short hashes) of the refreshes idp.py answered
@@ -820,26 +831,6 @@ Test(oauth, invalid_grant_suspends_until_login)
 	buf_free(&out);
 }
 
-/* The times of idp.py's answers that hold every one of what[], into v
- * (at most max); how many. */
-static size_t
-idp_times(const char *const *what, double *v, size_t max)
-{
-	FILE *f = fopen(idp.record, "r");
-	char line[4096], *p;
-	size_t n = 0, i;
-
-	while (f && n < max && fgets(line, sizeof line, f)) {
-		for (i = 0; what[i] && strstr(line, what[i]); i++)
-			;
-		if (what[i] == NULL && (p = strstr(line, "\"time\": ")) != NULL)
-			v[n++] = strtod(p + 8, NULL);
-	}
-	if (f)
-		fclose(f);
-	return n;
-}
-
 struct idp_want {
 	const char *const *what;
 	size_t n;
@@ -885,6 +876,7 @@ Test(oauth, keepalive_with_no_mail)
 	    idp_count(refresh_ok), rt_send_logs_tail(&t, 4000));
 	cr_assert_eq(idp_times(login_ok, used, 1), 1);
 	nref = idp_times(refresh_ok, ref, 3);
+	nref = nref < 3 ? nref : 3;
 	for (i = 0; i < nref; i++) {
 		cr_assert_geq(ref[i] - used[0], 2.0, "refresh %zu came %.3f s after the token's "
 		    "last use (refresh_idle 3 s)", i + 1, ref[i] - used[0]);

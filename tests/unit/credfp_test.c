@@ -33,14 +33,28 @@ fp(const struct weir_upstream *u)
 	return h;
 }
 
+/* path rewritten in place with data, its times a second later (the
+ * kernel's file times are coarser than two writes in a row). */
+static void
+rewrite(const char *path, const char *data)
+{
+	struct stat st;
+	struct timespec ts[2];
+
+	tl_write(path, data, strlen(data));
+	cr_assert_eq(stat(path, &st), 0);
+	ts[0] = ts[1] = st.st_mtim;
+	ts[0].tv_sec++;
+	ts[1].tv_sec++;
+	cr_assert_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
 Test(credfp, changes_with_what_authenticates)
 {
 	char *dir = tl_tmpdir(), *secret = xasprintf("%s/secret", dir);
 	char *other = xasprintf("%s/other", dir);
 	struct weir_upstream u;
 	uint64_t a, b;
-	struct stat st;
-	struct timespec ts[2];
 	const char *why;
 	int err;
 
@@ -53,14 +67,8 @@ Test(credfp, changes_with_what_authenticates)
 	tl_write(secret, "first", 5);
 	a = fp(&u);
 	cr_assert_eq(fp(&u), a, "not stable");
-	/* Rewritten in place, the same size, a second later (the kernel's
-	 * file times are coarser than two writes in a row). */
-	tl_write(secret, "other", 5);
-	cr_assert_eq(stat(secret, &st), 0);
-	ts[0] = ts[1] = st.st_mtim;
-	ts[0].tv_sec++;
-	ts[1].tv_sec++;
-	cr_assert_eq(utimensat(AT_FDCWD, secret, ts, 0), 0);
+	/* Rewritten in place, the same size. */
+	rewrite(secret, "other");
 	cr_assert_neq(b = fp(&u), a, "a rewritten secret file not seen");
 	tl_write(other, "other", 5);
 	cr_assert_eq(rename(other, secret), 0);	/* replaced, as editors do */
@@ -100,8 +108,6 @@ Test(credfp, oauth_client_and_login)
 	char *cs = xasprintf("%s/client.secret", dir), *sub = xasprintf("%s/oauth", dir);
 	struct weir_upstream u;
 	uint64_t none, a, b;
-	struct stat st;
-	struct timespec ts[2];
 	struct buf fix = BUF_INIT;
 
 	memset(&u, 0, sizeof u);
@@ -124,12 +130,7 @@ Test(credfp, oauth_client_and_login)
 	tl_write(cs, "{}", 2);
 	cr_assert_eq(rename(cs, tok), 0);
 	cr_assert_neq(b = fp(&u), a, "a new token file not seen");
-	tl_write(tok, "[]", 2);
-	cr_assert_eq(stat(tok, &st), 0);
-	ts[0] = ts[1] = st.st_mtim;
-	ts[0].tv_sec++;
-	ts[1].tv_sec++;
-	cr_assert_eq(utimensat(AT_FDCWD, tok, ts, 0), 0);
+	rewrite(tok, "[]");
 	cr_assert_neq(a = fp(&u), b, "a token file rewritten in place not seen");
 	u.oauth.client_id = (char *)"client-2";
 	cr_assert_neq(fp(&u), a, "another client_id not seen");
