@@ -19,6 +19,7 @@
 
 #include "gate/journal.h"
 #include "lib/alloc.h"
+#include "lib/bootid.h"
 #include "lib/log.h"
 #include "lib/pidlock.h"
 
@@ -40,24 +41,6 @@ journal_crc32(const void *p, size_t n)
 			c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
 	}
 	return c ^ 0xffffffffu;
-}
-
-void
-journal_boot_id(char *out, size_t n)
-{
-	struct buf b = BUF_INIT;
-	size_t i;
-
-	snprintf(out, n, "unknown");
-	if (read_file_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", &b, 128) == 0) {
-		for (i = 0; i < b.len && b.s[i] != '\n'; i++)
-			if (!((b.s[i] >= '0' && b.s[i] <= '9') || (b.s[i] >= 'a' && b.s[i] <= 'f') ||
-			    b.s[i] == '-'))
-				break;
-		if (i > 0 && i < n && (i == b.len || b.s[i] == '\n'))
-			snprintf(out, n, "%.*s", (int)i, b.s);
-	}
-	buf_free(&b);
 }
 
 /* Append one record: the fields, a space, the CRC of the fields, "\n". */
@@ -118,6 +101,17 @@ void
 journal_suspend(struct journal *j, const struct wg_up *u, int auth, int64_t mono, int64_t wall)
 {
 	suspend_rec(&j->pending, u, auth, mono, wall);
+}
+
+void
+journal_settle(struct journal *j, const struct wg_up *u, uint64_t id, const struct wg_done *d,
+    int64_t mono, int64_t wall)
+{
+	int64_t t = d->logged ? d->t : mono;
+
+	record(&j->pending, "Z %" PRIu64 " %s %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRId64
+	    " %" PRId64, id, u->name, d->logged ? d->w[0] : 0, d->logged ? d->w[1] : 0,
+	    d->logged ? d->w[2] : 0, t - mono + wall, t);
 }
 
 void
@@ -195,6 +189,7 @@ struct replay {
 	size_t nopen, capopen;
 	uint64_t max_id;
 	size_t records;
+	const struct policy *pol;	/* each upstream's grace (wg_grace) */
 	int64_t grace;
 };
 
@@ -289,8 +284,9 @@ flush_open(struct replay *rp, int64_t at)
 	size_t i;
 
 	for (i = 0; i < rp->nopen; i++)
-		wg_replay_send(rp->g, rp->open[i].up, rp->open[i].at, at + rp->grace,
-		    rp->open[i].w);
+		wg_replay_send(rp->g, rp->open[i].up, rp->open[i].at,
+		    at + wg_grace(rp->pol, rp->open[i].up, rp->grace), rp->open[i].w,
+		    rp->open[i].id);
 	rp->nopen = 0;
 }
 
@@ -359,13 +355,13 @@ replay_record(struct replay *rp, char *line)
 			return 0;	/* its grant was compacted away: harmless */
 		b = place(rp, b, c);
 		if (f[0][0] == 'S')
-			wg_replay_send(rp->g, o->up, b, b, o->w);
+			wg_replay_send(rp->g, o->up, b, b, o->w, 0);
 		else if (f[0][0] == 'X')
-			wg_replay_send(rp->g, o->up, o->at, b, o->w);
+			wg_replay_send(rp->g, o->up, o->at, b, o->w, o->id);
 		else if (f[0][0] == 'N' && o->w[UNIT_CONNECTIONS] > 0) {
 			memset(w, 0, sizeof w);
 			w[UNIT_CONNECTIONS] = o->w[UNIT_CONNECTIONS];
-			wg_replay_send(rp->g, o->up, b, b, w);
+			wg_replay_send(rp->g, o->up, b, b, w, 0);
 		}
 		close_open(rp, o);
 		return 0;
@@ -374,14 +370,27 @@ replay_record(struct replay *rp, char *line)
 		    u32(f[4], &w[2]) < 0 || num64(f[5], &b) < 0 || num64(f[6], &c) < 0)
 			return -1;
 		b = place(rp, b, c);
-		wg_replay_send(rp->g, f[1], b, b, w);
+		wg_replay_send(rp->g, f[1], b, b, w, 0);
 		return 0;
 	case 'P':
 		if (n != 9 || !policy_valid_name(f[1]) || u32(f[2], &w[0]) < 0 || u32(f[3], &w[1]) < 0 ||
 		    u32(f[4], &w[2]) < 0 || num64(f[5], &b) < 0 || num64(f[6], &c) < 0 ||
 		    num64(f[7], &d) < 0 || num64(f[8], &e) < 0)
 			return -1;
-		wg_replay_send(rp->g, f[1], place(rp, b, c), place(rp, d, e), w);
+		wg_replay_send(rp->g, f[1], place(rp, b, c), place(rp, d, e), w, 0);
+		return 0;
+	case 'Z':
+		if (n != 8 || num64(f[1], &a) < 0 || a <= 0 || !policy_valid_name(f[2]) ||
+		    u32(f[3], &w[0]) < 0 || u32(f[4], &w[1]) < 0 || u32(f[5], &w[2]) < 0 ||
+		    num64(f[6], &b) < 0 || num64(f[7], &c) < 0)
+			return -1;
+		wg_replay_settle(rp->g, f[2], (uint64_t)a, place(rp, b, c), w);
+		return 0;
+	case 'I':
+		if (n != 2 || num64(f[1], &a) < 0 || a <= 0)
+			return -1;
+		if ((uint64_t)a - 1 > rp->max_id)
+			rp->max_id = (uint64_t)a - 1;
 		return 0;
 	case 'U':
 	case 'A':
@@ -490,11 +499,21 @@ journal_compact_begin(struct journal *j, struct wgate *g, int64_t mono, int64_t 
 
 	buf_reset(&j->compact);
 	record(&j->compact, "B %s %" PRId64 " %" PRId64, j->boot, wall, mono);
+	/* Grant ids are never given twice, even once no record names them. */
+	record(&j->compact, "I %" PRIu64, g->next_id);
 	for (u = g->ups; u; u = u->next) {
 		for (s = u->lseq; s < u->lseq + u->ln; s++) {
 			const struct wg_send *e = wg_log_at(u, s);
 
-			if (e->from == e->t)
+			if (e->id != 0) {
+				/* An unknown outcome that may yet be settled: its
+				 * grant and its end, as they came. */
+				record(&j->compact, "G %" PRIu64 " %s %" PRIu32 " %" PRIu32 " %" PRIu32
+				    " %" PRId64 " %" PRId64, e->id, u->name, e->w[0], e->w[1], e->w[2],
+				    e->from - mono + wall, e->from);
+				record(&j->compact, "X %" PRIu64 " %" PRId64 " %" PRId64, e->id,
+				    e->t - mono + wall, e->t);
+			} else if (e->from == e->t)
 				record(&j->compact, "L %s %" PRIu32 " %" PRIu32 " %" PRIu32 " %" PRId64
 				    " %" PRId64, u->name, e->w[0], e->w[1], e->w[2],
 				    e->t - mono + wall, e->t);
@@ -533,8 +552,8 @@ journal_compact_commit(struct journal *j)
 }
 
 int
-journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_mono,
-    int64_t now_wall, int64_t grace_ms)
+journal_open(struct journal *j, const char *path, struct wgate *g, const struct policy *pol,
+    int64_t now_mono, int64_t now_wall, int64_t grace_ms)
 {
 	struct buf data = BUF_INIT;
 	struct replay rp;
@@ -560,12 +579,13 @@ journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_m
 		goto fail_nodata;
 	}
 	free(lock);
-	journal_boot_id(j->boot, sizeof j->boot);
+	boot_id(j->boot, sizeof j->boot);
 	memset(&rp, 0, sizeof rp);
 	rp.g = g;
 	rp.now_mono = now_mono;
 	rp.now_wall = now_wall;
 	rp.boot = j->boot;
+	rp.pol = pol;
 	rp.grace = grace_ms;
 	r = read_file_at(AT_FDCWD, path, &data, JOURNAL_MAX);
 	if (r == -2) {

@@ -15,6 +15,12 @@
  *   L <upstream> <msgs> <rcpts> <conns> <wall> <mono>  a logged send (compaction)
  *   P <upstream> <msgs> <rcpts> <conns> <from wall> <from mono> <wall> <mono>
  *                                                   a logged interval (compaction)
+ *   Z <id> <upstream> <msgs> <rcpts> <conns> <wall> <mono>
+ *                                                   grant id's unknown outcome
+ *                                                   settled (SETTLE): a send of
+ *                                                   these weights at that time
+ *                                                   instead (0 0 0: nothing)
+ *   I <next id>                                     the next grant id (compaction)
  *   U <upstream> <until wall> <until mono> <len ms> <reason>  suspension
  *   C <upstream> <until wall> <until mono> <len ms> <credentials> <reason>
  *                                                   auth suspension of the
@@ -44,11 +50,13 @@
  * itself.
  *
  * Compaction rewrites the live state (sends still inside a window, held
- * grants, suspensions) to a new file, fsyncs it, renames it over the
- * journal and fsyncs the directory.
+ * grants, suspensions, the next grant id) to a new file, fsyncs it,
+ * renames it over the journal and fsyncs the directory; an unknown
+ * outcome stays a G and an X record, so that it can still be settled.
+ * Grant ids are never given twice over the journal's life.
  *
  * Trusts: the journal file only after its CRC and strict parsing.
- * Config keys: none (weir-gate's -j and -g).
+ * Config keys: none (weir-gate's -j and -g; policy's grace through wg_grace).
  */
 #ifndef WEIR_GATE_JOURNAL_H
 #define WEIR_GATE_JOURNAL_H
@@ -57,6 +65,7 @@
 #include <sys/types.h>
 
 #include "gate/window.h"
+#include "lib/bootid.h"
 #include "lib/buf.h"
 #include "lib/io.h"
 
@@ -64,31 +73,32 @@ struct journal {
 	int fd;
 	int lockfd;		/* path.lock, held for the gate's life */
 	char *path;
-	char boot[40];
+	char boot[BOOT_ID_MAX];
 	off_t size;		/* bytes in the file, written or pending */
 	struct buf pending;	/* records not yet written */
 	int dirty;		/* written but not synced */
 	struct buf compact;	/* the next file, while compacting */
 };
 
-/* The boot id (/proc/sys/kernel/random/boot_id), or "unknown". */
-void journal_boot_id(char *out, size_t n);
-
 /* Take the lock path.lock (a second gate on the same journal is refused,
  * with the holder's pid in the log line, before anything reads or writes
  * the journal), open (creating) path, replay it into g (before any policy is set: the
  * policy counts the history afterwards), then compact.  now_mono, now_wall:
- * the caller's clocks in ms.  grace_ms: how long a grant left without a
- * report by a stopped gate may still be in flight (its client does not
- * stop sending because the gate did); such a send is logged at
- * [grant, now + grace_ms].  0 ok; -1 with a log line. */
-int journal_open(struct journal *j, const char *path, struct wgate *g, int64_t now_mono,
-    int64_t now_wall, int64_t grace_ms) MUST_CHECK;
+ * the caller's clocks in ms.  A grant left without a report by a stopped
+ * gate may still be in flight (its client does not stop sending because
+ * the gate did): such a send is logged at [grant, end of that run +
+ * grace], the grace being its upstream's in pol (may be NULL), else
+ * grace_ms (wg_grace).  0 ok; -1 with a log line. */
+int journal_open(struct journal *j, const char *path, struct wgate *g,
+    const struct policy *pol, int64_t now_mono, int64_t now_wall, int64_t grace_ms) MUST_CHECK;
 void journal_close(struct journal *j);
 
 /* Queue records. */
 void journal_grant(struct journal *j, const struct wg_req *r, int64_t mono, int64_t wall);
 void journal_end(struct journal *j, uint64_t id, char type, int64_t mono, int64_t wall);
+/* Grant id's unknown outcome on u settled as d says (wg_settle). */
+void journal_settle(struct journal *j, const struct wg_up *u, uint64_t id,
+    const struct wg_done *d, int64_t mono, int64_t wall);
 /* u's throttle suspension, or (auth) its authentication suspension. */
 void journal_suspend(struct journal *j, const struct wg_up *u, int auth, int64_t mono,
     int64_t wall);

@@ -12,7 +12,9 @@
  * is answered and the connection closed; a well-framed bad request is
  * answered and the connection kept.  A client that goes away loses its
  * waiting requests, and its grants count as outcomes unknown (accepted
- * at any instant from the grant to now + grace).
+ * at any instant from the grant to now + the upstream's grace), until a
+ * SETTLE says what became of one (do_settle); a grant of a client that
+ * said STARTS and never STARTed it reached no deliverer: refunded.
  *
  * The read-only status socket (gate_status_socket, mode 0666: whoever
  * reaches its folder): the same parser and limits, but only STATUS is
@@ -89,6 +91,7 @@ struct client {
 	size_t nreqs;
 	int closing;		/* answer what is queued, then close */
 	int readonly;		/* came in on the status socket: STATUS only */
+	int starts;		/* STARTS: its grants are in use once STARTed */
 	struct client *next;
 };
 
@@ -108,7 +111,8 @@ struct server {
 	int64_t timer_at;
 	struct creq *ghead, *gtail;	/* granted, answer after the journal sync */
 	int64_t wmm;			/* wall ms minus monotonic ms */
-	int64_t grace_ms;		/* -g: how long a lost grant may still send */
+	int64_t grace_ms;		/* -g: how long a lost grant may still send,
+					 * for an upstream whose policy sets no grace */
 	int stopping;
 	int64_t stop_by;		/* stopping: the end of STOP_LINGER_MS */
 	int accept_paused;		/* out of fds: wait for a client to go */
@@ -325,7 +329,7 @@ on_admit(void *arg, struct wg_req *r, int64_t now, int64_t *retry)
 		return 0;
 	}
 	held = held_of(s, r->up, &n);
-	ok = shared_admit(s->sh, pu, r, held, n, now, s->wmm, s->grace_ms, retry);
+	ok = shared_admit(s->sh, pu, r, held, n, now, s->wmm, r->up->grace, retry);
 	free(held);
 	return ok;
 }
@@ -337,7 +341,7 @@ on_ended(void *arg, struct wg_req *r, enum wg_outcome o, const struct wg_done *d
 	const struct policy_upstream *pu = policy_upstream(s->pol, r->up->name);
 
 	if (pu && pu->shared)
-		shared_ended(s->sh, pu, r, o, d, now, s->grace_ms);
+		shared_ended(s->sh, pu, r, o, d, now, r->up->grace);
 }
 
 /* A suspension (until > now) or its lifting (0), for every host. */
@@ -384,6 +388,7 @@ do_acquire(struct server *s, struct client *c, const struct gp_req *rq, int64_t 
 		reply_err(c, rq->tag, wire_code(code), code_text(code));
 		return;
 	}
+	q->r->started = !c->starts;
 	q->next = c->reqs;
 	c->reqs = q;
 	c->nreqs++;
@@ -399,24 +404,35 @@ journal_done(struct server *s, uint64_t id, const struct wg_done *d, char type, 
 		journal_end(&s->j, id, 'R', now, now + s->wmm);
 }
 
-/* A new authentication suspension of u has begun (why: the refusal):
- * it belongs to the credentials in force (creds.h), is journaled and
- * shared, and the log says what mends it. */
+/* What a report (or a settlement) of a throttle or an authentication
+ * failure, or a REFUSED, did: the suspension journalled, shared and
+ * logged (an authentication failure only when it began an episode, with
+ * what mends it for the upstream's kind: mail/credfp.h). */
 static void
-auth_suspended(struct server *s, struct wg_up *u, const char *why, int64_t now)
+suspended(struct server *s, struct wg_up *u, int auth, const char *reply,
+    const struct wg_done *d, int64_t now)
 {
+	long long secs = (long long)((d->until - now + 999) / 1000);
 	struct buf fix = BUF_INIT;
 
-	u->auth_fp = creds_of(&s->creds, u->name);
-	u->auth_fp_known = 1;
-	u->auth_oauth = creds_oauth(&s->creds, u->name);
-	journal_suspend(&s->j, u, 1, now, now + s->wmm);
-	share_suspend(s, u, u->auth_until, now);
-	cred_fix(&fix, u->name, u->auth_oauth);
-	log_warnx("upstream %s: authentication failed: %s; %s; suspended for %lld s (then one "
-	    "try at a time); a reload (SIGHUP), a restart with changed credentials or RESUME "
-	    "lifts it", u->name, why, fix.s, (long long)((u->auth_until - now + 999) / 1000));
-	buf_free(&fix);
+	if (auth && !d->new_episode)
+		return;
+	if (auth) {
+		/* The suspension belongs to these credentials (creds.h). */
+		u->auth_fp = creds_of(&s->creds, u->name);
+		u->auth_fp_known = 1;
+		u->auth_oauth = creds_oauth(&s->creds, u->name);
+	}
+	journal_suspend(&s->j, u, auth, now, now + s->wmm);
+	share_suspend(s, u, d->until, now);
+	if (auth) {
+		cred_fix(&fix, u->name, u->auth_oauth);
+		log_warnx("upstream %s: authentication failed: %s; %s; suspended for %lld s (then "
+		    "one try at a time); a reload (SIGHUP), a restart with changed credentials or "
+		    "RESUME lifts it", u->name, reply, fix.s, secs);
+		buf_free(&fix);
+	} else
+		log_warnx("upstream %s suspended for %lld s: %s", u->name, secs, reply);
 }
 
 static void
@@ -463,22 +479,69 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	case GP_AUTHFAIL:
 		wg_report_at(&s->g, q->r, WG_AUTHFAIL, rq->text, -1, now, &d);
 		journal_done(s, id, &d, 'N', now);
-		if (d.new_episode)
-			auth_suspended(s, u, rq->text, now);
+		suspended(s, u, 1, rq->text, &d, now);
 		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
 		break;
 	case GP_THROTTLED:
 		wg_report_at(&s->g, q->r, WG_THROTTLED, rq->text, -1, now, &d);
 		journal_done(s, id, &d, 'S', now);
-		journal_suspend(&s->j, u, 0, now, now + s->wmm);
-		share_suspend(s, u, d.until, now);
-		log_warnx("upstream %s suspended for %lld s: %s", u->name,
-		    (long long)((d.until - now + 999) / 1000), rq->text);
+		suspended(s, u, 0, rq->text, &d, now);
 		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
 		break;
 	}
 	q->r = NULL;
 	forget_req(c, q);
+}
+
+/* The client that holds grant id, or NULL. */
+static struct client *
+holder(struct server *s, uint64_t id)
+{
+	struct client *c;
+	struct creq *q;
+
+	for (c = s->clients; c; c = c->next)
+		for (q = c->reqs; q; q = q->next)
+			if (q->r->granted && q->r->id == id)
+				return c;
+	return NULL;
+}
+
+/* SETTLE: a grant counted as unknown because its client went away has
+ * an outcome after all (gateproto.h). */
+static void
+do_settle(struct server *s, struct client *c, const struct gp_req *rq, int64_t now)
+{
+	static const enum wg_outcome how[] = {
+		[GP_SENT] = WG_SENT, [GP_REFUND] = WG_REFUND, [GP_NOMAIL] = WG_NOMAIL,
+		[GP_THROTTLED] = WG_THROTTLED, [GP_AUTHFAIL] = WG_AUTHFAIL,
+	};
+	struct wg_up *u = wg_find(&s->g, rq->upstream);
+	struct wg_done d;
+
+	if (u == NULL) {
+		reply_err(c, 0, GP_NOPOLICY, "no such upstream");
+		return;
+	}
+	if (holder(s, rq->grant) != NULL) {
+		reply_err(c, 0, GP_STATE, "a client holds that grant: it reports it");
+		return;
+	}
+	/* A shared store counts the send too, until the grace: so does the
+	 * gate, never less than the store. */
+	if (u->shared || !wg_settle(&s->g, u, rq->grant, how[rq->outcome], rq->text,
+	    rq->at < 0 ? -1 : rq->at + 1, now, &d)) {
+		reply_simple(c, GP_R_OK, 0, 0);
+		return;
+	}
+	journal_settle(&s->j, u, rq->grant, &d, now, now + s->wmm);
+	if (rq->outcome == GP_THROTTLED || rq->outcome == GP_AUTHFAIL)
+		suspended(s, u, rq->outcome == GP_AUTHFAIL, rq->text, &d, now);
+	log_info("upstream %s: send %llu, of unknown outcome since its client went away, "
+	    "settled: %s%s", u->name, (unsigned long long)rq->grant,
+	    d.logged ? "logged at its time" : "nothing logged", d.logged &&
+	    d.w[UNIT_MESSAGES] == 0 ? " (its connection only)" : "");
+	reply_simple(c, GP_R_OK, 0, 0);
 }
 
 static void
@@ -503,14 +566,17 @@ static void
 do_refused(struct server *s, struct client *c, const struct gp_req *rq)
 {
 	struct wg_up *u = wg_find(&s->g, rq->upstream);
+	struct wg_done d;
 	int64_t now = now_mono();
 
 	if (u == NULL) {
 		reply_err(c, 0, GP_NOPOLICY, "no such upstream");
 		return;
 	}
-	if (wg_auth_refused(u, rq->text, now))
-		auth_suspended(s, u, rq->text, now);
+	memset(&d, 0, sizeof d);
+	d.new_episode = wg_auth_refused(u, rq->text, now);
+	d.until = u->auth_until;
+	suspended(s, u, 1, rq->text, &d, now);
 	reply_simple(c, GP_R_OK, 0, 0);
 }
 
@@ -529,6 +595,30 @@ do_counts(struct server *s, struct client *c, const struct gp_req *rq)
 	memcpy(u->counts, rq->counts, sizeof u->counts);
 	u->has_counts = 1;
 	reply_simple(c, GP_R_OK, 0, 0);
+}
+
+/* START: the grant goes to a deliverer (gateproto.h); STARTS: this
+ * client's grants are in use only from their START. */
+static void
+do_start(struct client *c, const struct gp_req *rq)
+{
+	struct creq *q;
+
+	if (rq->verb == GP_STARTS) {
+		c->starts = 1;
+		reply_simple(c, GP_R_OK, 0, 0);
+		return;
+	}
+	if ((q = find_req(c, rq->tag, NULL)) == NULL) {
+		reply_err(c, rq->tag, GP_TAG, "no such request");
+		return;
+	}
+	if (!q->r->granted) {
+		reply_err(c, rq->tag, GP_STATE, "not granted yet");
+		return;
+	}
+	q->r->started = 1;
+	reply_simple(c, GP_R_OK, rq->tag, 0);
 }
 
 static void
@@ -595,7 +685,10 @@ handle_line(struct server *s, struct client *c, const char *line, size_t len)
 	switch (rq.verb) {
 	case GP_ACQUIRE: do_acquire(s, c, &rq, now); break;
 	case GP_REPORT:  do_report(s, c, &rq, now_mono_ceil()); break;
+	case GP_SETTLE:  do_settle(s, c, &rq, now_mono_ceil()); break;
 	case GP_CANCEL:  do_cancel(s, c, &rq, now); break;
+	case GP_START:
+	case GP_STARTS:  do_start(c, &rq); break;
 	case GP_STATUS:  do_status(s, c, &rq, now); break;
 	case GP_RESUME:  do_resume(s, c, &rq); break;
 	case GP_COUNTS:  do_counts(s, c, &rq); break;
@@ -614,7 +707,8 @@ drop_client(struct server *s, struct client *c, const char *why)
 	/* A grant held by a client that went away may still be accepted by
 	 * the upstream (a final dot handed to it just before): it counts as
 	 * accepted at any instant from its grant to now + grace, which moves
-	 * no other send (window.h). */
+	 * no other send (window.h); unless the client said it never handed
+	 * it to a deliverer (STARTS, and no START): then it is refunded. */
 	int64_t now = now_mono_ceil();
 
 	if (why)
@@ -981,6 +1075,8 @@ settle(struct server *s)
 			r.id = q->r->id;
 			r.max_rcpt = (uint32_t)q->r->up->max_rcpt;
 			r.msgs_per_conn = (uint32_t)q->r->up->msgs_per_conn;
+			r.grace = (uint32_t)(q->r->up->grace / 1000 > GP_GRACE_MAX ? GP_GRACE_MAX :
+			    q->r->up->grace / 1000);
 			gp_fmt_reply(&q->c->out, &r);
 			q->gnext = NULL;
 		}
@@ -1081,7 +1177,7 @@ gate_run(const struct gate_opts *o)
 	s.wmm = now_wall() - now_mono();
 	s.grace_ms = o->grace * 1000;
 	s.g.grace = s.grace_ms;
-	if (journal_open(&s.j, o->journal, &s.g, now_mono(), now_wall(), o->grace * 1000) < 0)
+	if (journal_open(&s.j, o->journal, &s.g, s.pol, now_mono(), now_wall(), s.grace_ms) < 0)
 		return 111;
 	creds_note(&s.creds, o->upstreams, o->nupstreams);
 	creds_check(&s.creds, &s.g, &s.j, now_mono(), s.wmm);

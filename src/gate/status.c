@@ -2,9 +2,11 @@
  * status.c: weir-gate's status, for people and as JSON: every window's
  * use, grants held, waiting requests per class, the next grant time, the
  * suspensions with their reasons and ends, whether the journal is
- * durable, and counters (since the gate started; rcpt_accepted sums the
- * recipient counts of the SENT reports, JSON only), and weir-send's
- * latest COUNTS for the upstream, if it sent any ("send" in JSON).  For an upstream
+ * durable, the sends of unknown outcome a window still counts (each
+ * holds its slot until the upstream's grace is over), counters (since
+ * the gate started; rcpt_accepted sums the recipient counts of the SENT
+ * reports, JSON only), and weir-send's latest COUNTS for the upstream,
+ * if it sent any ("send" in JSON).  For an upstream
  * with a shared store: the store, whether it answers, and each window as
  * Redis counts it for every host ("all hosts", asked of Redis for this
  * report) below this gate's own count.  Asked for a history (STATUS JSON
@@ -102,6 +104,45 @@ view_free(struct shared_view *v)
 	free(v->hd);
 }
 
+/* The first log entry some window of u still counts (the end: none). */
+static uint64_t
+counted_from(const struct wg_up *u)
+{
+	uint64_t first = u->lseq + u->ln;
+	size_t i;
+
+	for (i = 0; i < u->nwin; i++)
+		if (u->win[i].first < first)
+			first = u->win[i].first;
+	return first;
+}
+
+#define UNKNOWN_SHOWN 5	/* sends of unknown outcome listed one by one */
+
+/* The sends of unknown outcome a window still counts: each holds its
+ * slot until its interval's end (the grace after its client went or
+ * reported it) plus the window's period. */
+static void
+text_unknown(struct buf *b, const struct wg_up *u, int64_t wmm)
+{
+	char from[64], until[64];
+	uint64_t s;
+	size_t n = 0;
+
+	for (s = counted_from(u); s < u->lseq + u->ln; s++) {
+		const struct wg_send *e = wg_log_at(u, s);
+
+		if (e->from == e->t || n++ >= UNKNOWN_SHOWN)
+			continue;
+		wall_str(from, sizeof from, e->from + wmm);
+		wall_str(until, sizeof until, e->t + wmm);
+		buf_printf(b, "  outcome unknown: a send granted %s counts as accepted at any "
+		    "time up to %s (grace %lld s)\n", from, until, (long long)(u->grace / 1000));
+	}
+	if (n > UNKNOWN_SHOWN)
+		buf_printf(b, "  outcome unknown: %zu more sends\n", n - UNKNOWN_SHOWN);
+}
+
 static void
 text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh)
 {
@@ -171,6 +212,7 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 			buf_adds(b, "    all hosts: unknown (the shared store does not answer)\n");
 	}
 	view_free(&v);
+	text_unknown(b, u, wmm);
 	buf_printf(b, "  grants held: %zu", u->nheld);
 	if (u->max_conn)
 		buf_printf(b, " (max %lld)", (long long)u->max_conn);
@@ -189,11 +231,11 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		buf_printf(b, "  next grant: %s (in %lld ms)\n", when, (long long)(next - now));
 	}
 	buf_printf(b, "  totals: granted %llu, sent %llu, refunded %llu, throttled %llu, "
-	    "unknown %llu, no mail %llu, auth failed %llu\n",
+	    "unknown %llu, no mail %llu, auth failed %llu, unknown settled later %llu\n",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
 	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
 	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
-	    (unsigned long long)u->n_authfail);
+	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_settled);
 	if (u->has_counts)
 		buf_printf(b, "  weir-send: messages (recipients) queued %llu (%llu), delivered "
 		    "%llu (%llu), deferred %llu (%llu), bounced %llu (%llu); sessions open %llu\n",
@@ -286,8 +328,9 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 {
 	struct cls_count cc[32];
 	struct shared_view v;
-	size_t i, ncc;
+	size_t i, ncc, n;
 	int64_t next;
+	uint64_t s;
 
 	buf_adds(b, "{\"name\":");
 	json_str(b, u->name);
@@ -344,6 +387,14 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		buf_addc(b, '}');
 	}
 	view_free(&v);
+	buf_printf(b, "],\"grace_s\":%lld,\"unknown_sends\":[", (long long)(u->grace / 1000));
+	for (s = counted_from(u), n = 0; s < u->lseq + u->ln; s++) {
+		const struct wg_send *e = wg_log_at(u, s);
+
+		if (e->from != e->t)
+			buf_printf(b, "%s{\"granted_ms\":%lld,\"until_ms\":%lld}", n++ ? "," : "",
+			    (long long)(e->from + wmm), (long long)(e->t + wmm));
+	}
 	buf_printf(b, "],\"held\":%zu,\"max_connections\":%lld,\"waiting\":%zu,\"waiting_by_class\":{",
 	    u->nheld, (long long)u->max_conn, u->nwait);
 	ncc = count_classes(u, cc, 32);
@@ -359,11 +410,13 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	else
 		buf_adds(b, "null");
 	buf_printf(b, ",\"granted\":%llu,\"sent\":%llu,\"refunded\":%llu,\"throttled\":%llu,"
-	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu,\"rcpt_accepted\":%llu",
+	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu,\"settled\":%llu,"
+	    "\"rcpt_accepted\":%llu",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
 	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
 	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
-	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_rcpt_accepted);
+	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_settled,
+	    (unsigned long long)u->n_rcpt_accepted);
 	if (u->has_counts) {
 		static const char *const what[] = { "queued", "delivered", "deferred", "bounced" };
 

@@ -53,6 +53,14 @@ wg_free(struct wgate *g)
 	g->ups = NULL;
 }
 
+int64_t
+wg_grace(const struct policy *pol, const char *name, int64_t dflt)
+{
+	const struct policy_upstream *pu = pol ? policy_upstream(pol, name) : NULL;
+
+	return pu && pu->grace > 0 ? pu->grace * 1000 : dflt;
+}
+
 struct wg_up *
 wg_find(struct wgate *g, const char *name)
 {
@@ -75,6 +83,7 @@ get_up(struct wgate *g, const char *name)
 	u->name = xstrdup(name);
 	u->horizon = WG_HORIZON_MIN_MS;
 	u->hdropped = INT64_MIN;
+	u->grace = g->grace;
 	/* Keep the list in creation order: status reads better. */
 	for (pp = &g->ups; *pp; pp = &(*pp)->next)
 		;
@@ -129,7 +138,7 @@ log_end(const struct wg_up *u)
  * not later than that of an entry already gone: see wg_expire); the
  * others count it. */
 static void
-log_insert(struct wg_up *u, int64_t from, int64_t t, const uint32_t w[UNIT_COUNT])
+log_insert(struct wg_up *u, int64_t from, int64_t t, const uint32_t w[UNIT_COUNT], uint64_t id)
 {
 	struct wg_send *nl, *a, *b;
 	size_t i, k;
@@ -152,6 +161,7 @@ log_insert(struct wg_up *u, int64_t from, int64_t t, const uint32_t w[UNIT_COUNT
 	nl = &u->log[(u->lhead + k) % u->lcap];
 	nl->from = from;
 	nl->t = t;
+	nl->id = from < t ? id : 0;
 	memcpy(nl->w, w, sizeof nl->w);
 	u->ln++;
 	history_add(u, nl);
@@ -174,6 +184,39 @@ log_insert(struct wg_up *u, int64_t from, int64_t t, const uint32_t w[UNIT_COUNT
 			u->win[i].first++;
 		else
 			u->win[i].sum += w[u->win[i].unit];
+	}
+}
+
+/* Take entry p out of the log: later entries move down one sequence
+ * number; a window that had let it go already keeps its start on the
+ * same entry, one that counted it counts it no more. */
+static void
+log_remove(struct wg_up *u, uint64_t p)
+{
+	struct wg_send gone = *wg_log_at(u, p);
+	uint64_t s;
+	size_t i;
+
+	/* Its copy in the history goes too (a settled unknown send: its
+	 * send at the 250's time takes its place), the latest one with its
+	 * id, the later ones moved down. */
+	for (i = u->hn; gone.id && i-- > 0;)
+		if (u->hist[(u->hhead + i) % WG_HISTORY_MAX].id == gone.id) {
+			for (; i + 1 < u->hn; i++)
+				u->hist[(u->hhead + i) % WG_HISTORY_MAX] =
+				    u->hist[(u->hhead + i + 1) % WG_HISTORY_MAX];
+			u->hn--;
+			break;
+		}
+
+	for (s = p; s + 1 < log_end(u); s++)
+		u->log[(u->lhead + (size_t)(s - u->lseq)) % u->lcap] = *wg_log_at(u, s + 1);
+	u->ln--;
+	for (i = 0; i < u->nwin; i++) {
+		if (p < u->win[i].first)
+			u->win[i].first--;
+		else
+			u->win[i].sum -= gone.w[u->win[i].unit];
 	}
 }
 
@@ -255,6 +298,7 @@ set_windows(struct wgate *g, struct wg_up *u, const struct policy_upstream *pu, 
 	u->max_rcpt = u->max_conn = u->msgs_per_conn = 0;
 	u->shared = pu != NULL && pu->shared != NULL;
 	u->shared_retry = 0;
+	u->grace = wg_grace(g->pol, u->name, g->grace);
 	if (pu == NULL)
 		return;
 	u->max_rcpt = pu->max_recipients;
@@ -372,6 +416,7 @@ wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *s
 		return code;
 	r = xcalloc(1, sizeof *r);
 	r->id = g->next_id++;
+	r->started = 1;
 	r->up = u;
 	r->prio = c ? c->priority : 0;
 	if (c)
@@ -612,18 +657,85 @@ auth_suspend(struct wg_up *u, const char *reply, int64_t now)
 	u->auth_reason = xstrdup(reply ? reply : "");
 }
 
-/* Log r's weight w over [from, t] and say so in *d. */
+/* Log weight w over [from, t] (an interval: the unknown outcome of
+ * grant id) and say so in *d. */
 static void
 log_done(struct wg_up *u, struct wg_done *d, int64_t from, int64_t t,
-    const uint32_t w[UNIT_COUNT])
+    const uint32_t w[UNIT_COUNT], uint64_t id)
 {
 	if (w[UNIT_MESSAGES] == 0 && w[UNIT_RECIPIENTS] == 0 && w[UNIT_CONNECTIONS] == 0)
 		return;
-	log_insert(u, from, t, w);
+	log_insert(u, from, t, w, id);
 	d->logged = 1;
 	d->from = from < t ? from : t;
 	d->t = t;
 	memcpy(d->w, w, sizeof d->w);
+}
+
+/* Log what outcome o says of a send of weight w (grant id) granted at
+ * since, at now (SENT: at `at`, clamped into [since, now]; -1: now), and
+ * suspend as it says; into *d.  Counted in u's totals. */
+static void
+account(struct wgate *g, struct wg_up *u, int64_t since, const uint32_t w[UNIT_COUNT],
+    uint64_t id, enum wg_outcome o, const char *reply, int64_t at, int64_t now,
+    struct wg_done *d)
+{
+	uint32_t conn[UNIT_COUNT] = { 0 };
+	int64_t t;
+
+	memset(d, 0, sizeof *d);
+	conn[UNIT_CONNECTIONS] = w[UNIT_CONNECTIONS];
+	switch (o) {
+	case WG_REFUND:
+		u->n_refunded++;
+		break;
+	case WG_SENT:
+		t = at < 0 || at > now ? now : at;
+		if (t < since)
+			t = since;
+		log_done(u, d, t, t, w, 0);
+		u->n_sent++;
+		/* A success ends the growth; not one granted before the
+		 * suspension, which says nothing of the upstream since. */
+		if (since >= u->susp_start)
+			u->susp_len = 0;
+		if (since >= u->auth_start)
+			u->auth_len = 0;
+		break;
+	case WG_UNKNOWN:
+		log_done(u, d, since, now + u->grace, w, id);
+		u->n_unknown++;
+		break;
+	case WG_NOMAIL:
+		log_done(u, d, now, now, conn, 0);
+		u->n_nomail++;
+		break;
+	case WG_AUTHFAIL:
+		log_done(u, d, now, now, conn, 0);
+		u->n_authfail++;
+		/* Connections already open when the suspension began fail the
+		 * same way: one episode, one doubling, one log line.  One
+		 * granted before a lift tried the old credentials. */
+		if (since >= u->auth_lift && (since >= u->auth_start || u->auth_until <= now)) {
+			auth_suspend(u, reply, now);
+			d->new_episode = 1;
+		}
+		d->until = u->auth_until;
+		break;
+	case WG_THROTTLED:
+		/* The attempt reached the upstream: it may well count it. */
+		log_done(u, d, now, now, w, 0);
+		u->n_throttled++;
+		/* Sends granted before the suspension in force began were in
+		 * flight when it came: the same "slow down", which must not
+		 * double it once per connection. */
+		if (since >= u->susp_start || u->susp_until <= now) {
+			suspend(g, u, reply, now);
+			d->new_episode = 1;
+		}
+		d->until = u->susp_until;
+		break;
+	}
 }
 
 int64_t
@@ -632,70 +744,16 @@ wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *r
 {
 	struct wg_up *u = r->up;
 	struct wg_done d;
-	uint32_t conn[UNIT_COUNT] = { 0 };
-	int64_t t;
 
-	memset(&d, 0, sizeof d);
 	if (!r->granted)
 		panic("window: report of a request never granted");
 	release(u, r);
-	conn[UNIT_CONNECTIONS] = r->w[UNIT_CONNECTIONS];
 	/* A report that shows the upstream takes us again ends the probe:
 	 * one about a message, not a kept session's slot ending (its NOMAIL
 	 * says nothing of AUTH: its messages' reports do). */
 	if (o != WG_THROTTLED && o != WG_AUTHFAIL && r->w[UNIT_MESSAGES] > 0)
 		u->probe = 0;
-	switch (o) {
-	case WG_REFUND:
-		u->n_refunded++;
-		break;
-	case WG_SENT:
-		t = at < 0 || at > now ? now : at;
-		if (t < r->since)
-			t = r->since;
-		log_done(u, &d, t, t, r->w);
-		u->n_sent++;
-		/* A success ends the growth; not one granted before the
-		 * suspension, which says nothing of the upstream since. */
-		if (r->since >= u->susp_start)
-			u->susp_len = 0;
-		if (r->since >= u->auth_start)
-			u->auth_len = 0;
-		break;
-	case WG_UNKNOWN:
-		log_done(u, &d, r->since, now + g->grace, r->w);
-		u->n_unknown++;
-		break;
-	case WG_NOMAIL:
-		log_done(u, &d, now, now, conn);
-		u->n_nomail++;
-		break;
-	case WG_AUTHFAIL:
-		log_done(u, &d, now, now, conn);
-		u->n_authfail++;
-		/* Connections already open when the suspension began fail the
-		 * same way: one episode, one doubling, one log line.  One
-		 * granted before a lift tried the old credentials. */
-		if (r->since >= u->auth_lift && (r->since >= u->auth_start || u->auth_until <= now)) {
-			auth_suspend(u, reply, now);
-			d.new_episode = 1;
-		}
-		d.until = u->auth_until;
-		break;
-	case WG_THROTTLED:
-		/* The attempt reached the upstream: it may well count it. */
-		log_done(u, &d, now, now, r->w);
-		u->n_throttled++;
-		/* Sends granted before the suspension in force began were in
-		 * flight when it came: the same "slow down", which must not
-		 * double it once per connection. */
-		if (r->since >= u->susp_start || u->susp_until <= now) {
-			suspend(g, u, reply, now);
-			d.new_episode = 1;
-		}
-		d.until = u->susp_until;
-		break;
-	}
+	account(g, u, r->since, r->w, r->id, o, reply, at, now, &d);
 	if (u->shared) {
 		u->shared_retry = 0;	/* a slot may be free again */
 		if (g->ops.ended)
@@ -705,6 +763,35 @@ wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *r
 	if (dp)
 		*dp = d;
 	return d.until;
+}
+
+/* The entry of grant id's unknown outcome in u's log, or 0 (none). */
+static uint64_t
+unknown_entry(const struct wg_up *u, uint64_t id)
+{
+	uint64_t s;
+
+	for (s = log_end(u); s > u->lseq; s--)
+		if (wg_log_at(u, s - 1)->id == id)
+			return s;
+	return 0;
+}
+
+int
+wg_settle(struct wgate *g, struct wg_up *u, uint64_t id, enum wg_outcome o, const char *reply,
+    int64_t at, int64_t now, struct wg_done *d)
+{
+	uint64_t p = id ? unknown_entry(u, id) : 0;
+	struct wg_send e;
+
+	memset(d, 0, sizeof *d);
+	if (p == 0 || o == WG_UNKNOWN)
+		return 0;
+	e = *wg_log_at(u, p - 1);
+	log_remove(u, p - 1);
+	u->n_settled++;
+	account(g, u, e.from, e.w, 0, o, reply, at, now, d);
+	return 1;
 }
 
 int64_t
@@ -719,7 +806,7 @@ wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d)
 	struct wg_up *u = r->up;
 
 	if (r->granted) {
-		(void)wg_report_at(g, r, WG_UNKNOWN, NULL, -1, now, d);
+		(void)wg_report_at(g, r, r->started ? WG_UNKNOWN : WG_REFUND, NULL, -1, now, d);
 		return;
 	}
 	if (d)
@@ -762,9 +849,23 @@ wg_lift(struct wg_up *u, int auth_only, int64_t now)
 
 void
 wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t t,
+    const uint32_t w[UNIT_COUNT], uint64_t id)
+{
+	log_insert(get_up(g, upstream), from, t, w, id);
+}
+
+void
+wg_replay_settle(struct wgate *g, const char *upstream, uint64_t id, int64_t t,
     const uint32_t w[UNIT_COUNT])
 {
-	log_insert(get_up(g, upstream), from, t, w);
+	struct wg_up *u = wg_find(g, upstream);
+	uint64_t p = u && id ? unknown_entry(u, id) : 0;
+
+	if (p == 0)
+		return;		/* gone from the log: nothing left to change */
+	log_remove(u, p - 1);
+	if (w[UNIT_MESSAGES] || w[UNIT_RECIPIENTS] || w[UNIT_CONNECTIONS])
+		log_insert(u, t, t, w, 0);
 }
 
 /* Replay one suspension into its fields: the latest end wins, the longest

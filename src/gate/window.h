@@ -64,9 +64,10 @@ enum wg_outcome {
 #define WG_AUTH_SUSPEND_MAX_MS	(3600 * 1000)	/* doubling up to this */
 
 /* One logged send: accepted at t (from == t), or at an unknown instant in
- * [from, t]. */
+ * [from, t] (an unknown outcome: id is its grant's, for wg_settle). */
 struct wg_send {
 	int64_t from, t;
+	uint64_t id;		/* from < t: the grant; else 0 */
 	uint32_t w[UNIT_COUNT];
 };
 
@@ -114,6 +115,7 @@ struct wg_up {
 				 * history is kept, its requests wait */
 	int64_t horizon;	/* ms of history kept (WG_HORIZON_MIN_MS or more) */
 	int64_t max_rcpt, max_conn, msgs_per_conn;	/* 0: no cap */
+	int64_t grace;		/* ms: its section's grace, else the gate's (wg_grace) */
 	struct wg_win *win;
 	size_t nwin;
 	/* Log of sends: a ring; entry with sequence s is at
@@ -162,6 +164,7 @@ struct wg_up {
 	/* Counters for status. */
 	uint64_t n_granted, n_sent, n_refunded, n_throttled, n_unknown, n_nomail, n_authfail;
 	uint64_t n_rcpt_accepted;	/* recipients the SENT reports say were accepted */
+	uint64_t n_settled;	/* unknown outcomes settled later (wg_settle) */
 	/* weir-send's latest COUNTS line (server.c; gateproto.h's enum
 	 * gp_count order), shown by status.c; not journalled. */
 	int has_counts;
@@ -176,6 +179,8 @@ struct wg_req {
 	char cls[POLICY_NAME_MAX + 1];	/* "" for the default class */
 	uint32_t w[UNIT_COUNT];
 	int granted;
+	int started;			/* in use (handed to a deliverer): 1 unless the
+					 * caller says otherwise (a client's STARTS) */
 	int64_t since;			/* queued at; granted at once granted */
 	void *owner;			/* the caller's */
 	struct wg_req *prev, *next;	/* in the wait queue while waiting */
@@ -203,7 +208,8 @@ struct wgate {
 	int64_t wall_minus_mono;	/* ms; places calendar boundaries */
 	int64_t grace;			/* ms: how long after its report or its
 					 * client's death an unknown outcome may
-					 * still be an acceptance (weir-gate -g) */
+					 * still be an acceptance (weir-gate -g),
+					 * for an upstream whose section sets none */
 	uint64_t next_id;
 	struct wg_ops ops;
 };
@@ -245,12 +251,21 @@ int64_t wg_next_wake(struct wgate *g, int64_t now);
  * `now` axis) when the report suspended the upstream, else 0.  Frees r. */
 int64_t wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o,
     const char *reply, int64_t at, int64_t now, struct wg_done *d);
+/* A send of unknown outcome in u's log, grant id's, whose outcome o is
+ * known after all (its client is gone: the caller checks): taken out of
+ * its interval and logged as a report of o at now would log it (WG_SENT
+ * at `at`, clamped into the interval's start and now), suspending as it
+ * would.  Fills *d.  1 done; 0 when the log holds no such send (already
+ * settled, expired, never unknown) or o is WG_UNKNOWN: nothing changes. */
+int wg_settle(struct wgate *g, struct wg_up *u, uint64_t id, enum wg_outcome o,
+    const char *reply, int64_t at, int64_t now, struct wg_done *d);
 /* The same with at = -1 and no *d. */
 int64_t wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o,
     const char *reply, int64_t now);
 
 /* Forget a request: a waiting one is dropped; a granted one (its client
- * went away) is logged as WG_UNKNOWN.  Fills *d if not NULL.  Frees r. */
+ * went away) is logged as WG_UNKNOWN, or refunded if it was never started
+ * (never handed to a deliverer).  Fills *d if not NULL.  Frees r. */
 void wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d);
 
 /* Lift suspensions of u now: the authentication one (auth_only), or every
@@ -265,13 +280,22 @@ int wg_auth_refused(struct wg_up *u, const char *reply, int64_t now);
 /* Journal replay: a send of weights w that may have been accepted at any
  * instant in [from, t] (from == t: at t) on upstream (created if unknown,
  * kept out of policy until a policy names it).  t may lie in the future (a
- * send that may still be in flight): it then counts until t + T. */
+ * send that may still be in flight): it then counts until t + T.  id: an
+ * interval's grant (0: none). */
 void wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t t,
+    const uint32_t w[UNIT_COUNT], uint64_t id);
+/* Journal replay: grant id's unknown outcome on upstream was settled as
+ * a send of weights w at t (all 0: nothing logged). */
+void wg_replay_settle(struct wgate *g, const char *upstream, uint64_t id, int64_t t,
     const uint32_t w[UNIT_COUNT]);
 /* Journal replay: a suspension until `until`: a throttle one, or (auth)
  * an authentication one, of the credentials *fp (NULL: not recorded). */
 void wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until,
     int64_t len, const char *reason, const uint64_t *fp);
+
+/* The grace of upstream name, ms: policy's `grace` for it (its section,
+ * or the section "*") if set, else dflt (the gate's -g). */
+int64_t wg_grace(const struct policy *pol, const char *name, int64_t dflt);
 
 struct wg_up *wg_find(struct wgate *g, const char *name);
 /* Drop log entries no window needs any more; called by wg_pump. */

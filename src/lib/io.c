@@ -167,3 +167,44 @@ fd_send(int sock, const void *p, size_t n, const int *fds, size_t nfd)
 	}
 	return 0;
 }
+
+ssize_t
+fd_recv(int sock, void *p, size_t cap, int *fds, size_t maxfd, size_t *nfd, int *trunc)
+{
+	union {
+		char buf[CMSG_SPACE(8 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = p, .iov_len = cap };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+	    .msg_controllen = sizeof u.buf };
+	struct cmsghdr *c;
+	ssize_t r;
+	size_t k, i;
+	int fd;
+
+	*nfd = 0;
+	*trunc = 0;
+	do
+		r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -1;
+	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < k; i++) {
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+			if (*nfd < maxfd) {
+				fds[(*nfd)++] = fd;
+			} else {
+				(void)close(fd);	/* not ours to keep */
+				*trunc = 1;
+			}
+		}
+	}
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		*trunc = 1;
+	return r;
+}

@@ -33,5 +33,11 @@ int fd_cloexec(int fd, int on) MUST_CHECK;
 /* One datagram of n bytes on a SOCK_SEQPACKET socket, carrying nfd
  * descriptors (SCM_RIGHTS, at most 8): 0, or -1 with errno. */
 int fd_send(int sock, const void *p, size_t n, const int *fds, size_t nfd) MUST_CHECK;
+/* One datagram into p[0..cap), with up to maxfd of the descriptors it
+ * carries in fds[0..*nfd) (close-on-exec; any more are closed): its
+ * length, 0 with *nfd == 0 at end of file, or -1 with errno.  *trunc:
+ * the datagram was longer than cap, or descriptors were lost. */
+ssize_t fd_recv(int sock, void *p, size_t cap, int *fds, size_t maxfd, size_t *nfd,
+    int *trunc) MUST_CHECK;
 
 #endif

@@ -15,6 +15,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "lib/deadline.h"
 #include "lib/evloop.h"
 #include "lib/tlsio.h"
 
@@ -55,9 +56,9 @@ tlsio_errors(struct buf *err, const char *what)
 	}
 }
 
-/* Wait for ssl's read (or write) descriptor until deadline, in slices
- * that fit poll's int; EINTR goes round again.  0 ready, or a negative
- * status (TLSIO_ERROR: errno). */
+/* Wait for ssl's read (or write) descriptor until deadline (or the
+ * program's limit, lib/deadline.h), in slices that fit poll's int; EINTR
+ * goes round again.  0 ready, or a negative status (TLSIO_ERROR: errno). */
 static int
 wait_for(SSL *ssl, int want_write, uint64_t deadline)
 {
@@ -68,6 +69,7 @@ wait_for(SSL *ssl, int want_write, uint64_t deadline)
 		uint64_t now = clock_mono_ms();
 		int r;
 
+		deadline = deadline_limit(deadline);	/* the program's limit (deadline.h) */
 		if (now >= deadline)
 			return TLSIO_TIMEOUT;
 		r = poll(&p, 1, (int)(deadline - now > 60000 ? 60000 : deadline - now));

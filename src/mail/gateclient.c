@@ -5,6 +5,7 @@
  * none (the caller passes gate_socket).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -119,24 +120,54 @@ text_copy(char *out, const char *text)
 	out[i] = '\0';
 }
 
+/* A REPORT's or SETTLE's outcome into r: -1 (EINVAL) if at is out of range. */
+static int
+outcome_fill(struct gp_req *r, enum gp_outcome o, uint32_t accepted, int64_t at,
+    const char *text)
+{
+	if (at < -1 || at > (int64_t)GP_AT_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	r->outcome = o;
+	r->accepted = accepted;
+	r->at = at;
+	if (o == GP_THROTTLED || o == GP_AUTHFAIL)
+		text_copy(r->text, text);
+	return 0;
+}
+
 int
 gc_report(struct gate_client *gc, uint32_t tag, enum gp_outcome o, uint32_t accepted,
     int64_t at, const char *text)
 {
 	struct gp_req r;
 
-	if (tag == 0 || at < -1 || at > (int64_t)GP_AT_MAX) {
+	memset(&r, 0, sizeof r);
+	if (tag == 0 || outcome_fill(&r, o, accepted, at, text) < 0) {
 		errno = EINVAL;
 		return -1;
 	}
-	memset(&r, 0, sizeof r);
 	r.verb = GP_REPORT;
 	r.tag = tag;
-	r.outcome = o;
-	r.accepted = accepted;
-	r.at = at;
-	if (o == GP_THROTTLED || o == GP_AUTHFAIL)
-		text_copy(r.text, text);
+	return send_req(gc, &r);
+}
+
+int
+gc_settle(struct gate_client *gc, const char *upstream, uint64_t grant, enum gp_outcome o,
+    uint32_t accepted, int64_t at, const char *text)
+{
+	struct gp_req r;
+
+	memset(&r, 0, sizeof r);
+	if (grant == 0 || o == GP_UNKNOWN || !gp_valid_name(upstream) ||
+	    outcome_fill(&r, o, accepted, at, text) < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	r.verb = GP_SETTLE;
+	snprintf(r.upstream, sizeof r.upstream, "%s", upstream);
+	r.grant = grant;
 	return send_req(gc, &r);
 }
 
@@ -153,20 +184,25 @@ int gc_report_throttled(struct gate_client *gc, uint32_t tag, const char *reply)
 int gc_report_authfail(struct gate_client *gc, uint32_t tag, const char *reply)
 { return gc_report(gc, tag, GP_AUTHFAIL, 0, -1, reply); }
 
-int
-gc_cancel(struct gate_client *gc, uint32_t tag)
+/* A request of a tag alone (CANCEL, START), or none (STARTS). */
+static int
+tag_req(struct gate_client *gc, enum gp_verb verb, uint32_t tag)
 {
 	struct gp_req r;
 
-	if (tag == 0) {
+	if (tag == 0 && verb != GP_STARTS) {
 		errno = EINVAL;
 		return -1;
 	}
 	memset(&r, 0, sizeof r);
-	r.verb = GP_CANCEL;
+	r.verb = verb;
 	r.tag = tag;
 	return send_req(gc, &r);
 }
+
+int gc_cancel(struct gate_client *gc, uint32_t tag) { return tag_req(gc, GP_CANCEL, tag); }
+int gc_start(struct gate_client *gc, uint32_t tag) { return tag_req(gc, GP_START, tag); }
+int gc_starts(struct gate_client *gc) { return tag_req(gc, GP_STARTS, 0); }
 
 int
 gc_status(struct gate_client *gc, int json)

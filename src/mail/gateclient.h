@@ -9,7 +9,8 @@
  *
  * Closing the connection gives up every waiting request; a granted one
  * is then counted by the gate as an unknown outcome (maybe accepted at any
- * instant until now + its grace period, 10 minutes by default).
+ * instant until now + its upstream's grace, 10 minutes by default), until
+ * a SETTLE (gc_settle) says what became of it.
  *
  * Trusts: the gate only as far as gateproto.c's parser.  Config keys:
  * gate_socket (the caller passes the path).
@@ -59,7 +60,17 @@ int gc_report_nomail(struct gate_client *gc, uint32_t tag) MUST_CHECK;
 int gc_report_throttled(struct gate_client *gc, uint32_t tag, const char *reply) MUST_CHECK;
 /* AUTH refused or TLS verification failed. */
 int gc_report_authfail(struct gate_client *gc, uint32_t tag, const char *reply) MUST_CHECK;
+/* SETTLE: what became of grant (the gate's id) on upstream, whose client
+ * went away holding it (not GP_UNKNOWN); the rest as gc_report.
+ * Answered "OK -" or ERR. */
+int gc_settle(struct gate_client *gc, const char *upstream, uint64_t grant,
+    enum gp_outcome how, uint32_t accepted, int64_t at_mono_ms, const char *reply) MUST_CHECK;
 int gc_cancel(struct gate_client *gc, uint32_t tag) MUST_CHECK;
+/* STARTS: this connection's grants are in use only from their START,
+ * which is sent before a grant is handed to a deliverer; a grant not
+ * STARTed when the connection goes is refunded (gateproto.h). */
+int gc_starts(struct gate_client *gc) MUST_CHECK;
+int gc_start(struct gate_client *gc, uint32_t tag) MUST_CHECK;
 int gc_status(struct gate_client *gc, int json) MUST_CHECK;
 /* STATUS JSON with each upstream's history of the last secs seconds
  * (1 to GP_HISTORY_MAX_S; else -1, EINVAL). */

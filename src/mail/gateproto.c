@@ -184,6 +184,8 @@ tag(const char *s, uint32_t *out)
 
 #define REPORT_USAGE "REPORT <tag> SENT <accepted> <at|-> | REFUND | UNKNOWN | NOMAIL | " \
 	"THROTTLED <text> | AUTHFAIL <text>"
+#define SETTLE_USAGE "SETTLE <upstream> <grant id> SENT <accepted> <at|-> | REFUND | " \
+	"NOMAIL | THROTTLED <text> | AUTHFAIL <text>"
 
 static enum gp_code
 bad(const char **why, const char *what)
@@ -192,24 +194,87 @@ bad(const char **why, const char *what)
 	return GP_SYNTAX;
 }
 
+/* REPORT's and SETTLE's fields before the outcome, how many (the verb
+ * included); 0 for another verb. */
+static size_t
+outcome_at(const char *line, size_t len)
+{
+	int sp = len == 6 || (len > 6 && line[6] == ' ');
+
+	if (sp && memcmp(line, "REPORT", 6) == 0)
+		return 2;
+	if (sp && memcmp(line, "SETTLE", 6) == 0)
+		return 3;
+	return 0;
+}
+
+/* The fields before the outcome: REPORT <tag>, SETTLE <upstream> <grant id>. */
+static int
+outcome_head(struct fields *fs, struct gp_req *r)
+{
+	if (strcmp(fs->f[0], "REPORT") == 0) {
+		r->verb = GP_REPORT;
+		return tag(fs->f[1], &r->tag);
+	}
+	r->verb = GP_SETTLE;
+	if (!gp_valid_name(fs->f[1]) || num(fs->f[2], UINT64_MAX, &r->grant) < 0 ||
+	    r->grant == 0)
+		return -1;
+	strcpy(r->upstream, fs->f[1]);
+	return 0;
+}
+
+/* The outcome in fields k on, but for THROTTLED and AUTHFAIL (whose text
+ * is taken apart): SENT <accepted> <at|->, REFUND, UNKNOWN, NOMAIL. */
+static int
+outcome_words(struct fields *fs, size_t k, struct gp_req *r)
+{
+	uint64_t v;
+
+	r->at = -1;
+	if (fs->n == k + 3 && strcmp(fs->f[k], "SENT") == 0 &&
+	    num(fs->f[k + 1], GP_WEIGHT_MAX, &v) == 0) {
+		r->outcome = GP_SENT;
+		r->accepted = (uint32_t)v;
+		if (strcmp(fs->f[k + 2], "-") == 0)
+			return 0;
+		if (num(fs->f[k + 2], GP_AT_MAX, &v) < 0)
+			return -1;
+		r->at = (int64_t)v;
+		return 0;
+	}
+	if (fs->n != k + 1)
+		return -1;
+	if (strcmp(fs->f[k], "REFUND") == 0)
+		r->outcome = GP_REFUND;
+	else if (strcmp(fs->f[k], "UNKNOWN") == 0)
+		r->outcome = GP_UNKNOWN;
+	else if (strcmp(fs->f[k], "NOMAIL") == 0)
+		r->outcome = GP_NOMAIL;
+	else
+		return -1;
+	return 0;
+}
+
 enum gp_code
 gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **why)
 {
 	struct fields fs;
 	enum gp_code c;
 	uint64_t v;
-	size_t i;
+	size_t i, k;
 
 	memset(r, 0, sizeof *r);
 	if ((c = check_bytes(line, len, why)) != GP_OK)
 		return c;
-	/* REPORT <tag> THROTTLED|AUTHFAIL <reply text, which may hold spaces> */
-	if (len > 7 && memcmp(line, "REPORT ", 7) == 0 && split_head(line, len, 3, &fs, r->text) == 0 &&
-	    (strcmp(fs.f[2], "THROTTLED") == 0 || strcmp(fs.f[2], "AUTHFAIL") == 0)) {
-		if (tag(fs.f[1], &r->tag) < 0)
-			return bad(why, "REPORT <tag> THROTTLED|AUTHFAIL <reply text>");
-		r->verb = GP_REPORT;
-		r->outcome = strcmp(fs.f[2], "THROTTLED") == 0 ? GP_THROTTLED : GP_AUTHFAIL;
+	/* REPORT <tag> or SETTLE <upstream> <grant id>, then THROTTLED or
+	 * AUTHFAIL <reply text, which may hold spaces> */
+	k = outcome_at(line, len);
+	if (k && split_head(line, len, k + 1, &fs, r->text) == 0 &&
+	    (strcmp(fs.f[k], "THROTTLED") == 0 || strcmp(fs.f[k], "AUTHFAIL") == 0)) {
+		if (outcome_head(&fs, r) < 0)
+			return bad(why, k == 2 ? REPORT_USAGE : SETTLE_USAGE);
+		r->outcome = strcmp(fs.f[k], "THROTTLED") == 0 ? GP_THROTTLED : GP_AUTHFAIL;
 		r->at = -1;
 		return GP_OK;
 	}
@@ -224,6 +289,13 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 	r->text[0] = '\0';
 	if (split(line, len, &fs, MAXF) < 0)
 		return bad(why, "empty field or too many fields");
+	if (k) {
+		/* SETTLE UNKNOWN would settle nothing: not a settlement. */
+		if (fs.n <= k || outcome_head(&fs, r) < 0 || outcome_words(&fs, k, r) < 0 ||
+		    (r->verb == GP_SETTLE && r->outcome == GP_UNKNOWN))
+			return bad(why, k == 2 ? REPORT_USAGE : SETTLE_USAGE);
+		return GP_OK;
+	}
 	if (strcmp(fs.f[0], "ACQUIRE") == 0) {
 		if (fs.n != 8)
 			return bad(why, "ACQUIRE <tag> <upstream> <class|-> <sender|-> "
@@ -251,35 +323,6 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 		r->verb = GP_ACQUIRE;
 		return GP_OK;
 	}
-	if (strcmp(fs.f[0], "REPORT") == 0) {
-		if (fs.n < 3 || tag(fs.f[1], &r->tag) < 0)
-			return bad(why, REPORT_USAGE);
-		r->verb = GP_REPORT;
-		r->at = -1;
-		if (strcmp(fs.f[2], "SENT") == 0 && fs.n == 5 &&
-		    num(fs.f[3], GP_WEIGHT_MAX, &v) == 0) {
-			r->outcome = GP_SENT;
-			r->accepted = (uint32_t)v;
-			if (strcmp(fs.f[4], "-") == 0)
-				return GP_OK;
-			if (num(fs.f[4], GP_AT_MAX, &v) < 0)
-				return bad(why, "REPORT <tag> SENT <accepted> <at|->: bad <at>");
-			r->at = (int64_t)v;
-			return GP_OK;
-		}
-		if (fs.n == 3) {
-			if (strcmp(fs.f[2], "REFUND") == 0)
-				r->outcome = GP_REFUND;
-			else if (strcmp(fs.f[2], "UNKNOWN") == 0)
-				r->outcome = GP_UNKNOWN;
-			else if (strcmp(fs.f[2], "NOMAIL") == 0)
-				r->outcome = GP_NOMAIL;
-			else
-				return bad(why, REPORT_USAGE);
-			return GP_OK;
-		}
-		return bad(why, REPORT_USAGE);
-	}
 	if (strcmp(fs.f[0], "RESUME") == 0) {
 		if (fs.n != 2 || !gp_valid_name(fs.f[1]))
 			return bad(why, "RESUME <upstream>");
@@ -299,10 +342,16 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 		r->verb = GP_COUNTS;
 		return GP_OK;
 	}
-	if (strcmp(fs.f[0], "CANCEL") == 0) {
+	if (strcmp(fs.f[0], "CANCEL") == 0 || strcmp(fs.f[0], "START") == 0) {
+		r->verb = fs.f[0][0] == 'C' ? GP_CANCEL : GP_START;
 		if (fs.n != 2 || tag(fs.f[1], &r->tag) < 0)
-			return bad(why, "CANCEL <tag>");
-		r->verb = GP_CANCEL;
+			return bad(why, r->verb == GP_CANCEL ? "CANCEL <tag>" : "START <tag>");
+		return GP_OK;
+	}
+	if (strcmp(fs.f[0], "STARTS") == 0) {
+		if (fs.n != 1)
+			return bad(why, "STARTS");
+		r->verb = GP_STARTS;
 		return GP_OK;
 	}
 	if (strcmp(fs.f[0], "STATUS") == 0) {
@@ -349,12 +398,17 @@ gp_parse_reply(const char *line, size_t len, struct gp_reply *r, const char **wh
 	}
 	if (split(line, len, &fs, MAXF) < 0)
 		return bad(why, "empty field or too many fields");
-	if (strcmp(fs.f[0], "GRANT") == 0 && fs.n == 5 && tag(fs.f[1], &r->tag) == 0 &&
+	if (strcmp(fs.f[0], "GRANT") == 0 && fs.n == 6 && tag(fs.f[1], &r->tag) == 0 &&
 	    num(fs.f[2], UINT64_MAX, &r->id) == 0 && num(fs.f[3], UINT32_MAX, &v) == 0) {
 		r->max_rcpt = (uint32_t)v;
 		if (num(fs.f[4], UINT32_MAX, &v) < 0)
-			return bad(why, "GRANT <tag> <id> <max_recipients> <messages_per_connection>");
+			return bad(why, "GRANT <tag> <id> <max_recipients> <messages_per_connection> "
+			    "<grace>");
 		r->msgs_per_conn = (uint32_t)v;
+		if (num(fs.f[5], GP_GRACE_MAX, &v) < 0)
+			return bad(why, "GRANT <tag> <id> <max_recipients> <messages_per_connection> "
+			    "<grace>");
+		r->grace = (uint32_t)v;
 		r->verb = GP_R_GRANT;
 		return GP_OK;
 	}
@@ -383,6 +437,40 @@ dash(const char *s)
 	return *s ? s : "-";
 }
 
+/* A REPORT's or SETTLE's outcome and the line's end. */
+static void
+fmt_outcome(struct buf *b, const struct gp_req *r)
+{
+	switch (r->outcome) {
+	case GP_SENT:
+		if (r->at < -1 || r->at > (int64_t)GP_AT_MAX)
+			panic("gateproto: invalid SENT time %lld", (long long)r->at);
+		if (r->at < 0)
+			buf_printf(b, "SENT %u -\n", r->accepted);
+		else
+			buf_printf(b, "SENT %u %lld\n", r->accepted, (long long)r->at);
+		break;
+	case GP_REFUND:
+		buf_adds(b, "REFUND\n");
+		break;
+	case GP_UNKNOWN:
+		buf_adds(b, "UNKNOWN\n");
+		break;
+	case GP_NOMAIL:
+		buf_adds(b, "NOMAIL\n");
+		break;
+	case GP_THROTTLED:
+	case GP_AUTHFAIL:
+		if (!gp_valid_text(r->text, GP_TEXT_MAX))
+			panic("gateproto: invalid reply text");
+		buf_printf(b, "%s %s\n", r->outcome == GP_THROTTLED ? "THROTTLED" : "AUTHFAIL",
+		    r->text);
+		break;
+	default:
+		panic("gateproto: invalid outcome %d", (int)r->outcome);
+	}
+}
+
 void
 gp_fmt_request(struct buf *b, const struct gp_req *r)
 {
@@ -398,35 +486,14 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 		    r->w[UNIT_CONNECTIONS]);
 		break;
 	case GP_REPORT:
-		switch (r->outcome) {
-		case GP_SENT:
-			if (r->at < -1 || r->at > (int64_t)GP_AT_MAX)
-				panic("gateproto: invalid REPORT SENT time %lld", (long long)r->at);
-			if (r->at < 0)
-				buf_printf(b, "REPORT %u SENT %u -\n", r->tag, r->accepted);
-			else
-				buf_printf(b, "REPORT %u SENT %u %lld\n", r->tag, r->accepted,
-				    (long long)r->at);
-			break;
-		case GP_REFUND:
-			buf_printf(b, "REPORT %u REFUND\n", r->tag);
-			break;
-		case GP_UNKNOWN:
-			buf_printf(b, "REPORT %u UNKNOWN\n", r->tag);
-			break;
-		case GP_NOMAIL:
-			buf_printf(b, "REPORT %u NOMAIL\n", r->tag);
-			break;
-		case GP_THROTTLED:
-		case GP_AUTHFAIL:
-			if (!gp_valid_text(r->text, GP_TEXT_MAX))
-				panic("gateproto: invalid REPORT text");
-			buf_printf(b, "REPORT %u %s %s\n", r->tag,
-			    r->outcome == GP_THROTTLED ? "THROTTLED" : "AUTHFAIL", r->text);
-			break;
-		default:
-			panic("gateproto: invalid REPORT outcome %d", (int)r->outcome);
-		}
+		buf_printf(b, "REPORT %u ", r->tag);
+		fmt_outcome(b, r);
+		break;
+	case GP_SETTLE:
+		if (!gp_valid_name(r->upstream) || r->grant == 0 || r->outcome == GP_UNKNOWN)
+			panic("gateproto: invalid SETTLE fields");
+		buf_printf(b, "SETTLE %s %llu ", r->upstream, (unsigned long long)r->grant);
+		fmt_outcome(b, r);
 		break;
 	case GP_RESUME:
 		if (!gp_valid_name(r->upstream))
@@ -455,6 +522,12 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 	case GP_CANCEL:
 		buf_printf(b, "CANCEL %u\n", r->tag);
 		break;
+	case GP_START:
+		buf_printf(b, "START %u\n", r->tag);
+		break;
+	case GP_STARTS:
+		buf_adds(b, "STARTS\n");
+		break;
 	case GP_STATUS:
 		if (r->history_s > GP_HISTORY_MAX_S || (r->history_s && !r->json))
 			panic("gateproto: STATUS history of %u s", r->history_s);
@@ -467,7 +540,7 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 		panic("gateproto: unknown verb %d", (int)r->verb);
 	}
 	if (r->tag == 0 && r->verb != GP_STATUS && r->verb != GP_RESUME && r->verb != GP_COUNTS &&
-	    r->verb != GP_REFUSED)
+	    r->verb != GP_SETTLE && r->verb != GP_STARTS && r->verb != GP_REFUSED)
 		panic("gateproto: tag 0");
 	if (b->len - start > GP_LINE_MAX)
 		panic("gateproto: request line too long");
@@ -478,8 +551,8 @@ gp_fmt_reply(struct buf *b, const struct gp_reply *r)
 {
 	switch (r->verb) {
 	case GP_R_GRANT:
-		buf_printf(b, "GRANT %u %llu %u %u\n", r->tag, (unsigned long long)r->id,
-		    r->max_rcpt, r->msgs_per_conn);
+		buf_printf(b, "GRANT %u %llu %u %u %u\n", r->tag, (unsigned long long)r->id,
+		    r->max_rcpt, r->msgs_per_conn, r->grace);
 		break;
 	case GP_R_OK:
 		if (r->tag)

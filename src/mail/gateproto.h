@@ -14,7 +14,14 @@
  *   REPORT <tag> UNKNOWN                   the outcome is not known
  *   REPORT <tag> NOMAIL                    connected, but no MAIL accepted
  *   REPORT <tag> AUTHFAIL <reply text>     AUTH or TLS verification refused
+ *   SETTLE <upstream> <grant id> SENT <accepted> <at|-> | REFUND | NOMAIL |
+ *          THROTTLED <reply text> | AUTHFAIL <reply text>
+ *                                          what became of a grant whose
+ *                                          client went away (below)
  *   CANCEL <tag>                           drop a waiting request
+ *   STARTS                                 this connection's grants are in
+ *                                          use only once STARTed (below)
+ *   START <tag>                            the grant goes to a deliverer now
  *   RESUME <upstream>                      lift the upstream's suspensions
  *   REFUSED <upstream> <reply text>        its credentials refused, no grant
  *   COUNTS <upstream> <queued_msgs> <queued_rcpts> <delivered_msgs>
@@ -31,7 +38,7 @@
  *
  * Replies:
  *
- *   GRANT <tag> <grant id> <max_recipients> <messages_per_connection>
+ *   GRANT <tag> <grant id> <max_recipients> <messages_per_connection> <grace>
  *   OK <tag|->                             report, cancel or resume done
  *   SUSPENDED <tag> <seconds>              report done; upstream suspended
  *   ERR <tag|-> <CODE> <text>
@@ -61,6 +68,29 @@
  *   report on a message other than AUTHFAIL or THROTTLED comes.  A policy reload lifts it, and
  *   a restart with other credentials (weir-gate(8)).  Answer:
  *   SUSPENDED with the seconds left.
+ *   SETTLE: a grant that counts as an unknown outcome because its client
+ *   went away holding it (or the gate stopped), when its outcome became
+ *   known after all (weir-send learnt it from a kept session's
+ *   deliverer that outlived the weir-send holding the grant: see
+ *   mail/sessproto.h): it is logged as that report would have logged it,
+ *   the SENT at <at> clamped into the unknown interval, so it frees its
+ *   slot <T> after the upstream's 250 and moves no other send.  Only an
+ *   unknown outcome whose client is gone is settled, once; an upstream
+ *   with a shared store keeps its interval (the store counts it too).
+ *   Answered "OK -" (also when there was nothing to settle), or ERR -
+ *   STATE while a client still holds the grant, or ERR - NOPOLICY if the
+ *   gate has never heard of the upstream.
+ *   STARTS, START: a client that holds grants before it uses them (weir-send
+ *   asks ahead of its free run slots) says STARTS once; then a grant
+ *   counts as in use only from its START <tag>, sent before the grant is
+ *   handed to a deliverer.  A grant such a client held, not STARTed,
+ *   when it went away reached no upstream: it is refunded, not counted
+ *   as unknown.  (Without STARTS every grant is in use at once.)  Both
+ *   answered "OK <tag|->", or ERR <tag> TAG/STATE for a START of no such
+ *   grant.
+ *   GRANT's <grace>: the upstream's grace in seconds (policy.conf's, else
+ *   -g): how long after its client went away a send of it may still be
+ *   accepted; a deliverer left without its client stops before then.
  *   RESUME: lifts every suspension of the upstream now (throttle and
  *   authentication); answered "OK -", or ERR - NOPOLICY if the gate has
  *   never heard of the upstream.
@@ -81,7 +111,8 @@
  *   ERR - NOPOLICY if the gate has never heard of the upstream.
  *
  * <tag> is the client's name for a request, unique among its live requests
- * on the connection: decimal 1..4294967295, no leading zero.  Numbers are
+ * on the connection: decimal 1..4294967295, no leading zero.  <grant id>
+ * is the gate's, unique over the journal's life (1..2^64-1).  Numbers are
  * decimal without sign or leading zeros.  An ACQUIRE is answered only once
  * it is granted (or refused): waiting is silence, not polling.
  *
@@ -127,10 +158,11 @@ enum gp_code {
 };
 
 enum gp_verb { GP_ACQUIRE = 1, GP_REPORT, GP_CANCEL, GP_STATUS, GP_RESUME, GP_COUNTS,
-	GP_REFUSED };
+	GP_SETTLE, GP_START, GP_STARTS, GP_REFUSED };
 enum gp_outcome { GP_SENT = 1, GP_REFUND, GP_THROTTLED, GP_UNKNOWN, GP_NOMAIL, GP_AUTHFAIL };
 
 #define GP_AT_MAX	((uint64_t)1 << 53)	/* the largest <at> taken */
+#define GP_GRACE_MAX	(366 * 86400)		/* the largest <grace> taken, seconds */
 
 /* COUNTS's numbers, in line order. */
 enum gp_count {
@@ -142,7 +174,8 @@ enum gp_count {
 struct gp_req {
 	enum gp_verb verb;
 	uint32_t tag;
-	char upstream[POLICY_NAME_MAX + 1];	/* ACQUIRE, RESUME, COUNTS, REFUSED */
+	char upstream[POLICY_NAME_MAX + 1];	/* ACQUIRE, RESUME, COUNTS, SETTLE, REFUSED */
+	uint64_t grant;				/* SETTLE: the grant's id */
 	char cls[POLICY_NAME_MAX + 1];		/* "" for "-" */
 	char sender[GP_SENDER_MAX + 1];		/* "" for "-" */
 	uint32_t w[UNIT_COUNT];
@@ -162,6 +195,7 @@ struct gp_reply {
 	uint32_t tag;		/* 0 for "-" (ERR, OK) */
 	uint64_t id;		/* GRANT */
 	uint32_t max_rcpt, msgs_per_conn;	/* GRANT: 0 = no cap */
+	uint32_t grace;		/* GRANT: the upstream's grace, seconds */
 	uint64_t secs;		/* SUSPENDED */
 	enum gp_code code;	/* ERR */
 	char text[GP_TEXT_MAX + 1];	/* ERR */

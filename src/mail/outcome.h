@@ -32,15 +32,8 @@
 #include "lib/buf.h"
 #include "mail/gateproto.h"
 
-/* Kept sessions (weir-remote -S, src/send/session.c), the two sides'
- * bounds: a request datagram ("ID\0SENDER\0RCPT\0...") is at most
- * SESSION_REQUEST_MAX bytes (a bigger batch goes to a deliverer of its
- * own), a TLS session handed back after "ready\0" at most
- * SESSION_TLS_MAX (DER). */
-#define SESSION_REQUEST_MAX	(256 * 1024)
-#define SESSION_TLS_MAX		(64 * 1024)
-
 #define OUTCOME_MAX	2048	/* bytes, with the "\n" */
+#define REPORT_MAX	(1 << 20)	/* a deliverer's reports (remote.h), bytes */
 #define OUTCOME_COUNT_MAX 1000000	/* recipients in one line */
 
 enum outcome_kind {

@@ -61,6 +61,7 @@ static const struct pkey upstream_keys[] = {
 	{ "max_recipients",          K_INT, NULL, 100, 0, 1000000, U(max_recipients) },
 	{ "max_connections",         K_INT, NULL, 0, 0, 10000, U(max_connections) },
 	{ "messages_per_connection", K_INT, NULL, 0, 0, 1000000, U(messages_per_connection) },
+	{ "grace",                   K_DUR, NULL, 0, 1, POLICY_GRACE_MAX, U(grace) },
 	{ "shared",                  K_STR, NULL, 0, 0, 0, NOFF },
 	{ "shared_secret_file",      K_STR, NULL, 0, 0, 0, NOFF },
 	{ NULL, 0, NULL, 0, 0, 0, 0 }

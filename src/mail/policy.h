@@ -10,6 +10,7 @@
  *     window { limit = 10000 unit = "recipients" reset = "daily at 00:00 UTC" }
  *     rate   = {"8 per 1m", "10000 recipients daily at 00:00 UTC"}  # one-line form
  *     max_recipients = 100  max_connections = 3  messages_per_connection = 1
+ *     grace = "10m"
  *   }
  *   class "NAME" { priority = 10 senders = {"*-owner@*"} min_recipients = 0 max_recipients = 5 }
  *   throttle_reply { pattern = "421 *" suspend = "5m" max_suspend = "4h" }
@@ -36,6 +37,7 @@ enum policy_unit {
 #define POLICY_LIMIT_MAX	1000000000LL		/* per window */
 #define POLICY_PERIOD_MAX	(366LL * 86400)		/* seconds */
 #define POLICY_NAME_MAX		64
+#define POLICY_GRACE_MAX	86400LL			/* seconds */
 /* A suspension's first period and its longest, in seconds, where
  * policy.conf names none: a throttle_reply's defaults, most built-in
  * ones', and the gate's for a "slow down" report no pattern matches. */
@@ -59,6 +61,9 @@ struct policy_upstream {
 	long long max_recipients;	/* per transaction; 0: no cap */
 	long long max_connections;	/* grants held at once; 0: no cap */
 	long long messages_per_connection; /* 0: no cap */
+	long long grace;	/* seconds a send of unknown outcome may still be
+				 * accepted after its report or its client's
+				 * end; 0: not set (weir-gate's -g) */
 	char *shared;		/* Redis holding the windows for every host
 				 * ("redis://host:port/db", "unix:/path",
 				 * "/path"); NULL: this gate alone */

@@ -37,6 +37,7 @@ const struct qnode queue_layout[] = {
 	{ "hold",           QK_DIR,      0700,  0,     ROLE_SEND },	/* weir's own: mail/qctl.h */
 	{ "ctl",            QK_DIR,      0700,  0,     ROLE_SEND },	/* weir's own: mail/qctl.h */
 	{ "reply",          QK_DIR,      0700,  0,     ROLE_SEND },	/* weir's own: mail/qctl.h */
+	{ "flight",         QK_DIR,      0700,  0,     ROLE_SEND },	/* weir's own: mail/sessproto.h */
 	{ "lock",           QK_DIR,      0750,  0,     ROLE_QUEUE },
 	{ "lock/sendmutex", QK_FILE,     0600,  0,     ROLE_SEND },
 	{ "lock/trigger",   QK_FIFO,     0620,  0,     ROLE_QUEUE },

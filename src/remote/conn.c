@@ -231,6 +231,12 @@ conn_write(struct conn *c, const void *p, size_t n, uint64_t deadline_ms, struct
 {
 	const char *s = p;
 
+	/* Left alone past the deadline (wait.h): weir-gate may no longer
+	 * count what this would make the upstream accept. */
+	if (wait_too_late()) {
+		buf_printf(err, "weir-send is gone and its grant's grace is running out");
+		return CONN_TIMEOUT;
+	}
 	if (c->tls) {
 		enum tls_status t = tls_write(c->tls, p, n, deadline_ms, err);
 

@@ -21,7 +21,7 @@
 #include "mail/config.h"
 #include "mail/gateclient.h"
 #include "mail/oauth.h"
-#include "remote/remote.h"
+#include "remote/remoteint.h"
 
 /* weir-gate told that up's credentials are refused (why): as a REPORT
  * AUTHFAIL would, without a grant.  No gate here: nothing to tell. */

@@ -1,12 +1,15 @@
 /*
  * remote.c: weir-remote's logic between main() and the state machine:
  * arguments, the upstream, the message, the secret, the reports; see
- * remote.h for the interface.
+ * remote.h for the interface.  Three modes: one message (qmail-remote's
+ * way, with -n -r FD for weir-send's deliverers of their own), the probe
+ * (-T), and the kept session server (-S), whose loop is session.c; the
+ * parts they share are declared in remoteint.h.
  *
  * The gate (see remote.h) is spoken to only through mail/gateclient.h,
  * in gate_acquire() and gate_report() below.
  *
- * Sender rewriting (mail/rewrite.h) is applied in rewrite_sender(),
+ * Sender rewriting (mail/rewrite.h) is applied in remote_rewrite_sender(),
  * before the session: the envelope sender handed to smtp_deliver() and
  * the From: address in the wire form of the message (remote/body.h),
  * never the queue file.
@@ -22,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,6 +42,7 @@
 #include "mail/trouble.h"
 #include "remote/body.h"
 #include "remote/remote.h"
+#include "remote/remoteint.h"
 #include "remote/secret.h"
 #include "remote/smtp.h"
 #include "remote/tls.h"
@@ -68,8 +71,8 @@ remote_format(const struct smtp_result *res, struct buf *out)
 	buf_addc(out, '\0');
 }
 
-static int
-emit(int fd, const struct smtp_result *res)
+int
+remote_emit(int fd, const struct smtp_result *res)
 {
 	struct buf out = BUF_INIT;
 	int r;
@@ -83,30 +86,50 @@ emit(int fd, const struct smtp_result *res)
 }
 
 /* A message-level report with no recipient reports: qmail-remote's way
- * of saying every recipient shares the fate. */
+ * of saying every recipient shares the fate (logged). */
+static void
+whole_text(struct smtp_result *res, size_t nrcpt, const char *text)
+{
+	size_t i;
+
+	memset(res, 0, sizeof *res);
+	res->nrcpt = nrcpt;
+	res->rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *res->rcpt);
+	for (i = 0; i < nrcpt; i++) {
+		res->rcpt[i].kind = 's';
+		buf_adds(&res->rcpt[i].text, text);
+	}
+	res->kind = 'Z';
+	buf_adds(&res->text, text);
+	log_warnx("%s", text);
+}
+
+void
+remote_whole_result(struct smtp_result *res, size_t nrcpt, const char *fmt, ...)
+{
+	va_list ap;
+	char text[1024];
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	whole_text(res, nrcpt, text);
+}
+
+/* The same, its reports on fd (one message's run): its exit status. */
 static int PRINTFLIKE(3, 4)
 whole(int fd, size_t nrcpt, const char *fmt, ...)
 {
 	struct smtp_result res;
 	va_list ap;
 	char text[1024];
-	size_t i;
 	int r;
 
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
-	memset(&res, 0, sizeof res);
-	res.nrcpt = nrcpt;
-	res.rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *res.rcpt);
-	for (i = 0; i < nrcpt; i++) {
-		res.rcpt[i].kind = 's';
-		buf_adds(&res.rcpt[i].text, text);
-	}
-	res.kind = 'Z';
-	buf_adds(&res.text, text);
-	log_warnx("%s", text);
-	r = emit(fd, &res);
+	whole_text(&res, nrcpt, text);
+	r = remote_emit(fd, &res);
 	smtp_result_free(&res);
 	return r;
 }
@@ -201,11 +224,10 @@ outcome(const struct smtp_result *res)
 /* For a caller that holds the grant (-n -r FD, -S): the outcome line
  * (mail/outcome.h) on fd.  One transaction per message (smtp.h): the
  * recipients not attempted are the last ones. */
-static void
-outcome_write(int fd, const struct smtp_result *res)
+void
+remote_outcome(const struct smtp_result *res, struct buf *line)
 {
 	struct outcome o;
-	struct buf b = BUF_INIT;
 
 	memset(&o, 0, sizeof o);
 	o.kind = outcome(res);
@@ -213,10 +235,36 @@ outcome_write(int fd, const struct smtp_result *res)
 	o.at = res->accepted_at;
 	o.undone = res->undone;
 	snprintf(o.text, sizeof o.text, "%s", res->throttle.s ? res->throttle.s : "");
-	outcome_format(&o, &b);
-	if (full_write(fd, b.s, b.len) < 0)
+	outcome_format(&o, line);
+}
+
+/* The outcome line b on fd. */
+static void
+line_write(int fd, const struct buf *b)
+{
+	if (full_write(fd, b->s, b->len) < 0)
 		log_warn("writing the outcome to fd %d", fd);
+}
+
+static void
+outcome_write(int fd, const struct smtp_result *res)
+{
+	struct buf b = BUF_INIT;
+
+	remote_outcome(res, &b);
+	line_write(fd, &b);
 	buf_free(&b);
+}
+
+void
+remote_not_sent(const struct remote *r, struct buf *line)
+{
+	struct outcome o;
+
+	memset(&o, 0, sizeof o);
+	o.kind = r->refused.len ? OUTCOME_AUTHFAIL : OUTCOME_REFUND;
+	snprintf(o.text, sizeof o.text, "%s", r->refused.s ? r->refused.s : "");
+	outcome_format(&o, line);
 }
 
 /* Tell the gate how it went: throttled, nothing sent, or how many. */
@@ -294,8 +342,8 @@ message_name(const struct body *b, char *out, size_t max)
  * with rewrite_header_from the From: address in body.  Each change, and
  * a From: left as it was for a reason, is logged once for the message.
  * 0 ok; -1 the rules do not build (config.c checked them), why in err. */
-static int
-rewrite_sender(const struct weir_upstream *up, const char *hostname, const char *sender,
+int
+remote_rewrite_sender(const struct weir_upstream *up, const char *hostname, const char *sender,
     struct body *body, struct buf *out, struct buf *err)
 {
 	static const char *const left[] = {
@@ -458,29 +506,16 @@ out:
  * weir-send set (it does so on every set-id exec), and the delivery must
  * still die with weir-send (remote.h, send/deliver.c).  If the parent is
  * already gone, it went before the prctl could watch it. */
-static void
-die_with_parent(pid_t parent)
+void
+remote_die_with_parent(pid_t parent, int sig)
 {
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+	if (prctl(PR_SET_PDEATHSIG, sig) < 0)
 		fatal(111, "prctl PR_SET_PDEATHSIG");
 	if (parent <= 1 || getppid() != parent)
 		fatalx(111, "the caller (pid %ld) is gone; not sending", (long)parent);
 }
 
-/* The upstream and how to reach it, from -c and -u (or the sender). */
-struct remote {
-	struct weir_config cfg;
-	int have_cfg;
-	struct weir_upstream fallback;
-	int have_fallback;
-	const struct weir_upstream *up;
-	struct smtp_params p;
-	struct buf secret;
-	struct trouble_rules *rules;
-	struct buf refused;	/* the OAuth provider refused the credentials: why */
-};
 
-static void not_sent(int fd, const struct remote *r);
 
 /* "file:line: what" lines of a config error, on one line. */
 static void
@@ -497,8 +532,8 @@ flatten(struct buf *err)
 
 /* The config and the upstream for sender (or -u upname) into r: 0, or
  * -1 with the report's text in why. */
-static int
-find_upstream(struct remote *r, const char *cfile, const char *upname, const char *host,
+int
+remote_find_upstream(struct remote *r, const char *cfile, const char *upname, const char *host,
     const char *sender, struct buf *why)
 {
 	struct buf err = BUF_INIT;
@@ -539,8 +574,8 @@ out:
 
 /* The secret, TLS and the reply rules: 0, or -1 with the report's text
  * in why. */
-static int
-get_ready(struct remote *r, struct buf *why)
+int
+remote_get_ready(struct remote *r, struct buf *why)
 {
 	struct buf err = BUF_INIT, how = BUF_INIT;
 	int rc = 0, k;
@@ -561,7 +596,7 @@ get_ready(struct remote *r, struct buf *why)
 	return rc;
 }
 
-static void
+void
 remote_free(struct remote *r)
 {
 	secret_wipe(&r->secret);
@@ -574,41 +609,37 @@ remote_free(struct remote *r)
 		config_free(&r->cfg);
 }
 
-/* The message on mfd, read through: 0, or -1 when it cannot be sent as
- * it is, its reports written to repfd (*rc: 111 if even that failed). */
-static int
-open_message(struct body *body, const char *qid, int mfd, size_t nrcpt, int repfd, int *rc)
+int
+remote_open_message(struct body *body, const char *qid, int mfd, size_t nrcpt,
+    struct smtp_result *bad)
 {
 	struct buf err = BUF_INIT;
-	struct smtp_result bad;
 	char name[QUEUE_ID_MAX + 8];
 	size_t i;
 	int perm;
 
 	if (body_open(body, mfd, MESSAGE_MAX, &err) < 0) {
-		*rc = whole(repfd, nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
+		remote_whole_result(bad, nrcpt, "weir-remote: %s. (#4.3.0)\n", err.s);
 		buf_free(&err);
 		return -1;
 	}
 	body->qid = qid;
 	if (!body->info.too_long_line)
 		return 0;
-	memset(&bad, 0, sizeof bad);
-	bad.nrcpt = nrcpt;
-	bad.rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *bad.rcpt);
-	buf_printf(&bad.text, "Line %zu of the message is %zu bytes long; SMTP allows "
+	memset(bad, 0, sizeof *bad);
+	bad->nrcpt = nrcpt;
+	bad->rcpt = xcalloc(nrcpt ? nrcpt : 1, sizeof *bad->rcpt);
+	buf_printf(&bad->text, "Line %zu of the message is %zu bytes long; SMTP allows "
 	    "%d (RFC 5322 2.1.1), so it cannot be sent as it is. (#5.6.0)\n",
 	    body->info.too_long_line, body->info.too_long_len, BODY_LINE_MAX);
 	perm = trouble_situation(SIT_LINE_TOO_LONG) == T_BOUNCE;
 	for (i = 0; i < nrcpt; i++) {
-		bad.rcpt[i].kind = perm ? 'h' : 's';
-		buf_adds(&bad.rcpt[i].text, bad.text.s);
+		bad->rcpt[i].kind = perm ? 'h' : 's';
+		buf_adds(&bad->rcpt[i].text, bad->text.s);
 	}
-	bad.kind = perm ? 'D' : 'Z';
+	bad->kind = perm ? 'D' : 'Z';
 	message_name(body, name, sizeof name);
-	log_warnx("%s: %s", name, bad.text.s);
-	*rc = emit(repfd, &bad);
-	smtp_result_free(&bad);
+	log_warnx("%s: %s", name, bad->text.s);
 	return -1;
 }
 
@@ -628,25 +659,33 @@ single(const char *cfile, const char *upname, const char *qid, int use_gate, int
 	memset(&body, 0, sizeof body);	/* body_close() is safe on it */
 	memset(&gate, 0, sizeof gate);
 	gate.gc.fd = -1;
-	if (find_upstream(&r, cfile, upname, host, sender, &why) < 0) {
+	if (remote_find_upstream(&r, cfile, upname, host, sender, &why) < 0) {
 		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
 		goto out;
 	}
-	if (open_message(&body, qid, STDIN_FILENO, nrcpt, STDOUT_FILENO, &rc) < 0)
+	if (remote_open_message(&body, qid, STDIN_FILENO, nrcpt, &res) < 0) {
+		rc = remote_emit(STDOUT_FILENO, &res);
+		smtp_result_free(&res);
 		goto out;
-	if (rewrite_sender(r.up, r.cfg.hostname, sender, &body, &envsender, &why) < 0) {
+	}
+	if (remote_rewrite_sender(r.up, r.cfg.hostname, sender, &body, &envsender, &why) < 0) {
 		rc = whole(STDOUT_FILENO, nrcpt, "weir-remote: configuration: %s. (#4.3.0)\n",
 		    why.s);
 		goto out;
 	}
-	if (get_ready(&r, &why) < 0) {
+	if (remote_get_ready(&r, &why) < 0) {
 		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
-		if (outfd >= 0)
-			not_sent(outfd, &r);
+		if (outfd >= 0) {
+			struct buf b = BUF_INIT;
+
+			remote_not_sent(&r, &b);
+			line_write(outfd, &b);
+			buf_free(&b);
+		}
 		goto out;
 	}
 	if (!use_gate && config_untrusted_env())
-		die_with_parent(parent);
+		remote_die_with_parent(parent, SIGKILL);
 	if (use_gate && !gate_acquire(&gate, r.cfg.gate_socket, r.up, sender, nrcpt, &why)) {
 		rc = whole(STDOUT_FILENO, nrcpt, "weir-remote: %s; not sending. (#4.3.0)\n",
 		    why.s);
@@ -658,7 +697,7 @@ single(const char *cfile, const char *upname, const char *qid, int use_gate, int
 	gate_report(&gate, &res);
 	if (outfd >= 0)
 		outcome_write(outfd, &res);
-	rc = emit(STDOUT_FILENO, &res);
+	rc = remote_emit(STDOUT_FILENO, &res);
 	smtp_result_free(&res);
 out:
 	if (gate.gc.fd >= 0)
@@ -670,234 +709,34 @@ out:
 	return rc;
 }
 
-/* -S: a kept session (remote.h).  One request: its datagram, and the
- * descriptors it carries (message, reports, outcome).  1, 2 for a TLS
- * session to resume, 0 at the end (the caller closed its side), -1 for
- * a malformed request (logged). */
+/* An open descriptor above 2 named by s: it, or -1. */
 static int
-request_read(int sock, struct buf *req, int fds[3])
+open_fd(const char *s)
 {
-	char cbuf[CMSG_SPACE(3 * sizeof(int))];
-	struct iovec iov = { .iov_base = req->s, .iov_len = req->cap };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-	    .msg_controllen = sizeof cbuf };
-	struct cmsghdr *c;
-	ssize_t n;
-	size_t nfd = 0, i;
+	char *end;
+	long fd = strtol(s, &end, 10);
 
-	fds[0] = fds[1] = fds[2] = -1;
-	do
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		log_warn("session: reading the next request");
-		return -1;
-	}
-	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-			size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-			for (i = 0; i < k; i++) {
-				int fd;
-
-				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-				if (nfd < 3)
-					fds[nfd++] = fd;
-				else
-					close(fd);
-			}
-		}
-	if (n == 0 && nfd == 0)
-		return 0;
-	req->len = (size_t)n;
-	if (nfd == 0 && n > 4 && memcmp(req->s, "tls", 4) == 0 && !(mh.msg_flags & MSG_TRUNC))
-		return 2;	/* "tls\0" and a TLS session to resume */
-	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || nfd != 3) {
-		log_warnx("session: a request %s; ending the session", nfd != 3 ?
-		    "without its three descriptors" : "too big for its buffer");
-		return -1;
-	}
-	return 1;
-}
-
-/* "ID\0SENDER\0RCPT\0...RCPT\0" into qid, sender and rcpts: how many
- * recipients, or 0 if malformed. */
-static size_t
-request_parse(struct buf *req, const char **qid, const char **sender, const char ***rcpts)
-{
-	struct timespec t;
-	unsigned long inode;
-	size_t i, n = 0, k = 0;
-
-	if (req->len < 5 || req->s[req->len - 1] != '\0')
-		return 0;
-	for (i = 0; i < req->len; i++)
-		n += req->s[i] == '\0';
-	*qid = req->s;
-	if (n < 3 || queue_parse_msgid(*qid, &inode, &t) < 0)
-		return 0;
-	*sender = *qid + strlen(*qid) + 1;
-	*rcpts = xcalloc(n - 2, sizeof **rcpts);
-	for (i = (size_t)(*sender - req->s) + strlen(*sender) + 1; i < req->len;
-	    i += strlen(req->s + i) + 1) {
-		if (req->s[i] == '\0') {	/* an empty recipient */
-			free(*rcpts);
-			*rcpts = NULL;
-			return 0;
-		}
-		(*rcpts)[k++] = req->s + i;
-	}
-	return k;
-}
-
-/* The outcome of a message that never reached the upstream. */
-static void
-refund(int fd)
-{
-	struct smtp_result none;
-
-	memset(&none, 0, sizeof none);
-	outcome_write(fd, &none);
-}
-
-/* The same, for a session r could not set up: a refund; or, when the
- * OAuth provider refused the credentials (r->refused), as a 535 would
- * have: authfail, for the gate to suspend the upstream. */
-static void
-not_sent(int fd, const struct remote *r)
-{
-	struct outcome o;
-	struct buf b = BUF_INIT;
-
-	if (r->refused.len == 0) {
-		refund(fd);
-		return;
-	}
-	memset(&o, 0, sizeof o);
-	o.kind = OUTCOME_AUTHFAIL;
-	snprintf(o.text, sizeof o.text, "%s", r->refused.s);
-	outcome_format(&o, &b);
-	if (full_write(fd, b.s, b.len) < 0)
-		log_warn("writing the outcome to fd %d", fd);
-	buf_free(&b);
-}
-
-/* One request of a session: the message delivered over ss (NULL: the
- * session could not be set up, why says so), its reports and outcome
- * written.  1: the session can take another message. */
-static int
-session_message(const struct remote *r, struct smtp_session *ss, struct buf *req,
-    const int fds[3], const struct buf *why)
-{
-	const char *qid = NULL, *sender = NULL, **rcpts = NULL;
-	size_t nrcpt = request_parse(req, &qid, &sender, &rcpts);
-	struct smtp_result res;
-	struct body body;
-	struct buf envsender = BUF_INIT, err = BUF_INIT;
-	int rc = 0, more = 0;
-
-	memset(&body, 0, sizeof body);
-	if (ss == NULL || nrcpt == 0) {
-		(void)whole(fds[1], nrcpt, "%s", ss ? "weir-remote: a malformed request from "
-		    "weir-send. (#4.3.5)\n" : why->s);
-		if (ss)
-			refund(fds[2]);
-		else
-			not_sent(fds[2], r);
-	} else if (open_message(&body, qid, fds[0], nrcpt, fds[1], &rc) < 0) {
-		refund(fds[2]);
-		more = rc == 0;
-	} else if (rewrite_sender(r->up, r->cfg.hostname, sender, &body, &envsender, &err) < 0) {
-		(void)whole(fds[1], nrcpt, "weir-remote: configuration: %s. (#4.3.0)\n", err.s);
-		refund(fds[2]);
-	} else {
-		smtp_session_deliver(ss, buf_cstr(&envsender), rcpts, nrcpt, &body, &res);
-		outcome_write(fds[2], &res);
-		more = emit(fds[1], &res) == 0 && smtp_session_open(ss);
-		smtp_result_free(&res);
-	}
-	body_close(&body);
-	free(rcpts);
-	buf_free(&envsender);
-	buf_free(&err);
-	return more;
-}
-
-/* The word that a message's reports are complete: "ready" (with, after
- * "\0", the connection's TLS session for later sessions to resume, when
- * it is new: it holds no secret of the upstream account) or "closing".
- * 1 if the session goes on. */
-static int
-say_ready(struct smtp_session *ss, int more, struct buf *sent)
-{
-	struct buf w = BUF_INIT, der = BUF_INIT;
-	int ok;
-
-	buf_adds(&w, more ? "ready" : "closing");
-	if (more && smtp_session_tls(ss, &der) == 0 &&
-	    (der.len != sent->len || memcmp(der.s, sent->s, der.len) != 0)) {
-		buf_addc(&w, '\0');
-		buf_add(&w, der.s, der.len);
-		buf_reset(sent);
-		buf_add(sent, der.s, der.len);
-	}
-	ok = send(STDIN_FILENO, w.s, w.len, MSG_NOSIGNAL) == (ssize_t)w.len;
-	buf_free(&w);
-	buf_free(&der);
-	return more && ok;
-}
-
-static int
-session(const char *cfile, const char *upname, const char *host, pid_t parent)
-{
-	struct remote r;
-	struct buf why = BUF_INIT, req = BUF_INIT, tls = BUF_INIT;
-	struct smtp_session *ss = NULL;
-	int fds[3], k, i, more = 1;
-
-	memset(&r, 0, sizeof r);
-	if (find_upstream(&r, cfile, upname, host, "", &why) == 0 && get_ready(&r, &why) == 0)
-		ss = smtp_session_new(&r.p);
-	if (config_untrusted_env())
-		die_with_parent(parent);
-	buf_reserve(&req, SESSION_REQUEST_MAX);
-	while (more && (k = request_read(STDIN_FILENO, &req, fds)) > 0) {
-		if (k == 2) {
-			if (r.p.tls == NULL || tls_client_resume(r.p.tls, req.s + 4, req.len - 4) < 0)
-				log_debug("session: the TLS session offered cannot be resumed");
-			continue;
-		}
-		more = session_message(&r, ss, &req, fds, &why);
-		for (i = 0; i < 3; i++)
-			close(fds[i]);
-		more = say_ready(ss, more, &tls);
-	}
-	if (k < 0)
-		for (i = 0; i < 3; i++)
-			if (fds[i] >= 0)
-				close(fds[i]);
-	smtp_session_free(ss);
-	remote_free(&r);
-	buf_free(&req);
-	buf_free(&why);
-	buf_free(&tls);
-	return 0;
+	return *s && !*end && fd >= 3 && fd <= 1024 && fcntl((int)fd, F_GETFD) >= 0 ? (int)fd : -1;
 }
 
 int
 remote_run(int argc, char **argv, pid_t parent)
 {
 	const char *cfile = NULL, *upname = NULL, *qid = NULL;
-	int opt, use_gate = 1, outfd = -1, test = 0, keep = 0, alive = 0;
+	int opt, use_gate = 1, outfd = -1, test = 0, keep = 0, flight = -1, alive = 0;
 	struct timespec qtime;
 	unsigned long inode;
-	char *end;
 
 	opterr = 0;
-	while ((opt = getopt(argc, argv, "+c:Knq:r:STu:")) != -1) {
+	while ((opt = getopt(argc, argv, "+c:f:Knq:r:STu:")) != -1) {
 		switch (opt) {
 		case 'c': cfile = optarg; break;
 		case 'K': alive = 1; break;
+		case 'f':
+			if ((flight = open_fd(optarg)) < 0)
+				return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
+				    "-f needs an open descriptor above 2. (#4.3.5)\n");
+			break;
 		case 'n': use_gate = 0; break;
 		case 'q':
 			if (queue_parse_msgid(optarg, &inode, &qtime) < 0)
@@ -908,8 +747,7 @@ remote_run(int argc, char **argv, pid_t parent)
 		case 'S': keep = 1; break;
 		case 'T': test = 1; break;
 		case 'r':
-			outfd = (int)strtol(optarg, &end, 10);
-			if (*end || outfd < 3 || fcntl(outfd, F_GETFD) < 0)
+			if ((outfd = open_fd(optarg)) < 0)
 				return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
 				    "-r needs an open descriptor above 2. (#4.3.5)\n");
 			break;
@@ -920,14 +758,19 @@ remote_run(int argc, char **argv, pid_t parent)
 		}
 	}
 	if (alive) {
-		if (upname == NULL || optind != argc || !use_gate || outfd >= 0 || keep || test) {
+		if (upname == NULL || optind != argc || !use_gate || outfd >= 0 || keep || test ||
+		    flight >= 0) {
 			log_warnx("usage: weir-remote [-c FILE] -K -u UPSTREAM");
 			return OAUTH_KA_USAGE;
 		}
 		return remote_keepalive(cfile, upname);
 	}
 	if (!use_gate && config_untrusted_env())
-		die_with_parent(parent);
+		remote_die_with_parent(parent, SIGKILL);
+	if (flight >= 0 && !keep) {
+		log_warnx("usage: -f goes with -S");
+		return 2;
+	}
 	if (test) {
 		if (upname == NULL || optind != argc || use_gate == 0 || outfd >= 0 || keep) {
 			log_warnx("usage: weir-remote [-c FILE] -T -u UPSTREAM");
@@ -938,10 +781,10 @@ remote_run(int argc, char **argv, pid_t parent)
 	if (keep) {
 		/* The caller holds a grant for each message it hands over. */
 		if (upname == NULL || argc - optind != 1 || outfd >= 0) {
-			log_warnx("usage: weir-remote [-c FILE] -S -u UPSTREAM host");
+			log_warnx("usage: weir-remote [-c FILE] -S [-f FD] -u UPSTREAM host");
 			return 2;
 		}
-		return session(cfile, upname, argv[optind], parent);
+		return remote_session(cfile, upname, argv[optind], parent, flight);
 	}
 	if (argc - optind < 3)
 		return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: usage: "

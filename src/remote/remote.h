@@ -1,19 +1,39 @@
 /*
  * remote.h: weir-remote, the qmail-remote(8) compatible deliverer.
  *
- *   weir-remote [-c FILE] [-u UPSTREAM] [-n] host sender recip...
+ *   weir-remote [-c FILE] [-u UPSTREAM] [-n [-r FD]] [-q ID] host sender recip...
  *   weir-remote [-c FILE] -T -u UPSTREAM
+ *   weir-remote [-c FILE] -S [-f FD] -u UPSTREAM host
  *   weir-remote [-c FILE] -K -u UPSTREAM
  *
- * The message is read from fd 0 (a qmail mess file).  On fd 1 come one
- * report per recipient, in argument order: "r" delivered, "h" permanent
- * failure, "s" temporary failure; then one message report: "K" delivered
- * (to the recipients reported "r"), "Z" temporary failure, "D"
- * permanent failure.  Each report is a letter, human text, and a NUL.
+ * One message (the first form): it is read from fd 0 (a qmail mess
+ * file).  On fd 1 come one report per recipient, in argument order: "r"
+ * delivered, "h" permanent failure, "s" temporary failure; then one
+ * message report: "K" delivered (to the recipients reported "r"), "Z"
+ * temporary failure, "D" permanent failure.  Each report is a letter,
+ * human text, and a NUL (remote_format).
  * The exit status is 0 whenever the reports were written (111 if even
  * that failed); a crash counts as a temporary failure for the caller.
  * Our own trouble (bad usage, config, secret, memory) is always "Z":
  * mail is never bounced because weir-remote could not run.
+ *
+ *   -n      the caller holds the grant: weir-gate is not asked (below);
+ *           set-id, the process dies with its caller (PR_SET_PDEATHSIG)
+ *   -r FD   with -n: the outcome line (mail/outcome.h) on FD (3 or
+ *           above), for the caller to report to weir-gate
+ *   -q ID   the message's id (mail/queue.h, INODE.SEC.NSEC) for the log
+ *           lines about it; without it they name the file's inode
+ *
+ * The kept session (-S, session.c): for weir-send, which holds a grant
+ * for each message it hands over.  fd 0 is a SOCK_SEQPACKET socket
+ * carrying the datagrams of mail/sessproto.h: each message comes with
+ * its file and the pipes for its reports and outcome line, all of them
+ * over one connection to the upstream (smtp.h's kept session); "ready"
+ * or "closing" after each; end of file on fd 0 ends it (QUIT, exit 0).
+ * With -f FD, the session's flight file: each message's outcome goes
+ * there too, so that it outlives weir-send (mail/sessproto.h), and a
+ * deliverer left alone by weir-send (SIGTERM, its death signal) finishes
+ * the message it holds within half its grace, then exits.
  *
  * The upstream: -u names an upstream section of weir.conf; without -u,
  * the first whose senders match the sender, else the first without
@@ -68,9 +88,6 @@
 /* Everything after main's set-up: returns the exit status.  parent is
  * getppid() as main() found it first thing (for -n when set-id). */
 int remote_run(int argc, char **argv, pid_t parent);
-
-/* -K (keepalive.c): the exit status. */
-int remote_keepalive(const char *cfile, const char *upname);
 
 /* The reports for res as the NUL-terminated bytes written to fd 1. */
 void remote_format(const struct smtp_result *res, struct buf *out);

@@ -25,7 +25,7 @@
 
 #include "lib/alloc.h"
 #include "lib/tlsio.h"
-#include "mail/outcome.h"
+#include "mail/sessproto.h"
 #include "remote/tls.h"
 
 /* tls.h's statuses are tlsio's, without OpenSSL in tls.h. */

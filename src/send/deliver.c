@@ -38,7 +38,6 @@
 #include "send/report.h"
 #include "send/sendint.h"
 
-#define REPORT_MAX	(1 << 20)
 #define WAIT_NOTE_MS	1000	/* a wait this long is named in the "delivering" line */
 
 static struct upq *
@@ -186,8 +185,14 @@ deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode,
 	size_t k = 0;
 
 	argv[k++] = o->remote_program;
-	if (strcmp(mode, "-S") == 0 || strcmp(mode, "-K") == 0) {
-		argv[k++] = mode;	/* a kept session (session.c), the keep-alive */
+	if (strncmp(mode, "-S", 2) == 0) {
+		argv[k++] = "-S";	/* a kept session (session.c) */
+		if (strcmp(mode, "-Sf") == 0) {
+			argv[k++] = "-f";	/* its flight file (flight.c) */
+			argv[k++] = "3";
+		}
+	} else if (strcmp(mode, "-K") == 0) {
+		argv[k++] = "-K";	/* the OAuth keep-alive (keepalive.c) */
 	} else {
 		argv[k++] = "-n";	/* weir-send holds the grant */
 		argv[k++] = "-r";
@@ -215,7 +220,7 @@ deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode,
 }
 
 pid_t
-deliver_fork(const char *const *argv, int fd0, int fd1, int fd3)
+deliver_fork(const char *const *argv, int fd0, int fd1, int fd3, int deathsig)
 {
 	pid_t parent = getpid(), pid;
 
@@ -231,10 +236,13 @@ deliver_fork(const char *const *argv, int fd0, int fd1, int fd3)
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (setpgid(0, 0) < 0)
 			_exit(111);
-		/* If weir-send dies, so does the delivery: weir-gate logs a
-		 * dropped grant as sent at that instant, so the send must not
-		 * go on for minutes after it (the next weir-send retries it). */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		/* If weir-send dies, a deliverer of its own dies too (SIGKILL):
+		 * weir-gate counts a dropped grant only until the drop + its
+		 * grace, and nothing would hand its outcome on.  A kept
+		 * session with a flight file gets SIGTERM: it finishes the
+		 * message it holds within that (remote's session.c) and hands
+		 * the outcome on through the file (flight.c). */
+		if (prctl(PR_SET_PDEATHSIG, deathsig) < 0 || getppid() != parent)
 			_exit(111);
 		/* fd3 first: it may be 0, 1 or 3 itself only if those were
 		 * closed, which main() does not allow. */
@@ -311,6 +319,14 @@ spawn(struct sched *s, struct job *j)
 	}
 	if (deliver_open(s, j, &mfd, wr) < 0)
 		return -1;
+	if (gate_use(s, &j->tag) < 0) {
+		j->grant = 0;
+		close(mfd);
+		close(wr[0]);
+		close(wr[1]);
+		deliver_unopen(s, j);
+		return -1;
+	}
 	argv = xcalloc(j->n + 14, sizeof *argv);
 	deliver_argv(s, j->up, argv, "-n", j->m->qid);
 	for (k = 0; argv[k]; k++)
@@ -319,7 +335,7 @@ spawn(struct sched *s, struct job *j)
 	for (i = 0; i < j->n; i++)
 		argv[k++] = j->addrs[i];
 	argv[k] = NULL;
-	j->pid = deliver_fork(argv, mfd, wr[0], wr[1]);
+	j->pid = deliver_fork(argv, mfd, wr[0], wr[1], SIGKILL);
 	free(argv);
 	close(mfd);
 	close(wr[0]);

@@ -20,8 +20,10 @@
  * If the gate is not there (not started yet, restarting), nothing is
  * sent: requests wait and are asked again once the connection is back,
  * after 1, 2, 4 ... 30 seconds.  Grants held when the connection drops
- * are counted by the gate as sent; jobs not yet running go back to their
- * FIFO.
+ * are counted by the gate as unknown outcomes; jobs not yet running go
+ * back to their FIFO, and a running one's outcome is SETTLEd on the next
+ * connection, as is that of a delivery an earlier weir-send handed over
+ * (flight.c): by the grant's id, which every job keeps.
  *
  * Trusts: the gate's replies only through gateclient's parser; remote/S/N
  * through rcptfile_load().  Config keys: gate_socket, upstream
@@ -43,6 +45,7 @@
 #define COUNTS_EVERY_MS	1000
 
 static void gate_down(struct sched *s, const char *why);
+static void gate_lost_soon(struct sched *s);
 
 static struct job *
 by_tag(struct sched *s, uint32_t tag)
@@ -291,6 +294,8 @@ on_reply(struct sched *s, const struct gp_reply *r)
 			log_warnx("weir-gate: a grant for unknown request %u", r->tag);
 			return;
 		}
+		j->grant = r->id;
+		j->grace = r->grace;
 		gate_granted(s, j, r->max_rcpt);
 		return;
 	case GP_R_SUSPENDED: {
@@ -365,6 +370,15 @@ connect_gate(struct sched *s)
 		    s->gate_backoff * 2;
 		return;
 	}
+	/* Grants are in use only from their START: one not handed over when
+	 * weir-send dies is given back, not counted for the grace. */
+	if (gc_starts(&s->gc) < 0) {
+		log_warn("weir-gate at %s", s->cfg->gate_socket);
+		gc_close(&s->gc);
+		s->gate_retry = evloop_timer_at(s->ev, clock_mono_ms() + s->gate_backoff,
+		    on_retry, s);
+		return;
+	}
 	log_info("connected to weir-gate at %s", s->cfg->gate_socket);
 	s->gate_up = 1;
 	s->gate_backoff = BACKOFF_MIN_MS;
@@ -394,12 +408,36 @@ gate_start(struct sched *s)
 }
 
 static void
+on_lost(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct sched *s = arg;
+
+	(void)ev; (void)t;
+	s->gate_lost = NULL;
+	if (s->gate_up)
+		gate_down(s, "a request could not be written");
+}
+
+/* A report could not be written: the connection is lost, but its
+ * caller still holds a job that gate_down() would drop under it: the
+ * next turn of the loop takes it down. */
+static void
+gate_lost_soon(struct sched *s)
+{
+	log_warn("weir-gate: writing a report");
+	if (s->gate_lost == NULL)
+		s->gate_lost = evloop_timer_at(s->ev, 0, on_lost, s);
+}
+
+static void
 gate_down(struct sched *s, const char *why)
 {
 	struct job *j, *next;
 	size_t i;
 
 	log_warnx("lost weir-gate (%s); nothing is sent until it is back", why);
+	evloop_timer_cancel(s->ev, s->gate_lost);
+	s->gate_lost = NULL;
 	evloop_unwatch(s->ev, s->gc.fd);
 	gc_close(&s->gc);
 	s->gate_up = 0;
@@ -444,6 +482,17 @@ gate_ask(struct sched *s, struct job *j)
 		gate_down(s, strerror(errno));
 }
 
+int
+gate_use(struct sched *s, uint32_t *tag)
+{
+	if (s->gate_up && *tag != 0 && gc_start(&s->gc, *tag) == 0)
+		return 0;
+	/* The connection is going (its reader will see to it): the gate
+	 * gives the grant back; nothing of it must go out. */
+	*tag = 0;
+	return -1;
+}
+
 uint32_t
 gate_ask_slot(struct sched *s, size_t up)
 {
@@ -478,10 +527,22 @@ void
 gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply)
 {
+	uint64_t grant = j->grant;
 	int k;
 
-	if (!s->gate_up || j->tag == 0)
-		return;	/* the gate already counted it as sent */
+	j->grant = 0;
+	if (!s->gate_up)
+		return;	/* the gate counts it as unknown: until its grace is over */
+	if (j->tag == 0) {
+		/* Its grant went with the connection that held it (an earlier
+		 * weir-send's: flight.c; or the gate was lost): the gate
+		 * counts it as unknown, and may now settle it. */
+		if (grant != 0 && how != GP_UNKNOWN && s->ups[j->up].name &&
+		    gc_settle(&s->gc, s->ups[j->up].name, grant, how, accepted,
+		    how == GP_SENT ? j->sent_at : -1, reply) < 0)
+			gate_lost_soon(s);
+		return;
+	}
 	/* An AUTHFAIL sets no hold (throttle_tag): the gate's suspension
 	 * paces the tries, and its RESUME or a reload lifts it at once. */
 	if (how == GP_THROTTLED)
@@ -489,7 +550,7 @@ gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted
 	k = gc_report(&s->gc, j->tag, how, accepted, how == GP_SENT ? j->sent_at : -1, reply);
 	j->tag = 0;
 	if (k < 0)
-		gate_down(s, strerror(errno));
+		gate_lost_soon(s);
 }
 
 /* ---- the counters ---- */

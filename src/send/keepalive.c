@@ -98,7 +98,7 @@ run(struct sched *s, size_t up, struct ka *k, long long now)
 		return -1;
 	}
 	deliver_argv(s, up, argv, "-K", NULL);
-	k->pid = deliver_fork(argv, fd0, -1, -1);
+	k->pid = deliver_fork(argv, fd0, -1, -1, SIGKILL);
 	(void)close(fd0);
 	if (k->pid < 0) {
 		k->pid = 0;

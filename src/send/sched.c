@@ -570,7 +570,8 @@ scan_info(struct sched *s)
 			queue_path(path, q, Q_TODO, id);
 			if (fstatat(q->dfd, path, &st, 0) == 0)
 				continue;	/* S4: scan_todo preprocesses it */
-			if ((m = msg_load(s, id)) != NULL)
+			/* One a delivery of an earlier run holds waits for it. */
+			if ((m = msg_load(s, id)) != NULL && m->job == NULL)
 				sched_at(s, m, sched_wall());
 		}
 		closedir(d);
@@ -786,6 +787,7 @@ sched_run(const struct sched_opts *o)
 	keepalive_check(&s);
 	rearm_trigger(&s);
 	cleanup_pass(o->q, (time_t)sched_wall());
+	flight_recover(&s);
 	scan_info(&s);
 	scan_todo(&s);
 	flush_if_asked(&s);	/* everything is due now anyway: just clear it */

@@ -45,7 +45,9 @@
  * gatelink.c (on_reply).
  *
  * Beside the stages: wait.c (the waiting credit and its note in sched/,
- * used by 1, 3 and 4), control.c (`weir hold` and the others: called by
+ * used by 1, 3 and 4), flight.c (a session's flight file: by session.c;
+ * at start, it completes an earlier run's deliveries through 3 and 4),
+ * control.c (`weir hold` and the others: called by
  * 1 and 4, calls 1), reload.c (SIGHUP: calls 1, 2, 3 and session.c),
  * keepalive.c (the OAuth keep-alive: no message; started by 1 and
  * reload.c, reaped by 3, runs its deliverer with 3's helpers, mails with
@@ -57,6 +59,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lib/bootid.h"
 #include "lib/buf.h"
 #include "lib/evloop.h"
 #include "mail/gateclient.h"
@@ -77,6 +80,7 @@
 struct job;
 struct sched;
 struct dsess;
+struct pending;
 struct keepalive;
 
 /*
@@ -143,7 +147,10 @@ struct job {
 	char **addrs;
 	struct evtimer *watchdog;
 	int conn;		/* asked with a connection: a deliverer of its own */
+	uint64_t grant;		/* weir-gate's id of its grant; 0: none (yet) */
+	unsigned grace;		/* its grant's grace, seconds (GRANT) */
 	struct dsess *sess;	/* the kept session it runs on (session.c) */
+	int orphan;		/* its deliverer is an earlier weir-send's (flight.c) */
 	struct job *next;	/* all jobs */
 	struct job *gnext;	/* granted, waiting for a free run slot */
 };
@@ -218,6 +225,7 @@ struct sched {
 	uint64_t gate_backoff;
 	struct evtimer *gate_retry;
 	struct evtimer *counts_timer;	/* COUNTS lines are due */
+	struct evtimer *gate_lost;	/* gate_down is due (a report not written) */
 	/* control.c */
 	int ctl_again;		/* a request waits for an attempt's end or preprocessing */
 	/* keepalive.c */
@@ -225,6 +233,11 @@ struct sched {
 	/* session.c */
 	struct dsess *sessions;
 	struct evtimer *sess_note_timer;	/* sched/sessions is due */
+	/* flight.c */
+	int flight_ok;			/* flight/ is there */
+	char boot[BOOT_ID_MAX];		/* this boot's id (lib/bootid.h) */
+	struct pending *flight_pending;	/* an earlier run's, their deliverers at work */
+	int flight_ifd;			/* inotify on flight/ while any; -1: none */
 };
 
 /* 1 sched.c */
@@ -254,6 +267,10 @@ int gate_fit_toobig(struct upq *u, size_t n);
 void gate_ask(struct sched *s, struct job *j);
 void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply);
+/* The grant *tag goes to a deliverer now (START: weir-gate counts it as
+ * in use from here): 0, or -1 when the gate cannot be told (then *tag is
+ * 0, the grant lost: nothing of it may go out). */
+int gate_use(struct sched *s, uint32_t *tag);
 /* A session's connection slot: asked (its tag, 0 if the gate is not
  * there), given back (used: a connection was made), or no longer wanted. */
 uint32_t gate_ask_slot(struct sched *s, size_t up);
@@ -279,13 +296,16 @@ void deliver_refund_unstarted(struct sched *s, size_t up);
 void deliver_granted(struct sched *s, struct job *j);
 void deliver_on_child(struct evloop *ev, int signo, void *arg);
 /* The deliverer's arguments up to the host: mode "-n" (its own, with
- * -r 3) or "-S" (a kept session); or all of them for "-K" (the OAuth
- * keep-alive: no host); argv has room for 12. */
+ * -r 3), "-S" (a kept session) or "-Sf" (one with its flight file on 3,
+ * -S -f 3); or all of them for "-K" (the OAuth keep-alive: no host);
+ * argv has room for 12. */
 void deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode,
     const char *qid);
 /* Fork and exec argv with fd0 on 0, fd1 on 1 and fd3 on 3 (-1: as
- * they are), in its own process group, killed if weir-send dies. */
-pid_t deliver_fork(const char *const *argv, int fd0, int fd1, int fd3);
+ * they are), in its own process group, sent deathsig if weir-send dies
+ * (SIGKILL; a kept session with a flight file, SIGTERM: it finishes the
+ * message it holds). */
+pid_t deliver_fork(const char *const *argv, int fd0, int fd1, int fd3, int deathsig);
 /* j's message (*mfd, read-only) and its two pipes: the write ends in
  * wr[] (report, outcome), the read ends watched, the watchdog set. */
 int deliver_open(struct sched *s, struct job *j, int *mfd, int wr[2]);
@@ -312,6 +332,17 @@ void sess_forget_slots(struct sched *s);	/* the gate connection is gone */
 void sess_remap(struct sched *s);	/* after a reload renumbered the queues */
 void sess_note(struct sched *s);	/* sched/sessions for weir status (session.c) */
 unsigned sess_count_open(const struct sched *s, size_t up);	/* deliverers running */
+
+/* 3 flight.c: a session's message outlives weir-send (mail/sessproto.h) */
+/* The session's flight file, made and locked, its name in name: the fd,
+ * or -1 (logged: the session runs without one). */
+int flight_open(struct sched *s, char *name, size_t max);
+void flight_close(struct sched *s, int fd, const char *name);	/* removed */
+int flight_hand(struct sched *s, int fd, const struct job *j);	/* j's record: 0, -1 */
+void flight_clear(struct sched *s, int fd);	/* j complete: emptied */
+/* At start, before info/ is read: an earlier run's flight files, each
+ * message's outcome applied once its deliverer is done. */
+void flight_recover(struct sched *s);
 
 /* 4 complete.c */
 /* What a batch said of its upstream, for deliver.c to act on. */

@@ -13,8 +13,9 @@
  *   BUSY     a message is on it: a job whose own grant (1 message, n
  *            recipients, 0 connections) weir-send holds, handed over as
  *            one datagram on a SOCK_SEQPACKET socketpair with three
- *            descriptors: mess/S/N (read-only: the deliverer never opens
- *            the queue), the report pipe and the outcome pipe.  The job
+ *            descriptors (mail/sessproto.h defines the protocol):
+ *            mess/S/N (read-only: the deliverer never opens the queue),
+ *            the report pipe and the outcome pipe.  The job
  *            completes as a deliverer's own does (deliver.c, then
  *            complete.c) once both pipes are closed and the session said
  *            "ready" or "closing" (or died: then it is a crash, as for a
@@ -38,7 +39,7 @@
  * starts, takes a message or ends (not once per message: it is a hint,
  * never fsynced, never read back by weir-send).
  *
- * Trusts: the deliverer's word only as "ready" or "closing".  Config
+ * Trusts: the deliverer's word only through sp_parse_word().  Config
  * keys: session_idle (upstream sections), concurrency.
  */
 #include <errno.h>
@@ -54,7 +55,7 @@
 #include "lib/alloc.h"
 #include "lib/io.h"
 #include "lib/log.h"
-#include "mail/outcome.h"
+#include "mail/sessproto.h"
 #include "send/sendint.h"
 
 enum dstate { DS_ASKING, DS_IDLE, DS_BUSY, DS_ENDING };
@@ -70,6 +71,8 @@ struct dsess {
 	unsigned max;		/* messages_per_connection; 0: no cap */
 	int retire;		/* end it once its message is done (a reload) */
 	long long since;	/* wall time of its slot */
+	int flight;		/* its flight file (flight.c); -1: none */
+	char flight_name[64];
 	struct job *job;	/* the message on it */
 	struct evtimer *idle;
 	struct dsess *next;
@@ -157,6 +160,8 @@ sess_free(struct sched *s, struct dsess *d)
 		evloop_unwatch(s->ev, d->sock);
 		close(d->sock);
 	}
+	if (d->flight >= 0)
+		flight_close(s, d->flight, d->flight_name);
 	free(d);
 }
 
@@ -199,15 +204,17 @@ on_idle(struct evloop *ev, struct evtimer *t, void *arg)
 	sess_end(s, d, "idle");
 }
 
-/* The deliverer's word after each message: "ready" for the next, or
- * "closing"; its reports are then complete. */
+/* The deliverer's word after each message (mail/sessproto.h): "ready"
+ * for the next, or "closing"; its reports are then complete. */
 static void
 on_word(struct evloop *ev, int fd, int events, void *arg)
 {
 	struct dsess *d = arg;
 	struct sched *s = d->s;
 	struct job *j = d->job;
-	static char w[6 + SESSION_TLS_MAX];
+	static char w[SESSION_WORD_MAX + 1];
+	struct sp_word wd;
+	const char *why = "out of turn";
 	ssize_t n;
 
 	(void)ev; (void)events;
@@ -216,45 +223,47 @@ on_word(struct evloop *ev, int fd, int events, void *arg)
 	while (n < 0 && errno == EINTR);
 	if (n < 0 && errno == EAGAIN)
 		return;
-	if (j && n > 6 && n <= (ssize_t)sizeof w && memcmp(w, "ready", 6) == 0) {
-		/* With the connection's TLS session, for the next ones. */
-		buf_reset(&s->ups[d->up].tls);
-		buf_add(&s->ups[d->up].tls, w + 6, (size_t)n - 6);
-		n = 5;
-	}
-	if (j && n == 5 && memcmp(w, "ready", 5) == 0) {
+	if (j && n > 0 && (size_t)n < sizeof w && sp_parse_word(w, (size_t)n, &wd, &why) == 0) {
 		d->job = NULL;
-		d->state = DS_IDLE;
-		deliver_exited(s, j, 0);
-		return;
-	}
-	if (j && n == 7 && memcmp(w, "closing", 7) == 0) {
-		d->job = NULL;
-		sess_end(s, d, "the deliverer closed it");
+		if (wd.kind == SP_CLOSING) {
+			sess_end(s, d, "the deliverer closed it");
+		} else {
+			d->state = DS_IDLE;
+			if (wd.der) {
+				/* The connection's TLS session, for the next ones. */
+				buf_reset(&s->ups[d->up].tls);
+				buf_add(&s->ups[d->up].tls, wd.der, wd.derlen);
+			}
+		}
 		deliver_exited(s, j, 0);
 		return;
 	}
 	if (n != 0) {
-		log_warnx("session %ld: a word out of turn; ending it", (long)d->pid);
+		log_warnx("session %ld: a word %s; ending it", (long)d->pid,
+		    (size_t)n >= sizeof w ? "too long" : why);
 		kill(-d->pid, SIGKILL);
 	}
 	/* Its message, if any, ends when it is reaped. */
 	sess_end(s, d, "the deliverer's end");
 }
 
-/* remote_program -S -c CONFIG -u UPSTREAM HOST with the socket on fd 0. */
+/* remote_program -S [-f 3] -c CONFIG -u UPSTREAM HOST with the socket on
+ * fd 0 and its flight file on fd 3. */
 static int
 sess_start(struct sched *s, struct dsess *d)
 {
 	int sv[2];
 	const char *argv[12];
 
+	if (gate_use(s, &d->tag) < 0)
+		return -1;	/* its connection slot is lost with the gate */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_warn("session: socketpair");
 		return -1;
 	}
-	deliver_argv(s, d->up, argv, "-S", NULL);
-	d->pid = deliver_fork(argv, sv[1], -1, -1);
+	d->flight = flight_open(s, d->flight_name, sizeof d->flight_name);
+	deliver_argv(s, d->up, argv, d->flight >= 0 ? "-Sf" : "-S", NULL);
+	d->pid = deliver_fork(argv, sv[1], -1, d->flight, d->flight >= 0 ? SIGTERM : SIGKILL);
 	close(sv[1]);
 	if (d->pid < 0) {
 		d->pid = 0;
@@ -264,11 +273,10 @@ sess_start(struct sched *s, struct dsess *d)
 	d->sock = sv[0];
 	evloop_watch(s->ev, d->sock, EV_READ, on_word, d);
 	if (s->ups[d->up].tls.len > 0) {
-		/* "tls\0" and the session to resume. */
+		/* The TLS session to resume. */
 		struct buf b = BUF_INIT;
 
-		buf_add(&b, "tls", 4);
-		buf_add(&b, s->ups[d->up].tls.s, s->ups[d->up].tls.len);
+		sp_fmt_tls(&b, s->ups[d->up].tls.s, s->ups[d->up].tls.len);
 		if (fd_send(d->sock, b.s, b.len, NULL, 0) < 0)
 			log_warn("session %ld: offering a TLS session", (long)d->pid);
 		buf_free(&b);
@@ -277,36 +285,47 @@ sess_start(struct sched *s, struct dsess *d)
 	return 0;
 }
 
-/* Hand j to d: "SENDER\0RCPT\0...\0" with mess/S/N and the write ends
- * of j's pipes.  0, or -1 (j untouched, d unusable). */
+/* Hand j to d: its request (mail/sessproto.h) with mess/S/N and the
+ * write ends of j's pipes.  0, or -1 (j untouched, d unusable). */
 static int
 hand(struct sched *s, struct dsess *d, struct job *j)
 {
 	struct buf req = BUF_INIT;
-	int fds[3] = { -1, -1, -1 }, rfd[2] = { -1, -1 }, k;
+	int fds[SP_NFD] = { -1, -1, -1 }, rfd[2] = { -1, -1 }, k;
 	size_t i;
 
-	buf_adds(&req, j->m->qid);
-	buf_addc(&req, '\0');
-	buf_adds(&req, j->m->sender);
-	buf_addc(&req, '\0');
-	for (i = 0; i < j->n; i++) {
-		buf_adds(&req, j->addrs[i]);
-		buf_addc(&req, '\0');
-	}
-	if ((d->pid == 0 && sess_start(s, d) < 0) || deliver_open(s, j, &fds[0], rfd) < 0) {
+	sp_fmt_message(&req, j->m->qid, j->grace, j->m->sender, (const char *const *)j->addrs,
+	    j->n);
+	if ((d->pid == 0 && sess_start(s, d) < 0) ||
+	    deliver_open(s, j, &fds[SP_FD_MESSAGE], rfd) < 0) {
 		buf_free(&req);
 		return -1;
 	}
-	fds[1] = rfd[0];
-	fds[2] = rfd[1];
-	k = fd_send(d->sock, req.s, req.len, fds, 3);
+	fds[SP_FD_REPORT] = rfd[0];
+	fds[SP_FD_OUTCOME] = rfd[1];
+	/* The record first: a weir-send that dies after the START but before
+	 * the request gives the grant back through it (flight.c). */
+	if (d->flight >= 0)
+		(void)flight_hand(s, d->flight, j);	/* logged: the message goes anyway */
+	if (gate_use(s, &j->tag) < 0) {
+		j->grant = 0;
+		buf_free(&req);
+		for (i = 0; i < SP_NFD; i++)
+			close(fds[i]);
+		deliver_unopen(s, j);
+		if (d->flight >= 0)
+			flight_clear(s, d->flight);
+		return -1;
+	}
+	k = fd_send(d->sock, req.s, req.len, fds, SP_NFD);
 	buf_free(&req);
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < SP_NFD; i++)
 		close(fds[i]);
 	if (k < 0) {
 		log_warn("session %ld: handing msg %s over", (long)d->pid, j->m->qid);
 		deliver_unopen(s, j);
+		if (d->flight >= 0)
+			flight_clear(s, d->flight);
 		return -1;
 	}
 	evloop_timer_cancel(s->ev, d->idle);
@@ -323,11 +342,16 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 int
 sess_fits(const struct job *j)
 {
-	size_t i, len = strlen(j->m->qid) + 1 + strlen(j->m->sender) + 1;
+	/* Asked before its grant tells the grace: the longest one. */
+	return sp_message_len(j->m->qid, SP_GRACE_MAX, j->m->sender,
+	    (const char *const *)j->addrs, j->n) <= SESSION_REQUEST_MAX;
+}
 
-	for (i = 0; i < j->n; i++)
-		len += strlen(j->addrs[i]) + 1;
-	return len <= SESSION_REQUEST_MAX;
+/* d has carried its messages_per_connection. */
+static int
+full(const struct dsess *d)
+{
+	return d->max && d->sent >= d->max;
 }
 
 int
@@ -335,8 +359,10 @@ sess_run(struct sched *s, struct job *j)
 {
 	struct dsess *d;
 
+	/* Not one that has carried its messages_per_connection: between its
+	 * "ready" and sess_idle (which ends it) another job may come here. */
 	for (d = s->sessions; d; d = d->next)
-		if (d->up == j->up && d->state == DS_IDLE)
+		if (d->up == j->up && d->state == DS_IDLE && !full(d))
 			break;
 	if (d == NULL)
 		return 0;
@@ -347,6 +373,33 @@ sess_run(struct sched *s, struct job *j)
 	return 1;
 }
 
+/* Deliverers of an earlier weir-send still connected to up (flight.c):
+ * the gate let their slots go with that weir-send. */
+static unsigned
+orphans(const struct sched *s, size_t up)
+{
+	const struct job *j;
+	unsigned n = 0;
+
+	for (j = s->jobs; j; j = j->next)
+		n += j->orphan && j->up == up;
+	return n;
+}
+
+/* Connections to up at once: concurrency, and the policy's
+ * max_connections if lower (the gate counts the slots, not orphans). */
+static unsigned
+sess_max(const struct sched *s, size_t up)
+{
+	const struct policy_upstream *pu = s->pol && s->ups[up].name ?
+	    policy_upstream(s->pol, s->ups[up].name) : NULL;
+
+	if (pu && pu->max_connections > 0 && (unsigned long long)pu->max_connections <
+	    s->concurrency)
+		return (unsigned)pu->max_connections;
+	return s->concurrency;
+}
+
 void
 sess_open(struct sched *s, size_t up, unsigned waiting)
 {
@@ -354,11 +407,13 @@ sess_open(struct sched *s, size_t up, unsigned waiting)
 	struct dsess *d;
 
 	waiting = waiting > asking ? waiting - asking : 0;
-	while (waiting-- > 0 && count(s, up, -1) < s->concurrency && s->gate_up) {
+	while (waiting-- > 0 && count(s, up, -1) + orphans(s, up) < sess_max(s, up) &&
+	    s->gate_up) {
 		d = xcalloc(1, sizeof *d);
 		d->s = s;
 		d->up = up;
 		d->sock = -1;
+		d->flight = -1;
 		d->state = DS_ASKING;
 		d->next = s->sessions;
 		s->sessions = d;
@@ -420,7 +475,7 @@ sess_idle(struct sched *s, struct dsess *d)
 		sess_end(s, d, "the configuration changed");
 		return;
 	}
-	if (d->max && d->sent >= d->max) {
+	if (full(d)) {
 		sess_end(s, d, "messages_per_connection reached");
 		return;
 	}
@@ -440,6 +495,9 @@ sess_job_done(struct sched *s, struct job *j)
 	j->sess = NULL;
 	if (d->job == j)
 		d->job = NULL;
+	/* Its marks are durable: the record may go (flight.c). */
+	if (d->flight >= 0)
+		flight_clear(s, d->flight);
 	sess_idle(s, d);
 }
 

@@ -1401,7 +1401,7 @@ check_journal(size_t upto, const char *path, struct verdict *v)
 	if (ngrants == 0)
 		return;
 	wg_init(&g, &ops_);
-	if (journal_open(&j, path, &g, (int64_t)clock_mono_ms(), (int64_t)time(NULL) * 1000,
+	if (journal_open(&j, path, &g, NULL, (int64_t)clock_mono_ms(), (int64_t)time(NULL) * 1000,
 	    600 * 1000) < 0) {
 		fail(v, "journal", "weir-gate cannot open the journal %s", path);
 		wg_free(&g);

@@ -70,7 +70,7 @@ replay_once(struct buf *sum, int64_t mono, int64_t wall)
 	struct wgate g;
 
 	wg_init(&g, &ops);
-	check(journal_open(&j, path, &g, mono, wall, 600 * 1000) == 0);
+	check(journal_open(&j, path, &g, NULL, mono, wall, 600 * 1000) == 0);
 	summary(&g, sum, mono);
 	journal_close(&j);
 	wg_free(&g);

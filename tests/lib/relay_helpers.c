@@ -844,6 +844,20 @@ cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+int
+rt_record_has(struct rt *t, void *arg)
+{
+	FILE *f = fopen(t->record, "r");
+	char line[8192];
+	int seen = 0;
+
+	while (f && !seen && fgets(line, sizeof line, f))
+		seen = strstr(line, arg) != NULL;
+	if (f)
+		fclose(f);
+	return seen;
+}
+
 size_t
 rt_assert_window(const struct rt_rec *r, size_t limit, double per)
 {

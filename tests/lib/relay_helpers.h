@@ -158,6 +158,9 @@ struct rt_rec {
 
 void rt_rec_load(struct rt *t, struct rt_rec *r);
 void rt_rec_free(struct rt_rec *r);
+/* A condition for rt_wait(): the record holds the string arg (an event
+ * such as "\"delaying\"", the upstream holding a final dot). */
+int rt_record_has(struct rt *t, void *arg);
 /* How many "data" events so far (cheap enough to poll). */
 size_t rt_rec_ndata(struct rt *t);
 /* A condition for rt_wait(): at least *(size_t *)arg data events. */

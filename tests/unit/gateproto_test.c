@@ -111,6 +111,10 @@ Test(gateproto, new_reports_and_resume)
 		"REPORT 7 SENT 1 9007199254740992",
 		"COUNTS pobox 4 7 3 4 2 2 1 1 1", "COUNTS a 0 0 0 0 0 0 0 0 0",
 		"COUNTS a 9007199254740992 1 2 3 4 5 6 7 8",
+		"SETTLE pobox 17 SENT 1 1234567", "SETTLE pobox 17 SENT 0 -",
+		"SETTLE pobox 18446744073709551615 REFUND", "SETTLE a.b 1 NOMAIL",
+		"SETTLE a 2 THROTTLED 421 4.7.0 try  later", "SETTLE a 3 AUTHFAIL 535 no",
+		"START 1", "START 4294967295", "STARTS",
 		"REFUSED isp keep-alive: OAuth: invalid_grant: AADSTS70008 expired",
 		"REFUSED a x",
 	};
@@ -137,6 +141,13 @@ Test(gateproto, new_reports_and_resume)
 	cr_assert_eq(req("REPORT 6 AUTHFAIL 535 5.7.8 bad  creds", &r), GP_OK);
 	cr_assert_eq(r.outcome, GP_AUTHFAIL);
 	cr_assert_str_eq(r.text, "535 5.7.8 bad  creds");
+	cr_assert_eq(req("SETTLE pobox 17 SENT 2 1234567", &r), GP_OK);
+	cr_assert(r.verb == GP_SETTLE && r.tag == 0 && r.grant == 17 && r.outcome == GP_SENT &&
+	    r.accepted == 2 && r.at == 1234567);
+	cr_assert_str_eq(r.upstream, "pobox");
+	cr_assert_eq(req("SETTLE a 2 THROTTLED 421 busy", &r), GP_OK);
+	cr_assert(r.verb == GP_SETTLE && r.grant == 2 && r.outcome == GP_THROTTLED);
+	cr_assert_str_eq(r.text, "421 busy");
 	cr_assert_eq(req("RESUME pobox", &r), GP_OK);
 	cr_assert(r.verb == GP_RESUME && r.tag == 0);
 	cr_assert_str_eq(r.upstream, "pobox");
@@ -164,7 +175,8 @@ Test(gateproto, client_stubs_write_the_contract)
 	ssize_t n;
 	const char *want = "REPORT 1 SENT 2 5000\nREPORT 2 SENT 3 -\nREPORT 3 UNKNOWN\n"
 	    "REPORT 4 NOMAIL\nREPORT 5 AUTHFAIL 535 bad?pass\nRESUME isp\n"
-	    "COUNTS isp 1 2 3 4 5 6 7 8 0\nREFUSED isp invalid_grant: ?expired?\nREFUSED isp ?\n";
+	    "COUNTS isp 1 2 3 4 5 6 7 8 0\nSETTLE isp 77 SENT 1 4000\nSETTLE isp 78 REFUND\n"
+	    "STARTS\nSTART 9\nREFUSED isp invalid_grant: ?expired?\nREFUSED isp ?\n";
 	const uint64_t counts[GP_NCOUNTS] = { 1, 2, 3, 4, 5, 6, 7, 8, 0 };
 	uint64_t toobig[GP_NCOUNTS] = { 0 };
 
@@ -178,6 +190,14 @@ Test(gateproto, client_stubs_write_the_contract)
 	cr_assert_eq(gc_report_authfail(&gc, 5, "535 bad\tpass"), 0);
 	cr_assert_eq(gc_resume(&gc, "isp"), 0);
 	cr_assert_eq(gc_counts(&gc, "isp", counts), 0);
+	cr_assert_eq(gc_settle(&gc, "isp", 77, GP_SENT, 1, 4000, NULL), 0);
+	cr_assert_eq(gc_settle(&gc, "isp", 78, GP_REFUND, 0, -1, NULL), 0);
+	cr_assert_eq(gc_settle(&gc, "isp", 79, GP_UNKNOWN, 0, -1, NULL), -1);
+	cr_assert_eq(gc_settle(&gc, "isp", 0, GP_REFUND, 0, -1, NULL), -1);
+	cr_assert_eq(gc_settle(&gc, "bad/name", 80, GP_REFUND, 0, -1, NULL), -1);
+	cr_assert_eq(gc_starts(&gc), 0);
+	cr_assert_eq(gc_start(&gc, 9), 0);
+	cr_assert_eq(gc_start(&gc, 0), -1);
 	cr_assert_eq(gc_refused(&gc, "isp", "invalid_grant: \xe2" "expired\n"), 0);
 	cr_assert_eq(gc_refused(&gc, "isp", ""), 0);
 	cr_assert_eq(gc_refused(&gc, "bad/name", "x"), -1);
@@ -223,6 +243,12 @@ Test(gateproto, malformed_requests)
 		"COUNTS isp 1 2 3 4 5 6 7  8 9", "COUNTS a/b 1 2 3 4 5 6 7 8 9",
 		"COUNTS 1 2 3 4 5 6 7 8 9",
 		"COUNTS isp 1 2 3 4 5 6 7 8 99999999999999999999999",
+		"SETTLE", "SETTLE isp", "SETTLE isp 1", "SETTLE isp 0 REFUND", "SETTLE isp 01 REFUND",
+		"SETTLE isp 1 UNKNOWN", "SETTLE a/b 1 REFUND", "SETTLE isp x REFUND",
+		"SETTLE isp 18446744073709551616 REFUND", "SETTLE isp 1 SENT 1", "SETTLE isp 1 REFUND x",
+		"SETTLE isp 1 THROTTLED", "SETTLE isp 0 THROTTLED 421", "SETTLE a/b 1 AUTHFAIL 535",
+		"SETTLE 1 REFUND", "SETTLE isp 1 refund",
+		"START", "START 0", "START 1 2", "START x", "STARTS 1", "STARTS -",
 	};
 	static const char *const verbs[] = { "GRANT 1 2 3 4", "acquire 1 a - - 1 1 1", "HELO x",
 		"REFUSEDisp no" };
@@ -282,15 +308,17 @@ Test(gateproto, replies_round_trip_and_malformed)
 	const char *why;
 	size_t i;
 	static const char *const badr[] = {
-		"GRANT 1 2 3", "GRANT 0 2 3 4", "GRANT 1 2 3 4 5", "OK", "OK 1 2", "SUSPENDED 1",
+		"GRANT 1 2 3", "GRANT 0 2 3 4 5", "GRANT 1 2 3 4", "GRANT 1 2 3 4 5 6",
+		"GRANT 1 2 3 4 31622401", "GRANT 1 2 3 4 -", "OK", "OK 1 2", "SUSPENDED 1",
 		"ERR 1 NOSUCH text", "ERR 1 TOOBIG", "ERR 1 TOOBIG ", "ERR x TOOBIG t", "OK 0", "OK --",
 		"STATUS 16777217", "STATUS -1", "HELLO", "ERR  TOOBIG x",
 	};
 
 	memset(&r, 0, sizeof r);
 	r.verb = GP_R_GRANT; r.tag = 5; r.id = 123456789012ULL; r.max_rcpt = 100; r.msgs_per_conn = 1;
+	r.grace = 600;
 	gp_fmt_reply(&b, &r);
-	cr_assert_str_eq(b.s, "GRANT 5 123456789012 100 1\n");
+	cr_assert_str_eq(b.s, "GRANT 5 123456789012 100 1 600\n");
 	cr_assert_eq(gp_parse_reply(b.s, b.len - 1, &r2, &why), GP_OK);
 	cr_assert_eq(memcmp(&r, &r2, sizeof r), 0);
 	buf_reset(&b);
@@ -323,7 +351,7 @@ Test(gateproto, random_lines_round_trip_or_fail_cleanly)
 {
 	static const char *const piece[] = {
 		"ACQUIRE", "REPORT", "CANCEL", "STATUS", "SENT", "REFUND", "THROTTLED",
-		"UNKNOWN", "NOMAIL", "AUTHFAIL", "RESUME", "REFUSED",
+		"UNKNOWN", "NOMAIL", "AUTHFAIL", "RESUME", "SETTLE", "REFUSED",
 		"TEXT", "JSON", "GRANT", "OK", "SUSPENDED", "ERR", "TOOBIG", "-", "0", "1",
 		"01", "42", "4294967295", "4294967296", "1000000", "1000001", "up", "a.b-c_d",
 		"x@y", "421", "4.7.0", " ", " ", " ", "  ", "\t", "\r", "\x7f", "\xc3\xa9",

@@ -118,15 +118,15 @@ Test(gatestatus, free_at_ms_of_each_window)
 	const uint32_t one[UNIT_COUNT] = { 1, 1, 1 };
 	struct json_object *doc, *wins;
 
-	wg_replay_send(&g, "up", 1000, 1000, one);
-	wg_replay_send(&g, "up", 2000, 2000, one);
+	wg_replay_send(&g, "up", 1000, 1000, one, 0);
+	wg_replay_send(&g, "up", 2000, 2000, one, 0);
 	doc = status_at(3000, 0);
 	wins = jp_get(up0(doc), "windows");
 	cr_assert_eq(num(jp_get(jp_at(wins, 0), "free_at_ms")), 3000, "room now");
 	cr_assert_null(jp_get(up0(doc), "history"), "a history not asked for");
 	json_object_put(doc);
 	/* 3 of 3: the first send leaves the 10 s window at 11 s. */
-	wg_replay_send(&g, "up", 2500, 2500, one);
+	wg_replay_send(&g, "up", 2500, 2500, one, 0);
 	doc = status_at(3000, 0);
 	wins = jp_get(up0(doc), "windows");
 	cr_assert_eq(num(jp_get(jp_at(wins, 0), "used")), 3);
@@ -163,9 +163,9 @@ Test(gatestatus, history_of_the_period)
 	const uint32_t one[UNIT_COUNT] = { 1, 2, 1 };
 	struct json_object *doc, *h, *sends, *held, *waiting;
 
-	wg_replay_send(&g, "up", 1000, 1000, one);
-	wg_replay_send(&g, "up", 500000, 500000, one);
-	wg_replay_send(&g, "up", 600000, 900000, one);	/* an unknown outcome */
+	wg_replay_send(&g, "up", 1000, 1000, one, 0);
+	wg_replay_send(&g, "up", 500000, 500000, one, 0);
+	wg_replay_send(&g, "up", 600000, 900000, one, 0);	/* an unknown outcome */
 	acquire(950000);
 	acquire(950000);
 	acquire(960000);

@@ -22,10 +22,10 @@
 static const struct wg_ops noops = { NULL, NULL, NULL, NULL, NULL };
 
 static struct policy_window win = { 100, 60, UNIT_MESSAGES, 0, 0, 0 };
-static struct policy_upstream pup = { (char *)"up", &win, 1, 0, 0, 0, 0, 0, 0 };
+static struct policy_upstream pup = { (char *)"up", &win, 1, 0, 0, 0, 0, 0, 0, 0 };
 static struct policy pol = { .up = &pup, .nup = 1, .builtin_throttles = 1 };
 static struct policy_window bigwin = { 1000000, 10, UNIT_MESSAGES, 0, 0, 0 };
-static struct policy_upstream bigup = { (char *)"up", &bigwin, 1, 0, 0, 0, 0, 0, 0 };
+static struct policy_upstream bigup = { (char *)"up", &bigwin, 1, 0, 0, 0, 0, 0, 0, 0 };
 static struct policy bigpol = { .up = &bigup, .nup = 1, .builtin_throttles = 1 };
 
 static struct wg_req *
@@ -62,7 +62,7 @@ Test(journal, replay_same_boot)
 	size_t n;
 
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 10000, 1700000000000LL, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 10000, 1700000000000LL, 0), 0);
 	wg_set_policy(&g, &pol, 0, 10000);
 	a = grant(&g, 10000);
 	journal_grant(&j, a, 10000, 1700000000000LL);
@@ -81,7 +81,7 @@ Test(journal, replay_same_boot)
 	wg_free(&g);
 
 	wg_init(&g2, &noops);
-	cr_assert_eq(journal_open(&j, path, &g2, 20000, 1700000010000LL, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g2, NULL, 20000, 1700000010000LL, 0), 0);
 	log_times(&g2, t, &n);
 	cr_assert_eq(n, 2);
 	cr_assert_eq(t[0], 10500);	/* the send, at its monotonic time */
@@ -92,7 +92,7 @@ Test(journal, replay_same_boot)
 
 	/* Replaying the compacted file gives the same history. */
 	wg_init(&g2, &noops);
-	cr_assert_eq(journal_open(&j, path, &g2, 30000, 1700000020000LL, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g2, NULL, 30000, 1700000020000LL, 0), 0);
 	log_times(&g2, t, &n);
 	cr_assert_eq(n, 2);
 	cr_assert(t[0] == 10500 && t[1] == 20000);
@@ -131,7 +131,7 @@ Test(journal, torn_and_corrupt_tails_dropped)
 	int64_t t[16];
 	size_t n, i;
 
-	journal_boot_id(boot, sizeof boot);
+	boot_id(boot, sizeof boot);
 	rec[0] = xasprintf("B %s 1700000000000 5000", boot);
 	rec[1] = xstrdup("L up 1 1 0 1700000000100 5100");
 	rec[2] = xstrdup("Q up nonsense");		/* a good CRC on a bad record */
@@ -145,7 +145,7 @@ Test(journal, torn_and_corrupt_tails_dropped)
 		tl_write(path, b.s, b.len);
 		buf_free(&b);
 		wg_init(&g, &noops);
-		cr_assert_eq(journal_open(&j, path, &g, 6000, 1700000001000LL, 0), 0);
+		cr_assert_eq(journal_open(&j, path, &g, NULL, 6000, 1700000001000LL, 0), 0);
 		log_times(&g, t, &n);
 		cr_assert_eq(n, 1, "tail %zu: %zu entries", i, n);
 		cr_assert_eq(t[0], 5100);
@@ -157,7 +157,7 @@ Test(journal, torn_and_corrupt_tails_dropped)
 	}
 	write_records(path, (const char *const *)rec, 3, NULL);
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 6000, 1700000001000LL, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 6000, 1700000001000LL, 0), 0);
 	log_times(&g, t, &n);
 	cr_assert_eq(n, 1);
 	journal_close(&j);
@@ -184,7 +184,7 @@ Test(journal, another_boot_is_aged_by_uptime_only)
 	write_records(path, rec, 5, NULL);
 	wg_init(&g, &noops);
 	/* This boot has been up 30 s; the wall clock says 1 h passed. */
-	cr_assert_eq(journal_open(&j, path, &g, 30000, 1700003600000LL, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 30000, 1700003600000LL, 0), 0);
 	log_times(&g, t, &n);
 	cr_assert_eq(n, 4);
 	cr_assert_eq(t[0], 0);		/* at most 30 s old: all we can prove */
@@ -205,14 +205,14 @@ Test(journal, wall_clock_jump_same_boot_uses_monotonic)
 	int64_t t[4];
 	size_t n;
 
-	journal_boot_id(boot, sizeof boot);
+	boot_id(boot, sizeof boot);
 	cr_assert_str_neq(boot, "unknown");
 	rec[0] = xasprintf("B %s 1700000000000 5000", boot);
 	rec[1] = xstrdup("L up 2 2 0 1700000000100 5100");
 	write_records(path, (const char *const *)rec, 2, NULL);
 	wg_init(&g, &noops);
 	/* The wall clock jumped a day forward: irrelevant on the same boot. */
-	cr_assert_eq(journal_open(&j, path, &g, 6000, 1700086400000LL, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 6000, 1700086400000LL, 0), 0);
 	log_times(&g, t, &n);
 	cr_assert_eq(n, 1);
 	cr_assert_eq(t[0], 5100);
@@ -232,7 +232,7 @@ Test(journal, compaction_keeps_live_state_only)
 	off_t before;
 
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, now, 1700000000000LL, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, now, 1700000000000LL, 0), 0);
 	wg_set_policy(&g, &bigpol, 0, now);
 	/* 20000 sends over 200 s with a 10 s window: most age out. */
 	for (i = 0; i < 20000; i++) {
@@ -261,7 +261,7 @@ Test(journal, compaction_keeps_live_state_only)
 	journal_close(&j);
 
 	wg_init(&g2, &noops);
-	cr_assert_eq(journal_open(&j, path, &g2, now + 10, now + 10 + 1700000000000LL, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g2, NULL, now + 10, now + 10 + 1700000000000LL, 0), 0);
 	wg_set_policy(&g2, &bigpol, 0, now + 10);
 	/* Exactly the sends still in the window at now + 10, and the held
 	 * grant, reported at now + 5. */
@@ -299,11 +299,11 @@ Test(journal, unreported_grant_gets_the_grace_period)
 	size_t n;
 	uint32_t w[UNIT_COUNT] = { 1, 1, 0 };
 	static struct policy_window one = { 1, 1, UNIT_MESSAGES, 0, 0, 0 };
-	static struct policy_upstream oneup = { (char *)"up", &one, 1, 0, 0, 0, 0, 0, 0 };
+	static struct policy_upstream oneup = { (char *)"up", &one, 1, 0, 0, 0, 0, 0, 0, 0 };
 	static struct policy onepol = { .up = &oneup, .nup = 1, .builtin_throttles = 1 };
 
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 10000, 1700000000000LL, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 10000, 1700000000000LL, 0), 0);
 	wg_set_policy(&g, &pol, 0, 10000);
 	a = grant(&g, 10000);
 	journal_grant(&j, a, 10000, 1700000000000LL);
@@ -315,7 +315,7 @@ Test(journal, unreported_grant_gets_the_grace_period)
 	 * of grace: the grant may have been accepted at any instant in
 	 * [10000, 11600]. */
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 10100, 1700000000100LL, 1500), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 10100, 1700000000100LL, 1500), 0);
 	log_times(&g, t, &n);
 	cr_assert_eq(n, 1);
 	cr_assert_eq(t[0], 11600);
@@ -324,7 +324,7 @@ Test(journal, unreported_grant_gets_the_grace_period)
 	wg_free(&g);
 	/* And again (the compacted file keeps the interval exactly). */
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 10200, 1700000000200LL, 1500), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 10200, 1700000000200LL, 1500), 0);
 	log_times(&g, t, &n);
 	cr_assert_eq(n, 1);
 	cr_assert_eq(t[0], 11600);
@@ -334,6 +334,37 @@ Test(journal, unreported_grant_gets_the_grace_period)
 	cr_assert_eq(wg_acquire(&g, "up", NULL, NULL, w, NULL, 10200, &q), WG_OK);
 	cr_assert_eq(wg_pump(&g, 10200), 0);
 	cr_assert_eq(wg_next_wake(&g, 10200), 12600);
+	journal_close(&j);
+	wg_free(&g);
+	tl_rmtree(dir);
+}
+
+/* A grant left open by a stopped gate counts until the end of that run
+ * plus its upstream's grace (policy.conf's), not the gate's -g. */
+Test(journal, unreported_grant_gets_its_upstreams_grace)
+{
+	char *dir = tl_tmpdir(), *path = xasprintf("%s/j", dir);
+	struct journal j;
+	struct wgate g;
+	struct wg_req *a;
+	int64_t t[4];
+	size_t n;
+	static struct policy_upstream graceup = { (char *)"up", &win, 1, 0, 0, 0, 3, 0, 0, 0 };
+	static struct policy gracepol = { .up = &graceup, .nup = 1, .builtin_throttles = 1 };
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 10000, 1700000000000LL, 0), 0);
+	wg_set_policy(&g, &pol, 0, 10000);
+	a = grant(&g, 10000);
+	journal_grant(&j, a, 10000, 1700000000000LL);
+	cr_assert_eq(journal_sync(&j), 0);
+	journal_close(&j);
+	wg_free(&g);
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, &gracepol, 10100, 1700000000100LL, 600000), 0);
+	log_times(&g, t, &n);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(t[0], 10100 + 3000);
 	journal_close(&j);
 	wg_free(&g);
 	tl_rmtree(dir);
@@ -352,7 +383,7 @@ Test(journal, new_outcomes_replay_exactly)
 	const int64_t W = 1700000000000LL;
 
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 10000, W, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 10000, W, 0), 0);
 	wg_set_policy(&g, &pol, 0, 10000);
 	a = grant(&g, 10000);
 	b = grant(&g, 10010);
@@ -369,7 +400,7 @@ Test(journal, new_outcomes_replay_exactly)
 	free(a); free(b); free(c);
 
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 11000, W + 1000, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 11000, W + 1000, 0), 0);
 	u = wg_find(&g, "up");
 	cr_assert_eq(u->ln, 3);
 	/* In t order: the send at 10400, the connection at 10500, then the
@@ -381,6 +412,76 @@ Test(journal, new_outcomes_replay_exactly)
 	cr_assert_eq(wg_log_at(u, u->lseq + 1)->w[UNIT_RECIPIENTS], 0);
 	cr_assert_eq(wg_log_at(u, u->lseq + 1)->w[UNIT_CONNECTIONS], 1);
 	cr_assert(wg_log_at(u, u->lseq + 2)->from == 10000 && wg_log_at(u, u->lseq + 2)->t == 700000);
+	journal_close(&j);
+	wg_free(&g);
+	tl_rmtree(dir);
+	free(path);
+	free(dir);
+}
+
+/* SETTLE in the journal: an unknown outcome keeps its grant's id across
+ * restarts and compactions (G and X records), so that it can be settled
+ * after either; a settlement (Z) replays as the send it logged; a grant
+ * id is never given again, even once no record names it (I). */
+Test(journal, settlement_replays_and_ids_stay_unique)
+{
+	char *dir = tl_tmpdir(), *path = xasprintf("%s/j", dir);
+	struct journal j;
+	struct wgate g;
+	struct wg_req *a, *b;
+	struct wg_done d;
+	struct wg_up *u;
+	uint64_t ida, idb, top;
+	const int64_t W = 1700000000000LL;
+
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 10000, W, 0), 0);
+	wg_set_policy(&g, &bigpol, 0, 10000);
+	a = grant(&g, 10000);
+	b = grant(&g, 10010);
+	ida = a->id;
+	idb = b->id;
+	journal_grant(&j, a, 10000, W);
+	journal_grant(&j, b, 10010, W + 10);
+	/* Both clients went away: unknown until 700000. */
+	wg_cancel(&g, a, 100000, &d);
+	journal_end(&j, ida, 'X', d.t, d.t - 10000 + W);
+	wg_cancel(&g, b, 100000, &d);
+	journal_end(&j, idb, 'X', d.t, d.t - 10000 + W);
+	cr_assert_eq(journal_sync(&j), 0);
+	top = g.next_id;
+	journal_close(&j);
+	wg_free(&g);
+
+	/* A restart (replay and compaction): the intervals keep their ids. */
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 11000, W + 1000, 600000), 0);
+	wg_set_policy(&g, &bigpol, 0, 11000);
+	u = wg_find(&g, "up");
+	cr_assert_eq(u->ln, 2);
+	cr_assert_eq(g.next_id, top);
+	cr_assert_eq(wg_settle(&g, u, ida, WG_SENT, NULL, 10800, 11000, &d), 1);
+	journal_settle(&j, u, ida, &d, 11000, W + 1000);
+	cr_assert_eq(wg_settle(&g, u, idb, WG_REFUND, NULL, -1, 11000, &d), 1);
+	journal_settle(&j, u, idb, &d, 11000, W + 1000);
+	cr_assert_eq(journal_sync(&j), 0);
+	journal_close(&j);
+	wg_free(&g);
+
+	/* Again: a's send at 10800 only, b's nothing; ids go on from top
+	 * although no G record names one any more. */
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 12000, W + 2000, 600000), 0);
+	u = wg_find(&g, "up");
+	cr_assert_eq(u->ln, 1);
+	cr_assert(wg_log_at(u, u->lseq)->from == 10800 && wg_log_at(u, u->lseq)->t == 10800);
+	cr_assert_eq(wg_log_at(u, u->lseq)->id, 0);
+	cr_assert_eq(g.next_id, top);
+	journal_close(&j);
+	wg_free(&g);
+	wg_init(&g, &noops);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 13000, W + 3000, 600000), 0);
+	cr_assert_eq(g.next_id, top, "no G record left: the I record must keep the ids");
 	journal_close(&j);
 	wg_free(&g);
 	tl_rmtree(dir);
@@ -401,7 +502,7 @@ Test(journal, auth_suspension_and_lift_replay)
 	const int64_t W = 1700000000000LL;
 
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 10000, W, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 10000, W, 0), 0);
 	wg_set_policy(&g, &pol, 0, 10000);
 	a = grant(&g, 10000);
 	journal_grant(&j, a, 10000, W);
@@ -415,7 +516,7 @@ Test(journal, auth_suspension_and_lift_replay)
 	wg_free(&g);
 
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 11000, W + 1000, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 11000, W + 1000, 0), 0);
 	u = wg_find(&g, "up");
 	cr_assert_eq(u->auth_until, 10100 + WG_AUTH_SUSPEND_MS);
 	cr_assert_eq(u->auth_len, WG_AUTH_SUSPEND_MS);
@@ -431,7 +532,7 @@ Test(journal, auth_suspension_and_lift_replay)
 	wg_free(&g);
 
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 12000, W + 2000, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 12000, W + 2000, 0), 0);
 	cr_assert_eq(wg_find(&g, "up")->auth_until, 0);
 	journal_close(&j);
 	wg_free(&g);
@@ -458,7 +559,7 @@ Test(journal, auth_suspension_keeps_its_credentials)
 	int fd;
 
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 10000, W, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 10000, W, 0), 0);
 	wg_set_policy(&g, &pol, 0, 10000);
 	a = grant(&g, 10000);
 	u = a->up;
@@ -476,7 +577,7 @@ Test(journal, auth_suspension_keeps_its_credentials)
 
 	/* Replayed (and compacted: journal_open rewrites the live state). */
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 11000, W + 1000, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 11000, W + 1000, 0), 0);
 	u = wg_find(&g, "up");
 	cr_assert(u && u->auth_until == 10100 + WG_AUTH_SUSPEND_MS && u->auth_fp_known &&
 	    u->auth_fp == FP);
@@ -484,7 +585,7 @@ Test(journal, auth_suspension_keeps_its_credentials)
 	journal_close(&j);
 	wg_free(&g);
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 11500, W + 1500, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 11500, W + 1500, 0), 0);
 	u = wg_find(&g, "up");
 	cr_assert(u && u->auth_fp_known && u->auth_fp == FP, "lost in the compaction");
 	journal_close(&j);
@@ -493,7 +594,7 @@ Test(journal, auth_suspension_keeps_its_credentials)
 	/* An older gate's journal: A, no fingerprint. */
 	cr_assert_eq(unlink(path), 0);
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 12000, W + 2000, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 12000, W + 2000, 0), 0);
 	journal_close(&j);
 	wg_free(&g);
 	buf_printf(&text, "A up %lld 400000 300000 535 old", (long long)(W + 400000 - 12000));
@@ -502,7 +603,7 @@ Test(journal, auth_suspension_keeps_its_credentials)
 	cr_assert(fd >= 0 && write(fd, text.s, text.len) == (ssize_t)text.len);
 	close(fd);
 	wg_init(&g, &noops);
-	cr_assert_eq(journal_open(&j, path, &g, 13000, W + 3000, 0), 0);
+	cr_assert_eq(journal_open(&j, path, &g, NULL, 13000, W + 3000, 0), 0);
 	u = wg_find(&g, "up");
 	cr_assert(u && u->auth_until == 400000 && !u->auth_fp_known, "A record: until %lld",
 	    u ? (long long)u->auth_until : -1LL);

@@ -26,8 +26,11 @@ dump(const struct policy *p, struct buf *b)
 	for (i = 0; i < p->nup; i++) {
 		const struct policy_upstream *u = &p->up[i];
 
-		buf_printf(b, "upstream %s caps rcpt=%lld conn=%lld msgs=%lld\n", u->name,
+		buf_printf(b, "upstream %s caps rcpt=%lld conn=%lld msgs=%lld", u->name,
 		    u->max_recipients, u->max_connections, u->messages_per_connection);
+		if (u->grace)
+			buf_printf(b, " grace=%lld", u->grace);
+		buf_addc(b, '\n');
 		for (j = 0; j < u->nwin; j++) {
 			const struct policy_window *w = &u->win[j];
 

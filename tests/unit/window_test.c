@@ -435,6 +435,226 @@ Test(window, vanished_client_counts_until_grace)
 	wg_free(&g);
 }
 
+/* An upstream's own grace (policy.conf's grace) takes the place of the
+ * gate's for its unknown outcomes, reported or vanished; another
+ * upstream keeps the gate's. */
+Test(window, upstream_grace_replaces_the_gates)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(1, 10, UNIT_MESSAGES) };
+	uint32_t one[UNIT_COUNT] = { 1, 1, 0 };
+	struct wg_req *q;
+
+	tpol_init(&p, w, 1);
+	p.up.grace = 20;
+	S.grace = 600000;
+	sim_reset(&p, &g, 0);
+	cr_assert_eq(wg_find(&g, "up")->grace, 20000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	S.now = 3000;
+	vanish(&g, &S.rec[0]);
+	cr_assert_eq(wg_log_at(wg_find(&g, "up"), wg_find(&g, "up")->lseq)->t, 23000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(wg_next_wake(&g, S.now), 3000 + 20000 + 10000);
+	/* An upstream no section names: the gate's grace. */
+	cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, one, NULL, S.now, &q), WG_OK);
+	cr_assert_eq(wg_find(&g, "other")->grace, 600000);
+	wg_free(&g);
+}
+
+/* x's unknown outcome was settled as d says (asserted by the caller):
+ * what the simulation checks the grants against from now on. */
+static void
+settled(struct rec *x, const struct wg_done *d)
+{
+	x->logged = d->logged;
+	if (d->logged) {
+		x->from = d->from;
+		x->e = d->t;
+		memcpy(x->lw, d->w, sizeof x->lw);
+	}
+}
+
+/* SETTLE: a vanished client's send, whose deliverer read the 250 at
+ * 8 s after all, is logged there: "1 per 10 s" grants again at 18 s,
+ * not 10 minutes after the drop.  Once only; a refund frees the slot at
+ * once; nothing else in the log moves. */
+Test(window, settle_logs_the_send_at_its_time)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(2, 10, UNIT_MESSAGES) };
+	struct wg_done d;
+	struct wg_up *u;
+	uint64_t id0, id1;
+
+	tpol_init(&p, w, 1);
+	S.grace = 600000;
+	sim_reset(&p, &g, 0);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	id0 = S.rec[0].r->id;
+	id1 = S.rec[1].r->id;
+	S.now = 300;
+	vanish(&g, &S.rec[0]);
+	vanish(&g, &S.rec[1]);
+	u = wg_find(&g, "up");
+	cr_assert_eq(u->ln, 2);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(wg_next_wake(&g, S.now), 300 + 600000 + 10000);
+	/* The first one's deliverer read the 250 at 8 s. */
+	S.now = 8500;
+	cr_assert_eq(wg_settle(&g, u, id0, WG_SENT, NULL, 8000, S.now, &d), 1);
+	cr_assert(d.logged && d.from == 8000 && d.t == 8000);
+	settled(&S.rec[0], &d);
+	cr_assert_eq(u->ln, 2);
+	cr_assert_eq(wg_log_at(u, u->lseq)->t, 8000);
+	cr_assert_eq(wg_log_at(u, u->lseq + 1)->id, id1);
+	cr_assert_eq(wg_win_used(u, 0), 2);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(wg_next_wake(&g, S.now), 18000);
+	/* Settled once: again, or an id never unknown, changes nothing. */
+	cr_assert_eq(wg_settle(&g, u, id0, WG_SENT, NULL, 8000, S.now, &d), 0);
+	cr_assert_eq(wg_settle(&g, u, 999, WG_REFUND, NULL, -1, S.now, &d), 0);
+	cr_assert_eq(wg_settle(&g, u, id1, WG_UNKNOWN, NULL, -1, S.now, &d), 0);
+	cr_assert_eq(u->ln, 2);
+	/* The second's deliverer never sent it: the slot is free now. */
+	cr_assert_eq(wg_settle(&g, u, id1, WG_REFUND, NULL, -1, S.now, &d), 1);
+	cr_assert(!d.logged);
+	settled(&S.rec[1], &d);
+	cr_assert_eq(u->ln, 1);
+	cr_assert_eq(wg_win_used(u, 0), 1);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	cr_assert_eq(u->n_settled, 2);
+	/* The status page's history: the one send at 8 s, not the unknown
+	 * intervals as well (each chart mark is one send). */
+	cr_assert_eq(u->hn, 1, "%zu sends in the history, 1 made", u->hn);
+	cr_assert(wg_history_at(u, 0)->from == 8000 && wg_history_at(u, 0)->t == 8000);
+	wg_free(&g);
+}
+
+/* A settled NOMAIL keeps the connection only, at the settlement's time;
+ * a SENT time before the grant is clamped to it. */
+Test(window, settle_nomail_and_clamps)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(5, 10, UNIT_MESSAGES), SW(5, 10, UNIT_CONNECTIONS) };
+	struct wg_done d;
+	struct wg_up *u;
+	uint64_t id0, id1;
+
+	tpol_init(&p, w, 2);
+	S.grace = 5000;
+	sim_reset(&p, &g, 1000);
+	acq(&g, NULL, 1, 1, 1, WG_OK);
+	acq(&g, NULL, 1, 1, 1, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	id0 = S.rec[0].r->id;
+	id1 = S.rec[1].r->id;
+	S.now = 2000;
+	vanish(&g, &S.rec[0]);
+	vanish(&g, &S.rec[1]);
+	u = wg_find(&g, "up");
+	cr_assert_eq(wg_win_used(u, 0), 2);
+	cr_assert_eq(wg_win_used(u, 1), 2);
+	S.now = 3000;
+	cr_assert_eq(wg_settle(&g, u, id0, WG_NOMAIL, NULL, -1, S.now, &d), 1);
+	cr_assert(d.logged && d.t == 3000 && d.w[UNIT_MESSAGES] == 0 && d.w[UNIT_CONNECTIONS] == 1);
+	settled(&S.rec[0], &d);
+	cr_assert_eq(wg_win_used(u, 0), 1);
+	cr_assert_eq(wg_win_used(u, 1), 2);
+	cr_assert_eq(wg_settle(&g, u, id1, WG_SENT, NULL, 500, S.now, &d), 1);
+	cr_assert(d.logged && d.t == 1000, "logged at %lld", (long long)d.t);
+	settled(&S.rec[1], &d);
+	cr_assert_eq(wg_win_used(u, 0), 1);
+	cr_assert_eq(wg_win_used(u, 1), 2);
+	wg_free(&g);
+}
+
+/* A send a short window has let go already but a long one still counts
+ * is settled out of the long one alone; the windows go on agreeing with
+ * the log (every later grant checked against the simulation). */
+Test(window, settle_after_a_short_window_let_it_go)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(1, 1, UNIT_MESSAGES), SW(3, 100, UNIT_MESSAGES) };
+	struct wg_done d;
+	struct wg_up *u;
+	uint64_t id;
+	int i;
+
+	tpol_init(&p, w, 2);
+	S.grace = 1000;
+	sim_reset(&p, &g, 0);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	id = S.rec[0].r->id;
+	S.now = 500;
+	vanish(&g, &S.rec[0]);		/* [0, 1500] */
+	S.now = 3000;
+	u = wg_find(&g, "up");
+	wg_expire(u, S.now);
+	cr_assert_eq(wg_win_used(u, 0), 0);
+	cr_assert_eq(wg_win_used(u, 1), 1);
+	cr_assert_eq(wg_settle(&g, u, id, WG_SENT, NULL, 900, S.now, &d), 1);
+	settled(&S.rec[0], &d);
+	wg_expire(u, S.now);
+	cr_assert_eq(wg_win_used(u, 0), 0);
+	cr_assert_eq(wg_win_used(u, 1), 1);
+	for (i = 1; i <= 2; i++) {
+		acq(&g, NULL, 1, 1, 0, WG_OK);
+		cr_assert_eq(wg_pump(&g, S.now), 1, "send %d", i);
+		S.now += 10;
+		end(&g, &S.rec[i], WG_SENT);
+		S.now += 1000;
+	}
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(wg_next_wake(&g, S.now), 900 + 100000);
+	check_every_instant(&w[1], 3);
+	wg_free(&g);
+}
+
+/* A grant its client never started (STARTS, no START) reached no
+ * deliverer: when the client goes it is given back, not held for the
+ * grace; a started one is an unknown outcome. */
+Test(window, vanished_client_unstarted_grant_refunded)
+{
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(2, 10, UNIT_MESSAGES) };
+	struct wg_up *u;
+	struct wg_done d;
+
+	tpol_init(&p, w, 1);
+	S.grace = 600000;
+	sim_reset(&p, &g, 0);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	S.rec[0].r->started = 0;
+	S.now = 1000;
+	wg_cancel(&g, S.rec[0].r, S.now, &d);
+	cr_assert(!d.logged, "an unstarted grant was logged");
+	S.rec[0].ended = 1;
+	S.rec[0].r = NULL;
+	vanish(&g, &S.rec[1]);
+	u = wg_find(&g, "up");
+	cr_assert_eq(u->ln, 1);
+	cr_assert_eq(u->n_refunded, 1);
+	cr_assert_eq(u->n_unknown, 1);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1, "the refunded slot is free");
+	wg_free(&g);
+}
+
 /* REPORT SENT <at>: logged at <at>, clamped into [grant, now]. */
 Test(window, sent_at_is_logged_then_clamped)
 {
@@ -612,7 +832,7 @@ Test(window, replayed_open_grant_takes_one_slot)
 	S.pol = &p;
 	S.now = 50000;
 	wg_init(&g, &ops);
-	wg_replay_send(&g, "up", 49000, 50000 + 600000, one);
+	wg_replay_send(&g, "up", 49000, 50000 + 600000, one, 0);
 	wg_set_policy(&g, &p.p, 0, S.now);
 	for (i = 0; i < 20; i++) {
 		acq(&g, NULL, 1, 1, 1, WG_OK);
@@ -1097,9 +1317,9 @@ Test(window, history_an_hour_bounded)
 
 	tpol_init(&p, w, 1);
 	sim_reset(&p, &g, 0);
-	wg_replay_send(&g, "up", 1000, 1000, one);
-	wg_replay_send(&g, "up", 2000, 2000, one);
-	wg_replay_send(&g, "up", 2500, 9000, one);	/* an unknown outcome */
+	wg_replay_send(&g, "up", 1000, 1000, one, 0);
+	wg_replay_send(&g, "up", 2000, 2000, one, 0);
+	wg_replay_send(&g, "up", 2500, 9000, one, 0);	/* an unknown outcome */
 	u = wg_find(&g, "up");
 	wg_expire(u, 60000);
 	cr_assert_eq(u->ln, 0, "the window still counts what is over 10 s old");
@@ -1112,7 +1332,7 @@ Test(window, history_an_hour_bounded)
 	wg_expire(u, 9000 + WG_HISTORY_MS);
 	cr_assert_eq(u->hn, 0);
 	for (i = 0; i < WG_HISTORY_MAX + 5; i++)
-		wg_replay_send(&g, "up", 100000 + (int64_t)i, 100000 + (int64_t)i, one);
+		wg_replay_send(&g, "up", 100000 + (int64_t)i, 100000 + (int64_t)i, one, 0);
 	cr_assert_eq(u->hn, WG_HISTORY_MAX);
 	cr_assert_eq(wg_history_at(u, 0)->t, 100005);
 	cr_assert_eq(u->hdropped, 100004);
