@@ -48,7 +48,10 @@
  * used by 1, 3 and 4), flight.c (a session's flight file: by session.c;
  * at start, it completes an earlier run's deliveries through 3 and 4),
  * control.c (`weir hold` and the others: called by
- * 1 and 4, calls 1), reload.c (SIGHUP: calls 1, 2, 3 and session.c).
+ * 1 and 4, calls 1), reload.c (SIGHUP: calls 1, 2, 3 and session.c),
+ * keepalive.c (the OAuth keep-alive: no message; started by 1 and
+ * reload.c, reaped by 3, runs its deliverer with 3's helpers, mails with
+ * notice.c).
  */
 #ifndef WEIR_SENDINT_H
 #define WEIR_SENDINT_H
@@ -78,6 +81,7 @@ struct job;
 struct sched;
 struct dsess;
 struct pending;
+struct keepalive;
 
 /*
  * A message waits from the moment it is due (new, or its retry time has
@@ -196,6 +200,10 @@ struct sched {
 	long long lifetime, delay_warning;
 	unsigned retry_skip;
 	struct evloop *ev;
+	/* The loop's last "idle" line (sched.c, say_idle): its numbers, and
+	 * log_lines() after it. */
+	size_t idle_said[4];
+	unsigned long idle_lines;
 	struct msg **tab;
 	size_t tabsize, nmsg;
 	struct upq *ups;	/* see struct upq */
@@ -224,6 +232,8 @@ struct sched {
 	struct evtimer *gate_lost;	/* gate_down is due (a report not written) */
 	/* control.c */
 	int ctl_again;		/* a request waits for an attempt's end or preprocessing */
+	/* keepalive.c */
+	struct keepalive *ka;
 	/* session.c */
 	struct dsess *sessions;
 	struct evtimer *sess_note_timer;	/* sched/sessions is due */
@@ -291,7 +301,8 @@ void deliver_granted(struct sched *s, struct job *j);
 void deliver_on_child(struct evloop *ev, int signo, void *arg);
 /* The deliverer's arguments up to the host: mode "-n" (its own, with
  * -r 3), "-S" (a kept session) or "-Sf" (one with its flight file on 3,
- * -S -f 3); argv has room for 12. */
+ * -S -f 3); or all of them for "-K" (the OAuth keep-alive: no host);
+ * argv has room for 12. */
 void deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode,
     const char *qid);
 /* Fork and exec argv with fd0 on 0, fd1 on 1 and fd3 on 3 (-1: as
@@ -353,9 +364,16 @@ void complete_unrun(struct sched *s, struct job *j);
 void job_free(struct sched *s, struct job *j);
 void job_drop(struct sched *s, struct job *j);	/* freed; its message back to the FIFO */
 
-/* notice.c: after an authfail outcome of up: the admin's mail, once a
- * day, while its OAuth token status says a login is needed. */
+/* notice.c: after an authfail outcome of up, and at the keep-alive's
+ * looks: the admin's mail, once a day, while its OAuth token status says
+ * a login is needed. */
 void notice_oauth(struct sched *s, size_t up);
+
+/* keepalive.c: the OAuth keep-alive (weir-remote -K).  Every upstream
+ * looked at again now (at start, after a reload); and its deliverer's
+ * end (1: pid was one). */
+void keepalive_check(struct sched *s);
+int keepalive_reaped(struct sched *s, pid_t pid, int status);
 
 /* wait.c */
 void wait_begin(struct msg *m);
