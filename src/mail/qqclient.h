@@ -18,6 +18,9 @@
  * answers with the same codes; a writer that cannot be reached (not
  * running, no socket) means weir-queue as above, so nothing is lost by
  * its absence.  $QMAILQUEUE, when set, always wins (qq_socket_path()).
+ * The connection that carried a queued message is kept for the process's
+ * next one (weir-smtpd's session processes queue one after another), and
+ * replaced when the writer has closed it meanwhile.
  *
  * Trusts: the program it runs, for its exit code, and for the id only as
  * digits, one dot, digits; the writer only through qw_reply_parse().

@@ -225,22 +225,25 @@ flush_out(struct session *s)
 	}
 	if (s->tls)
 		off = s->wbuf.len;
+	/* Written first, waited for only when the socket is full: a reply
+	 * nearly always fits. */
 	while (!s->dead && off < s->wbuf.len) {
 		struct pollfd p = { s->out, POLLOUT, 0 };
-		ssize_t w;
-		int r = poll(&p, 1, s->conf->timeout_ms);
+		ssize_t w = write(s->out, s->wbuf.s + off, s->wbuf.len - off);
+		int r;
 
-		if (r < 0 && errno == EINTR)
+		if (w < 0 && errno == EINTR)
 			continue;
-		if (r <= 0) {
-			log_warnx("%s: %s writing to the client", s->addr,
-			    r == 0 ? "timeout" : "poll failed");
-			s->dead = 1;
-			break;
+		if (w < 0 && errno == EAGAIN) {
+			while ((r = poll(&p, 1, s->conf->timeout_ms)) < 0 && errno == EINTR)
+				;
+			if (r <= 0) {
+				log_warnx("%s: %s writing to the client", s->addr,
+				    r == 0 ? "timeout" : "poll failed");
+				s->dead = 1;
+			}
+			continue;
 		}
-		w = write(s->out, s->wbuf.s + off, s->wbuf.len - off);
-		if (w < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
 		if (w <= 0) {
 			log_warnx("%s: cannot write to the client: %s", s->addr,
 			    w < 0 ? strerror(errno) : "no progress");
@@ -1023,7 +1026,7 @@ smtpd_session(const struct smtpd_conf *conf, int infd, int outfd, const char *ad
 	s.relay_ok = conf->local || relay_allowed(conf, addr);
 	s.loopback = is_loopback(addr);
 	s.state = ST_GREET;
-	if (fd_nonblock(infd, 1) < 0 || fd_nonblock(outfd, 1) < 0)
+	if (fd_nonblock(infd, 1) < 0 || (outfd != infd && fd_nonblock(outfd, 1) < 0))
 		log_warn("%s: cannot make the connection non-blocking", addr);
 	log_info("%s: connected%s", addr, s.relay_ok ? "" : " (may not relay)");
 	/* Talking before the greeting: a spammer or a confused client.  The

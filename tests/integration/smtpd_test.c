@@ -545,6 +545,38 @@ Test(smtpd, timeout_closes_with_421)
 	buf_free(&s.out);
 }
 
+/* A client that sends and never reads: once its socket is full, a
+ * write waits at most the timeout, then the session ends.  (Replies are
+ * written first and waited for only when the socket is full.) */
+Test(smtpd, client_that_never_reads_is_dropped_after_the_timeout)
+{
+	static const char ehlo[] = "EHLO c\r\n";	/* about 150 bytes of reply each */
+	struct sess s;
+	struct buf err = BUF_INIT;
+	char *errpath = xasprintf("%s/smtpd.err", q.tmp);
+	size_t sent = 0;
+	int status;
+
+	reconfig("listen {\n timeout = \"1s\"\n}\n");
+	cr_assert(signal(SIGPIPE, SIG_IGN) != SIG_ERR);
+	sess_start(&s);
+	cr_assert_eq(sess_wait_reply(&s), 0);
+	/* Blocking writes: they stop when the server stops reading, and
+	 * fail once it has given up. */
+	while (sent < 64 * 1024 * 1024 && write(s.fd, ehlo, sizeof ehlo - 1) > 0)
+		sent += sizeof ehlo - 1;
+	cr_assert(sent < 64 * 1024 * 1024, "the server read 64 MB of EHLO without giving up");
+	close(s.fd);
+	while (waitpid(s.pid, &status, 0) < 0 && errno == EINTR)
+		;
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
+	tl_read(errpath, &err);
+	cr_assert(strstr(err.s, "127.0.0.1: timeout writing to the client") != NULL, "%s", err.s);
+	buf_free(&err);
+	buf_free(&s.out);
+	free(errpath);
+}
+
 /* Send bytes one at a time, gap_ms apart, until the server says
  * something that ends the session (a 421) or we run out; 1 if a 421
  * came, with the elapsed seconds in *secs.  The gap is the wait for the
