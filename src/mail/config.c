@@ -36,9 +36,9 @@
 #include "lib/netaddr.h"
 #include "lib/timefmt.h"
 #include "mail/address.h"
+#include "mail/conftab.h"
 #include "mail/confparse.h"
 #include "mail/config.h"
-#include "mail/conftab.h"
 #include "mail/queue.h"
 #include "mail/rewrite.h"
 
