@@ -68,6 +68,16 @@ in_range(const struct conftab_key *k, long long v)
 	return v >= k->min && v <= k->max;
 }
 
+/* Why s is not a value of k, of a string kind (K_STR, K_OPTSTR,
+ * K_ACCOUNT), or NULL; "" for a K_STR left empty. */
+static const char *
+string_problem(const struct conftab_key *k, const char *s, conftab_rule *rule)
+{
+	if (*s == '\0')
+		return k->kind == K_STR ? "" : NULL;
+	return rule ? rule(k, s, NULL) : NULL;
+}
+
 int
 conftab_check(cfg_t *cfg, cfg_opt_t *opt, const struct conftab_key *k, conftab_rule *rule)
 {
@@ -109,22 +119,17 @@ conftab_check(cfg_t *cfg, cfg_opt_t *opt, const struct conftab_key *k, conftab_r
 			}
 		}
 		return 0;
+	case K_STR:
 	case K_OPTSTR:
 	case K_ACCOUNT:
-		if (*cfg_opt_getnstr(opt, 0) == '\0')
-			return 0;
-		/* FALLTHROUGH */
-	case K_STR:
 		s = cfg_opt_getnstr(opt, 0);
-		if (*s == '\0') {
+		if ((why = string_problem(k, s, rule)) == NULL)
+			return 0;
+		if (*why == '\0')
 			cfg_error(cfg, "%s must not be empty", k->name);
-			return -1;
-		}
-		if (rule && (why = rule(k, s, NULL)) != NULL) {
+		else
 			cfg_error(cfg, "%s = \"%s\": %s", k->name, s, why);
-			return -1;
-		}
-		return 0;
+		return -1;
 	case K_INT:
 	case K_LONG:
 		v = cfg_opt_getnint(opt, 0);
@@ -200,12 +205,9 @@ conftab_set(const struct conftab_key *k, const char *v, void *base, conftab_rule
 
 	switch (k->kind) {
 	case K_STR:
-		if (*v == '\0')
-			return -1;
-		/* FALLTHROUGH */
 	case K_OPTSTR:
 	case K_ACCOUNT:
-		if (*v && rule && rule(k, v, NULL) != NULL)
+		if (string_problem(k, v, rule) != NULL)
 			return -1;
 		set_value(k, field, v, rule, 0);
 		return 0;
