@@ -99,21 +99,14 @@ batch_cap(const struct sched *s, const struct msg *m)
 }
 
 /* A job for m with up to cap of f's not-done recipients from m's pass
- * on; an address that must never reach SMTP is bounced (*trouble: its
+ * on (none: the caller frees it); an address that must never reach SMTP is bounced (*trouble: its
  * note or mark failed). */
 static struct job *
 batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *trouble)
 {
-	struct job *j = xcalloc(1, sizeof *j);
+	struct job *j = job_new(s, m, m->up, cap);
 	size_t i, nbad = 0;
 
-	j->m = m;
-	j->up = m->up;
-	j->state = J_ASKING;
-	j->outfd = j->ocfd = -1;
-	j->sent_at = -1;
-	j->offs = xcalloc(cap, sizeof *j->offs);
-	j->addrs = xcalloc(cap, sizeof *j->addrs);
 	for (i = 0; i < f->n && j->n < cap; i++) {
 		const char *bad;
 
@@ -168,9 +161,7 @@ start(struct sched *s, struct msg *m)
 	j = batch_fill(s, m, &f, batch_cap(s, m), &trouble);
 	rcptfile_free(&f);
 	if (j->n == 0) {
-		free(j->offs);
-		free(j->addrs);
-		free(j);
+		job_free(s, j);
 		/* Only bad addresses were left in this pass: a retry if an
 		 * earlier batch put one off, else finish (from the top), or
 		 * retry the notes. */
@@ -180,10 +171,6 @@ start(struct sched *s, struct msg *m)
 			sched_at(s, m, trouble ? sched_wall() + SYSFAIL_S : sched_wall());
 		return;
 	}
-	m->job = j;
-	j->next = s->jobs;
-	s->jobs = j;
-	s->ups[m->up].jobs++;
 	gate_ask(s, j);
 }
 

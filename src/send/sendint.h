@@ -350,7 +350,12 @@ enum upstream_word complete_job(struct sched *s, struct job *j);
 /* j's deliverer did not run: nothing reached the upstream; the grant
  * goes back, the message is tried later; j is freed. */
 void complete_unrun(struct sched *s, struct job *j);
-void job_free(struct sched *s, struct job *j);
+
+/* job.c */
+/* A job for m on up's queue with room for cap recipients (none yet), in
+ * state J_ASKING; it holds m (m->job) and counts in up's jobs. */
+struct job *job_new(struct sched *s, struct msg *m, size_t up, size_t cap);
+void job_free(struct sched *s, struct job *j);	/* out of every list, its pipes closed */
 void job_drop(struct sched *s, struct job *j);	/* freed; its message back to the FIFO */
 
 /* notice.c: after an authfail outcome of up: the admin's mail, once a
