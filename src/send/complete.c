@@ -140,8 +140,7 @@ learn_undone(struct sched *s, struct job *j, size_t undone)
 	if (undone > 0) {
 		struct upq *u = &s->ups[j->up];
 
-		u->fit_lo = tried;
-		if (gate_fit_toobig(u, tried + 1))
+		if (batch_took(u, tried))
 			log_info("msg %s: %s takes %zu recipients per transaction; batches of "
 			    "%zu from now on", j->m->qid, u->name, tried, tried);
 	}
@@ -258,7 +257,7 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	tried = learn_undone(s, j, undone);
 	for (i = 0; i < tried; i++)
 		settle(s, j, i, &res[i], how, expired, &t);
-	gate_count_outcome(s, m, up, t.ndone - t.nperm, t.ntemp, t.nperm);
+	counts_outcome(s, m, up, t.ndone - t.nperm, t.ntemp, t.nperm);
 	control_replies(s, m, j, res);
 	if (rcpt_mark_done(s->o->q, m->id, t.done, t.ndone) < 0)
 		t.ntemp++;

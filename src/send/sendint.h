@@ -118,7 +118,7 @@ struct msg {
 	int replies_dirty;	/* not yet in reply/N */
 	long long next_saved;	/* the next attempt reply/N says */
 	int finishing;		/* its files go in the next removal batch (sched.c) */
-	int counted_delivered, counted_bounced;	/* in the counters (gatelink.c) */
+	int counted_delivered, counted_bounced;	/* in the counters (counts.c) */
 	int finish_failed;	/* a removal failed: each is fsynced on the next try */
 	struct msg *hnext;	/* hash chain */
 	struct msg *qnext;	/* FIFO */
@@ -163,11 +163,11 @@ struct upq {
 	unsigned jobs, running;
 	size_t cap;			/* recipients per request the gate allows; 0: unknown */
 	/* Batch sizes learnt, kept until a reload whatever the gate's cap
-	 * says (gatelink.c, fit_size): fit_hi, the smallest found too big
-	 * (the gate's TOOBIG for a recipient window or a cap; a deliverer
-	 * that took fewer, for the upstream's RCPTMAX or a set-id
-	 * weir-remote's own max_recipients); fit_lo, the largest that went.
-	 * 0: nothing learnt. */
+	 * says (batch.c): fit_hi, the smallest found too big (the gate's
+	 * TOOBIG for a recipient window or a cap; a deliverer that took
+	 * fewer, for the upstream's RCPTMAX or a set-id weir-remote's own
+	 * max_recipients); fit_lo, the largest that went.  0: nothing
+	 * learnt. */
 	size_t fit_lo, fit_hi;
 	uint64_t hold_until;		/* monotonic ms: throttled, run nothing before */
 	/* The latest TLS session a kept session's deliverer gave (DER),
@@ -177,9 +177,9 @@ struct upq {
 	uint32_t throttle_tag;		/* the THROTTLED report awaiting its answer */
 	/* Counters since weir-send started (gateproto.h's enum gp_count;
 	 * GP_C_SESSIONS is filled in when told), told to the gate in a
-	 * COUNTS line at most once a second after one changes (gatelink.c,
-	 * gate_counts_due); told[]: the last line the gate took on this
-	 * connection, told_ok 0: none yet. */
+	 * COUNTS line at most once a second after one changes (counts.c);
+	 * told[]: the last line the gate took on this connection, told_ok
+	 * 0: none yet. */
 	uint64_t counts[GP_NCOUNTS], told[GP_NCOUNTS];
 	int told_ok;
 };
@@ -252,13 +252,23 @@ struct msg *msg_load(struct sched *s, unsigned long id);	/* from info/ */
  * message wants a retry). */
 int msg_pass_over(struct msg *m);
 
+/* 2 batch.c */
+/* Messages from up's FIFO to jobs, asked of the gate. */
+void batch_pump(struct sched *s, size_t up);
+/* What was learnt of up's batch size (struct upq): a batch of n was
+ * granted, with the gate's cap per request (0: none said); j was
+ * refused as too big: it shrinks to the next size to ask for (j->n > 1);
+ * the upstream took only `tried` recipients of a batch in one
+ * transaction: 1 if that is news. */
+void batch_granted(struct upq *u, size_t n, uint32_t cap);
+void batch_shrink(struct sched *s, struct job *j);
+int batch_took(struct upq *u, size_t tried);
+
 /* 2 gatelink.c */
 void gate_start(struct sched *s);
-/* Messages from up's FIFO to requests at the gate. */
-void gate_pump(struct sched *s, size_t up);
-/* n recipients were too many for u: 1 if that is news. */
-int gate_fit_toobig(struct upq *u, size_t n);
-void gate_ask(struct sched *s, struct job *j);
+/* Ask the gate for j's grant (ACQUIRE); if the gate is not there, when
+ * it is back. */
+void gate_request(struct sched *s, struct job *j);
 void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply);
 /* The grant *tag goes to a deliverer now (START: weir-gate counts it as
@@ -267,22 +277,28 @@ void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t acc
 int gate_use(struct sched *s, uint32_t *tag);
 /* A session's connection slot: asked (its tag, 0 if the gate is not
  * there), given back (used: a connection was made), or no longer wanted. */
-uint32_t gate_ask_slot(struct sched *s, size_t up);
+uint32_t gate_request_slot(struct sched *s, size_t up);
 void gate_release(struct sched *s, uint32_t tag, int used);
 void gate_cancel(struct sched *s, uint32_t tag);
+/* up's counters in a COUNTS line: 0, or -1 (the gate is not there, or
+ * lost now). */
+int gate_counts(struct sched *s, const char *up, const uint64_t *counts);
+
+/* 2 counts.c */
 /* The counters (struct upq): m was preprocessed with nrcpt recipients;
  * a batch of m's for up came to so many recipients delivered, deferred
  * and bounced (m counts delivered and bounced once in its life,
- * deferred at each batch that put one off); the sessions
- * open changed.  Called where it happens, never waiting: the gate is
- * told within a second. */
-void gate_count_queued(struct sched *s, const struct msg *m, size_t nrcpt);
-void gate_count_outcome(struct sched *s, struct msg *m, size_t up, size_t delivered,
+ * deferred at each batch that put one off); the sessions open changed
+ * (counts_due); a new connection to the gate.  Called where it happens,
+ * never waiting: the gate is told within a second. */
+void counts_queued(struct sched *s, const struct msg *m, size_t nrcpt);
+void counts_outcome(struct sched *s, struct msg *m, size_t up, size_t delivered,
     size_t deferred, size_t bounced);
-void gate_counts_due(struct sched *s);
+void counts_due(struct sched *s);
+void counts_connected(struct sched *s);
 
 /* 3 deliver.c */
-void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then gate_pump */
+void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then batch_pump */
 /* weir-send stops: the grants of up's jobs that no deliverer has started
  * go back to the gate unused (REFUND); nothing asks again. */
 void deliver_refund_unstarted(struct sched *s, size_t up);
