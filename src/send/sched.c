@@ -57,12 +57,6 @@ sched_next_retry(long long birth, long long now, unsigned skip)
 	return birth + n * n;
 }
 
-long long
-sched_wall(void)
-{
-	return (long long)time(NULL);
-}
-
 /* ---- the message table ---- */
 
 static size_t

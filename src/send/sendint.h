@@ -55,6 +55,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "lib/bootid.h"
 #include "lib/buf.h"
@@ -234,8 +235,15 @@ struct sched {
 	int flight_ifd;			/* inotify on flight/ while any; -1: none */
 };
 
+/* The wall clock in seconds, for every stage (queue times, retries,
+ * notes): not the scheduler's own. */
+static inline long long
+sched_wall(void)
+{
+	return (long long)time(NULL);
+}
+
 /* 1 sched.c */
-long long sched_wall(void);
 void sched_at(struct sched *s, struct msg *m, long long when);
 /* Like sched_at(), for a message held back by a suspension: still
  * waiting (credited) until then. */
