@@ -12,7 +12,6 @@
  * (mail/config.c), but for the warning's switch, which can only keep a
  * warning quiet.
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
