@@ -826,6 +826,15 @@ wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d)
 	}
 }
 
+int
+wg_auth_refused(struct wg_up *u, const char *reply, int64_t now)
+{
+	if (u->auth_until > now)
+		return 0;
+	auth_suspend(u, reply, now);
+	return 1;
+}
+
 void
 wg_lift(struct wg_up *u, int auth_only, int64_t now)
 {

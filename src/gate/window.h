@@ -154,6 +154,7 @@ struct wg_up {
 	char *auth_reason;
 	uint64_t auth_fp;
 	int auth_fp_known;
+	int auth_oauth;		/* the caller's: an oauth section (mail/credfp.h's cred_fix) */
 	int probe;
 	/* Shared store (policy's `shared`): every grant also needs the
 	 * caller's admit(); until shared_retry (ms on the now axis; 0: none)
@@ -270,6 +271,11 @@ void wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d
 /* Lift suspensions of u now: the authentication one (auth_only), or every
  * one (RESUME).  The probe rule stays until a good report. */
 void wg_lift(struct wg_up *u, int auth_only, int64_t now);
+/* u's credentials were refused without a grant (REFUSED: weir-send's
+ * OAuth keep-alive found its refresh token dead): suspended as by a
+ * WG_AUTHFAIL, nothing logged in a window.  1 if that began a
+ * suspension; 0 if one runs already (kept as it is). */
+int wg_auth_refused(struct wg_up *u, const char *reply, int64_t now);
 
 /* Journal replay: a send of weights w that may have been accepted at any
  * instant in [from, t] (from == t: at t) on upstream (created if unknown,
