@@ -575,7 +575,14 @@ scan_info(struct sched *s)
 static int
 open_trigger(struct sched *s)
 {
-	s->trigfd = openat(s->o->q->dfd, "lock/trigger", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	/* Read and write (Linux's FIFO semantics): with a writer of its
+	 * own, the FIFO never reads as ended when an injector closes it,
+	 * so only the injectors' bytes wake the loop, once each burst.  A
+	 * read-only end woke it a second time for the injector's close
+	 * (POLLHUP), which rescanned todo/ at once: a message whose
+	 * preprocessing had just failed (a full disk) was tried again at
+	 * once instead of on its timer. */
+	s->trigfd = openat(s->o->q->dfd, "lock/trigger", O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (s->trigfd < 0) {
 		log_warn("open lock/trigger");
 		return -1;
@@ -627,14 +634,19 @@ on_trigger(struct evloop *ev, int fd, int events, void *arg)
 {
 	struct sched *s = arg;
 	char junk[256];
+	ssize_t n;
 
 	(void)events;
-	while (read(fd, junk, sizeof junk) > 0)
+	while ((n = read(fd, junk, sizeof junk)) > 0)
 		;
-	/* A FIFO whose writer left stays readable (EOF): reopen it. */
-	evloop_unwatch(ev, fd);
-	close(fd);
-	rearm_trigger(s);
+	if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+		/* Not expected with our own writer: start again with it. */
+		if (n < 0)
+			log_warn("read lock/trigger");
+		evloop_unwatch(ev, fd);
+		close(fd);
+		rearm_trigger(s);
+	}
 	scan_todo(s);
 	flush_if_asked(s);
 	control_scan(s);
