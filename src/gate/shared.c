@@ -138,7 +138,7 @@ shared_new_for(const char *journal, int64_t wall_ms, int64_t grace_ms)
 }
 
 static void
-conn_close(struct sconn *sc)
+sconn_close(struct sconn *sc)
 {
 	if (sc->c)
 		redisFree(sc->c);
@@ -154,7 +154,7 @@ shared_free(struct shared *sh)
 		return;
 	for (sc = sh->conns; sc; sc = n) {
 		n = sc->next;
-		conn_close(sc);
+		sconn_close(sc);
 		free(sc->up);
 		free(sc->spec);
 		free(sc->secret);
@@ -168,7 +168,7 @@ shared_free(struct shared *sh)
 static void
 mark_down(struct sconn *sc, const char *why, int64_t now)
 {
-	conn_close(sc);
+	sconn_close(sc);
 	sc->next_try = now + SHARED_RETRY_MS;
 	snprintf(sc->why, sizeof sc->why, "%s", why);
 	if (!sc->down)
@@ -324,7 +324,7 @@ get_conn(struct shared *sh, const struct policy_upstream *pu, int64_t now)
 	if (sc->spec == NULL || strcmp(sc->spec, pu->shared) != 0 ||
 	    (sc->secret == NULL) != (pu->shared_secret_file == NULL) ||
 	    (sc->secret && strcmp(sc->secret, pu->shared_secret_file) != 0)) {
-		conn_close(sc);
+		sconn_close(sc);
 		free(sc->spec);
 		free(sc->secret);
 		sc->spec = xstrdup(pu->shared);

@@ -43,8 +43,10 @@ wall_str(char *out, size_t n, int64_t wall_ms)
 	strftime(out, n, "%Y-%m-%d %H:%M:%S UTC", &tm);
 }
 
+/* s as a JSON string, quotes included.  (lib/json.h's json_cstr also
+ * escapes DEL and bytes that are not UTF-8.) */
 static void
-json_str(struct buf *b, const char *s)
+quoted(struct buf *b, const char *s)
 {
 	buf_addc(b, '"');
 	for (; *s; s++) {
@@ -375,7 +377,7 @@ json_history(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm,
 	for (r = u->wait_head, i = 0; r && i < STATUS_LIST_MAX; r = r->next, i++) {
 		buf_printf(b, "%s[%lld,%u,%u,%u,", i ? "," : "", (long long)(r->since + wmm),
 		    r->w[UNIT_MESSAGES], r->w[UNIT_RECIPIENTS], r->w[UNIT_CONNECTIONS]);
-		json_str(b, r->cls[0] ? r->cls : "default");
+		quoted(b, r->cls[0] ? r->cls : "default");
 		buf_addc(b, ']');
 	}
 	buf_adds(b, "]}");
@@ -392,19 +394,19 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	uint64_t s;
 
 	buf_adds(b, "{\"name\":");
-	json_str(b, u->name);
+	quoted(b, u->name);
 	buf_printf(b, ",\"in_policy\":%s,\"suspended\":%s", u->in_policy ? "true" : "false",
 	    u->susp_until > now ? "true" : "false");
 	if (u->susp_until > now) {
 		buf_printf(b, ",\"suspended_until_ms\":%lld,\"suspend_reason\":",
 		    (long long)(u->susp_until + wmm));
-		json_str(b, u->susp_reason ? u->susp_reason : "");
+		quoted(b, u->susp_reason ? u->susp_reason : "");
 	}
 	buf_printf(b, ",\"auth_suspended\":%s", u->auth_until > now ? "true" : "false");
 	if (u->auth_until > now) {
 		buf_printf(b, ",\"auth_suspended_until_ms\":%lld,\"auth_reason\":",
 		    (long long)(u->auth_until + wmm));
-		json_str(b, u->auth_reason ? u->auth_reason : "");
+		quoted(b, u->auth_reason ? u->auth_reason : "");
 	}
 	buf_printf(b, ",\"probe\":%s", u->probe ? "true" : "false");
 	json_route(b, u, now, wmm);
@@ -416,11 +418,11 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		buf_printf(b, ",\"shared\":\"%s\"", st == 0 ? "ok" : st == 1 ? "down" : "unknown");
 		if (store) {
 			buf_adds(b, ",\"shared_store\":");
-			json_str(b, store);
+			quoted(b, store);
 		}
 		if (st == 1) {
 			buf_adds(b, ",\"shared_error\":");
-			json_str(b, why);
+			quoted(b, why);
 		}
 	}
 	buf_adds(b, ",\"windows\":[");
@@ -460,7 +462,7 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	ncc = count_classes(u, cc, 32);
 	for (i = 0; i < ncc; i++) {
 		buf_adds(b, i ? "," : "");
-		json_str(b, cc[i].name);
+		quoted(b, cc[i].name);
 		buf_printf(b, ":%zu", cc[i].n);
 	}
 	next = wg_head_fit(u, now);
@@ -506,7 +508,7 @@ gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_
 		    (long long)(now + wall_minus_mono), journal_error ? "false" : "true");
 		if (journal_error) {
 			buf_adds(b, "\"journal_error\":");
-			json_str(b, journal_error);
+			quoted(b, journal_error);
 			buf_addc(b, ',');
 		}
 		buf_adds(b, "\"upstreams\":[");

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include "lib/alloc.h"
 #include "lib/log.h"
@@ -24,60 +23,6 @@
 
 static enum upstream_word apply(struct sched *s, struct job *j, enum outcome_kind how,
     size_t undone);
-
-/* ---- the end of a job ---- */
-
-void
-job_free(struct sched *s, struct job *j)
-{
-	struct upq *u = &s->ups[j->up];
-	struct job **p;
-	size_t i;
-
-	for (p = &s->jobs; *p; p = &(*p)->next)
-		if (*p == j) {
-			*p = j->next;
-			break;
-		}
-	for (p = &u->ghead; *p; p = &(*p)->gnext)
-		if (*p == j) {
-			*p = j->gnext;
-			break;
-		}
-	u->gtail = NULL;
-	for (p = &u->ghead; *p; p = &(*p)->gnext)
-		u->gtail = *p;
-	if (j->outfd >= 0) {
-		evloop_unwatch(s->ev, j->outfd);
-		close(j->outfd);
-	}
-	if (j->ocfd >= 0) {
-		evloop_unwatch(s->ev, j->ocfd);
-		close(j->ocfd);
-	}
-	evloop_timer_cancel(s->ev, j->watchdog);
-	if (j->state == J_RUNNING)
-		u->running--;
-	u->jobs--;
-	j->m->job = NULL;
-	sess_job_done(s, j);
-	for (i = 0; i < j->n; i++)
-		free(j->addrs[i]);
-	free(j->addrs);
-	free(j->offs);
-	buf_free(&j->out);
-	buf_free(&j->oc);
-	free(j);
-}
-
-void
-job_drop(struct sched *s, struct job *j)
-{
-	struct msg *m = j->m;
-
-	job_free(s, j);
-	sched_enqueue(s, m);
-}
 
 /* Nothing reached the upstream: give the grant back, try later. */
 void
@@ -195,8 +140,7 @@ learn_undone(struct sched *s, struct job *j, size_t undone)
 	if (undone > 0) {
 		struct upq *u = &s->ups[j->up];
 
-		u->fit_lo = tried;
-		if (gate_fit_toobig(u, tried + 1))
+		if (batch_took(u, tried))
 			log_info("msg %s: %s takes %zu recipients per transaction; batches of "
 			    "%zu from now on", j->m->qid, u->name, tried, tried);
 	}
@@ -313,7 +257,7 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	tried = learn_undone(s, j, undone);
 	for (i = 0; i < tried; i++)
 		settle(s, j, i, &res[i], how, expired, &t);
-	gate_count_outcome(s, m, up, t.ndone - t.nperm, t.ntemp, t.nperm);
+	counts_outcome(s, m, up, t.ndone - t.nperm, t.ntemp, t.nperm);
 	control_replies(s, m, j, res);
 	if (rcpt_mark_done(s->o->q, m->id, t.done, t.ndone) < 0)
 		t.ntemp++;

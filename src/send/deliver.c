@@ -430,5 +430,5 @@ void
 deliver_kick(struct sched *s, size_t up)
 {
 	run_granted(s, up);
-	gate_pump(s, up);
+	batch_pump(s, up);
 }

@@ -160,16 +160,19 @@ orphan_job(struct sched *s, const struct sp_flight *f)
 	unsigned long id;
 	struct msg *m;
 	struct job *j;
-	size_t i, k, todo = 0, before = 0, after = 0;
+	size_t i, k, up, todo = 0, before = 0, after = 0;
 	int known;
 
 	if (queue_parse_msgid(f->qid, &id, &t) < 0 || (m = msg_load(s, id)) == NULL ||
 	    strcmp(m->qid, f->qid) != 0 || m->job || rcptfile_load(s->o->q, id, &rf) != 0)
 		return NULL;
-	j = xcalloc(1, sizeof *j);
-	j->m = m;
-	j->offs = xcalloc(f->n, sizeof *j->offs);
-	j->addrs = xcalloc(f->n, sizeof *j->addrs);
+	for (up = 0; up < s->nups; up++)
+		if (s->ups[up].name && strcmp(s->ups[up].name, f->upstream) == 0)
+			break;
+	known = up < s->nups;
+	if (!known)
+		up = sched_upidx(s, m);	/* gone from the config: not settled */
+	j = job_new(s, m, up, f->n);
 	for (i = 0; i < f->n; i++) {
 		for (k = 0; k < rf.n && rf.v[k].off != f->offs[i]; k++)
 			;
@@ -194,34 +197,18 @@ orphan_job(struct sched *s, const struct sp_flight *f)
 		if (j->n < f->n)
 			log_warnx("msg %s: its flight file names recipients it does not have; "
 			    "ignored", m->qid);
-		for (i = 0; i < j->n; i++)
-			free(j->addrs[i]);
-		free(j->addrs);
-		free(j->offs);
-		free(j);
+		job_free(s, j);
 		return NULL;
 	}
-	for (j->up = 0; j->up < s->nups; j->up++)
-		if (s->ups[j->up].name && strcmp(s->ups[j->up].name, f->upstream) == 0)
-			break;
-	known = j->up < s->nups;
-	if (!known)
-		j->up = sched_upidx(s, m);	/* gone from the config: not settled */
 	/* A 250's time of another boot means nothing to this one's gate. */
 	j->grant = known && strcmp(s->boot, f->boot) == 0 ? f->grant : 0;
 	j->state = J_RUNNING;
-	j->outfd = j->ocfd = -1;
-	j->sent_at = -1;
 	j->orphan = 1;
 	j->more = after > 0;
 	m->pass_deferred = before > 0;
 	sched_unlink(s, m);
 	evloop_timer_cancel(s->ev, m->due);
 	m->due = NULL;
-	m->job = j;
-	j->next = s->jobs;
-	s->jobs = j;
-	s->ups[j->up].jobs++;
 	s->ups[j->up].running++;
 	return j;
 }

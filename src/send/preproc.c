@@ -4,7 +4,7 @@
  *   read todo/N (strictly: a corrupt todo file, or one whose sender holds
  *   a control byte, is logged and left alone for `weir queue-check` and
  *   the admin; nothing is guessed.  A recipient with a control byte, which
- *   a stock qmail-queue lets in, is kept as it is: gatelink.c bounces it
+ *   a stock qmail-queue lets in, is kept as it is: batch.c bounces it
  *   and the others go)
  *   remove any info/S/N, local/S/N, remote/S/N from an earlier try
  *   write info/S/N (F<sender>), mtime set to todo/N's: the queue time
@@ -446,7 +446,7 @@ local_takeover(struct queue *q, unsigned long id, const struct preproc_opts *o)
 		if (r.type != 'T')
 			continue;
 		if (envelope_addr_problem(r.addr, r.len) != NULL) {
-			/* gatelink.c (batch_fill) bounces it, as any other. */
+			/* batch.c (batch_fill) bounces it, as any other. */
 			log_warnx("msg %lu: recipient left pending in %s holds a control byte; "
 			    "it will be bounced", id, local);
 			buf_addc(&out, 'T');

@@ -9,8 +9,8 @@
  *
  * Stage 1 of an attempt (sendint.h): this file keeps the messages,
  * their timing, preprocessing, the trigger, elimination and cleanup; a
- * message due goes to its FIFO and on to the gate (gatelink.c's
- * gate_pump).  Batches, grants, deliverers and their reports are the
+ * message due goes to its FIFO and on to the gate (batch.c's
+ * batch_pump).  Batches, grants, deliverers and their reports are the
  * later stages'.
  *
  * Trusts: the queue, and the deliverer's report only through
@@ -55,12 +55,6 @@ sched_next_retry(long long birth, long long now, unsigned skip)
 		n = (long long)sqrt((double)(now - birth));
 	n += skip;
 	return birth + n * n;
-}
-
-long long
-sched_wall(void)
-{
-	return (long long)time(NULL);
 }
 
 /* ---- the message table ---- */
@@ -216,7 +210,7 @@ sched_enqueue(struct sched *s, struct msg *m)
 		return;
 	wait_begin(m);
 	sched_fifo_append(s, m);
-	gate_pump(s, sched_upidx(s, m));
+	batch_pump(s, sched_upidx(s, m));
 }
 
 /* Attempt m at wall-clock time `when` (now or earlier: at once).  Until
@@ -523,7 +517,7 @@ on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg)
 			continue;
 		}
 		if ((m = msg_load(s, v[i].id)) != NULL) {
-			gate_count_queued(s, m, v[i].nrcpt);
+			counts_queued(s, m, v[i].nrcpt);
 			sched_at(s, m, sched_wall());	/* may end m */
 		}
 	}

@@ -2,59 +2,94 @@
  * sendint.h: weir-send's internals, shared by its files.  Not for other
  * programs.
  *
- * A message's life, one stage per file, each calling the next:
+ * A message's life, one stage after another:
  *
  *   1 schedule   sched.c     the message table, each message's timer,
  *                            the FIFO per upstream (class order), its
  *                            end (sched_finish: S5 to S1)
- *                  | sched_enqueue -> gate_pump
- *   2 ask        gatelink.c  a batch of the message's not-done recipients
- *                            (a job), asked of weir-gate; its grant or
- *                            refusal
+ *                  | sched_enqueue -> batch_pump
+ *   2 ask        batch.c     a batch of the message's not-done
+ *                            recipients: a job (job.c)
+ *                  | gate_request
+ *                gatelink.c  the job asked of weir-gate; its grant or
+ *                            refusal.  The only file that talks to the
+ *                            gate (mail/gateclient.h)
  *                  | a grant -> deliver_granted
  *   3 deliver    deliver.c   run slots per upstream: a deliverer of the
  *                            job's own, or a kept session (session.c);
  *                            its report and outcome pipes read
  *                  | pipes read, deliverer done -> complete_job
  *                  | (or it could not run -> complete_unrun)
- *   4 complete   complete.c  the outcome to the gate, the report applied
- *                            (D marks, bounce notes, the delay warning),
- *                            the job freed; the message's next step
+ *   4 complete   complete.c  the outcome to the gate (gate_tell), the
+ *                            report applied (D marks, bounce notes, the
+ *                            delay warning); the message's next step
+ *
+ * A job (struct job: a batch on its way) is made and freed in job.c and
+ * nowhere else: job_new (by batch.c; by flight.c for a delivery an
+ * earlier weir-send left running), job_free and job_drop (freed, its
+ * message back to its FIFO) by whichever file is done with it.
  *
  * The way back, and only through these entries:
  *   to 1: sched_at (the rest of the pass, a retry: a timer), sched_held
  *         (a suspension), sched_finish (no recipient left), and
  *         job_drop's sched_enqueue (a job undone: back to the FIFO);
  *         called by 2 and 4.
- *   to 2: gate_tell (what became of a grant; by 3 and 4), gate_pump (a
- *         job slot is free: more may ask; by deliver_kick), the counters
- *         (gate_count_*: by 1 and 4; gate_counts_due: by session.c),
- *         gate_fit_toobig (a batch was too big; by 4), and the kept
- *         sessions' connection slots (gate_ask_slot, gate_release,
- *         gate_cancel; by session.c).
+ *   to 2: batch_pump (a run slot is free: more may ask; by
+ *         deliver_kick), batch_took (a deliverer took fewer recipients
+ *         than the batch; by 4); gate_use (a grant goes to a deliverer;
+ *         by 3) and gate_tell (what became of a grant; by 3, 4, flight.c
+ *         and reload.c), the kept sessions' connection slots
+ *         (gate_request_slot, gate_release, gate_cancel; by session.c).
  *   to 3: deliver_kick (a run slot is free; by session.c and reload.c),
+ *         deliver_exited (a session's deliverer is done with its job;
+ *         by session.c, and flight.c for an earlier run's),
  *         sess_job_done (a job's end frees its kept session; by
  *         job_free); what a batch said of its upstream (throttling, idle
  *         sessions closed) is complete_job's return value, acted on by
  *         deliver.c.
- * Any stage may use stage 1's helpers, which call nothing onward
- * (sched_wall, sched_next_retry, msg_pass_over), and end a job
- * (job_free, job_drop: complete.c's).
- * A deliverer's end (SIGCHLD) reaches deliver.c (deliver_on_child) and,
- * for a session's, session.c (sess_reaped); a gate reply reaches
- * gatelink.c (on_reply).
+ * Stage 1's helpers call nothing onward (sched_next_retry,
+ * msg_pass_over; sched_wall is this header's).  A deliverer's end
+ * (SIGCHLD) reaches deliver.c (deliver_on_child) and, for a session's,
+ * session.c (sess_reaped); a gate reply reaches gatelink.c (on_reply).
  *
- * Beside the stages: wait.c (the waiting credit and its note in sched/,
- * used by 1, 3 and 4), flight.c (a session's flight file: by session.c;
- * at start, it completes an earlier run's deliveries through 3 and 4),
- * control.c (`weir hold` and the others: called by
- * 1 and 4, calls 1), reload.c (SIGHUP: calls 1, 2, 3 and session.c).
+ * Beside the stages:
+ *   session.c  kept sessions (weir-remote -S), stage 3's: their slots
+ *              asked of the gate, jobs handed to them
+ *   flight.c   a session's flight file (by session.c); at start (by
+ *              1), an earlier run's deliveries completed through 3 and 4
+ *   counts.c   the counters (by 1, 2, 4 and session.c), told to the
+ *              gate through gatelink.c
+ *   wait.c     the waiting credit and its note in sched/ (by 1, 3, 4
+ *              and control.c)
+ *   notice.c   the admin's notice of an OAuth login needed (by 4)
+ *   control.c  `weir hold` and the others (by 1 and 4; calls 1 and
+ *              wait.c)
+ *   reload.c   SIGHUP (by 1; calls 1, 2, 3, job.c, session.c)
+ * and, calling none of these: rcptfile.c, preproc.c, dsn.c, note.c,
+ * report.c, cleanup.c (their own headers).
+ *
+ * Who calls whom, file by file (scripts/calllinks.py build/src/send
+ * prints it from the objects; leaving out the six files just named):
+ *   sched.c     batch control counts deliver flight gatelink reload
+ *               session wait
+ *   batch.c     counts gatelink job sched
+ *   gatelink.c  batch counts deliver job sched session
+ *   deliver.c   batch complete gatelink job session wait
+ *   complete.c  batch control counts gatelink job notice sched wait
+ *   job.c       sched session
+ *   session.c   counts deliver flight gatelink
+ *   flight.c    deliver gatelink job sched
+ *   counts.c    gatelink session
+ *   control.c   sched wait
+ *   reload.c    deliver gatelink job sched session
+ *   wait.c, notice.c: none
  */
 #ifndef WEIR_SENDINT_H
 #define WEIR_SENDINT_H
 
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "lib/bootid.h"
 #include "lib/buf.h"
@@ -118,7 +153,7 @@ struct msg {
 	int replies_dirty;	/* not yet in reply/N */
 	long long next_saved;	/* the next attempt reply/N says */
 	int finishing;		/* its files go in the next removal batch (sched.c) */
-	int counted_delivered, counted_bounced;	/* in the counters (gatelink.c) */
+	int counted_delivered, counted_bounced;	/* in the counters (counts.c) */
 	int finish_failed;	/* a removal failed: each is fsynced on the next try */
 	struct msg *hnext;	/* hash chain */
 	struct msg *qnext;	/* FIFO */
@@ -163,11 +198,11 @@ struct upq {
 	unsigned jobs, running;
 	size_t cap;			/* recipients per request the gate allows; 0: unknown */
 	/* Batch sizes learnt, kept until a reload whatever the gate's cap
-	 * says (gatelink.c, fit_size): fit_hi, the smallest found too big
-	 * (the gate's TOOBIG for a recipient window or a cap; a deliverer
-	 * that took fewer, for the upstream's RCPTMAX or a set-id
-	 * weir-remote's own max_recipients); fit_lo, the largest that went.
-	 * 0: nothing learnt. */
+	 * says (batch.c): fit_hi, the smallest found too big (the gate's
+	 * TOOBIG for a recipient window or a cap; a deliverer that took
+	 * fewer, for the upstream's RCPTMAX or a set-id weir-remote's own
+	 * max_recipients); fit_lo, the largest that went.  0: nothing
+	 * learnt. */
 	size_t fit_lo, fit_hi;
 	uint64_t hold_until;		/* monotonic ms: throttled, run nothing before */
 	/* The latest TLS session a kept session's deliverer gave (DER),
@@ -177,9 +212,9 @@ struct upq {
 	uint32_t throttle_tag;		/* the THROTTLED report awaiting its answer */
 	/* Counters since weir-send started (gateproto.h's enum gp_count;
 	 * GP_C_SESSIONS is filled in when told), told to the gate in a
-	 * COUNTS line at most once a second after one changes (gatelink.c,
-	 * gate_counts_due); told[]: the last line the gate took on this
-	 * connection, told_ok 0: none yet. */
+	 * COUNTS line at most once a second after one changes (counts.c);
+	 * told[]: the last line the gate took on this connection, told_ok
+	 * 0: none yet. */
 	uint64_t counts[GP_NCOUNTS], told[GP_NCOUNTS];
 	int told_ok;
 };
@@ -234,8 +269,15 @@ struct sched {
 	int flight_ifd;			/* inotify on flight/ while any; -1: none */
 };
 
+/* The wall clock in seconds, for every stage (queue times, retries,
+ * notes): not the scheduler's own. */
+static inline long long
+sched_wall(void)
+{
+	return (long long)time(NULL);
+}
+
 /* 1 sched.c */
-long long sched_wall(void);
 void sched_at(struct sched *s, struct msg *m, long long when);
 /* Like sched_at(), for a message held back by a suspension: still
  * waiting (credited) until then. */
@@ -252,13 +294,30 @@ struct msg *msg_load(struct sched *s, unsigned long id);	/* from info/ */
  * message wants a retry). */
 int msg_pass_over(struct msg *m);
 
+/* job.c */
+/* A job for m on up's queue with room for cap recipients (none yet), in
+ * state J_ASKING; it holds m (m->job) and counts in up's jobs. */
+struct job *job_new(struct sched *s, struct msg *m, size_t up, size_t cap);
+void job_free(struct sched *s, struct job *j);	/* out of every list, its pipes closed */
+void job_drop(struct sched *s, struct job *j);	/* freed; its message back to the FIFO */
+
+/* 2 batch.c */
+/* Messages from up's FIFO to jobs, asked of the gate. */
+void batch_pump(struct sched *s, size_t up);
+/* What was learnt of up's batch size (struct upq): a batch of n was
+ * granted, with the gate's cap per request (0: none said); j was
+ * refused as too big: it shrinks to the next size to ask for (j->n > 1);
+ * the upstream took only `tried` recipients of a batch in one
+ * transaction: 1 if that is news. */
+void batch_granted(struct upq *u, size_t n, uint32_t cap);
+void batch_shrink(struct sched *s, struct job *j);
+int batch_took(struct upq *u, size_t tried);
+
 /* 2 gatelink.c */
 void gate_start(struct sched *s);
-/* Messages from up's FIFO to requests at the gate. */
-void gate_pump(struct sched *s, size_t up);
-/* n recipients were too many for u: 1 if that is news. */
-int gate_fit_toobig(struct upq *u, size_t n);
-void gate_ask(struct sched *s, struct job *j);
+/* Ask the gate for j's grant (ACQUIRE); if the gate is not there, when
+ * it is back. */
+void gate_request(struct sched *s, struct job *j);
 void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply);
 /* The grant *tag goes to a deliverer now (START: weir-gate counts it as
@@ -267,22 +326,15 @@ void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t acc
 int gate_use(struct sched *s, uint32_t *tag);
 /* A session's connection slot: asked (its tag, 0 if the gate is not
  * there), given back (used: a connection was made), or no longer wanted. */
-uint32_t gate_ask_slot(struct sched *s, size_t up);
+uint32_t gate_request_slot(struct sched *s, size_t up);
 void gate_release(struct sched *s, uint32_t tag, int used);
 void gate_cancel(struct sched *s, uint32_t tag);
-/* The counters (struct upq): m was preprocessed with nrcpt recipients;
- * a batch of m's for up came to so many recipients delivered, deferred
- * and bounced (m counts delivered and bounced once in its life,
- * deferred at each batch that put one off); the sessions
- * open changed.  Called where it happens, never waiting: the gate is
- * told within a second. */
-void gate_count_queued(struct sched *s, const struct msg *m, size_t nrcpt);
-void gate_count_outcome(struct sched *s, struct msg *m, size_t up, size_t delivered,
-    size_t deferred, size_t bounced);
-void gate_counts_due(struct sched *s);
+/* up's counters in a COUNTS line: 0, or -1 (the gate is not there, or
+ * lost now). */
+int gate_counts(struct sched *s, const char *up, const uint64_t *counts);
 
 /* 3 deliver.c */
-void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then gate_pump */
+void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then batch_pump */
 /* weir-send stops: the grants of up's jobs that no deliverer has started
  * go back to the gate unused (REFUND); nothing asks again. */
 void deliver_refund_unstarted(struct sched *s, size_t up);
@@ -326,7 +378,7 @@ void sess_remap(struct sched *s);	/* after a reload renumbered the queues */
 void sess_note(struct sched *s);	/* sched/sessions for weir status (session.c) */
 unsigned sess_count_open(const struct sched *s, size_t up);	/* deliverers running */
 
-/* 3 flight.c: a session's message outlives weir-send (mail/sessproto.h) */
+/* flight.c: a session's message outlives weir-send (mail/sessproto.h) */
 /* The session's flight file, made and locked, its name in name: the fd,
  * or -1 (logged: the session runs without one). */
 int flight_open(struct sched *s, char *name, size_t max);
@@ -350,8 +402,19 @@ enum upstream_word complete_job(struct sched *s, struct job *j);
 /* j's deliverer did not run: nothing reached the upstream; the grant
  * goes back, the message is tried later; j is freed. */
 void complete_unrun(struct sched *s, struct job *j);
-void job_free(struct sched *s, struct job *j);
-void job_drop(struct sched *s, struct job *j);	/* freed; its message back to the FIFO */
+
+/* counts.c */
+/* The counters (struct upq): m was preprocessed with nrcpt recipients;
+ * a batch of m's for up came to so many recipients delivered, deferred
+ * and bounced (m counts delivered and bounced once in its life,
+ * deferred at each batch that put one off); the sessions open changed
+ * (counts_due); a new connection to the gate.  Called where it happens,
+ * never waiting: the gate is told within a second. */
+void counts_queued(struct sched *s, const struct msg *m, size_t nrcpt);
+void counts_outcome(struct sched *s, struct msg *m, size_t up, size_t delivered,
+    size_t deferred, size_t bounced);
+void counts_due(struct sched *s);
+void counts_connected(struct sched *s);
 
 /* notice.c: after an authfail outcome of up: the admin's mail, once a
  * day, while its OAuth token status says a login is needed. */

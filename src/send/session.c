@@ -142,7 +142,7 @@ sess_note(struct sched *s)
 {
 	if (s->sess_note_timer == NULL)
 		s->sess_note_timer = evloop_timer_at(s->ev, clock_mono_ms() + 1000, on_note, s);
-	gate_counts_due(s);
+	counts_due(s);
 }
 
 static void
@@ -417,7 +417,7 @@ sess_open(struct sched *s, size_t up, unsigned waiting)
 		d->state = DS_ASKING;
 		d->next = s->sessions;
 		s->sessions = d;
-		if ((d->tag = gate_ask_slot(s, up)) == 0) {
+		if ((d->tag = gate_request_slot(s, up)) == 0) {
 			sess_free(s, d);
 			return;
 		}

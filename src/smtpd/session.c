@@ -798,7 +798,7 @@ auth_read(struct session *s, struct buf *line, struct buf *out)
 
 /* AUTH: 0 the session goes on, -1 it ends. */
 static int
-cmd_auth(struct session *s, const char *arg)
+cmd_authenticate(struct session *s, const char *arg)
 {
 	struct buf line = BUF_INIT, resp = BUF_INIT, user = BUF_INIT, pass = BUF_INIT, why = BUF_INIT;
 	const char *ir = NULL, *p;
@@ -999,7 +999,7 @@ command(struct session *s, const char *line)
 	else if (verb(line, "STARTTLS", &arg))
 		return cmd_starttls(s, arg);
 	else if (verb(line, "AUTH", &arg))
-		return cmd_auth(s, arg);
+		return cmd_authenticate(s, arg);
 	else
 		reply(s, "500 5.5.2 Command not recognized");
 	return 0;

@@ -909,7 +909,7 @@ Test(relay, gate_caps_batches)
  * A recipient window smaller than a batch: "6 recipients per 1s", four
  * messages of 10, one after the other.  The first batch of 10 is refused
  * as too big and halved (5 go); weir-send keeps what it learnt for the
- * upstream (send/gatelink.c, fit_size) and searches between 5 and 10 with
+ * upstream (send/batch.c, fit_size) and searches between 5 and 10 with
  * the next message (8 and 7 refused, 6 goes).  Then it knows: no refusal
  * in the last two messages, at most 3 in all (without the kept size,
  * each message starts at 10 again: 16 refusals).  Every recipient once,

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""calllinks.py: which file of a program calls which, from the objects.
+
+    scripts/calllinks.py [-v] build/src/send
+
+A link is file A -> file B where A.o uses a name with external linkage
+that B.o defines (nm); calls within a file, static functions and what
+comes from libweir.a are not counted.  Prints each file's links, then
+the totals: files, links, function names used across files, and the
+largest cycle (strongly connected component: files that reach each
+other through their calls) with the links inside it.  -v names the
+functions behind each link.  A `static inline` in a header is not a
+call and is not seen.  sendint.h's stage map lists weir-send's links
+as this prints them.
+"""
+import collections
+import glob
+import os
+import subprocess
+import sys
+
+
+def symbols(obj):
+    """(defined, used) external names of one object."""
+    out = subprocess.run(['nm', obj], capture_output=True, text=True, check=True).stdout
+    defined, used = set(), set()
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 2 and f[0] == 'U':
+            used.add(f[1])
+        elif len(f) == 3 and f[1] in 'TDBR':
+            defined.add(f[2])
+    return defined, used
+
+
+def largest_cycle(nodes, links):
+    """The largest strongly connected component (Tarjan, iterative)."""
+    succ = collections.defaultdict(list)
+    for a, b in links:
+        succ[a].append(b)
+    index, low, on, stack, comps = {}, {}, set(), [], []
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(succ[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = set()
+                    while True:
+                        x = stack.pop()
+                        on.discard(x)
+                        comp.add(x)
+                        if x == v:
+                            break
+                    comps.append(comp)
+            elif w not in index:
+                index[w] = low[w] = len(index)
+                stack.append(w)
+                on.add(w)
+                work.append((w, iter(succ[w])))
+            elif w in on:
+                low[v] = min(low[v], index[w])
+    return max(comps, key=len) if comps else set()
+
+
+def main(argv):
+    verbose = '-v' in argv
+    dirs = [a for a in argv if a != '-v']
+    if len(dirs) != 1 or not os.path.isdir(dirs[0]):
+        sys.exit('usage: calllinks.py [-v] BUILD/src/PROGRAM')
+    owner, uses = {}, {}
+    for obj in sorted(glob.glob(os.path.join(dirs[0], '*.o'))):
+        name = os.path.basename(obj)[:-2] + '.c'
+        defined, uses[name] = symbols(obj)
+        for d in defined:
+            owner[d] = name
+    links = collections.defaultdict(set)
+    for a, used in uses.items():
+        for n in used:
+            b = owner.get(n)
+            if b and b != a:
+                links[(a, b)].add(n)
+    for a in sorted(uses):
+        callees = sorted(b for (x, b) in links if x == a)
+        if verbose:
+            for b in callees:
+                print(f'{a} -> {b}: {" ".join(sorted(links[(a, b)]))}')
+        elif callees:
+            print(f'{a}: {" ".join(c[:-2] for c in callees)}')
+    cycle = largest_cycle(sorted(uses), links)
+    inside = [k for k in links if k[0] in cycle and k[1] in cycle]
+    print(f'{len(uses)} files, {len(links)} links, '
+          f'{sum(len(v) for v in links.values())} functions used across files')
+    print(f'largest cycle: {len(cycle)} files ({" ".join(sorted(c[:-2] for c in cycle))}), '
+          f'{len(inside)} links, {sum(len(links[k]) for k in inside)} functions used')
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])

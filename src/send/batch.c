@@ -1,0 +1,206 @@
+/*
+ * batch.c: stage 2 of an attempt (sendint.h), the batches: a message
+ * from its upstream's FIFO becomes a job of some of its not-done
+ * recipients, asked of weir-gate (gatelink.c).
+ *
+ *   batch_pump()  takes messages from an upstream's FIFO while the
+ *                 upstream has fewer than concurrency + LOOKAHEAD jobs
+ *                 (2 * LOOKAHEAD for one that outranks a request still
+ *                 waiting at the gate)
+ *   batch_start() puts up to max_recipients not-done recipients, from
+ *                 where the message's pass is, in a job (job.c), fewer
+ *                 if the gate's cap or what was learnt says so; a
+ *                 message with none left goes to its retry or its end
+ *
+ * The size of a batch is learnt per upstream (struct upq, fit_lo and
+ * fit_hi) from what the gate granted (batch_granted) or refused as too
+ * big (batch_shrink), and from how many recipients a deliverer took in
+ * one transaction (batch_took); a reload forgets it.
+ *
+ * Trusts: remote/S/N through rcptfile_load(); an address that must
+ * never reach SMTP (envelope_addr_problem) is bounced here.  Config
+ * keys: upstream (max_recipients), concurrency.
+ */
+#include <stdlib.h>
+
+#include "lib/alloc.h"
+#include "lib/log.h"
+#include "mail/envelope.h"
+#include "send/rcptfile.h"
+#include "send/sendint.h"
+
+/* The size of u's next batch, at most cap, by what was learnt (struct
+ * upq): below the smallest size found too big, halfway up from the
+ * largest that went (so a few refusals find the size that fits, and
+ * then none). */
+static size_t
+fit_size(const struct upq *u, size_t cap)
+{
+	size_t n;
+
+	if (u->fit_hi == 0)
+		return cap;
+	n = u->fit_lo + 1 >= u->fit_hi ? u->fit_lo : (u->fit_lo + u->fit_hi + 1) / 2;
+	return n > 0 && n < cap ? n : cap;
+}
+
+/* n recipients were too many for u: 1 if that is news. */
+static int
+fit_toobig(struct upq *u, size_t n)
+{
+	if (n == 0 || (u->fit_hi && u->fit_hi <= n))
+		return 0;
+	u->fit_hi = n;
+	if (u->fit_lo >= n)
+		u->fit_lo = 0;
+	return 1;
+}
+
+void
+batch_granted(struct upq *u, size_t n, uint32_t cap)
+{
+	if (cap)
+		u->cap = cap;
+	if (n > u->fit_lo && (u->fit_hi == 0 || n < u->fit_hi))
+		u->fit_lo = n;	/* it fits */
+}
+
+void
+batch_shrink(struct sched *s, struct job *j)
+{
+	struct upq *u = &s->ups[j->up];
+	size_t n;
+
+	(void)fit_toobig(u, j->n);
+	n = fit_size(u, j->n - 1);
+	if (j->n > n)
+		j->more = 1;
+	while (j->n > n)
+		free(j->addrs[--j->n]);
+}
+
+int
+batch_took(struct upq *u, size_t tried)
+{
+	u->fit_lo = tried;
+	return fit_toobig(u, tried + 1);
+}
+
+/* The most recipients m's next batch may have: its upstream's
+ * max_recipients (100 if unset), the gate's cap, what was learnt. */
+static size_t
+batch_cap(const struct sched *s, const struct msg *m)
+{
+	const struct weir_upstream *u = &s->cfg->upstreams[m->up];
+	size_t cap = u->max_recipients ? u->max_recipients : 100;
+
+	if (s->ups[m->up].cap && s->ups[m->up].cap < cap)
+		cap = s->ups[m->up].cap;
+	return fit_size(&s->ups[m->up], cap);
+}
+
+/* A job for m with up to cap of f's not-done recipients from m's pass
+ * on (none: the caller frees it); an address that must never reach
+ * SMTP is bounced (*trouble: its note or mark failed). */
+static struct job *
+batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *trouble)
+{
+	struct job *j = job_new(s, m, m->up, cap);
+	size_t i, nbad = 0;
+
+	for (i = 0; i < f->n && j->n < cap; i++) {
+		const char *bad;
+
+		if (f->v[i].done || f->v[i].off < m->pass_off)
+			continue;
+		/* A stock qmail-send may have let such an address in; it must
+		 * never reach an SMTP command line. */
+		if ((bad = envelope_addr_problem(f->v[i].addr, f->v[i].len)) != NULL) {
+			log_warnx("msg %s: recipient %zu: %s; bouncing it", m->qid, i, bad);
+			if (bounce_note(s->o->q, m->id, f->v[i].addr, "The address cannot be "
+			    "used in SMTP: it holds a control character. (#5.1.3)") < 0 ||
+			    rcpt_mark_done(s->o->q, m->id, &f->v[i].off, 1) < 0)
+				*trouble = 1;
+			f->ndone++;
+			nbad++;
+			continue;
+		}
+		j->offs[j->n] = f->v[i].off;
+		j->addrs[j->n] = xstrndup(f->v[i].addr, f->v[i].len);
+		j->n++;
+	}
+	for (; i < f->n && !j->more; i++)
+		j->more = !f->v[i].done;
+	counts_outcome(s, m, m->up, 0, 0, nbad);
+	return j;
+}
+
+/* m's next batch, asked of the gate; or m's retry, or its end. */
+static void
+batch_start(struct sched *s, struct msg *m)
+{
+	struct rcptfile f;
+	struct job *j;
+	int r, trouble = 0;
+
+	if (m->up == NO_UPSTREAM) {
+		log_warnx("msg %s: no upstream in %s takes mail from <%s>; will try again",
+		    m->qid, s->cfg->file ? s->cfg->file : "the config", m->sender);
+		sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
+		return;
+	}
+	r = rcptfile_load(s->o->q, m->id, &f);
+	if (r < 0) {
+		sched_at(s, m, sched_wall() + SYSFAIL_S);
+		return;
+	}
+	if (r == 1 || f.ndone == f.n) {
+		rcptfile_free(&f);
+		sched_finish(s, m);
+		return;
+	}
+	j = batch_fill(s, m, &f, batch_cap(s, m), &trouble);
+	rcptfile_free(&f);
+	if (j->n == 0) {
+		job_free(s, j);
+		/* Only bad addresses were left in this pass: a retry if an
+		 * earlier batch put one off, else finish (from the top), or
+		 * retry the notes. */
+		if (msg_pass_over(m))
+			sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
+		else
+			sched_at(s, m, trouble ? sched_wall() + SYSFAIL_S : sched_wall());
+		return;
+	}
+	gate_request(s, j);
+}
+
+/* Does m outrank a request for up still waiting at the gate? */
+static int
+outranks(const struct sched *s, size_t up, const struct msg *m)
+{
+	const struct job *j;
+
+	for (j = s->jobs; j; j = j->next)
+		if (j->up == up && j->state == J_ASKING && j->m->prio < m->prio)
+			return 1;
+	return 0;
+}
+
+void
+batch_pump(struct sched *s, size_t up)
+{
+	struct upq *u = &s->ups[up];
+	struct msg *m;
+
+	while (u->head && (u->jobs < s->concurrency + LOOKAHEAD ||
+	    (u->jobs < s->concurrency + 2 * LOOKAHEAD && outranks(s, up, u->head)))) {
+		m = u->head;
+		u->head = m->qnext;
+		if (u->head == NULL)
+			u->tail = NULL;
+		m->queued = 0;
+		m->qnext = NULL;
+		batch_start(s, m);
+	}
+}
