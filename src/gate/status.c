@@ -287,7 +287,7 @@ json_route(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 	json_ms(b, st.down_since, wmm);
 	buf_adds(b, ",\"unreachable_reason\":");
 	if (st.down_since > 0)
-		json_str(b, u->down_reason ? u->down_reason : "");
+		quoted(b, u->down_reason ? u->down_reason : "");
 	else
 		buf_adds(b, "null");
 	buf_adds(b, ",\"probe_at_ms\":");
