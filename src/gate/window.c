@@ -928,7 +928,10 @@ wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *r
 	if (o != WG_THROTTLED && o != WG_AUTHFAIL && o != WG_UNREACHED && o != WG_NOGREETING &&
 	    r->w[UNIT_MESSAGES] > 0) {
 		u->probe = 0;
-		u->auth_since = 0;
+		/* The trouble ends with a message that reached the upstream,
+		 * not with a grant given back or of unknown fate. */
+		if (o != WG_REFUND && o != WG_UNKNOWN)
+			u->auth_since = 0;
 	}
 	if (r->id == u->probe_id)
 		u->probe_id = 0;
