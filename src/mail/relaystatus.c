@@ -117,7 +117,8 @@ route_via(struct relay_status *rs, const struct weir_upstream *p, int *why, int 
 		if (i + 1 == n || sp == NULL)
 			break;
 		v = route_judge(&p->when, &sp->st, rs->gnow_ms, &k, &until);
-		if (v != RV_AVOID) {
+		/* PROBE: one request goes there as the probe, the others on. */
+		if (v != RV_AVOID && v != RV_PROBE) {
 			*holding = v == RV_HOLD;
 			break;
 		}
@@ -807,6 +808,7 @@ relay_status_routes_text(const struct relay_status *rs, struct buf *o, size_t ma
 			continue;
 		switch (primary_state(rs, u, &self, &via, &k)) {
 		case RV_AVOID:
+		case RV_PROBE:
 			buf_printf(o, "  %s: passed over: ", u->name);
 			why_words(o, rs, self, k);
 			buf_printf(o, "; its mail goes through %s\n", via ? via->name : "?");

@@ -46,8 +46,9 @@
  *      (config_route); the upstream it will go through is the first of
  *      the route whose state, as the gate's JSON status has it ("route",
  *      the suspensions), the primary's fallback_when does not pass over
- *      (route_judge, the gate's own rule: AVOID passes over; GO, PROBE
- *      and HOLD stay), the last one in any case; and why (the condition
+ *      (route_judge, the gate's own rule: AVOID passes over, and PROBE
+ *      too, but for the one request that goes as the probe; GO and HOLD
+ *      stay), the last one in any case; and why (the condition
  *      that passed the primary over).  Per message, grouped by upstream,
  *      at most RS_ROUTES_MAX messages; each upstream's state in words.
  *      The drain estimate counts each recipient at that upstream.
