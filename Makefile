@@ -11,6 +11,7 @@
 #   make deb             the Debian package and its lintian report, in $(BUILD)/package
 #   make package-test    install and use the package in a throwaway Debian 12 root (root)
 #   make soak            the long kill -9 soak (tests/soak; part of make crashtest)
+#   make architecture    render ARCHITECTURE.md's picture (scripts/architecture.dot)
 #   make crash-race      crash replay with weir-send racing weir-queue's todo/ sync (part of
 #                        make crashtest)
 #
@@ -191,9 +192,16 @@ $(FAULTINJ): tests/fault/faultinj.c | $(PATHS_H)
 # The two README commands first make sure the Debian packages are there.
 check:
 	@scripts/deps.sh check
+	@scripts/architecture.sh
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory test-run
 	@$(MAKE) --no-print-directory crash-check
+
+# ARCHITECTURE.md's picture, rendered from its source with Graphviz;
+# make check (scripts/architecture.sh) fails when the two disagree.
+.PHONY: architecture
+architecture:
+	dot -Tsvg scripts/architecture.dot -o scripts/architecture.svg
 
 # libFuzzer (clang, Debian's libclang-rt-14-dev): one target per parser of
 # untrusted bytes, tests/fuzz/<name>_fuzz.c, each with its seed corpus in

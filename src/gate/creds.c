@@ -20,6 +20,7 @@ creds_free(struct creds *c)
 		free(c->name[i]);
 	free(c->name);
 	free(c->fp);
+	free(c->oauth);
 	memset(c, 0, sizeof *c);
 }
 
@@ -34,8 +35,10 @@ creds_note(struct creds *c, const struct weir_upstream *ups, size_t n)
 	c->n = n;
 	c->name = xcalloc(n + 1, sizeof *c->name);
 	c->fp = xcalloc(n + 1, sizeof *c->fp);
+	c->oauth = xcalloc(n + 1, sizeof *c->oauth);
 	for (i = 0; i < n; i++) {
 		c->name[i] = xstrdup(ups[i].name);
+		c->oauth[i] = ups[i].oauth.present;
 		c->fp[i] = credfp(&ups[i], &why, &err);
 		if (why)
 			log_warnx("upstream %s: cannot look at its %s (%s): a change of that file "
@@ -62,15 +65,31 @@ creds_reload(struct creds *c, const char *config_file)
 	buf_free(&err);
 }
 
-uint64_t
-creds_of(const struct creds *c, const char *name)
+/* name's index in c, or c->n. */
+static size_t
+find(const struct creds *c, const char *name)
 {
 	size_t i;
 
-	for (i = 0; i < c->n; i++)
-		if (strcmp(c->name[i], name) == 0)
-			return c->fp[i];
-	return credfp_none();
+	for (i = 0; i < c->n && strcmp(c->name[i], name) != 0; i++)
+		;
+	return i;
+}
+
+uint64_t
+creds_of(const struct creds *c, const char *name)
+{
+	size_t i = find(c, name);
+
+	return i < c->n ? c->fp[i] : credfp_none();
+}
+
+int
+creds_oauth(const struct creds *c, const char *name)
+{
+	size_t i = find(c, name);
+
+	return i < c->n && c->oauth[i];
 }
 
 void
@@ -78,6 +97,7 @@ creds_check(const struct creds *c, struct wgate *g, struct journal *j, int64_t n
     int64_t wmm)
 {
 	struct wg_up *u;
+	struct buf fix = BUF_INIT;
 	char when[64];
 	time_t t;
 	struct tm tm;
@@ -96,10 +116,14 @@ creds_check(const struct creds *c, struct wgate *g, struct journal *j, int64_t n
 		if (gmtime_r(&t, &tm) == NULL ||
 		    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
 			strcpy(when, "?");
-		log_warnx("upstream %s: authentication suspension kept until %s: %s; fix "
-		    "username, secret_file or secret_command in weir.conf (or the secret "
-		    "file), then restart or reload; weir resume %s tries again now", u->name, when,
-		    u->auth_fp_known ? "the same credentials as when they failed" :
-		    "its credentials were not noted (a journal of an older weir-gate)", u->name);
+		u->auth_oauth = creds_oauth(c, u->name);
+		buf_reset(&fix);
+		cred_fix(&fix, u->name, u->auth_oauth);
+		log_warnx("upstream %s: authentication suspension kept until %s: %s; %s; weir "
+		    "resume %s tries again now", u->name, when, u->auth_fp_known ?
+		    "the same credentials as when they failed" :
+		    "its credentials were not noted (a journal of an older weir-gate)", fix.s,
+		    u->name);
 	}
+	buf_free(&fix);
 }

@@ -30,6 +30,7 @@ struct creds {
 	size_t n;
 	char **name;		/* weir.conf's upstream sections */
 	uint64_t *fp;
+	int *oauth;		/* it has an oauth section: a login mends refused credentials */
 };
 
 /* The fingerprints of ups[0..n) (what replaced c's), each file that
@@ -40,11 +41,14 @@ void creds_note(struct creds *c, const struct weir_upstream *ups, size_t n);
 void creds_reload(struct creds *c, const char *config_file);
 /* name's fingerprint (credfp_none() without a section). */
 uint64_t creds_of(const struct creds *c, const char *name);
+/* 1 if name's section has an oauth section (cred_fix's kind). */
+int creds_oauth(const struct creds *c, const char *name);
 void creds_free(struct creds *c);
 
 /* At start, after the journal's replay into g: each authentication
  * suspension still running is lifted (with an E record in j) if its
- * credentials are not c's, else kept; one line each.  wmm: wall ms minus
+ * credentials are not c's, else kept (its kind noted: auth_oauth); one
+ * line each.  wmm: wall ms minus
  * monotonic ms, for the times in the lines. */
 void creds_check(const struct creds *c, struct wgate *g, struct journal *j, int64_t now,
     int64_t wmm);

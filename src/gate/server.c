@@ -61,6 +61,7 @@
 #include "lib/io.h"
 #include "lib/log.h"
 #include "lib/unixlisten.h"
+#include "mail/credfp.h"
 #include "mail/gateproto.h"
 #include "mail/policy.h"
 
@@ -432,13 +433,15 @@ journal_done(struct server *s, uint64_t id, const struct wg_done *d, char type, 
 }
 
 /* What a report (or a settlement) of a throttle or an authentication
- * failure did: the suspension journalled, shared and logged (an
- * authentication failure only when it began an episode). */
+ * failure, or a REFUSED, did: the suspension journalled, shared and
+ * logged (an authentication failure only when it began an episode, with
+ * what mends it for the upstream's kind: mail/credfp.h). */
 static void
 suspended(struct server *s, struct wg_up *u, int auth, const char *reply,
     const struct wg_done *d, int64_t now)
 {
 	long long secs = (long long)((d->until - now + 999) / 1000);
+	struct buf fix = BUF_INIT;
 
 	if (auth && !d->new_episode)
 		return;
@@ -446,16 +449,17 @@ suspended(struct server *s, struct wg_up *u, int auth, const char *reply,
 		/* The suspension belongs to these credentials (creds.h). */
 		u->auth_fp = creds_of(&s->creds, u->name);
 		u->auth_fp_known = 1;
+		u->auth_oauth = creds_oauth(&s->creds, u->name);
 	}
 	journal_suspend(&s->j, u, auth, now, now + s->wmm);
 	share_suspend(s, u, d->until, now);
-	if (auth)
-		log_warnx("upstream %s: authentication failed: %s; check username and "
-		    "secret_file (or secret_command) of upstream %s in weir.conf; "
-		    "suspended for %lld s (then one try at a time); a reload (SIGHUP), a "
-		    "restart with changed credentials or RESUME lifts it", u->name, reply, u->name,
-		    secs);
-	else
+	if (auth) {
+		cred_fix(&fix, u->name, u->auth_oauth);
+		log_warnx("upstream %s: authentication failed: %s; %s; suspended for %lld s (then "
+		    "one try at a time); a reload (SIGHUP), a restart with changed credentials or "
+		    "RESUME lifts it", u->name, reply, fix.s, secs);
+		buf_free(&fix);
+	} else
 		log_warnx("upstream %s suspended for %lld s: %s", u->name, secs, reply);
 }
 
@@ -594,6 +598,26 @@ do_resume(struct server *s, struct client *c, const struct gp_req *rq)
 	reply_simple(c, GP_R_OK, 0, 0);
 }
 
+/* Credentials refused outside a send (weir-remote -K): an authentication
+ * suspension as REPORT AUTHFAIL would begin, nothing counted. */
+static void
+do_refused(struct server *s, struct client *c, const struct gp_req *rq)
+{
+	struct wg_up *u = wg_find(&s->g, rq->upstream);
+	struct wg_done d;
+	int64_t now = now_mono();
+
+	if (u == NULL) {
+		reply_err(c, 0, GP_NOPOLICY, "no such upstream");
+		return;
+	}
+	memset(&d, 0, sizeof d);
+	d.new_episode = wg_auth_refused(u, rq->text, now);
+	d.until = u->auth_until;
+	suspended(s, u, 1, rq->text, &d, now);
+	reply_simple(c, GP_R_OK, 0, 0);
+}
+
 _Static_assert(WG_NCOUNTS == GP_NCOUNTS, "window.h's WG_NCOUNTS");
 
 /* weir-send's counters: the latest line replaces the one before. */
@@ -706,6 +730,7 @@ handle_line(struct server *s, struct client *c, const char *line, size_t len)
 	case GP_STATUS:  do_status(s, c, &rq, now); break;
 	case GP_RESUME:  do_resume(s, c, &rq); break;
 	case GP_COUNTS:  do_counts(s, c, &rq); break;
+	case GP_REFUSED: do_refused(s, c, &rq); break;
 	}
 }
 

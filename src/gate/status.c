@@ -28,6 +28,7 @@
 #include "gate/shared.h"
 #include "gate/status.h"
 #include "lib/alloc.h"
+#include "mail/credfp.h"
 #include "mail/gateproto.h"
 
 /* weir-send's count i of u (gateproto.h's enum gp_count). */
@@ -174,14 +175,13 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	}
 	if (u->auth_until > now) {
 		wall_str(when, sizeof when, u->auth_until + wmm);
-		/* What lifts it (creds.h): a reload, a restart with other
-		 * credentials, a resume. */
-		buf_printf(b, "  authentication failed: suspended until %s (%lld s): %s; fix "
-		    "username, secret_file or secret_command of upstream %s in weir.conf (or the "
-		    "secret file itself), then reload or restart weir (a restart with the same "
-		    "credentials keeps the suspension); `weir resume %s` tries again now\n",
-		    when, (long long)((u->auth_until - now + 999) / 1000),
-		    u->auth_reason ? u->auth_reason : "", u->name, u->name);
+		/* What mends it (mail/credfp.h), what lifts it (creds.h): a
+		 * reload, a restart with other credentials, a login, a resume. */
+		buf_printf(b, "  authentication failed: suspended until %s (%lld s): %s; ", when,
+		    (long long)((u->auth_until - now + 999) / 1000),
+		    u->auth_reason ? u->auth_reason : "");
+		cred_fix(b, u->name, u->auth_oauth);
+		buf_printf(b, "; `weir resume %s` tries again now\n", u->name);
 	}
 	if (u->probe)
 		buf_adds(b, "  probing: one grant at a time until one gets through\n");

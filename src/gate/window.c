@@ -1021,6 +1021,15 @@ wg_reach_reset(struct wg_up *u)
 }
 
 int
+wg_auth_refused(struct wg_up *u, const char *reply, int64_t now)
+{
+	if (u->auth_until > now)
+		return 0;
+	auth_suspend(u, reply, now);
+	return 1;
+}
+
+int
 wg_lift(struct wg_up *u, int auth_only, int64_t now)
 {
 	int down = wg_reach_reset(u);

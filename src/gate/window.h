@@ -175,6 +175,7 @@ struct wg_up {
 	char *auth_reason;
 	uint64_t auth_fp;
 	int auth_fp_known;
+	int auth_oauth;		/* the caller's: an oauth section (mail/credfp.h's cred_fix) */
 	int probe;
 	int64_t auth_since;	/* the authentication trouble began (its first
 				 * suspension); 0: none (route.h) */
@@ -315,6 +316,11 @@ int wg_reach_reset(struct wg_up *u);
 /* u's state for route_judge, for a request of weights w (NULL: one
  * message, one recipient, no connection). */
 void wg_route_state(struct wg_up *u, const uint32_t *w, int64_t now, struct route_state *st);
+/* u's credentials were refused without a grant (REFUSED: weir-send's
+ * OAuth keep-alive found its refresh token dead): suspended as by a
+ * WG_AUTHFAIL, nothing logged in a window.  1 if that began a
+ * suspension; 0 if one runs already (kept as it is). */
+int wg_auth_refused(struct wg_up *u, const char *reply, int64_t now);
 
 /* Journal replay: a send of weights w that may have been accepted at any
  * instant in [from, t] (from == t: at t) on upstream (created if unknown,

@@ -8,8 +8,14 @@
 #include "lib/json.h"
 #include "lib/jsonparse.h"
 
-int
-json_lexically_strict(const char *text, size_t len, size_t *at)
+/* What json-c lets through even with JSON_TOKENER_STRICT (0.16): NaN and
+ * Infinity, single-quoted strings, control bytes and ill-formed UTF-8 in
+ * strings.  One pass over the bytes refuses them: outside strings only
+ * white space, structure, number bytes and the words true, false, null;
+ * inside, no control byte and well-formed UTF-8 only (json-c checks the
+ * rest: the grammar, numbers, escapes).  0 ok; -1 with *at, the byte. */
+static int
+lexically_strict(const char *text, size_t len, size_t *at)
 {
 	const unsigned char *s = (const unsigned char *)text;
 	static const char *const words[] = { "true", "false", "null" };
@@ -62,7 +68,7 @@ json_parse_strict(const char *text, size_t len, size_t max, struct buf *why)
 		buf_adds(why, len > INT32_MAX ? "too long" : "a NUL byte");
 		return NULL;
 	}
-	if (json_lexically_strict(text, len, &end) < 0) {
+	if (lexically_strict(text, len, &end) < 0) {
 		buf_printf(why, "not JSON at byte %zu", end);
 		return NULL;
 	}
@@ -96,6 +102,19 @@ bad:
 }
 
 struct json_object *
+json_parse_object(const char *text, size_t len, size_t max, struct buf *why)
+{
+	struct json_object *o = json_parse_strict(text, len, max, why);
+
+	if (o != NULL && !json_object_is_type(o, json_type_object)) {
+		buf_adds(why, "not a JSON object");
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+struct json_object *
 jp_get(struct json_object *o, const char *key)
 {
 	struct json_object *v;
@@ -117,6 +136,17 @@ jp_ll(struct json_object *o, long long *out)
 	/* json-c keeps a number above INT64_MAX as unsigned; get_int64
 	 * clamps it. */
 	if (v == INT64_MAX && json_object_get_uint64(o) != (uint64_t)INT64_MAX)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int
+jp_u53(struct json_object *o, long long *out)
+{
+	long long v;
+
+	if (jp_ll(o, &v) < 0 || v < 0 || v > (1LL << 53))
 		return -1;
 	*out = v;
 	return 0;
@@ -151,4 +181,32 @@ struct json_object *
 jp_at(struct json_object *o, size_t i)
 {
 	return i < jp_len(o) ? json_object_array_get_idx(o, i) : NULL;
+}
+
+int
+jp_only_keys(struct json_object *o, const char *const *keys)
+{
+	size_t i;
+
+	if (o == NULL || !json_object_is_type(o, json_type_object))
+		return 0;
+	json_object_object_foreach(o, k, val) {
+		(void)val;
+		for (i = 0; keys[i] && strcmp(keys[i], k) != 0; i++)
+			;
+		if (keys[i] == NULL)
+			return 0;
+	}
+	return 1;
+}
+
+void
+jp_wipe(struct json_object *o, const char *key)
+{
+	struct json_object *v = jp_get(o, key);
+
+	/* json-c's own bytes, NULs and all: its length, not strlen. */
+	if (v != NULL && json_object_is_type(v, json_type_string))
+		explicit_bzero((char *)json_object_get_string(v),
+		    (size_t)json_object_get_string_len(v));
 }

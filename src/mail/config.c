@@ -224,6 +224,12 @@ static const struct key okeys[] = {
 	 * token's lifetime is left: Exchange Online refuses a token in its
 	 * last 10 minutes (501 5.5.127 and the like). */
 	{ "refresh_margin",     K_DURATION, "10m", 0, 1, 86400, OOFF(refresh_margin), NULL },
+	/* weir-send's keep-alive: a refresh token unused this long is used
+	 * (refreshed), mail or none, so that one that died (90 days unused
+	 * at Microsoft, 7 days for a Google app in testing, a revocation) is
+	 * found within this time, not when mail comes.  At most 30 days:
+	 * well within Microsoft's 90. */
+	{ "refresh_idle",       K_DURATION, "1d", 0, 1, 30 * 86400, OOFF(refresh_idle), NULL },
 	{ "timeout",            K_DURATION, "30s", 0, 1, 300, OOFF(timeout), NULL },
 };
 #define NOKEYS (sizeof okeys / sizeof okeys[0])

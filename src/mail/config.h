@@ -53,6 +53,7 @@ struct weir_oauth {
 	char *ca_file;		/* ca_file: CAs for the endpoints; NULL: the system's */
 	char *token_file;	/* token_file: /var/lib/weir/oauth/NAME by default */
 	long long refresh_margin; /* refresh_margin: refresh with less left (10m) */
+	long long refresh_idle;	/* refresh_idle: refresh a token unused this long (1d) */
 	long long timeout;	/* timeout: one HTTPS exchange (30s) */
 };
 

@@ -32,9 +32,11 @@ mix_str(uint64_t *h, const char *s)
 		mix(h, s, strlen(s) + 1);
 }
 
-/* The file at path, as stat sees it; the first failure in *why, *err. */
+/* The file at path, as stat sees it; the first failure in *why, *err
+ * (absent_ok: not its absence, which a change ends visibly). */
 static void
-mix_file(uint64_t *h, const char *path, const char *what, const char **why, int *err)
+mix_file(uint64_t *h, const char *path, const char *what, int absent_ok, const char **why,
+    int *err)
 {
 	struct stat st;
 	char b[160];
@@ -44,7 +46,7 @@ mix_file(uint64_t *h, const char *path, const char *what, const char **why, int 
 	if (path == NULL)
 		return;
 	if (stat(path, &st) < 0) {
-		if (*why == NULL) {
+		if (*why == NULL && !(absent_ok && errno == ENOENT)) {
 			*why = what;
 			*err = errno;
 		}
@@ -70,11 +72,18 @@ credfp(const struct weir_upstream *u, const char **why, int *err)
 	n = snprintf(b, sizeof b, "%u %d %d", u->port, u->tls, u->verify);
 	mix(&h, b, (size_t)n + 1);
 	mix_str(&h, u->fingerprint);
-	mix_file(&h, u->ca_file, "ca_file", why, err);
+	mix_file(&h, u->ca_file, "ca_file", 0, why, err);
 	mix_str(&h, u->username);
 	mix_str(&h, u->secret_command);
 	if (u->secret_command == NULL)
-		mix_file(&h, u->secret_file, "secret_file", why, err);
+		mix_file(&h, u->secret_file, "secret_file", 0, why, err);
+	if (u->oauth.present) {
+		mix_str(&h, u->oauth.client_id);
+		mix_file(&h, u->oauth.client_secret_file, "client_secret_file", 0, why, err);
+		mix_str(&h, u->oauth.scope);
+		mix_str(&h, u->oauth.token_endpoint);
+		mix_file(&h, u->oauth.token_file, "token_file", 1, why, err);
+	}
 	return h;
 }
 
@@ -82,4 +91,16 @@ uint64_t
 credfp_none(void)
 {
 	return FNV_BASIS;
+}
+
+void
+cred_fix(struct buf *b, const char *name, int oauth)
+{
+	if (oauth)
+		buf_printf(b, "run weir auth login %s (the login lifts the suspension; if AUTH is "
+		    "still refused after it, check username: the mailbox the token is for)", name);
+	else
+		buf_printf(b, "fix username, secret_file or secret_command of upstream %s in "
+		    "weir.conf (or the secret file itself), then reload or restart weir (a restart "
+		    "with the same credentials keeps the suspension)", name);
 }

@@ -124,13 +124,25 @@ gc_acquire_unless(struct gate_client *gc, uint32_t tag, const char *upstream, co
 	return send_req(gc, &r);
 }
 
+/* A reply text as it may travel into out (GP_TEXT_MAX + 1 bytes): bytes
+ * that cannot, '?'; cut to GP_TEXT_MAX; "?" for none. */
+static void
+text_copy(char *out, const char *text)
+{
+	size_t i;
+
+	for (i = 0; text && text[i] && i < GP_TEXT_MAX; i++)
+		out[i] = (text[i] < 0x20 || text[i] > 0x7e) ? '?' : text[i];
+	if (i == 0)
+		out[i++] = '?';
+	out[i] = '\0';
+}
+
 /* A REPORT's or SETTLE's outcome into r: -1 (EINVAL) if at is out of range. */
 static int
 outcome_fill(struct gp_req *r, enum gp_outcome o, uint32_t accepted, int64_t at,
     const char *text)
 {
-	size_t i;
-
 	if (at < -1 || at > (int64_t)GP_AT_MAX) {
 		errno = EINVAL;
 		return -1;
@@ -138,13 +150,8 @@ outcome_fill(struct gp_req *r, enum gp_outcome o, uint32_t accepted, int64_t at,
 	r->outcome = o;
 	r->accepted = accepted;
 	r->at = at;
-	if (o == GP_THROTTLED || o == GP_AUTHFAIL || o == GP_UNREACHED || o == GP_NOGREETING) {
-		for (i = 0; text && text[i] && i < GP_TEXT_MAX; i++)
-			r->text[i] = (text[i] < 0x20 || text[i] > 0x7e) ? '?' : text[i];
-		if (i == 0)
-			r->text[i++] = '?';
-		r->text[i] = '\0';
-	}
+	if (o == GP_THROTTLED || o == GP_AUTHFAIL || o == GP_UNREACHED || o == GP_NOGREETING)
+		text_copy(r->text, text);
 	return 0;
 }
 
@@ -239,6 +246,22 @@ gc_status_history(struct gate_client *gc, unsigned secs)
 	r.verb = GP_STATUS;
 	r.json = 1;
 	r.history_s = secs;
+	return send_req(gc, &r);
+}
+
+int
+gc_refused(struct gate_client *gc, const char *upstream, const char *why)
+{
+	struct gp_req r;
+
+	if (!gp_valid_name(upstream)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(&r, 0, sizeof r);
+	r.verb = GP_REFUSED;
+	strcpy(r.upstream, upstream);
+	text_copy(r.text, why);
 	return send_req(gc, &r);
 }
 

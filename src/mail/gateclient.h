@@ -84,6 +84,9 @@ int gc_status(struct gate_client *gc, int json) MUST_CHECK;
 int gc_status_history(struct gate_client *gc, unsigned secs) MUST_CHECK;
 /* Lift every suspension of the upstream: answered "OK -" or ERR. */
 int gc_resume(struct gate_client *gc, const char *upstream) MUST_CHECK;
+/* The upstream's credentials were refused outside a send (why, made
+ * to travel as gc_report's reply): answered "OK -" or ERR. */
+int gc_refused(struct gate_client *gc, const char *upstream, const char *why) MUST_CHECK;
 /* weir-send's counters for the upstream (enum gp_count order, each at
  * most GP_COUNT_MAX): answered "OK -" or ERR. */
 int gc_counts(struct gate_client *gc, const char *upstream,

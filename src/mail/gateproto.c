@@ -325,6 +325,14 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 		r->at = -1;
 		return GP_OK;
 	}
+	/* REFUSED <upstream> <reply text, which may hold spaces> */
+	if (len >= 7 && memcmp(line, "REFUSED", 7) == 0 && (len == 7 || line[7] == ' ')) {
+		if (split_head(line, len, 2, &fs, r->text) < 0 || !gp_valid_name(fs.f[1]))
+			return bad(why, "REFUSED <upstream> <reply text>");
+		strcpy(r->upstream, fs.f[1]);
+		r->verb = GP_REFUSED;
+		return GP_OK;
+	}
 	r->text[0] = '\0';
 	if (split(line, len, &fs, MAXF) < 0)
 		return bad(why, "empty field or too many fields");
@@ -570,6 +578,11 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 			panic("gateproto: invalid RESUME upstream");
 		buf_printf(b, "RESUME %s\n", r->upstream);
 		break;
+	case GP_REFUSED:
+		if (!gp_valid_name(r->upstream) || !gp_valid_text(r->text, GP_TEXT_MAX))
+			panic("gateproto: invalid REFUSED fields");
+		buf_printf(b, "REFUSED %s %s\n", r->upstream, r->text);
+		break;
 	case GP_COUNTS: {
 		size_t i;
 
@@ -605,7 +618,7 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 		panic("gateproto: unknown verb %d", (int)r->verb);
 	}
 	if (r->tag == 0 && r->verb != GP_STATUS && r->verb != GP_RESUME && r->verb != GP_COUNTS &&
-	    r->verb != GP_SETTLE && r->verb != GP_STARTS)
+	    r->verb != GP_SETTLE && r->verb != GP_STARTS && r->verb != GP_REFUSED)
 		panic("gateproto: tag 0");
 	if (b->len - start > GP_LINE_MAX)
 		panic("gateproto: request line too long");

@@ -28,6 +28,7 @@
  *                                          use only once STARTed (below)
  *   START <tag>                            the grant goes to a deliverer now
  *   RESUME <upstream>                      lift the upstream's suspensions
+ *   REFUSED <upstream> <reply text>        its credentials refused, no grant
  *   COUNTS <upstream> <queued_msgs> <queued_rcpts> <delivered_msgs>
  *          <delivered_rcpts> <deferred_msgs> <deferred_rcpts>
  *          <bounced_msgs> <bounced_rcpts> <sessions> <switches> <returns>
@@ -100,6 +101,11 @@
  *   RESUME: lifts every suspension of the upstream now (throttle and
  *   authentication); answered "OK -", or ERR - NOPOLICY if the gate has
  *   never heard of the upstream.
+ *   REFUSED: the upstream's credentials were found refused outside a
+ *   send (weir-remote -K, the OAuth keep-alive: the provider refused
+ *   the refresh token); the upstream is suspended as by REPORT AUTHFAIL
+ *   (a suspension already running is kept as it is), and no window
+ *   counts anything.  Answered "OK -", or ERR - NOPOLICY as RESUME.
  *   STATUS JSON <seconds> (1 to GP_HISTORY_MAX_S): the JSON status with,
  *   per upstream, a "history" of that many seconds back: the sends the
  *   gate logged (at most its last WG_HISTORY_MAX, src/gate/window.h), the
@@ -181,7 +187,7 @@ enum gp_code {
 };
 
 enum gp_verb { GP_ACQUIRE = 1, GP_REPORT, GP_CANCEL, GP_STATUS, GP_RESUME, GP_COUNTS,
-	GP_SETTLE, GP_START, GP_STARTS };
+	GP_SETTLE, GP_START, GP_STARTS, GP_REFUSED };
 enum gp_outcome { GP_SENT = 1, GP_REFUND, GP_THROTTLED, GP_UNKNOWN, GP_NOMAIL, GP_AUTHFAIL,
 	GP_UNREACHED, GP_NOGREETING };
 
@@ -198,7 +204,7 @@ enum gp_count {
 struct gp_req {
 	enum gp_verb verb;
 	uint32_t tag;
-	char upstream[POLICY_NAME_MAX + 1];	/* ACQUIRE, RESUME, COUNTS, SETTLE */
+	char upstream[POLICY_NAME_MAX + 1];	/* ACQUIRE, RESUME, COUNTS, SETTLE, REFUSED */
 	uint64_t grant;				/* SETTLE: the grant's id */
 	char cls[POLICY_NAME_MAX + 1];		/* "" for "-" */
 	char sender[GP_SENDER_MAX + 1];		/* "" for "-" */
@@ -207,8 +213,8 @@ struct gp_req {
 	enum gp_outcome outcome;
 	uint32_t accepted;			/* SENT */
 	int64_t at;				/* SENT: ms, -1 for "-" */
-	char text[GP_TEXT_MAX + 1];		/* THROTTLED, AUTHFAIL, UNREACHED,
-						 * NOGREETING */
+	char text[GP_TEXT_MAX + 1];		/* THROTTLED, AUTHFAIL, REFUSED,
+						 * UNREACHED, NOGREETING */
 	int json;
 	unsigned history_s;			/* STATUS JSON <seconds>; 0: none */
 	uint64_t counts[GP_NCOUNTS];		/* COUNTS */

@@ -1,9 +1,9 @@
 /*
  * oauth.c: OAuth 2.0 tokens; see oauth.h.  HTTPS goes through
- * mail/https.c; answers and files are parsed with json-c, strictly
- * (one JSON object, nothing after it, no NUL, each key of the type it
- * must have); files are written with lib/json.h's writer into buffers
- * that are wiped.
+ * mail/https.c; answers and files are read with lib/jsonparse.h,
+ * strictly (one JSON object, nothing after it, no NUL, each key of the
+ * type it must have); files are written with lib/json.h's writer into
+ * buffers that are wiped.
  *
  * token_file: {"version":1,"refresh_token":S,"access_token":S,
  * "expires_at":N,"lifetime":N,"refresh_since":N,"login_at":N} (an
@@ -33,7 +33,7 @@
 #include "lib/alloc.h"
 #include "lib/io.h"
 #include "lib/json.h"
-#include "lib/jsonstrict.h"
+#include "lib/jsonparse.h"
 #include "lib/log.h"
 #include "lib/timefmt.h"
 #include "mail/https.h"
@@ -132,9 +132,8 @@ tokens_load(const struct weir_oauth *o, struct tokens *t, struct buf *err)
 	static const char *const keys[] = { "version", "refresh_token", "access_token",
 	    "expires_at", "lifetime", "refresh_since", "login_at", NULL };
 	struct json_object *j = NULL;
-	struct buf b = BUF_INIT;
-	const char *why = NULL, *rt = NULL, *at = NULL;
-	size_t rn = 0, an = 0;
+	struct buf b = BUF_INIT, why = BUF_INIT;
+	const char *rt = NULL, *at = NULL;
 	long long v = 0;
 	enum load l = L_BAD;
 	int r;
@@ -145,29 +144,32 @@ tokens_load(const struct weir_oauth *o, struct tokens *t, struct buf *err)
 		secret_wipe(&b);
 		return r == 0 ? L_NONE : L_TROUBLE;
 	}
-	if ((j = jsonstrict_object(b.s, b.len, &why)) == NULL)
+	if ((j = json_parse_object(b.s, b.len, OAUTH_FILE_MAX, &why)) == NULL)
 		goto out;
-	why = "a key missing, of the wrong type, or unknown";
-	if (!jsonstrict_only_keys(j, keys) || jsonstrict_num(j, "version", 0, &v) != 1 || v != 1 ||
-	    jsonstrict_str(j, "refresh_token", &rt, &rn) != 1 || !token_ok(rt, rn) ||
-	    jsonstrict_str(j, "access_token", &at, &an) != 1 || (an > 0 && !token_ok(at, an)) ||
-	    jsonstrict_num(j, "expires_at", 0, &t->expires_at) != 1 ||
-	    jsonstrict_num(j, "lifetime", 0, &t->lifetime) != 1 ||
-	    jsonstrict_num(j, "refresh_since", 0, &t->refresh_since) != 1 ||
-	    jsonstrict_num(j, "login_at", 0, &t->login_at) != 1)
+	buf_adds(&why, "a key missing, of the wrong type, or unknown");
+	rt = jp_str(jp_get(j, "refresh_token"));
+	at = jp_str(jp_get(j, "access_token"));
+	if (!jp_only_keys(j, keys) || jp_u53(jp_get(j, "version"), &v) < 0 || v != 1 ||
+	    rt == NULL || !token_ok(rt, strlen(rt)) ||
+	    at == NULL || (*at != '\0' && !token_ok(at, strlen(at))) ||
+	    jp_u53(jp_get(j, "expires_at"), &t->expires_at) < 0 ||
+	    jp_u53(jp_get(j, "lifetime"), &t->lifetime) < 0 ||
+	    jp_u53(jp_get(j, "refresh_since"), &t->refresh_since) < 0 ||
+	    jp_u53(jp_get(j, "login_at"), &t->login_at) < 0)
 		goto out;
 	buf_reserve(&t->refresh, OAUTH_TOKEN_MAX + 1);
 	buf_reserve(&t->access, OAUTH_TOKEN_MAX + 1);
-	buf_add(&t->refresh, rt, rn);
-	buf_add(&t->access, at, an);
+	buf_adds(&t->refresh, rt);
+	buf_adds(&t->access, at);
 	l = L_OK;
 out:
 	if (l == L_BAD)
-		buf_printf(err, "%s: not a token file of weir's: %s", o->token_file, why);
-	jsonstrict_wipe(j, "refresh_token");
-	jsonstrict_wipe(j, "access_token");
+		buf_printf(err, "%s: not a token file of weir's: %s", o->token_file, why.s);
+	jp_wipe(j, "refresh_token");
+	jp_wipe(j, "access_token");
 	json_object_put(j);
 	secret_wipe(&b);
+	buf_free(&why);
 	return l;
 }
 
@@ -290,60 +292,80 @@ oauth_grant_wipe(struct oauth_grant *g)
 	memset(g, 0, sizeof *g);
 }
 
+/* key's seconds in o: a whole number, or (Microsoft's v1 endpoint) a
+ * string of at most 15 digits.  1 (*v), 0 absent, -1 anything else (a
+ * null too). */
+static int
+seconds(struct json_object *o, const char *key, long long *v)
+{
+	struct json_object *x;
+	const char *s;
+
+	if (!json_object_object_get_ex(o, key, &x))
+		return 0;
+	if (jp_u53(x, v) == 0)
+		return 1;
+	s = jp_str(x);
+	if (s == NULL || *s == '\0' || strlen(s) > 15 || s[strspn(s, "0123456789")] != '\0')
+		return -1;
+	*v = strtoll(s, NULL, 10);
+	return 1;
+}
+
 /* An OAuth error answer (RFC 6749 5.2) into g: 0, or -1 if it is none. */
 static int
 error_parse(struct json_object *j, struct oauth_grant *g)
 {
-	const char *e, *d;
-	size_t en, dn;
-	int r;
-
+	struct json_object *d = jp_get(j, "error_description");
+	const char *e = jp_str(jp_get(j, "error")), *ds;
 	size_t i;
 
 	/* RFC 6749 5.2: the code is printable ASCII (and the usual ones are
 	 * words and underscores). */
-	if (jsonstrict_str(j, "error", &e, &en) != 1 || en == 0 || en >= sizeof g->error)
+	if (e == NULL || *e == '\0' || strlen(e) >= sizeof g->error)
 		return -1;
-	for (i = 0; i < en; i++)
+	for (i = 0; e[i]; i++)
 		if ((unsigned char)e[i] < 0x20 || (unsigned char)e[i] > 0x7e)
 			return -1;
-	oauth_one_line(g->error, sizeof g->error, e, en);
-	r = jsonstrict_str(j, "error_description", &d, &dn);
-	if (r == 1)
-		oauth_one_line(g->desc, sizeof g->desc, d, dn);
-	return r < 0 ? -1 : 0;
+	oauth_one_line(g->error, sizeof g->error, e, strlen(e));
+	/* The description is optional; one that is not a string makes the
+	 * answer none, one with a NUL in it is left out. */
+	if (d != NULL && !json_object_is_type(d, json_type_string))
+		return -1;
+	if ((ds = jp_str(d)) != NULL)
+		oauth_one_line(g->desc, sizeof g->desc, ds, strlen(ds));
+	return 0;
 }
 
 /* A successful token answer (RFC 6749 5.1) into g: 0, or -1 with why. */
 static int
 tokens_parse(struct json_object *j, struct oauth_grant *g, const char **why)
 {
-	const char *at, *rt, *tt;
-	size_t an, rn, tn;
-	int r;
+	struct json_object *r = jp_get(j, "refresh_token");
+	const char *at = jp_str(jp_get(j, "access_token")), *rt = jp_str(r);
+	const char *tt = jp_str(jp_get(j, "token_type"));
 
-	if (jsonstrict_str(j, "access_token", &at, &an) != 1 || !token_ok(at, an)) {
+	if (at == NULL || !token_ok(at, strlen(at))) {
 		*why = "no access_token, or one that is not printable ASCII";
 		return -1;
 	}
-	if (jsonstrict_str(j, "token_type", &tt, &tn) != 1 || strcasecmp(tt, "Bearer") != 0) {
+	if (tt == NULL || strcasecmp(tt, "Bearer") != 0) {
 		*why = "token_type is not Bearer";
 		return -1;
 	}
-	if (jsonstrict_num(j, "expires_in", 1, &g->expires_in) != 1 || g->expires_in == 0) {
+	if (seconds(j, "expires_in", &g->expires_in) != 1 || g->expires_in == 0) {
 		*why = "no expires_in, or not a number of seconds";
 		return -1;
 	}
-	r = jsonstrict_str(j, "refresh_token", &rt, &rn);
-	if (r < 0 || (r == 1 && !token_ok(rt, rn))) {
+	if (r != NULL && (rt == NULL || !token_ok(rt, strlen(rt)))) {
 		*why = "a refresh_token that is not printable ASCII";
 		return -1;
 	}
 	buf_reserve(&g->access, OAUTH_TOKEN_MAX + 1);
 	buf_reserve(&g->refresh, OAUTH_TOKEN_MAX + 1);
-	buf_add(&g->access, at, an);
-	if (r == 1)
-		buf_add(&g->refresh, rt, rn);
+	buf_adds(&g->access, at);
+	if (rt != NULL)
+		buf_adds(&g->refresh, rt);
 	return 0;
 }
 
@@ -368,15 +390,16 @@ oauth_answer_read(const char *url, long status, const char *body, size_t len,
     struct oauth_grant *g, struct json_object **jout, struct buf *err)
 {
 	struct json_object *j = NULL;
+	struct buf jwhy = BUF_INIT;
 	const char *why = NULL;
 	enum oauth_answer a = OAUTH_A_NONE;
 
 	memset(g, 0, sizeof *g);
 	if (status == 200 || status == 400 || status == 401) {
-		j = jsonstrict_object(body ? body : "", len, &why);
+		j = json_parse_object(body ? body : "", len, HTTPS_BODY_MAX, &jwhy);
 		if (j == NULL) {
 			buf_printf(err, "%s answered HTTP %ld, not with JSON: %s", url, status,
-			    why);
+			    jwhy.s);
 			goto out;
 		}
 	}
@@ -399,11 +422,12 @@ out:
 	if (jout && a == OAUTH_A_TOKENS) {
 		*jout = j;
 	} else {
-		jsonstrict_wipe(j, "access_token");
-		jsonstrict_wipe(j, "refresh_token");
-		jsonstrict_wipe(j, "device_code");
+		jp_wipe(j, "access_token");
+		jp_wipe(j, "refresh_token");
+		jp_wipe(j, "device_code");
 		json_object_put(j);
 	}
+	buf_free(&jwhy);
 	return a;
 }
 
@@ -535,6 +559,45 @@ out:
 	return res;
 }
 
+/* After a load without the lock found l (t wiped): the tokens into t
+ * under token_file.lock (its descriptor into *lk: the caller closes
+ * it).  One refresh at a time: whoever had the lock may have done one.
+ * OAUTH_OK; OAUTH_TEMP: the file or the lock cannot be had now;
+ * OAUTH_REFUSED: no token, or a file only a login mends (the status file
+ * says so); why in err. */
+static enum oauth_result
+load_locked(const struct weir_upstream *u, enum load l, struct tokens *t, int *lk,
+    struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+
+	*lk = -1;
+	if (l == L_TROUBLE)
+		return OAUTH_TEMP;
+	buf_reset(err);
+	/* With no token at all there is nothing to refresh (and perhaps no
+	 * folder yet to lock in). */
+	if (l != L_NONE && (*lk = lock_take(o, err)) < 0)
+		return OAUTH_TEMP;
+	if (l != L_NONE)
+		l = tokens_load(o, t, err);
+	switch (l) {
+	case L_TROUBLE:
+		return OAUTH_TEMP;
+	case L_NONE:
+	case L_BAD:
+		if (l == L_NONE)
+			buf_printf(err, "OAuth: no token yet (%s)", o->token_file);
+		buf_printf(err, "; mail waits: run weir auth login %s", u->name);
+		if (l == L_BAD || folder_exists(o))
+			status_update(o, t, 0, err->s, 1, (long long)time(NULL));
+		return OAUTH_REFUSED;
+	case L_OK:
+		break;
+	}
+	return OAUTH_OK;
+}
+
 enum oauth_result
 oauth_access_token(const struct weir_upstream *u, struct buf *tok, struct buf *how,
     struct buf *err)
@@ -552,32 +615,9 @@ oauth_access_token(const struct weir_upstream *u, struct buf *tok, struct buf *h
 		goto ok;
 	}
 	tokens_wipe(&t);
-	if (l == L_TROUBLE)
+	if ((res = load_locked(u, l, &t, &lk, err)) != OAUTH_OK)
 		goto out;
-	buf_reset(err);
-	/* One refresh at a time: whoever had the lock may have done it.
-	 * With no token at all there is nothing to refresh (and perhaps no
-	 * folder yet to lock in). */
-	if (l != L_NONE && (lk = lock_take(o, err)) < 0)
-		goto out;
-	if (l != L_NONE)
-		l = tokens_load(o, &t, err);
 	now = (long long)time(NULL);
-	switch (l) {
-	case L_TROUBLE:
-		goto out;
-	case L_NONE:
-	case L_BAD:
-		if (l == L_NONE)
-			buf_printf(err, "OAuth: no token yet (%s)", o->token_file);
-		buf_printf(err, "; mail waits: run weir auth login %s", u->name);
-		if (l == L_BAD || folder_exists(o))
-			status_update(o, &t, 0, err->s, 1, now);
-		res = OAUTH_REFUSED;
-		goto out;
-	case L_OK:
-		break;
-	}
 	if (usable(o, &t, now)) {
 		say_cached(&t, now, how, " refreshed meanwhile by another delivery");
 		goto ok;
@@ -591,6 +631,51 @@ ok:
 	res = OAUTH_OK;
 out:
 	tokens_wipe(&t);
+	if (lk >= 0)
+		(void)close(lk);	/* the lock goes with it */
+	return res;
+}
+
+enum oauth_result
+oauth_keepalive(const struct weir_upstream *u, struct buf *how, struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+	struct oauth_status st;
+	struct buf why = BUF_INIT;
+	struct tokens t;
+	char ago[64], idle[64];
+	long long now, last;
+	enum oauth_result res;
+	enum load l;
+	int lk = -1;
+
+	l = tokens_load(o, &t, err);
+	tokens_wipe(&t);
+	if ((res = load_locked(u, l, &t, &lk, err)) != OAUTH_OK)
+		goto out;
+	/* The last use: the status file's (it has the last refresh of a
+	 * provider that does not rotate), or the token file's own times
+	 * (a status that could not be written is no reason to wait). */
+	if (oauth_status_load(o, &st, &why) < 0)
+		memset(&st, 0, sizeof st);
+	last = oauth_last_use(&st);
+	if (t.refresh_since > last)
+		last = t.refresh_since;
+	if (t.login_at > last)
+		last = t.login_at;
+	now = (long long)time(NULL);
+	duration_format(ago, sizeof ago, now - last);
+	duration_format(idle, sizeof idle, o->refresh_idle);
+	if (now - last < o->refresh_idle) {
+		buf_printf(how, "not due: the refresh token was used %s ago (refresh_idle %s)", ago,
+		    idle);
+		goto out;
+	}
+	buf_printf(how, "the refresh token unused for %s (refresh_idle %s): ", ago, idle);
+	res = refresh(u, &t, how, err);
+out:
+	tokens_wipe(&t);
+	buf_free(&why);
 	if (lk >= 0)
 		(void)close(lk);	/* the lock goes with it */
 	return res;
@@ -643,13 +728,13 @@ oauth_device_free(struct oauth_device *d)
 static int
 jcopy(struct json_object *j, const char *key, char *out, size_t max)
 {
-	const char *v;
+	struct json_object *x = jp_get(j, key);
+	const char *v = jp_str(x);
 	size_t n, i;
-	int r = jsonstrict_str(j, key, &v, &n);
 
-	if (r <= 0)
-		return r;
-	if (n == 0 || n >= max)
+	if (x == NULL)
+		return 0;
+	if (v == NULL || (n = strlen(v)) == 0 || n >= max)
 		return -1;
 	for (i = 0; i < n; i++)
 		if ((unsigned char)v[i] < 0x21 || (unsigned char)v[i] > 0x7e)
@@ -667,7 +752,6 @@ oauth_device_start(const struct weir_upstream *u, struct oauth_device *d, struct
 	struct buf form = BUF_INIT, why = BUF_INIT;
 	struct oauth_grant g;
 	const char *dc;
-	size_t dn;
 	long long exp = 0, iv = 5, now = (long long)time(NULL);
 	int rc = -1, r;
 
@@ -688,22 +772,22 @@ oauth_device_start(const struct weir_upstream *u, struct oauth_device *d, struct
 	r = jcopy(j, "verification_uri", d->uri, sizeof d->uri);
 	if (r == 0)	/* Google's name for it */
 		r = jcopy(j, "verification_url", d->uri, sizeof d->uri);
-	if (jsonstrict_str(j, "device_code", &dc, &dn) != 1 || !token_ok(dc, dn) ||
+	dc = jp_str(jp_get(j, "device_code"));
+	if (dc == NULL || !token_ok(dc, strlen(dc)) ||
 	    jcopy(j, "user_code", d->user_code, sizeof d->user_code) != 1 || r != 1 ||
 	    jcopy(j, "verification_uri_complete", d->uri_complete, sizeof d->uri_complete) < 0 ||
-	    jsonstrict_num(j, "expires_in", 1, &exp) != 1 || exp == 0 ||
-	    jsonstrict_num(j, "interval", 1, &iv) < 0) {
+	    seconds(j, "expires_in", &exp) != 1 || exp == 0 || seconds(j, "interval", &iv) < 0) {
 		buf_printf(err, "the device endpoint's answer lacks device_code, user_code, "
 		    "verification_uri or expires_in, or has one malformed");
 		goto out;
 	}
 	buf_reserve(&d->device_code, OAUTH_TOKEN_MAX + 1);
-	buf_add(&d->device_code, dc, dn);
+	buf_adds(&d->device_code, dc);
 	d->expires_at = now + exp;
 	d->interval = iv < 1 ? 1 : iv > 60 ? 60 : iv;
 	rc = 0;
 out:
-	jsonstrict_wipe(j, "device_code");
+	jp_wipe(j, "device_code");
 	json_object_put(j);
 	oauth_grant_wipe(&g);
 	buf_free(&why);

@@ -35,6 +35,15 @@
  * refreshed token is used even when its whole lifetime is below the
  * margin (there is none better).
  *
+ * Keep-alive: a refresh token dies unused (90 days at Microsoft), and a
+ * dead one (revoked, or a Google app's in testing, 7 days after the
+ * login) is found only when it is used.  So weir-send has it used at
+ * least every refresh_idle (a day) with no mail at all: it runs the
+ * deliverer in its keep-alive mode (weir-remote -K: oauth_keepalive),
+ * which refreshes, under the lock, when neither a refresh nor a login
+ * has used it for refresh_idle, and otherwise does nothing.  A refusal
+ * found that way raises the alarm a delivery's would.
+ *
  * Results: OAUTH_OK; OAUTH_TEMP: none for now, mail waits (the token
  * endpoint down, slow, answering 5xx or something that is not an
  * answer; local trouble: a file that cannot be read or written);
@@ -86,6 +95,21 @@ struct oauth_status {
  * it: secret_wipe), what was done in how; otherwise why in err. */
 enum oauth_result oauth_access_token(const struct weir_upstream *u, struct buf *tok,
     struct buf *how, struct buf *err);
+
+/* For the keep-alive (weir-remote -K): u's refresh token used, by a
+ * refresh, when nothing has used it for refresh_idle; else nothing.
+ * OAUTH_OK with what was done in how; otherwise as oauth_access_token. */
+enum oauth_result oauth_keepalive(const struct weir_upstream *u, struct buf *how,
+    struct buf *err);
+/* weir-remote -K's exit status, which weir-send reads. */
+#define OAUTH_KA_OK		0	/* refreshed, or not due */
+#define OAUTH_KA_TEMP		1	/* not now (the endpoint, local trouble): later */
+#define OAUTH_KA_USAGE		2	/* bad usage, no such upstream with oauth */
+#define OAUTH_KA_REFUSED	3	/* refused, or no token: a login is needed */
+
+/* When st says the refresh token was last used: the last refresh that
+ * worked or the login, whichever came last (0: never). */
+long long oauth_last_use(const struct oauth_status *st);
 
 /* The status file of o: 1 read; 0 there is none; -1 unreadable or
  * malformed (why in err). */

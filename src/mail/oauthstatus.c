@@ -1,7 +1,7 @@
 /*
  * oauthstatus.c: the part of mail/oauth.h its readers need (weir-send,
  * weir-metrics, weir status, weir check-config): the token status file,
- * read with json-c only (no HTTPS: oauth.c has that), and the helpers
+ * read with lib/jsonparse.h (no HTTPS: oauth.c has that), and the helpers
  * oauth.c shares.
  *
  * Trusts: the status file only as it parses.  Config keys: the oauth
@@ -18,13 +18,19 @@
 
 #include "lib/alloc.h"
 #include "lib/io.h"
-#include "lib/jsonstrict.h"
+#include "lib/jsonparse.h"
 #include "mail/oauth.h"
 
 long long
 oauth_margin(const struct weir_oauth *o, long long lifetime)
 {
 	return lifetime / 10 > o->refresh_margin ? lifetime / 10 : o->refresh_margin;
+}
+
+long long
+oauth_last_use(const struct oauth_status *st)
+{
+	return st->refreshed_at > st->login_at ? st->refreshed_at : st->login_at;
 }
 
 void
@@ -98,10 +104,9 @@ oauth_status_load(const struct weir_oauth *o, struct oauth_status *st, struct bu
 	    "refreshed_at", "expires_at", "lifetime", "error_at", "error", "login_needed",
 	    NULL };
 	struct json_object *j = NULL;
-	struct buf b = BUF_INIT;
+	struct buf b = BUF_INIT, why = BUF_INIT;
 	char *path = oauth_status_path(o);
-	const char *why = NULL, *e = NULL;
-	size_t en = 0;
+	const char *e;
 	long long v = 0;
 	int r, rc = -1;
 
@@ -111,27 +116,30 @@ oauth_status_load(const struct weir_oauth *o, struct oauth_status *st, struct bu
 		rc = r;
 		goto out;
 	}
-	if ((j = jsonstrict_object(b.s, b.len, &why)) == NULL) {
-		buf_printf(err, "%s: %s", path, why);
+	if ((j = json_parse_object(b.s, b.len, OAUTH_FILE_MAX, &why)) == NULL) {
+		buf_printf(err, "%s: %s", path, why.s);
 		goto out;
 	}
-	if (!jsonstrict_only_keys(j, keys) || jsonstrict_num(j, "version", 0, &v) != 1 ||
-	    v != 1 || jsonstrict_num(j, "login_at", 0, &st->login_at) != 1 ||
-	    jsonstrict_num(j, "refresh_since", 0, &st->refresh_since) != 1 ||
-	    jsonstrict_num(j, "refreshed_at", 0, &st->refreshed_at) != 1 ||
-	    jsonstrict_num(j, "expires_at", 0, &st->expires_at) != 1 ||
-	    jsonstrict_num(j, "lifetime", 0, &st->lifetime) != 1 ||
-	    jsonstrict_num(j, "error_at", 0, &st->error_at) != 1 ||
-	    jsonstrict_str(j, "error", &e, &en) != 1 ||
-	    jsonstrict_bool(j, "login_needed", &st->login_needed) != 1) {
+	e = jp_str(jp_get(j, "error"));
+	st->login_needed = jp_bool(jp_get(j, "login_needed"));
+	if (!jp_only_keys(j, keys) || jp_u53(jp_get(j, "version"), &v) < 0 || v != 1 ||
+	    jp_u53(jp_get(j, "login_at"), &st->login_at) < 0 ||
+	    jp_u53(jp_get(j, "refresh_since"), &st->refresh_since) < 0 ||
+	    jp_u53(jp_get(j, "refreshed_at"), &st->refreshed_at) < 0 ||
+	    jp_u53(jp_get(j, "expires_at"), &st->expires_at) < 0 ||
+	    jp_u53(jp_get(j, "lifetime"), &st->lifetime) < 0 ||
+	    jp_u53(jp_get(j, "error_at"), &st->error_at) < 0 ||
+	    e == NULL || st->login_needed < 0) {
 		buf_printf(err, "%s: a key missing, of the wrong type, or unknown", path);
+		memset(st, 0, sizeof *st);
 		goto out;
 	}
-	oauth_one_line(st->error, sizeof st->error, e, en);
+	oauth_one_line(st->error, sizeof st->error, e, strlen(e));
 	rc = 1;
 out:
 	json_object_put(j);
 	buf_free(&b);
+	buf_free(&why);
 	free(path);
 	return rc;
 }

@@ -31,6 +31,7 @@
  * Trusts: the document as far as lib/jsonparse.c parsed it (a field
  * missing or of another kind is left out).  Config keys: none.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@
 #include "lib/alloc.h"
 #include "lib/jsonparse.h"
 #include "lib/timefmt.h"
+#include "mail/credfp.h"
 #include "mail/policy.h"
 #include "mail/relaystatus.h"
 #include "metrics/metrics.h"
@@ -478,8 +480,10 @@ window(struct buf *o, struct json_object *up, struct json_object *w, long long n
 	buf_adds(o, "</div>");
 }
 
+/* up's suspensions; oauth: the upstream has an oauth section (the
+ * document's "oauth" has it), whose refused credentials a login mends. */
 static void
-suspension(struct buf *o, struct json_object *up, const char *name, long long now_ms)
+suspension(struct buf *o, struct json_object *up, const char *name, int oauth, long long now_ms)
 {
 	static const char *const kinds[][4] = {
 		{ "suspended", "suspended_until_ms", "suspend_reason", "It said" },
@@ -487,6 +491,7 @@ suspension(struct buf *o, struct json_object *up, const char *name, long long no
 		    "Authentication failed" },
 	};
 	char when[64], rel[64];
+	struct buf fix = BUF_INIT;
 	long long until;
 	size_t k;
 
@@ -501,18 +506,19 @@ suspension(struct buf *o, struct json_object *up, const char *name, long long no
 		esc(o, jp_str(jp_get(up, kinds[k][2])));
 		buf_adds(o, "</q>.<br>");
 		if (k == 1) {
-			buf_adds(o, "Fix <code>username</code>, <code>secret_file</code> or "
-			    "<code>secret_command</code> of upstream ");
-			esc(o, name);
-			buf_adds(o, " in weir.conf (or the secret file itself), then reload or restart "
-			    "weir (a restart with the same credentials keeps the suspension). To try "
-			    "again now: ");
+			/* weir-gate's own advice (mail/credfp.h), as a sentence. */
+			buf_reset(&fix);
+			cred_fix(&fix, name, oauth);
+			fix.s[0] = (char)toupper((unsigned char)fix.s[0]);
+			esc(o, fix.s);
+			buf_adds(o, ". To try again now: ");
 		} else
 			buf_adds(o, "Nothing is sent to it until then. To lift it now: ");
 		buf_adds(o, "<code>weir resume ");
 		esc(o, name);
 		buf_adds(o, "</code></div>");
 	}
+	buf_free(&fix);
 }
 
 /* The element of arr whose key is name. */
@@ -658,7 +664,7 @@ upstream(struct buf *o, const char *name, struct json_object *gup, struct json_o
 	if (oa)
 		oauth_token(o, oa, name, now_ms);
 	if (gup) {
-		suspension(o, gup, name, now_ms);
+		suspension(o, gup, name, oa != NULL, now_ms);
 		if (jp_bool(jp_get(gup, "probe")) == 1)
 			buf_adds(o, "<p>Probing: one delivery at a time until one gets through.</p>");
 		held = ll_or(jp_get(gup, "held"), 0);

@@ -58,7 +58,8 @@ main(int argc, char **argv)
 	if ((rc = usage_std(argc, argv, "weir-remote", "usage: weir-remote [-c FILE] "
 	    "[-u UPSTREAM] [-n [-r FD]] [-q ID] host sender recipient...\n"
 	    "       weir-remote [-c FILE] -T -u UPSTREAM\n"
-	    "       weir-remote [-c FILE] -S [-f FD] -u UPSTREAM host\n")) >= 0)
+	    "       weir-remote [-c FILE] -S [-f FD] -u UPSTREAM host\n"
+	    "       weir-remote [-c FILE] -K -u UPSTREAM\n")) >= 0)
 		return rc;
 	if (config_untrusted_env())
 		scrub_environment();

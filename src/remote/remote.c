@@ -35,6 +35,7 @@
 #include "lib/privdrop.h"
 #include "mail/config.h"
 #include "mail/gateclient.h"
+#include "mail/oauth.h"
 #include "mail/outcome.h"
 #include "mail/queue.h"
 #include "mail/rewrite.h"
@@ -744,14 +745,15 @@ int
 remote_run(int argc, char **argv, pid_t parent)
 {
 	const char *cfile = NULL, *upname = NULL, *qid = NULL;
-	int opt, use_gate = 1, outfd = -1, test = 0, keep = 0, flight = -1;
+	int opt, use_gate = 1, outfd = -1, test = 0, keep = 0, flight = -1, alive = 0;
 	struct timespec qtime;
 	unsigned long inode;
 
 	opterr = 0;
-	while ((opt = getopt(argc, argv, "+c:f:nq:r:STu:")) != -1) {
+	while ((opt = getopt(argc, argv, "+c:f:Knq:r:STu:")) != -1) {
 		switch (opt) {
 		case 'c': cfile = optarg; break;
+		case 'K': alive = 1; break;
 		case 'f':
 			if ((flight = open_fd(optarg)) < 0)
 				return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
@@ -776,6 +778,14 @@ remote_run(int argc, char **argv, pid_t parent)
 			return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
 			    "unknown option -%c. (#4.3.5)\n", optopt);
 		}
+	}
+	if (alive) {
+		if (upname == NULL || optind != argc || !use_gate || outfd >= 0 || keep || test ||
+		    flight >= 0) {
+			log_warnx("usage: weir-remote [-c FILE] -K -u UPSTREAM");
+			return OAUTH_KA_USAGE;
+		}
+		return remote_keepalive(cfile, upname);
 	}
 	if (!use_gate && config_untrusted_env())
 		remote_die_with_parent(parent, SIGKILL);

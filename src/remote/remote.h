@@ -4,6 +4,7 @@
  *   weir-remote [-c FILE] [-u UPSTREAM] [-n [-r FD]] [-q ID] host sender recip...
  *   weir-remote [-c FILE] -T -u UPSTREAM
  *   weir-remote [-c FILE] -S [-f FD] -u UPSTREAM host
+ *   weir-remote [-c FILE] -K -u UPSTREAM
  *
  * One message (the first form): it is read from fd 0 (a qmail mess
  * file).  On fd 1 come one report per recipient, in argument order: "r"
@@ -60,6 +61,16 @@
  * failed: why" (STEP: config, secret, connect, tls, banner, ehlo, helo,
  * starttls, auth, quit; "auth skipped: ..." without a username); exit 0
  * if every step worked, 1 if one failed, 2 for bad usage.
+ *
+ * The OAuth keep-alive (-K, run by weir-send at least every refresh_idle
+ * of the upstream's oauth section, mail or none): the refresh token
+ * used by a refresh when nothing has used it for refresh_idle, else
+ * nothing (keepalive.c, mail/oauth.h); no SMTP, no grant.  A refusal
+ * (or no token) leaves the status file saying a login is needed and is
+ * told to weir-gate (REFUSED), which suspends the upstream.  Log lines
+ * only; the exit status is mail/oauth.h's OAUTH_KA_*: 0 refreshed or not
+ * due, 1 not now (the endpoint, local trouble), 2 bad usage or no such
+ * upstream with an oauth section, 3 refused: a login is needed.
  *
  * Trusts: its caller (weir-send or qmail-rspawn) for the arguments; the
  * administrator for weir.conf and the secret.  Config keys: hostname

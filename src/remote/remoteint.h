@@ -1,7 +1,8 @@
 /*
  * remoteint.h: weir-remote's internals shared by remote.c (arguments,
- * one message, the probe) and session.c (the kept session, -S).  Not for
- * other programs; the interface is remote.h.
+ * one message, the probe), session.c (the kept session, -S) and
+ * keepalive.c (the OAuth keep-alive, -K).  Not for other programs; the
+ * interface is remote.h.
  *
  * Trusts: see remote.h.  Config keys: those of remote.c.
  */
@@ -38,6 +39,9 @@ int remote_find_upstream(struct remote *r, const char *cfile, const char *upname
  * in why. */
 int remote_get_ready(struct remote *r, struct buf *why);
 void remote_free(struct remote *r);
+
+/* -K (keepalive.c): the exit status (mail/oauth.h's OAUTH_KA_*). */
+int remote_keepalive(const char *cfile, const char *upname);
 
 /* Set-id: ask again for the death signal weir-send set, sig (the set-id
  * exec and the change of ids clear it); exit 111 if the caller is gone. */

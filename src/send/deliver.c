@@ -160,7 +160,7 @@ deliver_on_child(struct evloop *ev, int signo, void *arg)
 
 	(void)ev; (void)signo;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		if (sess_reaped(s, pid, status))
+		if (sess_reaped(s, pid, status) || keepalive_reaped(s, pid, status))
 			continue;
 		for (j = s->jobs; j; j = j->next)
 			if (j->state == J_RUNNING && j->pid == pid && j->sess == NULL)
@@ -194,6 +194,8 @@ deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode,
 			argv[k++] = "-f";	/* its flight file (flight.c) */
 			argv[k++] = "3";
 		}
+	} else if (strcmp(mode, "-K") == 0) {
+		argv[k++] = "-K";	/* the OAuth keep-alive (keepalive.c) */
 	} else {
 		argv[k++] = "-n";	/* weir-send holds the grant */
 		argv[k++] = "-r";
@@ -215,7 +217,8 @@ deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode,
 	}
 	argv[k++] = "-u";
 	argv[k++] = u->name;
-	argv[k++] = u->host ? u->host : u->name;
+	if (strcmp(mode, "-K") != 0)	/* the keep-alive connects nowhere */
+		argv[k++] = u->host ? u->host : u->name;
 	argv[k] = NULL;
 }
 

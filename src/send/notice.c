@@ -4,16 +4,18 @@
  * The deliverer (weir-remote) finds out: the provider refused the
  * refresh token (or there is none); it writes so in the token's status
  * file (mail/oauth.h, readable by anyone, no secret in it) and reports
- * the message "authfail", which suspends the upstream at the gate.
- * weir-send, on that outcome, reads the status file, and while it says
+ * the message "authfail", which suspends the upstream at the gate (or,
+ * in the keep-alive with no message, tells the gate REFUSED:
+ * keepalive.c).  weir-send, on that outcome and at each of the
+ * keep-alive's hourly looks, reads the status file, and while it says
  * a login is needed mails the admin address once a day: from the
  * double-bounce sender (a notice that fails is dropped, never bounced
  * again) through weir-queue, as it queues bounces.  When it was last
  * sent is kept in sched/oauth.NAME, written durably before the notice
  * is queued: a crash in between loses one notice, none goes twice.
- * While the login is needed and mail waits for the upstream (the notice
- * itself, when it goes that way), the gate's probe brings an authfail
- * at least hourly (weir-gate(8)), so the day is kept to the hour.
+ * While the login is needed the keep-alive looks hourly (and, when mail
+ * waits for the upstream, the gate's probe brings an authfail at least
+ * hourly: weir-gate(8)), so the day is kept to the hour.
  *
  * The notice goes the way of all mail to the admin: through the
  * upstream its sender picks, which may be the very one that waits for

@@ -371,4 +371,5 @@ reload_sighup(struct sched *s)
 		if ((m = msg_by_id(s, adopted[i])) != NULL && m->due)
 			sched_at(s, m, sched_wall());
 	free(adopted);
+	keepalive_check(s);	/* refresh_idle, the upstreams: as now in force */
 }

@@ -779,6 +779,7 @@ sched_run(const struct sched_opts *o)
 	if (s.notes_ok && note_alive_load(o->q, &s.alive_before) < 0)
 		s.alive_before = 0;
 	gate_start(&s);
+	keepalive_check(&s);
 	rearm_trigger(&s);
 	cleanup_pass(o->q, (time_t)sched_wall());
 	flight_recover(&s);

@@ -69,17 +69,21 @@
  *   notice.c   the admin's notice of an OAuth login needed (by 4)
  *   control.c  `weir hold` and the others (by 1 and 4; calls 1 and
  *              wait.c)
- *   reload.c   SIGHUP (by 1; calls 1, 2, 3, job.c, session.c)
+ *   reload.c   SIGHUP (by 1; calls 1, 2, 3, job.c, session.c,
+ *              keepalive.c)
+ *   keepalive.c the OAuth keep-alive: no message (started by 1 and
+ *              reload.c, reaped by 3; runs its deliverer with 3's
+ *              helpers, mails with notice.c)
  * and, calling none of these: rcptfile.c, preproc.c, dsn.c, note.c,
  * report.c, cleanup.c (their own headers).
  *
  * Who calls whom, file by file (scripts/calllinks.py build/src/send
  * prints it from the objects; leaving out the six files just named):
- *   sched.c     batch control counts deliver flight gatelink reload
- *               session wait
+ *   sched.c     batch control counts deliver flight gatelink keepalive
+ *               reload session wait
  *   batch.c     counts gatelink job sched via
  *   gatelink.c  batch counts deliver job sched session via
- *   deliver.c   batch complete gatelink job session wait
+ *   deliver.c   batch complete gatelink job keepalive session wait
  *   complete.c  batch control counts gatelink job notice sched via
  *               wait
  *   job.c       sched session
@@ -88,7 +92,8 @@
  *   counts.c    gatelink session
  *   via.c       batch counts gatelink job sched
  *   control.c   sched wait
- *   reload.c    deliver gatelink job sched session via
+ *   reload.c    deliver gatelink job keepalive sched session via
+ *   keepalive.c deliver notice
  *   wait.c, notice.c: none
  */
 #ifndef WEIR_SENDINT_H
@@ -121,6 +126,7 @@ struct job;
 struct sched;
 struct dsess;
 struct pending;
+struct keepalive;
 
 /*
  * A message waits from the moment it is due (new, or its retry time has
@@ -278,6 +284,8 @@ struct sched {
 	struct evtimer *gate_lost;	/* gate_down is due (a report not written) */
 	/* control.c */
 	int ctl_again;		/* a request waits for an attempt's end or preprocessing */
+	/* keepalive.c */
+	struct keepalive *ka;
 	/* session.c */
 	struct dsess *sessions;
 	struct evtimer *sess_note_timer;	/* sched/sessions is due */
@@ -395,7 +403,8 @@ void deliver_granted(struct sched *s, struct job *j);
 void deliver_on_child(struct evloop *ev, int signo, void *arg);
 /* The deliverer's arguments up to the host: mode "-n" (its own, with
  * -r 3), "-S" (a kept session) or "-Sf" (one with its flight file on 3,
- * -S -f 3); argv has room for 12. */
+ * -S -f 3); or all of them for "-K" (the OAuth keep-alive: no host);
+ * argv has room for 12. */
 void deliver_argv(struct sched *s, size_t up, const char **argv, const char *mode,
     const char *qid);
 /* Fork and exec argv with fd0 on 0, fd1 on 1 and fd3 on 3 (-1: as
@@ -468,9 +477,16 @@ void counts_outcome(struct sched *s, struct msg *m, size_t up, size_t delivered,
 void counts_due(struct sched *s);
 void counts_connected(struct sched *s);
 
-/* notice.c: after an authfail outcome of up: the admin's mail, once a
- * day, while its OAuth token status says a login is needed. */
+/* notice.c: after an authfail outcome of up, and at the keep-alive's
+ * looks: the admin's mail, once a day, while its OAuth token status says
+ * a login is needed. */
 void notice_oauth(struct sched *s, size_t up);
+
+/* keepalive.c: the OAuth keep-alive (weir-remote -K).  Every upstream
+ * looked at again now (at start, after a reload); and its deliverer's
+ * end (1: pid was one). */
+void keepalive_check(struct sched *s);
+int keepalive_reaped(struct sched *s, pid_t pid, int status);
 
 /* wait.c */
 void wait_begin(struct msg *m);

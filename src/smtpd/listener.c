@@ -1,7 +1,13 @@
 /*
  * listener.c: see listener.h.  One process, one event loop (lib/evloop):
  * the listening sockets and SIGCHLD/SIGTERM/SIGINT.  The table of running
- * sessions (pid, client address) is what both limits count.
+ * sessions (pid, client address) is what both limits count.  With every
+ * slot taken, the listener stops accepting: new connections wait in the
+ * kernel's queue until a session ends, as Postfix's master does at a
+ * process limit.  Over max_per_client, a connection waits in its slot
+ * up to PER_CLIENT_WAIT_MS for a session of its address to end, then
+ * gets 421: a client that reconnects right after its QUIT is answered,
+ * not refused for the session that is still exiting.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,9 +26,18 @@
 #include "lib/netaddr.h"
 #include "smtpd/listener.h"
 
+/* How long a connection over max_per_client waits for a session of its
+ * address to end before its 421. */
+#define PER_CLIENT_WAIT_MS 1000
+
+/* A slot: free (pid 0), a session (pid > 0), or a connection waiting for
+ * a session of its address to end (pid -1: fd and timer set). */
 struct conn {
 	pid_t pid;
 	char addr[64];
+	int fd;
+	struct evtimer *wait;
+	struct listener *L;
 };
 
 struct listener {
@@ -34,6 +49,7 @@ struct listener {
 	struct conn *conns;	/* max_connections slots; pid 0: free */
 	size_t nconns;
 	int stopping;
+	int paused;		/* every slot taken: not accepting */
 };
 
 static void
@@ -68,48 +84,71 @@ refuse(int fd, const struct smtpd_conf *conf, const char *addr, const char *what
 		log_warn("%s: write", addr);
 }
 
+/* The sessions that have ended leave the table. */
 static void
-on_accept(struct evloop *ev, int lfd, int events, void *arg)
+reap(struct listener *L)
 {
-	struct listener *L = arg;
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof ss;
-	char addr[64];
-	size_t i, same = 0, slot = L->l->max_connections;
-	sigset_t none;
 	pid_t pid;
-	int fd, rc;
+	size_t i;
+	int status;
 
-	(void)ev; (void)events;
-	fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (fd < 0) {
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			log_warn("accept");
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (i = 0; i < L->l->max_connections; i++)
+			if (L->conns[i].pid == pid) {
+				L->conns[i].pid = 0;
+				L->nconns--;
+				break;
+			}
+		if (WIFSIGNALED(status))
+			log_warnx("session %ld killed by signal %d", (long)pid, WTERMSIG(status));
+	}
+}
+
+/* Sessions from addr (not the connections waiting). */
+static size_t
+count_from(const struct listener *L, const char *addr)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < L->l->max_connections; i++)
+		n += L->conns[i].pid > 0 && strcmp(L->conns[i].addr, addr) == 0;
+	return n;
+}
+
+static void on_accept(struct evloop *ev, int lfd, int events, void *arg);
+
+/* Every slot is taken: new connections wait in the kernel's queue (the
+ * listen backlog) until a session ends (on_child). */
+static void
+pause_accepting(struct listener *L)
+{
+	size_t i;
+
+	if (L->paused)
 		return;
-	}
-	peer_text(&ss, addr, sizeof addr);
-	for (i = 0; i < L->l->max_connections; i++) {
-		if (L->conns[i].pid == 0) {
-			if (slot == L->l->max_connections)
-				slot = i;
-		} else if (strcmp(L->conns[i].addr, addr) == 0)
-			same++;
-	}
-	if (slot == L->l->max_connections) {
-		refuse(fd, L->conf, addr, "Too many connections");
-		close(fd);
-		return;
-	}
-	if (same >= L->l->max_per_client) {
-		refuse(fd, L->conf, addr, "Too many connections from your address");
-		close(fd);
-		return;
-	}
+	L->paused = 1;
+	for (i = 0; i < L->nfds; i++)
+		evloop_unwatch(L->ev, L->fds[i]);
+	log_warnx("max_connections (%u) sessions running: new connections wait for one to end",
+	    L->l->max_connections);
+}
+
+/* The session of slot c, on fd (closed here). */
+static void
+serve(struct listener *L, struct conn *c, int fd)
+{
+	sigset_t none;
+	size_t i;
+	pid_t pid;
+	int rc;
+
 	pid = fork();
 	if (pid < 0) {
 		log_warn("fork");
-		refuse(fd, L->conf, addr, "Cannot serve you now");
+		refuse(fd, L->conf, c->addr, "Cannot serve you now");
 		close(fd);
+		c->pid = 0;
+		L->nconns--;
 		return;
 	}
 	if (pid == 0) {
@@ -121,34 +160,91 @@ on_accept(struct evloop *ev, int lfd, int events, void *arg)
 		signal(SIGHUP, SIG_DFL);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		rc = smtpd_session(L->conf, fd, fd, addr);
+		rc = smtpd_session(L->conf, fd, fd, c->addr);
 		close(fd);
 		_exit(rc);
 	}
 	close(fd);
-	L->conns[slot].pid = pid;
-	snprintf(L->conns[slot].addr, sizeof L->conns[slot].addr, "%s", addr);
+	c->pid = pid;
+}
+
+/* A connection over max_per_client waited long enough: 421. */
+static void
+on_wait_over(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)ev; (void)t;
+	c->wait = NULL;
+	refuse(c->fd, c->L->conf, c->addr, "Too many connections from your address");
+	close(c->fd);
+	c->pid = 0;
+	c->L->nconns--;
+}
+
+static void
+on_accept(struct evloop *ev, int lfd, int events, void *arg)
+{
+	struct listener *L = arg;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+	struct conn *c = NULL;
+	size_t i;
+	int fd;
+
+	(void)events;
+	if (L->nconns >= L->l->max_connections) {
+		reap(L);
+		if (L->nconns >= L->l->max_connections) {
+			pause_accepting(L);
+			return;
+		}
+	}
+	fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			log_warn("accept");
+		return;
+	}
+	for (i = 0; i < L->l->max_connections && c == NULL; i++)
+		if (L->conns[i].pid == 0)
+			c = &L->conns[i];
+	peer_text(&ss, c->addr, sizeof c->addr);
 	L->nconns++;
+	if (count_from(L, c->addr) >= L->l->max_per_client)
+		reap(L);
+	if (count_from(L, c->addr) < L->l->max_per_client) {
+		serve(L, c, fd);
+		return;
+	}
+	c->pid = -1;
+	c->fd = fd;
+	c->L = L;
+	c->wait = evloop_timer_at(ev, clock_mono_ms() + PER_CLIENT_WAIT_MS, on_wait_over, c);
 }
 
 static void
 on_child(struct evloop *ev, int signo, void *arg)
 {
 	struct listener *L = arg;
-	pid_t pid;
 	size_t i;
-	int status;
 
 	(void)signo;
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		for (i = 0; i < L->l->max_connections; i++)
-			if (L->conns[i].pid == pid) {
-				L->conns[i].pid = 0;
-				L->nconns--;
-				break;
-			}
-		if (WIFSIGNALED(status))
-			log_warnx("session %ld killed by signal %d", (long)pid, WTERMSIG(status));
+	reap(L);
+	for (i = 0; i < L->l->max_connections; i++) {
+		struct conn *c = &L->conns[i];
+
+		if (c->pid == -1 && count_from(L, c->addr) < L->l->max_per_client) {
+			evloop_timer_cancel(ev, c->wait);
+			c->wait = NULL;
+			serve(L, c, c->fd);
+		}
+	}
+	if (L->paused && L->nconns < L->l->max_connections && !L->stopping) {
+		L->paused = 0;
+		for (i = 0; i < L->nfds; i++)
+			evloop_watch(ev, L->fds[i], EV_READ, on_accept, L);
+		log_info("a session ended: accepting connections again");
 	}
 	if (L->stopping && L->nconns == 0)
 		evloop_stop(ev);

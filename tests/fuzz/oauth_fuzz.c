@@ -1,7 +1,7 @@
 /*
  * oauth_fuzz.c: libFuzzer harness for what weir-remote reads from an
  * OAuth provider over HTTPS (src/mail/oauth.c, oauth_answer_read; the
- * JSON through lib/jsonstrict.c).  The first byte picks the HTTP status
+ * JSON through lib/jsonparse.c).  The first byte picks the HTTP status
  * (200, 400, 401 or 503), the rest is the body.  Properties:
  *
  *   - a token answer comes only from a 200, with an access token of 1 to

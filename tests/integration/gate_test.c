@@ -871,7 +871,8 @@ Test(gate, new_reports, .init = setup, .fini = teardown, .timeout = 60)
 	cr_assert_eq(gc_report_authfail(&gc, 3, "535 5.7.8 Authentication credentials invalid"), 0);
 	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_SUSPENDED);
 	cr_assert_eq(r.secs, 300);
-	cr_assert(log_has("check username and secret_file (or secret_command) of upstream up", 3000));
+	cr_assert(log_has("fix username, secret_file or secret_command of upstream up in weir.conf",
+	    3000));
 	st = status_of(0);
 	cr_assert(strstr(st, "upstream up: suspended until ") != NULL, "%s", st);
 	cr_assert(strstr(st, "authentication failed: suspended until") != NULL, "%s", st);
@@ -1200,4 +1201,53 @@ Test(gate, unstarted_grants_of_a_vanished_client_refunded, .init = setup, .fini 
 	cr_assert(st != NULL, "the totals never said one refunded, one unknown");
 	free(st);
 	gc_close(&b);
+}
+
+/* REFUSED (weir-remote -K found an OAuth upstream's refresh token dead,
+ * with no send): the upstream suspended as by AUTHFAIL, its log line
+ * and status naming the login (weir.conf gives it an oauth section), no
+ * window charged, no report counted; a second one while suspended
+ * keeps the suspension as it is; an unknown upstream is NOPOLICY. */
+Test(gate, refused_suspends_without_a_send, .init = setup, .fini = teardown, .timeout = 30)
+{
+	static const char conf[] = "upstream \"isp\" {\n  host = \"smtp.example.net\"\n"
+	    "  username = \"me@example.net\"\n  oauth {\n    provider = microsoft\n"
+	    "    client_id = \"x\"\n  }\n}\n";
+	struct gate_client gc;
+	struct gp_reply r;
+	struct buf b = BUF_INIT;
+	char *st, *p;
+	size_t n = 0;
+
+	tl_write(wconf, conf, sizeof conf - 1);
+	write_policy("upstream \"isp\" { rate = {\"1 per 3s\", \"3 connections per 1h\"} }\n");
+	start_gate(NULL);
+	cr_assert_eq(gc_connect(&gc, sock), 0);
+	cr_assert_eq(gc_refused(&gc, "isp", "keep-alive: invalid_grant: dead"), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_OK && r.tag == 0);
+	cr_assert(log_has("upstream isp: authentication failed: keep-alive: invalid_grant: dead; "
+	    "run weir auth login isp (the login lifts the suspension", 3000));
+	st = status_of(0);
+	cr_assert(strstr(st, "upstream isp: suspended until ") &&
+	    strstr(st, "authentication failed: suspended until") &&
+	    strstr(st, "keep-alive: invalid_grant: dead; run weir auth login isp (") &&
+	    strstr(st, "window 3 connections per 3600s: 0 logged") &&
+	    strstr(st, "secret_file") == NULL, "%s", st);
+	free(st);
+	st = status_of(1);
+	cr_assert(strstr(st, "\"auth_suspended\":true") && strstr(st, "\"authfail\":0"), "%s", st);
+	free(st);
+	/* Again, while suspended: kept, no second episode. */
+	cr_assert_eq(gc_refused(&gc, "isp", "keep-alive: invalid_grant: dead again"), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_OK);
+	cr_assert_eq(gc_refused(&gc, "nosuch", "x"), 0);
+	cr_assert(reply_within(&gc, &r, 5000) && r.verb == GP_R_ERR && r.code == GP_NOPOLICY);
+	cr_assert_eq(read_file_at(AT_FDCWD, gatelog, &b, 1 << 20), 0);
+	buf_addc(&b, '\0');
+	for (p = b.s; (p = strstr(p, "authentication failed")) != NULL; p++)
+		n++;
+	cr_assert_eq(n, 1, "%zu episodes:\n%s", n, b.s);
+	cr_assert(strstr(b.s, "dead again") == NULL, "%s", b.s);
+	buf_free(&b);
+	gc_close(&gc);
 }

@@ -43,6 +43,20 @@
  *                  (also after a second refusal), nothing bounces; after
  *                  the login, with no restart, every message goes once,
  *                  the notice too
+ *   keepalive_with_no_mail
+ *                  refresh_idle 3 s, tokens of an hour, no mail: weir-send's
+ *                  keep-alive (weir-remote -K) refreshes, each time a
+ *                  refresh_idle after the last use (idp.py's record), and
+ *                  the upstream sees nothing; the token revoked: the next
+ *                  keep-alive finds it, and the alarm goes as for a
+ *                  delivery (weir-gate's suspension and log, weir status,
+ *                  the metric, one notice to the admin, also at the next
+ *                  looks); the provider is not asked again; after the
+ *                  login the notice goes and the keep-alive goes on
+ *   keepalive_by_hand
+ *                  weir-remote -K's exit status: no token (refused: 3),
+ *                  no such upstream (2), not due right after a login (0,
+ *                  the provider not asked)
  *
  * Every test ends by looking for each secret idp.py made (tokens,
  * codes: its --secrets file), and the client's secret where the test
@@ -67,6 +81,7 @@
 
 #include "lib/alloc.h"
 #include "lib/io.h"
+#include "mail/oauth.h"
 #include "relay_helpers.h"
 
 #define SENDER "alice@src.example"
@@ -270,22 +285,33 @@ send1(const char *rcpt)
 	rt_sendmail(&t, SENDER, r, 1, "Subject: token\n\nhello\n");
 }
 
-/* How many lines of idp.py's record hold every one of what[] (NULL-ended). */
+/* How many lines of idp.py's record hold every one of what[] (NULL-ended);
+ * with v, the times of the first max of them into v. */
 static size_t
-idp_count(const char *const *what)
+idp_times(const char *const *what, double *v, size_t max)
 {
 	FILE *f = fopen(idp.record, "r");
-	char line[4096];
+	char line[4096], *p;
 	size_t n = 0, i;
 
 	while (f && fgets(line, sizeof line, f)) {
 		for (i = 0; what[i] && strstr(line, what[i]); i++)
 			;
-		n += what[i] == NULL;
+		if (what[i] != NULL)
+			continue;
+		if (v && n < max)
+			v[n] = (p = strstr(line, "\"time\": ")) ? strtod(p + 8, NULL) : 0;
+		n++;
 	}
 	if (f)
 		fclose(f);
 	return n;
+}
+
+static size_t
+idp_count(const char *const *what)
+{
+	return idp_times(what, NULL, 0);
 }
 
 /* The refresh tokens (short hashes) of the refreshes idp.py answered
@@ -728,7 +754,7 @@ Test(oauth, invalid_grant_suspends_until_login)
 	const char *idpflags[] = { "--lifetime", "20", "--rotate", NULL };
 	const char *stat_args[] = { "status" }, *cc[] = { "check-config" };
 	const char *resume[] = { "resume", "isp" };
-	struct buf out = BUF_INIT;
+	struct buf out = BUF_INIT, glog = BUF_INIT;
 	struct rt_rec r;
 	size_t want, n;
 	char *logs;
@@ -756,6 +782,16 @@ Test(oauth, invalid_grant_suspends_until_login)
 	    "weir status:\n%s", out.s);
 	cr_assert(strstr(out.s, "upstream isp: LOGIN NEEDED since ") &&
 	    strstr(out.s, "run weir auth login isp"), "weir status:\n%s", out.s);
+	/* weir-gate's own advice, in weir status and its log: the login,
+	 * not a secret this upstream does not have. */
+	cr_assert(strstr(out.s, "; run weir auth login isp (the login lifts the suspension") &&
+	    strstr(out.s, "secret_file") == NULL, "weir status:\n%s", out.s);
+	tl_read(t.gate_log, &glog);
+	buf_addc(&glog, '\0');
+	cr_assert(strstr(glog.s, "upstream isp: authentication failed: ") &&
+	    strstr(glog.s, "; run weir auth login isp (the login lifts the suspension") &&
+	    strstr(glog.s, "secret_file") == NULL, "weir-gate's log:\n%s", glog.s);
+	buf_free(&glog);
 	cr_assert_eq(run("weir", cc, 1, NULL, &out), 1, "%s", out.s);
 	cr_assert(strstr(out.s, "the provider refuses the refresh token") &&
 	    strstr(out.s, "run weir auth login isp"), "%s", out.s);
@@ -791,6 +827,152 @@ Test(oauth, invalid_grant_suspends_until_login)
 	rt_rec_free(&r);
 	metrics_once(&out);
 	cr_assert(strstr(out.s, "weir_oauth_login_needed{upstream=\"isp\"} 0\n"), "%s", out.s);
+	assert_no_secret_leaked();
+	buf_free(&out);
+}
+
+struct idp_want {
+	const char *const *what;
+	size_t n;
+};
+
+static int
+idp_has(struct rt *rt, void *arg)
+{
+	const struct idp_want *w = arg;
+
+	(void)rt;
+	return idp_count(w->what) >= w->n;
+}
+
+Test(oauth, keepalive_with_no_mail)
+{
+	/* Access tokens of an hour: no refresh is due for them; only the
+	 * keep-alive (refresh_idle 3 s) uses the refresh token. */
+	const char *idpflags[] = { "--lifetime", "3600", "--rotate", NULL };
+	const char *stat_args[] = { "status" };
+	const char *refresh_ok[] = { "\"grant\": \"refresh_token\"", "\"result\": \"ok\"", NULL };
+	const char *refused[] = { "\"grant\": \"refresh_token\"", "\"result\": \"invalid_grant\"",
+	    NULL };
+	const char *login_ok[] = { "\"grant\": \"device_code\"", "\"result\": \"ok\"", NULL };
+	struct idp_want w = { refresh_ok, 3 };
+	struct buf out = BUF_INIT, glog = BUF_INIT;
+	double used[8], ref[8];
+	struct rt_rec r;
+	size_t i, n, want, nref;
+	char *logs;
+
+	rt_setup(&t, 1);
+	idp_start(idpflags);
+	upstream_start("600");
+	conf_isp("    refresh_idle = 3s\n", NULL);
+	cr_assert_eq(login(NULL, &out), 0, "%s", out.s);
+	start_relay(1, "upstream \"isp\" { rate = {\"10 per 1s\"} }\n");
+
+	/* Three refreshes with no mail at all, each a refresh_idle after the
+	 * token's last use (the login, then each refresh), to the second the
+	 * status file keeps. */
+	cr_assert(rt_wait(idp_has, &t, &w, 60000), "%zu keep-alive refreshes:\n%s",
+	    idp_count(refresh_ok), rt_send_logs_tail(&t, 4000));
+	cr_assert_eq(idp_times(login_ok, used, 1), 1);
+	nref = idp_times(refresh_ok, ref, 3);
+	nref = nref < 3 ? nref : 3;
+	for (i = 0; i < nref; i++) {
+		cr_assert_geq(ref[i] - used[0], 2.0, "refresh %zu came %.3f s after the token's "
+		    "last use (refresh_idle 3 s)", i + 1, ref[i] - used[0]);
+		used[0] = ref[i];
+	}
+	rt_rec_load(&t, &r);
+	cr_assert_eq(r.n, 0, "mail went");
+	cr_assert_eq(r.nauth, 0, "the upstream saw an AUTH");
+	rt_rec_free(&r);
+	cr_assert_eq(rt_log_count(&t, "delivering to"), 0);
+	cr_assert_geq(rt_log_count(&t, "upstream isp: OAuth keep-alive: its refresh token unused "
+	    "for "), 3);
+
+	/* The refresh token dies; the next keep-alive finds it, and the alarm
+	 * goes as for a delivery: the upstream suspended (weir-gate told by
+	 * weir-remote -K), weir status, the metric, the admin mailed. */
+	idp_control("{\"revoke\": true}");
+	rt_wait_log(&t, "OAuth login notice to <" SH_ADMIN "> queued", 1, 30000);
+	cr_assert_eq(idp_count(refused), 1);
+	tl_read(t.gate_log, &glog);
+	buf_addc(&glog, '\0');
+	cr_assert(strstr(glog.s, "upstream isp: authentication failed: keep-alive: OAuth: the "
+	    "provider refused the refresh: invalid_grant") &&
+	    strstr(glog.s, "; run weir auth login isp (the login lifts the suspension"),
+	    "weir-gate's log:\n%s", glog.s);
+	run("weir", stat_args, 1, NULL, &out);
+	cr_assert(strstr(out.s, "authentication failed: suspended until") &&
+	    strstr(out.s, "keep-alive: OAuth: the provider refused the refresh: invalid_grant") &&
+	    strstr(out.s, "upstream isp: LOGIN NEEDED since "), "weir status:\n%s", out.s);
+	metrics_once(&out);
+	cr_assert(strstr(out.s, "weir_oauth_login_needed{upstream=\"isp\"} 1\n"), "%s", out.s);
+	logs = rt_send_logs(&t);
+	cr_assert(strstr(logs, "the provider refuses the refresh token (or there is none): a "
+	    "login is needed") && strstr(logs, "no keep-alive until weir auth login isp"), "%s",
+	    logs);
+	free(logs);
+	/* Looked at again (hourly; here each refresh_idle): no second notice
+	 * within the day, no dead token offered to the provider again, and
+	 * the notice itself held by the suspension. */
+	rt_wait_log(&t, "upstream isp: OAuth: a login is needed since", 3, 30000);
+	cr_assert_eq(rt_log_count(&t, "OAuth login notice to <"), 1);
+	cr_assert_eq(idp_count(refused), 1);
+	rt_rec_load(&t, &r);
+	cr_assert_eq(r.n, 0);
+	cr_assert_eq(r.nauth, 0);
+	rt_rec_free(&r);
+
+	/* The login: the notice goes, and the keep-alive with the new token. */
+	n = idp_count(refresh_ok);
+	cr_assert_eq(login(NULL, &out), 0, "%s", out.s);
+	cr_assert(strstr(out.s, "upstream isp: suspensions lifted"), "%s", out.s);
+	want = 1;
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &want, 30000), "the notice did not go:\n%s",
+	    rt_send_logs_tail(&t, 4000));
+	w.n = n + 1;
+	cr_assert(rt_wait(idp_has, &t, &w, 30000), "no keep-alive after the login:\n%s",
+	    rt_send_logs_tail(&t, 4000));
+	rt_rec_load(&t, &r);
+	cr_assert_eq(r.n, 1);
+	cr_assert_eq(rt_rec_count(&r, NULL, SH_ADMIN), 1);
+	cr_assert_eq(r.nauth_fail, 0);
+	rt_rec_free(&r);
+	rt_say("oauth: %zu keep-alive refreshes with no mail, a dead token found by one", n);
+	assert_no_secret_leaked();
+	buf_free(&out);
+	buf_free(&glog);
+}
+
+/* weir-remote -K by hand: no token yet is refused (3) and leaves the
+ * status saying so; an upstream without an oauth section is bad usage
+ * (2); right after a login nothing is due (0): the provider is not
+ * asked (refresh_idle is a day by default). */
+Test(oauth, keepalive_by_hand)
+{
+	const char *ka[] = { "-K", "-u", "isp" }, *nosuch[] = { "-K", "-u", "nosuch" };
+	const char *as[] = { "auth", "status" };
+	const char *refresh_any[] = { "\"grant\": \"refresh_token\"", NULL };
+	struct buf out = BUF_INIT;
+	char *dir;
+
+	rt_setup(&t, 1);
+	idp_start(NULL);
+	upstream_start("600");
+	conf_isp(NULL, NULL);
+	dir = xasprintf("%s/oauth", t.s.qt.tmp);
+	cr_assert_eq(mkdir(dir, 0755), 0);
+	free(dir);
+	cr_assert_eq(run("weir-remote", ka, 3, NULL, &out), OAUTH_KA_REFUSED, "%s", out.s);
+	cr_assert(strstr(out.s, "OAuth keep-alive: OAuth: no token yet") &&
+	    strstr(out.s, "run weir auth login isp"), "%s", out.s);
+	cr_assert_eq(run("weir", as, 2, NULL, &out), 1, "%s", out.s);
+	cr_assert(strstr(out.s, "LOGIN NEEDED"), "%s", out.s);
+	cr_assert_eq(run("weir-remote", nosuch, 3, NULL, &out), OAUTH_KA_USAGE, "%s", out.s);
+	cr_assert_eq(login(NULL, &out), 0, "%s", out.s);
+	cr_assert_eq(run("weir-remote", ka, 3, NULL, &out), OAUTH_KA_OK, "%s", out.s);
+	cr_assert_eq(idp_count(refresh_any), 0, "a refresh that was not due");
 	assert_no_secret_leaked();
 	buf_free(&out);
 }

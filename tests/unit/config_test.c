@@ -458,7 +458,8 @@ Test(config, oauth_provider_defaults)
 	    "    client_id = \"1111-2222\"\n  }\n}\n"
 	    "upstream \"gmail\" {\n  host = smtp.gmail.com\n  username = me@gmail.com\n"
 	    "  oauth {\n    provider = google\n    client_id = c.apps.googleusercontent.com\n"
-	    "    client_secret_file = /etc/weir/google.secret\n    refresh_margin = 5m\n  }\n}\n");
+	    "    client_secret_file = /etc/weir/google.secret\n    refresh_margin = 5m\n"
+	    "    refresh_idle = 6h\n  }\n}\n");
 
 	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
 	m = &c.upstreams[0].oauth;
@@ -473,6 +474,7 @@ Test(config, oauth_provider_defaults)
 	    "https://login.microsoftonline.com/contoso.onmicrosoft.com/oauth2/v2.0/token");
 	cr_assert_str_eq(m->token_file, "/var/lib/weir/oauth/m365");
 	cr_assert_eq(m->refresh_margin, 600);
+	cr_assert_eq(m->refresh_idle, 86400, "the keep-alive: a day by default");
 	cr_assert_eq(m->timeout, 30);
 	cr_assert_null(m->client_secret_file);
 	cr_assert_eq(c.upstreams[0].mechanisms.n, 2);
@@ -484,6 +486,7 @@ Test(config, oauth_provider_defaults)
 	cr_assert_str_eq(g->token_endpoint, "https://oauth2.googleapis.com/token");
 	cr_assert_str_eq(g->authorize_endpoint, "https://accounts.google.com/o/oauth2/v2/auth");
 	cr_assert_eq(g->refresh_margin, 300);
+	cr_assert_eq(g->refresh_idle, 6 * 3600);
 	cr_assert_not(c.upstreams[2].oauth.present, "the terminator has none");
 	config_free(&c);
 	free(p);
@@ -522,6 +525,8 @@ Test(config, oauth_errors)
 	    "must be an absolute path");
 	OB("    provider = microsoft\n    client_id = x\n    refresh_margin = 0s\n",
 	    "refresh_margin = 0 is out of range");
+	OB("    provider = microsoft\n    client_id = x\n    refresh_idle = 31d\n",
+	    "refresh_idle = 2678400 is out of range");
 	OB("    provider = microsoft\n    client_id = x\n  }\n  oauth {\n"
 	    "    provider = microsoft\n    client_id = y\n", "only one oauth section");
 #undef OB

@@ -115,6 +115,8 @@ Test(gateproto, new_reports_and_resume)
 		"SETTLE pobox 18446744073709551615 REFUND", "SETTLE a.b 1 NOMAIL",
 		"SETTLE a 2 THROTTLED 421 4.7.0 try  later", "SETTLE a 3 AUTHFAIL 535 no",
 		"START 1", "START 4294967295", "STARTS",
+		"REFUSED isp keep-alive: OAuth: invalid_grant: AADSTS70008 expired",
+		"REFUSED a x",
 	};
 	struct gp_req r, r2;
 	struct buf b = BUF_INIT;
@@ -149,6 +151,10 @@ Test(gateproto, new_reports_and_resume)
 	cr_assert_eq(req("RESUME pobox", &r), GP_OK);
 	cr_assert(r.verb == GP_RESUME && r.tag == 0);
 	cr_assert_str_eq(r.upstream, "pobox");
+	cr_assert_eq(req("REFUSED isp invalid_grant:  it  expired ", &r), GP_OK);
+	cr_assert(r.verb == GP_REFUSED && r.tag == 0);
+	cr_assert_str_eq(r.upstream, "isp");
+	cr_assert_str_eq(r.text, "invalid_grant:  it  expired ");
 	cr_assert_eq(req("COUNTS pobox 4 7 3 4 2 2 1 1 9 3 2", &r), GP_OK);
 	cr_assert(r.verb == GP_COUNTS && r.tag == 0);
 	cr_assert_str_eq(r.upstream, "pobox");
@@ -241,7 +247,7 @@ Test(gateproto, client_stubs_write_the_contract)
 	const char *want = "REPORT 1 SENT 2 5000\nREPORT 2 SENT 3 -\nREPORT 3 UNKNOWN\n"
 	    "REPORT 4 NOMAIL\nREPORT 5 AUTHFAIL 535 bad?pass\nRESUME isp\n"
 	    "COUNTS isp 1 2 3 4 5 6 7 8 0 1 1\nSETTLE isp 77 SENT 1 4000\nSETTLE isp 78 REFUND\n"
-	    "STARTS\nSTART 9\n";
+	    "STARTS\nSTART 9\nREFUSED isp invalid_grant: ?expired?\nREFUSED isp ?\n";
 	const uint64_t counts[GP_NCOUNTS] = { 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 1 };
 	uint64_t toobig[GP_NCOUNTS] = { 0 };
 
@@ -263,6 +269,9 @@ Test(gateproto, client_stubs_write_the_contract)
 	cr_assert_eq(gc_starts(&gc), 0);
 	cr_assert_eq(gc_start(&gc, 9), 0);
 	cr_assert_eq(gc_start(&gc, 0), -1);
+	cr_assert_eq(gc_refused(&gc, "isp", "invalid_grant: \xe2" "expired\n"), 0);
+	cr_assert_eq(gc_refused(&gc, "isp", ""), 0);
+	cr_assert_eq(gc_refused(&gc, "bad/name", "x"), -1);
 	toobig[GP_C_SESSIONS] = GP_COUNT_MAX + 1;
 	cr_assert_eq(gc_counts(&gc, "isp", toobig), -1);
 	cr_assert_eq(gc_counts(&gc, "bad/name", counts), -1);
@@ -293,6 +302,8 @@ Test(gateproto, malformed_requests)
 		"REPORT 1 UNKNOWN 1", "REPORT 1 NOMAIL x", "REPORT 1 AUTHFAIL", "REPORT 1 AUTHFAIL ",
 		"REPORT 0 UNKNOWN", "REPORT 1 unknown", "RESUME", "RESUME a b", "RESUME a/b",
 		"RESUME ", "REPORT x AUTHFAIL 535 no",
+		"REFUSED", "REFUSED isp", "REFUSED isp ", "REFUSED a/b no", "REFUSED  isp no",
+		"REFUSED 1/ isp",
 		"REPORT 1 REFUND now", "REPORT 1 THROTTLED", "REPORT 1 THROTTLED ", "REPORT 1 DONE",
 		"REPORT x THROTTLED 421 busy", "REPORT 1 2 THROTTLED 421",
 		"CANCEL", "CANCEL 1 2", "CANCEL 0", "STATUS", "STATUS XML", "STATUS TEXT JSON", "",
@@ -319,7 +330,8 @@ Test(gateproto, malformed_requests)
 		"SETTLE 1 REFUND", "SETTLE isp 1 refund",
 		"START", "START 0", "START 1 2", "START x", "STARTS 1", "STARTS -",
 	};
-	static const char *const verbs[] = { "GRANT 1 2 3 4", "acquire 1 a - - 1 1 1", "HELO x" };
+	static const char *const verbs[] = { "GRANT 1 2 3 4", "acquire 1 a - - 1 1 1", "HELO x",
+		"REFUSEDisp no" };
 	struct gp_req r;
 	size_t i;
 
@@ -419,7 +431,7 @@ Test(gateproto, random_lines_round_trip_or_fail_cleanly)
 {
 	static const char *const piece[] = {
 		"ACQUIRE", "REPORT", "CANCEL", "STATUS", "SENT", "REFUND", "THROTTLED",
-		"UNKNOWN", "NOMAIL", "AUTHFAIL", "RESUME", "SETTLE",
+		"UNKNOWN", "NOMAIL", "AUTHFAIL", "RESUME", "SETTLE", "REFUSED",
 		"TEXT", "JSON", "GRANT", "OK", "SUSPENDED", "ERR", "TOOBIG", "-", "0", "1",
 		"01", "42", "4294967295", "4294967296", "1000000", "1000001", "up", "a.b-c_d",
 		"x@y", "421", "4.7.0", " ", " ", " ", "  ", "\t", "\r", "\x7f", "\xc3\xa9",

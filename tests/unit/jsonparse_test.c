@@ -1,7 +1,9 @@
 /*
  * jsonparse_test.c: lib/jsonparse.c, the strict JSON reader on json-c:
  * good documents and what the accessors make of them, every kind of
- * malformed text (refused, with a reason), the size and depth bounds.
+ * malformed text (refused, with a reason), the size and depth bounds;
+ * a document that must be one object; the members an object may have,
+ * whole numbers from 0 to 2^53, and a secret wiped in place.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -91,5 +93,90 @@ Test(jsonparse, size_and_depth_bounded)
 	cr_assert_null(json_parse_strict(S("[1, 2]"), 5, &why));
 	cr_assert(strstr(buf_cstr(&why), "longer than 5 bytes"), "%s", buf_cstr(&why));
 	buf_free(&b);
+	buf_free(&why);
+}
+
+Test(jsonparse, one_object_and_nothing_after_it)
+{
+	static const char *const bad[] = {
+		"", "[]", "1", "\"a\"", "null", "{} {}", "{}x", "{\"a\":1} 2", "{\"a\":1,}",
+		"{'a':1}", "{\"a\":NaN}", "/* c */ {}",
+	};
+	struct buf why = BUF_INIT;
+	struct json_object *v;
+	size_t i;
+
+	v = json_parse_object(S(" {\"a\": 1}\r\n\t"), 4096, &why);
+	cr_assert_not_null(v, "%s", buf_cstr(&why));
+	json_object_put(v);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		buf_reset(&why);
+		v = json_parse_object(bad[i], strlen(bad[i]), 4096, &why);
+		cr_expect_null(v, "accepted: %s", bad[i]);
+		json_object_put(v);
+		cr_expect_gt(why.len, 0, "no reason for: %s", bad[i]);
+	}
+	buf_reset(&why);
+	cr_assert_null(json_parse_object(S("[1]"), 4096, &why));
+	cr_assert_str_eq(buf_cstr(&why), "not a JSON object");
+	buf_reset(&why);
+	cr_assert_null(json_parse_object(S("{\"a\":1}"), 6, &why), "over the bound");
+	cr_assert(strstr(buf_cstr(&why), "longer than 6 bytes"), "%s", buf_cstr(&why));
+	buf_free(&why);
+}
+
+Test(jsonparse, u53_and_only_keys)
+{
+	static const char doc[] = "{\"zero\":0,\"top\":9007199254740992,\"over\":9007199254740993,"
+	    "\"neg\":-1,\"frac\":1.5,\"exp\":1e3,\"str\":\"5\",\"nul\":null}";
+	static const char *const some[] = { "zero", "top", NULL };
+	static const char *const all[] = { "zero", "top", "over", "neg", "frac", "exp", "str",
+	    "nul", NULL };
+	struct buf why = BUF_INIT;
+	struct json_object *v = json_parse_object(S(doc), 4096, &why);
+	long long n = 7;
+
+	cr_assert_not_null(v, "%s", buf_cstr(&why));
+	cr_assert_eq(jp_u53(jp_get(v, "zero"), &n), 0);
+	cr_assert_eq(n, 0);
+	cr_assert_eq(jp_u53(jp_get(v, "top"), &n), 0);
+	cr_assert_eq(n, 1LL << 53);
+	n = 7;
+	cr_assert_eq(jp_u53(jp_get(v, "over"), &n), -1, "2^53 + 1");
+	cr_assert_eq(jp_u53(jp_get(v, "neg"), &n), -1);
+	cr_assert_eq(jp_u53(jp_get(v, "frac"), &n), -1);
+	cr_assert_eq(jp_u53(jp_get(v, "exp"), &n), -1, "an exponent is no whole number here");
+	cr_assert_eq(jp_u53(jp_get(v, "str"), &n), -1, "a string of digits");
+	cr_assert_eq(jp_u53(jp_get(v, "nul"), &n), -1);
+	cr_assert_eq(jp_u53(jp_get(v, "missing"), &n), -1);
+	cr_assert_eq(n, 7, "changed by a refusal");
+	cr_assert_eq(jp_only_keys(v, all), 1);
+	cr_assert_eq(jp_only_keys(v, some), 0, "six members not named");
+	cr_assert_eq(jp_only_keys(jp_get(v, "zero"), all), 0, "not an object");
+	cr_assert_eq(jp_only_keys(NULL, all), 0);
+	json_object_put(v);
+	buf_free(&why);
+}
+
+Test(jsonparse, wipe_in_place)
+{
+	struct buf why = BUF_INIT;
+	struct json_object *v = json_parse_object(S("{\"t\":\"s3cr\\u0000et\",\"n\":5}"), 4096,
+	    &why);
+	const char *t;
+	size_t i, n;
+
+	cr_assert_not_null(v, "%s", buf_cstr(&why));
+	t = json_object_get_string(jp_get(v, "t"));
+	n = (size_t)json_object_get_string_len(jp_get(v, "t"));
+	cr_assert_eq(n, 7);
+	jp_wipe(v, "t");
+	for (i = 0; i < n; i++)
+		cr_assert_eq(t[i], '\0', "byte %zu left after the NUL", i);
+	jp_wipe(v, "n");	/* not a string: nothing */
+	jp_wipe(v, "missing");
+	jp_wipe(NULL, "t");
+	cr_assert_eq(json_object_get_int(jp_get(v, "n")), 5);
+	json_object_put(v);
 	buf_free(&why);
 }

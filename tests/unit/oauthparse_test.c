@@ -1,6 +1,6 @@
 /*
  * oauthparse_test.c: what weir takes from an OAuth provider and from
- * its own token status file, strictly (mail/oauth.h, lib/jsonstrict.h):
+ * its own token status file, strictly (mail/oauth.h, lib/jsonparse.h):
  * a token answer needs its access token, Bearer and expires_in, printable
  * tokens, one JSON object and nothing after it; an error answer is read
  * only from a 400 or 401; anything else is no answer (a temporary

@@ -59,10 +59,12 @@ Test(page, hostile_document_escaped_and_masked)
 	cr_assert(strstr(o.s, "Authentication failed: <q>535 5.7.8 &lt;script&gt;alert(1)"
 	    "&lt;/script&gt; for &lt;address&gt;</q>"), "%s", o.s);
 	cr_assert(strstr(o.s, "me@example.org") == NULL);
-	cr_assert(strstr(o.s, "Fix <code>username</code>, <code>secret_file</code> or "
-	    "<code>secret_command</code> of upstream isp in weir.conf (or the secret file itself), "
-	    "then reload or restart weir (a restart with the same credentials keeps the "
-	    "suspension). To try again now: <code>weir resume isp</code>"), "%s", o.s);
+	/* isp has an oauth section (the document's "oauth" names it): the
+	 * fix of its refused credentials is a login, not its secret. */
+	cr_assert(strstr(o.s, "Run weir auth login isp (the login lifts the suspension; if AUTH "
+	    "is still refused after it, check username: the mailbox the token is for). To try "
+	    "again now: <code>weir resume isp</code>"), "%s", o.s);
+	cr_assert(strstr(o.s, "secret_file") == NULL, "%s", o.s);
 	cr_assert(strstr(o.s, "weir-gate's journal is not durable</b>: it grants nothing until it "
 	    "is (No space left on device)"));
 	/* OAuth: a login needed, with the command; a good token's end. */
@@ -84,6 +86,15 @@ Test(page, hostile_document_escaped_and_masked)
 	cr_assert(strstr(o.s, "A window longer than the hour") == NULL);
 	cr_assert(strstr(o.s, "next free slot: when a delivery in flight is reported"));
 	cr_assert_eq(strstr(strstr(o.s, "per 1d"), "class=\"use\"") != NULL, 1);
+	/* Without an oauth section, the secret is what to fix. */
+	json_object_object_del(doc, "oauth");
+	buf_reset(&o);
+	page_render(&o, doc, "relay<1>.example", now_of(doc));
+	cr_assert(strstr(o.s, "Fix username, secret_file or secret_command of upstream isp in "
+	    "weir.conf (or the secret file itself), then reload or restart weir (a restart with the "
+	    "same credentials keeps the suspension). To try again now: <code>weir resume "
+	    "isp</code>"), "%s", o.s);
+	cr_assert(strstr(o.s, "weir auth login") == NULL, "%s", o.s);
 	buf_free(&o);
 	json_object_put(doc);
 }
