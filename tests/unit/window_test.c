@@ -1561,6 +1561,38 @@ Test(window, authentication_passes_over_but_the_probe)
 	wg_free(&g);
 }
 
+/* weir-send gives back (REFUND) the grants it holds when an AUTHFAIL
+ * comes in: that says nothing of our credentials, and the trouble goes
+ * on (requests still pass over); an UNKNOWN neither.  Without the fix the
+ * refund ended it (auth_since 0) and the request waited out the
+ * suspension. */
+Test(window, refund_does_not_end_authentication_trouble)
+{
+	static const char *const a[] = { "authentication", NULL };
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 60, UNIT_MESSAGES) };
+	struct wg_up *u;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 1000);
+	u = wg_find(&g, "up");
+	acq_unless(&g, a);
+	acq_unless(&g, a);
+	acq_unless(&g, a);
+	cr_assert_eq(wg_pump(&g, S.now), 3);
+	S.now = 2000;
+	end(&g, &S.rec[0], WG_AUTHFAIL);
+	end(&g, &S.rec[1], WG_REFUND);
+	vanish(&g, &S.rec[2]);
+	cr_assert_eq(u->auth_since, 2000, "a refund or an unknown outcome ended the trouble");
+	acq_unless(&g, a);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(nL, 1);
+	cr_assert_eq(L[0].why, RK_AUTH);
+	wg_free(&g);
+}
+
 /* throttled 1m: passed over while a throttle suspension has more than a
  * minute left; not a reason unless named. */
 Test(window, throttled_by_what_is_left)
