@@ -18,6 +18,7 @@
 static const char *progname = "weir";
 static enum log_level level_now = LOG_NORMAL;
 static int tool;
+static unsigned long nlines;	/* written so far (log_lines) */
 
 void
 log_init(const char *name)
@@ -51,6 +52,12 @@ int
 log_verbose(void)
 {
 	return level_now == LOG_VERBOSE;
+}
+
+unsigned long
+log_lines(void)
+{
+	return nlines;
 }
 
 /* The stamp and a space into out (size n), or "" under the journal. */
@@ -139,6 +146,7 @@ vlog(const char *level, int err, const char *fmt, va_list ap)
 		put_escaped(line, &n, sizeof line - 1, text);
 	}
 	line[n++] = '\n';
+	nlines++;
 	/* Nothing sensible to do if stderr is gone. */
 	if (write(STDERR_FILENO, line, n) < 0)
 		return;

@@ -35,6 +35,8 @@ void log_init_tool(const char *progname);
 const char *log_progname(void);
 void log_set_level(enum log_level level);
 int log_verbose(void);
+/* How many lines this process has written (at any level shown). */
+unsigned long log_lines(void);
 
 /* A line at any level; err != 0 appends strerror(err).  For the callers
  * that must clean up between reporting a fatal error and exiting. */

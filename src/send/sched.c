@@ -722,6 +722,56 @@ on_hup(struct evloop *ev, int signo, void *arg)
 	reload_sighup(arg);
 }
 
+/* ---- the loop ---- */
+
+/*
+ * At the verbose level, the loop says what it waits for whenever it has
+ * nothing left to do and something happened since it last said so (a
+ * line was logged, or these numbers changed): deliveries running,
+ * batches granted and waiting for a run slot, batches asking weir-gate
+ * (or waiting for it to answer again), messages held.  Tests wait for
+ * this line instead of sleeping: after it, nothing more happens until a
+ * deliverer, weir-gate, a timer or new mail wakes weir-send.
+ */
+static void
+say_idle(struct sched *s)
+{
+	size_t n[4] = { 0, 0, 0, 0 };
+	const struct job *j;
+
+	for (j = s->jobs; j; j = j->next)
+		n[j->state == J_RUNNING ? 0 : j->state == J_GRANTED ? 1 : 2]++;
+	n[3] = s->nmsg;
+	if (log_lines() == s->idle_lines && memcmp(n, s->idle_said, sizeof n) == 0)
+		return;
+	log_debug("idle: %zu running, %zu granted, %zu asking weir-gate, %zu queued", n[0], n[1],
+	    n[2], n[3]);
+	memcpy(s->idle_said, n, sizeof n);
+	s->idle_lines = log_lines();
+}
+
+/* evloop_run(), but at the verbose level, whatever is ready is done
+ * first (the loop does not wait) and say_idle() has its say before the
+ * loop sleeps. */
+static noreturn void
+loop(struct sched *s)
+{
+	int n;
+
+	for (;;) {
+		if (log_verbose()) {
+			while ((n = evloop_once(s->ev, 0)) > 0)
+				;
+			if (n < 0)
+				break;
+			say_idle(s);
+		}
+		if (evloop_once(s->ev, -1) < 0)
+			break;
+	}
+	fatal(111, "event loop");
+}
+
 int
 sched_run(const struct sched_opts *o)
 {
@@ -791,7 +841,5 @@ sched_run(const struct sched_opts *o)
 	evloop_timer_at(s.ev, clock_mono_ms() + TODO_RESCAN_MS, on_rescan, &s);
 	evloop_timer_at(s.ev, clock_mono_ms() + CLEANUP_MS, on_cleanup, &s);
 	wait_sweep_start(&s);
-	if (evloop_run(s.ev) < 0)
-		fatal(111, "event loop");
-	return 0;
+	loop(&s);
 }

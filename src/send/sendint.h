@@ -255,6 +255,10 @@ struct sched {
 	long long lifetime, delay_warning;
 	unsigned retry_skip;
 	struct evloop *ev;
+	/* The loop's last "idle" line (sched.c, say_idle): its numbers, and
+	 * log_lines() after it. */
+	size_t idle_said[4];
+	unsigned long idle_lines;
 	struct msg **tab;
 	size_t tabsize, nmsg;
 	struct upq *ups;	/* see struct upq */

@@ -16,27 +16,15 @@
 #include <sys/wait.h>
 
 #include "lib/alloc.h"
-#include "relay_helpers.h"
+#include "relay_fixture.h"
 
 #define SENDER "alice@src.example"
+/* weir-gate's status of a suspended upstream; of one holding N
+ * requests with none granted (max_connections = 1). */
+#define SUSPENDED "suspended until"
+#define HOLDS(n) "grants held: 0 (max 1); waiting: " n " "
 
-static struct rt t;
-
-static void setup(void) { rt_setup(&t, 2); }
-static void teardown(void) { rt_teardown(&t); }
-
-TestSuite(authfix, .init = setup, .fini = teardown, .timeout = 120);
-
-static int
-gate_suspended(struct rt *rt, void *arg)
-{
-	char *st = rt_gate_status(rt);
-	int r = strstr(st, "suspended until") != NULL;
-
-	(void)arg;
-	free(st);
-	return r;
-}
+TestSuite(authfix, .init = rt_fixture_setup, .fini = rt_fixture_teardown, .timeout = 120);
 
 /* The upstream saw more than *arg AUTH attempts. */
 static int
@@ -72,6 +60,7 @@ Test(authfix, fixed_password_works_at_restart)
 
 	rt_upstream_start(&t, "good", NULL, 0);
 	rt_conf_upstream(&t, NULL);
+	sh_conf_append(&t.s, "log_level = \"verbose\"\n");	/* rt_wait_idle */
 	rt_policy(&t, "upstream \"isp\" { rate = \"8 per 1m\" max_connections = 1 }\n");
 	tl_write(t.secret, "wrong-secret", 12);
 	rt_run_start(&t);
@@ -82,17 +71,19 @@ Test(authfix, fixed_password_works_at_restart)
 		rt_sendmail(&t, SENDER, rv, 1, "Subject: fix\n\nbody\n");
 		free(rcpt);
 	}
-	cr_assert(rt_wait(gate_suspended, &t, NULL, 20000), "not suspended:\n%s",
+	cr_assert(rt_wait(rt_gate_status_has, &t, SUSPENDED, 20000), "not suspended:\n%s",
 	    rt_run_log(&t));
 
 	/* Restarted with the same credentials: still suspended, and nothing
-	 * tried (watched for 5 s after weir-send has its gate again). */
+	 * tried once the new weir-send has asked again for all three (its
+	 * idle line) and the gate holds the three and has granted none: an
+	 * AUTH needs a grant, and none comes for the suspension's 5 min. */
 	restart();
 	cr_assert(rt_wait(rt_run_log_has, &t, "authentication suspension kept until", 10000),
 	    "%s", rt_run_log(&t));
 	cr_assert(rt_wait(rt_run_log_has, &t, "connected to weir-gate", 10000), "%s",
 	    rt_run_log(&t));
-	cr_assert(gate_suspended(&t, NULL), "the suspension went with the restart");
+	cr_assert(rt_gate_status_has(&t, SUSPENDED), "the suspension went with the restart");
 	status = rt_gate_status(&t);
 	cr_assert(strstr(status, "then reload or restart weir (a restart with the same "
 	    "credentials keeps the suspension); `weir resume isp` tries again now"), "%s", status);
@@ -101,7 +92,10 @@ Test(authfix, fixed_password_works_at_restart)
 	nauth = r.nauth;
 	cr_assert_eq(r.nauth_fail, 1, "%zu AUTH failures", r.nauth_fail);
 	rt_rec_free(&r);
-	cr_assert(!rt_wait(more_auth, &t, &nauth, 5000), "AUTH tried again while suspended");
+	rt_wait_idle(&t, "connected to weir-gate", 2, "0 running, 0 granted, 3 asking weir-gate,",
+	    10000);
+	cr_assert(rt_wait(rt_gate_status_has, &t, HOLDS("3"), 10000), "%s", rt_gate_status(&t));
+	cr_assert(!more_auth(&t, &nauth), "AUTH tried again while suspended");
 	rt_rec_load(&t, &r);
 	cr_assert_eq(r.n, 0, "%zu messages sent while suspended", r.n);
 	rt_rec_free(&r);
@@ -138,11 +132,12 @@ Test(authfix, reload_notes_the_new_credentials)
 
 	rt_upstream_start(&t, "good", NULL, 0);
 	rt_conf_upstream(&t, NULL);
+	sh_conf_append(&t.s, "log_level = \"verbose\"\n");	/* rt_wait_idle */
 	rt_policy(&t, "upstream \"isp\" { rate = \"8 per 1m\" max_connections = 1 }\n");
 	tl_write(t.secret, "wrong-secret", 12);
 	rt_run_start(&t);
 	rt_sendmail(&t, SENDER, rv, 1, "Subject: again\n\nbody\n");
-	cr_assert(rt_wait(gate_suspended, &t, NULL, 20000), "not suspended:\n%s",
+	cr_assert(rt_wait(rt_gate_status_has, &t, SUSPENDED, 20000), "not suspended:\n%s",
 	    rt_run_log(&t));
 	tl_write(t.secret, "wrong-again", 11);
 	cr_assert_eq(kill(t.run, SIGHUP), 0);
@@ -152,17 +147,20 @@ Test(authfix, reload_notes_the_new_credentials)
 	rt_flush(&t);
 	nauth = 1;
 	cr_assert(rt_wait(more_auth, &t, &nauth, 20000), "no second AUTH after the reload");
-	cr_assert(rt_wait(gate_suspended, &t, NULL, 20000), "not suspended again");
+	cr_assert(rt_wait(rt_gate_status_has, &t, SUSPENDED, 20000), "not suspended again");
 	restart();
 	cr_assert(rt_wait(rt_run_log_has, &t, "connected to weir-gate", 10000), "%s",
 	    rt_run_log(&t));
 	log = rt_run_log(&t);
 	cr_assert(strstr(log, "authentication suspension kept until") != NULL, "%s", log);
 	free(log);
-	cr_assert(gate_suspended(&t, NULL), "the suspension went with the restart");
+	cr_assert(rt_gate_status_has(&t, SUSPENDED), "the suspension went with the restart");
 	rt_rec_load(&t, &r);
 	nauth = r.nauth;
 	cr_assert_eq(r.nauth_fail, 2, "%zu AUTH failures", r.nauth_fail);
 	rt_rec_free(&r);
-	cr_assert(!rt_wait(more_auth, &t, &nauth, 5000), "AUTH tried again after the restart");
+	rt_wait_idle(&t, "connected to weir-gate", 2, "0 running, 0 granted, 1 asking weir-gate,",
+	    10000);
+	cr_assert(rt_wait(rt_gate_status_has, &t, HOLDS("1"), 10000), "%s", rt_gate_status(&t));
+	cr_assert(!more_auth(&t, &nauth), "AUTH tried again after the restart");
 }

@@ -13,23 +13,9 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
-#include "relay_helpers.h"
+#include "relay_fixture.h"
 
-static struct rt t;
-
-static void
-setup(void)
-{
-	rt_setup(&t, 2);
-}
-
-static void
-teardown(void)
-{
-	rt_teardown(&t);
-}
-
-TestSuite(bigmsg, .init = setup, .fini = teardown, .timeout = 180);
+TestSuite(bigmsg, .init = rt_fixture_setup, .fini = rt_fixture_teardown, .timeout = 180);
 
 static int
 cmp_str(const void *a, const void *b)

@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
-#include "relay_helpers.h"
+#include "relay_fixture.h"
 
 #define SENDER "fm@src.example"
 #define NTRANS 5
@@ -54,21 +54,7 @@
 static const char *const list3[] = { "a1@dest.example", "a2@dest.example", "a3@dest.example" };
 static const char *const singles[] = { "b1@dest.example", "b2@dest.example", "b3@dest.example" };
 
-static struct rt t;
-
-static void
-setup(void)
-{
-	rt_setup(&t, 2);
-}
-
-static void
-teardown(void)
-{
-	rt_teardown(&t);
-}
-
-TestSuite(faultmatrix, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(faultmatrix, .init = rt_fixture_setup, .fini = rt_fixture_teardown, .timeout = 120);
 
 /* ---- the workload and the checks every row shares ---- */
 
@@ -189,17 +175,6 @@ struct ufault {
 	const char *why;	/* what the deferral says */
 };
 
-static int
-suspended(struct rt *rt, void *arg)
-{
-	char *st = rt_gate_status(rt);
-	int yes = strstr(st, "suspended until") != NULL;
-
-	(void)arg;
-	free(st);
-	return yes;
-}
-
 /*
  * The upstream misbehaves from the start: each of the four messages is
  * deferred (the reason in weir-send's log), the mail is kept; then
@@ -219,7 +194,7 @@ upstream_fault(const struct ufault *f)
 	start_relay();
 	inject_all();
 	if (f->suspends)	/* refused credentials: no message tries on its own */
-		cr_assert(rt_wait(suspended, &t, NULL, 30000), "no suspension:\n...%s",
+		cr_assert(rt_wait(rt_gate_status_has, &t, "suspended until", 30000), "no suspension:\n...%s",
 		    rt_send_logs_tail(&t, 3000));
 	else
 		wait_all_deferred();
@@ -472,13 +447,16 @@ Test(faultmatrix, gate_down)
 {
 	struct rt_rec r;
 
+	sh_conf_append(&t.s, "log_level = \"verbose\"\n");	/* rt_wait_idle */
 	rt_upstream_start(&t, "good", NULL, 0);
 	rt_conf_upstream(&t, UPCONF);
 	rt_policy(&t, POLICY);
 	rt_send_start(&t);
 	inject_all();
 	rt_wait_log(&t, "nothing is sent until it answers", 1, 10000);
-	usleep(1500000);
+	/* All four taken in, their first batches waiting for the gate. */
+	rt_wait_idle(&t, ": queued, from <", 4, "0 running, 0 granted, 4 asking weir-gate,",
+	    10000);
 	assert_kept();
 	rt_rec_load(&t, &r);
 	cr_assert_eq(r.nmail, 0, "MAIL without a gate");
@@ -499,6 +477,7 @@ Test(faultmatrix, gate_restarted)
 	struct rt_rec r;
 	size_t i, want = 3, before;
 
+	sh_conf_append(&t.s, "log_level = \"verbose\"\n");	/* rt_wait_idle */
 	rt_upstream_start(&t, "good", NULL, 0);
 	rt_conf_upstream(&t, UPCONF);
 	start_relay();
@@ -506,10 +485,11 @@ Test(faultmatrix, gate_restarted)
 		rt_sendmail(&t, SENDER, (const char *const *)&v[i], 1, "Subject: g\n\nhello\n");
 	cr_assert(rt_wait(rt_ndata_at_least, &t, &want, 20000), "no delivery");
 	rt_gate_kill9(&t);
-	usleep(300000);
 	before = rt_rec_ndata(&t);
-	usleep(1200000);
-	/* A deliverer's grant may finish its transaction; no new one starts. */
+	/* A deliverer's grant may finish its transaction (two run at a
+	 * time); no new one starts: once weir-send knows and runs nothing,
+	 * the rest waits for the gate. */
+	rt_wait_idle(&t, "lost weir-gate", 1, "0 running, 0 granted,", 10000);
 	cr_assert(rt_rec_ndata(&t) <= before + 2, "mail went out without a gate");
 	rt_gate_start(&t, "2s");
 	rt_wait_empty(&t, 45000);

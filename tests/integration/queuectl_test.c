@@ -38,25 +38,11 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
-#include "relay_helpers.h"
+#include "relay_fixture.h"
 
 #define SENDER "alice@src.example"
 
-static struct rt t;
-
-static void
-setup(void)
-{
-	rt_setup(&t, 2);
-}
-
-static void
-teardown(void)
-{
-	rt_teardown(&t);
-}
-
-TestSuite(queuectl, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(queuectl, .init = rt_fixture_setup, .fini = rt_fixture_teardown, .timeout = 120);
 
 static const char policy_fast[] = "upstream \"isp\" { rate = {\"10 per 1s\"} }\n";
 

@@ -463,7 +463,7 @@ Test(redis, restarted_gate_takes_over_its_grants, .timeout = 60)
 	 * Redis, though the lease gate 0 last renewed ends sooner. */
 	reap(&gpid[0]);
 	gc_close(&a);
-	sleep(5);
+	sleep(5);	/* the 5 s down: the case, not a wait for an event */
 	start_gate_g(0, "8s");
 	wait_log(0, "serving", 5000);
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);

@@ -482,7 +482,7 @@ Test(shared_relay, redis_down_10s)
 	redis_stop(SIGTERM);
 	stop_at = rt_now();
 	wait_gates_logged("unreachable", 1, 5000);
-	/* The outage itself. */
+	/* The outage itself: its 10 s are the case, not a wait for an event. */
 	sleep(10);
 	back_at = rt_now();
 	redis_start(1);

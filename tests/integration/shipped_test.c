@@ -9,14 +9,9 @@
 #include <string.h>
 
 #include "lib/alloc.h"
-#include "relay_helpers.h"
+#include "relay_fixture.h"
 
-static struct rt t;
-
-static void setup(void) { rt_setup(&t, 2); }
-static void teardown(void) { rt_teardown(&t); }
-
-TestSuite(shipped, .init = setup, .fini = teardown, .timeout = 90);
+TestSuite(shipped, .init = rt_fixture_setup, .fini = rt_fixture_teardown, .timeout = 90);
 
 /* Before, the shipped policy named "pobox" only: weir-gate refused
  * every send through the README's upstream "isp". */

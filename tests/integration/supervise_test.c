@@ -27,16 +27,11 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
-#include "relay_helpers.h"
+#include "relay_fixture.h"
 
 #define SENDER "alice@src.example"
 
-static struct rt t;
-
-static void setup(void) { rt_setup(&t, 2); }
-static void teardown(void) { rt_teardown(&t); }
-
-TestSuite(supervise, .init = setup, .fini = teardown, .timeout = 180);
+TestSuite(supervise, .init = rt_fixture_setup, .fini = rt_fixture_teardown, .timeout = 180);
 
 /* A process as /proc/PID/stat has it: enough to know it again. */
 struct proc {
@@ -198,16 +193,6 @@ delaying(struct rt *rt, void *arg)
 	return yes;
 }
 
-static int
-gate_status_has(struct rt *rt, void *arg)
-{
-	char *st = rt_gate_status(rt);
-	int yes = strstr(st, arg) != NULL;
-
-	free(st);
-	return yes;
-}
-
 /* weir-send asks ahead of its deliverers: grants wait for a free one.
  * Dropped at its death, each counted as maybe sent for the gate's grace
  * (10 minutes): one message's final dot held at the upstream, nine
@@ -239,7 +224,7 @@ Test(supervise, unused_grants_given_back_at_the_death)
 		rt_sendmail(&t, SENDER, rv, 1, "Subject: fast\n\nbody\n");
 		free(rcpt);
 	}
-	cr_assert(rt_wait(gate_status_has, &t, "0 logged + 10 held = 10 of 10", 20000),
+	cr_assert(rt_wait(rt_gate_status_has, &t, "0 logged + 10 held = 10 of 10", 20000),
 	    "the nine were not granted behind the slow one:\n%s", rt_gate_status(&t));
 	rt_run_kill9(&t);
 	t0 = rt_now();

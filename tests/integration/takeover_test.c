@@ -19,17 +19,12 @@
 #include <time.h>
 
 #include "lib/alloc.h"
-#include "relay_helpers.h"
+#include "relay_fixture.h"
 
 #define S(x) x, sizeof(x) - 1
 #define SENDER "someone@src.example"
 
-static struct rt t;
-
-static void setup(void) { rt_setup(&t, 2); }
-static void teardown(void) { rt_teardown(&t); }
-
-TestSuite(takeover, .init = setup, .fini = teardown, .timeout = 90);
+TestSuite(takeover, .init = rt_fixture_setup, .fini = rt_fixture_teardown, .timeout = 90);
 
 static const char qmail_mess[] =
     "Received: (qmail 4242 invoked by uid 1000); 21 Nov 2026 10:00:00 -0000\n"

@@ -291,6 +291,16 @@ rt_gate_status(struct rt *t)
 	return out;
 }
 
+int
+rt_gate_status_has(struct rt *t, void *arg)
+{
+	char *st = rt_gate_status(t);
+	int yes = strstr(st, arg) != NULL;
+
+	free(st);
+	return yes;
+}
+
 /* ---- weir-send ---- */
 
 static int
@@ -584,27 +594,10 @@ rt_assert_queue_sound(struct rt *t)
 	buf_free(&out);
 }
 
-static char *
-listing(struct rt *t)
-{
-	struct buf b = BUF_INIT;
-	char *cmd = xasprintf("cd '%s' && find . -type f ! -path './lock/*' -printf '%%p %%s\\n' "
-	    "2>&1 | head -50", t->s.qt.qdir), line[256];
-	FILE *f = popen(cmd, "r");
-
-	while (f && fgets(line, sizeof line, f))
-		buf_adds(&b, line);
-	if (f)
-		pclose(f);
-	free(cmd);
-	buf_addc(&b, '\0');
-	return b.s;
-}
-
 void
 rt_assert_queue_empty(struct rt *t)
 {
-	cr_assert_eq(qt_leftovers(&t->s.qt), 0, "the queue is not empty:\n%s", listing(t));
+	cr_assert_eq(qt_leftovers(&t->s.qt), 0, "the queue is not empty:\n%s", sh_listing(&t->s));
 }
 
 static int
@@ -624,7 +617,7 @@ rt_wait_empty(struct rt *t, int ms)
 		if (len > 6000)
 			tail = logs + len - 6000;
 		cr_assert_fail("the queue is not empty after %d ms:\n%s\nweir-send said (end):\n%s",
-		    ms, listing(t), tail);
+		    ms, sh_listing(&t->s), tail);
 	}
 }
 
@@ -1021,6 +1014,31 @@ rt_wait_log(struct rt *t, const char *what, size_t n, int ms)
 {
 	cr_assert(rt_logged(t, what, n, ms), "\"%s\" not logged %zu times in %d ms:\n...%s",
 	    what, n, ms, rt_send_logs_tail(t, 4000));
+}
+
+struct idle_want {
+	const char *after, *state;
+	size_t n;
+};
+
+static int
+idle_after(struct rt *t, void *arg)
+{
+	const struct idle_want *w = arg;
+	char *logs = rt_send_logs(t);
+	int r = tl_idle_after(logs, w->after, w->n, w->state);
+
+	free(logs);
+	return r;
+}
+
+void
+rt_wait_idle(struct rt *t, const char *after, size_t n, const char *state, int ms)
+{
+	struct idle_want w = { after, state, n };
+
+	cr_assert(rt_wait(idle_after, t, &w, ms), "no \"idle: %s\" after \"%s\" (%zu) in %d ms:"
+	    "\n...%s", state, after, n, ms, rt_send_logs_tail(t, 6000));
 }
 
 size_t

@@ -77,6 +77,8 @@ void rt_gate_start(struct rt *t, const char *grace);
 void rt_gate_kill9(struct rt *t);
 /* `weir-gate -c CONF status` (asserts exit 0), malloc'ed. */
 char *rt_gate_status(struct rt *t);
+/* A condition for rt_wait(): weir-gate's status holds the string arg. */
+int rt_gate_status_has(struct rt *t, void *arg);
 
 /* weir-send -c CONF with WEIR_LIBEXEC and QMAILQUEUE set; waits until
  * it logged "started on". */
@@ -201,6 +203,10 @@ void rt_assert_no_bounce(struct rt *t, const struct rt_rec *r);
 size_t rt_log_count(struct rt *t, const char *what);
 int rt_logged(struct rt *t, const char *what, size_t n, int ms);
 void rt_wait_log(struct rt *t, const char *what, size_t n, int ms);
+/* Wait up to ms until weir-send's logs hold `after` n times and, after
+ * the n-th, an "idle" line that starts with state (tl_idle_after(); the
+ * test puts log_level = "verbose" in weir.conf); asserts. */
+void rt_wait_idle(struct rt *t, const char *after, size_t n, const char *state, int ms);
 /* The last max bytes of weir-send's logs, malloc'ed. */
 char *rt_send_logs_tail(struct rt *t, size_t max);
 /* Recipients marked done (D) in remote/. */

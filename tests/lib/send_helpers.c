@@ -290,6 +290,23 @@ sh_wait_for(int (*cond)(void *), void *arg, int ms)
 	}
 }
 
+char *
+sh_listing(struct sht *s)
+{
+	struct buf b = BUF_INIT;
+	char *cmd = xasprintf("cd '%s' && find . -type f ! -path './lock/*' -printf '%%p %%s\\n' "
+	    "2>&1 | head -50", s->qt.qdir), line[256];
+	FILE *f = popen(cmd, "r");
+
+	while (f && fgets(line, sizeof line, f))
+		buf_adds(&b, line);
+	if (f)
+		pclose(f);
+	free(cmd);
+	buf_addc(&b, '\0');
+	return b.s;
+}
+
 int
 sh_queue_check(struct sht *s, struct buf *out)
 {

@@ -93,6 +93,9 @@ pid_t sh_gate_spawn(const char *conf, const char *grace, const char *log, const 
 /* Poll (every 10 ms) until cond(arg) is true or ms elapse; 1 if true. */
 int sh_wait_for(int (*cond)(void *), void *arg, int ms);
 
+/* The files in the queue but lock/ (the first 50: "./PATH SIZE" lines),
+ * malloc'ed: for failure messages. */
+char *sh_listing(struct sht *s);
 /* Run weir queue-check on the queue; returns its exit code, output in out. */
 int sh_queue_check(struct sht *s, struct buf *out);
 /* Run `weir -c CONF cmd`; its exit code, stdout then stderr in out. */

@@ -425,3 +425,21 @@ tl_redis_cmd(struct tl_redis *r, const char *fmt, ...)
 	    rep ? rep->str : r->c->errstr);
 	freeReplyObject(rep);
 }
+
+int
+tl_idle_after(const char *log, const char *after, size_t n, const char *state)
+{
+	const char *p = log;
+	char *want;
+	int r;
+
+	for (; n > 0; n--) {
+		if ((p = strstr(p, after)) == NULL)
+			return 0;
+		p += strlen(after);
+	}
+	want = xasprintf("]: debug: idle: %s", state);
+	r = strstr(p, want) != NULL;
+	free(want);
+	return r;
+}

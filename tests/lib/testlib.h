@@ -103,6 +103,12 @@ void tl_redis_cmd(struct tl_redis *r, const char *fmt, ...) PRINTFLIKE(2, 3);
  * harness uses it too. */
 int tl_sock_answers(const char *path);
 
+/* weir-send's "idle" lines (weir-send(8), LOGS; log_level verbose): 1 if
+ * log holds `after` n times (n >= 1) and, after the n-th, an idle line
+ * whose text starts with state (e.g. "0 running, 0 granted, 0 asking
+ * weir-gate,": nothing in flight). */
+int tl_idle_after(const char *log, const char *after, size_t n, const char *state);
+
 /* Python lines for the qmail-remote(8) stand-ins the tests write: parse
  * the command line weir-send gives a deliverer (options, then host,
  * sender, recipients) into opts, the rest in a, and the outcome fd

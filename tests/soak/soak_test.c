@@ -202,7 +202,8 @@ Test(soak, weir_send_killed_while_dots_are_held)
 		rt_sendmail(&t, RT_SOAK_SENDER, rc, 1, "Subject: dot\n\nhello\n");
 	}
 	for (k = 0; k < kills; k++) {
-		/* The next held dot, then a moment of its hold. */
+		/* The next held dot, then a moment of its hold (a random
+		 * instant in it, not a wait for an event). */
 		h.want = k + 1;
 		cr_assert(rt_wait(dots_held, &t, &h, 60000), "kill %zu: no held dot", k + 1);
 		usleep((useconds_t)(random() % 1800) * 1000);
