@@ -9,8 +9,11 @@
  *                 waiting at the gate)
  *   batch_start() puts up to max_recipients not-done recipients, from
  *                 where the message's pass is, in a job (job.c), fewer
- *                 if the gate's cap or what was learnt says so; a
- *                 message with none left goes to its retry or its end
+ *                 if the gate's cap or what was learnt says so, those
+ *                 of one upstream when weir.conf routes by recipient
+ *                 domain (via.c: the message moves to that upstream's
+ *                 FIFO first); a message with none left goes to its
+ *                 retry or its end
  *
  * The size of a batch is learnt per upstream (struct upq, fit_lo and
  * fit_hi) from what the gate granted (batch_granted) or refused as too
@@ -189,11 +192,11 @@ batch_start(struct sched *s, struct msg *m)
 		return;
 	}
 	if (m->up == NO_UPSTREAM) {
-		free(prim);
-		rcptfile_free(&f);
 		log_warnx("msg %s: no upstream in %s takes mail from <%s>%s; will try again",
 		    m->qid, s->cfg->file ? s->cfg->file : "the config", m->sender,
 		    prim ? " to some of its recipients" : "");
+		free(prim);
+		rcptfile_free(&f);
 		(void)msg_pass_over(m);
 		sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
 		return;
