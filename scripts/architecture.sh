@@ -8,7 +8,9 @@
 #    words; not the layout, which depends on the fonts at hand);
 #  - the dependency rule is broken: src/lib includes only src/lib,
 #    src/mail only src/lib and src/mail, a program's folder only those
-#    two and itself.
+#    two and itself;
+#  - ARCHITECTURE.md names a file that is not there (a path from the top
+#    of the tree; a bare name in its weir-send section is in src/send/).
 set -eu
 cd "$(dirname "$0")/.."
 bad=0
@@ -42,6 +44,25 @@ for d in src/*/; do
 		esac
 	done
 done
+awk '/^## / { sec = $2 }
+{
+	s = $0
+	while (match(s, /`[^` ]+\.(c|h|md|sh|py|dot|lua)`/)) {
+		f = substr(s, RSTART + 1, RLENGTH - 2)
+		s = substr(s, RSTART + RLENGTH)
+		if (f !~ /\//) {
+			if (sec != "weir-send")
+				continue
+			f = "src/send/" f
+		}
+		print f
+	}
+}' ARCHITECTURE.md >"${TMPDIR:-/tmp}/weir-arch.$$"
+while read -r f; do
+	# shellcheck disable=SC2086 # a name may be a pattern (src/gate/*.lua)
+	ls -d $f >/dev/null 2>&1 || { echo "architecture: ARCHITECTURE.md names $f," \
+		"which is not in the tree" >&2; bad=1; }
+done <"${TMPDIR:-/tmp}/weir-arch.$$"
 rm -f "${TMPDIR:-/tmp}/weir-arch.$$"
-[ $bad -eq 0 ] && echo "architecture: picture current, dependency rule kept"
+[ $bad -eq 0 ] && echo "architecture: picture current, dependency rule kept, every file named there"
 exit $bad

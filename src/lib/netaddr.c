@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "lib/decimal.h"
 #include "lib/netaddr.h"
 
 static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
@@ -41,8 +42,9 @@ cidr_parse(const char *s, struct cidr *c, struct buf *why)
 	const char *slash = strchr(s, '/');
 	char host[INET6_ADDRSTRLEN + 1];
 	size_t hlen = slash ? (size_t)(slash - s) : strlen(s);
-	unsigned max, prefix = 0, i, bits;
+	unsigned max, prefix, i, bits;
 	const char *p;
+	uint64_t v;
 
 	memset(c, 0, sizeof *c);
 	if (hlen == 0 || hlen >= sizeof host) {
@@ -72,17 +74,11 @@ cidr_parse(const char *s, struct cidr *c, struct buf *why)
 		buf_printf(why, "\"%s\": the prefix length must be a plain number", s);
 		return -1;
 	}
-	for (; *p; p++) {
-		if (*p < '0' || *p > '9' || prefix > max) {
-			buf_printf(why, "\"%s\": the prefix length must be 0 to %u", s, max);
-			return -1;
-		}
-		prefix = prefix * 10 + (unsigned)(*p - '0');
-	}
-	if (prefix > max) {
+	if (dec_parse(p, strlen(p), max, &v) < 0) {
 		buf_printf(why, "\"%s\": the prefix length must be 0 to %u", s, max);
 		return -1;
 	}
+	prefix = (unsigned)v;
 	c->prefix = prefix;
 	/* No host bits: "192.168.1.5/24" is a mistake, not a network. */
 	for (i = 0; i < max / 8; i++) {
@@ -116,9 +112,9 @@ hostport_parse(const char *s, struct sockaddr_storage *ss, socklen_t *len,
     struct buf *why)
 {
 	char host[INET6_ADDRSTRLEN + 1];
-	const char *colon, *h, *p;
+	const char *colon, *h;
 	size_t hlen;
-	unsigned long port = 0;
+	uint64_t port;
 
 	memset(ss, 0, sizeof *ss);
 	if (s[0] == '[') {
@@ -146,19 +142,7 @@ hostport_parse(const char *s, struct sockaddr_storage *ss, socklen_t *len,
 	}
 	memcpy(host, h, hlen);
 	host[hlen] = '\0';
-	p = colon + 1;
-	if (*p == '\0' || (p[0] == '0' && p[1] != '\0')) {
-		buf_printf(why, "\"%s\": bad port", s);
-		return -1;
-	}
-	for (; *p; p++) {
-		if (*p < '0' || *p > '9' || port > 65535) {
-			buf_printf(why, "\"%s\": bad port", s);
-			return -1;
-		}
-		port = port * 10 + (unsigned long)(*p - '0');
-	}
-	if (port > 65535) {
+	if (dec_parse(colon + 1, strlen(colon + 1), 65535, &port) < 0) {
 		buf_printf(why, "\"%s\": bad port", s);
 		return -1;
 	}

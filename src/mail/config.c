@@ -1,9 +1,9 @@
 /*
  * config.c: weir.conf.  Every key is declared once, in keys[] (top level)
  * or upkeys[] (the upstream "NAME" { } section) below, with its type,
- * default and range; the libconfuse option lists are built from those
- * tables, and after parsing the values are copied into struct
- * weir_config and struct weir_upstream.  No other file calls cfg_get*().
+ * default and range (mail/conftab.h); the libconfuse option lists are
+ * built from those tables, and after parsing the values are copied into
+ * struct weir_config and struct weir_upstream.  No other file calls cfg_get*().
  * The listen { } section (weir-smtpd) has its table, lkeys[]; its list
  * defaults (addresses, networks) are computed in listen_defaults().
  * The metrics { } section (weir-metrics) has its table, mkeys[] (its
@@ -36,6 +36,7 @@
 #include "lib/netaddr.h"
 #include "lib/timefmt.h"
 #include "mail/address.h"
+#include "mail/conftab.h"
 #include "mail/confparse.h"
 #include "mail/config.h"
 #include "mail/policy.h"
@@ -46,26 +47,13 @@
 #define SYSCONFDIR "/etc/weir"
 #endif
 
-/* K_ACCOUNT: a user or group name; "" (the default) stores NULL.
- * K_OPTSTR: a string with a default, where "" stores NULL (off). */
-enum ktype { K_STR, K_INT, K_DURATION, K_BOOL, K_LIST, K_CHOICE, K_ACCOUNT, K_OPTSTR };
-
-struct key {
-	const char *name;
-	enum ktype type;
-	const char *def;	/* K_STR, K_DURATION, K_CHOICE; NULL: computed or none */
-	long long idef, min, max; /* K_INT, K_BOOL; ranges for K_INT and K_DURATION */
-	size_t off;		/* where the value goes in the struct */
-	const char *const *choices; /* K_CHOICE: the values, stored as their index */
-};
-
 static const char *const log_level_choices[] = { "normal", "verbose", NULL };
 
 #define QUEUE_DIR_DEFAULT	"/var/spool/weir"
 #define SHOWQ_DIR		"/run/weir-showq/"	/* showq_default() */
 
 #define OFF(f) offsetof(struct weir_config, f), NULL
-static const struct key keys[] = {
+static const struct conftab_key keys[] = {
 	{ "queue_dir",      K_STR,      QUEUE_DIR_DEFAULT, 0, 0, 0, OFF(queue_dir) },
 	{ "queue_split",    K_INT,      NULL, QUEUE_SPLIT_DEFAULT, 1, QUEUE_SPLIT_MAX, OFF(queue_split) },
 	{ "hostname",       K_STR,      NULL, 0, 0, 0, OFF(hostname) },	/* gethostname() */
@@ -117,7 +105,7 @@ static const struct key keys[] = {
 static const char *const tls_choices[] = { "starttls", "smtps", "none", NULL };
 
 #define UOFF(f) offsetof(struct weir_upstream, f)
-static const struct key upkeys[] = {
+static const struct conftab_key upkeys[] = {
 	{ "host",           K_STR,      NULL, 0, 0, 0, UOFF(host), NULL },
 	{ "port",           K_INT,      NULL, 0, 1, 65535, UOFF(port), NULL },
 	{ "tls",            K_CHOICE,   "starttls", 0, 0, 0, UOFF(tls), tls_choices },
@@ -160,7 +148,7 @@ static const struct key upkeys[] = {
 #define NUPKEYS (sizeof upkeys / sizeof upkeys[0])
 
 #define LOFF(f) offsetof(struct weir_listen, f), NULL
-static const struct key lkeys[] = {
+static const struct conftab_key lkeys[] = {
 	{ "address",         K_LIST,     NULL, 0, 0, 0, LOFF(address) },	/* listen_defaults() */
 	{ "allow",           K_LIST,     NULL, 0, 0, 0, LOFF(allow) },	/* listen_defaults() */
 	{ "max_size",        K_INT,      NULL, 25 * 1024 * 1024, 1024, 1024 * 1024 * 1024, LOFF(max_size) },
@@ -188,7 +176,7 @@ static const struct key lkeys[] = {
 #define NLKEYS (sizeof lkeys / sizeof lkeys[0])
 
 #define MOFF(f) offsetof(struct weir_metrics, f), NULL
-static const struct key mkeys[] = {
+static const struct conftab_key mkeys[] = {
 	{ "address",         K_STR,      NULL, 0, 0, 0, MOFF(address) },
 	{ "textfile",        K_STR,      NULL, 0, 0, 0, MOFF(textfile) },
 	{ "interval",        K_DURATION, "15s", 0, 1, 3600, MOFF(interval) },
@@ -208,7 +196,7 @@ static const char *const provider_choices[] = { "microsoft", "google", "generic"
 static const char *const flow_choices[] = { "device", "code", NULL };
 
 #define OOFF(f) offsetof(struct weir_oauth, f)
-static const struct key okeys[] = {
+static const struct conftab_key okeys[] = {
 	{ "provider",           K_CHOICE,   NULL, 0, 0, 0, OOFF(provider), provider_choices },
 	{ "flow",               K_CHOICE,   NULL, 0, 0, 0, OOFF(flow), flow_choices },
 	{ "tenant",             K_STR,      NULL, 0, 0, 0, OOFF(tenant), NULL },
@@ -282,28 +270,6 @@ config_untrusted_env(void)
 	return getauxval(AT_SECURE) != 0;
 }
 
-static const struct key *
-find_in(const struct key *tab, size_t n, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (strcmp(tab[i].name, name) == 0)
-			return &tab[i];
-	return NULL;
-}
-
-static int
-choice_index(const struct key *k, const char *v)
-{
-	int i;
-
-	for (i = 0; k->choices[i]; i++)
-		if (strcmp(k->choices[i], v) == 0)
-			return i;
-	return -1;
-}
-
 /* Values that end up in headers and SMTP commands (Message-ID, From:,
  * EHLO, bounces): no byte that could start a new line or field. */
 static const char *
@@ -350,80 +316,25 @@ account_problem(const char *v)
 	return NULL;
 }
 
-static int
-validate_key(cfg_t *cfg, cfg_opt_t *opt, const struct key *k)
+/* weir.conf's rule for its strings (conftab.h). */
+static const char *
+str_rule(const struct conftab_key *k, const char *v, void *field)
 {
-	const char *why;
-	long long v;
-	unsigned i;
+	(void)field;
+	return k->kind == K_ACCOUNT ? account_problem(v) : str_problem(k->name, v);
+}
 
-	if (k == NULL)
-		return 0;
-	switch (k->type) {
-	case K_CHOICE:
-		if (choice_index(k, cfg_opt_getnstr(opt, 0)) < 0) {
-			struct buf all = BUF_INIT;
-
-			for (i = 0; k->choices[i]; i++)
-				buf_printf(&all, "%s%s", i ? ", " : "", k->choices[i]);
-			cfg_error(cfg, "%s = \"%s\": must be one of %s", k->name,
-			    cfg_opt_getnstr(opt, 0), all.s);
-			buf_free(&all);
-			return -1;
-		}
-		return 0;
-	case K_ACCOUNT:
-		if ((why = account_problem(cfg_opt_getnstr(opt, 0))) != NULL) {
-			cfg_error(cfg, "%s = \"%s\": %s", k->name, cfg_opt_getnstr(opt, 0), why);
-			return -1;
-		}
-		return 0;
-	case K_LIST:
-		for (i = 0; i < cfg_opt_size(opt); i++)
-			if (*cfg_opt_getnstr(opt, i) == '\0') {
-				cfg_error(cfg, "%s: an empty string in the list", k->name);
-				return -1;
-			}
-		return 0;
-	case K_OPTSTR:
-		if (*cfg_opt_getnstr(opt, 0) == '\0')
-			return 0;
-		/* FALLTHROUGH */
-	case K_STR:
-		if (*cfg_opt_getnstr(opt, 0) == '\0') {
-			cfg_error(cfg, "%s must not be empty", k->name);
-			return -1;
-		}
-		if ((why = str_problem(k->name, cfg_opt_getnstr(opt, 0))) != NULL) {
-			cfg_error(cfg, "%s = \"%s\": %s", k->name, cfg_opt_getnstr(opt, 0), why);
-			return -1;
-		}
-		return 0;
-	case K_INT:
-		v = cfg_opt_getnint(opt, 0);
-		break;
-	case K_DURATION:
-		if (duration_parse(cfg_opt_getnstr(opt, 0), &v, &why) < 0) {
-			cfg_error(cfg, "%s: \"%s\": %s", k->name, cfg_opt_getnstr(opt, 0), why);
-			return -1;
-		}
-		break;
-	default:
-		return 0;
-	}
-	if (v < k->min || v > k->max) {
-		cfg_error(cfg, "%s = %lld is out of range %lld..%lld%s", k->name, v, k->min,
-		    k->max, k->type == K_DURATION ? " seconds" : "");
-		return -1;
-	}
-	return 0;
+static int
+validate_key(cfg_t *cfg, cfg_opt_t *opt, const struct conftab_key *k)
+{
+	return conftab_check(cfg, opt, k, str_rule);
 }
 
 /* The value of a duration key as set so far in cfg, else its default. */
 static long long
 duration_now(cfg_t *cfg, const char *name)
 {
-	const struct key *k = find_in(keys, NKEYS, name);
+	const struct conftab_key *k = conftab_find(keys, NKEYS, name);
 	const char *v = cfg_size(cfg, name) ? cfg_getstr(cfg, name) : NULL, *why;
 	long long d;
 
@@ -437,7 +348,7 @@ validate(cfg_t *cfg, cfg_opt_t *opt)
 {
 	long long dw, ql;
 
-	if (validate_key(cfg, opt, find_in(keys, NKEYS, opt->name)) < 0)
+	if (validate_key(cfg, opt, conftab_find(keys, NKEYS, opt->name)) < 0)
 		return -1;
 	/* Checked where the second of the two is set, so the error names
 	 * a line. */
@@ -511,7 +422,7 @@ validate_route(cfg_t *cfg, cfg_opt_t *opt)
 static int
 validate_up(cfg_t *cfg, cfg_opt_t *opt)
 {
-	if (validate_key(cfg, opt, find_in(upkeys, NUPKEYS, opt->name)) < 0)
+	if (validate_key(cfg, opt, conftab_find(upkeys, NUPKEYS, opt->name)) < 0)
 		return -1;
 	if (strcmp(opt->name, "rewrite_sender") == 0 || strcmp(opt->name, "rewrite_default") == 0 ||
 	    strcmp(opt->name, "rewrite_domains") == 0)
@@ -528,7 +439,7 @@ validate_oauth(cfg_t *cfg, cfg_opt_t *opt)
 {
 	const char *v, *p;
 
-	if (validate_key(cfg, opt, find_in(okeys, NOKEYS, opt->name)) < 0)
+	if (validate_key(cfg, opt, conftab_find(okeys, NOKEYS, opt->name)) < 0)
 		return -1;
 	if (opt->type != CFGT_STR || cfg_opt_size(opt) == 0)
 		return 0;
@@ -563,53 +474,13 @@ validate_oauth(cfg_t *cfg, cfg_opt_t *opt)
 static int
 validate_listen(cfg_t *cfg, cfg_opt_t *opt)
 {
-	return validate_key(cfg, opt, find_in(lkeys, NLKEYS, opt->name));
+	return validate_key(cfg, opt, conftab_find(lkeys, NLKEYS, opt->name));
 }
 
 static int
 validate_metrics(cfg_t *cfg, cfg_opt_t *opt)
 {
-	return validate_key(cfg, opt, find_in(mkeys, NMKEYS, opt->name));
-}
-
-/* Every key of tab at its default, into the struct at base. */
-static void
-table_defaults(const struct key *tab, size_t n, void *base)
-{
-	size_t i;
-	long long v;
-	const char *why;
-
-	for (i = 0; i < n; i++) {
-		char *field = (char *)base + tab[i].off;
-
-		switch (tab[i].type) {
-		case K_STR: case K_OPTSTR:
-			if (tab[i].def)
-				*(char **)field = xstrdup(tab[i].def);
-			break;
-		case K_INT:
-			*(unsigned *)field = (unsigned)tab[i].idef;
-			break;
-		case K_BOOL:
-			*(int *)field = (int)tab[i].idef;
-			break;
-		case K_CHOICE:
-			*(int *)field = tab[i].def ? choice_index(&tab[i], tab[i].def) : -1;
-			break;
-		case K_LIST:
-			memset(field, 0, sizeof(struct strlist));
-			break;
-		case K_ACCOUNT:
-			*(char **)field = NULL;
-			break;
-		case K_DURATION:
-			if (duration_parse(tab[i].def, &v, &why) < 0)
-				panic("config: bad default for %s", tab[i].name);
-			*(long long *)field = v;
-			break;
-		}
-	}
+	return validate_key(cfg, opt, conftab_find(mkeys, NMKEYS, opt->name));
 }
 
 static void
@@ -649,138 +520,29 @@ set_defaults(struct weir_config *c)
 	char host[256];
 
 	memset(c, 0, sizeof *c);
-	table_defaults(keys, NKEYS, c);
-	table_defaults(lkeys, NLKEYS, &c->listen);
-	table_defaults(mkeys, NMKEYS, &c->metrics);
+	conftab_defaults(keys, NKEYS, c, NULL);
+	conftab_defaults(lkeys, NLKEYS, &c->listen, NULL);
+	conftab_defaults(mkeys, NMKEYS, &c->metrics, NULL);
 	if (gethostname(host, sizeof host) < 0 || host[0] == '\0')
 		strcpy(host, "localhost");
 	host[sizeof host - 1] = '\0';
 	c->hostname = xstrdup(host);
 }
 
-/* The values set in cfg, over the defaults already in base. */
-static void
-table_copy(const struct key *tab, size_t n, void *base, cfg_t *cfg)
-{
-	size_t i, j;
-	const char *why;
-	long long v;
-
-	for (i = 0; i < n; i++) {
-		char *field = (char *)base + tab[i].off;
-		const char *name = tab[i].name;
-		struct strlist *l;
-
-		if (cfg_size(cfg, name) == 0)
-			continue;
-		switch (tab[i].type) {
-		case K_STR:
-			if (cfg_getstr(cfg, name) == NULL)
-				break;
-			free(*(char **)field);
-			*(char **)field = xstrdup(cfg_getstr(cfg, name));
-			break;
-		case K_ACCOUNT: case K_OPTSTR:
-			if (cfg_getstr(cfg, name) == NULL)
-				break;	/* not in the file: the default stays */
-			free(*(char **)field);
-			*(char **)field = NULL;
-			if (*cfg_getstr(cfg, name))
-				*(char **)field = xstrdup(cfg_getstr(cfg, name));
-			break;
-		case K_INT:
-			*(unsigned *)field = (unsigned)cfg_getint(cfg, name);
-			break;
-		case K_BOOL:
-			*(int *)field = cfg_getbool(cfg, name) ? 1 : 0;
-			break;
-		case K_CHOICE:
-			if (cfg_getstr(cfg, name))
-				*(int *)field = choice_index(&tab[i], cfg_getstr(cfg, name));
-			break;
-		case K_LIST:
-			l = (struct strlist *)field;
-			for (j = 0; j < l->n; j++)
-				free(l->v[j]);
-			free(l->v);
-			l->n = cfg_size(cfg, name);
-			l->v = xcalloc(l->n + 1, sizeof *l->v);
-			for (j = 0; j < l->n; j++)
-				l->v[j] = xstrdup(cfg_getnstr(cfg, name, (unsigned)j));
-			break;
-		case K_DURATION:
-			if (cfg_getstr(cfg, name) && duration_parse(cfg_getstr(cfg, name), &v, &why) == 0)
-				*(long long *)field = v;
-			break;
-		}
-	}
-}
-
-static void
-table_free(const struct key *tab, size_t n, void *base)
-{
-	size_t i, j;
-
-	for (i = 0; i < n; i++) {
-		char *field = (char *)base + tab[i].off;
-
-		if (tab[i].type == K_STR || tab[i].type == K_ACCOUNT || tab[i].type == K_OPTSTR) {
-			free(*(char **)field);
-			*(char **)field = NULL;
-		} else if (tab[i].type == K_LIST) {
-			struct strlist *l = (struct strlist *)field;
-
-			for (j = 0; j < l->n; j++)
-				free(l->v[j]);
-			free(l->v);
-			l->v = NULL;
-			l->n = 0;
-		}
-	}
-}
-
-/* libconfuse options for a table; opts has room for n + 1. */
-static void
-table_opts(const struct key *tab, size_t n, cfg_opt_t *opts)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		cfg_opt_t o;
-
-		switch (tab[i].type) {
-		case K_INT:
-			o = (cfg_opt_t)CFG_INT((char *)tab[i].name, tab[i].idef, CFGF_NODEFAULT);
-			break;
-		case K_BOOL:
-			o = (cfg_opt_t)CFG_BOOL((char *)tab[i].name, cfg_true, CFGF_NODEFAULT);
-			break;
-		case K_LIST:
-			o = (cfg_opt_t)CFG_STR_LIST((char *)tab[i].name, NULL, CFGF_NODEFAULT);
-			break;
-		default:
-			o = (cfg_opt_t)CFG_STR((char *)tab[i].name, NULL, CFGF_NODEFAULT);
-			break;
-		}
-		opts[i] = o;
-	}
-	opts[n] = (cfg_opt_t)CFG_END();
-}
-
 void
 config_upstream_defaults(struct weir_upstream *u)
 {
 	memset(u, 0, sizeof *u);
-	table_defaults(upkeys, NUPKEYS, u);
-	table_defaults(okeys, NOKEYS, &u->oauth);
+	conftab_defaults(upkeys, NUPKEYS, u, NULL);
+	conftab_defaults(okeys, NOKEYS, &u->oauth, NULL);
 	route_when_none(&u->when);
 }
 
 void
 config_upstream_free(struct weir_upstream *u)
 {
-	table_free(upkeys, NUPKEYS, u);
-	table_free(okeys, NOKEYS, &u->oauth);
+	conftab_free(upkeys, NUPKEYS, u);
+	conftab_free(okeys, NOKEYS, &u->oauth);
 	free(u->name);
 	u->name = NULL;
 }
@@ -863,7 +625,7 @@ copy_oauth(struct weir_upstream *u, cfg_t *sec, const char *f, struct buf *err)
 	if (n > 1)
 		buf_printf(err, "%s:%d: upstream \"%s\": only one oauth section is allowed\n",
 		    f, cfg_getnsec(sec, "oauth", 1)->line, u->name);
-	table_copy(okeys, NOKEYS, o, os);
+	conftab_copy(okeys, NOKEYS, o, os, NULL);
 	if (o->provider < 0) {
 		buf_printf(err, "%s:%d: upstream \"%s\": oauth: no provider (microsoft, "
 		    "google or generic)\n", f, line, u->name);
@@ -1028,7 +790,7 @@ copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *
 		config_upstream_defaults(u);
 		u->name = xstrdup(cfg_title(sec));
 		u->line = sec->line;
-		table_copy(upkeys, NUPKEYS, u, sec);
+		conftab_copy(upkeys, NUPKEYS, u, sec, NULL);
 		c->nupstreams++;
 		copy_oauth(u, sec, file, err);
 		when_of(u);
@@ -1052,7 +814,7 @@ copy_listen(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *err
 	if (n > 1)
 		buf_printf(err, "%s:%d: only one listen section is allowed\n", file,
 		    cfg_getnsec(cfg, "listen", 1)->line);
-	table_copy(lkeys, NLKEYS, &c->listen, sec);
+	conftab_copy(lkeys, NLKEYS, &c->listen, sec, NULL);
 	for (i = 0; i < c->listen.allow.n; i++) {
 		struct cidr net;
 
@@ -1094,7 +856,7 @@ copy_metrics(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *er
 	if (n > 1)
 		buf_printf(err, "%s:%d: only one metrics section is allowed\n", file,
 		    cfg_getnsec(cfg, "metrics", 1)->line);
-	table_copy(mkeys, NMKEYS, m, sec);
+	conftab_copy(mkeys, NMKEYS, m, sec, NULL);
 	if (m->address && hostport_parse(m->address, &ss, &len, &why) < 0)
 		buf_printf(err, "%s:%d: metrics: address: %s\n", file, m->line, why.s);
 	if (m->textfile && m->textfile[0] != '/')
@@ -1287,16 +1049,16 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 
 	set_defaults(c);
 	path = config_path(cfile, &explicit);
-	table_opts(okeys, NOKEYS, oopts);
-	table_opts(upkeys, NUPKEYS, upopts);
+	conftab_opts(okeys, NOKEYS, oopts);
+	conftab_opts(upkeys, NUPKEYS, upopts);
 	upopts[NUPKEYS] = (cfg_opt_t)CFG_SEC("oauth", oopts, CFGF_MULTI);
 	upopts[NUPKEYS + 1] = (cfg_opt_t)CFG_END();
-	table_opts(keys, NKEYS, opts);
+	conftab_opts(keys, NKEYS, opts);
 	opts[NKEYS] = (cfg_opt_t)CFG_SEC("upstream", upopts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES);
-	table_opts(lkeys, NLKEYS, lopts);
+	conftab_opts(lkeys, NLKEYS, lopts);
 	opts[NKEYS + 1] = (cfg_opt_t)CFG_SEC("listen", lopts, CFGF_MULTI);
-	table_opts(mkeys, NMKEYS, mopts);
+	conftab_opts(mkeys, NMKEYS, mopts);
 	opts[NKEYS + 2] = (cfg_opt_t)CFG_SEC("metrics", mopts, CFGF_MULTI);
 	opts[NKEYS + 3] = (cfg_opt_t)CFG_END();
 
@@ -1335,7 +1097,7 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 	}
 	if ((text ? confparse_text(cfg, path, text, err) : confparse(cfg, path, err)) < 0)
 		goto out;
-	table_copy(keys, NKEYS, c, cfg);
+	conftab_copy(keys, NKEYS, c, cfg, NULL);
 	showq_set = cfg_size(cfg, "showq_socket") > 0 && cfg_getstr(cfg, "showq_socket") != NULL;
 	if ((c->send_user == NULL) != (c->queue_group == NULL))
 		buf_printf(err, "%s: send_user and queue_group go together (the queue's "
@@ -1417,57 +1179,13 @@ salvage_line(const char *s, size_t n, struct buf *k, struct buf *v)
 	return i == n ? 0 : -1;
 }
 
-/* Is v a good value for k?  0 and stored in c; -1 not. */
-static int
-salvage_value(struct weir_config *c, const struct key *k, const char *v)
-{
-	char *field = (char *)c + k->off, *end;
-	const char *why;
-	long long n;
-
-	switch (k->type) {
-	case K_STR:
-		if (*v == '\0' || str_problem(k->name, v) != NULL)
-			return -1;
-		free(*(char **)field);
-		*(char **)field = xstrdup(v);
-		return 0;
-	case K_OPTSTR:
-		if (*v && str_problem(k->name, v) != NULL)
-			return -1;
-		free(*(char **)field);
-		*(char **)field = *v ? xstrdup(v) : NULL;
-		return 0;
-	case K_ACCOUNT:
-		if (account_problem(v) != NULL)
-			return -1;
-		free(*(char **)field);
-		*(char **)field = *v ? xstrdup(v) : NULL;
-		return 0;
-	case K_INT:
-		errno = 0;
-		n = strtoll(v, &end, 10);
-		if (errno || end == v || *end || n < k->min || n > k->max)
-			return -1;
-		*(unsigned *)field = (unsigned)n;
-		return 0;
-	case K_DURATION:
-		if (duration_parse(v, &n, &why) < 0 || n < k->min || n > k->max)
-			return -1;
-		*(long long *)field = n;
-		return 0;
-	default:
-		return -1;	/* no such top-level key */
-	}
-}
-
 /* *showq_set: a showq_socket line was read. */
 static int
 salvage(struct weir_config *c, const char *path, const struct buf *t, struct buf *err,
     int *showq_set)
 {
 	struct buf k = BUF_INIT, v = BUF_INIT;
-	const struct key *key;
+	const struct conftab_key *key;
 	const char *text = t->s ? t->s : "";
 	size_t pos = 0, end, i;
 	int line = 0, depth = 0, rc = 0, quote = 0, shaped;
@@ -1478,13 +1196,13 @@ salvage(struct weir_config *c, const char *path, const struct buf *t, struct buf
 			end++;
 		line++;
 		shaped = salvage_line(text + pos, end - pos, &k, &v) == 0;
-		key = shaped ? find_in(keys, NKEYS, buf_cstr(&k)) : NULL;
+		key = shaped ? conftab_find(keys, NKEYS, buf_cstr(&k)) : NULL;
 		if (key) {
 			if (where_queue_is(key->name) && depth != 0) {
 				buf_printf(err, "%s:%d: %s inside braces, in a file that does "
 				    "not load: where the queue is is unclear\n", path, line, key->name);
 				rc = -1;
-			} else if (depth == 0 && salvage_value(c, key, buf_cstr(&v)) < 0) {
+			} else if (depth == 0 && conftab_set(key, buf_cstr(&v), c, str_rule) < 0) {
 				if (where_queue_is(key->name)) {
 					buf_printf(err, "%s:%d: %s = \"%s\" is not a valid value: "
 					    "where the queue is is unknown\n", path, line, key->name,
@@ -1584,9 +1302,9 @@ config_free(struct weir_config *c)
 {
 	size_t i;
 
-	table_free(keys, NKEYS, c);
-	table_free(lkeys, NLKEYS, &c->listen);
-	table_free(mkeys, NMKEYS, &c->metrics);
+	conftab_free(keys, NKEYS, c);
+	conftab_free(lkeys, NLKEYS, &c->listen);
+	conftab_free(mkeys, NMKEYS, &c->metrics);
 	for (i = 0; i < c->nupstreams; i++)
 		config_upstream_free(&c->upstreams[i]);
 	free(c->upstreams);

@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "lib/decimal.h"
 #include "lib/log.h"
 #include "mail/gateproto.h"
 
@@ -152,23 +153,11 @@ split_head(const char *line, size_t len, size_t n, struct fields *fs, char *text
 	return 0;
 }
 
-/* Decimal, no sign, no leading zero, at most max. */
+/* The field s, a number (lib/decimal.h) at most max. */
 static int
 num(const char *s, uint64_t max, uint64_t *out)
 {
-	uint64_t v = 0;
-
-	if (*s == '\0' || (s[0] == '0' && s[1] != '\0'))
-		return -1;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return -1;
-		if (v > (max - (uint64_t)(*s - '0')) / 10)
-			return -1;
-		v = v * 10 + (uint64_t)(*s - '0');
-	}
-	*out = v;
-	return 0;
+	return dec_parse(s, strlen(s), max, out);
 }
 
 static int

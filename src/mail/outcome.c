@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/decimal.h"
 #include "lib/log.h"
 #include "mail/outcome.h"
 
@@ -64,24 +65,14 @@ outcome_format(const struct outcome *o, struct buf *b)
 	buf_addc(b, '\n');
 }
 
-/* A decimal number without sign or leading zero at *p, up to max: 0 and
- * *p past it, or -1. */
+/* A number at *p (lib/decimal.h), up to max: 0 and *p past it, or -1. */
 static int
-number(const char **p, const char *end, unsigned long long max, unsigned long long *v)
+number(const char **p, const char *end, uint64_t max, uint64_t *v)
 {
-	const char *s = *p;
+	size_t k = dec_prefix(*p, (size_t)(end - *p), max, v);
 
-	*v = 0;
-	if (s == end || *s < '0' || *s > '9' || (*s == '0' && s + 1 < end && s[1] >= '0' &&
-	    s[1] <= '9'))
-		return -1;
-	for (; s < end && *s >= '0' && *s <= '9'; s++) {
-		if (*v > (max - (unsigned long long)(*s - '0')) / 10)
-			return -1;
-		*v = *v * 10 + (unsigned long long)(*s - '0');
-	}
-	*p = s;
-	return 0;
+	*p += k;
+	return k > 0 ? 0 : -1;
 }
 
 static int
@@ -95,7 +86,7 @@ int
 outcome_parse(const char *s, size_t n, struct outcome *o, const char **why)
 {
 	const char *p, *end, *sp;
-	unsigned long long v;
+	uint64_t v;
 	size_t i, wl;
 	int k;
 

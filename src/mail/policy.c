@@ -1,11 +1,11 @@
 /*
  * policy.c: policy.conf (see policy.h for the shape).  Every key is
  * declared once, in the tables below (one table per block), with its
- * kind, default and range; the libconfuse option lists are built from the
- * tables, values are checked while the parser still knows the line
- * (per-key validate callbacks, then one per block for what involves
- * several keys), and after parsing the values are copied into the typed
- * structs.  No other file calls cfg_get*() on this file.
+ * kind, default and range (mail/conftab.h); the libconfuse option lists
+ * are built from the tables, values are checked while the parser still
+ * knows the line (per-key validate callbacks, then one per block for what
+ * involves several keys), and after parsing the values are copied into
+ * the typed structs.  No other file calls cfg_get*() on this file.
  *
  * Trusts: the file's owner.  Nonsense (zero or negative limit, zero
  * period, a reset that disagrees with per, unknown unit or zone) is an
@@ -27,67 +27,54 @@
 #include "lib/alloc.h"
 #include "lib/timefmt.h"
 #include "mail/confparse.h"
+#include "mail/conftab.h"
 #include "mail/policy.h"
 
-enum kkind { K_INT, K_DUR, K_STR, K_UNIT, K_RESET, K_PATTERNS, K_RATES, K_BOOL };
-
-struct pkey {
-	const char *name;
-	enum kkind kind;
-	const char *sdef;	/* K_DUR, K_STR, K_UNIT default; NULL: none */
-	long long idef;		/* K_INT, K_BOOL default */
-	long long min, max;	/* K_INT, K_DUR (seconds) */
-	size_t off;		/* K_INT, K_DUR, K_UNIT: field in the block's struct */
-};
-
-#define NOFF ((size_t)-1)
-#define W(f) offsetof(struct policy_window, f)
-#define U(f) offsetof(struct policy_upstream, f)
-#define C(f) offsetof(struct policy_class, f)
-#define T(f) offsetof(struct policy_throttle, f)
+#define NOFF CONFTAB_NOFF, NULL
+#define W(f) offsetof(struct policy_window, f), NULL
+#define U(f) offsetof(struct policy_upstream, f), NULL
+#define C(f) offsetof(struct policy_class, f), NULL
+#define T(f) offsetof(struct policy_throttle, f), NULL
+#define P(f) offsetof(struct policy, f), NULL
+#define NKEYS(t) (sizeof t / sizeof t[0])
 
 /* window { } */
-static const struct pkey window_keys[] = {
-	{ "limit", K_INT,   NULL, 0, 1, POLICY_LIMIT_MAX, W(limit) },
-	{ "per",   K_DUR,   NULL, 0, 1, POLICY_PERIOD_MAX, W(per) },
-	{ "unit",  K_UNIT,  "messages", 0, 0, 0, W(unit) },
-	{ "reset", K_RESET, NULL, 0, 0, 0, NOFF },
-	{ NULL, 0, NULL, 0, 0, 0, 0 }
+static const struct conftab_key window_keys[] = {
+	{ "limit", K_LONG,     NULL, 0, 1, POLICY_LIMIT_MAX, W(limit) },
+	{ "per",   K_DURATION, NULL, 0, 1, POLICY_PERIOD_MAX, W(per) },
+	{ "unit",  K_WORD,     "messages", 0, 0, 0, W(unit) },
+	{ "reset", K_WORD,     NULL, 0, 0, 0, NOFF },
 };
 
 /* upstream "name" { } (beside its window blocks) */
-static const struct pkey upstream_keys[] = {
-	{ "rate",                    K_RATES, NULL, 0, 0, 0, NOFF },
-	{ "max_recipients",          K_INT, NULL, 100, 0, 1000000, U(max_recipients) },
-	{ "max_connections",         K_INT, NULL, 0, 0, 10000, U(max_connections) },
-	{ "messages_per_connection", K_INT, NULL, 0, 0, 1000000, U(messages_per_connection) },
-	{ "grace",                   K_DUR, NULL, 0, 1, POLICY_GRACE_MAX, U(grace) },
+static const struct conftab_key upstream_keys[] = {
+	{ "rate",                    K_WORDS, NULL, 0, 0, 0, NOFF },
+	{ "max_recipients",          K_LONG, NULL, 100, 0, 1000000, U(max_recipients) },
+	{ "max_connections",         K_LONG, NULL, 0, 0, 10000, U(max_connections) },
+	{ "messages_per_connection", K_LONG, NULL, 0, 0, 1000000, U(messages_per_connection) },
+	{ "grace",                   K_DURATION, NULL, 0, 1, POLICY_GRACE_MAX, U(grace) },
 	{ "shared",                  K_STR, NULL, 0, 0, 0, NOFF },
 	{ "shared_secret_file",      K_STR, NULL, 0, 0, 0, NOFF },
-	{ NULL, 0, NULL, 0, 0, 0, 0 }
 };
 
 /* class "name" { } */
-static const struct pkey class_keys[] = {
-	{ "priority",       K_INT, NULL, 0, -1000, 1000, C(priority) },
+static const struct conftab_key class_keys[] = {
+	{ "priority",       K_LONG, NULL, 0, -1000, 1000, C(priority) },
 	{ "senders",        K_PATTERNS, NULL, 0, 0, 0, NOFF },
-	{ "min_recipients", K_INT, NULL, 0, 0, 1000000, C(min_recipients) },
-	{ "max_recipients", K_INT, NULL, 0, 0, 1000000, C(max_recipients) },
-	{ NULL, 0, NULL, 0, 0, 0, 0 }
+	{ "min_recipients", K_LONG, NULL, 0, 0, 1000000, C(min_recipients) },
+	{ "max_recipients", K_LONG, NULL, 0, 0, 1000000, C(max_recipients) },
 };
 
 /* throttle_reply { } */
-static const struct pkey throttle_keys[] = {
+static const struct conftab_key throttle_keys[] = {
 	{ "pattern",     K_STR, NULL, 0, 0, 0, NOFF },
-	{ "suspend",     K_DUR, NULL, 0, 1, POLICY_PERIOD_MAX, T(suspend) },
-	{ "max_suspend", K_DUR, NULL, 0, 1, POLICY_PERIOD_MAX, T(max_suspend) },
-	{ NULL, 0, NULL, 0, 0, 0, 0 }
+	{ "suspend",     K_DURATION, NULL, 0, 1, POLICY_PERIOD_MAX, T(suspend) },
+	{ "max_suspend", K_DURATION, NULL, 0, 1, POLICY_PERIOD_MAX, T(max_suspend) },
 };
 
 /* top level (beside the blocks) */
-static const struct pkey top_keys[] = {
-	{ "builtin_throttle_replies", K_BOOL, NULL, 1, 0, 0, NOFF },
-	{ NULL, 0, NULL, 0, 0, 0, 0 }
+static const struct conftab_key top_keys[] = {
+	{ "builtin_throttle_replies", K_BOOL, NULL, 1, 0, 0, P(builtin_throttles) },
 };
 
 /* Provider replies that mean "slow down", tried after the file's own:
@@ -346,83 +333,32 @@ out:
 
 /* ---- parsing ---- */
 
-static const struct pkey *
-find_key(const struct pkey *t, const char *name)
+/* policy.conf's rule for its words (conftab.h): unit, reset, rate. */
+static const char *
+word_rule(const struct conftab_key *k, const char *v, void *field)
 {
-	for (; t->name; t++)
-		if (strcmp(t->name, name) == 0)
-			return t;
-	return NULL;
-}
-
-static int
-check_value(cfg_t *cfg, cfg_opt_t *opt, const struct pkey *k)
-{
-	const char *why = NULL, *s;
-	long long v = 0, a;
+	const char *why = NULL;
 	struct policy_window w;
 	enum policy_unit u;
-	unsigned i;
+	long long per, align;
 
-	switch (k->kind) {
-	case K_INT:
-		v = cfg_opt_getnint(opt, 0);
-		break;
-	case K_DUR:
-		s = cfg_opt_getnstr(opt, 0);
-		if (duration_parse(s, &v, &why) < 0) {
-			cfg_error(cfg, "%s: \"%s\": %s", k->name, s, why);
-			return -1;
-		}
-		break;
-	case K_STR:
-		if (*cfg_opt_getnstr(opt, 0) == '\0') {
-			cfg_error(cfg, "%s must not be empty", k->name);
-			return -1;
-		}
-		return 0;
-	case K_UNIT:
-		if (policy_unit_parse(cfg_opt_getnstr(opt, 0), &u) < 0) {
-			cfg_error(cfg, "unit: \"%s\": use messages, recipients or connections",
-			    cfg_opt_getnstr(opt, 0));
-			return -1;
-		}
-		return 0;
-	case K_RESET:
-		if (policy_reset_parse(cfg_opt_getnstr(opt, 0), &v, &a, &why) < 0) {
-			cfg_error(cfg, "reset: \"%s\": %s", cfg_opt_getnstr(opt, 0), why);
-			return -1;
-		}
-		return 0;
-	case K_RATES:
-		for (i = 0; i < cfg_opt_size(opt); i++)
-			if (policy_rate_parse(cfg_opt_getnstr(opt, i), &w, &why) < 0) {
-				cfg_error(cfg, "rate: \"%s\": %s", cfg_opt_getnstr(opt, i), why);
-				return -1;
-			}
-		return 0;
-	case K_PATTERNS:
-		for (i = 0; i < cfg_opt_size(opt); i++)
-			if (*cfg_opt_getnstr(opt, i) == '\0') {
-				cfg_error(cfg, "%s: empty pattern", k->name);
-				return -1;
-			}
-		return 0;
-	case K_BOOL:
-		return 0;
+	if (strcmp(k->name, "unit") == 0) {
+		if (policy_unit_parse(v, &u) < 0)
+			return "use messages, recipients or connections";
+		if (field)
+			*(enum policy_unit *)field = u;
+	} else if (strcmp(k->name, "reset") == 0) {
+		(void)policy_reset_parse(v, &per, &align, &why);
+	} else if (strcmp(k->name, "rate") == 0) {
+		(void)policy_rate_parse(v, &w, &why);
 	}
-	if (v < k->min || v > k->max) {
-		cfg_error(cfg, "%s = %lld is out of range %lld..%lld%s", k->name, v, k->min,
-		    k->max, k->kind == K_DUR ? " seconds" : "");
-		return -1;
-	}
-	return 0;
+	return why;
 }
 
 #define VALIDATOR(fn, table) \
 	static int fn(cfg_t *cfg, cfg_opt_t *opt) { \
-		const struct pkey *k = find_key(table, opt->name); \
-		return k ? check_value(cfg, opt, k) : 0; \
+		return conftab_check(cfg, opt, conftab_find(table, NKEYS(table), opt->name), \
+		    word_rule); \
 	}
 VALIDATOR(validate_window_key, window_keys)
 VALIDATOR(validate_upstream_key, upstream_keys)
@@ -432,13 +368,14 @@ VALIDATOR(validate_throttle_key, throttle_keys)
 /* Where each table's keys live, for the per-key validate callbacks. */
 static const struct {
 	const char *prefix;
-	const struct pkey *keys;
+	const struct conftab_key *keys;
+	size_t n;
 	cfg_validate_callback_t validate;
 } blocks[] = {
-	{ "upstream|window|", window_keys, validate_window_key },
-	{ "upstream|", upstream_keys, validate_upstream_key },
-	{ "class|", class_keys, validate_class_key },
-	{ "throttle_reply|", throttle_keys, validate_throttle_key },
+	{ "upstream|window|", window_keys, NKEYS(window_keys), validate_window_key },
+	{ "upstream|", upstream_keys, NKEYS(upstream_keys), validate_upstream_key },
+	{ "class|", class_keys, NKEYS(class_keys), validate_class_key },
+	{ "throttle_reply|", throttle_keys, NKEYS(throttle_keys), validate_throttle_key },
 };
 
 /* The last section of opt: the one that has just been closed. */
@@ -556,76 +493,27 @@ validate_throttle(cfg_t *cfg, cfg_opt_t *opt)
 	return 0;
 }
 
-/* Options for one block: its keys, then its sub-blocks (NULL-ended). */
+/* Options for one block: its keys, then its sub-blocks. */
 static cfg_opt_t *
-build_opts(const struct pkey *t, const cfg_opt_t *subs, size_t nsubs)
+build_opts(const struct conftab_key *t, size_t n, const cfg_opt_t *subs, size_t nsubs)
 {
-	size_t n = 0, i;
-	cfg_opt_t *o;
+	cfg_opt_t *o = xcalloc(n + nsubs + 1, sizeof *o);
+	size_t i;
 
-	while (t[n].name)
-		n++;
-	o = xcalloc(n + nsubs + 1, sizeof *o);
-	for (i = 0; i < n; i++) {
-		char *name = (char *)t[i].name;
-
-		switch (t[i].kind) {
-		case K_INT:
-			o[i] = (cfg_opt_t)CFG_INT(name, 0, CFGF_NODEFAULT);
-			break;
-		case K_BOOL:
-			o[i] = (cfg_opt_t)CFG_BOOL(name, t[i].idef ? cfg_true : cfg_false, CFGF_NONE);
-			break;
-		case K_RATES:
-		case K_PATTERNS:
-			o[i] = (cfg_opt_t)CFG_STR_LIST(name, NULL, CFGF_NODEFAULT);
-			break;
-		default:
-			o[i] = (cfg_opt_t)CFG_STR(name, NULL, CFGF_NODEFAULT);
-			break;
-		}
-	}
+	conftab_opts(t, n, o);
 	for (i = 0; i < nsubs; i++)
 		o[n + i] = subs[i];
 	o[n + nsubs] = (cfg_opt_t)CFG_END();
 	return o;
 }
 
-/* Copy K_INT, K_DUR and K_UNIT values (or their defaults) into dst. */
+/* The keys of t stored in the block's struct (dst, zeroed), set or at
+ * their defaults. */
 static void
-copy_scalars(const struct pkey *t, cfg_t *sec, void *dst)
+copy_scalars(const struct conftab_key *t, size_t n, cfg_t *sec, void *dst)
 {
-	const char *why, *s;
-	long long v;
-	enum policy_unit u;
-
-	for (; t->name; t++) {
-		char *f = (char *)dst + t->off;
-		int set = cfg_size(sec, t->name) > 0;
-
-		if (t->off == NOFF)
-			continue;
-		switch (t->kind) {
-		case K_INT:
-			*(long long *)f = set ? cfg_getint(sec, t->name) : t->idef;
-			break;
-		case K_DUR:
-			s = set ? cfg_getstr(sec, t->name) : t->sdef;
-			v = 0;
-			if (s && duration_parse(s, &v, &why) < 0)
-				panic("policy: %s: bad value after validation", t->name);
-			*(long long *)f = v;
-			break;
-		case K_UNIT:
-			s = set ? cfg_getstr(sec, t->name) : t->sdef;
-			if (policy_unit_parse(s, &u) < 0)
-				panic("policy: %s: bad unit after validation", t->name);
-			*(enum policy_unit *)f = u;
-			break;
-		default:
-			break;
-		}
-	}
+	conftab_defaults(t, n, dst, word_rule);
+	conftab_copy(t, n, dst, sec, word_rule);
 }
 
 static void
@@ -646,7 +534,7 @@ copy_upstream(struct policy_upstream *u, cfg_t *sec)
 	memset(u, 0, sizeof *u);
 	u->name = xstrdup(cfg_title(sec));
 	u->line = sec->line;
-	copy_scalars(upstream_keys, sec, u);
+	copy_scalars(upstream_keys, NKEYS(upstream_keys), sec, u);
 	if (cfg_size(sec, "shared"))
 		u->shared = xstrdup(cfg_getstr(sec, "shared"));
 	if (cfg_size(sec, "shared_secret_file"))
@@ -654,7 +542,7 @@ copy_upstream(struct policy_upstream *u, cfg_t *sec)
 	for (i = 0; i < cfg_size(sec, "window"); i++) {
 		ws = cfg_getnsec(sec, "window", i);
 		memset(&w, 0, sizeof w);
-		copy_scalars(window_keys, ws, &w);
+		copy_scalars(window_keys, NKEYS(window_keys), ws, &w);
 		w.line = ws->line;
 		if (cfg_size(ws, "reset")) {
 			if (policy_reset_parse(cfg_getstr(ws, "reset"), &w.per, &w.align, &why) < 0)
@@ -679,7 +567,7 @@ copy_class(struct policy_class *c, cfg_t *sec)
 	memset(c, 0, sizeof *c);
 	c->name = xstrdup(cfg_title(sec));
 	c->line = sec->line;
-	copy_scalars(class_keys, sec, c);
+	copy_scalars(class_keys, NKEYS(class_keys), sec, c);
 	c->nsenders = cfg_size(sec, "senders");
 	c->senders = xcalloc(c->nsenders + 1, sizeof *c->senders);
 	for (i = 0; i < c->nsenders; i++)
@@ -691,7 +579,7 @@ copy_throttle(struct policy_throttle *t, cfg_t *sec)
 {
 	memset(t, 0, sizeof *t);
 	t->pattern = xstrdup(cfg_getstr(sec, "pattern"));
-	copy_scalars(throttle_keys, sec, t);
+	copy_scalars(throttle_keys, NKEYS(throttle_keys), sec, t);
 	/* Not given: the default suspend; the default max_suspend, or
 	 * suspend if that is longer. */
 	if (cfg_size(sec, "suspend") == 0)
@@ -706,21 +594,21 @@ policy_load(struct policy *p, const char *path, struct buf *err)
 {
 	cfg_opt_t *wopts, *uopts, *copts, *topts, *top;
 	cfg_opt_t usub[1], tsub[3];
-	const struct pkey *k;
+	const struct conftab_key *k;
 	cfg_t *cfg;
 	size_t i, nbuilt = 0;
 	int rc = -1;
 
 	memset(p, 0, sizeof *p);
-	wopts = build_opts(window_keys, NULL, 0);
+	wopts = build_opts(window_keys, NKEYS(window_keys), NULL, 0);
 	usub[0] = (cfg_opt_t)CFG_SEC("window", wopts, CFGF_MULTI);
-	uopts = build_opts(upstream_keys, usub, 1);
-	copts = build_opts(class_keys, NULL, 0);
-	topts = build_opts(throttle_keys, NULL, 0);
+	uopts = build_opts(upstream_keys, NKEYS(upstream_keys), usub, 1);
+	copts = build_opts(class_keys, NKEYS(class_keys), NULL, 0);
+	topts = build_opts(throttle_keys, NKEYS(throttle_keys), NULL, 0);
 	tsub[0] = (cfg_opt_t)CFG_SEC("upstream", uopts, CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES);
 	tsub[1] = (cfg_opt_t)CFG_SEC("class", copts, CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES);
 	tsub[2] = (cfg_opt_t)CFG_SEC("throttle_reply", topts, CFGF_MULTI);
-	top = build_opts(top_keys, tsub, 3);
+	top = build_opts(top_keys, NKEYS(top_keys), tsub, 3);
 
 	cfg = cfg_init(top, CFGF_NONE);
 	if (cfg == NULL) {
@@ -728,7 +616,7 @@ policy_load(struct policy *p, const char *path, struct buf *err)
 		goto out_opts;
 	}
 	for (i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
-		for (k = blocks[i].keys; k->name; k++) {
+		for (k = blocks[i].keys; k < blocks[i].keys + blocks[i].n; k++) {
 			char *kpath = xasprintf("%s%s", blocks[i].prefix, k->name);
 
 			cfg_set_validate_func(cfg, kpath, blocks[i].validate);
@@ -751,7 +639,7 @@ policy_load(struct policy *p, const char *path, struct buf *err)
 	p->cls = xcalloc(p->ncls + 1, sizeof *p->cls);
 	for (i = 0; i < p->ncls; i++)
 		copy_class(&p->cls[i], cfg_getnsec(cfg, "class", (unsigned)i));
-	p->builtin_throttles = cfg_getbool(cfg, "builtin_throttle_replies") ? 1 : 0;
+	copy_scalars(top_keys, NKEYS(top_keys), cfg, p);
 	if (p->builtin_throttles)
 		nbuilt = sizeof builtin_throttles / sizeof builtin_throttles[0];
 	p->nthr = cfg_size(cfg, "throttle_reply");
@@ -924,14 +812,20 @@ policy_throttle_match(const struct policy *p, const char *reply)
 const char *
 policy_key_name(size_t i)
 {
-	static const struct pkey *const tables[] = {
-		top_keys, upstream_keys, window_keys, class_keys, throttle_keys,
+	static const struct {
+		const struct conftab_key *keys;
+		size_t n;
+	} tables[] = {
+		{ top_keys, NKEYS(top_keys) }, { upstream_keys, NKEYS(upstream_keys) },
+		{ window_keys, NKEYS(window_keys) }, { class_keys, NKEYS(class_keys) },
+		{ throttle_keys, NKEYS(throttle_keys) },
 	};
-	size_t t, k;
+	size_t t;
 
-	for (t = 0; t < sizeof tables / sizeof tables[0]; t++)
-		for (k = 0; tables[t][k].name; k++)
-			if (i-- == 0)
-				return tables[t][k].name;
+	for (t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+		if (i < tables[t].n)
+			return tables[t].keys[i].name;
+		i -= tables[t].n;
+	}
 	return NULL;
 }

@@ -5,12 +5,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/decimal.h"
 #include "mail/qctl.h"
 #include "mail/schedfile.h"
 
@@ -46,24 +48,18 @@ qctl_state(const struct queue *q, unsigned long id, enum qctl_state *st, long lo
 static int
 parse_line(const char **s, const char *end, const char *name, long long *v)
 {
-	size_t n = strlen(name);
+	size_t n = strlen(name), k;
 	const char *p = *s;
-	long long x = 0;
+	uint64_t x;
 
 	if ((size_t)(end - p) < n + 3 || memcmp(p, name, n) != 0 || p[n] != ' ')
 		return -1;
 	p += n + 1;
-	if (*p < '0' || *p > '9' || (*p == '0' && p + 1 < end && p[1] != '\n'))
+	k = dec_prefix(p, (size_t)(end - p), LLONG_MAX, &x);
+	if (k == 0 || p + k == end || p[k] != '\n')
 		return -1;
-	for (; p < end && *p >= '0' && *p <= '9'; p++) {
-		if (x > (0x7fffffffffffffffLL - 9) / 10)
-			return -1;
-		x = x * 10 + (*p - '0');
-	}
-	if (p == end || *p != '\n')
-		return -1;
-	*v = x;
-	*s = p + 1;
+	*v = (long long)x;
+	*s = p + k + 1;
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/decimal.h"
 #include "mail/queue.h"
 
 const char *const qdir_name[Q_NDIRS] = {
@@ -86,19 +87,11 @@ queue_dirpath(char buf[QPATH_MAX], const struct queue *q, enum qdir d, unsigned 
 int
 queue_parse_id(const char *name, unsigned long *id)
 {
-	unsigned long v = 0;
-	const char *p;
+	uint64_t v;
 
-	if (name[0] < '0' || name[0] > '9' || (name[0] == '0' && name[1] != '\0'))
+	if (dec_parse(name, strlen(name), ULONG_MAX, &v) < 0)
 		return -1;
-	for (p = name; *p; p++) {
-		if (*p < '0' || *p > '9')
-			return -1;
-		if (v > (ULONG_MAX - 9) / 10)
-			return -1;
-		v = v * 10 + (unsigned long)(*p - '0');
-	}
-	*id = v;
+	*id = (unsigned long)v;
 	return 0;
 }
 

@@ -4,24 +4,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/decimal.h"
 #include "mail/qwproto.h"
 
-/* Decimal digits s[0..n), no leading zero, value 1..max: *v; -1 if not. */
+/* s[0..n), a number (lib/decimal.h) from 1 to max: *v; -1 if not. */
 static int
 number(const char *s, size_t n, unsigned long max, unsigned long *v)
 {
-	size_t i;
+	uint64_t x;
 
-	*v = 0;
-	if (n == 0 || s[0] == '0')
+	if (dec_parse(s, n, max, &x) < 0 || x == 0)
 		return -1;
-	for (i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		*v = *v * 10 + (unsigned long)(s[i] - '0');
-		if (*v > max)
-			return -1;
-	}
+	*v = (unsigned long)x;
 	return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/decimal.h"
 #include "mail/schedfile.h"
 
 void
@@ -27,22 +28,17 @@ schedfile_format(const struct schednote *n, struct buf *b)
 	    n->since, n->warned);
 }
 
-/* A decimal number of 1 to 18 digits, no leading zero, then c, at *p. */
+/* A number (lib/decimal.h) of up to 18 digits, then c, at *p. */
 static int
 number(const char **p, const char *end, char c, long long *v)
 {
-	const char *s = *p;
-	long long n = 0;
-	int digits = 0;
+	uint64_t x;
+	size_t k = dec_prefix(*p, (size_t)(end - *p), 999999999999999999ULL, &x);
 
-	while (s < end && *s >= '0' && *s <= '9' && digits < 19) {
-		n = n * 10 + (*s++ - '0');
-		digits++;
-	}
-	if (digits == 0 || digits > 18 || (digits > 1 && **p == '0') || s >= end || *s != c)
+	if (k == 0 || *p + k == end || (*p)[k] != c)
 		return -1;
-	*v = n;
-	*p = s + 1;
+	*v = (long long)x;
+	*p += k + 1;
 	return 0;
 }
 

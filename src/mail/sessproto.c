@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/decimal.h"
 #include "lib/log.h"
 #include "mail/envelope.h"
 #include "mail/queue.h"
@@ -92,31 +93,13 @@ bad(const char **why, const char *what)
 	return -1;
 }
 
-/* A decimal number without sign or leading zero, s[0..n) whole, at most
- * max: 0, or -1. */
-static int
-decimal(const char *s, size_t n, unsigned long long max, unsigned long long *v)
-{
-	size_t i;
-
-	*v = 0;
-	if (n == 0 || (s[0] == '0' && n > 1))
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9' || *v > (max - (unsigned long long)(s[i] - '0')) / 10)
-			return -1;
-		*v = *v * 10 + (unsigned long long)(s[i] - '0');
-	}
-	return 0;
-}
-
 /* The message request p[0..n) into r (its pointers into p). */
 static int
 parse_message(const char *p, size_t n, struct sp_request *r, const char **why)
 {
 	struct timespec t;
 	unsigned long inode;
-	unsigned long long g;
+	uint64_t g;
 	size_t i, k = 0, nfield = 0, len;
 	const char *gs;
 
@@ -132,7 +115,7 @@ parse_message(const char *p, size_t n, struct sp_request *r, const char **why)
 	if (queue_parse_msgid(r->qid, &inode, &t) < 0)
 		return bad(why, "a malformed message id");
 	gs = r->qid + strlen(r->qid) + 1;
-	if (decimal(gs, strlen(gs), SP_GRACE_MAX, &g) < 0)
+	if (dec_parse(gs, strlen(gs), SP_GRACE_MAX, &g) < 0)
 		return bad(why, "a malformed grace");
 	r->grace = (unsigned)g;
 	r->sender = gs + strlen(gs) + 1;
@@ -265,7 +248,7 @@ flight_msg(const char *p, size_t n, struct sp_flight *f, const char **why)
 {
 	struct timespec t;
 	unsigned long inode;
-	unsigned long long v;
+	uint64_t v;
 	char w[32];
 	size_t at = sizeof FL_MSG - 1, i;
 
@@ -275,20 +258,20 @@ flight_msg(const char *p, size_t n, struct sp_flight *f, const char **why)
 	if (word(p, &at, n, f->upstream, sizeof f->upstream) < 0 ||
 	    !policy_valid_name(f->upstream))
 		return bad(why, "a malformed upstream");
-	if (word(p, &at, n, w, sizeof w) < 0 || decimal(w, strlen(w), UINT64_MAX, &v) < 0 ||
+	if (word(p, &at, n, w, sizeof w) < 0 || dec_parse(w, strlen(w), UINT64_MAX, &v) < 0 ||
 	    v == 0)
 		return bad(why, "a malformed grant id");
 	f->grant = v;
 	if (word(p, &at, n, f->boot, sizeof f->boot) < 0 || (strcmp(f->boot, "unknown") != 0 &&
 	    strspn(f->boot, "0123456789abcdef-") != strlen(f->boot)))
 		return bad(why, "a malformed boot id");
-	if (word(p, &at, n, w, sizeof w) < 0 || decimal(w, strlen(w), SESSION_REQUEST_MAX, &v) < 0 ||
-	    v == 0)
+	if (word(p, &at, n, w, sizeof w) < 0 ||
+	    dec_parse(w, strlen(w), SESSION_REQUEST_MAX, &v) < 0 || v == 0)
 		return bad(why, "a malformed recipient count");
 	f->n = (size_t)v;
 	f->offs = xcalloc(f->n, sizeof *f->offs);
 	for (i = 0; i < f->n; i++) {
-		if (word(p, &at, n, w, sizeof w) < 0 || decimal(w, strlen(w), (1ULL << 40), &v) < 0)
+		if (word(p, &at, n, w, sizeof w) < 0 || dec_parse(w, strlen(w), (1ULL << 40), &v) < 0)
 			return bad(why, "a malformed recipient offset");
 		f->offs[i] = (size_t)v;
 	}
@@ -301,7 +284,7 @@ int
 sp_parse_flight(const char *p, size_t n, struct sp_flight *f, const char **why)
 {
 	const char *nl, *end = p + n;
-	unsigned long long len;
+	uint64_t len;
 	size_t k;
 
 	memset(f, 0, sizeof *f);
@@ -330,7 +313,7 @@ sp_parse_flight(const char *p, size_t n, struct sp_flight *f, const char **why)
 	k = sizeof FL_DONE - 1;
 	if ((size_t)(end - p) <= k || memcmp(p, FL_DONE, k) != 0 ||
 	    (nl = memchr(p, '\n', (size_t)(end - p))) == NULL ||
-	    decimal(p + k, (size_t)(nl - p) - k, REPORT_MAX, &len) < 0) {
+	    dec_parse(p + k, (size_t)(nl - p) - k, REPORT_MAX, &len) < 0) {
 		bad(why, "a malformed \"done\" line");
 		goto out;
 	}

@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "lib/decimal.h"
 #include "lib/evloop.h"
 #include "lib/io.h"
 #include "mail/showq.h"
@@ -58,22 +59,17 @@ showq_parse_request(const char *s, size_t n, enum qlist_format *f, struct buf *w
 	return 0;
 }
 
-/* A decimal without sign or leading zeros, below 2^53; *used its digits. */
-static int
-parse_dec(const char *s, size_t n, unsigned long long *v, size_t *used)
+/* A LEN at s[0..n) (lib/decimal.h), 15 digits at most (below 2^53):
+ * its digits, or 0. */
+static size_t
+parse_len(const char *s, size_t n, unsigned long long *len)
 {
-	size_t i = 0;
+	uint64_t v;
+	size_t used = dec_prefix(s, n, 999999999999999ULL, &v);
 
-	*v = 0;
-	while (i < n && s[i] >= '0' && s[i] <= '9') {
-		if (i > 0 && s[0] == '0')
-			return -1;
-		*v = *v * 10 + (unsigned)(s[i] - '0');
-		if (++i > 15)
-			return -1;
-	}
-	*used = i;
-	return i == 0 ? -1 : 0;
+	if (used > 0)
+		*len = v;
+	return used;
 }
 
 /* The REASON at s[i..n): one line of printable bytes, not empty. */
@@ -101,11 +97,11 @@ showq_parse_head(const char *s, size_t n, struct showq_head *h, struct buf *why)
 	if (n >= 6 && memcmp(s, "ok ", 3) == 0 && (s[3] == '0' || s[3] == '1') && s[4] == ' ') {
 		h->kind = SHOWQ_OK;
 		h->rc = s[3] - '0';
-		if (parse_dec(s + 5, n - 5, &h->len, &used) == 0 && 5 + used == n)
+		if ((used = parse_len(s + 5, n - 5, &h->len)) > 0 && 5 + used == n)
 			return 0;
 	} else if (n >= 5 && memcmp(s, "fail ", 5) == 0) {
 		h->kind = SHOWQ_FAIL;
-		if (parse_dec(s + 5, n - 5, &h->len, &used) == 0 && 5 + used < n &&
+		if ((used = parse_len(s + 5, n - 5, &h->len)) > 0 && 5 + used < n &&
 		    s[5 + used] == ' ' && parse_reason(s, 5 + used + 1, n, h) == 0)
 			return 0;
 	} else if (n >= 6 && memcmp(s, "error ", 6) == 0) {

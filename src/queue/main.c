@@ -12,7 +12,6 @@
  * (mail/config.c), but for the warning's switch, which can only keep a
  * warning quiet.
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/decimal.h"
 #include "lib/log.h"
 #include "lib/usage.h"
 #include "mail/config.h"
@@ -74,14 +74,11 @@ static int
 id_fd(void)
 {
 	const char *v = getenv("WEIR_QUEUE_IDFD");
-	char *end;
-	long fd;
+	uint64_t fd;
 
 	if (v == NULL || *v == '\0')
 		return -1;
-	errno = 0;
-	fd = strtol(v, &end, 10);
-	if (errno || *end || fd < 3 || fd > 1024 || fcntl((int)fd, F_GETFD) < 0) {
+	if (dec_parse(v, strlen(v), 1024, &fd) < 0 || fd < 3 || fcntl((int)fd, F_GETFD) < 0) {
 		log_warnx("$WEIR_QUEUE_IDFD = \"%.20s\" is not an open descriptor above 2; "
 		    "the id is not told", v);
 		return -1;

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/decimal.h"
 #include "lib/evloop.h"
 #include "lib/io.h"
 #include "lib/log.h"
@@ -735,10 +736,10 @@ out:
 static int
 open_fd(const char *s)
 {
-	char *end;
-	long fd = strtol(s, &end, 10);
+	uint64_t fd;
 
-	return *s && !*end && fd >= 3 && fd <= 1024 && fcntl((int)fd, F_GETFD) >= 0 ? (int)fd : -1;
+	return dec_parse(s, strlen(s), 1024, &fd) == 0 && fd >= 3 && fcntl((int)fd, F_GETFD) >= 0 ?
+	    (int)fd : -1;
 }
 
 int

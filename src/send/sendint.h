@@ -71,9 +71,9 @@
  *              wait.c)
  *   reload.c   SIGHUP (by 1; calls 1, 2, 3, job.c, session.c,
  *              keepalive.c)
- *   keepalive.c the OAuth keep-alive: no message (started by 1 and
- *              reload.c, reaped by 3; runs its deliverer with 3's
- *              helpers, mails with notice.c)
+ *   keepalive.c  the OAuth keep-alive (weir-remote -K), no message:
+ *              started by 1 and reload.c, reaped by 3, runs its
+ *              deliverer with 3's helpers, mails with notice.c
  * and, calling none of these: rcptfile.c, preproc.c, dsn.c, note.c,
  * report.c, cleanup.c (their own headers).
  *

@@ -17,10 +17,10 @@
  */
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/decimal.h"
 #include "lib/log.h"
 #include "lib/privdrop.h"
 #include "lib/usage.h"
@@ -38,17 +38,13 @@ usage(void)
 	return 2;
 }
 
-/* 1..3600, decimal, nothing else. */
+/* 1..3600, a number (lib/decimal.h), nothing else. */
 static int
 seconds(const char *s, int *v)
 {
-	char *end;
-	long n;
+	uint64_t n;
 
-	if (*s < '1' || *s > '9')
-		return -1;
-	n = strtol(s, &end, 10);
-	if (*end || n > 3600)
+	if (dec_parse(s, strlen(s), 3600, &n) < 0 || n == 0)
 		return -1;
 	*v = (int)n;
 	return 0;
