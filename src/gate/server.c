@@ -358,10 +358,38 @@ static void
 on_refused(void *arg, struct wg_req *r, enum wg_code code)
 {
 	struct creq *q = r->owner;
+	struct gp_reply rp;
+	int64_t left;
 
 	(void)arg;
-	reply_err(q->c, q->tag, wire_code(code), code_text(code));
+	if (code != WG_LATER) {
+		reply_err(q->c, q->tag, wire_code(code), code_text(code));
+		forget_req(q->c, q);
+		return;
+	}
+	/* Its conditions hold (mail/route.h): the client asks elsewhere. */
+	left = (r->later_until - now_mono() + 999) / 1000;
+	memset(&rp, 0, sizeof rp);
+	rp.verb = GP_R_LATER;
+	rp.tag = q->tag;
+	rp.why = r->later_why;
+	rp.secs = left < 1 ? 1 : left > GP_LATER_MAX ? GP_LATER_MAX : (uint64_t)left;
+	gp_fmt_reply(&q->c->out, &rp);
 	forget_req(q->c, q);
+}
+
+/* What a report said of the upstream's reach (window.h): one log line
+ * when an unreachable spell begins or ends. */
+static void
+reach_logged(struct wg_up *u, const struct wg_done *d, int64_t now)
+{
+	if (d->down_began)
+		log_warnx("upstream %s: unreachable: %s; requests that may go to a fallback "
+		    "wait for a probe to get through or their threshold (fallback_when)", u->name,
+		    u->down_reason ? u->down_reason : "");
+	else if (d->down_ended)
+		log_info("upstream %s: reachable again after %lld s", u->name,
+		    (long long)((now - d->down_from + 999) / 1000));
 }
 
 static void
@@ -382,7 +410,7 @@ do_acquire(struct server *s, struct client *c, const struct gp_req *rq, int64_t 
 	q->tag = rq->tag;
 	q->c = c;
 	code = wg_acquire(&s->g, rq->upstream, rq->cls[0] ? rq->cls : NULL,
-	    rq->sender[0] ? rq->sender : NULL, rq->w, q, now, &q->r);
+	    rq->sender[0] ? rq->sender : NULL, rq->w, &rq->unless, q, now, &q->r);
 	if (code != WG_OK) {
 		free(q);
 		reply_err(c, rq->tag, wire_code(code), code_text(code));
@@ -488,7 +516,15 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 		suspended(s, u, 0, rq->text, &d, now);
 		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
 		break;
+	case GP_UNREACHED:
+	case GP_NOGREETING:
+		wg_report_at(&s->g, q->r, rq->outcome == GP_UNREACHED ? WG_UNREACHED :
+		    WG_NOGREETING, rq->text, -1, now, &d);
+		journal_done(s, id, &d, 'N', now);
+		reply_simple(c, GP_R_OK, rq->tag, 0);
+		break;
 	}
+	reach_logged(u, &d, now);
 	q->r = NULL;
 	forget_req(c, q);
 }
@@ -515,6 +551,7 @@ do_settle(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	static const enum wg_outcome how[] = {
 		[GP_SENT] = WG_SENT, [GP_REFUND] = WG_REFUND, [GP_NOMAIL] = WG_NOMAIL,
 		[GP_THROTTLED] = WG_THROTTLED, [GP_AUTHFAIL] = WG_AUTHFAIL,
+		[GP_UNREACHED] = WG_UNREACHED, [GP_NOGREETING] = WG_NOGREETING,
 	};
 	struct wg_up *u = wg_find(&s->g, rq->upstream);
 	struct wg_done d;
@@ -537,6 +574,7 @@ do_settle(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	journal_settle(&s->j, u, rq->grant, &d, now, now + s->wmm);
 	if (rq->outcome == GP_THROTTLED || rq->outcome == GP_AUTHFAIL)
 		suspended(s, u, rq->outcome == GP_AUTHFAIL, rq->text, &d, now);
+	reach_logged(u, &d, now);
 	log_info("upstream %s: send %llu, of unknown outcome since its client went away, "
 	    "settled: %s%s", u->name, (unsigned long long)rq->grant,
 	    d.logged ? "logged at its time" : "nothing logged", d.logged &&
@@ -553,10 +591,10 @@ do_resume(struct server *s, struct client *c, const struct gp_req *rq)
 		reply_err(c, 0, GP_NOPOLICY, "no such upstream");
 		return;
 	}
-	wg_lift(u, 0, now_mono());
+	log_info("upstream %s: suspensions lifted%s (resume)", u->name,
+	    wg_lift(u, 0, now_mono()) ? ", and its unreachable spell ended" : "");
 	journal_lift(&s->j, u, 0);
 	share_suspend(s, u, 0, now_mono());
-	log_info("upstream %s: suspensions lifted (resume)", u->name);
 	reply_simple(c, GP_R_OK, 0, 0);
 }
 
@@ -895,9 +933,12 @@ reload(struct server *s, const char *why)
 	 * connection at a time until one gets through). */
 	for (u = s->g.ups; u; u = u->next)
 		if (u->auth_until > now_mono()) {
-			wg_lift(u, 1, now_mono());
+			(void)wg_lift(u, 1, now_mono());
 			journal_lift(&s->j, u, 1);
 			log_info("upstream %s: authentication suspension lifted (%s)", u->name, why);
+		} else if (wg_reach_reset(u)) {
+			/* Tried again at once, too. */
+			log_info("upstream %s: its unreachable spell ended (%s)", u->name, why);
 		}
 	if (s->pol) {
 		policy_free(s->pol);

@@ -613,12 +613,14 @@ shared_ended(struct shared *sh, const struct policy_upstream *pu, struct wg_req 
 		break;
 	case WG_NOMAIL:
 	case WG_AUTHFAIL:
+	case WG_NOGREETING:
 		kind = "N";
 		break;
 	case WG_THROTTLED:
 		kind = "T";
 		break;
 	case WG_REFUND:
+	case WG_UNREACHED:
 		kind = "R";
 		break;
 	}

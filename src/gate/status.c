@@ -6,7 +6,12 @@
  * holds its slot until the upstream's grace is over), counters (since
  * the gate started; rcpt_accepted sums the recipient counts of the SENT
  * reports, JSON only), and weir-send's latest COUNTS for the upstream,
- * if it sent any ("send" in JSON).  For an upstream
+ * if it sent any ("send" in JSON), with how often its mail went to a
+ * fallback and came back.  The state fallbacks are judged on (mail/
+ * route.h): an unreachable spell with its reason and next probe, in
+ * text, and in JSON "route" with the authentication trouble's start and
+ * the windows' next free slot for one message, which `weir status` reads
+ * to say where each waiting message will go.  For an upstream
  * with a shared store: the store, whether it answers, and each window as
  * Redis counts it for every host ("all hosts", asked of Redis for this
  * report) below this gate's own count.  Asked for a history (STATUS JSON
@@ -180,6 +185,15 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	}
 	if (u->probe)
 		buf_adds(b, "  probing: one grant at a time until one gets through\n");
+	if (u->down_since > 0) {
+		char probe[64];
+
+		wall_str(when, sizeof when, u->down_since + wmm);
+		wall_str(probe, sizeof probe, u->probe_at + wmm);
+		buf_printf(b, "  unreachable since %s (%lld s): %s; %s%s\n", when,
+		    (long long)((now - u->down_since) / 1000), u->down_reason ? u->down_reason : "",
+		    u->probe_id ? "a probe is out" : "next probe ", u->probe_id ? "" : probe);
+	}
 	/* Asked first: a store that stopped answering is marked so. */
 	view_get(&v, sh, u, now, wmm);
 	if (u->shared) {
@@ -233,17 +247,62 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		buf_printf(b, "  next grant: %s (in %lld ms)\n", when, (long long)(next - now));
 	}
 	buf_printf(b, "  totals: granted %llu, sent %llu, refunded %llu, throttled %llu, "
-	    "unknown %llu, no mail %llu, auth failed %llu, unknown settled later %llu\n",
+	    "unknown %llu, no mail %llu, auth failed %llu, unknown settled later %llu, "
+	    "unreachable %llu, passed over %llu\n",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
 	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
 	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
-	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_settled);
+	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_settled,
+	    (unsigned long long)u->n_unreached, (unsigned long long)u->n_later);
 	if (u->has_counts)
 		buf_printf(b, "  weir-send: messages (recipients) queued %llu (%llu), delivered "
 		    "%llu (%llu), deferred %llu (%llu), bounced %llu (%llu); sessions open %llu\n",
 		    C(GP_C_QUEUED_MSGS), C(GP_C_QUEUED_RCPTS), C(GP_C_DELIVERED_MSGS),
 		    C(GP_C_DELIVERED_RCPTS), C(GP_C_DEFERRED_MSGS), C(GP_C_DEFERRED_RCPTS),
 		    C(GP_C_BOUNCED_MSGS), C(GP_C_BOUNCED_RCPTS), C(GP_C_SESSIONS));
+	if (u->has_counts && (C(GP_C_SWITCHES) || C(GP_C_RETURNS)))
+		buf_printf(b, "  weir-send: its mail went to a fallback %llu time%s, came back "
+		    "%llu\n", C(GP_C_SWITCHES), C(GP_C_SWITCHES) == 1 ? "" : "s", C(GP_C_RETURNS));
+}
+
+/* A time on the now axis as wall ms, or null for 0 (none). */
+static void
+json_ms(struct buf *b, int64_t t, int64_t wmm)
+{
+	if (t > 0)
+		buf_printf(b, "%lld", (long long)(t + wmm));
+	else
+		buf_adds(b, "null");
+}
+
+/* "route": what route.h's judge reads (weir status says where each
+ * waiting message goes from it), and the requests passed over. */
+static void
+json_route(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
+{
+	struct route_state st;
+
+	wg_route_state(u, NULL, now, &st);
+	buf_adds(b, ",\"route\":{\"unreachable_since_ms\":");
+	json_ms(b, st.down_since, wmm);
+	buf_adds(b, ",\"unreachable_reason\":");
+	if (st.down_since > 0)
+		quoted(b, u->down_reason ? u->down_reason : "");
+	else
+		buf_adds(b, "null");
+	buf_adds(b, ",\"probe_at_ms\":");
+	json_ms(b, st.down_since > 0 ? st.probe_at : 0, wmm);
+	buf_printf(b, ",\"probe_out\":%s,\"auth_trouble_since_ms\":",
+	    st.probe_out ? "true" : "false");
+	json_ms(b, st.auth_since, wmm);
+	buf_printf(b, ",\"auth_probe_out\":%s,\"free_at_ms\":", st.auth_probe_out ? "true" :
+	    "false");
+	if (st.free_at >= 0)
+		buf_printf(b, "%lld", (long long)(st.free_at + wmm));
+	else
+		buf_adds(b, "null");
+	buf_printf(b, ",\"passed_over\":%llu,\"unreachable_reports\":%llu}",
+	    (unsigned long long)u->n_later, (unsigned long long)u->n_unreached);
 }
 
 /* A calendar window's last boundary at or before now. */
@@ -350,6 +409,7 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		quoted(b, u->auth_reason ? u->auth_reason : "");
 	}
 	buf_printf(b, ",\"probe\":%s", u->probe ? "true" : "false");
+	json_route(b, u, now, wmm);
 	view_get(&v, sh, u, now, wmm);
 	if (u->shared) {
 		const char *why, *store = shared_store(sh, u->name);
@@ -428,7 +488,8 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		buf_adds(b, "},\"recipients\":{");
 		for (i = 0; i < 4; i++)
 			buf_printf(b, "%s\"%s\":%llu", i ? "," : "", what[i], C(2 * i + 1));
-		buf_printf(b, "},\"sessions_open\":%llu}", C(GP_C_SESSIONS));
+		buf_printf(b, "},\"sessions_open\":%llu,\"fallback\":{\"switches\":%llu,"
+		    "\"returns\":%llu}}", C(GP_C_SESSIONS), C(GP_C_SWITCHES), C(GP_C_RETURNS));
 	}
 	if (hist)
 		json_history(b, u, now, wmm, hist);

@@ -38,6 +38,7 @@ free_up(struct wg_up *u)
 	free(u->hist);
 	free(u->susp_reason);
 	free(u->auth_reason);
+	free(u->down_reason);
 	free(u);
 }
 
@@ -344,6 +345,8 @@ fits_ever(const struct wg_up *u, const uint32_t w[UNIT_COUNT])
 static void
 unlink_wait(struct wg_up *u, struct wg_req *r)
 {
+	if (r->has_unless)
+		u->nwait_unless--;
 	if (r->prev)
 		r->prev->next = r->next;
 	else
@@ -388,7 +391,8 @@ wg_set_policy(struct wgate *g, const struct policy *pol, int64_t wall_minus_mono
 
 enum wg_code
 wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *sender,
-    const uint32_t w[UNIT_COUNT], void *owner, int64_t now, struct wg_req **out)
+    const uint32_t w[UNIT_COUNT], const struct route_when *unless, void *owner, int64_t now,
+    struct wg_req **out)
 {
 	const struct policy_class *c = NULL;
 	struct wg_up *u;
@@ -424,6 +428,12 @@ wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *s
 	memcpy(r->w, w, sizeof r->w);
 	r->since = now;
 	r->owner = owner;
+	route_when_none(&r->unless);
+	if (unless && route_when_any(unless)) {
+		r->unless = *unless;
+		r->has_unless = 1;
+		u->nwait_unless++;
+	}
 	/* Behind every request of the same or higher priority. */
 	for (p = u->wait_tail; p && p->prio < r->prio; p = p->prev)
 		;
@@ -455,7 +465,7 @@ slot_only(const struct wg_req *r)
 
 /* The first request of the FIFO proper (not a slot). */
 static struct wg_req *
-fifo_head(const struct wg_up *u)
+fifo_head(struct wg_up *u)
 {
 	struct wg_req *r;
 
@@ -464,16 +474,96 @@ fifo_head(const struct wg_up *u)
 	return r;
 }
 
-/* When r could be granted, as wg_head_fit says. */
+/* When the windows alone have room for weights w (held grants counted):
+ * now or later; -1 when held grants alone fill one (only a report can
+ * tell). */
 static int64_t
-req_fit(struct wg_up *u, const struct wg_req *r, int64_t now)
+win_fit(const struct wg_up *u, const uint32_t w[UNIT_COUNT], int64_t now)
 {
 	int64_t at = now, excess, acc, t;
 	uint64_t s;
 	size_t i;
 
+	for (i = 0; i < u->nwin; i++) {
+		const struct wg_win *win = &u->win[i];
+		int64_t need = u->held[win->unit] + w[win->unit];
+
+		if (w[win->unit] == 0)
+			continue;
+		if (need > win->limit)
+			return -1;
+		excess = win->sum + need - win->limit;
+		if (excess <= 0)
+			continue;
+		/* Entries leave in t order: a sliding window's at t + T, a
+		 * calendar window's at the first boundary after t (an
+		 * interval reaching into a later period counts there too). */
+		t = -1;
+		acc = 0;
+		for (s = win->first; s < log_end(u); s++) {
+			const struct wg_send *e = wg_log_at(u, s);
+
+			acc += e->w[win->unit];
+			if (acc >= excess) {
+				t = win->calendar ? bucket_start(win, e->t) + win->per : e->t + win->per;
+				break;
+			}
+		}
+		if (t < 0)
+			panic("window: sum %lld does not match the log", (long long)win->sum);
+		if (t > at)
+			at = t;
+	}
+	return at;
+}
+
+void
+wg_route_state(struct wg_up *u, const uint32_t *w, int64_t now, struct route_state *st)
+{
+	static const uint32_t one[UNIT_COUNT] = { [UNIT_MESSAGES] = 1, [UNIT_RECIPIENTS] = 1 };
+
+	memset(st, 0, sizeof *st);
+	st->down_since = u->down_since;
+	st->probe_at = u->probe_at;
+	st->probe_out = u->probe_id != 0;
+	st->auth_since = u->auth_since;
+	st->auth_until = u->auth_until;
+	/* After an authentication suspension, one message at a time. */
+	st->auth_probe_out = u->probe && u->held[UNIT_MESSAGES] > 0;
+	st->susp_until = u->susp_until;
+	st->free_at = u->in_policy ? win_fit(u, w ? w : one, now) : -1;
+}
+
+/* The verdict on r's conditions (route.h). */
+static enum route_verdict
+judge(struct wg_up *u, struct wg_req *r, int64_t now, int64_t *until)
+{
+	struct route_state st;
+
+	wg_route_state(u, r->w, now, &st);
+	return route_judge(&r->unless, &st, now, &r->later_why, until);
+}
+
+/* When r could be granted, as wg_head_fit says. */
+static int64_t
+req_fit(struct wg_up *u, struct wg_req *r, int64_t now)
+{
+	int64_t at = now, t;
+
 	if (!u->in_policy)
 		return -1;	/* a policy that names it */
+	if (r->has_unless) {
+		switch (judge(u, r, now, &t)) {
+		case RV_AVOID:
+			return -1;	/* refused at the next pump */
+		case RV_HOLD:
+			if (t > at)
+				at = t;
+			break;
+		default:
+			break;
+		}
+	}
 	if (u->susp_until > now)
 		at = u->susp_until;
 	if (u->auth_until > at)
@@ -492,43 +582,15 @@ req_fit(struct wg_up *u, const struct wg_req *r, int64_t now)
 		return -1;
 	if (u->shared && u->shared_retry > at)
 		at = u->shared_retry;
-	for (i = 0; i < u->nwin; i++) {
-		struct wg_win *w = &u->win[i];
-		int64_t need = u->held[w->unit] + r->w[w->unit];
-
-		if (r->w[w->unit] == 0)
-			continue;
-		if (need > w->limit)
-			return -1;
-		excess = w->sum + need - w->limit;
-		if (excess <= 0)
-			continue;
-		/* Entries leave in t order: a sliding window's at t + T, a
-		 * calendar window's at the first boundary after t (an
-		 * interval reaching into a later period counts there too). */
-		t = -1;
-		acc = 0;
-		for (s = w->first; s < log_end(u); s++) {
-			const struct wg_send *e = wg_log_at(u, s);
-
-			acc += e->w[w->unit];
-			if (acc >= excess) {
-				t = w->calendar ? bucket_start(w, e->t) + w->per : e->t + w->per;
-				break;
-			}
-		}
-		if (t < 0)
-			panic("window: sum %lld does not match the log", (long long)w->sum);
-		if (t > at)
-			at = t;
-	}
-	return at;
+	if ((t = win_fit(u, r->w, now)) < 0)
+		return -1;
+	return t > at ? t : at;
 }
 
 int64_t
 wg_head_fit(struct wg_up *u, int64_t now)
 {
-	const struct wg_req *r, *h = fifo_head(u);
+	struct wg_req *r, *h = fifo_head(u);
 	int64_t best = h ? req_fit(u, h, now) : -2, t;
 
 	for (r = u->wait_head; r; r = r->next)
@@ -544,6 +606,12 @@ grant(struct wgate *g, struct wg_up *u, struct wg_req *r, int64_t now)
 {
 	size_t i;
 
+	/* Granted in an unreachable spell, to a request that would have
+	 * gone elsewhere: it is the probe (one at a time). */
+	if (r->has_unless && r->unless.s[RK_UNREACHABLE] != RK_OFF && u->down_since > 0) {
+		u->probe_id = r->id;
+		u->probe_at = now + route_probe_ms(&r->unless);
+	}
 	unlink_wait(u, r);
 	for (i = 0; i < UNIT_COUNT; i++)
 		u->held[i] += r->w[i];
@@ -570,6 +638,47 @@ try_grant(struct wgate *g, struct wg_up *u, struct wg_req *r, int64_t now)
 	return 1;
 }
 
+/* Refuse (WG_LATER) each waiting request of u whose conditions say to
+ * pass u over now; how many. */
+static size_t
+refuse_avoided(struct wgate *g, struct wg_up *u, int64_t now)
+{
+	struct wg_req *r, *next;
+	int64_t until;
+	size_t n = 0;
+
+	for (r = u->wait_head; r && u->nwait_unless > 0; r = next) {
+		next = r->next;
+		if (!r->has_unless || !u->in_policy || judge(u, r, now, &until) != RV_AVOID)
+			continue;
+		r->later_until = until > now ? until : now + 1;
+		unlink_wait(u, r);
+		u->n_later++;
+		n++;
+		if (g->ops.refused)
+			g->ops.refused(g->ops.arg, r, WG_LATER);
+		free(r);
+	}
+	return n;
+}
+
+/* Grant, in order, what fits on u now: the slots, then the FIFO. */
+static size_t
+pump_up(struct wgate *g, struct wg_up *u, int64_t now)
+{
+	struct wg_req *r, *next;
+	size_t n = 0;
+
+	for (r = u->wait_head; r; r = next) {
+		next = r->next;
+		if (slot_only(r))
+			n += (size_t)try_grant(g, u, r, now);
+	}
+	while ((r = fifo_head(u)) != NULL && try_grant(g, u, r, now))
+		n++;
+	return n;
+}
+
 size_t
 wg_pump(struct wgate *g, int64_t now)
 {
@@ -577,18 +686,45 @@ wg_pump(struct wgate *g, int64_t now)
 	size_t n = 0;
 
 	for (u = g->ups; u; u = u->next) {
-		struct wg_req *r, *next;
-
 		wg_expire(u, now);
-		for (r = u->wait_head; r; r = next) {
-			next = r->next;
-			if (slot_only(r))
-				n += (size_t)try_grant(g, u, r, now);
-		}
-		while ((r = fifo_head(u)) != NULL && try_grant(g, u, r, now))
-			n++;
+		(void)refuse_avoided(g, u, now);
+		n += pump_up(g, u, now);
+		/* A probe granted now: the others pass over, and what waited
+		 * behind them may go. */
+		if (refuse_avoided(g, u, now) > 0)
+			n += pump_up(g, u, now);
 	}
 	return n;
+}
+
+/* The next instant (> now) at which the verdict on a waiting request of
+ * u that carries conditions changes by time alone (a spell reaching its
+ * threshold, a probe falling due), or -1. */
+static int64_t
+unless_wake(const struct wg_up *u, int64_t now)
+{
+	const struct wg_req *r;
+	int64_t best = -1, t;
+	int k;
+
+	for (r = u->wait_head; r && u->nwait_unless > 0; r = r->next) {
+		if (!r->has_unless)
+			continue;
+		for (k = 0; k < 3; k++) {
+			if (k == 0 && u->down_since > 0 && r->unless.s[RK_UNREACHABLE] != RK_OFF)
+				t = u->down_since + r->unless.s[RK_UNREACHABLE] * 1000;
+			else if (k == 1 && u->down_since > 0 && !u->probe_id &&
+			    r->unless.s[RK_UNREACHABLE] != RK_OFF)
+				t = u->probe_at;
+			else if (k == 2 && u->auth_since > 0 && r->unless.s[RK_AUTH] != RK_OFF)
+				t = u->auth_since + r->unless.s[RK_AUTH] * 1000;
+			else
+				continue;
+			if (t > now && (best < 0 || t < best))
+				best = t;
+		}
+	}
+	return best;
 }
 
 int64_t
@@ -600,6 +736,9 @@ wg_next_wake(struct wgate *g, int64_t now)
 	for (u = g->ups; u; u = u->next) {
 		wg_expire(u, now);
 		t = wg_head_fit(u, now);
+		if (u->nwait_unless > 0 && unless_wake(u, now) > 0 &&
+		    (t < 0 || unless_wake(u, now) < t))
+			t = unless_wake(u, now);
 		if (t < 0)
 			continue;
 		if (t <= now)
@@ -652,6 +791,8 @@ auth_suspend(struct wg_up *u, const char *reply, int64_t now)
 	u->auth_len = len;
 	u->auth_start = now;
 	u->auth_until = now + len;
+	if (!u->probe || u->auth_since == 0)
+		u->auth_since = now;	/* a new spell of trouble */
 	u->probe = 1;
 	free(u->auth_reason);
 	u->auth_reason = xstrdup(reply ? reply : "");
@@ -710,6 +851,13 @@ account(struct wgate *g, struct wg_up *u, int64_t since, const uint32_t w[UNIT_C
 		log_done(u, d, now, now, conn, 0);
 		u->n_nomail++;
 		break;
+	case WG_UNREACHED:
+		u->n_unreached++;	/* no connection: nothing to log */
+		break;
+	case WG_NOGREETING:
+		log_done(u, d, now, now, conn, 0);
+		u->n_unreached++;
+		break;
 	case WG_AUTHFAIL:
 		log_done(u, d, now, now, conn, 0);
 		u->n_authfail++;
@@ -738,6 +886,32 @@ account(struct wgate *g, struct wg_up *u, int64_t since, const uint32_t w[UNIT_C
 	}
 }
 
+/* What outcome o of a send of weights w (unless: its conditions, or
+ * NULL) says of the upstream's reach: an unreachable spell begins or
+ * goes on (the next probe one interval on), or a report on a message
+ * that got through ends it; into *d. */
+static void
+note_reach(struct wg_up *u, enum wg_outcome o, const uint32_t w[UNIT_COUNT],
+    const struct route_when *unless, const char *reply, int64_t now, struct wg_done *d)
+{
+	if (o == WG_UNREACHED || o == WG_NOGREETING) {
+		if (u->down_since == 0) {
+			u->down_since = now;
+			d->down_began = 1;
+		}
+		free(u->down_reason);
+		u->down_reason = xstrdup(reply ? reply : "");
+		u->probe_at = now + (unless ? route_probe_ms(unless) : ROUTE_PROBE_MAX_MS);
+		return;
+	}
+	if (o == WG_REFUND || o == WG_UNKNOWN || w[UNIT_MESSAGES] == 0 || u->down_since == 0)
+		return;
+	d->down_ended = 1;
+	d->down_from = u->down_since;
+	u->down_since = 0;
+	u->probe_at = 0;
+}
+
 int64_t
 wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *reply,
     int64_t at, int64_t now, struct wg_done *dp)
@@ -751,9 +925,18 @@ wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *r
 	/* A report that shows the upstream takes us again ends the probe:
 	 * one about a message, not a kept session's slot ending (its NOMAIL
 	 * says nothing of AUTH: its messages' reports do). */
-	if (o != WG_THROTTLED && o != WG_AUTHFAIL && r->w[UNIT_MESSAGES] > 0)
+	if (o != WG_THROTTLED && o != WG_AUTHFAIL && o != WG_UNREACHED && o != WG_NOGREETING &&
+	    r->w[UNIT_MESSAGES] > 0) {
 		u->probe = 0;
+		/* The trouble ends with a message that reached the upstream,
+		 * not with a grant given back or of unknown fate. */
+		if (o != WG_REFUND && o != WG_UNKNOWN)
+			u->auth_since = 0;
+	}
+	if (r->id == u->probe_id)
+		u->probe_id = 0;
 	account(g, u, r->since, r->w, r->id, o, reply, at, now, &d);
+	note_reach(u, o, r->w, r->has_unless ? &r->unless : NULL, reply, now, &d);
 	if (u->shared) {
 		u->shared_retry = 0;	/* a slot may be free again */
 		if (g->ops.ended)
@@ -791,6 +974,7 @@ wg_settle(struct wgate *g, struct wg_up *u, uint64_t id, enum wg_outcome o, cons
 	log_remove(u, p - 1);
 	u->n_settled++;
 	account(g, u, e.from, e.w, 0, o, reply, at, now, d);
+	note_reach(u, o, e.w, NULL, reply, now, d);
 	return 1;
 }
 
@@ -827,6 +1011,16 @@ wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d)
 }
 
 int
+wg_reach_reset(struct wg_up *u)
+{
+	int down = u->down_since != 0;
+
+	u->down_since = 0;
+	u->probe_at = 0;
+	return down;
+}
+
+int
 wg_auth_refused(struct wg_up *u, const char *reply, int64_t now)
 {
 	if (u->auth_until > now)
@@ -835,16 +1029,19 @@ wg_auth_refused(struct wg_up *u, const char *reply, int64_t now)
 	return 1;
 }
 
-void
+int
 wg_lift(struct wg_up *u, int auth_only, int64_t now)
 {
+	int down = wg_reach_reset(u);
+
 	u->auth_until = 0;
 	u->auth_len = 0;
 	u->auth_lift = now;
-	if (auth_only)
-		return;
-	u->susp_until = 0;
-	u->susp_len = 0;
+	if (!auth_only) {
+		u->susp_until = 0;
+		u->susp_len = 0;
+	}
+	return down;
 }
 
 void
@@ -900,6 +1097,8 @@ wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until
 			u->auth_fp_known = fp != NULL;
 			u->auth_fp = fp ? *fp : 0;
 		}
+		if (u->auth_since == 0 || u->auth_start < u->auth_since)
+			u->auth_since = u->auth_start;
 		u->probe = 1;
 	} else {
 		(void)replay_susp(&u->susp_until, &u->susp_len, &u->susp_start, &u->susp_reason,

@@ -29,6 +29,20 @@
  * highest priority, and nothing behind it is granted before it (no
  * starvation of big requests, no overtaking by lower classes).
  *
+ * Fallbacks (mail/route.h): a request may carry conditions (`unless`)
+ * under which it is not to wait here.  Before and after each round of
+ * grants, every waiting request that carries them is judged on the
+ * upstream's state (route_judge): AVOID refuses it (WG_LATER, with the
+ * condition and when to ask again), HOLD keeps it waiting (the timer set
+ * for when that ends), PROBE grants it as the upstream's one unreachable
+ * probe.  The state: an unreachable spell (UNREACHED or NOGREETING
+ * reports, from the first of a run until a report on a message of any
+ * other outcome but REFUND and UNKNOWN, a resume or a reload; the next
+ * probe one route_probe_ms() after the last failure, one at a time), the
+ * authentication trouble (from its first suspension to the first good
+ * report), the throttle suspension, and the windows' next free slot for
+ * the request.  Not journalled: a restarted gate starts with no spell.
+ *
  * Trusts: its caller to pass non-decreasing `now` (it clamps log times so
  * the log stays ordered even if not).  Config keys: those of policy.h,
  * through struct policy.
@@ -40,6 +54,7 @@
 #include <stdint.h>
 
 #include "mail/policy.h"
+#include "mail/route.h"
 
 /* Why a request was refused or ended; the protocol's error words. */
 enum wg_code {
@@ -49,6 +64,7 @@ enum wg_code {
 	WG_NOCLASS,	/* no such class */
 	WG_TOOBIG,	/* bigger than a window's limit or a cap: can never fit */
 	WG_BADWEIGHT,	/* all weights zero */
+	WG_LATER,	/* its unless holds: ask elsewhere (r->later_*) */
 };
 
 enum wg_outcome {
@@ -58,6 +74,8 @@ enum wg_outcome {
 	WG_UNKNOWN,	/* maybe accepted: log [grant, now + grace] */
 	WG_NOMAIL,	/* no MAIL accepted: log only the connection */
 	WG_AUTHFAIL,	/* authentication refused: as NOMAIL, and suspend */
+	WG_UNREACHED,	/* no connection: as REFUND; the upstream is unreachable */
+	WG_NOGREETING,	/* TLS, greeting or EHLO failed: as NOMAIL; unreachable */
 };
 
 #define WG_AUTH_SUSPEND_MS	(5 * 60 * 1000)	/* first auth suspension */
@@ -78,6 +96,9 @@ struct wg_done {
 	uint32_t w[UNIT_COUNT];	/*   and weight */
 	int64_t until;		/* the suspension's end, when it suspended */
 	int new_episode;	/* this report began a suspension episode */
+	int down_began;		/* it began an unreachable spell */
+	int down_ended;		/* it ended one (the spell's start in from) */
+	int64_t down_from;
 };
 
 struct wg_win {
@@ -99,7 +120,7 @@ struct wg_req;
  * policy names it, what no window counts any more goes.) */
 #define WG_HORIZON_MIN_MS	(24LL * 3600 * 1000)
 
-#define WG_NCOUNTS 9	/* gateproto.h's GP_NCOUNTS */
+#define WG_NCOUNTS 11	/* gateproto.h's GP_NCOUNTS */
 
 /* The history status shows (weir-metrics' chart): every entry the log
  * took, as it took it, for WG_HISTORY_MS after its time whatever the
@@ -156,6 +177,16 @@ struct wg_up {
 	int auth_fp_known;
 	int auth_oauth;		/* the caller's: an oauth section (mail/credfp.h's cred_fix) */
 	int probe;
+	int64_t auth_since;	/* the authentication trouble began (its first
+				 * suspension); 0: none (route.h) */
+	/* The unreachable spell (route.h): since its first UNREACHED or
+	 * NOGREETING (0: none), what failed, when the next probe may go,
+	 * and the grant that is the probe out (0: none). */
+	int64_t down_since;
+	char *down_reason;
+	int64_t probe_at;
+	uint64_t probe_id;
+	size_t nwait_unless;	/* waiting requests that carry unless */
 	/* Shared store (policy's `shared`): every grant also needs the
 	 * caller's admit(); until shared_retry (ms on the now axis; 0: none)
 	 * the head waits for the store. */
@@ -163,6 +194,8 @@ struct wg_up {
 	int64_t shared_retry;
 	/* Counters for status. */
 	uint64_t n_granted, n_sent, n_refunded, n_throttled, n_unknown, n_nomail, n_authfail;
+	uint64_t n_unreached;	/* UNREACHED and NOGREETING reports */
+	uint64_t n_later;	/* requests answered LATER */
 	uint64_t n_rcpt_accepted;	/* recipients the SENT reports say were accepted */
 	uint64_t n_settled;	/* unknown outcomes settled later (wg_settle) */
 	/* weir-send's latest COUNTS line (server.c; gateproto.h's enum
@@ -182,6 +215,10 @@ struct wg_req {
 	int started;			/* in use (handed to a deliverer): 1 unless the
 					 * caller says otherwise (a client's STARTS) */
 	int64_t since;			/* queued at; granted at once granted */
+	struct route_when unless;	/* not to wait here when one holds (route.h) */
+	int has_unless;
+	enum route_kind later_why;	/* WG_LATER: the condition that held */
+	int64_t later_until;		/* and when to ask again (> now) */
 	void *owner;			/* the caller's */
 	struct wg_req *prev, *next;	/* in the wait queue while waiting */
 };
@@ -231,10 +268,12 @@ void wg_set_policy(struct wgate *g, const struct policy *pol, int64_t wall_minus
 /* A new request.  WG_OK: *out is queued (call wg_pump to grant it; for
  * an upstream no policy names yet, it waits for a policy that does);
  * otherwise refused and nothing is kept.  cls: a class name or NULL (then
- * chosen by sender and the recipient weight). */
+ * chosen by sender and the recipient weight).  unless: NULL, or its
+ * conditions (route.h; all RK_OFF: none): the request is refused through
+ * ops with WG_LATER, at the next wg_pump, while they hold. */
 enum wg_code wg_acquire(struct wgate *g, const char *upstream, const char *cls,
-    const char *sender, const uint32_t w[UNIT_COUNT], void *owner, int64_t now,
-    struct wg_req **out);
+    const char *sender, const uint32_t w[UNIT_COUNT], const struct route_when *unless,
+    void *owner, int64_t now, struct wg_req **out);
 
 /* Grant, in order, every request that fits now. Returns how many. */
 size_t wg_pump(struct wgate *g, int64_t now);
@@ -269,8 +308,14 @@ int64_t wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o,
 void wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d);
 
 /* Lift suspensions of u now: the authentication one (auth_only), or every
- * one (RESUME).  The probe rule stays until a good report. */
-void wg_lift(struct wg_up *u, int auth_only, int64_t now);
+ * one (RESUME).  The probe rule stays until a good report.  Either ends
+ * an unreachable spell (1: there was one). */
+int wg_lift(struct wg_up *u, int auth_only, int64_t now);
+/* End u's unreachable spell, if any (1: there was one). */
+int wg_reach_reset(struct wg_up *u);
+/* u's state for route_judge, for a request of weights w (NULL: one
+ * message, one recipient, no connection). */
+void wg_route_state(struct wg_up *u, const uint32_t *w, int64_t now, struct route_state *st);
 /* u's credentials were refused without a grant (REFUSED: weir-send's
  * OAuth keep-alive found its refresh token dead): suspended as by a
  * WG_AUTHFAIL, nothing logged in a window.  1 if that began a

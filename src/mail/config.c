@@ -39,6 +39,7 @@
 #include "mail/conftab.h"
 #include "mail/confparse.h"
 #include "mail/config.h"
+#include "mail/policy.h"
 #include "mail/queue.h"
 #include "mail/rewrite.h"
 
@@ -137,6 +138,12 @@ static const struct conftab_key upkeys[] = {
 	 * this long idle (0: a session per message); below the 5 minutes
 	 * RFC 5321 4.5.3.2 gives a server to wait for our next command. */
 	{ "session_idle",       K_DURATION, "30s", 0, 0, 3600, UOFF(session_idle), NULL },
+	/* Routing (mail/route.h): recipients at these domains come here
+	 * first; the backup relays, in order; what sends mail to them
+	 * (route_when_default() when fallback is set without it). */
+	{ "recipient_domains",  K_LIST,     NULL, 0, 0, 0, UOFF(recipient_domains), NULL },
+	{ "fallback",           K_LIST,     NULL, 0, 0, 0, UOFF(fallback), NULL },
+	{ "fallback_when",      K_LIST,     NULL, 0, 0, 0, UOFF(fallback_when), NULL },
 };
 #define NUPKEYS (sizeof upkeys / sizeof upkeys[0])
 
@@ -387,6 +394,31 @@ validate_rewrite(cfg_t *cfg, cfg_opt_t *opt)
 	return -1;
 }
 
+/* The routing keys' values (mail/route.h), while the line is known;
+ * the names of fallback are checked against the sections later. */
+static int
+validate_route(cfg_t *cfg, cfg_opt_t *opt)
+{
+	struct route_when w;
+	const char *why = NULL, *v = NULL;
+	unsigned i, seen = 0;
+
+	route_when_none(&w);
+	for (i = 0; i < cfg_opt_size(opt) && why == NULL; i++) {
+		v = cfg_opt_getnstr(opt, i);
+		if (strcmp(opt->name, "recipient_domains") == 0)
+			why = route_domain_problem(v);
+		else if (strcmp(opt->name, "fallback_when") == 0)
+			(void)route_when_add(&w, v, &seen, &why);
+		else if (!policy_valid_name(v))
+			why = "not an upstream section's name";
+	}
+	if (why == NULL)
+		return 0;
+	cfg_error(cfg, "%s: \"%s\": %s", opt->name, v, why);
+	return -1;
+}
+
 static int
 validate_up(cfg_t *cfg, cfg_opt_t *opt)
 {
@@ -395,6 +427,9 @@ validate_up(cfg_t *cfg, cfg_opt_t *opt)
 	if (strcmp(opt->name, "rewrite_sender") == 0 || strcmp(opt->name, "rewrite_default") == 0 ||
 	    strcmp(opt->name, "rewrite_domains") == 0)
 		return validate_rewrite(cfg, opt);
+	if (strcmp(opt->name, "recipient_domains") == 0 || strcmp(opt->name, "fallback") == 0 ||
+	    strcmp(opt->name, "fallback_when") == 0)
+		return validate_route(cfg, opt);
 	return 0;
 }
 
@@ -500,6 +535,7 @@ config_upstream_defaults(struct weir_upstream *u)
 	memset(u, 0, sizeof *u);
 	conftab_defaults(upkeys, NUPKEYS, u, NULL);
 	conftab_defaults(okeys, NOKEYS, &u->oauth, NULL);
+	route_when_none(&u->when);
 }
 
 void
@@ -652,6 +688,95 @@ copy_oauth(struct weir_upstream *u, cfg_t *sec, const char *f, struct buf *err)
 	}
 }
 
+/* u->when: fallback_when parsed (each entry was checked with its line),
+ * or the defaults for a section with fallbacks, or nothing. */
+static void
+when_of(struct weir_upstream *u)
+{
+	unsigned seen = 0;
+	const char *why;
+	size_t i;
+
+	route_when_none(&u->when);
+	for (i = 0; i < u->fallback_when.n; i++)
+		(void)route_when_add(&u->when, u->fallback_when.v[i], &seen, &why);
+	if (u->fallback_when.n == 0 && u->fallback.n > 0)
+		route_when_default(&u->when);
+}
+
+/* Does a walk of fallbacks from u come back to start?  The path so far
+ * in path[0..depth) (depth is at most the number of sections). */
+static int
+fallback_loop(const struct weir_config *c, const struct weir_upstream *start,
+    const struct weir_upstream *u, const struct weir_upstream **path, size_t depth)
+{
+	const struct weir_upstream *f;
+	size_t i, k;
+
+	path[depth++] = u;
+	for (i = 0; i < u->fallback.n; i++) {
+		if ((f = config_upstream(c, u->fallback.v[i])) == NULL)
+			continue;	/* said elsewhere */
+		if (f == start) {
+			path[depth] = f;
+			return (int)depth + 1;
+		}
+		for (k = 0; k < depth; k++)
+			if (path[k] == f)
+				break;
+		if (k == depth && depth < c->nupstreams) {
+			int n = fallback_loop(c, start, f, path, depth);
+
+			if (n)
+				return n;
+		}
+	}
+	return 0;
+}
+
+/* Across sections: each fallback names another section, once; no
+ * section is its own fallback, directly or through others. */
+static void
+check_fallbacks(struct weir_config *c, const char *f, struct buf *err)
+{
+	const struct weir_upstream **path = xcalloc(c->nupstreams + 1, sizeof *path);
+	struct weir_upstream *u, *fb;
+	size_t i, j, k;
+	int n;
+
+	for (i = 0; i < c->nupstreams; i++) {
+		u = &c->upstreams[i];
+		for (j = 0; j < u->fallback.n; j++) {
+			for (k = 0; k < j; k++)
+				if (strcmp(u->fallback.v[k], u->fallback.v[j]) == 0)
+					break;
+			if (k < j)
+				buf_printf(err, "%s:%d: upstream \"%s\": fallback names \"%s\" "
+				    "twice\n", f, u->line, u->name, u->fallback.v[j]);
+			else if (strcmp(u->fallback.v[j], u->name) == 0)
+				buf_printf(err, "%s:%d: upstream \"%s\": fallback names the "
+				    "section itself\n", f, u->line, u->name);
+			else if ((fb = (struct weir_upstream *)config_upstream(c,
+			    u->fallback.v[j])) == NULL)
+				buf_printf(err, "%s:%d: upstream \"%s\": fallback \"%s\" is no "
+				    "upstream section\n", f, u->line, u->name, u->fallback.v[j]);
+			else
+				fb->is_fallback = 1;
+		}
+	}
+	for (i = 0; i < c->nupstreams; i++) {
+		u = &c->upstreams[i];
+		if ((n = fallback_loop(c, u, u, path, 0)) == 0)
+			continue;
+		buf_printf(err, "%s:%d: upstream \"%s\": fallback loop: ", f, u->line, u->name);
+		for (k = 0; k < (size_t)n; k++)
+			buf_printf(err, "%s%s", k ? " -> " : "", path[k]->name);
+		buf_adds(err, " (a backup relay may not fall back, directly or through others, "
+		    "to the section it backs up)\n");
+	}
+	free(path);
+}
+
 static void
 copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *err)
 {
@@ -668,8 +793,10 @@ copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *
 		conftab_copy(upkeys, NUPKEYS, u, sec, NULL);
 		c->nupstreams++;
 		copy_oauth(u, sec, file, err);
+		when_of(u);
 		check_upstream(u, file, err);
 	}
+	check_fallbacks(c, file, err);
 }
 
 static void
@@ -763,19 +890,90 @@ config_upstream(const struct weir_config *c, const char *name)
 	return NULL;
 }
 
+/* Does u's senders list take sender (an empty list takes none)? */
+static int
+takes_sender(const struct weir_upstream *u, const char *sender)
+{
+	size_t j;
+
+	for (j = 0; j < u->senders.n; j++)
+		if (fnmatch(u->senders.v[j], sender, FNM_CASEFOLD) == 0)
+			return 1;
+	return 0;
+}
+
 const struct weir_upstream *
 config_upstream_for(const struct weir_config *c, const char *sender)
 {
-	size_t i, j;
+	const struct weir_upstream *u, *any = NULL;
+	size_t i;
 
 	for (i = 0; i < c->nupstreams; i++)
-		for (j = 0; j < c->upstreams[i].senders.n; j++)
-			if (fnmatch(c->upstreams[i].senders.v[j], sender, FNM_CASEFOLD) == 0)
-				return &c->upstreams[i];
-	for (i = 0; i < c->nupstreams; i++)
-		if (c->upstreams[i].senders.n == 0)
+		if (c->upstreams[i].recipient_domains.n == 0 &&
+		    takes_sender(&c->upstreams[i], sender))
 			return &c->upstreams[i];
-	return NULL;
+	/* The default: not a backup relay, unless only backups are left. */
+	for (i = 0; i < c->nupstreams; i++) {
+		u = &c->upstreams[i];
+		if (u->senders.n > 0 || u->recipient_domains.n > 0)
+			continue;
+		if (!u->is_fallback)
+			return u;
+		if (any == NULL)
+			any = u;
+	}
+	return any;
+}
+
+const struct weir_upstream *
+config_upstream_route(const struct weir_config *c, const char *sender, const char *rcpt)
+{
+	const char *at = rcpt ? strrchr(rcpt, '@') : NULL;
+	const struct weir_upstream *u;
+	size_t i, j;
+
+	for (i = 0; at && i < c->nupstreams; i++) {
+		u = &c->upstreams[i];
+		if (u->senders.n > 0 && !takes_sender(u, sender))
+			continue;
+		for (j = 0; j < u->recipient_domains.n; j++)
+			if (route_domain_match(u->recipient_domains.v[j], at + 1))
+				return u;
+	}
+	return config_upstream_for(c, sender);
+}
+
+/* route's walk from u: append u's fallbacks not yet in out[0..*n). */
+static void
+route_walk(const struct weir_config *c, const struct weir_upstream *u,
+    const struct weir_upstream **out, size_t max, size_t *n)
+{
+	const struct weir_upstream *f;
+	size_t i, k;
+
+	for (i = 0; i < u->fallback.n && *n < max; i++) {
+		if ((f = config_upstream(c, u->fallback.v[i])) == NULL)
+			continue;
+		for (k = 0; k < *n && out[k] != f; k++)
+			;
+		if (k < *n)
+			continue;
+		out[(*n)++] = f;
+		route_walk(c, f, out, max, n);
+	}
+}
+
+size_t
+config_route(const struct weir_config *c, const struct weir_upstream *primary,
+    const struct weir_upstream **out, size_t max)
+{
+	size_t n = 0;
+
+	if (max == 0 || primary == NULL)
+		return 0;
+	out[n++] = primary;
+	route_walk(c, primary, out, max, &n);
+	return n;
 }
 
 /* Which file: -c's, else $WEIR_CONFIG (trusted environment only), else

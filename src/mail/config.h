@@ -18,6 +18,7 @@
 #define WEIR_CONFIG_H
 
 #include "lib/buf.h"
+#include "mail/route.h"
 
 struct strlist {
 	char **v;
@@ -88,6 +89,13 @@ struct weir_upstream {
 	long long timeout_data_end;	/* timeout_data_end (10m) */
 	long long session_idle;		/* session_idle: kept session's idle end (30s); 0: none */
 	struct weir_oauth oauth;	/* oauth { }: the token instead of a secret */
+	/* Routing (mail/route.h): the recipient domains it takes, its
+	 * backup relays in order, and what sends mail to them. */
+	struct strlist recipient_domains; /* recipient_domains: "gmail.com", "*.example.com" */
+	struct strlist fallback;	/* fallback: other sections' names, in order */
+	struct strlist fallback_when;	/* fallback_when: the conditions as written */
+	struct route_when when;		/* those parsed; the defaults with fallback; none without */
+	int is_fallback;		/* some section's fallback names it */
 };
 
 /* listen { ... }: weir-smtpd.  Without the section every key has its
@@ -185,10 +193,22 @@ void config_inject_warning(const struct buf *warn, struct buf *line);
 
 /* The upstream called name, or NULL. */
 const struct weir_upstream *config_upstream(const struct weir_config *c, const char *name);
-/* The upstream for this envelope sender: the first whose senders glob
- * matches (case-insensitive), else the first without senders, else NULL. */
+/* The upstream for this envelope sender: of the sections without
+ * recipient_domains, the first whose senders glob matches
+ * (case-insensitive), else the first without senders that is no
+ * section's fallback, else the first without senders; NULL: none. */
 const struct weir_upstream *config_upstream_for(const struct weir_config *c,
     const char *sender);
+/* The upstream of one recipient (its primary): the first section whose
+ * recipient_domains take the recipient's domain (and whose senders, if it
+ * has any, match the sender), else config_upstream_for(sender). */
+const struct weir_upstream *config_upstream_route(const struct weir_config *c,
+    const char *sender, const char *rcpt);
+/* The route of primary: it, then its fallbacks in order, each followed by
+ * its own (depth first, each once), into out[0..max): how many.  max
+ * c->nupstreams is always enough. */
+size_t config_route(const struct weir_config *c, const struct weir_upstream *primary,
+    const struct weir_upstream **out, size_t max);
 /* Default values for an upstream with no section (weir-remote without
  * config): every key at its default. */
 void config_upstream_defaults(struct weir_upstream *u);

@@ -85,9 +85,27 @@ int
 gc_acquire(struct gate_client *gc, uint32_t tag, const char *upstream, const char *cls,
     const char *sender, uint32_t messages, uint32_t recipients, uint32_t connections)
 {
+	return gc_acquire_unless(gc, tag, upstream, cls, sender, messages, recipients,
+	    connections, NULL);
+}
+
+int
+gc_acquire_unless(struct gate_client *gc, uint32_t tag, const char *upstream, const char *cls,
+    const char *sender, uint32_t messages, uint32_t recipients, uint32_t connections,
+    const struct route_when *unless)
+{
 	struct gp_req r;
+	int k;
 
 	memset(&r, 0, sizeof r);
+	route_when_none(&r.unless);
+	for (k = 0; unless && k < RK_COUNT; k++) {
+		if (unless->s[k] != RK_OFF && (unless->s[k] < 0 || unless->s[k] > RK_MAX_S)) {
+			errno = EINVAL;
+			return -1;
+		}
+		r.unless.s[k] = unless->s[k];
+	}
 	r.verb = GP_ACQUIRE;
 	r.tag = tag;
 	if (!gp_valid_name(upstream) || (cls && *cls && !gp_valid_name(cls)) ||
@@ -132,7 +150,7 @@ outcome_fill(struct gp_req *r, enum gp_outcome o, uint32_t accepted, int64_t at,
 	r->outcome = o;
 	r->accepted = accepted;
 	r->at = at;
-	if (o == GP_THROTTLED || o == GP_AUTHFAIL)
+	if (o == GP_THROTTLED || o == GP_AUTHFAIL || o == GP_UNREACHED || o == GP_NOGREETING)
 		text_copy(r->text, text);
 	return 0;
 }

@@ -41,11 +41,18 @@ void gc_close(struct gate_client *gc);
 int gc_acquire(struct gate_client *gc, uint32_t tag, const char *upstream,
     const char *cls, const char *sender, uint32_t messages, uint32_t recipients,
     uint32_t connections) MUST_CHECK;
+/* The same with <unless> (NULL, or every kind RK_OFF: none): the gate
+ * answers LATER instead of making the request wait while one holds
+ * (gateproto.h, mail/route.h). */
+int gc_acquire_unless(struct gate_client *gc, uint32_t tag, const char *upstream,
+    const char *cls, const char *sender, uint32_t messages, uint32_t recipients,
+    uint32_t connections, const struct route_when *unless) MUST_CHECK;
 /* REPORT how for tag.  accepted, at_mono_ms: for GP_SENT (at_mono_ms:
  * clock_mono_ms() when the upstream's 250 to the final dot was read, or
  * -1 when unknown: the gate then logs the send at once); reply: for
  * GP_THROTTLED and GP_AUTHFAIL, the upstream's reply (or a description
- * of the TLS failure where there is none); bytes that cannot travel are
+ * of the TLS failure where there is none), for GP_UNREACHED and
+ * GP_NOGREETING what failed; bytes that cannot travel are
  * replaced by '?' and it is cut to GP_TEXT_MAX.  The gc_report_* below
  * are its short forms. */
 int gc_report(struct gate_client *gc, uint32_t tag, enum gp_outcome how, uint32_t accepted,

@@ -94,7 +94,7 @@ check_bytes(const char *line, size_t len, const char **why)
 	return GP_OK;
 }
 
-#define MAXF 11	/* COUNTS's */
+#define MAXF (2 + GP_NCOUNTS)	/* COUNTS's */
 
 struct fields {
 	char buf[GP_LINE_MAX];
@@ -172,9 +172,30 @@ tag(const char *s, uint32_t *out)
 }
 
 #define REPORT_USAGE "REPORT <tag> SENT <accepted> <at|-> | REFUND | UNKNOWN | NOMAIL | " \
-	"THROTTLED <text> | AUTHFAIL <text>"
+	"THROTTLED <text> | AUTHFAIL <text> | UNREACHED <text> | NOGREETING <text>"
 #define SETTLE_USAGE "SETTLE <upstream> <grant id> SENT <accepted> <at|-> | REFUND | " \
-	"NOMAIL | THROTTLED <text> | AUTHFAIL <text>"
+	"NOMAIL | THROTTLED <text> | AUTHFAIL <text> | UNREACHED <text> | NOGREETING <text>"
+
+/* The outcomes followed by a text (which may hold spaces). */
+static const struct {
+	const char *word;
+	enum gp_outcome o;
+} text_outcomes[] = {
+	{ "THROTTLED", GP_THROTTLED }, { "AUTHFAIL", GP_AUTHFAIL },
+	{ "UNREACHED", GP_UNREACHED }, { "NOGREETING", GP_NOGREETING },
+};
+#define NTEXT_OUTCOMES (sizeof text_outcomes / sizeof text_outcomes[0])
+
+static int
+text_outcome(const char *w)
+{
+	size_t i;
+
+	for (i = 0; i < NTEXT_OUTCOMES; i++)
+		if (strcmp(text_outcomes[i].word, w) == 0)
+			return (int)text_outcomes[i].o;
+	return 0;
+}
 
 static enum gp_code
 bad(const char **why, const char *what)
@@ -245,6 +266,32 @@ outcome_words(struct fields *fs, size_t k, struct gp_req *r)
 	return 0;
 }
 
+/* ACQUIRE's <unless>: "KIND=SECONDS" items joined by commas, the kinds
+ * in route.h's order, each once, at least one.  0, or -1. */
+static int
+unless_parse(char *s, struct route_when *w)
+{
+	char *item, *eq, *next;
+	int k, last = -1;
+	uint64_t v;
+
+	route_when_none(w);
+	for (item = s; item; item = next) {
+		next = strchr(item, ',');
+		if (next)
+			*next++ = '\0';
+		if ((eq = strchr(item, '=')) == NULL)
+			return -1;
+		*eq = '\0';
+		if ((k = route_kind_from_word(item)) < 0 || k <= last ||
+		    num(eq + 1, RK_MAX_S, &v) < 0)
+			return -1;
+		w->s[k] = (long long)v;
+		last = k;
+	}
+	return last < 0 ? -1 : 0;
+}
+
 enum gp_code
 gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **why)
 {
@@ -259,11 +306,11 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 	/* REPORT <tag> or SETTLE <upstream> <grant id>, then THROTTLED or
 	 * AUTHFAIL <reply text, which may hold spaces> */
 	k = outcome_at(line, len);
-	if (k && split_head(line, len, k + 1, &fs, r->text) == 0 &&
-	    (strcmp(fs.f[k], "THROTTLED") == 0 || strcmp(fs.f[k], "AUTHFAIL") == 0)) {
+	route_when_none(&r->unless);
+	if (k && split_head(line, len, k + 1, &fs, r->text) == 0 && text_outcome(fs.f[k])) {
 		if (outcome_head(&fs, r) < 0)
 			return bad(why, k == 2 ? REPORT_USAGE : SETTLE_USAGE);
-		r->outcome = strcmp(fs.f[k], "THROTTLED") == 0 ? GP_THROTTLED : GP_AUTHFAIL;
+		r->outcome = (enum gp_outcome)text_outcome(fs.f[k]);
 		r->at = -1;
 		return GP_OK;
 	}
@@ -286,9 +333,12 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 		return GP_OK;
 	}
 	if (strcmp(fs.f[0], "ACQUIRE") == 0) {
-		if (fs.n != 8)
+		if (fs.n != 8 && fs.n != 9)
 			return bad(why, "ACQUIRE <tag> <upstream> <class|-> <sender|-> "
-			    "<messages> <recipients> <connections>");
+			    "<messages> <recipients> <connections> [<unless>]");
+		if (fs.n == 9 && unless_parse(fs.f[8], &r->unless) < 0)
+			return bad(why, "ACQUIRE's <unless>: KIND=SECONDS,... (unreachable, auth, "
+			    "quota, throttled, in that order, each once)");
 		if (tag(fs.f[1], &r->tag) < 0)
 			return bad(why, "bad tag");
 		if (!gp_valid_name(fs.f[2]))
@@ -323,7 +373,7 @@ gp_parse_request(const char *line, size_t len, struct gp_req *r, const char **wh
 		if (fs.n != 2 + GP_NCOUNTS || !gp_valid_name(fs.f[1]))
 			return bad(why, "COUNTS <upstream> <queued_msgs> <queued_rcpts> "
 			    "<delivered_msgs> <delivered_rcpts> <deferred_msgs> <deferred_rcpts> "
-			    "<bounced_msgs> <bounced_rcpts> <sessions>");
+			    "<bounced_msgs> <bounced_rcpts> <sessions> <switches> <returns>");
 		strcpy(r->upstream, fs.f[1]);
 		for (i = 0; i < GP_NCOUNTS; i++)
 			if (num(fs.f[2 + i], GP_COUNT_MAX, &r->counts[i]) < 0)
@@ -411,6 +461,13 @@ gp_parse_reply(const char *line, size_t len, struct gp_reply *r, const char **wh
 		r->verb = GP_R_SUSPENDED;
 		return GP_OK;
 	}
+	if (strcmp(fs.f[0], "LATER") == 0 && fs.n == 4 && tag(fs.f[1], &r->tag) == 0 &&
+	    route_kind_from_word(fs.f[2]) >= 0 && num(fs.f[3], GP_LATER_MAX, &r->secs) == 0 &&
+	    r->secs > 0) {
+		r->why = (enum route_kind)route_kind_from_word(fs.f[2]);
+		r->verb = GP_R_LATER;
+		return GP_OK;
+	}
 	if (strcmp(fs.f[0], "STATUS") == 0 && fs.n == 2 && num(fs.f[1], GP_STATUS_MAX, &v) == 0) {
 		r->length = (size_t)v;
 		r->verb = GP_R_STATUS;
@@ -448,15 +505,34 @@ fmt_outcome(struct buf *b, const struct gp_req *r)
 	case GP_NOMAIL:
 		buf_adds(b, "NOMAIL\n");
 		break;
-	case GP_THROTTLED:
-	case GP_AUTHFAIL:
+	default: {
+		size_t i;
+
+		for (i = 0; i < NTEXT_OUTCOMES && text_outcomes[i].o != r->outcome; i++)
+			;
+		if (i == NTEXT_OUTCOMES)
+			panic("gateproto: invalid outcome %d", (int)r->outcome);
 		if (!gp_valid_text(r->text, GP_TEXT_MAX))
 			panic("gateproto: invalid reply text");
-		buf_printf(b, "%s %s\n", r->outcome == GP_THROTTLED ? "THROTTLED" : "AUTHFAIL",
-		    r->text);
+		buf_printf(b, "%s %s\n", text_outcomes[i].word, r->text);
 		break;
-	default:
-		panic("gateproto: invalid outcome %d", (int)r->outcome);
+	}
+	}
+}
+
+/* ACQUIRE's <unless>, with its space before; nothing when none. */
+static void
+fmt_unless(struct buf *b, const struct route_when *w)
+{
+	int k, n = 0;
+
+	for (k = 0; k < RK_COUNT; k++) {
+		if (w->s[k] == RK_OFF)
+			continue;
+		if (w->s[k] < 0 || w->s[k] > RK_MAX_S)
+			panic("gateproto: threshold %lld", w->s[k]);
+		buf_printf(b, "%c%s=%lld", n++ ? ',' : ' ', route_kind_word((enum route_kind)k),
+		    w->s[k]);
 	}
 }
 
@@ -470,9 +546,11 @@ gp_fmt_request(struct buf *b, const struct gp_req *r)
 		if (!gp_valid_name(r->upstream) || (*r->cls && !gp_valid_name(r->cls)) ||
 		    (*r->sender && !gp_valid_word(r->sender, GP_SENDER_MAX)))
 			panic("gateproto: invalid ACQUIRE fields");
-		buf_printf(b, "ACQUIRE %u %s %s %s %u %u %u\n", r->tag, r->upstream,
+		buf_printf(b, "ACQUIRE %u %s %s %s %u %u %u", r->tag, r->upstream,
 		    dash(r->cls), dash(r->sender), r->w[UNIT_MESSAGES], r->w[UNIT_RECIPIENTS],
 		    r->w[UNIT_CONNECTIONS]);
+		fmt_unless(b, &r->unless);
+		buf_addc(b, '\n');
 		break;
 	case GP_REPORT:
 		buf_printf(b, "REPORT %u ", r->tag);
@@ -551,6 +629,12 @@ gp_fmt_reply(struct buf *b, const struct gp_reply *r)
 		break;
 	case GP_R_SUSPENDED:
 		buf_printf(b, "SUSPENDED %u %llu\n", r->tag, (unsigned long long)r->secs);
+		break;
+	case GP_R_LATER:
+		if (r->secs == 0 || r->secs > GP_LATER_MAX || (unsigned)r->why >= RK_COUNT)
+			panic("gateproto: invalid LATER");
+		buf_printf(b, "LATER %u %s %llu\n", r->tag, route_kind_word(r->why),
+		    (unsigned long long)r->secs);
 		break;
 	case GP_R_ERR:
 		if (!gp_valid_text(r->text, GP_TEXT_MAX))

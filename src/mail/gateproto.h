@@ -8,14 +8,19 @@
  * field.  NUL, CR and other control bytes are errors.  Requests:
  *
  *   ACQUIRE <tag> <upstream> <class|-> <sender|-> <messages> <recipients> <connections>
+ *           [<unless>]
  *   REPORT <tag> SENT <accepted> <at|->    the upstream accepted the mail
  *   REPORT <tag> REFUND                    nothing reached the upstream
  *   REPORT <tag> THROTTLED <reply text>    the upstream said "slow down"
  *   REPORT <tag> UNKNOWN                   the outcome is not known
  *   REPORT <tag> NOMAIL                    connected, but no MAIL accepted
  *   REPORT <tag> AUTHFAIL <reply text>     AUTH or TLS verification refused
+ *   REPORT <tag> UNREACHED <text>          no connection could be made
+ *   REPORT <tag> NOGREETING <text>         connected, but the TLS handshake,
+ *                                          the greeting or EHLO failed
  *   SETTLE <upstream> <grant id> SENT <accepted> <at|-> | REFUND | NOMAIL |
- *          THROTTLED <reply text> | AUTHFAIL <reply text>
+ *          THROTTLED <reply text> | AUTHFAIL <reply text> |
+ *          UNREACHED <text> | NOGREETING <text>
  *                                          what became of a grant whose
  *                                          client went away (below)
  *   CANCEL <tag>                           drop a waiting request
@@ -26,7 +31,7 @@
  *   REFUSED <upstream> <reply text>        its credentials refused, no grant
  *   COUNTS <upstream> <queued_msgs> <queued_rcpts> <delivered_msgs>
  *          <delivered_rcpts> <deferred_msgs> <deferred_rcpts>
- *          <bounced_msgs> <bounced_rcpts> <sessions>
+ *          <bounced_msgs> <bounced_rcpts> <sessions> <switches> <returns>
  *                                          weir-send's counters (one line)
  *   STATUS TEXT|JSON
  *   STATUS JSON <seconds>                  with each upstream's history
@@ -41,6 +46,8 @@
  *   GRANT <tag> <grant id> <max_recipients> <messages_per_connection> <grace>
  *   OK <tag|->                             report, cancel or resume done
  *   SUSPENDED <tag> <seconds>              report done; upstream suspended
+ *   LATER <tag> <reason> <seconds>         the ACQUIRE's <unless> holds:
+ *                                          ask elsewhere (the request is gone)
  *   ERR <tag|-> <CODE> <text>
  *   STATUS <length>                        then exactly <length> bytes
  *
@@ -104,11 +111,31 @@
  *   gate logged (at most its last WG_HISTORY_MAX, src/gate/window.h), the
  *   grants held and the requests waiting, each with its time (weir-
  *   gate(8), STATUS).
+ *   UNREACHED, NOGREETING: the upstream could not be reached (no
+ *   connection; or a connection whose TLS handshake, greeting or EHLO
+ *   failed, not for our credentials or its certificate: that is
+ *   AUTHFAIL).  UNREACHED logs nothing, NOGREETING the connection, as
+ *   NOMAIL.  Either starts or continues the upstream's unreachable spell
+ *   (mail/route.h), which a report on a message of any other outcome but
+ *   REFUND and UNKNOWN ends.  Answer: OK.
+ *   <unless>: the conditions of weir.conf's fallback_when under which the
+ *   request is not to wait here (mail/route.h): "KIND=SECONDS" items
+ *   joined by commas, KIND unreachable, auth, quota, throttled, each at
+ *   most once and in that order, SECONDS its threshold (0 to
+ *   RK_MAX_S).  While the verdict for them is AVOID the request is
+ *   answered LATER and forgotten, at once or while it waits; HOLD keeps it
+ *   waiting (an unreachable upstream, before the threshold), PROBE grants
+ *   it as the upstream's one unreachable probe.
+ *   LATER's <reason>: the KIND that held; <seconds> (1 to GP_LATER_MAX):
+ *   when asking here again makes sense (the next probe, the suspension's
+ *   end, the next free slot).
  *   COUNTS: weir-send's counters for the upstream since it started
  *   (what each counts: weir-metrics(8)) and its kept sessions open now,
  *   each at most GP_COUNT_MAX; the gate keeps the latest line per
- *   upstream for STATUS, nothing in its journal.  Answered "OK -", or
- *   ERR - NOPOLICY if the gate has never heard of the upstream.
+ *   upstream for STATUS, nothing in its journal.  <switches>: how often
+ *   its mail began going to a fallback; <returns>: how often it came back.
+ *   Answered "OK -", or ERR - NOPOLICY if the gate has never heard of
+ *   the upstream.
  *
  * <tag> is the client's name for a request, unique among its live requests
  * on the connection: decimal 1..4294967295, no leading zero.  <grant id>
@@ -126,6 +153,7 @@
 
 #include "lib/buf.h"
 #include "mail/policy.h"
+#include "mail/route.h"
 
 #define GP_LINE_MAX	1024	/* with the "\n" */
 #define GP_SENDER_MAX	320
@@ -134,6 +162,7 @@
 #define GP_STATUS_MAX	(1 << 24)
 #define GP_COUNT_MAX	((uint64_t)1 << 53)	/* a COUNTS number (exact in JSON) */
 #define GP_HISTORY_MAX_S 3600	/* STATUS JSON <seconds> */
+#define GP_LATER_MAX	(366 * 86400)	/* LATER <seconds> */
 
 /* Error codes, sent as words (gp_code_name). */
 enum gp_code {
@@ -159,7 +188,8 @@ enum gp_code {
 
 enum gp_verb { GP_ACQUIRE = 1, GP_REPORT, GP_CANCEL, GP_STATUS, GP_RESUME, GP_COUNTS,
 	GP_SETTLE, GP_START, GP_STARTS, GP_REFUSED };
-enum gp_outcome { GP_SENT = 1, GP_REFUND, GP_THROTTLED, GP_UNKNOWN, GP_NOMAIL, GP_AUTHFAIL };
+enum gp_outcome { GP_SENT = 1, GP_REFUND, GP_THROTTLED, GP_UNKNOWN, GP_NOMAIL, GP_AUTHFAIL,
+	GP_UNREACHED, GP_NOGREETING };
 
 #define GP_AT_MAX	((uint64_t)1 << 53)	/* the largest <at> taken */
 #define GP_GRACE_MAX	(366 * 86400)		/* the largest <grace> taken, seconds */
@@ -168,7 +198,7 @@ enum gp_outcome { GP_SENT = 1, GP_REFUND, GP_THROTTLED, GP_UNKNOWN, GP_NOMAIL, G
 enum gp_count {
 	GP_C_QUEUED_MSGS, GP_C_QUEUED_RCPTS, GP_C_DELIVERED_MSGS, GP_C_DELIVERED_RCPTS,
 	GP_C_DEFERRED_MSGS, GP_C_DEFERRED_RCPTS, GP_C_BOUNCED_MSGS, GP_C_BOUNCED_RCPTS,
-	GP_C_SESSIONS, GP_NCOUNTS
+	GP_C_SESSIONS, GP_C_SWITCHES, GP_C_RETURNS, GP_NCOUNTS
 };
 
 struct gp_req {
@@ -179,16 +209,18 @@ struct gp_req {
 	char cls[POLICY_NAME_MAX + 1];		/* "" for "-" */
 	char sender[GP_SENDER_MAX + 1];		/* "" for "-" */
 	uint32_t w[UNIT_COUNT];
+	struct route_when unless;		/* ACQUIRE: RK_OFF each when none */
 	enum gp_outcome outcome;
 	uint32_t accepted;			/* SENT */
 	int64_t at;				/* SENT: ms, -1 for "-" */
-	char text[GP_TEXT_MAX + 1];		/* THROTTLED, AUTHFAIL, REFUSED */
+	char text[GP_TEXT_MAX + 1];		/* THROTTLED, AUTHFAIL, REFUSED,
+						 * UNREACHED, NOGREETING */
 	int json;
 	unsigned history_s;			/* STATUS JSON <seconds>; 0: none */
 	uint64_t counts[GP_NCOUNTS];		/* COUNTS */
 };
 
-enum gp_rverb { GP_R_GRANT = 1, GP_R_OK, GP_R_SUSPENDED, GP_R_ERR, GP_R_STATUS };
+enum gp_rverb { GP_R_GRANT = 1, GP_R_OK, GP_R_SUSPENDED, GP_R_ERR, GP_R_STATUS, GP_R_LATER };
 
 struct gp_reply {
 	enum gp_rverb verb;
@@ -196,7 +228,8 @@ struct gp_reply {
 	uint64_t id;		/* GRANT */
 	uint32_t max_rcpt, msgs_per_conn;	/* GRANT: 0 = no cap */
 	uint32_t grace;		/* GRANT: the upstream's grace, seconds */
-	uint64_t secs;		/* SUSPENDED */
+	uint64_t secs;		/* SUSPENDED, LATER */
+	enum route_kind why;	/* LATER */
 	enum gp_code code;	/* ERR */
 	char text[GP_TEXT_MAX + 1];	/* ERR */
 	size_t length;		/* STATUS: body bytes that follow */

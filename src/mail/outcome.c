@@ -15,12 +15,13 @@ static const char *const names[] = {
 	[OUTCOME_REFUND] = "refund", [OUTCOME_STALE] = "stale", [OUTCOME_NOMAIL] = "nomail",
 	[OUTCOME_UNKNOWN] = "unknown", [OUTCOME_THROTTLED] = "throttled",
 	[OUTCOME_AUTHFAIL] = "authfail", [OUTCOME_SENT] = "sent", [OUTCOME_RELAY] = "relay",
+	[OUTCOME_UNREACHED] = "unreached", [OUTCOME_NOGREETING] = "nogreeting",
 };
 
 const char *
 outcome_name(enum outcome_kind k)
 {
-	return k >= OUTCOME_REFUND && k <= OUTCOME_RELAY ? names[k] : "?";
+	return k >= OUTCOME_REFUND && k <= OUTCOME_LAST ? names[k] : "?";
 }
 
 enum gp_outcome
@@ -31,9 +32,10 @@ outcome_gate(enum outcome_kind k)
 		[OUTCOME_NOMAIL] = GP_NOMAIL, [OUTCOME_UNKNOWN] = GP_UNKNOWN,
 		[OUTCOME_THROTTLED] = GP_THROTTLED, [OUTCOME_AUTHFAIL] = GP_AUTHFAIL,
 		[OUTCOME_SENT] = GP_SENT, [OUTCOME_RELAY] = GP_SENT,
+		[OUTCOME_UNREACHED] = GP_UNREACHED, [OUTCOME_NOGREETING] = GP_NOGREETING,
 	};
 
-	if (k < OUTCOME_REFUND || k > OUTCOME_RELAY)
+	if (k < OUTCOME_REFUND || k > OUTCOME_LAST)
 		panic("outcome_gate: kind %d", (int)k);
 	return word[k];
 }
@@ -47,6 +49,8 @@ outcome_format(const struct outcome *o, struct buf *b)
 	switch (o->kind) {
 	case OUTCOME_THROTTLED:
 	case OUTCOME_AUTHFAIL:
+	case OUTCOME_UNREACHED:
+	case OUTCOME_NOGREETING:
 		buf_addc(b, ' ');
 		for (i = 0; o->text[i] && i < room; i++)
 			buf_addc(b, o->text[i] >= 0x20 && o->text[i] < 0x7f ? o->text[i] : ' ');
@@ -99,10 +103,10 @@ outcome_parse(const char *s, size_t n, struct outcome *o, const char **why)
 			return bad(why, "a control or non-ASCII byte");
 	sp = memchr(s, ' ', (size_t)(end - s));
 	wl = (size_t)((sp ? sp : end) - s);
-	for (k = OUTCOME_REFUND; k <= OUTCOME_RELAY; k++)
+	for (k = OUTCOME_REFUND; k <= OUTCOME_LAST; k++)
 		if (strlen(names[k]) == wl && memcmp(s, names[k], wl) == 0)
 			break;
-	if (k > OUTCOME_RELAY)
+	if (k > OUTCOME_LAST)
 		return bad(why, "an unknown word");
 	o->kind = (enum outcome_kind)k;
 	o->at = -1;
@@ -110,6 +114,8 @@ outcome_parse(const char *s, size_t n, struct outcome *o, const char **why)
 	switch (o->kind) {
 	case OUTCOME_THROTTLED:
 	case OUTCOME_AUTHFAIL:
+	case OUTCOME_UNREACHED:
+	case OUTCOME_NOGREETING:
 		if (p == end)
 			return bad(why, "no reply text");
 		for (i = 0, p++; p < end; p++)

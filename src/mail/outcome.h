@@ -11,6 +11,11 @@
  *   unknown              the final dot went out, no answer was read
  *   throttled REPLY      the upstream said "slow down" (REPLY: its words)
  *   authfail REPLY       AUTH or the TLS certificate was refused
+ *   unreached TEXT       no connection could be made (TEXT: what failed);
+ *                        nothing reached the upstream, as refund
+ *   nogreeting TEXT      connected, but the TLS handshake, the greeting or
+ *                        EHLO failed (not for our credentials or its
+ *                        certificate: authfail); no MAIL, as nomail
  *   sent N AT UNDONE     the upstream took the message for N recipients;
  *   relay N AT UNDONE    (relay: it refused us, the same for each
  *                        recipient); AT is clock_mono_ms() of the 250 to
@@ -38,15 +43,18 @@
 
 enum outcome_kind {
 	OUTCOME_REFUND = 1, OUTCOME_STALE, OUTCOME_NOMAIL, OUTCOME_UNKNOWN,
-	OUTCOME_THROTTLED, OUTCOME_AUTHFAIL, OUTCOME_SENT, OUTCOME_RELAY
+	OUTCOME_THROTTLED, OUTCOME_AUTHFAIL, OUTCOME_SENT, OUTCOME_RELAY, OUTCOME_UNREACHED,
+	OUTCOME_NOGREETING
 };
+#define OUTCOME_LAST	OUTCOME_NOGREETING
 
 struct outcome {
 	enum outcome_kind kind;
 	unsigned long accepted;		/* sent, relay */
 	long long at;			/* sent, relay: ms, -1: none */
 	unsigned long undone;		/* sent, relay */
-	char text[OUTCOME_MAX];		/* throttled, authfail: one line */
+	char text[OUTCOME_MAX];		/* throttled, authfail, unreached,
+					 * nogreeting: one line */
 };
 
 /* o as its line, "\n" included, appended to b (text cut to fit, control
@@ -56,7 +64,8 @@ void outcome_format(const struct outcome *o, struct buf *b);
 int outcome_parse(const char *s, size_t n, struct outcome *o, const char **why);
 const char *outcome_name(enum outcome_kind k);
 /* What weir-gate is told for each (gateproto.h's REPORT): stale is a
- * refund (nothing of it was sent), relay a send. */
+ * refund (nothing of it was sent), relay a send; unreached and
+ * nogreeting are UNREACHED and NOGREETING (the upstream's reach). */
 enum gp_outcome outcome_gate(enum outcome_kind k);
 
 #endif

@@ -47,6 +47,8 @@ struct rs_msg {
 	long long next_attempt;		/* wall s; 0: none */
 	char *sender;			/* NULL: not known */
 	unsigned long long left;	/* recipients not done */
+	const char *qid;
+	char **rcpt;			/* the recipients not done (left of them) */
 };
 
 char *
@@ -89,6 +91,102 @@ add_reason(struct relay_status *rs, const char *reply, size_t n)
 	rs->reasons[rs->nreasons++].recipients = 1;
 }
 
+/* ---- routes (relaystatus.h, item 5) ---- */
+
+/* The upstream the mail of primary p will go through: its route's first
+ * that p's fallback_when does not pass over, judged as the gate judges
+ * (mail/route.h) on the gate's state; *why (-1: none passed over) and
+ * *holding (the upstream chosen holds it: unreachable, not long enough).
+ * route_pick: the same for recipient rcpt of sender's mail (*primary its
+ * primary); NULL: no upstream takes it. */
+static struct rs_up *
+route_via(struct relay_status *rs, const struct weir_upstream *p, int *why, int *holding)
+{
+	const struct weir_config *c = rs->cfg;
+	const struct weir_upstream **route = xcalloc(c->nupstreams + 1, sizeof *route);
+	struct rs_up *sp = NULL;
+	enum route_kind k;
+	enum route_verdict v;
+	int64_t until;
+	size_t i, n = config_route(c, p, route, c->nupstreams);
+
+	*why = -1;
+	*holding = 0;
+	for (i = 0; i < n; i++) {
+		sp = up_find(rs, route[i]->name);
+		if (i + 1 == n || sp == NULL)
+			break;
+		v = route_judge(&p->when, &sp->st, rs->gnow_ms, &k, &until);
+		/* PROBE: one request goes there as the probe, the others on. */
+		if (v != RV_AVOID && v != RV_PROBE) {
+			*holding = v == RV_HOLD;
+			break;
+		}
+		if (*why < 0)
+			*why = (int)k;
+	}
+	free(route);
+	return sp;
+}
+
+static struct rs_up *
+route_pick(struct relay_status *rs, const char *sender, const char *rcpt,
+    const struct weir_upstream **primary, int *why, int *holding)
+{
+	*primary = config_upstream_route(rs->cfg, sender, rcpt);
+	if (*primary == NULL) {
+		*why = -1;
+		*holding = 0;
+		return NULL;
+	}
+	return route_via(rs, *primary, why, holding);
+}
+
+/* m's recipients by route: listed (at most RS_ROUTES_MAX messages) and
+ * counted for the drain estimate at the upstream each goes through. */
+static void
+route_msg(struct relay_status *rs, const struct rs_msg *m, int list)
+{
+	struct rs_route *mine = xcalloc(m->left + 1, sizeof *mine);
+	const struct weir_upstream *p;
+	struct rs_up *sp;
+	size_t i, j, n = 0;
+	int why, holding;
+
+	for (i = 0; i < m->left; i++) {
+		sp = route_pick(rs, m->sender, m->rcpt[i], &p, &why, &holding);
+		if (sp == NULL) {
+			rs->other.recipients++;
+			continue;
+		}
+		for (j = 0; j < n && mine[j].via != sp->name; j++)
+			;
+		if (j == n) {
+			snprintf(mine[n].qid, sizeof mine[n].qid, "%s", m->qid ? m->qid : "?");
+			mine[n].via = sp->name;
+			mine[n].primary = p->name;
+			mine[n].why = why;
+			mine[n].holding = holding;
+			n++;
+		}
+		mine[j].recipients++;
+	}
+	for (j = 0; j < n; j++) {
+		sp = up_find(rs, mine[j].via);
+		sp->messages++;
+		sp->recipients += mine[j].recipients;
+		sp->sends += sp->cap ? (mine[j].recipients + sp->cap - 1) / sp->cap : 1;
+	}
+	if (list && rs->nroutes + n > RS_ROUTES_MAX) {
+		rs->routes_left_out++;
+	} else if (list && n > 0) {
+		rs->routes = xrealloc(rs->routes, (rs->nroutes + n) * sizeof *rs->routes);
+		memcpy(rs->routes + rs->nroutes, mine, n * sizeof *mine);
+		rs->nroutes += n;
+	}
+	free(mine);
+}
+
 static void
 count_msg(struct relay_status *rs, const struct rs_msg *m)
 {
@@ -122,6 +220,10 @@ count_msg(struct relay_status *rs, const struct rs_msg *m)
 	}
 	if (!m->head || m->sender == NULL || m->left == 0)
 		return;
+	if (rs->routing) {
+		route_msg(rs, m, m->preprocessed && !m->held);
+		return;
+	}
 	u = config_upstream_for(rs->cfg, m->sender);
 	sp = u ? up_find(rs, u->name) : NULL;
 	if (sp == NULL)
@@ -146,15 +248,20 @@ count_scanned(const struct qlist_msg *qm, void *arg)
 	m.trouble = qm->trouble;
 	m.head = qm->head;
 	m.next_attempt = qm->next_attempt;
+	m.qid = qm->qid;
+	m.rcpt = xcalloc(qm->nitems + 1, sizeof *m.rcpt);
 	for (i = 0; i < qm->nitems; i++)
 		if (!qm->items[i].trouble && !qm->items[i].done)
-			m.left++;
+			m.rcpt[m.left++] = xstrndup(qm->text.s + qm->items[i].off, qm->items[i].len);
 	if (qm->head) {
 		m.sender = xmalloc(qm->sender_len + 1);
 		memcpy(m.sender, qm->text.s + qm->sender_off, qm->sender_len);
 		m.sender[qm->sender_len] = '\0';
 	}
 	count_msg(rs, &m);
+	for (i = 0; i < m.left; i++)
+		free(m.rcpt[i]);
+	free(m.rcpt);
 	if (qm->preprocessed && !qm->held && m.left && m.next_attempt > (long long)rs->now)
 		for (i = 0; i < qm->nitems; i++)
 			if (!qm->items[i].trouble && !qm->items[i].done && qm->items[i].reason_len)
@@ -184,12 +291,19 @@ count_listed(struct relay_status *rs, struct json_object *o)
 	m.trouble = jp_len(jp_get(o, "trouble")) > 0;
 	m.sender = (char *)jp_str(jp_get(o, "sender"));
 	m.head = m.sender != NULL;
+	m.qid = jp_str(jp_get(o, "queue_id"));
+	m.rcpt = xcalloc(jp_len(rc) + 1, sizeof *m.rcpt);
 	for (i = 0; i < jp_len(rc); i++) {
-		if ((st = jp_str(jp_get(r = jp_at(rc, i), "state"))) == NULL)
+		if ((st = jp_str(jp_get(r = jp_at(rc, i), "state"))) == NULL ||
+		    jp_str(jp_get(r, "address")) == NULL) {
+			free(m.rcpt);
 			return -1;
-		m.left += strcmp(st, "done") != 0;
+		}
+		if (strcmp(st, "done") != 0)
+			m.rcpt[m.left++] = (char *)jp_str(jp_get(r, "address"));
 	}
 	count_msg(rs, &m);
+	free(m.rcpt);
 	if (m.preprocessed && !m.held && m.next_attempt > (long long)rs->now)
 		for (i = 0; i < jp_len(rc); i++)
 			if (strcmp(jp_str(jp_get(r = jp_at(rc, i), "state")), "done") != 0 &&
@@ -291,8 +405,8 @@ keep_reasons(struct relay_status *rs)
 
 /* ---- the gate ---- */
 
-/* One STATUS request (JSON with the history when json); the body into
- * body.  0 ok, -1 with why. */
+/* One STATUS request: TEXT (json 0), JSON (1) or JSON with the history
+ * (2); the body into body.  0 ok, -1 with why. */
 static int
 gate_ask_one(struct gate_client *gc, int json, struct buf *body, struct buf *why)
 {
@@ -300,7 +414,7 @@ gate_ask_one(struct gate_client *gc, int json, struct buf *body, struct buf *why
 	const char *perr = "the gate closed the connection";
 	int k;
 
-	if ((json ? gc_status_history(gc, RS_HISTORY_S) : gc_status(gc, 0)) < 0) {
+	if ((json == 2 ? gc_status_history(gc, RS_HISTORY_S) : gc_status(gc, json)) < 0) {
 		buf_printf(why, "sending STATUS: %s", strerror(errno));
 		return -1;
 	}
@@ -341,8 +455,9 @@ gate_ask(struct relay_status *rs, int json)
 		buf_printf(&rs->gwhy, "setsockopt: %s", strerror(errno));
 		goto out;
 	}
+	/* The JSON for the routes' state (item 5) in any case. */
 	if (gate_ask_one(&gc, 0, &rs->gtext, &rs->gwhy) < 0 ||
-	    (json && gate_ask_one(&gc, 1, &rs->gjson, &rs->gwhy) < 0))
+	    gate_ask_one(&gc, json ? 2 : 1, &rs->gjson, &rs->gwhy) < 0)
 		goto out;
 	rc = 0;
 out:
@@ -430,6 +545,50 @@ gate_numbers(struct relay_status *rs, const char *text)
 	}
 }
 
+/* A time member of the gate's JSON, wall ms; 0 when absent or null. */
+static int64_t
+ms_of(struct json_object *o, const char *key)
+{
+	long long v;
+
+	return jp_ll(jp_get(o, key), &v) == 0 && v > 0 ? (int64_t)v : 0;
+}
+
+/* Each upstream's state for route.h's judge, from the gate's JSON. */
+static void
+gate_routes(struct relay_status *rs)
+{
+	struct buf why = BUF_INIT;
+	struct json_object *doc, *ups, *u, *r;
+	struct rs_up *sp;
+	long long v;
+	size_t i;
+
+	doc = json_parse_strict(rs->gjson.s ? rs->gjson.s : "", rs->gjson.len, GP_STATUS_MAX, &why);
+	ups = jp_get(doc, "upstreams");
+	if (jp_ll(jp_get(doc, "now_ms"), &v) == 0 && v > 0)
+		rs->gnow_ms = v;
+	for (i = 0; i < jp_len(ups); i++) {
+		u = jp_at(ups, i);
+		if (jp_str(jp_get(u, "name")) == NULL ||
+		    (sp = up_find(rs, jp_str(jp_get(u, "name")))) == NULL)
+			continue;
+		r = jp_get(u, "route");
+		sp->st.down_since = ms_of(r, "unreachable_since_ms");
+		sp->st.probe_at = ms_of(r, "probe_at_ms");
+		sp->st.probe_out = jp_bool(jp_get(r, "probe_out")) == 1;
+		sp->st.auth_since = ms_of(r, "auth_trouble_since_ms");
+		sp->st.auth_until = ms_of(u, "auth_suspended_until_ms");
+		sp->st.auth_probe_out = jp_bool(jp_get(r, "auth_probe_out")) == 1;
+		sp->st.susp_until = ms_of(u, "suspended_until_ms");
+		sp->st.free_at = ms_of(r, "free_at_ms") ? ms_of(r, "free_at_ms") : -1;
+		if (sp->st.down_since && jp_str(jp_get(r, "unreachable_reason")))
+			sp->down_reason = xstrdup(jp_str(jp_get(r, "unreachable_reason")));
+	}
+	json_object_put(doc);
+	buf_free(&why);
+}
+
 /* ---- the estimate ---- */
 
 /* Seconds until window w holds b more, now. */
@@ -492,7 +651,11 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 	buf_free(&perr);
 	rs->nup = cfg->nupstreams;
 	rs->up = xcalloc(rs->nup + 1, sizeof *rs->up);
+	rs->other.st.free_at = -1;
 	for (i = 0; i < rs->nup; i++) {
+		rs->up[i].st.free_at = -1;	/* not known: no quota reason */
+		rs->routing |= cfg->upstreams[i].fallback.n > 0 ||
+		    cfg->upstreams[i].recipient_domains.n > 0;
 		const struct policy_upstream *pu = rs->have_pol ?
 		    policy_upstream(&rs->pol, cfg->upstreams[i].name) : NULL;
 
@@ -503,8 +666,11 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 			rs->up[i].cap = (unsigned)pu->max_recipients;
 	}
 	rs->gate_ok = gate_ask(rs, flags & RS_JSON) == 0;
-	if (rs->gate_ok)
+	rs->gnow_ms = (long long)rs->now * 1000;
+	if (rs->gate_ok) {
 		gate_numbers(rs, rs->gtext.s ? rs->gtext.s : "");
+		gate_routes(rs);
+	}
 	/* What the gate does not list (it has not seen the upstream yet, or
 	 * does not answer): the policy's windows, nothing used. */
 	for (i = 0; rs->have_pol && i < rs->nup; i++) {
@@ -543,9 +709,12 @@ relay_status_free(struct relay_status *rs)
 {
 	size_t i;
 
-	for (i = 0; i < rs->nup; i++)
+	for (i = 0; i < rs->nup; i++) {
 		free(rs->up[i].win);
+		free(rs->up[i].down_reason);
+	}
 	free(rs->up);
+	free(rs->routes);
 	for (i = 0; i < rs->nreasons; i++)
 		free(rs->reasons[i].reply);
 	free(rs->reasons);
@@ -558,6 +727,182 @@ relay_status_free(struct relay_status *rs)
 }
 
 /* ---- output ---- */
+
+static const char *
+ms_iso(char *out, size_t max, int64_t ms)
+{
+	date_iso(out, max, (time_t)(ms / 1000));
+	return out;
+}
+
+/* Why u's mail is passed over (k: a route_kind), in words: "unreachable
+ * since T (what failed); next probe T". */
+static void
+why_words(struct buf *o, const struct relay_status *rs, const struct rs_up *u, int k)
+{
+	char a[32], b[32];
+
+	switch (k) {
+	case RK_UNREACHABLE:
+		buf_printf(o, "unreachable since %s (%s); ", ms_iso(a, sizeof a, u->st.down_since),
+		    u->down_reason ? u->down_reason : "?");
+		if (u->st.probe_out)
+			buf_adds(o, "a probe is out");
+		else
+			buf_printf(o, "next probe %s", ms_iso(b, sizeof b, u->st.probe_at));
+		break;
+	case RK_AUTH:
+		buf_printf(o, "authentication refused since %s; ", ms_iso(a, sizeof a,
+		    u->st.auth_since));
+		if (u->st.auth_until > rs->gnow_ms)
+			buf_printf(o, "suspended until %s", ms_iso(b, sizeof b, u->st.auth_until));
+		else
+			buf_adds(o, "one probe at a time");
+		break;
+	case RK_THROTTLED:
+		buf_printf(o, "throttled until %s", ms_iso(a, sizeof a, u->st.susp_until));
+		break;
+	case RK_QUOTA:
+		buf_printf(o, "quota: next free slot %s", ms_iso(a, sizeof a, u->st.free_at));
+		break;
+	default:
+		break;
+	}
+}
+
+/* The state of each upstream that has fallbacks, judged with its own
+ * fallback_when: k (the condition, -1 none), the verdict, the upstream
+ * its mail goes through. */
+static enum route_verdict
+primary_state(const struct relay_status *rs, const struct weir_upstream *u,
+    const struct rs_up **self, const struct rs_up **via, int *k)
+{
+	enum route_kind kind;
+	enum route_verdict v;
+	int64_t until;
+	int why, holding;
+
+	*self = up_find((struct relay_status *)rs, u->name);
+	*via = route_via((struct relay_status *)rs, u, &why, &holding);
+	v = route_judge(&u->when, &(*self)->st, rs->gnow_ms, &kind, &until);
+	*k = v == RV_GO ? -1 : (int)kind;
+	return v;
+}
+
+void
+relay_status_routes_text(const struct relay_status *rs, struct buf *o, size_t max)
+{
+	const struct rs_up *self, *via;
+	char d[32];
+	size_t i, j;
+	int k;
+
+	if (!rs->routing)
+		return;
+	buf_adds(o, "routes (weir-send asks each batch's first upstream first; fallback_when "
+	    "passes it over):\n");
+	for (i = 0; i < rs->cfg->nupstreams; i++) {
+		const struct weir_upstream *u = &rs->cfg->upstreams[i];
+
+		if (u->fallback.n == 0)
+			continue;
+		switch (primary_state(rs, u, &self, &via, &k)) {
+		case RV_AVOID:
+		case RV_PROBE:
+			buf_printf(o, "  %s: passed over: ", u->name);
+			why_words(o, rs, self, k);
+			buf_printf(o, "; its mail goes through %s\n", via ? via->name : "?");
+			break;
+		case RV_HOLD:
+			buf_printf(o, "  %s: holding its mail: ", u->name);
+			why_words(o, rs, self, k);
+			buf_printf(o, "; its fallbacks after %s\n", ms_iso(d, sizeof d,
+			    self->st.down_since + u->when.s[RK_UNREACHABLE] * 1000));
+			break;
+		default:
+			buf_printf(o, "  %s: takes its mail%s\n", u->name,
+			    self->st.down_since || self->st.auth_since ? " (one probe at a time)" : "");
+			break;
+		}
+	}
+	buf_adds(o, "waiting messages and the upstream each will go through:\n");
+	for (i = 0, j = 0; i < rs->nroutes && j < max; j++) {
+		const char *qid = rs->routes[i].qid;
+
+		buf_printf(o, "  msg %s: ", qid);
+		for (k = 0; i < rs->nroutes && strcmp(rs->routes[i].qid, qid) == 0; i++, k++) {
+			const struct rs_route *r = &rs->routes[i];
+
+			buf_printf(o, "%s%llu recipient%s via %s", k ? "; " : "", r->recipients,
+			    r->recipients == 1 ? "" : "s", r->via);
+			if (r->why >= 0) {
+				buf_printf(o, " (%s ", r->primary);
+				why_words(o, rs, up_find((struct relay_status *)rs, r->primary), r->why);
+				buf_addc(o, ')');
+			} else if (r->holding) {
+				buf_adds(o, " (held there: ");
+				why_words(o, rs, up_find((struct relay_status *)rs, r->via), RK_UNREACHABLE);
+				buf_addc(o, ')');
+			}
+		}
+		buf_addc(o, '\n');
+	}
+	if (i < rs->nroutes || rs->routes_left_out)
+		buf_printf(o, "  ... and more (weir status --json lists up to %d messages)\n",
+		    RS_ROUTES_MAX);
+	if (rs->nroutes == 0)
+		buf_adds(o, "  none\n");
+}
+
+/* Item 5 as JSON: "routes". */
+static void
+routes_json(const struct relay_status *rs, struct buf *o)
+{
+	static const char *const verdicts[] = { "go", "probe", "hold", "avoid" };
+	const struct rs_up *self, *via;
+	struct buf w = BUF_INIT;
+	enum route_verdict v;
+	size_t i, n = 0;
+	int k;
+
+	buf_printf(o, "{\"configured\":%s,\"upstreams\":[", rs->routing ? "true" : "false");
+	for (i = 0; rs->routing && i < rs->cfg->nupstreams; i++) {
+		const struct weir_upstream *u = &rs->cfg->upstreams[i];
+
+		if (u->fallback.n == 0)
+			continue;
+		v = primary_state(rs, u, &self, &via, &k);
+		buf_adds(o, n++ ? ",{\"name\":" : "{\"name\":");
+		json_cstr(o, u->name);
+		buf_printf(o, ",\"verdict\":\"%s\",\"why\":", verdicts[v]);
+		json_cstr(o, k >= 0 ? route_kind_word((enum route_kind)k) : NULL);
+		buf_adds(o, ",\"via\":");
+		json_cstr(o, via ? via->name : NULL);
+		buf_adds(o, ",\"detail\":");
+		buf_reset(&w);
+		if (k >= 0)
+			why_words(&w, rs, self, k);
+		json_cstr(o, k >= 0 ? buf_cstr(&w) : NULL);
+		buf_addc(o, '}');
+	}
+	buf_adds(o, "],\"messages\":[");
+	for (i = 0; i < rs->nroutes; i++) {
+		const struct rs_route *r = &rs->routes[i];
+
+		buf_adds(o, i ? ",{\"queue_id\":" : "{\"queue_id\":");
+		json_cstr(o, r->qid);
+		buf_printf(o, ",\"recipients\":%llu,\"via\":", r->recipients);
+		json_cstr(o, r->via);
+		buf_adds(o, ",\"primary\":");
+		json_cstr(o, r->primary);
+		buf_adds(o, ",\"why\":");
+		json_cstr(o, r->why >= 0 ? route_kind_word((enum route_kind)r->why) :
+		    r->holding ? "unreachable" : NULL);
+		buf_printf(o, ",\"held_there\":%s}", r->holding ? "true" : "false");
+	}
+	buf_printf(o, "],\"messages_left_out\":%llu}", rs->routes_left_out);
+	buf_free(&w);
+}
 
 void
 relay_status_sessions(const struct relay_status *rs, struct buf *o, int json)
@@ -703,6 +1048,8 @@ relay_status_json(const struct relay_status *rs, struct buf *o)
 	buf_printf(o, "],\"other_reasons\":%llu},", rs->reasons_other);
 	json_count(o, "held", &rs->held);
 	buf_adds(o, "}}}");
+	buf_adds(o, ",\n\"routes\":");
+	routes_json(rs, o);
 	buf_adds(o, ",\n\"sessions\":");
 	relay_status_sessions(rs, o, 1);
 	buf_adds(o, ",\n\"oauth\":[");

@@ -40,7 +40,19 @@
  *      (nothing is sent until it does: the policy's figure is then
  *      given as what it will take at least once the gate is back).
  *   4. weir-send's kept sessions (sched/sessions).
- *   5. For each upstream with an oauth section, its token's state from
+ *   5. Where each waiting message goes (with fallback or
+ *      recipient_domains in weir.conf; mail/route.h): each recipient not
+ *      done has its primary (config_upstream_route) and its route
+ *      (config_route); the upstream it will go through is the first of
+ *      the route whose state, as the gate's JSON status has it ("route",
+ *      the suspensions), the primary's fallback_when does not pass over
+ *      (route_judge, the gate's own rule: AVOID passes over, and PROBE
+ *      too, but for the one request that goes as the probe; GO and HOLD
+ *      stay), the last one in any case; and why (the condition
+ *      that passed the primary over).  Per message, grouped by upstream,
+ *      at most RS_ROUTES_MAX messages; each upstream's state in words.
+ *      The drain estimate counts each recipient at that upstream.
+ *   6. For each upstream with an oauth section, its token's state from
  *      the token status file (mail/oauth.h; no secret in it): when the
  *      access token expires, the refresh token's age, the last refresh
  *      error, whether a login is needed ("oauth" in the JSON; `weir
@@ -74,12 +86,15 @@
 #include "lib/buf.h"
 #include "mail/config.h"
 #include "mail/policy.h"
+#include "mail/queue.h"
+#include "mail/route.h"
 
 #define RS_GATE_TIMEOUT_S 5		/* for each of the gate's answers */
 #define RS_HISTORY_S	3600		/* the gate's history asked for JSON */
 #define RS_REASONS_MAX	10		/* deferral reasons listed */
 #define RS_SHOWQ_MAX	(16 << 20)	/* bytes of weir-showq's listing read */
 #define RS_SHOWQ_TIMEOUT_MS 10000	/* for all of it (weir-metrics waits meanwhile) */
+#define RS_ROUTES_MAX	1000		/* waiting messages whose route is listed */
 
 struct rs_win {
 	long long limit, per, used;
@@ -101,6 +116,19 @@ struct rs_up {
 	long long at_least;		/* the gate down: the policy's figure, or -1 */
 	int listed;			/* the gate listed it */
 	const struct rs_win *bottleneck;
+	/* Its state for route.h's judge, from the gate's JSON (wall ms). */
+	struct route_state st;
+	char *down_reason;		/* the unreachable spell's; NULL: none */
+};
+
+/* One message's recipients that go through one upstream (item 5). */
+struct rs_route {
+	char qid[QUEUE_ID_MAX];
+	const char *via, *primary;	/* upstream names (the config's) */
+	int why;			/* the condition that passed primary over;
+					 * -1: via is the primary */
+	int holding;			/* the primary holds it (unreachable, not long enough) */
+	unsigned long long recipients;
 };
 
 /* Messages and recipients (not done) in one state. */
@@ -139,6 +167,11 @@ struct relay_status {
 	int have_oldest;
 	struct policy pol;
 	int have_pol;
+	int routing;			/* weir.conf has fallback or recipient_domains */
+	long long gnow_ms;		/* the gate's wall clock when it answered; 0: none */
+	struct rs_route *routes;	/* item 5, in queue order */
+	size_t nroutes;
+	unsigned long long routes_left_out;	/* messages beyond RS_ROUTES_MAX */
 };
 
 /* Gather it all now.  Returns 1 when the gate answered and the queue was
@@ -154,6 +187,10 @@ void relay_status_json(const struct relay_status *rs, struct buf *out);
  * a JSON array: upstream, token, login_needed, access_expires,
  * refresh_token_age_s, error. */
 void relay_status_oauth_json(const struct weir_config *cfg, time_t now, struct buf *o);
+
+/* Item 5 for people: each upstream's state, then each waiting message's
+ * route (at most max lines of them); nothing without routing. */
+void relay_status_routes_text(const struct relay_status *rs, struct buf *out, size_t max);
 
 /* weir-send's kept sessions (sched/sessions), as text or a JSON array. */
 void relay_status_sessions(const struct relay_status *rs, struct buf *out, int json);

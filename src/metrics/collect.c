@@ -277,6 +277,47 @@ send_counts(struct buf *o, struct json_object *ups)
 		if (up_name(jp_at(ups, i)))
 			sample_up(o, "weir_sessions_open", up_name(jp_at(ups, i)), NULL,
 			    jp_get(jp_get(jp_at(ups, i), "send"), "sessions_open"));
+	for (f = 0; f < 2; f++) {
+		static const char *const sw[][3] = {
+			{ "weir_fallback_switches_total", "switches", "Times the upstream's mail "
+			    "began going through a fallback (weir.conf's fallback), since weir-send "
+			    "started." },
+			{ "weir_fallback_returns_total", "returns", "Times the upstream's mail came "
+			    "back to it from a fallback, since weir-send started." },
+		};
+
+		family(o, sw[f][0], "counter", sw[f][2]);
+		for (i = 0; i < jp_len(ups); i++)
+			if (up_name(jp_at(ups, i)))
+				sample_up(o, sw[f][0], up_name(jp_at(ups, i)), NULL,
+				    jp_get(jp_get(jp_get(jp_at(ups, i), "send"), "fallback"), sw[f][1]));
+	}
+}
+
+/* What the gate judges fallbacks on (mail/route.h): the unreachable
+ * spell, the requests passed over. */
+static void
+route_families(struct buf *o, struct json_object *ups)
+{
+	size_t i;
+
+	family(o, "weir_upstream_unreachable", "gauge",
+	    "1 while the upstream could not be reached (no connection, TLS handshake, greeting "
+	    "or EHLO got through since its last failure), else 0.");
+	for (i = 0; i < jp_len(ups); i++)
+		if (up_name(jp_at(ups, i)) && jp_get(jp_at(ups, i), "route")) {
+			buf_adds(o, "weir_upstream_unreachable{upstream=");
+			label_value(o, up_name(jp_at(ups, i)));
+			buf_printf(o, "} %d\n", jp_get(jp_get(jp_at(ups, i), "route"),
+			    "unreachable_since_ms") != NULL);
+		}
+	family(o, "weir_gate_passed_over_total", "counter",
+	    "Requests the gate sent to a fallback (answered LATER: their fallback_when held) "
+	    "since it started.");
+	for (i = 0; i < jp_len(ups); i++)
+		if (up_name(jp_at(ups, i)))
+			sample_up(o, "weir_gate_passed_over_total", up_name(jp_at(ups, i)), NULL,
+			    jp_get(jp_get(jp_at(ups, i), "route"), "passed_over"));
 }
 
 static void
@@ -305,6 +346,7 @@ gate_text(struct buf *o, struct json_object *doc)
 	up_family(o, ups, "weir_gate_grants_total", "counter", "granted",
 	    "Grants the gate gave since it started.");
 	reports(o, ups);
+	route_families(o, ups);
 	up_family(o, ups, "weir_recipients_accepted_total", "counter", "rcpt_accepted",
 	    "Recipients the upstream accepted, as the deliverers reported them to the gate, "
 	    "since the gate started.");

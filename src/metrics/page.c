@@ -20,7 +20,9 @@
  * and the others'.  Then the queue by state with the deferral reasons,
  * the drain estimate with a progress bar while a backlog drains (the
  * sends of the gate's history since the oldest message came, against
- * those and the ones to go), and weir-send's kept sessions.
+ * those and the ones to go), where waiting messages go (with backup
+ * relays or routes by recipient: each upstream passed over or not and
+ * why, each message's upstream), and weir-send's kept sessions.
  *
  * Everything from the document is escaped; it holds no message content
  * and no address but in the upstreams' replies, which page_mask masks
@@ -168,7 +170,11 @@ page_mask(struct json_object *doc)
 	for (i = 0; i < jp_len(ups); i++) {
 		mask_member(jp_at(ups, i), "suspend_reason");
 		mask_member(jp_at(ups, i), "auth_reason");
+		mask_member(jp_get(jp_at(ups, i), "route"), "unreachable_reason");
 	}
+	ups = jp_get(jp_get(doc, "routes"), "upstreams");
+	for (i = 0; i < jp_len(ups); i++)
+		mask_member(jp_at(ups, i), "detail");
 }
 
 /* ---- the chart ---- */
@@ -754,6 +760,70 @@ queue(struct buf *o, struct json_object *q, long long now_ms)
 	buf_adds(o, "</section>");
 }
 
+#define ROUTES_ROWS 50	/* waiting messages listed with their route */
+
+/* Where waiting messages go (relaystatus.h, item 5): each upstream with
+ * fallbacks, passed over or not and why, then the first ROUTES_ROWS
+ * messages and the upstream each will go through. */
+static void
+routes_card(struct buf *o, struct json_object *routes)
+{
+	struct json_object *ups = jp_get(routes, "upstreams"), *msgs = jp_get(routes, "messages");
+	const char *v, *why;
+	size_t i;
+
+	if (jp_bool(jp_get(routes, "configured")) != 1)
+		return;
+	buf_adds(o, "<section class=\"card\"><h2>Routes</h2><ul class=\"reasons\">");
+	for (i = 0; i < jp_len(ups); i++) {
+		struct json_object *u = jp_at(ups, i);
+
+		v = jp_str(jp_get(u, "verdict"));
+		buf_adds(o, "<li><b>");
+		esc(o, jp_str(jp_get(u, "name")));
+		if (v && strcmp(v, "avoid") == 0) {
+			buf_adds(o, "</b> <span class=\"badge bad\">passed over</span> ");
+			esc(o, jp_str(jp_get(u, "detail")));
+			buf_adds(o, "; its mail goes through <b>");
+			esc(o, jp_str(jp_get(u, "via")));
+			buf_adds(o, "</b>");
+		} else if (v && strcmp(v, "hold") == 0) {
+			buf_adds(o, "</b> <span class=\"badge bad\">holding its mail</span> ");
+			esc(o, jp_str(jp_get(u, "detail")));
+		} else {
+			buf_adds(o, "</b> <span class=\"badge ok\">takes its mail</span>");
+		}
+		buf_adds(o, "</li>");
+	}
+	buf_adds(o, "</ul>");
+	if (jp_len(msgs) == 0) {
+		buf_adds(o, "<p class=\"mut\">No message waiting.</p></section>");
+		return;
+	}
+	buf_adds(o, "<table><thead><tr><th>message</th><th class=\"n\">recipients</th>"
+	    "<th>through</th><th>why</th></tr></thead><tbody>");
+	for (i = 0; i < jp_len(msgs) && i < ROUTES_ROWS; i++) {
+		struct json_object *m = jp_at(msgs, i);
+
+		buf_adds(o, "<tr><td><code>");
+		esc(o, jp_str(jp_get(m, "queue_id")));
+		buf_printf(o, "</code></td><td class=\"n\">%lld</td><td>",
+		    ll_or(jp_get(m, "recipients"), 0));
+		esc(o, jp_str(jp_get(m, "via")));
+		buf_adds(o, "</td><td>");
+		if ((why = jp_str(jp_get(m, "why"))) != NULL) {
+			esc(o, jp_str(jp_get(m, "primary")));
+			buf_adds(o, ": ");
+			esc(o, why);
+		}
+		buf_adds(o, "</td></tr>");
+	}
+	buf_adds(o, "</tbody></table>");
+	if (jp_len(msgs) > ROUTES_ROWS || ll_or(jp_get(routes, "messages_left_out"), 0) > 0)
+		buf_adds(o, "<p class=\"mut\">More in <a href=\"/status.json\">/status.json</a>.</p>");
+	buf_adds(o, "</section>");
+}
+
 static void
 sessions_list(struct buf *o, struct json_object *sessions, long long now_ms)
 {
@@ -893,6 +963,7 @@ page_render(struct buf *o, struct json_object *doc, const char *host, long long 
 			upstream(o, name, NULL, jp_at(dups, i), sessions, by_upstream(oas, name),
 			    oldest, now_ms, gate != NULL);
 	queue(o, jp_get(doc, "queue"), now_ms);
+	routes_card(o, jp_get(doc, "routes"));
 	sessions_list(o, sessions, now_ms);
 	buf_adds(o, "<footer>The same as JSON: <a href=\"/status.json\">/status.json</a> "
 	    "(<code>weir status --json</code>); for Prometheus: <a href=\"/metrics\">/metrics</a>. "

@@ -208,18 +208,38 @@ static enum outcome_kind
 outcome(const struct smtp_result *res)
 {
 	if (!res->connected)
-		return OUTCOME_REFUND;
+		return res->unreached ? OUTCOME_UNREACHED : OUTCOME_REFUND;
 	if (res->stale)
 		return OUTCOME_STALE;	/* a kept session's: nothing of it sent */
 	if (res->suspend)
 		return OUTCOME_THROTTLED;
 	if (res->authfail)
 		return OUTCOME_AUTHFAIL;
+	if (!res->greeted)
+		return OUTCOME_NOGREETING;	/* TLS, the greeting or EHLO failed */
 	if (res->dot_unanswered)
 		return OUTCOME_UNKNOWN;
 	if (!res->mail_accepted)
 		return OUTCOME_NOMAIL;
 	return res->relay_failure ? OUTCOME_RELAY : OUTCOME_SENT;
+}
+
+/* The text that goes with outcome k: the throttle reply or certificate
+ * failure, or for an upstream not reached what failed (the report's
+ * first line). */
+static void
+outcome_text(const struct smtp_result *res, enum outcome_kind k, char *out, size_t max)
+{
+	const char *t = res->throttle.s ? res->throttle.s : "";
+	size_t n;
+
+	if ((k == OUTCOME_UNREACHED || k == OUTCOME_NOGREETING) && res->text.s)
+		t = res->text.s;
+	n = strcspn(t, "\n");
+	if (n >= max)
+		n = max - 1;
+	memcpy(out, t, n);
+	out[n] = '\0';
 }
 
 /* For a caller that holds the grant (-n -r FD, -S): the outcome line
@@ -235,7 +255,7 @@ remote_outcome(const struct smtp_result *res, struct buf *line)
 	o.accepted = res->delivered;
 	o.at = res->accepted_at;
 	o.undone = res->undone;
-	snprintf(o.text, sizeof o.text, "%s", res->throttle.s ? res->throttle.s : "");
+	outcome_text(res, o.kind, o.text, sizeof o.text);
 	outcome_format(&o, line);
 }
 
@@ -274,6 +294,7 @@ gate_report(struct gate *g, const struct smtp_result *res)
 {
 	struct gp_reply r;
 	const char *perr = NULL;
+	char text[GP_TEXT_MAX + 1];
 	int k;
 
 	log_debug("outcome: %zu of %zu recipient(s) accepted, %zu not attempted%s%s%s%s",
@@ -284,8 +305,9 @@ gate_report(struct gate *g, const struct smtp_result *res)
 	    res->suspend || res->authfail ? res->throttle.s : "");
 	if (!g->on)
 		return;
+	outcome_text(res, outcome(res), text, sizeof text);
 	k = gc_report(&g->gc, g->tag, outcome_gate(outcome(res)), (uint32_t)res->delivered,
-	    res->accepted_at, res->throttle.s ? res->throttle.s : "");
+	    res->accepted_at, text);
 	if (k < 0)
 		log_warn("weir-gate: reporting (the gate counts the send as made)");
 	else if ((k = gc_wait_reply(&g->gc, &r, &perr)) <= 0)

@@ -263,6 +263,7 @@ st_connect(struct smtp_session *s)
 	cs = conn_connect(&s->c, s->p->host, s->p->port, deadline(s->up->timeout_connect), &s->err);
 	if (cs != CONN_OK) {
 		s->res->relay_failure = 1;
+		s->res->unreached = 1;
 		fail(s, trouble_situation(SIT_CONNECT), "Sorry, I wasn't able to establish an "
 		    "SMTP connection to %s:%u: %s.\n", s->p->host, s->p->port,
 		    cs == CONN_TIMEOUT ? "timeout" : s->err.s);
@@ -421,6 +422,7 @@ after_hello(struct smtp_session *s)
 {
 	if (s->up->tls == UP_TLS_STARTTLS && !s->tls_active)
 		return S_STARTTLS;
+	s->res->greeted = 1;
 	if (s->p->secret)
 		return S_AUTH;
 	if (s->probe) {
@@ -1156,6 +1158,7 @@ message_begin(struct smtp_session *s, const char *sender, const char *const *rcp
 	/* A kept connection, as an earlier message left it. */
 	s->reused = 1;
 	res->connected = 1;
+	res->greeted = 1;
 	if (!s->idle || !s->usable || idle_gone(s)) {
 		s->usable = 0;
 		res->stale = 1;

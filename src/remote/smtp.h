@@ -79,6 +79,9 @@ struct smtp_result {
 	struct buf throttle;	/* that reply (or the TLS failure), one line */
 	int relay_failure;	/* connect, TLS, AUTH or MAIL FROM failed */
 	int connected;		/* a connection to the upstream was made */
+	int unreached;		/* a connection was tried and could not be made */
+	int greeted;		/* the greeting, TLS and EHLO got through (or a
+				 * kept session's earlier message's did) */
 	int mail_accepted;	/* MAIL FROM was accepted */
 	int dot_unanswered;	/* the final dot went out; no reply came */
 	int64_t accepted_at;	/* clock_mono_ms() of the 250 to the dot; -1: none */

@@ -9,8 +9,11 @@
  *                 waiting at the gate)
  *   batch_start() puts up to max_recipients not-done recipients, from
  *                 where the message's pass is, in a job (job.c), fewer
- *                 if the gate's cap or what was learnt says so; a
- *                 message with none left goes to its retry or its end
+ *                 if the gate's cap or what was learnt says so, those
+ *                 of one upstream when weir.conf routes by recipient
+ *                 domain (via.c: the message moves to that upstream's
+ *                 FIFO first); a message with none left goes to its
+ *                 retry or its end
  *
  * The size of a batch is learnt per upstream (struct upq, fit_lo and
  * fit_hi) from what the gate granted (batch_granted) or refused as too
@@ -86,24 +89,37 @@ batch_took(struct upq *u, size_t tried)
 	return fit_toobig(u, tried + 1);
 }
 
-/* The most recipients m's next batch may have: its upstream's
+/* The most recipients a batch for upstream up may have: its
  * max_recipients (100 if unset), the gate's cap, what was learnt. */
 static size_t
-batch_cap(const struct sched *s, const struct msg *m)
+batch_cap(const struct sched *s, size_t up)
 {
-	const struct weir_upstream *u = &s->cfg->upstreams[m->up];
+	const struct weir_upstream *u = &s->cfg->upstreams[up];
 	size_t cap = u->max_recipients ? u->max_recipients : 100;
 
-	if (s->ups[m->up].cap && s->ups[m->up].cap < cap)
-		cap = s->ups[m->up].cap;
-	return fit_size(&s->ups[m->up], cap);
+	if (s->ups[up].cap && s->ups[up].cap < cap)
+		cap = s->ups[up].cap;
+	return fit_size(&s->ups[up], cap);
+}
+
+void
+batch_fit(struct sched *s, struct job *j)
+{
+	size_t n = j->up < s->cfg->nupstreams ? batch_cap(s, j->up) : j->n;
+
+	if (j->n > n)
+		j->more = 1;
+	while (j->n > n)
+		free(j->addrs[--j->n]);
 }
 
 /* A job for m with up to cap of f's not-done recipients from m's pass
- * on (none: the caller frees it); an address that must never reach
- * SMTP is bounced (*trouble: its note or mark failed). */
+ * on (none: the caller frees it), those of m's group alone when prim
+ * (their primaries) is given; an address that must never reach SMTP is
+ * bounced (*trouble: its note or mark failed). */
 static struct job *
-batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *trouble)
+batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, const size_t *prim, size_t cap,
+    int *trouble)
 {
 	struct job *j = job_new(s, m, m->up, cap);
 	size_t i, nbad = 0;
@@ -111,7 +127,7 @@ batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *
 	for (i = 0; i < f->n && j->n < cap; i++) {
 		const char *bad;
 
-		if (f->v[i].done || f->v[i].off < m->pass_off)
+		if (f->v[i].done || f->v[i].off < m->pass_off || (prim && prim[i] != m->up))
 			continue;
 		/* A stock qmail-send may have let such an address in; it must
 		 * never reach an SMTP command line. */
@@ -131,6 +147,10 @@ batch_fill(struct sched *s, struct msg *m, struct rcptfile *f, size_t cap, int *
 	}
 	for (; i < f->n && !j->more; i++)
 		j->more = !f->v[i].done;
+	/* By recipient domain: any not-done recipient outside the batch,
+	 * of any group, before or after it (via.c finds its group). */
+	if (prim)
+		j->more = f->n - f->ndone > j->n;
 	counts_outcome(s, m, m->up, 0, 0, nbad);
 	return j;
 }
@@ -141,14 +161,9 @@ batch_start(struct sched *s, struct msg *m)
 {
 	struct rcptfile f;
 	struct job *j;
+	size_t *prim = NULL, group;
 	int r, trouble = 0;
 
-	if (m->up == NO_UPSTREAM) {
-		log_warnx("msg %s: no upstream in %s takes mail from <%s>; will try again",
-		    m->qid, s->cfg->file ? s->cfg->file : "the config", m->sender);
-		sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
-		return;
-	}
 	r = rcptfile_load(s->o->q, m->id, &f);
 	if (r < 0) {
 		sched_at(s, m, sched_wall() + SYSFAIL_S);
@@ -159,8 +174,42 @@ batch_start(struct sched *s, struct msg *m)
 		sched_finish(s, m);
 		return;
 	}
-	j = batch_fill(s, m, &f, batch_cap(s, m), &trouble);
+	/* Routing by recipient domain (via.c): the pass's next group, from
+	 * its upstream's FIFO; none left: the pass is over. */
+	if (via_split(s) && (prim = via_groups(s, m, &f, &group)) == NULL) {
+		rcptfile_free(&f);
+		if (msg_pass_over(m))
+			sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
+		else
+			sched_at(s, m, sched_wall());	/* a new pass, from the top */
+		return;
+	}
+	if (prim && group != m->up) {
+		free(prim);
+		rcptfile_free(&f);
+		m->up = group;
+		sched_enqueue(s, m);
+		return;
+	}
+	if (m->up == NO_UPSTREAM) {
+		log_warnx("msg %s: no upstream in %s takes mail from <%s>%s; will try again",
+		    m->qid, s->cfg->file ? s->cfg->file : "the config", m->sender,
+		    prim ? " to some of its recipients" : "");
+		free(prim);
+		rcptfile_free(&f);
+		(void)msg_pass_over(m);
+		sched_at(s, m, sched_next_retry(m->birth, sched_wall(), s->retry_skip));
+		return;
+	}
+	j = batch_fill(s, m, &f, prim, batch_cap(s, m->up), &trouble);
 	rcptfile_free(&f);
+	if (j->n == 0 && prim && j->more) {
+		job_free(s, j);		/* the group's were bad: on to the next */
+		sched_at(s, m, trouble ? sched_wall() + SYSFAIL_S : sched_wall());
+		free(prim);
+		return;
+	}
+	free(prim);
 	if (j->n == 0) {
 		job_free(s, j);
 		/* Only bad addresses were left in this pass: a retry if an
@@ -191,10 +240,12 @@ void
 batch_pump(struct sched *s, size_t up)
 {
 	struct upq *u = &s->ups[up];
+	/* Its batches that went to a fallback count here too (via.c). */
+	unsigned away = u->head ? via_away(s, up) : 0;
 	struct msg *m;
 
-	while (u->head && (u->jobs < s->concurrency + LOOKAHEAD ||
-	    (u->jobs < s->concurrency + 2 * LOOKAHEAD && outranks(s, up, u->head)))) {
+	while (u->head && (u->jobs + away < s->concurrency + LOOKAHEAD ||
+	    (u->jobs + away < s->concurrency + 2 * LOOKAHEAD && outranks(s, up, u->head)))) {
 		m = u->head;
 		u->head = m->qnext;
 		if (u->head == NULL)

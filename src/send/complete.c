@@ -163,7 +163,8 @@ settle(struct sched *s, struct job *j, size_t i, struct rresult *r, enum outcome
 	 * and only a recipient's own temporary failure, in a "sent"
 	 * session, can expire it. */
 	if (r->st == RS_PERM && (how == OUTCOME_RELAY || how == OUTCOME_REFUND ||
-	    how == OUTCOME_NOMAIL || how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL))
+	    how == OUTCOME_NOMAIL || how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL ||
+	    how == OUTCOME_UNREACHED || how == OUTCOME_NOGREETING))
 		r->st = RS_TEMP;
 	if (r->st == RS_TEMP && r->own && how == OUTCOME_SENT && expired) {
 		buf_printf(&note, "%s\nI'm not going to try again; this message has been "
@@ -214,13 +215,24 @@ retry_later(struct sched *s, struct msg *m, long long now)
 /* m's next step after a batch (its job freed): the same batch after a
  * suspension, the rest of the pass, a retry, or its end.  more: not-done
  * recipients after the batch, from next_off in remote/S/N; ntemp:
- * recipients put off. */
+ * recipients put off; again: the same batch at once (its primary
+ * unreachable, a fallback left: via.c); group: the batch's primary, when
+ * weir.conf routes by recipient domain (else NO_UPSTREAM). */
 static void
 next_step(struct sched *s, struct msg *m, enum outcome_kind how, int more, size_t next_off,
-    size_t ntemp, long long now)
+    size_t ntemp, int again, size_t group, long long now)
 {
-	if (how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL) {
-		sched_at(s, m, now);	/* the same batch, after the suspension at the gate */
+	if (how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL || again) {
+		/* The same batch, after the suspension at the gate, or where
+		 * the gate sends it (the primary's probe, or a fallback). */
+		sched_at(s, m, now);
+	} else if (ntemp && how != OUTCOME_SENT && more && group != NO_UPSTREAM) {
+		/* Trouble with this group's relay: the pass goes on with the
+		 * next group (via.c); this one's at the next attempt. */
+		m->pass_up = group + 1;
+		m->pass_off = 0;
+		m->pass_deferred = 1;
+		sched_at(s, m, now);
 	} else if (ntemp && how != OUTCOME_SENT) {
 		/* Trouble with the relay: the pass goes on from this batch
 		 * at the next attempt. */
@@ -233,6 +245,8 @@ next_step(struct sched *s, struct msg *m, enum outcome_kind how, int more, size_
 		sched_at(s, m, now);
 	} else if (msg_pass_over(m) || ntemp) {
 		retry_later(s, m, now);
+	} else if (group != NO_UPSTREAM) {
+		sched_at(s, m, now);	/* its other groups' are in remote/S/N: batch.c sees */
 	} else {
 		sched_finish(s, m);		/* needs no job slot */
 	}
@@ -246,11 +260,13 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	struct rresult *res = xcalloc(j->n, sizeof *res);
 	struct tally t = { xcalloc(j->n, sizeof *t.done), 0, 0, 0 };
 	size_t i, up = j->up, tried, next_off;
+	size_t group = via_split(s) ? j->primary : NO_UPSTREAM;
 	long long now = sched_wall();
 	/* The upstream said slow down, or refused our credentials: the
 	 * gate suspends it; the message waits there, no attempt counted. */
 	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL;
 	int expired = now - m->birth - wait_credit(m) > s->lifetime;
+	int again = via_again(s, j, how);
 	int more;
 
 	read_results(j, res);
@@ -264,12 +280,13 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	m->pass_bounced |= t.nperm != 0;
 	if (t.ntemp && !throttled)
 		wait_warn(s, m, j, res);
+	via_done(s, j, how);
 	free(res);
 	free(t.done);
 	more = j->more || undone > 0;
 	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
 	job_free(s, j);
-	next_step(s, m, how, more, next_off, t.ntemp, now);
+	next_step(s, m, how, more, next_off, t.ntemp, again, group, now);
 	if (!throttled)
 		return UP_OK;
 	/* Until the gate answers the report with the suspension. */

@@ -93,7 +93,7 @@ deliver_refund_unstarted(struct sched *s, size_t up)
 static void
 maybe_complete(struct sched *s, struct job *j)
 {
-	size_t up = j->up;
+	size_t up = j->up, primary = j->primary;
 
 	if (!j->exited || j->outfd >= 0 || j->ocfd >= 0)
 		return;
@@ -109,6 +109,9 @@ maybe_complete(struct sched *s, struct job *j)
 		break;
 	}
 	deliver_kick(s, up);
+	/* A fallback's batch: its primary's FIFO may go on (via.c). */
+	if (primary != up && primary < s->nups)
+		batch_pump(s, primary);
 }
 
 void

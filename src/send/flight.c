@@ -173,6 +173,7 @@ orphan_job(struct sched *s, const struct sp_flight *f)
 	if (!known)
 		up = sched_upidx(s, m);	/* gone from the config: not settled */
 	j = job_new(s, m, up, f->n);
+	via_adopt(s, j);
 	for (i = 0; i < f->n; i++) {
 		for (k = 0; k < rf.n && rf.v[k].off != f->offs[i]; k++)
 			;

@@ -7,13 +7,16 @@
  *   on_reply()      a grant goes to deliver.c (deliver_granted); a
  *                   refusal for too many recipients shrinks the batch
  *                   (batch.c) and asks again, another is a retry later;
+ *                   LATER (the primary's fallback_when holds) sends the
+ *                   batch to the next upstream of its route (via.c);
  *                   a session's connection slot goes to session.c
  *   gate_use()      a grant goes to a deliverer (START)
  *   gate_tell()     what became of a grant (REPORT, or SETTLE for one
  *                   the connection that held it took away)
  *
  * One connection; every batch is an ACQUIRE (1 message, n recipients, 1
- * connection, or 0 if a kept session holds it) tagged with a number of
+ * connection, or 0 if a kept session holds it; with the primary's
+ * fallback_when while a fallback is left, via.c) tagged with a number of
  * ours; the deliverer runs only once its GRANT arrives, and weir-send
  * REPORTs what the deliverer said happened (gate_tell).  Waiting for a
  * grant is silence on the socket, and costs nothing.  The counters
@@ -62,7 +65,7 @@ gate_granted(struct sched *s, struct job *j, uint32_t cap)
 
 	j->state = J_GRANTED;
 	batch_granted(u, j->n, cap);
-	if (j->up != m->up) {
+	if (!via_placed(s, j)) {
 		/* A reload sent the message to another upstream (or none). */
 		gate_tell(s, j, GP_REFUND, 0, NULL);
 		job_drop(s, j);
@@ -132,6 +135,13 @@ on_reply(struct sched *s, const struct gp_reply *r)
 			}
 		return;
 	}
+	case GP_R_LATER:
+		/* Its primary's fallback_when holds: the next upstream. */
+		if (j && j->state == J_ASKING)
+			via_later(s, j, r->why, r->secs);
+		else
+			log_warnx("weir-gate: LATER for unknown request %u", r->tag);
+		return;
 	case GP_R_OK:
 		return;
 	case GP_R_ERR:
@@ -294,10 +304,11 @@ gate_request(struct sched *s, struct job *j)
 		s->next_tag = 1;
 	j->tag = s->next_tag;
 	j->asked = clock_mono_ms();
+	j->ask_seq = ++s->ask_seq;
 	/* On a kept session, the session holds the connection. */
 	j->conn = !sess_wanted(s, j->up) || !sess_fits(j);
-	if (gc_acquire(&s->gc, j->tag, up, NULL, sender, 1, (uint32_t)j->n,
-	    (uint32_t)j->conn) < 0)
+	if (gc_acquire_unless(&s->gc, j->tag, up, NULL, sender, 1, (uint32_t)j->n,
+	    (uint32_t)j->conn, via_unless(s, j)) < 0)
 		gate_down(s, strerror(errno));
 }
 

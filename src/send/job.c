@@ -23,6 +23,7 @@ job_new(struct sched *s, struct msg *m, size_t up, size_t cap)
 
 	j->m = m;
 	j->up = up;
+	j->primary = up;	/* via.c says otherwise for a fallback's */
 	j->state = J_ASKING;
 	j->outfd = j->ocfd = -1;
 	j->sent_at = -1;

@@ -223,6 +223,7 @@ rebuild_queues(struct sched *s, const struct weir_config *n)
 	for (i = 0; i < nold; i++) {
 		if (map[i] == SIZE_MAX) {
 			free(s->ups[i].name);
+			free(s->ups[i].via);
 			continue;
 		}
 		v[map[i]] = s->ups[i];
@@ -232,8 +233,11 @@ rebuild_queues(struct sched *s, const struct weir_config *n)
 	for (k = 0; k < ncfg; k++)
 		if (v[k].name == NULL)
 			v[k].name = xstrdup(n->upstreams[k].name);
-	for (j = s->jobs; j; j = j->next)
+	for (j = s->jobs; j; j = j->next) {
 		j->up = map[j->up];	/* its queue has jobs, so it is kept */
+		j->primary = j->primary < nold && map[j->primary] != SIZE_MAX ?
+		    map[j->primary] : j->up;
+	}
 	free(s->ups);
 	free(map);
 	s->ups = v;
@@ -248,7 +252,7 @@ misplaced_grant(struct sched *s)
 	struct job *j;
 
 	for (j = s->jobs; j; j = j->next)
-		if (j->state == J_GRANTED && j->up != j->m->up)
+		if (j->state == J_GRANTED && !via_placed(s, j))
 			return j;
 	return NULL;
 }
@@ -280,6 +284,7 @@ remap_messages(struct sched *s, const struct weir_config *n, unsigned long **ado
 				(*adopted)[(*nadopted)++] = m->id;
 			}
 			m->up = up;
+			m->pass_up = 0;	/* the groups may be numbered anew (via.c) */
 		}
 	return moved;
 }

@@ -151,6 +151,7 @@ msg_pass_over(struct msg *m)
 
 	m->pass_off = 0;
 	m->pass_deferred = 0;
+	m->pass_up = 0;
 	return deferred;
 }
 

@@ -14,6 +14,10 @@
  *                gatelink.c  the job asked of weir-gate; its grant or
  *                            refusal.  The only file that talks to the
  *                            gate (mail/gateclient.h)
+ *                via.c       where a batch goes: its recipients' group
+ *                            (recipient_domains), the fallback conditions
+ *                            it carries, the next upstream of its route
+ *                            when the gate answers LATER
  *                  | a grant -> deliver_granted
  *   3 deliver    deliver.c   run slots per upstream: a deliverer of the
  *                            job's own, or a kept session (session.c);
@@ -35,7 +39,8 @@
  *         job_drop's sched_enqueue (a job undone: back to the FIFO);
  *         called by 2 and 4.
  *   to 2: batch_pump (a run slot is free: more may ask; by
- *         deliver_kick), batch_took (a deliverer took fewer recipients
+ *         deliver_kick, and by deliver.c for the primary of a batch a
+ *         fallback carried), batch_took (a deliverer took fewer recipients
  *         than the batch; by 4); gate_use (a grant goes to a deliverer;
  *         by 3) and gate_tell (what became of a grant; by 3, 4, flight.c
  *         and reload.c), the kept sessions' connection slots
@@ -76,16 +81,18 @@
  * prints it from the objects; leaving out the six files just named):
  *   sched.c     batch control counts deliver flight gatelink keepalive
  *               reload session wait
- *   batch.c     counts gatelink job sched
- *   gatelink.c  batch counts deliver job sched session
+ *   batch.c     counts gatelink job sched via
+ *   gatelink.c  batch counts deliver job sched session via
  *   deliver.c   batch complete gatelink job keepalive session wait
- *   complete.c  batch control counts gatelink job notice sched wait
+ *   complete.c  batch control counts gatelink job notice sched via
+ *               wait
  *   job.c       sched session
  *   session.c   counts deliver flight gatelink
- *   flight.c    deliver gatelink job sched
+ *   flight.c    deliver gatelink job sched via
  *   counts.c    gatelink session
+ *   via.c       batch counts gatelink job sched
  *   control.c   sched wait
- *   reload.c    deliver gatelink job keepalive sched session
+ *   reload.c    deliver gatelink job keepalive sched session via
  *   keepalive.c deliver notice
  *   wait.c, notice.c: none
  */
@@ -100,6 +107,7 @@
 #include "lib/buf.h"
 #include "lib/evloop.h"
 #include "mail/gateclient.h"
+#include "mail/outcome.h"
 #include "mail/policy.h"
 #include "mail/schedfile.h"
 #include "send/dsn.h"
@@ -149,6 +157,8 @@ struct msg {
 	 * off (so the pass ends with a retry, not the end). */
 	size_t pass_off;
 	int pass_deferred;
+	size_t pass_up;		/* the pass's group (via.c): recipients whose
+				 * primary comes before it are passed over */
 	int pass_bounced;	/* a batch wrote bounce notes not yet sent */
 	long long prio;		/* its class's priority (policy.conf), once known */
 	int prio_known;
@@ -190,6 +200,10 @@ struct job {
 	int orphan;		/* its deliverer is an earlier weir-send's (flight.c) */
 	struct job *next;	/* all jobs */
 	struct job *gnext;	/* granted, waiting for a free run slot */
+	/* Its route (via.c): the primary upstream of its recipients, and
+	 * which of the primary's route up is (0: the primary itself). */
+	size_t primary, hop;
+	uint64_t ask_seq;	/* s->ask_seq when last asked of the gate */
 };
 
 /* Per upstream: s->ups[i] for cfg->upstreams[i], then one for messages
@@ -223,6 +237,10 @@ struct upq {
 	 * 0: none yet. */
 	uint64_t counts[GP_NCOUNTS], told[GP_NCOUNTS];
 	int told_ok;
+	/* As a primary (via.c): the fallback its mail goes through now
+	 * (NULL: itself), since the request numbered via_seq. */
+	char *via;
+	uint64_t via_seq;
 };
 
 struct sched {
@@ -263,6 +281,7 @@ struct sched {
 	struct gate_client gc;
 	int gate_up;
 	uint32_t next_tag;
+	uint64_t ask_seq;	/* requests asked so far (via.c) */
 	uint64_t gate_backoff;
 	struct evtimer *gate_retry;
 	struct evtimer *counts_timer;	/* COUNTS lines are due */
@@ -324,6 +343,39 @@ void batch_pump(struct sched *s, size_t up);
 void batch_granted(struct upq *u, size_t n, uint32_t cap);
 void batch_shrink(struct sched *s, struct job *j);
 int batch_took(struct upq *u, size_t tried);
+
+/* The batch's size for its upstream now (a fallback's cap may be
+ * smaller): recipients beyond it are left for the next batch. */
+void batch_fit(struct sched *s, struct job *j);
+
+/* 2 via.c: where a batch goes (recipient_domains, fallbacks) */
+struct rcptfile;
+/* weir.conf routes by recipient domain. */
+int via_split(const struct sched *s);
+/* The group of m's next batch in its pass (via.c), into *group (a config
+ * index or NO_UPSTREAM; m's pass moves on to it), and each recipient's
+ * primary (f's order; the caller frees it); NULL: none left in the
+ * pass. */
+size_t *via_groups(const struct sched *s, struct msg *m, const struct rcptfile *f,
+    size_t *group);
+/* The conditions j's request carries (the primary's fallback_when while
+ * an upstream of its route is left), or NULL. */
+const struct route_when *via_unless(const struct sched *s, const struct job *j);
+/* j, an earlier run's delivery (flight.c), placed in its message's
+ * route. */
+void via_adopt(const struct sched *s, struct job *j);
+/* Is j where its message and route say (not after a reload)? */
+int via_placed(const struct sched *s, const struct job *j);
+/* The gate answered LATER for j: on to the next upstream of its route. */
+void via_later(struct sched *s, struct job *j, enum route_kind why, uint64_t secs);
+/* Jobs of primary up at its fallbacks now (they count in its
+ * LOOKAHEAD, and their end lets more of its FIFO go: deliver.c). */
+unsigned via_away(const struct sched *s, size_t up);
+/* After outcome how of j: ask again at once (the gate judges its
+ * primary unreachable and passes it over in time)? */
+int via_again(const struct sched *s, const struct job *j, enum outcome_kind how);
+/* j's outcome how: a return to its primary, logged and counted. */
+void via_done(struct sched *s, const struct job *j, enum outcome_kind how);
 
 /* 2 gatelink.c */
 void gate_start(struct sched *s);

@@ -17,6 +17,14 @@
  *   - admin is a fully qualified address that is not local to this host
  *     (local recipients are rewritten to it), hostname is a sane domain
  *     name; the queue exists;
+ *   - backup relays (mail/route.h; config.c refused loops, unknown and
+ *     repeated names): each fallback has a section of its own in the
+ *     policy (an error: "*" is no backup's limits), and each one's sender
+ *     rewriting turns the senders its section's mail carries (the
+ *     domains that section rewrites into, its account's, those its
+ *     senders patterns name) into senders of its own accepted domains (a
+ *     warning: the provider would refuse the others); fallback_when
+ *     without fallback (a warning);
  *   - sender rewriting (warnings): a rewrite_sender or rewrite_default
  *     address local to this host, a local domain in rewrite_domains,
  *     rewrite_header_from or rewrite_domains that do nothing, and an
@@ -69,6 +77,7 @@
 #include "mail/oauth.h"
 #include "mail/policy.h"
 #include "mail/qcheck.h"
+#include "mail/rewrite.h"
 #include "mail/rundir.h"
 #include "mail/secretfile.h"
 #include "weir/weir.h"
@@ -541,6 +550,130 @@ check_rewrite(struct check *k, const struct weir_config *c, const struct weir_up
 	}
 }
 
+/* Add domain d (its n bytes) to the list v[0..*n) unless it is there. */
+static void
+domain_add(char ***v, size_t *nv, const char *d, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < *nv; i++)
+		if (strlen((*v)[i]) == n && strncasecmp((*v)[i], d, n) == 0)
+			return;
+	*v = xrealloc(*v, (*nv + 1) * sizeof **v);
+	(*v)[(*nv)++] = xstrndup(d, n);
+}
+
+/* u's rewriting built (hostname for local parts): 0, or -1 (config.c
+ * said why). */
+static int
+rewrite_of(const struct weir_config *c, const struct weir_upstream *u, struct rewrite *rw)
+{
+	struct buf why = BUF_INIT;
+	int rc = rewrite_init(rw, (const char *const *)u->rewrite_sender.v, u->rewrite_sender.n,
+	    u->rewrite_default, (const char *const *)u->rewrite_domains.v, u->rewrite_domains.n,
+	    c->hostname, &why);
+
+	buf_free(&why);
+	return rc;
+}
+
+/* The sender domains mail routed to u carries, as far as weir.conf
+ * tells: the domains u rewrites senders into, its account's, and those
+ * its senders patterns name ("*@lists.example.org"). */
+static void
+sender_domains(const struct weir_config *c, const struct weir_upstream *u, char ***v,
+    size_t *n)
+{
+	struct rewrite rw;
+	const char *at;
+	size_t i;
+
+	if (rewrite_of(c, u, &rw) == 0)
+		for (i = 0; i < rw.ndomains; i++)
+			domain_add(v, n, rw.domains[i], strlen(rw.domains[i]));
+	rewrite_free(&rw);
+	if (u->username && (at = strrchr(u->username, '@')) != NULL && at[1])
+		domain_add(v, n, at + 1, strlen(at + 1));
+	for (i = 0; i < u->senders.n; i++)
+		if (strncmp(u->senders.v[i], "*@", 2) == 0 &&
+		    strpbrk(u->senders.v[i] + 2, "*?[") == NULL && u->senders.v[i][2])
+			domain_add(v, n, u->senders.v[i] + 2, strlen(u->senders.v[i] + 2));
+}
+
+/* Backup relays: each has a policy section of its own, and its sender
+ * rewriting leaves none of the senders u's mail carries outside the
+ * domains it takes. */
+static void
+check_fallbacks(struct check *k, const struct weir_config *c, const struct weir_upstream *u,
+    const struct policy *pol, int have_policy)
+{
+	const struct weir_upstream *f;
+	struct buf out = BUF_INIT;
+	struct rewrite rw;
+	char where[512], **dom = NULL, **acc = NULL, *probe;
+	size_t i, j, a, nd = 0, na = 0;
+
+	if (u->fallback_when.n > 0 && u->fallback.n == 0) {
+		up_where(k, u, "fallback_when", where, sizeof where);
+		finding(k, 1, where, "upstream \"%s\": fallback_when without fallback does "
+		    "nothing", u->name);
+	}
+	if (u->fallback.n > 0)
+		sender_domains(c, u, &dom, &nd);
+	for (i = 0; i < u->fallback.n; i++) {
+		if ((f = config_upstream(c, u->fallback.v[i])) == NULL)
+			continue;	/* config.c said so */
+		up_where(k, u, "fallback", where, sizeof where);
+		for (j = 0; have_policy && j < pol->nup; j++)
+			if (strcmp(pol->up[j].name, f->name) == 0)
+				break;
+		if (have_policy && j == pol->nup)
+			finding(k, 0, where, "upstream \"%s\": its fallback \"%s\" has no upstream "
+			    "\"%s\" section of its own in %s: a backup relay needs its provider's "
+			    "limits (the \"*\" section is not enough)", u->name, f->name, f->name,
+			    pol->file);
+		if (rewrite_of(c, f, &rw) < 0) {
+			rewrite_free(&rw);
+			continue;
+		}
+		/* What f takes: its rewriting's domains, else its account's. */
+		for (a = 0; a < na; a++)
+			free(acc[a]);
+		na = 0;
+		for (a = 0; a < rw.ndomains; a++)
+			domain_add(&acc, &na, rw.domains[a], strlen(rw.domains[a]));
+		if (na == 0 && f->username && strrchr(f->username, '@') &&
+		    strrchr(f->username, '@')[1])
+			domain_add(&acc, &na, strrchr(f->username, '@') + 1,
+			    strlen(strrchr(f->username, '@') + 1));
+		for (j = 0; na > 0 && j < nd; j++) {
+			const char *got, *at;
+
+			probe = xasprintf("postmaster@%s", dom[j]);
+			got = rewrite_address(&rw, probe, &out) ? buf_cstr(&out) : probe;
+			at = strrchr(got, '@');
+			for (a = 0; a < na && strcasecmp(acc[a], at + 1) != 0; a++)
+				;
+			if (a == na)
+				finding(k, 1, where, "upstream \"%s\": mail from senders at %s goes "
+				    "through its fallback \"%s\" as it is (its sender rewriting leaves "
+				    "them), and \"%s\" takes senders at %s%s only: a provider refuses "
+				    "the others; give upstream \"%s\" rewrite_default or rewrite_sender "
+				    "\"@%s ...\"", u->name, dom[j], f->name, f->name, acc[0],
+				    na > 1 ? " and its other domains" : "", f->name, dom[j]);
+			free(probe);
+		}
+		rewrite_free(&rw);
+	}
+	for (a = 0; a < na; a++)
+		free(acc[a]);
+	free(acc);
+	for (j = 0; j < nd; j++)
+		free(dom[j]);
+	free(dom);
+	buf_free(&out);
+}
+
 /* A file the deliverer must own, closed to group and others: its stat
  * checked; 0 fine, -1 said. */
 static int
@@ -665,6 +798,7 @@ check_upstream(struct check *k, const struct weir_config *c, const struct weir_u
 	if (u->oauth.present)
 		check_oauth(k, u);
 	check_rewrite(k, c, u);
+	check_fallbacks(k, c, u, pol, have_policy);
 	up_where(k, u, "verify", where, sizeof where);
 	if (u->tls != UP_TLS_NONE && !u->verify && !u->fingerprint)
 		finding(k, 1, where, "upstream \"%s\": verify = false and no fingerprint: "

@@ -2,10 +2,12 @@
  * status.c: `weir [-c FILE] status [--json | --watch]`: what the relay is
  * doing, as mail/relaystatus.h gathers it (the gate's status, the queue
  * per state, the drain estimate per upstream, weir-send's kept
- * sessions, the OAuth tokens' state): for people, the gate's text as it
- * wrote it (its shared store, whether it answers, both counts of each
- * window) followed by the queue, the sessions, the tokens (auth.c) and
- * the estimate; with --json, relay_status_json's document (also
+ * sessions, the OAuth tokens' state, where waiting messages go): for
+ * people, the gate's text as it wrote it (its shared store, whether it
+ * answers, both counts of each window) followed by the queue, the routes
+ * (each upstream with fallbacks, passed over or not and why; the first
+ * ROUTES_SHOWN waiting messages and the upstream each will go through),
+ * the sessions, the tokens (auth.c) and the estimate; with --json, relay_status_json's document (also
  * weir-metrics' /status.json).
  *
  * --watch shows a short form of the same every second, on a timer (no
@@ -32,6 +34,8 @@
 #include "lib/timefmt.h"
 #include "mail/relaystatus.h"
 #include "weir/weir.h"
+
+#define ROUTES_SHOWN	20	/* waiting messages whose route is printed */
 
 static void
 text_out(struct buf *o, const struct relay_status *s)
@@ -72,6 +76,7 @@ text_out(struct buf *o, const struct relay_status *s)
 		buf_printf(o, "  oldest message: %s old (queued %s)\n", d, when);
 	} else
 		buf_adds(o, "  oldest message: none\n");
+	relay_status_routes_text(s, o, ROUTES_SHOWN);
 	relay_status_sessions(s, o, 0);
 	auth_status_out(o, s->cfg, 0, now);
 	buf_printf(o, "drain estimate (a lower bound: every attempt succeeding, windows from "

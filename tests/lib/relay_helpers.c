@@ -220,6 +220,12 @@ rt_upstream_stop(struct rt *t)
 void
 rt_conf_upstream(struct rt *t, const char *extra)
 {
+	rt_conf_upstream_at(t, "isp", t->port, extra);
+}
+
+void
+rt_conf_upstream_at(struct rt *t, const char *name, unsigned port, const char *extra)
+{
 	/* Short timeouts, each unless extra sets it. */
 	static const char *const timeouts[][2] = {
 		{ "timeout_connect", "5s" }, { "timeout_banner", "10s" },
@@ -230,9 +236,9 @@ rt_conf_upstream(struct rt *t, const char *extra)
 	struct buf b = BUF_INIT;
 	size_t i;
 
-	buf_printf(&b, "upstream \"isp\" {\n  host = \"127.0.0.1\"\n  port = %u\n"
+	buf_printf(&b, "upstream \"%s\" {\n  host = \"127.0.0.1\"\n  port = %u\n"
 	    "  tls = \"starttls\"\n  ca_file = \"%s/ca.pem\"\n  username = \"%s\"\n"
-	    "  secret_file = \"%s\"\n", t->port, t->certs, RT_USER, t->secret);
+	    "  secret_file = \"%s\"\n", name, port, t->certs, RT_USER, t->secret);
 	for (i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
 		char *key = xasprintf("%s =", timeouts[i][0]);
 
@@ -702,7 +708,13 @@ json_key(const char *line, const char *key)
 void
 rt_rec_load(struct rt *t, struct rt_rec *r)
 {
-	FILE *f = fopen(t->record, "r");
+	rt_rec_load_file(t->record, r);
+}
+
+void
+rt_rec_load_file(const char *record, struct rt_rec *r)
+{
+	FILE *f = fopen(record, "r");
 	char *line = NULL;
 	size_t cap = 0;
 
@@ -786,7 +798,13 @@ rt_rec_free(struct rt_rec *r)
 size_t
 rt_rec_ndata(struct rt *t)
 {
-	FILE *f = fopen(t->record, "r");
+	return rt_rec_ndata_file(t->record);
+}
+
+size_t
+rt_rec_ndata_file(const char *record)
+{
+	FILE *f = fopen(record, "r");
 	char *line = NULL;
 	size_t cap = 0, n = 0;
 
@@ -1480,4 +1498,70 @@ rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res)
 	free(retried);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+}
+
+/* ---- a second upstream (a backup relay) ---- */
+
+void
+rt_peer_start(struct rt *t, struct rt_peer *p, const char *name, const char *const *flags,
+    unsigned port)
+{
+	const char *args[64];
+	char *certp = xasprintf("%s/good.pem", t->certs), *keyp = xasprintf("%s/good.key", t->certs);
+	char *auth = xasprintf("%s:%s", RT_USER, RT_SECRET), portarg[16], *log;
+	unsigned got = 0;
+	int n = 0, i;
+
+	cr_assert(p->pid == 0, "upstream %s runs already", name);
+	if (p->record == NULL) {
+		snprintf(p->name, sizeof p->name, "%s", name);
+		p->record = xasprintf("%s/record.%s.jsonl", t->s.qt.tmp, name);
+	}
+	log = xasprintf("%s/upstream.%s.%u.log", t->s.qt.tmp, name, ++p->runs);
+	snprintf(portarg, sizeof portarg, "%u", port);
+	args[n++] = "--port";
+	args[n++] = portarg;
+	args[n++] = "--record";
+	args[n++] = p->record;
+	args[n++] = "--cert";
+	args[n++] = certp;
+	args[n++] = "--key";
+	args[n++] = keyp;
+	args[n++] = "--auth";
+	args[n++] = auth;
+	for (i = 0; flags && flags[i]; i++) {
+		cr_assert(n < 62);
+		args[n++] = flags[i];
+	}
+	args[n] = NULL;
+	p->pid = tl_upstream_start(args, log, &got);
+	cr_assert(port == 0 || got == port, "upstream %s on %u, asked for %u", name, got, port);
+	p->port = got;
+	free(certp);
+	free(keyp);
+	free(auth);
+	free(log);
+}
+
+void
+rt_peer_stop(struct rt_peer *p)
+{
+	reap(&p->pid);
+}
+
+void
+rt_peer_free(struct rt_peer *p)
+{
+	reap(&p->pid);
+	free(p->record);
+	memset(p, 0, sizeof *p);
+}
+
+int
+rt_peer_ndata_at_least(struct rt *t, void *arg)
+{
+	const struct rt_peer_count *c = arg;
+
+	(void)t;
+	return rt_rec_ndata_file(c->p->record) >= c->n;
 }

@@ -66,6 +66,8 @@ void rt_upstream_stop(struct rt *t);
  * username, secret_file, short timeouts (each one extra does not set),
  * then extra lines }. */
 void rt_conf_upstream(struct rt *t, const char *extra);
+/* The same for upstream "name" at port (a second upstream: rt_peer). */
+void rt_conf_upstream_at(struct rt *t, const char *name, unsigned port, const char *extra);
 /* Write policy.conf. */
 void rt_policy(struct rt *t, const char *text);
 
@@ -159,12 +161,15 @@ struct rt_rec {
 };
 
 void rt_rec_load(struct rt *t, struct rt_rec *r);
+/* The same for the record in the file record (an rt_peer's). */
+void rt_rec_load_file(const char *record, struct rt_rec *r);
 void rt_rec_free(struct rt_rec *r);
 /* A condition for rt_wait(): the record holds the string arg (an event
  * such as "\"delaying\"", the upstream holding a final dot). */
 int rt_record_has(struct rt *t, void *arg);
 /* How many "data" events so far (cheap enough to poll). */
 size_t rt_rec_ndata(struct rt *t);
+size_t rt_rec_ndata_file(const char *record);
 /* A condition for rt_wait(): at least *(size_t *)arg data events. */
 int rt_ndata_at_least(struct rt *t, void *arg);
 /* How many times rcpt was in a data event from sender. */
@@ -275,5 +280,36 @@ struct rt_soak_result {
  * alive once the next started.  Figures in res.
  */
 void rt_soak_round(struct rt *t, const struct rt_soak *o, struct rt_soak_result *res);
+
+/* ---- a second upstream: a backup relay, a route by recipient domain ---- */
+
+/* Another stand-in upstream beside the first (t->up), with its own
+ * process, port and record (tmp/record.NAME.jsonl, its data events at
+ * its own clock), the same certificate ("good") and AUTH RT_USER:
+ * RT_SECRET, so that rt_conf_upstream_at(t, NAME, p->port, ...) differs
+ * from the first's section only in name and port.  rt_teardown() kills
+ * it (it is the test's child); rt_peer_free() frees it. */
+struct rt_peer {
+	char name[32];
+	pid_t pid;		/* 0: not running */
+	unsigned port;
+	char *record;		/* kept across stops and starts */
+	unsigned runs;
+};
+
+/* Start p as upstream name with extra flags (NULL-ended) on port (0: the
+ * kernel picks; p->port gets it). */
+void rt_peer_start(struct rt *t, struct rt_peer *p, const char *name, const char *const *flags,
+    unsigned port);
+/* SIGKILL and reap; the port is closed, the record stays. */
+void rt_peer_stop(struct rt_peer *p);
+void rt_peer_free(struct rt_peer *p);
+/* A condition for rt_wait(): arg, a struct rt_peer_count, holds at least
+ * n data events in p's record. */
+struct rt_peer_count {
+	const struct rt_peer *p;
+	size_t n;
+};
+int rt_peer_ndata_at_least(struct rt *t, void *arg);
 
 #endif

@@ -541,3 +541,101 @@ Test(config, oauth_errors)
 	    "  oauth {\n    provider = microsoft\n    client_id = x\n  }\n}\n",
 	    "mechanisms may name only XOAUTH2 and OAUTHBEARER, not PLAIN");
 }
+
+/* Backup relays and routing by recipient domain (mail/route.h). */
+Test(config, routes_by_recipient_then_sender_then_default)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+	const struct weir_upstream *r[8];
+	size_t n;
+	char *p = conf(
+	    "upstream \"gmail\" {\n  host = g.example\n}\n"
+	    "upstream \"isp\" {\n  host = i.example\n  fallback = {\"gmail\", \"ses\"}\n}\n"
+	    "upstream \"corp\" {\n  host = c.example\n"
+	    "  recipient_domains = {\"*.Example.com\", \"gmail.com\"}\n}\n"
+	    "upstream \"lists\" {\n  host = l.example\n  senders = {\"*@lists.example.org\"}\n"
+	    "  recipient_domains = {\"partner.example\"}\n}\n"
+	    "upstream \"ses\" {\n  host = s.example\n  fallback = {\"relay2\"}\n"
+	    "  fallback_when = {\"throttled 5m\", \"quota\"}\n}\n"
+	    "upstream \"relay2\" {\n  host = r.example\n}\n");
+
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
+	/* gmail comes first but is a backup relay: isp is the default. */
+	cr_assert_str_eq(config_upstream_for(&c, "me@example.org")->name, "isp");
+	cr_assert_str_eq(config_upstream_route(&c, "me@example.org", "a@b.example.net")->name,
+	    "isp");
+	cr_assert_str_eq(config_upstream_route(&c, "me@example.org", "a@x.EXAMPLE.com")->name,
+	    "corp");
+	/* "*.example.com" is its subdomains, not itself. */
+	cr_assert_str_eq(config_upstream_route(&c, "me@example.org", "a@example.com")->name,
+	    "isp");
+	cr_assert_str_eq(config_upstream_route(&c, "me@example.org", "a@GMAIL.com")->name,
+	    "corp");
+	/* A section with senders takes its domains only from its senders. */
+	cr_assert_str_eq(config_upstream_route(&c, "me@example.org", "a@partner.example")->name,
+	    "isp");
+	cr_assert_str_eq(config_upstream_route(&c, "x@lists.example.org",
+	    "a@partner.example")->name, "lists");
+	/* ... and no other recipients of theirs. */
+	cr_assert_str_eq(config_upstream_route(&c, "x@lists.example.org", "a@b.example")->name,
+	    "isp");
+	/* The route: depth first, each once. */
+	n = config_route(&c, config_upstream(&c, "isp"), r, 8);
+	cr_assert_eq(n, 4);
+	cr_assert_str_eq(r[0]->name, "isp");
+	cr_assert_str_eq(r[1]->name, "gmail");
+	cr_assert_str_eq(r[2]->name, "ses");
+	cr_assert_str_eq(r[3]->name, "relay2");
+	cr_assert_eq(config_route(&c, config_upstream(&c, "gmail"), r, 8), 1);
+	/* The conditions: the defaults, or as written, throttled off
+	 * unless named. */
+	cr_assert_eq(config_upstream(&c, "isp")->when.s[RK_UNREACHABLE], 600);
+	cr_assert_eq(config_upstream(&c, "isp")->when.s[RK_AUTH], 0);
+	cr_assert_eq(config_upstream(&c, "isp")->when.s[RK_QUOTA], 3600);
+	cr_assert_eq(config_upstream(&c, "isp")->when.s[RK_THROTTLED], RK_OFF);
+	cr_assert_eq(config_upstream(&c, "ses")->when.s[RK_UNREACHABLE], RK_OFF);
+	cr_assert_eq(config_upstream(&c, "ses")->when.s[RK_THROTTLED], 300);
+	cr_assert_eq(config_upstream(&c, "ses")->when.s[RK_QUOTA], 3600);
+	cr_assert_eq(route_when_any(&config_upstream(&c, "gmail")->when), 0);
+	config_free(&c);
+	free(p);
+}
+
+Test(config, a_default_that_is_only_a_backup_is_still_the_default)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+	char *p = conf("upstream \"lists\" {\n  host = l.example\n  senders = {\"*@l.example\"}\n"
+	    "  fallback = {\"main\"}\n}\nupstream \"main\" {\n  host = m.example\n}\n");
+
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
+	cr_assert_str_eq(config_upstream_for(&c, "a@example.org")->name, "main");
+	config_free(&c);
+	free(p);
+}
+
+Test(config, fallback_errors)
+{
+	bad("upstream \"a\" {\n  host = a\n  fallback = {\"b\"}\n}\n"
+	    "upstream \"b\" {\n  host = b\n  fallback = {\"c\"}\n}\n"
+	    "upstream \"c\" {\n  host = c\n  fallback = {\"a\"}\n}\n",
+	    "weir.conf:4: upstream \"a\": fallback loop: a -> b -> c -> a");
+	bad("upstream \"a\" {\n  host = a\n  fallback = {\"a\"}\n}\n", "names the section itself");
+	bad("upstream \"a\" {\n  host = a\n  fallback = {\"b\", \"b\"}\n}\n"
+	    "upstream \"b\" {\n  host = b\n}\n", "fallback names \"b\" twice");
+	bad("upstream \"a\" {\n  host = a\n  fallback = {\"nope\"}\n}\n",
+	    "fallback \"nope\" is no upstream section");
+	bad("upstream \"a\" {\n  host = a\n\n  fallback_when = {\"quota 1h\", \"often\"}\n}\n",
+	    "weir.conf:4: fallback_when: \"often\": not a condition");
+	bad("upstream \"a\" {\n  host = a\n  fallback_when = {\"quota 1h\", \"quota 2h\"}\n}\n",
+	    "a condition given twice");
+	bad("upstream \"a\" {\n  host = a\n  fallback_when = {\"quota soon\"}\n}\n",
+	    "fallback_when: \"quota soon\"");
+	bad("upstream \"a\" {\n  host = a\n  fallback_when = {\"quota  1h\"}\n}\n",
+	    "one blank, then one duration");
+	bad("upstream \"a\" {\n  host = a\n  recipient_domains = {\"*.\"}\n}\n",
+	    "recipient_domains: \"*.\": not a domain");
+	bad("upstream \"a\" {\n  host = a\n  recipient_domains = {\"a b\"}\n}\n",
+	    "recipient_domains: \"a b\"");
+}

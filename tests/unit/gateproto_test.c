@@ -109,8 +109,8 @@ Test(gateproto, new_reports_and_resume)
 		"REPORT 6 AUTHFAIL 535 5.7.8 Authentication credentials invalid",
 		"REPORT 6 AUTHFAIL TLS: certificate verify failed", "RESUME pobox",
 		"REPORT 7 SENT 1 9007199254740992",
-		"COUNTS pobox 4 7 3 4 2 2 1 1 1", "COUNTS a 0 0 0 0 0 0 0 0 0",
-		"COUNTS a 9007199254740992 1 2 3 4 5 6 7 8",
+		"COUNTS pobox 4 7 3 4 2 2 1 1 1 0 0", "COUNTS a 0 0 0 0 0 0 0 0 0 0 0",
+		"COUNTS a 9007199254740992 1 2 3 4 5 6 7 8 9 10",
 		"SETTLE pobox 17 SENT 1 1234567", "SETTLE pobox 17 SENT 0 -",
 		"SETTLE pobox 18446744073709551615 REFUND", "SETTLE a.b 1 NOMAIL",
 		"SETTLE a 2 THROTTLED 421 4.7.0 try  later", "SETTLE a 3 AUTHFAIL 535 no",
@@ -155,14 +155,85 @@ Test(gateproto, new_reports_and_resume)
 	cr_assert(r.verb == GP_REFUSED && r.tag == 0);
 	cr_assert_str_eq(r.upstream, "isp");
 	cr_assert_str_eq(r.text, "invalid_grant:  it  expired ");
-	cr_assert_eq(req("COUNTS pobox 4 7 3 4 2 2 1 1 9", &r), GP_OK);
+	cr_assert_eq(req("COUNTS pobox 4 7 3 4 2 2 1 1 9 3 2", &r), GP_OK);
 	cr_assert(r.verb == GP_COUNTS && r.tag == 0);
 	cr_assert_str_eq(r.upstream, "pobox");
 	cr_assert(r.counts[GP_C_QUEUED_MSGS] == 4 && r.counts[GP_C_QUEUED_RCPTS] == 7 &&
 	    r.counts[GP_C_DELIVERED_MSGS] == 3 && r.counts[GP_C_DELIVERED_RCPTS] == 4 &&
 	    r.counts[GP_C_DEFERRED_MSGS] == 2 && r.counts[GP_C_DEFERRED_RCPTS] == 2 &&
 	    r.counts[GP_C_BOUNCED_MSGS] == 1 && r.counts[GP_C_BOUNCED_RCPTS] == 1 &&
-	    r.counts[GP_C_SESSIONS] == 9);
+	    r.counts[GP_C_SESSIONS] == 9 && r.counts[GP_C_SWITCHES] == 3 &&
+	    r.counts[GP_C_RETURNS] == 2);
+	buf_free(&b);
+}
+
+/* Fallbacks (mail/route.h): ACQUIRE's conditions, the reports of an
+ * unreachable upstream, LATER; each one spelling. */
+Test(gateproto, fallback_conditions_reports_and_later)
+{
+	static const char *const good[] = {
+		"ACQUIRE 1 isp - a@b.example 1 3 0 unreachable=600,auth=0,quota=3600",
+		"ACQUIRE 2 isp - - 1 1 1 throttled=31622400", "ACQUIRE 3 a b - 1 1 0 quota=0",
+		"ACQUIRE 4 a - - 1 1 0 unreachable=0,auth=1,quota=2,throttled=3",
+		"REPORT 5 UNREACHED connect to 127.0.0.1:25: Connection refused",
+		"REPORT 6 NOGREETING 554 5.3.2  no service",
+		"SETTLE isp 9 UNREACHED x", "SETTLE isp 9 NOGREETING TLS: handshake failed",
+	};
+	struct gp_req r, r2;
+	struct gp_reply rp;
+	struct gate_client gc;
+	struct route_when w;
+	struct buf b = BUF_INIT;
+	const char *why;
+	char got[512];
+	int sv[2];
+	ssize_t n;
+	size_t i;
+
+	for (i = 0; i < sizeof good / sizeof good[0]; i++) {
+		cr_assert_eq(req(good[i], &r), GP_OK, "\"%s\"", good[i]);
+		buf_reset(&b);
+		gp_fmt_request(&b, &r);
+		cr_assert_eq(b.len, strlen(good[i]) + 1, "%s -> %s", good[i], b.s);
+		cr_assert_eq(memcmp(b.s, good[i], b.len - 1), 0, "%s -> %s", good[i], b.s);
+		cr_assert_eq(gp_parse_request(b.s, b.len - 1, &r2, &why), GP_OK);
+		cr_assert_eq(memcmp(&r, &r2, sizeof r), 0);
+	}
+	cr_assert_eq(req(good[0], &r), GP_OK);
+	cr_assert(r.unless.s[RK_UNREACHABLE] == 600 && r.unless.s[RK_AUTH] == 0 &&
+	    r.unless.s[RK_QUOTA] == 3600 && r.unless.s[RK_THROTTLED] == RK_OFF);
+	cr_assert_eq(req("ACQUIRE 1 isp - - 1 1 0", &r), GP_OK);
+	cr_assert_eq(route_when_any(&r.unless), 0, "none without the field");
+	cr_assert_eq(req("REPORT 6 NOGREETING 554 5.3.2  no service", &r), GP_OK);
+	cr_assert(r.outcome == GP_NOGREETING && strcmp(r.text, "554 5.3.2  no service") == 0);
+	cr_assert_eq(gp_parse_reply("LATER 7 quota 3599", 18, &rp, &why), GP_OK);
+	cr_assert(rp.verb == GP_R_LATER && rp.tag == 7 && rp.why == RK_QUOTA && rp.secs == 3599);
+	buf_reset(&b);
+	gp_fmt_reply(&b, &rp);
+	cr_assert_str_eq(b.s, "LATER 7 quota 3599\n");
+	cr_assert_eq(gp_parse_reply("LATER 7 quota 0", 15, &rp, &why), GP_SYNTAX);
+	cr_assert_eq(gp_parse_reply("LATER 7 quota 31622401", 22, &rp, &why), GP_SYNTAX);
+	cr_assert_eq(gp_parse_reply("LATER 7 soon 1", 14, &rp, &why), GP_SYNTAX);
+	cr_assert_eq(gp_parse_reply("LATER - auth 1", 14, &rp, &why), GP_SYNTAX);
+	/* The client stubs: none by default, the given ones in order. */
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	memset(&gc, 0, sizeof gc);
+	gc.fd = sv[0];
+	route_when_none(&w);
+	w.s[RK_QUOTA] = 60;
+	w.s[RK_AUTH] = 0;
+	cr_assert_eq(gc_acquire(&gc, 1, "isp", NULL, NULL, 1, 2, 0), 0);
+	cr_assert_eq(gc_acquire_unless(&gc, 2, "isp", NULL, "a@b", 1, 2, 0, &w), 0);
+	cr_assert_eq(gc_report(&gc, 3, GP_UNREACHED, 0, -1, "connect: refused\n"), 0);
+	w.s[RK_QUOTA] = RK_MAX_S + 1;
+	cr_assert_eq(gc_acquire_unless(&gc, 4, "isp", NULL, NULL, 1, 2, 0, &w), -1);
+	gc_close(&gc);
+	n = read(sv[1], got, sizeof got - 1);
+	cr_assert_gt(n, 0);
+	got[n] = '\0';
+	cr_assert_str_eq(got, "ACQUIRE 1 isp - - 1 2 0\nACQUIRE 2 isp - a@b 1 2 0 auth=0,quota=60\n"
+	    "REPORT 3 UNREACHED connect: refused?\n");
+	close(sv[1]);
 	buf_free(&b);
 }
 
@@ -175,9 +246,9 @@ Test(gateproto, client_stubs_write_the_contract)
 	ssize_t n;
 	const char *want = "REPORT 1 SENT 2 5000\nREPORT 2 SENT 3 -\nREPORT 3 UNKNOWN\n"
 	    "REPORT 4 NOMAIL\nREPORT 5 AUTHFAIL 535 bad?pass\nRESUME isp\n"
-	    "COUNTS isp 1 2 3 4 5 6 7 8 0\nSETTLE isp 77 SENT 1 4000\nSETTLE isp 78 REFUND\n"
+	    "COUNTS isp 1 2 3 4 5 6 7 8 0 1 1\nSETTLE isp 77 SENT 1 4000\nSETTLE isp 78 REFUND\n"
 	    "STARTS\nSTART 9\nREFUSED isp invalid_grant: ?expired?\nREFUSED isp ?\n";
-	const uint64_t counts[GP_NCOUNTS] = { 1, 2, 3, 4, 5, 6, 7, 8, 0 };
+	const uint64_t counts[GP_NCOUNTS] = { 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 1 };
 	uint64_t toobig[GP_NCOUNTS] = { 0 };
 
 	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -236,13 +307,22 @@ Test(gateproto, malformed_requests)
 		"REPORT 1 REFUND now", "REPORT 1 THROTTLED", "REPORT 1 THROTTLED ", "REPORT 1 DONE",
 		"REPORT x THROTTLED 421 busy", "REPORT 1 2 THROTTLED 421",
 		"CANCEL", "CANCEL 1 2", "CANCEL 0", "STATUS", "STATUS XML", "STATUS TEXT JSON", "",
-		"COUNTS", "COUNTS isp", "COUNTS isp 1 2 3 4 5 6 7 8", "COUNTS isp 1 2 3 4 5 6 7 8 9 10",
-		"COUNTS isp 01 2 3 4 5 6 7 8 9", "COUNTS isp 1 2 3 4 5 6 7 8 -9",
-		"COUNTS isp 1 2 3 4 5 6 7 8 +9", "COUNTS isp 1 2 3 4 5 6 7 8 9007199254740993",
-		"COUNTS isp 1 2 3 4 5 6 7 8 x", "COUNTS isp 1 2 3 4 5 6 7 8 9 ",
-		"COUNTS isp 1 2 3 4 5 6 7  8 9", "COUNTS a/b 1 2 3 4 5 6 7 8 9",
-		"COUNTS 1 2 3 4 5 6 7 8 9",
-		"COUNTS isp 1 2 3 4 5 6 7 8 99999999999999999999999",
+		"COUNTS", "COUNTS isp", "COUNTS isp 1 2 3 4 5 6 7 8 9",
+		"COUNTS isp 1 2 3 4 5 6 7 8 9 10", "COUNTS isp 1 2 3 4 5 6 7 8 9 10 11 12",
+		"COUNTS isp 01 2 3 4 5 6 7 8 9 0 0", "COUNTS isp 1 2 3 4 5 6 7 8 -9 0 0",
+		"COUNTS isp 1 2 3 4 5 6 7 8 +9 0 0", "COUNTS isp 1 2 3 4 5 6 7 8 9007199254740993 0 0",
+		"COUNTS isp 1 2 3 4 5 6 7 8 x 0 0", "COUNTS isp 1 2 3 4 5 6 7 8 9 0 0 ",
+		"COUNTS isp 1 2 3 4 5 6 7  8 9 0 0", "COUNTS a/b 1 2 3 4 5 6 7 8 9 0 0",
+		"COUNTS 1 2 3 4 5 6 7 8 9 0 0",
+		"COUNTS isp 1 2 3 4 5 6 7 8 99999999999999999999999 0 0",
+		"ACQUIRE 1 a - - 1 1 0 quota", "ACQUIRE 1 a - - 1 1 0 quota=", "ACQUIRE 1 a - - 1 1 0 =1",
+		"ACQUIRE 1 a - - 1 1 0 quota=01", "ACQUIRE 1 a - - 1 1 0 quota=31622401",
+		"ACQUIRE 1 a - - 1 1 0 auth=0,unreachable=600", "ACQUIRE 1 a - - 1 1 0 auth=0,auth=0",
+		"ACQUIRE 1 a - - 1 1 0 auth=0,", "ACQUIRE 1 a - - 1 1 0 ,auth=0",
+		"ACQUIRE 1 a - - 1 1 0 authentication=0", "ACQUIRE 1 a - - 1 1 0 quota=-1",
+		"ACQUIRE 1 a - - 1 1 0 auth=0 quota=1", "ACQUIRE 1 a - - 1 1 0 -",
+		"REPORT 1 UNREACHED", "REPORT 1 UNREACHED ", "REPORT 1 NOGREETING",
+		"SETTLE isp 1 UNREACHED", "REPORT 1 unreached connect failed",
 		"SETTLE", "SETTLE isp", "SETTLE isp 1", "SETTLE isp 0 REFUND", "SETTLE isp 01 REFUND",
 		"SETTLE isp 1 UNKNOWN", "SETTLE a/b 1 REFUND", "SETTLE isp x REFUND",
 		"SETTLE isp 18446744073709551616 REFUND", "SETTLE isp 1 SENT 1", "SETTLE isp 1 REFUND x",

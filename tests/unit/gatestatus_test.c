@@ -109,7 +109,7 @@ acquire(int64_t now)
 	const uint32_t w[UNIT_COUNT] = { 1, 1, 1 };
 	struct wg_req *r;
 
-	cr_assert_eq(wg_acquire(&g, "up", NULL, NULL, w, NULL, now, &r), WG_OK);
+	cr_assert_eq(wg_acquire(&g, "up", NULL, NULL, w, NULL, NULL, now, &r), WG_OK);
 	wg_pump(&g, now);
 }
 

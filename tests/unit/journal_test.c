@@ -34,7 +34,7 @@ grant(struct wgate *g, int64_t now)
 	uint32_t w[UNIT_COUNT] = { 1, 3, 1 };
 	struct wg_req *r;
 
-	cr_assert_eq(wg_acquire(g, "up", NULL, NULL, w, NULL, now, &r), WG_OK);
+	cr_assert_eq(wg_acquire(g, "up", NULL, NULL, w, NULL, NULL, now, &r), WG_OK);
 	cr_assert_eq(wg_pump(g, now), 1);
 	return r;
 }
@@ -331,7 +331,7 @@ Test(journal, unreported_grant_gets_the_grace_period)
 	cr_assert_eq(wg_log_at(wg_find(&g, "up"), wg_find(&g, "up")->lseq)->from, 10000);
 	/* With 1 per 1 s, the next grant waits until 11600 + 1000. */
 	wg_set_policy(&g, &onepol, 0, 10200);
-	cr_assert_eq(wg_acquire(&g, "up", NULL, NULL, w, NULL, 10200, &q), WG_OK);
+	cr_assert_eq(wg_acquire(&g, "up", NULL, NULL, w, NULL, NULL, 10200, &q), WG_OK);
 	cr_assert_eq(wg_pump(&g, 10200), 0);
 	cr_assert_eq(wg_next_wake(&g, 10200), 12600);
 	journal_close(&j);

@@ -129,3 +129,26 @@ Test(page, gate_down_and_progress)
 	json_object_put(doc);
 	json_object_put(down);
 }
+
+/* Backup relays (weir.conf's fallback): each upstream passed over with
+ * why and where its mail goes, each waiting message's upstream; the
+ * reason masked and escaped like an upstream's reply. */
+Test(page, routes)
+{
+	struct json_object *doc = load("routes");
+	struct buf o = BUF_INIT;
+
+	page_mask(doc);
+	page_render(&o, doc, "relay.example", now_of(doc));
+	cr_assert(strstr(o.s, "<section class=\"card\"><h2>Routes</h2>"), "%s", o.s);
+	cr_assert(strstr(o.s, "<li><b>isp</b> <span class=\"badge bad\">passed over</span> "
+	    "unreachable since 2026-11-26T06:42:39Z (554 5.3.2 &lt;address&gt; no "
+	    "&lt;script&gt;service); next probe 2026-11-26T06:43:41Z; its mail goes through "
+	    "<b>backup</b></li>"), "%s", o.s);
+	cr_assert(strstr(o.s, "<tr><td><code>1234.1795675000.123456789</code></td>"
+	    "<td class=\"n\">3</td><td>backup</td><td>isp: unreachable</td></tr>"), "%s", o.s);
+	cr_assert(strstr(o.s, "<td>isp</td><td></td></tr>"), "%s", o.s);
+	cr_assert(strstr(o.s, "<script") == NULL);
+	buf_free(&o);
+	json_object_put(doc);
+}

@@ -125,12 +125,25 @@ on_granted(void *arg, struct wg_req *r)
 		check_grant(S.nrec - 1);
 }
 
+/* The LATER answers (fallbacks, mail/route.h), in order. */
+static struct later {
+	struct wg_req *r;
+	enum route_kind why;
+	int64_t until, at;
+} L[64];
+static size_t nL;
+
 static void
 on_refused(void *arg, struct wg_req *r, enum wg_code code)
 {
-	(void)arg; (void)code;
+	(void)arg;
 	S.refused++;
 	unwait(r);
+	if (code == WG_LATER) {
+		cr_assert(nL < 64);
+		L[nL++] = (struct later){ r, r->later_why, r->later_until, S.now };
+		cr_assert_gt(r->later_until, S.now, "LATER asks again later, not now");
+	}
 }
 
 static const struct wg_ops ops = { on_granted, on_refused, NULL, NULL, NULL };
@@ -228,6 +241,7 @@ sim_reset(const struct tpol *p, struct wgate *g, int64_t start)
 	int64_t grace = S.grace;	/* chosen by the caller */
 
 	memset(&S, 0, sizeof S);
+	nL = 0;
 	S.grace = grace;
 	S.pol = p;
 	S.now = start;
@@ -243,7 +257,7 @@ acq(struct wgate *g, const char *cls, uint32_t m, uint32_t r, uint32_t c, enum w
 	uint32_t w[UNIT_COUNT] = { m, r, c };
 	struct wg_req *q = NULL;
 
-	cr_assert_eq(wg_acquire(g, "up", cls, NULL, w, NULL, S.now, &q), want);
+	cr_assert_eq(wg_acquire(g, "up", cls, NULL, w, NULL, NULL, S.now, &q), want);
 	return q;
 }
 
@@ -255,7 +269,8 @@ end_at(struct wgate *g, struct rec *x, enum wg_outcome o, int64_t at)
 {
 	struct wg_done d;
 	const char *reply = o == WG_THROTTLED ? "421 4.7.0 slow down" :
-	    o == WG_AUTHFAIL ? "535 5.7.8 bad credentials" : NULL;
+	    o == WG_AUTHFAIL ? "535 5.7.8 bad credentials" :
+	    o == WG_UNREACHED || o == WG_NOGREETING ? "connect: Connection refused" : NULL;
 	size_t i;
 
 	x->ended = 1;
@@ -273,12 +288,13 @@ end_at(struct wgate *g, struct rec *x, enum wg_outcome o, int64_t at)
 		break;
 	case WG_NOMAIL:
 	case WG_AUTHFAIL:
+	case WG_NOGREETING:
 		x->lw[UNIT_MESSAGES] = x->lw[UNIT_RECIPIENTS] = 0;
 		break;
 	default:
 		break;
 	}
-	x->logged = o != WG_REFUND && (x->lw[0] || x->lw[1] || x->lw[2]);
+	x->logged = o != WG_REFUND && o != WG_UNREACHED && (x->lw[0] || x->lw[1] || x->lw[2]);
 	(void)wg_report_at(g, x->r, o, reply, at, S.now, &d);
 	cr_assert_eq(d.logged, x->logged);
 	if (d.logged) {
@@ -308,6 +324,25 @@ vanish(struct wgate *g, struct rec *x)
 	x->e = S.now + S.grace;
 	x->eseq = ++S.seq;
 	x->r = NULL;
+}
+
+/* A request of one message with conditions (route.h), as weir-send asks
+ * for a batch on a kept session: its grant, or NULL while it waits. */
+static struct wg_req *
+acq_unless(struct wgate *g, const char *const *cond)
+{
+	uint32_t w[UNIT_COUNT] = { 1, 1, 0 };
+	struct route_when u;
+	struct wg_req *q = NULL;
+	unsigned seen = 0;
+	const char *why;
+	size_t i;
+
+	route_when_none(&u);
+	for (i = 0; cond[i]; i++)
+		cr_assert_eq(route_when_add(&u, cond[i], &seen, &why), 0, "%s", why);
+	cr_assert_eq(wg_acquire(g, "up", NULL, NULL, w, &u, NULL, S.now, &q), WG_OK);
+	return q;
 }
 
 /* ---- fixed cases ---- */
@@ -460,7 +495,7 @@ Test(window, upstream_grace_replaces_the_gates)
 	cr_assert_eq(wg_pump(&g, S.now), 0);
 	cr_assert_eq(wg_next_wake(&g, S.now), 3000 + 20000 + 10000);
 	/* An upstream no section names: the gate's grace. */
-	cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, one, NULL, S.now, &q), WG_OK);
+	cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, one, NULL, NULL, S.now, &q), WG_OK);
 	cr_assert_eq(wg_find(&g, "other")->grace, 600000);
 	wg_free(&g);
 }
@@ -867,7 +902,7 @@ Test(window, too_big_and_caps_refused_at_once)
 		uint32_t wt[UNIT_COUNT] = { 1, 1, 0 };
 		struct wg_req *q;
 		/* No policy for it: it waits for one (issue 12). */
-		cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, wt, NULL, 0, &q), WG_OK);
+		cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, wt, NULL, NULL, 0, &q), WG_OK);
 		cr_assert_eq(wg_pump(&g, 0), 0);
 		cr_assert_eq(wg_head_fit(wg_find(&g, "other"), 0), -1);
 		/* Its client goes: the made-up upstream is forgotten. */
@@ -1111,7 +1146,7 @@ Test(window, any_upstream_section)
 	acq(&g, NULL, 1, 1, 0, WG_OK);
 	acq(&g, NULL, 1, 1, 0, WG_OK);
 	cr_assert_eq(wg_pump(&g, 0), 1);	/* 1 per 10 s for "up" */
-	cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, one, NULL, S.now, &q), WG_OK);
+	cr_assert_eq(wg_acquire(&g, "other", NULL, NULL, one, NULL, NULL, S.now, &q), WG_OK);
 	cr_assert_not_null(wg_find(&g, "other"));
 	cr_assert_eq(wg_pump(&g, 0), 1);	/* "other" has a window of its own */
 	wg_free(&g);
@@ -1205,7 +1240,7 @@ run_random(uint64_t seed, const struct tpol *pa, const struct tpol *pb, int step
 			const char *cls = rnd(3) == 0 ? "hi" : rnd(2) ? "lo" : NULL;
 			struct wg_req *q;
 
-			if (wg_acquire(&g, "up", cls, NULL, w, NULL, S.now, &q) == WG_OK)
+			if (wg_acquire(&g, "up", cls, NULL, w, NULL, NULL, S.now, &q) == WG_OK)
 				S.waiting[S.nwait++] = q;
 		} else if (a < 80) {
 			/* End a random open grant. */
@@ -1336,5 +1371,257 @@ Test(window, history_an_hour_bounded)
 	cr_assert_eq(u->hn, WG_HISTORY_MAX);
 	cr_assert_eq(wg_history_at(u, 0)->t, 100005);
 	cr_assert_eq(u->hdropped, 100004);
+	wg_free(&g);
+}
+
+/* ---- fallbacks (mail/route.h) ---- */
+
+/* quota 1h: a request is passed over (LATER, with the next free slot)
+ * once the window's next free slot is more than an hour away, at once
+ * or while it waits; one without conditions waits as ever. */
+Test(window, quota_passes_over_past_the_threshold)
+{
+	static const char *const q1h[] = { "quota 1h", NULL };
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(2, 86400, UNIT_MESSAGES) };
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 1000);
+	acq_unless(&g, q1h);
+	acq_unless(&g, q1h);
+	acq_unless(&g, q1h);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	/* Two held: the third may yet get a slot (a refund): it waits. */
+	cr_assert_eq(nL, 0);
+	S.now = 2000;
+	end(&g, &S.rec[0], WG_SENT);
+	end(&g, &S.rec[1], WG_SENT);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(nL, 1, "the full day's window: passed over");
+	cr_assert_eq(L[0].why, RK_QUOTA);
+	cr_assert_eq(L[0].until, 2000 + 86400 * 1000, "the next free slot");
+	cr_assert_eq(g.ups->nwait, 1, "the one without conditions waits");
+	cr_assert_eq(g.ups->n_later, 1);
+	/* A new one is passed over at the next pump, nothing granted. */
+	acq_unless(&g, q1h);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(nL, 2);
+	/* Less than an hour before the slot frees: it waits there. */
+	S.now = 2000 + 86400 * 1000 - 3600 * 1000;
+	acq_unless(&g, q1h);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(nL, 2);
+	wg_free(&g);
+}
+
+/* unreachable 10s: from the first UNREACHED, requests with the condition
+ * wait (HOLD) but for one probe at a time, every probe interval; at the
+ * threshold they are passed over, the probe still going every interval;
+ * a report of a message that got through ends the spell. */
+Test(window, unreachable_holds_probes_then_passes_over)
+{
+	static const char *const u10[] = { "unreachable 10s", NULL };
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 1, UNIT_MESSAGES) };
+	struct wg_up *u;
+	struct wg_done d;
+	size_t i;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 1000);
+	u = wg_find(&g, "up");
+	for (i = 0; i < 3; i++)
+		acq_unless(&g, u10);
+	cr_assert_eq(wg_pump(&g, S.now), 3);
+	/* The first fails to connect: the spell begins. */
+	S.now = 1500;
+	(void)wg_report_at(&g, S.rec[0].r, WG_UNREACHED, "connect: Connection refused", -1,
+	    S.now, &d);
+	S.rec[0].r = NULL; S.rec[0].ended = 1;
+	cr_assert(d.down_began);
+	cr_assert_eq(u->down_since, 1500);
+	cr_assert_eq(u->probe_at, 11500);
+	cr_assert_str_eq(u->down_reason, "connect: Connection refused");
+	end(&g, &S.rec[1], WG_NOGREETING);	/* the others too */
+	end(&g, &S.rec[2], WG_UNREACHED);
+	cr_assert_eq(u->down_since, 1500, "the spell's start stays");
+	/* Asked again: they wait (HOLD), not passed over, nothing granted. */
+	for (i = 0; i < 3; i++)
+		acq_unless(&g, u10);
+	acq(&g, NULL, 1, 1, 0, WG_OK);	/* no conditions: granted as ever */
+	cr_assert_eq(wg_pump(&g, S.now), 0, "the head holds, nothing overtakes it");
+	cr_assert_eq(nL, 0);
+	cr_assert_eq(wg_next_wake(&g, S.now), 11500, "the threshold (= the next probe)");
+	/* At the probe's time the head goes as the probe, the rest are
+	 * passed over (the spell lasted the threshold). */
+	S.now = 11500;
+	cr_assert_eq(wg_pump(&g, S.now), 2, "the probe, then the one without conditions");
+	cr_assert_eq(u->probe_id, S.rec[3].r->id);
+	cr_assert_eq(u->probe_at, 21500);
+	cr_assert_eq(nL, 2);
+	cr_assert_eq(L[0].why, RK_UNREACHABLE);
+	cr_assert_eq(L[0].until, 11500 + 10000, "ask again after the probe");
+	/* The probe fails: the next one an interval later. */
+	S.now = 11600;
+	end(&g, &S.rec[3], WG_UNREACHED);
+	cr_assert_eq(u->probe_id, 0);
+	cr_assert_eq(u->probe_at, 21600);
+	acq_unless(&g, u10);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(nL, 3);
+	cr_assert_eq(L[2].until, 21600);
+	/* The next probe gets through: the spell ends, all go again. */
+	S.now = 21600;
+	acq_unless(&g, u10);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	S.now = 21700;
+	(void)wg_report_at(&g, S.rec[5].r, WG_SENT, NULL, -1, S.now, &d);
+	S.rec[5].r = NULL; S.rec[5].ended = 1;
+	cr_assert(d.down_ended);
+	cr_assert_eq(d.down_from, 1500);
+	cr_assert_eq(u->down_since, 0);
+	acq_unless(&g, u10);
+	acq_unless(&g, u10);
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	cr_assert_eq(nL, 3);
+	wg_free(&g);
+}
+
+/* The spell ends only on a message that got through: not a refund, an
+ * unknown outcome or a kept session's slot ending; a resume ends it. */
+Test(window, unreachable_ends_only_on_a_message_that_got_through)
+{
+	static const char *const u1[] = { "unreachable 1s", NULL };
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 1, UNIT_MESSAGES) };
+	struct wg_up *u;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 1000);
+	u = wg_find(&g, "up");
+	acq(&g, NULL, 0, 0, 1, WG_OK);		/* rec 0: a kept session's slot */
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 4);
+	end(&g, &S.rec[1], WG_UNREACHED);
+	end(&g, &S.rec[2], WG_REFUND);
+	vanish(&g, &S.rec[3]);
+	end(&g, &S.rec[0], WG_NOMAIL);
+	cr_assert_eq(u->down_since, 1000);
+	cr_assert_eq(wg_lift(u, 0, S.now), 1);
+	cr_assert_eq(u->down_since, 0);
+	acq_unless(&g, u1);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	cr_assert_eq(u->probe_id, 0, "no spell: an ordinary grant, not a probe");
+	wg_free(&g);
+}
+
+/* authentication: passed over while suspended and while the one probe
+ * after the suspension is out; the probe itself is granted. */
+Test(window, authentication_passes_over_but_the_probe)
+{
+	static const char *const a[] = { "authentication", NULL };
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 60, UNIT_MESSAGES) };
+	struct wg_up *u;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 1000);
+	u = wg_find(&g, "up");
+	acq_unless(&g, a);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	S.now = 2000;
+	end(&g, &S.rec[0], WG_AUTHFAIL);
+	cr_assert_eq(u->auth_since, 2000);
+	acq_unless(&g, a);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(nL, 1);
+	cr_assert_eq(L[0].why, RK_AUTH);
+	cr_assert_eq(L[0].until, 2000 + WG_AUTH_SUSPEND_MS);
+	/* A reload lifts it: the first goes as the probe, the next passes
+	 * over while it is out. */
+	(void)wg_lift(u, 1, S.now);
+	acq_unless(&g, a);
+	acq_unless(&g, a);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	cr_assert_eq(nL, 2);
+	cr_assert_eq(L[1].why, RK_AUTH);
+	S.now = 3000;
+	end(&g, &S.rec[1], WG_SENT);
+	cr_assert_eq(u->auth_since, 0, "the trouble is over");
+	acq_unless(&g, a);
+	acq_unless(&g, a);
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	wg_free(&g);
+}
+
+/* weir-send gives back (REFUND) the grants it holds when an AUTHFAIL
+ * comes in: that says nothing of our credentials, and the trouble goes
+ * on (requests still pass over); an UNKNOWN neither.  Without the fix the
+ * refund ended it (auth_since 0) and the request waited out the
+ * suspension. */
+Test(window, refund_does_not_end_authentication_trouble)
+{
+	static const char *const a[] = { "authentication", NULL };
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 60, UNIT_MESSAGES) };
+	struct wg_up *u;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 1000);
+	u = wg_find(&g, "up");
+	acq_unless(&g, a);
+	acq_unless(&g, a);
+	acq_unless(&g, a);
+	cr_assert_eq(wg_pump(&g, S.now), 3);
+	S.now = 2000;
+	end(&g, &S.rec[0], WG_AUTHFAIL);
+	end(&g, &S.rec[1], WG_REFUND);
+	vanish(&g, &S.rec[2]);
+	cr_assert_eq(u->auth_since, 2000, "a refund or an unknown outcome ended the trouble");
+	acq_unless(&g, a);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(nL, 1);
+	cr_assert_eq(L[0].why, RK_AUTH);
+	wg_free(&g);
+}
+
+/* throttled 1m: passed over while a throttle suspension has more than a
+ * minute left; not a reason unless named. */
+Test(window, throttled_by_what_is_left)
+{
+	static const char *const t1m[] = { "throttled 1m", NULL }, *const q[] = { "quota", NULL };
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 60, UNIT_MESSAGES) };
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 1000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	end(&g, &S.rec[0], WG_THROTTLED);	/* 421 *: 60 s, the policy's */
+	acq_unless(&g, t1m);
+	acq_unless(&g, q);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(nL, 0, "exactly a minute left: waits");
+	/* Over: both go; a repeat doubles it to 2 minutes. */
+	S.now = 61000;
+	cr_assert_eq(wg_pump(&g, S.now), 2);
+	end(&g, &S.rec[1], WG_THROTTLED);
+	end(&g, &S.rec[2], WG_SENT);
+	acq_unless(&g, t1m);
+	acq_unless(&g, q);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(nL, 1, "more than a minute left: passed over");
+	cr_assert_eq(L[0].why, RK_THROTTLED);
+	cr_assert_eq(L[0].until, 61000 + 120000);
+	cr_assert_eq(g.ups->nwait, 1, "quota alone: it waits out the suspension");
 	wg_free(&g);
 }

@@ -273,7 +273,7 @@ acquire(void)
 	q->w[UNIT_MESSAGES] = 1;
 	q->w[UNIT_RECIPIENTS] = 1 + (uint32_t)rnd(max[UNIT_RECIPIENTS]);
 	q->w[UNIT_CONNECTIONS] = (uint32_t)rnd(2);
-	code = wg_acquire(&T.g, "up", NULL, "s@example.org", q->w, q, floor_ms(), &q->c);
+	code = wg_acquire(&T.g, "up", NULL, "s@example.org", q->w, NULL, q, floor_ms(), &q->c);
 	cr_assert_eq(code, WG_OK, "seed %u: acquire refused (%d)", T.seed, (int)code);
 	T.bq[T.nbq++] = T.nreq++;
 	note("acquire %llu: %u/%u/%u", (unsigned long long)q->id, q->w[0], q->w[1], q->w[2]);

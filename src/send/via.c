@@ -1,0 +1,242 @@
+/*
+ * via.c: where a batch goes (weir.conf's recipient_domains, fallback
+ * and fallback_when; mail/route.h), beside stage 2 (sendint.h).
+ *
+ *   Groups.  With recipient_domains in weir.conf, each recipient has a
+ *   primary upstream of its own (config_upstream_route); a pass over a
+ *   message's not-done recipients goes group by group, the groups in
+ *   the order of the upstream sections, each batch holding recipients of
+ *   one group only: one transaction per upstream (and per max_recipients).
+ *   The message waits in its group's FIFO (m->up), and one batch of it is
+ *   out at a time, so a recipient is never in flight at two upstreams.
+ *   Without recipient_domains every recipient's primary is the sender's
+ *   upstream, as before.
+ *
+ *   Fallbacks.  A batch is asked first of its primary; while a later
+ *   upstream of the primary's route (config_route) is left, the request
+ *   carries the primary's fallback_when (<unless>), and weir-gate answers
+ *   LATER when one holds (it judges, at its clock, by route_judge): the
+ *   batch then goes to the next upstream of the route, asked there as that
+ *   upstream's (its cap, windows, sessions, credentials and sender
+ *   rewriting: weir-remote -u names it).  The last upstream of the route
+ *   is asked without conditions: the batch waits there.
+ *
+ *   Switches and returns.  The first batch of a primary that goes to
+ *   another upstream than the one before logs "upstream P: its mail goes
+ *   through F from now on (why)" and counts a switch (GP_C_SWITCHES, in
+ *   P's COUNTS); the first batch asked of P after that which P accepts
+ *   logs "upstream P: its mail goes through it again" and counts a return
+ *   (GP_C_RETURNS).  Batches asked of P before the switch and delivered
+ *   after it are no return.
+ *
+ * Trusts: nothing read here.  Config keys: recipient_domains, fallback,
+ * fallback_when (through cfg).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/alloc.h"
+#include "lib/log.h"
+#include "mail/outcome.h"
+#include "send/rcptfile.h"
+#include "send/sendint.h"
+
+int
+via_split(const struct sched *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->cfg->nupstreams; i++)
+		if (s->cfg->upstreams[i].recipient_domains.n > 0)
+			return 1;
+	return 0;
+}
+
+/* The primary of addr (n bytes) in m: a config index or NO_UPSTREAM. */
+static size_t
+primary_of(const struct sched *s, const struct msg *m, const char *addr, size_t n)
+{
+	char *a = xstrndup(addr, n);
+	const struct weir_upstream *u = config_upstream_route(s->cfg, m->sender, a);
+
+	free(a);
+	return u ? (size_t)(u - s->cfg->upstreams) : NO_UPSTREAM;
+}
+
+size_t *
+via_groups(const struct sched *s, struct msg *m, const struct rcptfile *f, size_t *group)
+{
+	size_t *prim = xcalloc(f->n + 1, sizeof *prim), i, g = NO_UPSTREAM;
+	int found = 0;
+
+	for (i = 0; i < f->n; i++) {
+		if (f->v[i].done)
+			continue;
+		prim[i] = primary_of(s, m, f->v[i].addr, f->v[i].len);
+		if (prim[i] < m->pass_up || (prim[i] == m->pass_up && f->v[i].off < m->pass_off))
+			continue;	/* passed over in this pass */
+		if (!found || prim[i] < g)
+			g = prim[i];
+		found = 1;
+	}
+	if (!found) {
+		free(prim);
+		return NULL;
+	}
+	if (g != m->pass_up) {
+		m->pass_up = g;
+		m->pass_off = 0;
+	}
+	*group = g;
+	return prim;
+}
+
+/* The route of j's primary into r (room for every upstream): how many. */
+static size_t
+route_of(const struct sched *s, const struct job *j, const struct weir_upstream **r)
+{
+	if (j->primary >= s->cfg->nupstreams)
+		return 0;
+	return config_route(s->cfg, &s->cfg->upstreams[j->primary], r, s->cfg->nupstreams);
+}
+
+/* Is there an upstream after j's in its route? */
+static int
+has_next(const struct sched *s, const struct job *j)
+{
+	const struct weir_upstream **r = xcalloc(s->cfg->nupstreams + 1, sizeof *r);
+	size_t n = route_of(s, j, r);
+
+	free(r);
+	return j->hop + 1 < n;
+}
+
+const struct route_when *
+via_unless(const struct sched *s, const struct job *j)
+{
+	const struct weir_upstream *p;
+
+	if (j->primary >= s->cfg->nupstreams || !has_next(s, j))
+		return NULL;
+	p = &s->cfg->upstreams[j->primary];
+	return route_when_any(&p->when) ? &p->when : NULL;
+}
+
+void
+via_adopt(const struct sched *s, struct job *j)
+{
+	const struct weir_upstream **r = xcalloc(s->cfg->nupstreams + 1, sizeof *r);
+	size_t n, k;
+
+	j->primary = j->m->up;
+	j->hop = 0;
+	n = route_of(s, j, r);
+	for (k = 0; k < n && (j->up >= s->cfg->nupstreams || r[k] != &s->cfg->upstreams[j->up]);
+	    k++)
+		;
+	if (k < n)
+		j->hop = k;
+	else
+		j->primary = j->up;	/* not of its message's route (a reload) */
+	free(r);
+}
+
+int
+via_placed(const struct sched *s, const struct job *j)
+{
+	const struct weir_upstream **r;
+	size_t n;
+	int ok;
+
+	if (j->primary != j->m->up)
+		return 0;	/* a reload sent the message elsewhere */
+	if (j->primary >= s->cfg->nupstreams)
+		return j->up == j->primary;
+	r = xcalloc(s->cfg->nupstreams + 1, sizeof *r);
+	n = route_of(s, j, r);
+	ok = j->hop < n && j->up < s->cfg->nupstreams && r[j->hop] == &s->cfg->upstreams[j->up];
+	free(r);
+	return ok;
+}
+
+void
+via_later(struct sched *s, struct job *j, enum route_kind why, uint64_t secs)
+{
+	const struct weir_upstream **r = xcalloc(s->cfg->nupstreams + 1, sizeof *r);
+	size_t n = route_of(s, j, r), to;
+	struct upq *p = &s->ups[j->primary < s->nups ? j->primary : j->up];
+
+	if (j->hop + 1 >= n) {
+		/* No upstream after it (a reload took them away): asked again
+		 * from the primary when the gate says. */
+		struct msg *m = j->m;
+
+		free(r);
+		log_info("msg %s: weir-gate: upstream %s passed over (%s), and no fallback "
+		    "is left; again in %llu s", m->qid, s->ups[j->up].name,
+		    route_kind_name(why), (unsigned long long)secs);
+		job_free(s, j);
+		sched_held(s, m, sched_wall() + (long long)secs);
+		return;
+	}
+	to = (size_t)(r[++j->hop] - s->cfg->upstreams);
+	free(r);
+	s->ups[j->up].jobs--;
+	s->ups[to].jobs++;
+	j->up = to;
+	if (p->via == NULL || strcmp(p->via, s->ups[to].name) != 0) {
+		log_warnx("upstream %s: its mail goes through %s from now on (%s, for %llu s "
+		    "at least)", p->name, s->ups[to].name, route_kind_name(why),
+		    (unsigned long long)secs);
+		if (p->via == NULL) {
+			p->counts[GP_C_SWITCHES]++;
+			counts_due(s);
+		}
+		free(p->via);
+		p->via = xstrdup(s->ups[to].name);
+		p->via_seq = s->ask_seq;
+	}
+	batch_fit(s, j);
+	gate_request(s, j);
+}
+
+unsigned
+via_away(const struct sched *s, size_t up)
+{
+	const struct job *j;
+	unsigned n = 0;
+
+	for (j = s->jobs; j; j = j->next)
+		n += j->primary == up && j->up != up;
+	return n;
+}
+
+int
+via_again(const struct sched *s, const struct job *j, enum outcome_kind how)
+{
+	const struct route_when *w;
+
+	if (how != OUTCOME_UNREACHED && how != OUTCOME_NOGREETING)
+		return 0;
+	w = via_unless(s, j);
+	return w != NULL && w->s[RK_UNREACHABLE] != RK_OFF;
+}
+
+void
+via_done(struct sched *s, const struct job *j, enum outcome_kind how)
+{
+	struct upq *p;
+
+	if (j->hop != 0 || j->up >= s->cfg->nupstreams || (how != OUTCOME_SENT &&
+	    how != OUTCOME_RELAY))
+		return;
+	p = &s->ups[j->up];
+	if (p->via == NULL || j->ask_seq <= p->via_seq)
+		return;
+	log_info("upstream %s: its mail goes through it again (it was going through %s)",
+	    p->name, p->via);
+	free(p->via);
+	p->via = NULL;
+	p->counts[GP_C_RETURNS]++;
+	counts_due(s);
+}
