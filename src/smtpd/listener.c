@@ -282,9 +282,13 @@ worker_main(struct listener *L, int ctl)
 	}
 }
 
-/* A new worker, or NULL (logged). */
+/* A new worker, or NULL (logged).  conn: the connection about to be
+ * handed to it, which it gets over its control socket, not by fork: a
+ * copy inherited would keep the connection open after the session
+ * closed it (the client would see no end of file until the worker
+ * exits). */
 static struct worker *
-spawn(struct listener *L)
+spawn(struct listener *L, int conn)
 {
 	struct worker *w;
 	sigset_t none;
@@ -315,6 +319,7 @@ spawn(struct listener *L)
 		for (i = 0; i < L->l->max_connections; i++)
 			if (L->conns[i].pid == -1)
 				close(L->conns[i].fd);
+		close(conn);
 		close(sv[0]);
 		signal(SIGCHLD, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
@@ -349,7 +354,7 @@ serve(struct listener *L, struct conn *c, int fd)
 	for (;;) {
 		for (w = L->workers; w && (w->c || w->ctl < 0); w = w->next)
 			;
-		if (w == NULL && (w = spawn(L)) == NULL) {
+		if (w == NULL && (w = spawn(L, fd)) == NULL) {
 			refuse(fd, L->conf, c->addr, "Cannot serve you now");
 			close(fd);
 			c->pid = 0;

@@ -1537,6 +1537,21 @@ logged_pid(struct buf *log, const char *needle, int nth)
 	return atol(line + strlen("weir-smtpd["));
 }
 
+/* Wait (10 s at most) for the peer to close fd: read gives 0. */
+static void
+wait_eof(int fd)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	char b[512];
+	ssize_t r;
+
+	do {
+		cr_assert(poll(&pf, 1, 10000) > 0, "the session did not close the connection");
+		r = read(fd, b, sizeof b);
+	} while (r > 0);
+	cr_assert_eq(r, 0, "read: %s", strerror(errno));
+}
+
 /* Connections are served one after another by the same session process
  * (issue 26: no fork per connection), and nothing of one session is in
  * the next: after an authenticated session that relayed, the next
@@ -1560,6 +1575,10 @@ Test(smtpd, listener_reuses_session_process_not_its_state)
 	for (i = 1; i <= 3; i++) {
 		fd = connect_from("127.0.0.1");
 		tcp_talk(fd, i == 1 ? authed : plain, &out);
+		/* The session process's close of the connection (end of file
+		 * here) comes after its "disconnected" line: the descriptors
+		 * are counted once it has closed it. */
+		wait_eof(fd);
 		close(fd);
 		if (i == 1) {
 			cr_assert(has(&out, "235 2.7.0"), "%s", out.s);
