@@ -43,7 +43,7 @@
 #define BACKOFF_MAX_MS	30000
 
 static void gate_down(struct sched *s, const char *why);
-static void gate_lost_soon(struct sched *s);
+static void gate_lost_soon(struct sched *s, const char *what);
 
 static struct job *
 by_tag(struct sched *s, uint32_t tag)
@@ -250,13 +250,15 @@ on_lost(struct evloop *ev, struct evtimer *t, void *arg)
 		gate_down(s, "a request could not be written");
 }
 
-/* A report could not be written: the connection is lost, but its
- * caller still holds a job that gate_down() would drop under it: the
- * next turn of the loop takes it down. */
+/* A line could not be written: the connection is lost, but the caller
+ * still holds a job or a session that gate_down() would drop (and free)
+ * under it: the next turn of the loop takes it down.  Every write but
+ * the reader's own goes this way (a session asking for its slot was
+ * freed twice when gate_down() ran from inside sess_open()). */
 static void
-gate_lost_soon(struct sched *s)
+gate_lost_soon(struct sched *s, const char *what)
 {
-	log_warn("weir-gate: writing a report");
+	log_warn("weir-gate: writing %s", what);
 	if (s->gate_lost == NULL)
 		s->gate_lost = evloop_timer_at(s->ev, 0, on_lost, s);
 }
@@ -309,7 +311,7 @@ gate_request(struct sched *s, struct job *j)
 	j->conn = !sess_wanted(s, j->up) || !sess_fits(j);
 	if (gc_acquire_unless(&s->gc, j->tag, up, NULL, sender, 1, (uint32_t)j->n,
 	    (uint32_t)j->conn, via_unless(s, j)) < 0)
-		gate_down(s, strerror(errno));
+		gate_lost_soon(s, "a request");
 }
 
 int
@@ -331,7 +333,7 @@ gate_request_slot(struct sched *s, size_t up)
 	if (++s->next_tag == 0)
 		s->next_tag = 1;
 	if (gc_acquire(&s->gc, s->next_tag, s->ups[up].name, NULL, NULL, 0, 0, 1) < 0) {
-		gate_down(s, strerror(errno));
+		gate_lost_soon(s, "a session's request");
 		return 0;
 	}
 	return s->next_tag;
@@ -343,14 +345,14 @@ gate_release(struct sched *s, uint32_t tag, int used)
 	if (!s->gate_up || tag == 0)
 		return;
 	if ((used ? gc_report_nomail(&s->gc, tag) : gc_report_refund(&s->gc, tag)) < 0)
-		gate_down(s, strerror(errno));
+		gate_lost_soon(s, "a report");
 }
 
 void
 gate_cancel(struct sched *s, uint32_t tag)
 {
 	if (s->gate_up && tag != 0 && gc_cancel(&s->gc, tag) < 0)
-		gate_down(s, strerror(errno));
+		gate_lost_soon(s, "a cancel");
 }
 
 void
@@ -370,7 +372,7 @@ gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted
 		if (grant != 0 && how != GP_UNKNOWN && s->ups[j->up].name &&
 		    gc_settle(&s->gc, s->ups[j->up].name, grant, how, accepted,
 		    how == GP_SENT ? j->sent_at : -1, reply) < 0)
-			gate_lost_soon(s);
+			gate_lost_soon(s, "a report");
 		return;
 	}
 	/* An AUTHFAIL sets no hold (throttle_tag): the gate's suspension
@@ -380,7 +382,7 @@ gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted
 	k = gc_report(&s->gc, j->tag, how, accepted, how == GP_SENT ? j->sent_at : -1, reply);
 	j->tag = 0;
 	if (k < 0)
-		gate_lost_soon(s);
+		gate_lost_soon(s, "a report");
 }
 
 int
@@ -389,7 +391,7 @@ gate_counts(struct sched *s, const char *up, const uint64_t *counts)
 	if (!s->gate_up)
 		return -1;
 	if (gc_counts(&s->gc, up, counts) < 0) {
-		gate_down(s, strerror(errno));
+		gate_lost_soon(s, "counts");
 		return -1;
 	}
 	return 0;
