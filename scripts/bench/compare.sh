@@ -814,7 +814,8 @@ backlog_one() {	# SYS: in a subshell; writes $scratch/backlog-SYS.out
 	sys_conf "$sys" "backlog-$sys" "$SINK_PORT" starttls+auth limit
 	sys_inject "$sys" "$BACKLOG"
 	touch "$scratch/backlog-$sys.injected"
-	wait_until 900 'test "$(ls "$scratch"/backlog-*.injected | wc -l)" -eq 3' || true
+	# All start together, once each system has its backlog.
+	wait_until 900 'test "$(ls "$scratch"/backlog-*.injected | wc -l)" -eq "$(echo $SYSTEMS | wc -w)"' || true
 	sys_start "$sys"
 	# Wait until the backlog is in the queue proper (weir: every message
 	# preprocessed; Postfix: maildrop/ and incoming/ empty).
