@@ -174,23 +174,25 @@ rt_teardown(struct rt *t)
 
 /* ---- the upstream ---- */
 
-void
-rt_upstream_start(struct rt *t, const char *cert, const char *const *flags, unsigned port)
+/* The stand-in upstream (tests/upstream/upstream.py) on port (0: any),
+ * recording to record, with cert's certificate and the test's
+ * credentials, plus flags; its pid, *got its port. */
+static pid_t
+upstream_run(struct rt *t, const char *cert, const char *record, const char *const *flags,
+    unsigned port, const char *log, unsigned *got)
 {
 	const char *args[64];
 	char *certp = xasprintf("%s/%s.pem", t->certs, cert);
 	char *keyp = xasprintf("%s/%s.key", t->certs, cert);
 	char *auth = xasprintf("%s:%s", RT_USER, RT_SECRET), portarg[16];
-	char *log = xasprintf("%s/upstream.%u.log", t->s.qt.tmp, ++t->up_runs);
 	int n = 0, i;
-	unsigned got_port = 0;
+	pid_t pid;
 
-	cr_assert(t->up == 0, "an upstream runs already");
 	snprintf(portarg, sizeof portarg, "%u", port);
 	args[n++] = "--port";
 	args[n++] = portarg;
 	args[n++] = "--record";
-	args[n++] = t->record;
+	args[n++] = record;
 	args[n++] = "--cert";
 	args[n++] = certp;
 	args[n++] = "--key";
@@ -202,12 +204,23 @@ rt_upstream_start(struct rt *t, const char *cert, const char *const *flags, unsi
 		args[n++] = flags[i];
 	}
 	args[n] = NULL;
-	t->up = tl_upstream_start(args, log, &got_port);
-	cr_assert(port == 0 || got_port == port, "upstream on %u, asked for %u", got_port, port);
-	t->port = got_port;
+	pid = tl_upstream_start(args, log, got);
 	free(certp);
 	free(keyp);
 	free(auth);
+	return pid;
+}
+
+void
+rt_upstream_start(struct rt *t, const char *cert, const char *const *flags, unsigned port)
+{
+	char *log = xasprintf("%s/upstream.%u.log", t->s.qt.tmp, ++t->up_runs);
+	unsigned got_port = 0;
+
+	cr_assert(t->up == 0, "an upstream runs already");
+	t->up = upstream_run(t, cert, t->record, flags, port, log, &got_port);
+	cr_assert(port == 0 || got_port == port, "upstream on %u, asked for %u", got_port, port);
+	t->port = got_port;
 	free(log);
 }
 
@@ -1506,11 +1519,8 @@ void
 rt_peer_start(struct rt *t, struct rt_peer *p, const char *name, const char *const *flags,
     unsigned port)
 {
-	const char *args[64];
-	char *certp = xasprintf("%s/good.pem", t->certs), *keyp = xasprintf("%s/good.key", t->certs);
-	char *auth = xasprintf("%s:%s", RT_USER, RT_SECRET), portarg[16], *log;
+	char *log;
 	unsigned got = 0;
-	int n = 0, i;
 
 	cr_assert(p->pid == 0, "upstream %s runs already", name);
 	if (p->record == NULL) {
@@ -1518,28 +1528,9 @@ rt_peer_start(struct rt *t, struct rt_peer *p, const char *name, const char *con
 		p->record = xasprintf("%s/record.%s.jsonl", t->s.qt.tmp, name);
 	}
 	log = xasprintf("%s/upstream.%s.%u.log", t->s.qt.tmp, name, ++p->runs);
-	snprintf(portarg, sizeof portarg, "%u", port);
-	args[n++] = "--port";
-	args[n++] = portarg;
-	args[n++] = "--record";
-	args[n++] = p->record;
-	args[n++] = "--cert";
-	args[n++] = certp;
-	args[n++] = "--key";
-	args[n++] = keyp;
-	args[n++] = "--auth";
-	args[n++] = auth;
-	for (i = 0; flags && flags[i]; i++) {
-		cr_assert(n < 62);
-		args[n++] = flags[i];
-	}
-	args[n] = NULL;
-	p->pid = tl_upstream_start(args, log, &got);
+	p->pid = upstream_run(t, "good", p->record, flags, port, log, &got);
 	cr_assert(port == 0 || got == port, "upstream %s on %u, asked for %u", name, got, port);
 	p->port = got;
-	free(certp);
-	free(keyp);
-	free(auth);
 	free(log);
 }
 
