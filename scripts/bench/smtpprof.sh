@@ -72,7 +72,13 @@ fi
 todo() { find "$scratch/queue/todo" -type f | wc -l; }
 t0=$(date +%s.%N)
 smtp-source -s "$S" -m "$N" -l 1024 -f bench@example.org -t rcpt@example.net "127.0.0.1:$PORT"
-while [ "$(todo)" -lt $((N + 1)) ]; do sleep 0.01; done
+# Every message in todo/ (250 was said only once each was), 120 s at most.
+i=0
+while [ "$(todo)" -lt $((N + 1)) ]; do
+	i=$((i + 1))
+	[ "$i" -le 12000 ] || { echo "smtpprof: only $(todo) of $((N + 1)) messages in todo/ after 120 s" >&2; exit 1; }
+	sleep 0.01
+done
 t1=$(date +%s.%N)
 if [ -n "$RP" ]; then kill -INT "$RP"; wait "$RP" || true; RP=""; fi
 # perf stat and strace print when their program ends: end the programs.
