@@ -47,7 +47,8 @@
 # (1000), N_REL (1000), LIMIT (20), PER (10), BURST (200), BURST_T (100),
 # TH_AFTER (20), TH_FOR (30), DRAIN_MAX (240), BACKLOG (10000), IDLE (60),
 # CONC (8), NULLMAILER_DEB (a nullmailer .deb; default: apt-get download
-# nullmailer), KEEP=1 (keep the scratch folder), PLOT (default
+# nullmailer), ROUNDS (1: the inject part's runs, the systems taking
+# turns; the median is shown), KEEP=1 (keep the scratch folder), PLOT (default
 # scripts/bench/plots/window.svg), SYSTEMS (default "weir postfix
 # nullmailer": a subset for a quicker run).  Needs postfix (its system daemon is
 # never touched: private instances only), python3-aiosmtpd, strace,
@@ -79,6 +80,7 @@ PLOT=${PLOT:-$ROOT/scripts/bench/plots/window.svg}
 B=$ROOT/$BUILD/bin
 SYSTEMS=${SYSTEMS:-"weir postfix nullmailer"}
 WEIR_WRITER=${WEIR_WRITER:-1}
+ROUNDS=${ROUNDS:-1}
 
 [ "$(id -u)" = 0 ] || { echo "compare.sh: run as root (private Postfix instance, mount namespace)" >&2; exit 2; }
 for p in weir weir-gate weir-send weir-remote weir-queue weir-smtpd sendmail; do
@@ -352,11 +354,11 @@ in_queue() {
 	*) sys_left "$1" ;;
 	esac
 }
-# inject_run SYS N PAR: N messages through SYS's sendmail, PAR at once;
+# inject_run SYS N PAR [ROUND]: N messages through SYS's sendmail, PAR at once;
 # prints "SECONDS_RETURNED SECONDS_IN_QUEUE".
 inject_run() {
 	local sys=$1 n=$2 par=$3 t0 t1 t2 name
-	name=inj-$sys-$par
+	name=inj-$sys-$par-r${4:-1}
 	inject_conf "$sys" "$name"
 	[ "$sys" = postfix ] && pf_start "$PF"
 	[ "$sys" = weir ] && queued_start
@@ -507,10 +509,10 @@ server_cpu() {
 		sid_cpu "$SRV"
 	fi
 }
-# smtp_run SYS SESSIONS N: prints "SECONDS_RETURNED SECONDS_QUEUED CPU_SECONDS".
+# smtp_run SYS SESSIONS N [ROUND]: prints "SECONDS_RETURNED SECONDS_QUEUED CPU_SECONDS".
 smtp_run() {
 	local t0 t1 base want sys=$1 c0 c1
-	smtp_server "$1" "smtp-$1-$2"
+	smtp_server "$1" "smtp-$1-$2-r${4:-1}"
 	base=$(in_queue "$1")
 	c0=$(server_cpu "$1")
 	t0=$(now)
@@ -543,33 +545,55 @@ fsync_smtp() {
 	calc "scale=2; $c / ($n + $base)"
 }
 
-# inj_row SYS PATH PAR LABEL "SECONDS_RETURNED SECONDS_QUEUED [CPU_SECONDS]" (uses fs).
+# inj_row SYS PATH PAR LABEL: the row of the median round (by time to
+# queued) of the "SECONDS_RETURNED SECONDS_QUEUED CPU_SECONDS LOAD" lines
+# in $scratch/inj-SYS-PATH-PAR, with the range of the queued rates when
+# ROUNDS > 1 (uses fs).
 inj_row() {
-	local a b c cpu=-
-	read -r a b c <<<"$5"
-	[ -n "$c" ] && cpu=$(printf '%.2f' "$(calc "$c * 1000 / $N_INJ")")
-	printf '%-11s %-26s %9.0f %9.0f %9s %7s  %s\n' "$1" "$4" "$(calc "$N_INJ / $a")" "$(calc "$N_INJ / $b")" \
-		"$fs" "$cpu" "$(load)"
-	echo "inj $1 $2 $3 $(calc "$N_INJ / $b") $fs $cpu" >>"$scratch/figures"
+	local a b c l cpu=- range="" f=$scratch/inj-$1-$2-$3
+	read -r a b c l < <(sort -g -k2 "$f" | sed -n "$(( ($(wc -l <"$f") + 1) / 2 ))p")
+	[ "$c" != - ] && cpu=$(printf '%.2f' "$(calc "$c * 1000 / $N_INJ")")
+	[ "$ROUNDS" -gt 1 ] && range=$(sort -g -k2 "$f" | awk -v n="$N_INJ" \
+		'NR == 1 { hi = n / $2 } { lo = n / $2 } END { printf " (%.0f-%.0f)", lo, hi }')
+	printf '%-11s %-26s %9.0f %15s %9s %7s  %s\n' "$1" "$4" "$(calc "$N_INJ / $a")" \
+		"$(printf '%.0f' "$(calc "$N_INJ / $b")")$range" "${fs[$1-$2]}" "$cpu" "${l//,/ }"
+	echo "inj $1 $2 $3 $(calc "$N_INJ / $b") ${fs[$1-$2]} $cpu" >>"$scratch/figures"
+}
+# inj_round R: each system's rows once, round R, appended to $scratch/inj-*.
+inj_round() {
+	local sys par s
+	for sys in $INJ_SYSTEMS; do
+		for par in 1 4; do
+			echo "$(inject_run "$sys" "$N_INJ" "$par" "$1") - $(load | tr ' ' ,)" >>"$scratch/inj-$sys-sendmail-$par"
+		done
+		[ "$sys" = notqmail ] && continue	# its SMTP server needs tcpserver: not measured
+		for s in 1 20; do
+			echo "$(smtp_run "$sys" "$s" "$N_INJ" "$1") $(load | tr ' ' ,)" >>"$scratch/inj-$sys-smtp-$s"
+		done
+	done
 }
 case " $PARTS " in *" inject "*)
 	[ -n "${NOTQMAIL:-}" ] || echo "notqmail: left out (NOTQMAIL is not set; see BENCHMARKS.md)"
 	[ -z "${NOTQMAIL:-}" ] || [ -x "$NOTQMAIL/bin/qmail-queue" ] ||
 		{ echo "compare.sh: NOTQMAIL=$NOTQMAIL has no bin/qmail-queue" >&2; exit 1; }
+	INJ_SYSTEMS="$SYSTEMS $([ -n "${NOTQMAIL:-}" ] && echo notqmail)"
+	declare -A fs
+	for sys in $INJ_SYSTEMS; do
+		fs[$sys-sendmail]=$(fsync_sendmail "$sys")
+		[ "$sys" = notqmail ] || fs[$sys-smtp]=$(fsync_smtp "$sys")
+	done
+	# The systems take turns, round after round: a slow minute of the
+	# machine falls on all of them, and the median round is shown.
+	for ((r = 1; r <= ROUNDS; r++)); do inj_round "$r"; done
 	echo
 	echo "== injection: $N_INJ messages of 1 KB; rates in msg/s (returned: the last sendmail returned;"
 	echo "   queued: every message in the queue proper, for Postfix past pickup and cleanup, in hold/)"
-	printf '%-11s %-26s %9s %9s %9s %7s  %s\n' system path returned queued fsync/msg "ms CPU" load
-	for sys in $SYSTEMS $([ -n "${NOTQMAIL:-}" ] && echo notqmail); do
-		fs=$(fsync_sendmail "$sys")
-		for par in 1 4; do
-			inj_row "$sys" sendmail "$par" "sendmail, $par at once" "$(inject_run "$sys" "$N_INJ" "$par")"
-		done
-		[ "$sys" = notqmail ] && continue	# its SMTP server needs tcpserver: not measured
-		fs=$(fsync_smtp "$sys")
-		for s in 1 20; do
-			inj_row "$sys" smtp "$s" "SMTP (smtp-source -s $s)" "$(smtp_run "$sys" "$s" "$N_INJ")"
-		done
+	[ "$ROUNDS" -gt 1 ] && echo "   each row the median of $ROUNDS rounds (by queued), the range of queued in brackets"
+	printf '%-11s %-26s %9s %15s %9s %7s  %s\n' system path returned queued fsync/msg "ms CPU" load
+	for sys in $INJ_SYSTEMS; do
+		for par in 1 4; do inj_row "$sys" sendmail "$par" "sendmail, $par at once"; done
+		[ "$sys" = notqmail ] && continue
+		for s in 1 20; do inj_row "$sys" smtp "$s" "SMTP (smtp-source -s $s)"; done
 	done
 	echo "   SMTP: weir-smtpd -l; Postfix's smtpd in its master.cf; nullmailer-smtpd, one process per"
 	echo "   connection (inetd style) under systemd-socket-activate --inetd -a."

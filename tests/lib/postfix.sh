@@ -47,6 +47,7 @@ pf_conf() {
 	default_destination_concurrency_limit = $CONC
 	smtp_destination_concurrency_limit = $CONC
 	maillog_file = $P/maillog
+	maillog_file_prefixes = $P
 	alias_maps =
 	alias_database =
 	local_recipient_maps =
