@@ -515,6 +515,22 @@ check_sched(struct ctx *c, struct buf *b)
 		    strcmp(e->d_name, "tmp") == 0 || strcmp(e->d_name, "sessions") == 0 ||
 		    strcmp(e->d_name, "sessions.tmp") == 0)
 			continue;	/* sessions: a hint for weir status (schedfile.h) */
+		if (strcmp(e->d_name, "waits") == 0) {
+			struct schedwait *w;
+			size_t n;
+			struct buf why = BUF_INIT;
+
+			buf_reset(b);
+			if (read_file_at(c->q->dfd, SCHED_WAITS, b, SCHEDWAITS_MAX) != 0 ||
+			    schedfile_parse_waits(b->s, b->len, &w, &n, &why) < 0)
+				report(c, 0, "%s: %s (weir-send rewrites it; a restart credits "
+				    "open waits from the notes only)", SCHED_WAITS,
+				    why.len ? why.s : "unreadable or too long");
+			else
+				free(w);
+			buf_free(&why);
+			continue;
+		}
 		if (strcmp(e->d_name, "alive") == 0 || (strncmp(e->d_name, "oauth.", 6) == 0 &&
 		    policy_valid_name(e->d_name + 6))) {
 			snprintf(path, sizeof path, "%s/%s", SCHED_DIR, e->d_name);

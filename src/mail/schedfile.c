@@ -4,7 +4,10 @@
  * Trusts: nothing; a file that is not exactly in the format is refused.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "lib/alloc.h"
 
 #include "lib/decimal.h"
 #include "mail/schedfile.h"
@@ -81,4 +84,67 @@ schedfile_parse_alive(const char *s, size_t len, long long *t)
 	if (number(&p, s + len, '\n', t) < 0 || p != s + len)
 		return -1;
 	return 0;
+}
+
+void
+schedfile_format_wait(const struct schedwait *w, struct buf *b)
+{
+	buf_printf(b, "%lu %lld %lld %lld\n", w->id, w->birth, w->waited, w->since);
+}
+
+static int
+by_id(const void *a, const void *b)
+{
+	unsigned long x = ((const struct schedwait *)a)->id, y = ((const struct schedwait *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+int
+schedfile_parse_waits(const char *s, size_t len, struct schedwait **v, size_t *n,
+    struct buf *why)
+{
+	const char *p = s, *end = s + len;
+	size_t k = 0, cap = 0, line;
+	struct schedwait *w = NULL;
+	long long id;
+
+	*v = NULL;
+	*n = 0;
+	if (len > SCHEDWAITS_MAX) {
+		buf_printf(why, "over %lu bytes", SCHEDWAITS_MAX);
+		return -1;
+	}
+	for (line = 1; p < end; line++) {
+		if (k == cap)
+			{
+			cap = cap ? 2 * cap : 64;	/* len bounds it: a line is 8 bytes or more */
+			w = xrealloc(w, cap * sizeof *w);
+		}
+		if (number(&p, end, ' ', &id) < 0 || number(&p, end, ' ', &w[k].birth) < 0 ||
+		    number(&p, end, ' ', &w[k].waited) < 0 ||
+		    number(&p, end, '\n', &w[k].since) < 0) {
+			buf_printf(why, "line %zu: expected four numbers of up to 18 digits, "
+			    "one space apart", line);
+			free(w);
+			return -1;
+		}
+		w[k++].id = (unsigned long)id;
+	}
+	if (k > 0)
+		qsort(w, k, sizeof *w, by_id);
+	*v = w;
+	*n = k;
+	return 0;
+}
+
+const struct schedwait *
+schedfile_find_wait(const struct schedwait *v, size_t n, unsigned long id)
+{
+	struct schedwait key;
+
+	if (n == 0)
+		return NULL;
+	key.id = id;
+	return bsearch(&key, v, n, sizeof *v, by_id);
 }

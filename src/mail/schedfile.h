@@ -12,12 +12,27 @@
  *   since 1700007200     wall time an open wait began; 0: none
  *   warned 1700014400    wall time the delay warning was queued; 0: not
  *
+ * sched/waits: every open wait at weir-send's last sweep, one line per
+ * waiting message, four numbers separated by one space:
+ *
+ *   ID BIRTH WAITED SINCE  the message's id (its inode number), birth and
+ *                          waited as in its note, and the wall time its
+ *                          open wait began
+ *
+ * One file rewritten every sweep instead of one note per waiting
+ * message (send/wait.c says when each is written): a backlog of 10,000
+ * throttled messages costs one file of 10,000 lines every 10 s, not
+ * 10,000 files.  A line and a message's note are each a record of its
+ * credit as it was when written; credit only grows, so weir-send takes
+ * the larger of the two.
+ *
  * sched/alive holds one number and a newline: the last wall time at which
  * weir-send was known to run; an open wait is credited up to it after a
- * restart.  sched/oauth.NAME, in the same form: when the admin was last
+ * restart.  It is written after sched/waits in each sweep, so it never
+ * says weir-send ran at a time when sched/waits was older.  sched/oauth.NAME, in the same form: when the admin was last
  * mailed that upstream NAME needs an OAuth login (send/notice.c).
  * sched/tmp is where a new version is written before it is renamed over
- * sched/S/N, sched/alive or sched/oauth.NAME.
+ * sched/S/N, sched/waits, sched/alive or sched/oauth.NAME.
  *
  * Trusts: nothing; parsed strictly.
  */
@@ -29,6 +44,7 @@
 
 #define SCHED_DIR	"sched"
 #define SCHED_ALIVE	"sched/alive"
+#define SCHED_WAITS	"sched/waits"
 #define SCHED_TMP	"sched/tmp"
 #define SCHED_OAUTH	"sched/oauth."	/* + the upstream's name */
 /* weir-send's open sessions, for weir status (src/send/session.c), and
@@ -52,6 +68,27 @@ void schedfile_dirpath(char buf[QPATH_MAX], const struct queue *q, unsigned long
 void schedfile_format(const struct schednote *n, struct buf *b);
 /* Parse a file's bytes.  0 ok; -1 with the reason in why. */
 int schedfile_parse(const char *s, size_t len, struct schednote *n, struct buf *why);
+/* A line of sched/waits. */
+struct schedwait {
+	unsigned long id;
+	long long birth;
+	long long waited;
+	long long since;
+};
+#define SCHEDWAITS_MAX	(64UL << 20)	/* bytes: over 800,000 lines */
+
+/* Append w's line of sched/waits to b. */
+void schedfile_format_wait(const struct schedwait *w, struct buf *b);
+
+/* Parse sched/waits: 0 and *v (malloc'ed, sorted by id, *n lines; free
+ * it), or -1 with the line and the reason in why, *v NULL. */
+int schedfile_parse_waits(const char *s, size_t len, struct schedwait **v, size_t *n,
+    struct buf *why);
+
+/* The line of id in v (sorted, n lines), or NULL. */
+const struct schedwait *schedfile_find_wait(const struct schedwait *v, size_t n,
+    unsigned long id);
+
 /* sched/alive: one number and a newline.  0 ok; -1 malformed. */
 int schedfile_parse_alive(const char *s, size_t len, long long *t);
 

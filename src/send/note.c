@@ -178,6 +178,42 @@ note_alive_load(struct queue *q, long long *t)
 }
 
 int
+note_waits_save(struct queue *q, const struct buf *b)
+{
+	if (b->len > 0)
+		return replace(q, SCHED_WAITS, SCHED_DIR, b, 0);
+	if (unlinkat(q->dfd, SCHED_WAITS, 0) < 0 && errno != ENOENT) {
+		log_warn("unlink %s", SCHED_WAITS);
+		return -1;
+	}
+	return 0;
+}
+
+int
+note_waits_load(struct queue *q, struct schedwait **v, size_t *n)
+{
+	struct buf b = BUF_INIT, why = BUF_INIT;
+	int r;
+
+	*v = NULL;
+	*n = 0;
+	r = read_file_at(q->dfd, SCHED_WAITS, &b, SCHEDWAITS_MAX);
+	if (r == -1 && errno == ENOENT)
+		r = 0;
+	else if (r == -2)
+		log_warnx("%s is over %lu bytes: open waits are credited from the notes only",
+		    SCHED_WAITS, SCHEDWAITS_MAX);
+	else if (r != 0)
+		log_warn("read %s: open waits are credited from the notes only", SCHED_WAITS);
+	else if ((r = schedfile_parse_waits(b.s, b.len, v, n, &why)) < 0)
+		log_warnx("%s is malformed: %s; open waits are credited from the notes only",
+		    SCHED_WAITS, why.s);
+	buf_free(&b);
+	buf_free(&why);
+	return r < 0 ? -1 : 0;
+}
+
+int
 note_oauth_save(struct queue *q, const char *upstream, long long t)
 {
 	char path[QPATH_MAX];

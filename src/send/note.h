@@ -34,6 +34,12 @@ int note_remove(struct queue *q, unsigned long id);
 int note_alive_save(struct queue *q, long long now);
 int note_alive_load(struct queue *q, long long *t);
 
+/* sched/waits: write b (not durable: as the notes), or remove the file
+ * when b is empty; read it back into *v (sorted; free it), none when it
+ * is missing or unreadable.  0 ok; -1 logged. */
+int note_waits_save(struct queue *q, const struct buf *b);
+int note_waits_load(struct queue *q, struct schedwait **v, size_t *n);
+
 /* sched/oauth.NAME (send/notice.c): when the admin was last told that
  * upstream NAME needs an OAuth login.  Save: durable (fsync before the
  * rename, the folder after).  Load: 0 and *t; -1 none or unreadable. */

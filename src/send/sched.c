@@ -840,6 +840,9 @@ sched_run(const struct sched_opts *o)
 	sess_note(&s);		/* none open yet: an earlier run's list goes */
 	if (s.notes_ok && note_alive_load(o->q, &s.alive_before) < 0)
 		s.alive_before = 0;
+	if (s.notes_ok)
+		(void)note_waits_load(o->q, &s.found, &s.nfound);	/* until wait_sweep_start */
+	s.waits_at = s.alive_before;	/* what its lines are worth, until then */
 	gate_start(&s);
 	keepalive_check(&s);
 	rearm_trigger(&s);

@@ -133,8 +133,8 @@ struct keepalive;
  * come, or a throttle sent it back) until its deliverer starts: for
  * weir-gate, under a suspension, or for a run slot behind others that
  * do.  That time is credited: it is not age, for queue_lifetime and
- * delay_warning.  wait.c keeps the credit in sched/S/N (see there for
- * when it is written and what a crash may lose).
+ * delay_warning.  wait.c keeps the credit in sched/S/N and sched/waits
+ * (see there for when each is written and what a crash may lose).
  */
 struct msg {
 	struct sched *s;
@@ -146,6 +146,8 @@ struct msg {
 	long long warned;	/* wall time the delay warning was queued; 0: not */
 	int has_note;		/* sched/S/N exists, holding `note` */
 	struct schednote note;
+	int in_waits;		/* the last sched/waits has its line, saying: */
+	long long waits_waited, waits_since;
 	char *sender;
 	size_t up;		/* index in cfg->upstreams, or NO_UPSTREAM */
 	struct evtimer *due;	/* the next attempt */
@@ -276,6 +278,10 @@ struct sched {
 	/* wait.c */
 	int notes_ok;		/* sched/ is there */
 	long long alive_before;	/* sched/alive as this run found it; 0: none */
+	struct schedwait *found; /* sched/waits as this run found it, until scan_info */
+	size_t nfound;
+	long long waits_at;	/* wall time sched/waits was last written */
+	uint64_t waits_hash;	/* of its bytes then (0: not there) */
 	size_t sweep_pos;	/* next bucket of tab to sweep */
 	/* the gate */
 	struct gate_client gc;
@@ -496,11 +502,12 @@ int keepalive_reaped(struct sched *s, pid_t pid, int status);
 void wait_begin(struct msg *m);
 void wait_end(struct msg *m);
 long long wait_credit(const struct msg *m);	/* credit so far, seconds */
-/* Write sched/S/N if what it says is off by 30 s or more, or says the
- * message waits when it does not.  1 written, 0 not needed, -1 failed
- * (logged). */
+/* Write sched/S/N if it and sched/waits are both off by 30 s or more,
+ * or the note says the message waits when it does not.  1 written, 0 not
+ * needed, -1 failed (logged). */
 int wait_note_sync(struct sched *s, struct msg *m);
-/* The credit and mark a note carries into this run, into m. */
+/* The credit and mark that m's note and line of sched/waits carry into
+ * this run, into m (s->found holds sched/waits as found). */
 void wait_note_restore(struct sched *s, struct msg *m);
 void wait_sweep_start(struct sched *s);
 /* The delay warning, if one is due: j's results res[] are the latest

@@ -1,27 +1,33 @@
 /*
- * wait.c: the waiting credit and the delay warning, and their note in
- * weir's own file sched/S/N (mail/schedfile.h, QUEUE.md).
+ * wait.c: the waiting credit and the delay warning, and their records in
+ * weir's own files sched/S/N and sched/waits (mail/schedfile.h, QUEUE.md).
  *
  * A message's credit is the time it was due but had no deliverer
  * running (sendint.h); queue_lifetime and delay_warning count its age
- * without it.  Writing sched/S/N at every change would cost a file write
- * per second per waiting message, so it is written only when it is 30 s
- * or more behind (a closed wait, or an open wait never recorded), when
- * it says the message waits and it does not, and when the delay warning
- * is queued: a backlog that drains within 30 s writes nothing.  An open
- * wait is recorded once, as the wall time it began; sched/alive,
- * rewritten every 10 s, says until when weir-send ran, and a restart
- * credits a recorded open wait up to that time.  A sweep every 10 s
- * finds what is behind.  So a crash of weir-send (kill -9) loses at most
- * 40 s of a message's credit: under 30 s never written, found late by up
- * to 10 s; or up to 10 s since the last sched/alive.  The
- * credit notes are not fsynced (a rename over the old version, so a
- * reader sees one version or the other): a power cut may also lose what
- * the kernel had not yet written back (Linux writes dirty data back
- * after 30 s by default).  A lost update only ever makes the credit
- * smaller, never larger, except during a deliverer's run after an open
- * wait was recorded, which a crash may count as waiting (at most that
- * run's time).
+ * without it.  Two records keep it across a restart, each the credit as
+ * it was when written, so a restart takes the larger:
+ *   - sched/waits, one file rewritten by the sweep every 10 s (when its
+ *     bytes changed): every open wait, as its message's closed credit
+ *     and the wall time the wait began.  A backlog of any size costs one
+ *     file per sweep, not one note per waiting message.
+ *   - the message's own note sched/S/N, written when both records are
+ *     30 s or more behind (a closed wait: a message that left
+ *     sched/waits without its credit), when the note says the message
+ *     waits and it does not, and when the delay warning is queued: a
+ *     wait that closes within 30 s, or whose message is then gone,
+ *     writes nothing.
+ * sched/alive, written right after sched/waits (never when that failed),
+ * says until when weir-send ran; a restart credits a recorded open wait
+ * up to it, and no record ever says more than was true at that time.  So
+ * a crash of weir-send (kill -9) loses at most 10 s of an open wait's
+ * credit (since the last sweep), and under 40 s of a closed one (under
+ * 30 s never written, found late by up to 10 s).  The records are not
+ * fsynced (a rename over the old version, so a reader sees one version
+ * or the other): a power cut may also lose what the kernel had not yet
+ * written back (Linux writes dirty data back after 30 s by default).  A
+ * lost update only ever makes the credit smaller, never larger, except
+ * during a deliverer's run after a note recorded an open wait, which a
+ * crash may count as waiting (at most that run's time).
  *
  * The delay warning's mark is durable (fsynced file and folder) before
  * the warning is queued: a crash between the two loses the warning, and
@@ -38,9 +44,10 @@
 #include "send/rcptfile.h"
 #include "send/sendint.h"
 
-#define SWEEP_MS	10000	/* sched/alive, and notes checked */
+#define SWEEP_MS	10000	/* sched/waits and sched/alive, and notes checked */
 #define BEHIND_MS	30000	/* a note this far behind is rewritten */
 #define SWEEP_WRITES	500	/* notes written per turn of the event loop */
+#define WAITS_UNKNOWN	2	/* waits_hash: sched/waits may hold anything */
 
 void
 wait_begin(struct msg *m)
@@ -92,25 +99,33 @@ save(struct sched *s, struct msg *m, int durable)
 	return 0;
 }
 
+/* What a restart would credit for a record of waited seconds and an open
+ * wait since (0: none), sched/alive saying `alive`. */
+static long long
+recorded(long long waited, long long since, long long alive)
+{
+	return waited + (since && alive > since ? alive - since : 0);
+}
+
 int
 wait_note_sync(struct sched *s, struct msg *m)
 {
 	uint64_t mono = clock_mono_ms();
-	long long now = sched_wall(), ondisk = 0, since = 0;
+	long long now = sched_wall(), ondisk = 0, since = 0, w;
 
 	if (!s->notes_ok || m->finishing)
 		return 0;
 	if (m->wait_since)
 		since = now - (long long)((mono - m->wait_since) / 1000);
 	if (m->has_note) {
-		ondisk = m->note.waited * 1000;
-		if (m->note.since && now > m->note.since)
-			ondisk += (now - m->note.since) * 1000;
 		/* It says the message waits, and it does not (or not since
 		 * then: another wait began). */
 		if (m->note.since && (since == 0 || llabs(since - m->note.since) > 1))
 			return save(s, m, 0) == 0 ? 1 : -1;
+		ondisk = recorded(m->note.waited, m->note.since, now) * 1000;
 	}
+	if (m->in_waits && (w = recorded(m->waits_waited, m->waits_since, s->waits_at) * 1000) > ondisk)
+		ondisk = w;
 	if (credit_ms(m, mono) - ondisk < BEHIND_MS)
 		return 0;
 	return save(s, m, 0) == 0 ? 1 : -1;
@@ -119,36 +134,103 @@ wait_note_sync(struct sched *s, struct msg *m)
 void
 wait_note_restore(struct sched *s, struct msg *m)
 {
+	const struct schedwait *w;
 	struct schednote n;
-	long long credit, now = sched_wall();
+	long long credit = 0, now = sched_wall();
 	int r;
 
 	if (!s->notes_ok)
 		return;
 	r = note_load(s->o->q, m->id, m->birth, &n);
-	if (r < 0) {
-		/* Unreadable: no credit, and no warning (one may have gone);
-		 * replaced by a sound note that says so. */
-		m->warned = now;
-		(void)save(s, m, 0);
-		return;
+	if (r > 0) {
+		m->has_note = 1;
+		m->note = n;
+		m->warned = n.warned;
+		credit = recorded(n.waited, n.since, s->alive_before);
 	}
-	if (r == 0)
-		return;
-	m->has_note = 1;
-	m->note = n;
-	m->warned = n.warned;
-	credit = n.waited;
-	if (n.since && s->alive_before > n.since)
-		credit += s->alive_before - n.since;
+	w = schedfile_find_wait(s->found, s->nfound, m->id);
+	if (w && w->birth == m->birth) {
+		/* Its line holds until the first sweep rewrites the file
+		 * (s->waits_at is alive_before until then): a message that
+		 * waits again at once writes no note for the credit it
+		 * carries. */
+		m->in_waits = 1;
+		m->waits_waited = w->waited;
+		m->waits_since = w->since;
+		if (recorded(w->waited, w->since, s->alive_before) > credit)
+			credit = recorded(w->waited, w->since, s->alive_before);
+	}
 	if (credit > now - m->birth)
 		credit = now - m->birth > 0 ? now - m->birth : 0;
 	m->waited_ms = credit * 1000;
+	if (r < 0) {
+		/* Unreadable: no warning (one may have gone); replaced by a
+		 * sound note that says so. */
+		m->warned = now;
+		(void)save(s, m, 0);
+	}
 	if (credit > 0)
 		log_info("msg %s: %lld s of waiting carried over", m->qid, credit);
 }
 
-/* ---- the sweep: sched/alive, and open waits recorded ---- */
+/* ---- the sweep: sched/waits and sched/alive, notes behind ---- */
+
+/* FNV-1a, to see whether sched/waits would change: 0 for no bytes, else
+ * odd (never WAITS_UNKNOWN). */
+static uint64_t
+hash(const struct buf *b)
+{
+	uint64_t h = 14695981039346656037ULL;
+	size_t i;
+
+	for (i = 0; i < b->len; i++)
+		h = (h ^ (unsigned char)b->s[i]) * 1099511628211ULL;
+	return b->len ? h | 1 : 0;
+}
+
+/* sched/waits (when its bytes change), then sched/alive. */
+static void
+save_waits(struct sched *s)
+{
+	uint64_t mono = clock_mono_ms(), h;
+	long long now = sched_wall();
+	struct buf b = BUF_INIT;
+	struct schedwait w;
+	struct msg *m;
+	size_t i;
+	int ok;
+
+	for (i = 0; i < s->tabsize; i++)
+		for (m = s->tab[i]; m; m = m->hnext) {
+			m->in_waits = m->wait_since != 0 && !m->finishing;
+			if (!m->in_waits)
+				continue;
+			w.id = m->id;
+			w.birth = m->birth;
+			w.waited = m->waits_waited = m->waited_ms / 1000;
+			w.since = m->waits_since = now - (long long)((mono - m->wait_since) / 1000);
+			schedfile_format_wait(&w, &b);
+		}
+	h = hash(&b);
+	ok = h == s->waits_hash || note_waits_save(s->o->q, &b) == 0;
+	buf_free(&b);
+	if (!ok) {
+		/* The old file may or may not be there: trust neither it nor
+		 * sched/alive's next value (not written, so a restart does
+		 * not credit the old lines past this time). */
+		for (i = 0; i < s->tabsize; i++)
+			for (m = s->tab[i]; m; m = m->hnext)
+				m->in_waits = 0;
+		s->waits_hash = WAITS_UNKNOWN;	/* rewritten next time */
+		log_warnx("%s not written: %s not either; a restart now credits open waits less",
+		    SCHED_WAITS, SCHED_ALIVE);
+		return;
+	}
+	s->waits_hash = h;
+	s->waits_at = now;
+	if (note_alive_save(s->o->q, now) < 0)
+		log_warnx("%s not written: a restart now credits open waits less", SCHED_ALIVE);
+}
 
 static void
 on_sweep(struct evloop *ev, struct evtimer *t, void *arg)
@@ -159,8 +241,8 @@ on_sweep(struct evloop *ev, struct evtimer *t, void *arg)
 	int r = 0;
 
 	(void)t;
-	if (s->sweep_pos == 0 && note_alive_save(s->o->q, sched_wall()) < 0)
-		log_warnx("%s not written: a restart now credits open waits less", SCHED_ALIVE);
+	if (s->sweep_pos == 0)
+		save_waits(s);
 	for (; s->sweep_pos < s->tabsize && writes < SWEEP_WRITES && r >= 0; s->sweep_pos++)
 		for (m = s->tab[s->sweep_pos]; m && r >= 0; m = m->hnext)
 			if ((r = wait_note_sync(s, m)) > 0)
@@ -177,12 +259,16 @@ on_sweep(struct evloop *ev, struct evtimer *t, void *arg)
 void
 wait_sweep_start(struct sched *s)
 {
+	free(s->found);		/* every message of the last run is loaded */
+	s->found = NULL;
+	s->nfound = 0;
 	if (!s->notes_ok)
 		return;
 	s->sweep_pos = 0;
-	if (note_alive_save(s->o->q, sched_wall()) < 0)
-		log_warnx("%s not written: a restart now credits open waits less", SCHED_ALIVE);
-	evloop_timer_at(s->ev, clock_mono_ms() + SWEEP_MS, on_sweep, s);
+	s->waits_hash = WAITS_UNKNOWN;
+	/* At once: the file as found is replaced, and a message whose line
+	 * gave it credit but that no longer waits gets a note now. */
+	evloop_timer_at(s->ev, 0, on_sweep, s);
 }
 
 /* ---- the delay warning ---- */

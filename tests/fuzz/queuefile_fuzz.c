@@ -10,7 +10,9 @@
  *   2  local/ and remote/: T + D records; each counted record starts with
  *      its type byte (what rcptfile_load indexes and weir-send overwrites
  *      with one pwrite);
- *   3  sched/S/N: format(parse(x)) == x;  sched/alive: parses a number.
+ *   3  sched/S/N: format(parse(x)) == x;  sched/alive: parses a number;
+ *      sched/waits: its lines formatted again (sorted by id) have x's
+ *      length, and each is found by its id.
  *
  * Build and run: make fuzz; make check runs tests/fuzz/corpus/queuefile.
  */
@@ -80,7 +82,9 @@ fuzz_sched(const char *s, size_t n)
 {
 	struct buf why = BUF_INIT, back = BUF_INIT;
 	struct schednote note;
+	struct schedwait *w;
 	long long t;
+	size_t k, i;
 
 	if (schedfile_parse(s, n, &note, &why) == 0) {
 		check(n <= SCHEDFILE_MAX);
@@ -90,6 +94,17 @@ fuzz_sched(const char *s, size_t n)
 	}
 	if (schedfile_parse_alive(s, n, &t) == 0)
 		check(t >= 0 && n >= 2 && s[n - 1] == '\n');
+	buf_reset(&back);
+	if (schedfile_parse_waits(s, n, &w, &k, &why) == 0) {
+		for (i = 0; i < k; i++) {
+			check(w[i].birth >= 0 && w[i].waited >= 0 && w[i].since >= 0);
+			check(i == 0 || w[i - 1].id <= w[i].id);
+			check(schedfile_find_wait(w, k, w[i].id)->id == w[i].id);
+			schedfile_format_wait(&w[i], &back);
+		}
+		check(back.len == n);
+		free(w);
+	}
 	buf_free(&why);
 	buf_free(&back);
 }

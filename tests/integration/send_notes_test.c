@@ -124,6 +124,43 @@ read_alive(void)
 	return t;
 }
 
+/* id's line of sched/waits: 1 and *w, or 0 (no file, or no line). */
+static int
+read_wait(unsigned long id, struct schedwait *w)
+{
+	char *p = xasprintf("%s/sched/waits", sf.s.qt.qdir);
+	struct buf b = BUF_INIT, why = BUF_INIT;
+	struct schedwait *v;
+	const struct schedwait *f;
+	size_t n;
+	int r = 0;
+
+	if (access(p, F_OK) == 0) {
+		tl_read(p, &b);
+		cr_assert(schedfile_parse_waits(b.s, b.len, &v, &n, &why) == 0, "%s: %s", p,
+		    buf_cstr(&why));
+		if ((f = schedfile_find_wait(v, n, id)) != NULL) {
+			*w = *f;
+			r = 1;
+		}
+		free(v);
+	}
+	buf_free(&b);
+	buf_free(&why);
+	free(p);
+	return r;
+}
+
+static void
+write_waits(const char *lines)
+{
+	char *p = xasprintf("%s/sched/waits", sf.s.qt.qdir);
+
+	make_sched_dirs();
+	tl_write(p, lines, strlen(lines));
+	free(p);
+}
+
 static void
 write_alive(long long t)
 {
@@ -212,23 +249,33 @@ Test(send_notes, credit_from_note_keeps_message_alive)
 }
 
 static int
-note_has_open_wait(void *arg)
+waits_has_open_wait(void *arg)
 {
-	struct schednote n;
+	struct schedwait w;
 
-	return read_note(*(unsigned long *)arg, &n) && n.since != 0;
+	return read_wait(*(unsigned long *)arg, &w) && w.since != 0;
+}
+
+static int
+alive_reached(void *arg)
+{
+	return read_alive() >= *(long long *)arg;
 }
 
 /* The credit across a real restart: a message waits at weir-gate (the
- * window is used up); weir-send records the open wait once it has lasted
- * 30 s, is killed, and the next weir-send credits it up to sched/alive.
- * Then the window opens and the message goes; its note goes with it. */
+ * window is used up); weir-send lists its open wait in sched/waits at its
+ * next sweep, and writes no note of its own for it, not even after the
+ * 30 s that once made it write one (a backlog of 10,000 wrote 10,000
+ * files).  It is killed, and the next weir-send credits the wait up to
+ * sched/alive.  Then the window opens and the message goes; its line
+ * goes with it. */
 Test(send_notes, credit_survives_restart)
 {
 	const char *r0[] = { "bob@example.net", NULL }, *r1[] = { "carol@example.net", NULL };
 	struct schednote n;
+	struct schedwait w;
 	unsigned long id;
-	long long alive, carried;
+	long long alive, carried, until;
 	char *line, *qa;
 
 	sf_policy("upstream \"up1\" { rate = \"1 per 1h\" }\n"
@@ -240,16 +287,24 @@ Test(send_notes, credit_survives_restart)
 	sf_inject("alice@example.org", r1, SF_MSG1);
 	cr_assert(sh_wait_for(sf_todo_empty, NULL, 5000));
 	id = sf_only_info();
-	cr_assert(sh_wait_for(note_has_open_wait, &id, 60000), "no open wait recorded for %lu:\n%s",
+	cr_assert(sh_wait_for(waits_has_open_wait, &id, 20000), "no open wait listed for %lu:\n%s",
 	    id, sf_send_log(&sf.d1));
+	cr_assert(read_wait(id, &w));
+	cr_assert_eq(w.birth, birth_of(id));
+	/* Past the 30 s and the sweep after them: still no note. */
+	until = w.since + 41;
+	cr_assert(sh_wait_for(alive_reached, &until, 60000), "sched/alive stopped at %lld",
+	    read_alive());
+	cr_assert(!read_note(id, &n), "a note for an open wait: waited %lld since %lld", n.waited,
+	    n.since);
+	cr_assert(read_wait(id, &w) && w.since != 0, "the open wait left sched/waits");
 	shd_kill9(&sf.d1);
 	cr_assert_eq(sf_ncalls(), 1, "sent past the gate");
-	cr_assert(read_note(id, &n));
+	cr_assert(read_wait(id, &w));
 	alive = read_alive();
-	carried = n.waited + (alive > n.since ? alive - n.since : 0);
-	cr_assert_eq(n.birth, birth_of(id));
-	cr_assert(carried >= 29, "only %lld s to carry over (note: waited %lld since %lld; alive %lld)",
-	    carried, n.waited, n.since, alive);
+	carried = w.waited + (alive > w.since ? alive - w.since : 0);
+	cr_assert(carried >= 40, "only %lld s to carry over (waits: waited %lld since %lld; alive %lld)",
+	    carried, w.waited, w.since, alive);
 	sf_start_send(&sf.d1, 0);
 	qa = qid_of(id);
 	line = xasprintf("msg %s: %lld s of waiting carried over\n", qa, carried);
@@ -263,6 +318,45 @@ Test(send_notes, credit_survives_restart)
 	cr_assert(!read_note(id, &n), "the note outlived its message");
 	sf_assert_queue_sound();
 	free(qa);
+}
+
+/* A line of sched/waits carries its credit as a note does: waited, plus
+ * the open wait up to sched/alive.  With both a note and a line the
+ * larger credit counts (each is the credit as it was when written); a
+ * line left by an earlier message with the same id (another birth)
+ * counts nothing: that message bounces. */
+Test(send_notes, credit_from_waits_line)
+{
+	unsigned long a, b, c;
+	long long now = time(NULL);
+	char *lines, *line, *qa, *qb;
+
+	a = sf_aged_s5("alice@example.org", S("Tslow1@example.net\0"), WEEK + 300);
+	b = sf_aged_s5("alice@example.org", S("Tslow2@example.net\0"), WEEK + 300);
+	c = sf_aged_s5("alice@example.org", S("Tslow3@example.net\0"), WEEK + 300);
+	write_note(b, birth_of(b), 700, 0, 0);
+	lines = xasprintf("%lu %lld 100 %lld\n%lu %lld 100 %lld\n%lu %lld 600 0\n",
+	    a, birth_of(a), now - 800, b, birth_of(b), now - 500, c, birth_of(c) - 1);
+	write_waits(lines);
+	write_alive(now - 300);
+	qa = qid_of(a);
+	qb = qid_of(b);
+	sf_start_send(&sf.d1, 0);
+	sf_wait_calls(4, 10000);	/* three attempts and slow3's bounce */
+	sf_wait_idle("deferred <slow2@example.net>", 1, SF_QUIET, 5000);
+	line = xasprintf("msg %s: 600 s of waiting carried over\n", qa);
+	cr_assert(sf_log_has(line), "no \"%s\":\n%s", line, sf_send_log(&sf.d1));
+	free(line);
+	line = xasprintf("msg %s: 700 s of waiting carried over\n", qb);
+	cr_assert(sf_log_has(line), "no \"%s\":\n%s", line, sf_send_log(&sf.d1));
+	free(line);
+	sh_assert_file(&sf.s, Q_REMOTE, a, S("Tslow1@example.net\0"));
+	sh_assert_file(&sf.s, Q_REMOTE, b, S("Tslow2@example.net\0"));
+	cr_assert(!sh_exists(&sf.s, Q_INFO, c), "slow3 was not bounced:\n%s", sf_send_log(&sf.d1));
+	sf_assert_queue_sound();
+	free(lines);
+	free(qa);
+	free(qb);
 }
 
 /* A note whose message is gone is removed by the cleanup at start;

@@ -331,6 +331,27 @@ Test(qcheck, file_removed_while_checked_is_a_note)
 	free(weir);
 }
 
+/* weir-send's record of open waits, sched/waits (QUEUE.md): lines of
+ * four numbers are sound; anything else is a note (weir-send rewrites
+ * it), never a problem and never an unexpected entry. */
+Test(qcheck, open_waits_file)
+{
+	struct buf t = BUF_INIT;
+	char *p = xasprintf("%s/sched/waits", dir);
+	struct qcheck_result r;
+
+	tl_write(p, "917 1700000000 0 1700000100\n", 28);
+	r = check(&t);
+	cr_assert_eq(r.problems + r.notes, 0, "%s", t.s);
+	tl_write(p, "917 1700000000 0\n", 17);
+	r = check(&t);
+	cr_assert_eq(r.problems, 0, "%s", t.s);
+	cr_assert_eq(r.notes, 1, "%s", t.s);
+	cr_assert(strstr(t.s, "sched/waits: line 1: expected four numbers"), "%s", t.s);
+	free(p);
+	buf_free(&t);
+}
+
 /* weir-send's OAuth notice stamps, sched/oauth.NAME (QUEUE.md): one
  * number and a newline is sound, anything else a note, as sched/alive;
  * a name that is no upstream's is an unexpected entry.  Failed before

@@ -143,6 +143,61 @@ Test(schedfile, alive)
 	cr_assert_eq(schedfile_parse_alive("\n", 1, &t), -1);
 }
 
+/* sched/waits: lines of four numbers, read back sorted by id and found
+ * by it; anything else refused with the line that was wrong. */
+Test(schedfile, waits_format_and_parse)
+{
+	struct schedwait in[] = { { 917, 1700000000, 0, 1700000100 },
+		{ 12, 1700000001, 3600, 1700007200 } }, *v;
+	struct buf b = BUF_INIT, why = BUF_INIT;
+	size_t n, i;
+
+	for (i = 0; i < 2; i++)
+		schedfile_format_wait(&in[i], &b);
+	cr_assert_str_eq(buf_cstr(&b), "917 1700000000 0 1700000100\n12 1700000001 3600 1700007200\n");
+	cr_assert_eq(schedfile_parse_waits(b.s, b.len, &v, &n, &why), 0, "%s", buf_cstr(&why));
+	cr_assert_eq(n, 2);
+	cr_assert(v[0].id == 12 && v[0].waited == 3600 && v[1].id == 917 && v[1].since == 1700000100);
+	cr_assert(schedfile_find_wait(v, n, 917) == &v[1]);
+	cr_assert(schedfile_find_wait(v, n, 13) == NULL);
+	free(v);
+	cr_assert_eq(schedfile_parse_waits("", 0, &v, &n, &why), 0);
+	cr_assert(n == 0 && schedfile_find_wait(v, n, 1) == NULL);
+	free(v);
+	buf_free(&b);
+	buf_free(&why);
+}
+
+Test(schedfile, waits_strict)
+{
+	static const char *const bad[] = {
+		"1 2 3 4",			/* no final newline */
+		"1 2 3\n",			/* a number short */
+		"1 2 3 4 5\n",
+		"1 2 3 4\n\n",			/* an empty line */
+		"1  2 3 4\n",
+		"1 2 03 4\n",			/* leading zero */
+		"1 2 -3 4\n",
+		"1 2 3 1234567890123456789\n",	/* 19 digits */
+		"1 2 3 4\nx\n",
+	};
+	struct schedwait *v = (struct schedwait *)1;
+	struct buf why = BUF_INIT;
+	size_t i, n = 7;
+
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		buf_reset(&why);
+		cr_assert_eq(schedfile_parse_waits(bad[i], strlen(bad[i]), &v, &n, &why), -1,
+		    "accepted \"%s\"", bad[i]);
+		cr_assert(v == NULL && n == 0 && strstr(buf_cstr(&why), "line "), "\"%s\": %s",
+		    bad[i], buf_cstr(&why));
+	}
+	buf_reset(&why);
+	cr_assert_eq(schedfile_parse_waits("1 2 3 4\n5 6 7\n", 14, &v, &n, &why), -1);
+	cr_assert(strstr(buf_cstr(&why), "line 2"), "%s", buf_cstr(&why));
+	buf_free(&why);
+}
+
 Test(schedfile, path_is_split)
 {
 	struct queue q = { -1, 23, NULL };
