@@ -59,6 +59,12 @@ full_read(int fd, void *p, size_t n)
 	return (ssize_t)got;
 }
 
+void
+writeback_start(int fd)
+{
+	(void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 int
 fsync_dir(int dirfd, const char *path)
 {

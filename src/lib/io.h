@@ -20,6 +20,13 @@ int full_write(int fd, const void *p, size_t n) MUST_CHECK;
 ssize_t full_read(int fd, void *p, size_t n) MUST_CHECK;
 /* One read(2), retried on EINTR. */
 ssize_t read_retry(int fd, void *p, size_t n) MUST_CHECK;
+/* Start writing fd's dirty pages to the disk, without waiting
+ * (sync_file_range(2), SYNC_FILE_RANGE_WRITE): a hint, never a
+ * guarantee; durability is still fsync's, and an error here is fsync's
+ * to report.  Started for every file of a group before the first fsync,
+ * the block allocations of all of them go into one journal commit on
+ * ext4 instead of one commit each (BENCHMARKS.md, issue 26). */
+void writeback_start(int fd);
 /* fsync the directory at path (relative to dirfd, or AT_FDCWD). */
 int fsync_dir(int dirfd, const char *path) MUST_CHECK;
 /* Read a whole file (relative to dirfd) into b, at most max bytes:

@@ -3,11 +3,11 @@
  *
  *   S1  create pid/<pid>.<time>.<seq>; its inode number is the id N
  *   S2  link it as mess/<N%split>/N, unlink the pid/ name; write the
- *       Received line and the message; fsync the file
+ *       Received line and the message; start its writeback
  *   S3  create intd/N; write u, p, F and T records; set its mtime (the
- *       queue time) past the mess/ folder's (below); fsync the file;
- *       fsync the mess/<N%split> folder (the mess entry must be durable
- *       before todo/N can be)
+ *       queue time) past the mess/ folder's (below); start its
+ *       writeback; fsync both files and the mess/<N%split> folder (the
+ *       mess entry must be durable before todo/N can be)
  *   S4  link intd/N as todo/N; fsync todo/: only now is the message
  *       queued.  Pull the trigger.
  *
@@ -359,10 +359,12 @@ qinject_fds(const struct queue *q, const struct qinject_who *who, int msgfd, int
 		return code;
 	if ((code = read_mess(&in, msgfd)) != 0)
 		return code;
-	if (fsync(in.messfd) < 0)
-		return qinject_fail(&in, QQ_WRITE, errno, "fsync %s", in.messfn);
+	writeback_start(in.messfd);	/* while the envelope comes (lib/io.h) */
 	if ((code = read_env(&in, envfd)) != 0)
 		return code;
+	writeback_start(in.intdfd);
+	if (fsync(in.messfd) < 0)
+		return qinject_fail(&in, QQ_WRITE, errno, "fsync %s", in.messfn);
 	if (fsync(in.intdfd) < 0)
 		return qinject_fail(&in, QQ_WRITE, errno, "fsync %s", in.intdfn);
 	if (fsync_dir(in.dfd, in.messdir) < 0)

@@ -178,6 +178,8 @@ sync_group(struct server *S)
 		jobs[nj].err = jobs[nj].fd < 0 ? errno : 0;
 		nj++;
 	}
+	for (i = 0; i < 2 * n; i++)
+		writeback_start(jobs[i].fd);	/* one journal commit for all (lib/io.h) */
 	(void)fsync_all(jobs, nj);	/* a folder that did not open keeps its err */
 	for (i = 2 * n; i < nj; i++)
 		if (jobs[i].fd >= 0 && close(jobs[i].fd) < 0 && jobs[i].err == 0)
