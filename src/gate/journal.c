@@ -20,6 +20,7 @@
 #include "gate/journal.h"
 #include "lib/alloc.h"
 #include "lib/bootid.h"
+#include "lib/decimal.h"
 #include "lib/log.h"
 #include "lib/pidlock.h"
 
@@ -193,19 +194,18 @@ struct replay {
 	int64_t grace;
 };
 
+/* A signed number: lib/decimal.h's rules, after an optional '-' (no
+ * "-0", no '+', no blank, which strtoll would take). */
 static int
 num64(const char *s, int64_t *out)
 {
-	char *end;
-	long long v;
+	int neg = *s == '-';
+	uint64_t v;
 
-	if (*s == '\0' || (*s == '0' && s[1]) || (*s == '-' && (s[1] == '\0' || s[1] == '0')))
+	if (dec_parse(s + neg, strlen(s + neg), (uint64_t)INT64_MAX + (uint64_t)neg, &v) < 0 ||
+	    (neg && v == 0))
 		return -1;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || *end)
-		return -1;
-	*out = v;
+	*out = neg ? -(int64_t)(v - 1) - 1 : (int64_t)v;
 	return 0;
 }
 

@@ -162,6 +162,24 @@ Test(journal, torn_and_corrupt_tails_dropped)
 	cr_assert_eq(n, 1);
 	journal_close(&j);
 	wg_free(&g);
+	/* Numbers as weir writes them only (lib/decimal.h): a sign, a blank
+	 * or a leading zero strtoll would take makes the record bad, with a
+	 * good CRC.  Before, "+5200" and "\t5200" were read as 5200. */
+	{
+		static const char *const odd[] = { "+5200", "\t5200", "05200", "-0", "5200x" };
+
+		for (i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+			free(rec[2]);
+			rec[2] = xasprintf("L up 1 1 0 1700000000200 %s", odd[i]);
+			write_records(path, (const char *const *)rec, 3, NULL);
+			wg_init(&g, &noops);
+			cr_assert_eq(journal_open(&j, path, &g, NULL, 6000, 1700000001000LL, 0), 0);
+			log_times(&g, t, &n);
+			cr_assert_eq(n, 1, "\"%s\" taken: %zu entries", odd[i], n);
+			journal_close(&j);
+			wg_free(&g);
+		}
+	}
 	buf_free(&after);
 	tl_rmtree(dir);
 }
