@@ -3,6 +3,7 @@
  * main parses the global option, loads the config and dispatches; the
  * subcommands live in the other files of this folder.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,10 +66,19 @@ main(int argc, char **argv)
 	struct weir_config cfg;
 	struct buf err = BUF_INIT;
 	const char *cfile = NULL;
+	sigset_t hup, old;
 	size_t i;
 	int ch;
 
+	/* `weir run` may be told to reload (SIGHUP) at any instant, also
+	 * before its event loop says what SIGHUP means: blocked from here,
+	 * the signal waits instead of killing it.  Other commands get their
+	 * mask back as soon as they are known. */
 	log_init("weir");
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &hup, &old) < 0)
+		fatal(111, "sigprocmask");
 	if (argc > 1 && strcmp(argv[1], "--version") == 0)
 		return usage_std(argc, argv, "weir", "");
 	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0))
@@ -93,6 +103,8 @@ main(int argc, char **argv)
 		log_warnx("unknown command \"%s\"", argv[0]);
 		return usage();
 	}
+	if (cmds[i].fn != cmd_run && sigprocmask(SIG_SETMASK, &old, NULL) < 0)
+		fatal(111, "sigprocmask");
 	if (cmds[i].raw)
 		return cmds[i].raw(argc, argv, cfile);
 	if (config_load(&cfg, cfile, &err) < 0) {

@@ -409,7 +409,22 @@ rt_run_spawn_conf(struct rt *t, const char *conf, const char *log)
 		dup2(fd, 2);
 		fd = open("/dev/null", O_RDONLY);
 		dup2(fd, 0);
-		execl(bin, bin, "-c", conf, "run", (char *)NULL);
+		if (t->run_wrap) {
+			size_t n = 0, i;
+			const char **argv;
+
+			while (t->run_wrap[n])
+				n++;
+			argv = xcalloc(n + 5, sizeof *argv);
+			for (i = 0; i < n; i++)
+				argv[i] = t->run_wrap[i];
+			argv[n] = bin;
+			argv[n + 1] = "-c";
+			argv[n + 2] = conf;
+			argv[n + 3] = "run";
+			execvp(argv[0], (char *const *)argv);
+		} else
+			execl(bin, bin, "-c", conf, "run", (char *)NULL);
 		_exit(127);
 	}
 	setpgid(pid, pid);

@@ -42,6 +42,8 @@ struct rt {
 	char *gate_log;
 	pid_t run;		/* `weir run`, or 0 */
 	unsigned run_starts;
+	const char *const *run_wrap;	/* NULL, or a command that runs `weir run`
+					 * (its argv up to the program: strace ...) */
 	pid_t queued;		/* weir-queued, or 0 */
 	char *env_libexec, *env_qq;
 };
