@@ -183,6 +183,16 @@ delivered_msg(size_t i)
 	return b.s ? b.s : xstrdup("");
 }
 
+/* weir-send's log says s seconds of qid's waiting were carried over. */
+static void
+assert_carried(const char *qid, long long secs)
+{
+	char *line = xasprintf("msg %s: %lld s of waiting carried over\n", qid, secs);
+
+	cr_assert(sf_log_has(line), "no \"%s\":\n%s", line, sf_send_log(&sf.d1));
+	free(line);
+}
+
 /* A note says the message waited 600 s, or waited from 900 s ago until
  * sched/alive said weir-send last ran 300 s ago: either way it is not
  * yet past queue_lifetime (7d + 300 s old) and a temporary refusal does
@@ -209,12 +219,8 @@ Test(send_notes, credit_from_note_keeps_message_alive)
 	sf_start_send(&sf.d1, 0);
 	sf_wait_calls(4, 10000);	/* three attempts and slow3's bounce */
 	sf_wait_idle("deferred <slow2@example.net>", 1, SF_QUIET, 5000);
-	line = xasprintf("msg %s: 600 s of waiting carried over\n", qa);
-	cr_assert(sf_log_has(line), "no \"%s\":\n%s", line, sf_send_log(&sf.d1));
-	free(line);
-	line = xasprintf("msg %s: 600 s of waiting carried over\n", qb);
-	cr_assert(sf_log_has(line), "no \"%s\":\n%s", line, sf_send_log(&sf.d1));
-	free(line);
+	assert_carried(qa, 600);
+	assert_carried(qb, 600);
 	line = xasprintf("msg %s: removing sched/%lu/%lu, left by an earlier message", qc,
 	    c % 23, c);
 	cr_assert(sf_log_has(line), "no \"%s\":\n%s", line, sf_send_log(&sf.d1));
@@ -329,7 +335,7 @@ Test(send_notes, credit_from_waits_line)
 {
 	unsigned long a, b, c;
 	long long now = time(NULL);
-	char *lines, *line, *qa, *qb;
+	char *lines, *qa, *qb;
 
 	a = sf_aged_s5("alice@example.org", S("Tslow1@example.net\0"), WEEK + 300);
 	b = sf_aged_s5("alice@example.org", S("Tslow2@example.net\0"), WEEK + 300);
@@ -344,12 +350,8 @@ Test(send_notes, credit_from_waits_line)
 	sf_start_send(&sf.d1, 0);
 	sf_wait_calls(4, 10000);	/* three attempts and slow3's bounce */
 	sf_wait_idle("deferred <slow2@example.net>", 1, SF_QUIET, 5000);
-	line = xasprintf("msg %s: 600 s of waiting carried over\n", qa);
-	cr_assert(sf_log_has(line), "no \"%s\":\n%s", line, sf_send_log(&sf.d1));
-	free(line);
-	line = xasprintf("msg %s: 700 s of waiting carried over\n", qb);
-	cr_assert(sf_log_has(line), "no \"%s\":\n%s", line, sf_send_log(&sf.d1));
-	free(line);
+	assert_carried(qa, 600);
+	assert_carried(qb, 700);
 	sh_assert_file(&sf.s, Q_REMOTE, a, S("Tslow1@example.net\0"));
 	sh_assert_file(&sf.s, Q_REMOTE, b, S("Tslow2@example.net\0"));
 	cr_assert(!sh_exists(&sf.s, Q_INFO, c), "slow3 was not bounced:\n%s", sf_send_log(&sf.d1));
