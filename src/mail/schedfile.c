@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "lib/alloc.h"
-
 #include "lib/decimal.h"
 #include "mail/schedfile.h"
 
@@ -116,8 +115,7 @@ schedfile_parse_waits(const char *s, size_t len, struct schedwait **v, size_t *n
 		return -1;
 	}
 	for (line = 1; p < end; line++) {
-		if (k == cap)
-			{
+		if (k == cap) {
 			cap = cap ? 2 * cap : 64;	/* len bounds it: a line is 8 bytes or more */
 			w = xrealloc(w, cap * sizeof *w);
 		}

@@ -29,8 +29,9 @@
  * sched/alive holds one number and a newline: the last wall time at which
  * weir-send was known to run; an open wait is credited up to it after a
  * restart.  It is written after sched/waits in each sweep, so it never
- * says weir-send ran at a time when sched/waits was older.  sched/oauth.NAME, in the same form: when the admin was last
- * mailed that upstream NAME needs an OAuth login (send/notice.c).
+ * says weir-send ran at a time when sched/waits was older.
+ * sched/oauth.NAME, in the same form: when the admin was last mailed
+ * that upstream NAME needs an OAuth login (send/notice.c).
  * sched/tmp is where a new version is written before it is renamed over
  * sched/S/N, sched/waits, sched/alive or sched/oauth.NAME.
  *

@@ -148,6 +148,7 @@ struct msg {
 	struct schednote note;
 	int in_waits;		/* the last sched/waits has its line, saying: */
 	long long waits_waited, waits_since;
+	uint64_t waits_mono;	/* the wait_since that line is of */
 	char *sender;
 	size_t up;		/* index in cfg->upstreams, or NO_UPSTREAM */
 	struct evtimer *due;	/* the next attempt */
@@ -280,7 +281,7 @@ struct sched {
 	long long alive_before;	/* sched/alive as this run found it; 0: none */
 	struct schedwait *found; /* sched/waits as this run found it, until scan_info */
 	size_t nfound;
-	long long waits_at;	/* wall time sched/waits was last written */
+	long long waits_at;	/* sched/alive's last value: sched/waits' lines count up to it */
 	uint64_t waits_hash;	/* of its bytes then (0: not there) */
 	size_t sweep_pos;	/* next bucket of tab to sweep */
 	/* the gate */

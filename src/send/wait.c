@@ -202,13 +202,22 @@ save_waits(struct sched *s)
 
 	for (i = 0; i < s->tabsize; i++)
 		for (m = s->tab[i]; m; m = m->hnext) {
-			m->in_waits = m->wait_since != 0 && !m->finishing;
-			if (!m->in_waits)
+			if (m->wait_since == 0 || m->finishing) {
+				m->in_waits = 0;
 				continue;
+			}
+			/* A wait already listed keeps its line as it was (its
+			 * wall time, computed again, could move by a second). */
+			if (!m->in_waits || m->waits_mono != m->wait_since) {
+				m->waits_mono = m->wait_since;
+				m->waits_waited = m->waited_ms / 1000;
+				m->waits_since = now - (long long)((mono - m->wait_since) / 1000);
+			}
+			m->in_waits = 1;
 			w.id = m->id;
 			w.birth = m->birth;
-			w.waited = m->waits_waited = m->waited_ms / 1000;
-			w.since = m->waits_since = now - (long long)((mono - m->wait_since) / 1000);
+			w.waited = m->waits_waited;
+			w.since = m->waits_since;
 			schedfile_format_wait(&w, &b);
 		}
 	h = hash(&b);
@@ -227,9 +236,10 @@ save_waits(struct sched *s)
 		return;
 	}
 	s->waits_hash = h;
-	s->waits_at = now;
 	if (note_alive_save(s->o->q, now) < 0)
 		log_warnx("%s not written: a restart now credits open waits less", SCHED_ALIVE);
+	else
+		s->waits_at = now;	/* the lines, written or not, count up to it */
 }
 
 static void
