@@ -14,6 +14,7 @@
  * Trusts: nothing the server sends.  Config keys: those of struct
  * weir_upstream (timeouts, tls, mechanisms, max_recipients).
  */
+#include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -368,6 +369,28 @@ limit_value(const char *p, const char *name)
 	return 0;
 }
 
+/* SIZE's limit (RFC 1870: 1*20DIGIT), 0 for none.  Anything else, or a
+ * number past what we can hold, is taken as no limit: the upstream still
+ * refuses at MAIL or DATA what it cannot take, while a limit misread
+ * from "10k" would bounce every message as too big. */
+static unsigned long long
+size_value(const struct smtp_session *s, const char *p)
+{
+	unsigned long long v = 0;
+	size_t n = strspn(p, "0123456789");
+
+	if (n == 0 || n > 20 || p[n] != '\0') {
+		log_info("%s: EHLO SIZE \"%.40s\" is not a number: taken as no limit", s->peer, p);
+		return 0;
+	}
+	for (; *p; p++) {
+		if (v > (ULLONG_MAX - 9) / 10)
+			return 0;
+		v = v * 10 + (unsigned long long)(*p - '0');
+	}
+	return v;
+}
+
 /* EHLO keywords, one per line after the first (RFC 5321 4.1.1.1). */
 static void
 parse_caps(struct smtp_session *s)
@@ -401,7 +424,7 @@ parse_caps(struct smtp_session *s)
 			s->caps.enhanced = 1;
 		else if (strncasecmp(kw, "SIZE", 4) == 0 && (kw[4] == '\0' || kw[4] == ' ')) {
 			s->caps.size = 1;
-			s->caps.sizemax = strtoull(kw[4] ? kw + 5 : "0", NULL, 10);
+			s->caps.sizemax = kw[4] ? size_value(s, kw + 5) : 0;
 		} else if (strncasecmp(kw, "AUTH", 4) == 0 && (kw[4] == ' ' || kw[4] == '=')) {
 			if (s->caps.auth[0] == '\0')
 				snprintf(s->caps.auth, sizeof s->caps.auth, "%s", arg);

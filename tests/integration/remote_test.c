@@ -1121,6 +1121,16 @@ Test(remote, size_over_the_servers_limit_bounces)
 	cr_assert(!recorded("\"event\": \"mail\""));
 }
 
+/* SIZE with a parameter that is no number (RFC 1870: 1*20DIGIT) is no
+ * limit: the message goes.  Before, "10k" read as 10 bytes bounced it. */
+Test(remote, size_not_a_number_is_no_limit)
+{
+	static const char *const flags[] = { "--ehlo-extra", "SIZE 10k", NULL };
+
+	deliver("good", flags, NULL, one,
+	    "r|K%P accepted message.\nRemote host said: 250 2.0.0 OK queued as TEST1\n");
+}
+
 /* weir-remote delivering a message of size bytes from a file (fd 0, as
  * weir-send gives it) to an upstream that never answers the final dot:
  * its VmHWM, in kB, once everything is sent. */
