@@ -326,7 +326,7 @@ child_of(pid_t pid)
 }
 
 /* A reload at the first instant of `weir run`: here while it reads
- * weir.conf, held there 2 s by strace's delay injection (-P: that one
+ * weir.conf, held there 3 s by strace's delay injection (-P: that one
  * file), the instant before any handler exists.  SIGHUP's default
  * action killed it ("+++ killed by SIGHUP +++"); now `weir run` starts
  * with SIGHUP blocked, and the reload waits until it can be done. */
@@ -335,7 +335,7 @@ Test(supervise, reload_while_starting)
 	char *trace = xasprintf("%s/strace.out", t.s.qt.tmp);
 	struct buf tr = BUF_INIT;
 	const char *wrap[] = { "strace", "-o", trace, "-e", "trace=openat", "-e",
-		"inject=openat:delay_enter=2000000", "-P", t.s.qt.conf, NULL };
+		"inject=openat:delay_enter=3000000", "-P", t.s.qt.conf, NULL };
 	const char *in_read[] = { trace, t.s.qt.conf };
 	pid_t weir;
 	int st;
@@ -350,8 +350,13 @@ Test(supervise, reload_while_starting)
 	cr_assert(sh_wait_for(file_has, in_read, 10000), "weir run never opened %s", t.s.qt.conf);
 	weir = child_of(t.run);
 	cr_assert(weir > 0, "no weir run under strace");
-	/* In the delayed openat: its line is printed, its result not yet. */
+	/* In the delayed openat: its line is printed, its result not yet
+	 * (else this proves nothing). */
+	tl_read(trace, &tr);
+	cr_assert(strstr(buf_cstr(&tr), "DELAYED") == NULL, "the openat was over before the "
+	    "SIGHUP:\n%s", buf_cstr(&tr));
 	cr_assert_eq(kill(weir, SIGHUP), 0);
+	buf_reset(&tr);
 	if (!rt_wait(rt_run_log_has, &t, "loaded (SIGHUP)", 20000)) {
 		tl_read(trace, &tr);
 		cr_assert_fail("no reload:\n%s\nstrace:\n%s", rt_run_log(&t), buf_cstr(&tr));
