@@ -162,16 +162,37 @@ window_family(struct buf *o, struct json_object *ups, const char *name, const ch
 	}
 }
 
+/* The member at a dotted path ("send.fallback.switches") of v, or NULL. */
+static struct json_object *
+jp_path(struct json_object *v, const char *path)
+{
+	char key[64];
+	size_t n;
+
+	while (v && *path) {
+		n = strcspn(path, ".");
+		if (n >= sizeof key)
+			return NULL;
+		memcpy(key, path, n);
+		key[n] = '\0';
+		v = jp_get(v, key);
+		path += n + (path[n] == '.');
+	}
+	return v;
+}
+
+/* A family with one sample per upstream: the number at path in its
+ * object (jp_path). */
 static void
 up_family(struct buf *o, struct json_object *ups, const char *name, const char *type,
-    const char *field, const char *help)
+    const char *path, const char *help)
 {
 	size_t i;
 
 	family(o, name, type, help);
 	for (i = 0; i < jp_len(ups); i++)
 		if (up_name(jp_at(ups, i)))
-			sample_up(o, name, up_name(jp_at(ups, i)), NULL, jp_get(jp_at(ups, i), field));
+			sample_up(o, name, up_name(jp_at(ups, i)), NULL, jp_path(jp_at(ups, i), path));
 }
 
 static int
@@ -270,28 +291,15 @@ send_counts(struct buf *o, struct json_object *ups)
 			}
 		}
 	}
-	family(o, "weir_sessions_open", "gauge",
+	up_family(o, ups, "weir_sessions_open", "gauge", "send.sessions_open",
 	    "Kept sessions weir-send has open to the upstream (as of its last report, "
 	    "at most a second old).");
-	for (i = 0; i < jp_len(ups); i++)
-		if (up_name(jp_at(ups, i)))
-			sample_up(o, "weir_sessions_open", up_name(jp_at(ups, i)), NULL,
-			    jp_get(jp_get(jp_at(ups, i), "send"), "sessions_open"));
-	for (f = 0; f < 2; f++) {
-		static const char *const sw[][3] = {
-			{ "weir_fallback_switches_total", "switches", "Times the upstream's mail "
-			    "began going through a fallback (weir.conf's fallback), since weir-send "
-			    "started." },
-			{ "weir_fallback_returns_total", "returns", "Times the upstream's mail came "
-			    "back to it from a fallback, since weir-send started." },
-		};
-
-		family(o, sw[f][0], "counter", sw[f][2]);
-		for (i = 0; i < jp_len(ups); i++)
-			if (up_name(jp_at(ups, i)))
-				sample_up(o, sw[f][0], up_name(jp_at(ups, i)), NULL,
-				    jp_get(jp_get(jp_get(jp_at(ups, i), "send"), "fallback"), sw[f][1]));
-	}
+	up_family(o, ups, "weir_fallback_switches_total", "counter", "send.fallback.switches",
+	    "Times the upstream's mail began going through a fallback (weir.conf's fallback), "
+	    "since weir-send started.");
+	up_family(o, ups, "weir_fallback_returns_total", "counter", "send.fallback.returns",
+	    "Times the upstream's mail came back to it from a fallback, since weir-send "
+	    "started.");
 }
 
 /* What the gate judges fallbacks on (mail/route.h): the unreachable
@@ -311,13 +319,9 @@ route_families(struct buf *o, struct json_object *ups)
 			buf_printf(o, "} %d\n", jp_get(jp_get(jp_at(ups, i), "route"),
 			    "unreachable_since_ms") != NULL);
 		}
-	family(o, "weir_gate_passed_over_total", "counter",
+	up_family(o, ups, "weir_gate_passed_over_total", "counter", "route.passed_over",
 	    "Requests the gate sent to a fallback (answered LATER: their fallback_when held) "
 	    "since it started.");
-	for (i = 0; i < jp_len(ups); i++)
-		if (up_name(jp_at(ups, i)))
-			sample_up(o, "weir_gate_passed_over_total", up_name(jp_at(ups, i)), NULL,
-			    jp_get(jp_get(jp_at(ups, i), "route"), "passed_over"));
 }
 
 static void

@@ -69,6 +69,38 @@ load(const char *text, struct weir_config *c, struct buf *err)
 	return rc;
 }
 
+/* The families read from a path inside each upstream (weir-send's
+ * "send" counters, the gate's "route"): each from its own place, an
+ * upstream without the member left out, no sample at all for a missing
+ * "send".  No test read them before. */
+Test(metrics_format, route_and_fallback_families)
+{
+	const char *doc = "{\"now_ms\":1000000,\"journal_durable\":true,\"upstreams\":["
+	    "{\"name\":\"a\",\"windows\":[],\"route\":{\"unreachable_since_ms\":999000,"
+	    "\"passed_over\":5},\"send\":{\"sessions_open\":2,"
+	    "\"fallback\":{\"switches\":3,\"returns\":1}}},"
+	    "{\"name\":\"b\",\"windows\":[],\"route\":{\"unreachable_since_ms\":null,"
+	    "\"passed_over\":0}}]}";
+	static const char *const want[] = {
+		"\nweir_sessions_open{upstream=\"a\"} 2\n",
+		"\nweir_fallback_switches_total{upstream=\"a\"} 3\n",
+		"\nweir_fallback_returns_total{upstream=\"a\"} 1\n",
+		"\nweir_gate_passed_over_total{upstream=\"a\"} 5\n",
+		"\nweir_gate_passed_over_total{upstream=\"b\"} 0\n",
+		"\nweir_upstream_unreachable{upstream=\"a\"} 1\n",
+		"\nweir_upstream_unreachable{upstream=\"b\"} 0\n",
+	};
+	struct metrics_queue q = { 1, 4, 1, 900 };
+	struct buf out = BUF_INIT;
+	size_t k;
+
+	metrics_format(doc, strlen(doc), &q, 1000, &out);
+	for (k = 0; k < sizeof want / sizeof want[0]; k++)
+		cr_assert(strstr(out.s, want[k]), "no \"%s\" in:\n%s", want[k] + 1, out.s);
+	cr_assert_null(strstr(out.s, "weir_fallback_switches_total{upstream=\"b\"}"), "%s", out.s);
+	buf_free(&out);
+}
+
 Test(config_metrics, absent_present_and_errors, .init = setup, .fini = teardown)
 {
 	struct weir_config c;
