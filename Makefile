@@ -115,7 +115,8 @@ Q := $(if $(V),,@)
 
 $(PATHS_H): FORCE
 	@mkdir -p $(dir $@)
-	@printf '#define SYSCONFDIR "%s"\n#define LIBEXECDIR "%s"\n' '$(SYSCONFDIR)' '$(LIBEXECDIR)' >$@.tmp
+	@printf '#define SYSCONFDIR "%s"\n#define LIBEXECDIR "%s"\n#define DATADIR "%s"\n' \
+		'$(SYSCONFDIR)' '$(LIBEXECDIR)' '$(DATADIR)' >$@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
 FORCE:
 

@@ -648,6 +648,8 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 	rs->cfg = cfg;
 	rs->now = time(NULL);
 	rs->have_pol = policy_load(&rs->pol, cfg->policy_file, &perr) == 0;
+	if (rs->have_pol)
+		config_preset_limits(cfg->upstreams, cfg->nupstreams, &rs->pol);
 	buf_free(&perr);
 	rs->nup = cfg->nupstreams;
 	rs->up = xcalloc(rs->nup + 1, sizeof *rs->up);
