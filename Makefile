@@ -301,6 +301,8 @@ install: all
 		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/$$n || exit 1; done
 	install -d $(DESTDIR)$(DATADIR)
 	install -m 0644 etc/weir-grafana.json $(DESTDIR)$(DATADIR)/grafana-dashboard.json
+	install -d $(DESTDIR)$(DATADIR)/providers
+	install -m 0644 etc/providers/*.conf $(DESTDIR)$(DATADIR)/providers/
 
 # The Debian package: dpkg-buildpackage on a copy of the tree, then
 # lintian (scripts/deb.sh).  package-test installs it into a throwaway

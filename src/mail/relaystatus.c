@@ -1065,6 +1065,11 @@ relay_status_json(const struct relay_status *rs, struct buf *o)
 
 		buf_adds(o, i ? ",{\"name\":" : "{\"name\":");
 		json_cstr(o, u->name);
+		buf_adds(o, ",\"preset\":");	/* weir.conf's preset key, or null */
+		if (rs->cfg->upstreams[i].preset)
+			json_cstr(o, rs->cfg->upstreams[i].preset);
+		else
+			buf_adds(o, "null");
 		buf_printf(o, ",\"messages\":%llu,\"recipients\":%llu,\"sends\":%llu,"
 		    "\"suspended_s\":%lld,\"seconds\":", u->messages, u->recipients, u->sends,
 		    u->suspended);

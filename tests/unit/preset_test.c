@@ -13,7 +13,7 @@
 #include "mail/policy.h"
 #include "testlib.h"
 
-#define SHIPPED "etc/providers"
+#define SHIPPED "etc/providers"	/* from the tree's top, where tests run */
 
 static char *dir;
 
