@@ -393,7 +393,7 @@ step "debconf: preseeded installs, one per preset family (password, OAuth, anoth
 (cd "$work/certs" && openssl req -new -newkey rsa:2048 -nodes -keyout relay.key -out relay.csr \
 	-subj /CN=relay -addext "subjectAltName=DNS:smtp.gmail.com,DNS:localhost,IP:127.0.0.1" \
 	>/dev/null 2>&1 && openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -in relay.csr \
-	-out relay.pem >/dev/null 2>&1) || { echo "package-test: cannot sign relay.pem" >&2; exit 1; }
+	-days 30 -out relay.pem >/dev/null 2>&1) || { echo "package-test: cannot sign relay.pem" >&2; exit 1; }
 /usr/bin/python3 "$top/tests/upstream/upstream.py" --cert "$work/certs/relay.pem" \
 	--key "$work/certs/relay.key" --auth pkguser:pkg-pass-1 --record "$work/relay.log" \
 	>"$work/relay.out" 2>"$work/relay.err" &
@@ -421,6 +421,20 @@ hand_edit() {	# UPSTREAM
 	cp "$work/certs/ca.pem" "$root/etc/weir/test-ca.pem"
 	sed -i "/^upstream \"$1\" {/a\\  ca_file = \"/etc/weir/test-ca.pem\"\\n  port = $rport" \
 		"$root/etc/weir/weir.conf"
+	echo 'concurrency = 2' >>"$root/etc/weir/weir.conf"	# and outside the block
+}
+# test-relay through UPSTREAM, then a message from sendmail as nobody
+# through weir run: the stand-in must have N messages in all.
+relay_through() {	# FAMILY UPSTREAM N
+	check "$1: weir test-relay $2 against the stand-in" sh -c \
+		"chroot '$root' weir test-relay '$2' >'$work/tr-$1.log' 2>&1"
+	rm -rf "$root/run/weir"
+	start_weir
+	check "$1: weir-gate's socket appears" wait_for 20 test -S "$root/run/weir/gate.sock"
+	check "$1: sendmail as nobody" sh -c \
+		"printf 'Subject: $1\n\nthrough upstream $2\n' |
+		chroot --userspec=nobody:nogroup '$root' /usr/sbin/sendmail -f cron@relay.example.org someone@example.com"
+	check "$1: the message reached the stand-in" wait_for 60 relayed "$3"
 }
 purge_weir() {
 	in_root dpkg --purge weir >"$work/purge-$1.log" 2>&1 || { cat "$work/purge-$1.log"; exit 1; }
@@ -457,15 +471,7 @@ check "gmail: check-config shows the preset's host and the hand-edited port" sh 
 	grep -q '^  port  *= $rport  *weir.conf:' '$work/cc-gmail.log'"
 check "gmail: weir presets lists the installed presets" sh -c \
 	"chroot '$root' weir presets | grep -q '^microsoft365: Microsoft 365'"
-check "gmail: weir test-relay against the stand-in (preset host, AUTH)" sh -c \
-	"chroot '$root' weir test-relay gmail >'$work/tr-gmail.log' 2>&1"
-rm -rf "$root/run/weir"
-start_weir
-check "gmail: weir-gate's socket appears" wait_for 20 test -S "$root/run/weir/gate.sock"
-check "gmail: sendmail as nobody" sh -c \
-	"printf 'Subject: preset\n\nthrough the gmail preset\n' |
-	chroot --userspec=nobody:nogroup '$root' /usr/sbin/sendmail -f cron@relay.example.org someone@example.com"
-check "gmail: the message reached the stand-in" wait_for 60 relayed 1
+relay_through gmail gmail 1
 check "gmail: the stand-in saw AUTH by pkguser" grep -q '"user": "pkguser", "ok": true' "$work/relay.log"
 check "gmail: weir status names the preset" sh -c \
 	"chroot '$root' weir status 2>&1 | grep -q 'upstream gmail (preset gmail):'"
@@ -482,6 +488,7 @@ ok "dpkg-reconfigure weir with new answers"
 check "reconfigure: the new mail name" in_block '^hostname = "mx.example.net"$'
 check "reconfigure: the hand-edited port is kept" in_block "^  port = $rport\$"
 check "reconfigure: the hand-edited ca_file is kept" in_block '^  ca_file = "/etc/weir/test-ca.pem"$'
+check "reconfigure: the line added outside the block is kept" grep -qx 'concurrency = 2' "$root/etc/weir/weir.conf"
 check "reconfigure: the new password in the secret file" grep -qx pkg-pass-2 "$root/etc/weir/secret"
 expect_mode /etc/weir/secret "600 weir-remote:root"
 check "reconfigure: no password left in debconf's database" no_secret_in_debconf pkg-pass-2
@@ -527,16 +534,8 @@ check "isp: the block has the relay" sh -c "grep -q '^  host = \"localhost\"\$' 
 check "isp: no listen section (no LAN)" sh -c "! grep -q '^listen {' '$root/etc/weir/weir.conf'"
 cp "$work/certs/ca.pem" "$root/etc/weir/test-ca.pem"
 sed -i '/^upstream "relay" {/a\  ca_file = "/etc/weir/test-ca.pem"' "$root/etc/weir/weir.conf"
-check "isp: weir test-relay against the stand-in named in the answers" sh -c \
-	"chroot '$root' weir test-relay relay >'$work/tr-isp.log' 2>&1"
 check "isp: no password left in debconf's database" no_secret_in_debconf pkg-pass-1
-rm -rf "$root/run/weir"
-start_weir
-check "isp: weir-gate's socket appears" wait_for 20 test -S "$root/run/weir/gate.sock"
-check "isp: sendmail as nobody" sh -c \
-	"printf 'Subject: isp\n\nthrough another relay\n' |
-	chroot --userspec=nobody:nogroup '$root' /usr/sbin/sendmail -f cron@relay.example.org other@example.com"
-check "isp: the message reached the stand-in" wait_for 60 relayed 2
+relay_through isp relay 2
 stop_weir
 purge_weir isp
 for m in $mounts; do umount "$m"; done
