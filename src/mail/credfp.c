@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mail/authreply.h"
 #include "mail/credfp.h"
 
 #define FNV_BASIS	14695981039346656037ULL
@@ -94,9 +95,13 @@ credfp_none(void)
 }
 
 void
-cred_fix(struct buf *b, const char *name, int oauth)
+cred_fix(struct buf *b, const char *name, int oauth, const char *reply)
 {
-	if (oauth)
+	const struct authreply *a = authreply_find(reply);
+
+	if (a)
+		buf_printf(b, "%s says %s: %s", a->provider, a->means, a->fix);
+	else if (oauth)
 		buf_printf(b, "run weir auth login %s (the login lifts the suspension; if AUTH is "
 		    "still refused after it, check username: the mailbox the token is for)", name);
 	else

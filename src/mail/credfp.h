@@ -50,8 +50,10 @@ uint64_t credfp(const struct weir_upstream *u, const char **why, int *err);
 uint64_t credfp_none(void);
 
 /* What to do about refused credentials of upstream name, appended to b
- * as a clause without a capital or a full stop: with oauth (it has an
- * oauth section) a new login, else a fix of the secret and a reload. */
-void cred_fix(struct buf *b, const char *name, int oauth);
+ * as a clause without a capital or a full stop: for a reply the table
+ * of mail/authreply.h knows (reply: the upstream's, NULL if none), its
+ * advice; else with oauth (it has an oauth section) a new login, else a
+ * fix of the secret and a reload. */
+void cred_fix(struct buf *b, const char *name, int oauth, const char *reply);
 
 #endif
