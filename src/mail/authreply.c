@@ -2,8 +2,9 @@
  * authreply.c: the table of authentication replies; see authreply.h.
  * Each row names the provider's document its reply text and its fix
  * come from (title, and the date of the version read); the wording of
- * the advice is weir's.  More specific rows come first: the first that
- * matches wins.
+ * the advice is weir's.  A row matches the provider's own text, not only
+ * its codes (535 5.7.8 is every server's "invalid credentials", RFC 4954
+ * 6); more specific rows come first: the first that matches wins.
  *
  * Trusts: nothing.  Config keys: none.
  */
@@ -47,12 +48,12 @@ const struct authreply authreply_table[] = {
 	    "look up the sign-in in Entra ID's sign-in logs (it names the policy that "
 	    "blocked it); make sure Authenticated SMTP is on for the mailbox; then weir "
 	    "resume", 0, MS_SMTPAUTH },
-	{ "550 5.7.30 *", "Exchange Online",
+	{ "550 5.7.30 *Basic authentication is not supported*", "Exchange Online",
 	    "Exchange Online no longer takes a password for SMTP AUTH (Basic authentication "
 	    "is retired)",
 	    "give the upstream an oauth section instead of secret_file (weir.conf(5), OAuth "
 	    "section: flow device, or client_credentials for an application)", 1, MS_BASIC },
-	{ "535 5.7.3 *", "Exchange Online",
+	{ "535 5.7.3 Authentication unsuccessful*", "Exchange Online",
 	    "Exchange refused the credentials or the token (wrong password, or a token "
 	    "without the right to send as this mailbox)",
 	    "with OAuth: username must be the mailbox; a user's token needs the scope "
@@ -60,17 +61,17 @@ const struct authreply authreply_table[] = {
 	    "needs its service principal registered in Exchange (New-ServicePrincipal) and "
 	    "given the mailbox (Add-MailboxPermission -AccessRights FullAccess); then weir "
 	    "auth login; with a password: fix the secret", 1, MS_OAUTH },
-	{ "534 5.7.9 *", "Gmail",
+	{ "534 5.7.9 *Application-specific password required*", "Gmail",
 	    "the account has 2-Step Verification: Gmail wants an app password, not the "
 	    "account's password",
 	    "make an app password for the account (Google Account, Security, App passwords) "
 	    "and put it in secret_file, or use an oauth section (provider google)", 1,
 	    G_SMTP },
-	{ "534 5.7.14 *", "Gmail",
+	{ "534 5.7.14 *log in *web browser*", "Gmail",
 	    "Google wants the account signed in once in a browser (a security check)",
 	    "sign in to the account in a browser and answer Google's check, then weir resume",
 	    0, G_SMTP },
-	{ "535 5.7.8 *", "Gmail",
+	{ "535 5.7.8 *Username and Password not accepted*", "Gmail",
 	    "Gmail refused the user name with that password or token",
 	    "with OAuth: username must be the account the token is for, the scope "
 	    "https://mail.google.com/; a service account needs domain-wide delegation for its "

@@ -81,6 +81,9 @@ credfp(const struct weir_upstream *u, const char **why, int *err)
 	if (u->oauth.present) {
 		mix_str(&h, u->oauth.client_id);
 		mix_file(&h, u->oauth.client_secret_file, "client_secret_file", 0, why, err);
+		mix_file(&h, u->oauth.certificate_file, "certificate_file", 0, why, err);
+		mix_file(&h, u->oauth.private_key_file, "private_key_file", 0, why, err);
+		mix_file(&h, u->oauth.key_file, "key_file", 0, why, err);
 		mix_str(&h, u->oauth.scope);
 		mix_str(&h, u->oauth.token_endpoint);
 		mix_file(&h, u->oauth.token_file, "token_file", 1, why, err);

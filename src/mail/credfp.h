@@ -10,7 +10,7 @@
  * mtime and ctime: a changed file, in place or renamed over, changes
  * them, and its ctime cannot be set back), or the error of its stat; for
  * an oauth section the client (client_id, the identity of
- * client_secret_file), scope, token_endpoint and the identity of
+ * client_secret_file, certificate_file, private_key_file, key_file), scope, token_endpoint and the identity of
  * token_file (none before the first login), which a login replaces, and
  * so does each refresh: an OAuth upstream's suspension is lifted at a
  * restart that follows a login or a refresh, which is harmless (a try

@@ -195,24 +195,35 @@ upstream_start(const char *margin)
 	rt_upstream_start(&t, "good", flags, 0);
 }
 
-/* upstream "isp" with an oauth section at idp.py; extra lines in the
- * oauth section and in the upstream's. */
+/* upstream "isp" at the stand-in upstream, with up_extra lines, and an
+ * oauth section of oauth_lines with the token endpoint, its CAs and
+ * token_file at idp.py's and in the test's folder. */
 static void
-conf_isp(const char *oauth_extra, const char *up_extra)
+conf_oauth(const char *up_extra, const char *oauth_lines)
 {
 	char *s = xasprintf("upstream \"isp\" {\n  host = \"127.0.0.1\"\n  port = %u\n"
 	    "  ca_file = \"%s/ca.pem\"\n  username = \"%s\"\n  timeout_connect = 5s\n"
-	    "  timeout_command = 10s\n%s  oauth {\n    provider = generic\n"
-	    "    client_id = \"weir-test-client\"\n"
-	    "    scope = \"https://outlook.office.com/SMTP.Send offline_access\"\n"
-	    "    device_endpoint = \"%s/devicecode\"\n    authorize_endpoint = \"%s/authorize\"\n"
-	    "    token_endpoint = \"%s/token\"\n    ca_file = \"%s/ca.pem\"\n"
-	    "    token_file = \"%s/oauth/isp\"\n%s  }\n}\n", t.port, t.certs, RT_USER,
-	    up_extra ? up_extra : "", idp.url, idp.url, idp.url, t.certs, t.s.qt.tmp,
-	    oauth_extra ? oauth_extra : "");
+	    "  timeout_command = 10s\n%s  oauth {\n%s    token_endpoint = \"%s/token\"\n"
+	    "    ca_file = \"%s/ca.pem\"\n    token_file = \"%s/oauth/isp\"\n  }\n}\n", t.port,
+	    t.certs, RT_USER, up_extra ? up_extra : "", oauth_lines, idp.url, t.certs,
+	    t.s.qt.tmp);
 
 	sh_conf_append(&t.s, s);
 	free(s);
+}
+
+/* upstream "isp" with a user's oauth section (provider generic) at
+ * idp.py; extra lines in the oauth section and in the upstream's. */
+static void
+conf_isp(const char *oauth_extra, const char *up_extra)
+{
+	char *o = xasprintf("    provider = generic\n    client_id = \"weir-test-client\"\n"
+	    "    scope = \"https://outlook.office.com/SMTP.Send offline_access\"\n"
+	    "    device_endpoint = \"%s/devicecode\"\n    authorize_endpoint = \"%s/authorize\"\n"
+	    "%s", idp.url, idp.url, oauth_extra ? oauth_extra : "");
+
+	conf_oauth(up_extra, o);
+	free(o);
 }
 
 /* Run prog args with the queue's environment; its status, the output
@@ -1063,20 +1074,15 @@ make_keypair(const char *name)
 	free(crt);
 }
 
-/* upstream "isp", an app-only oauth section at idp.py (extra: its
- * lines), the upstream as in conf_isp. */
+/* upstream "isp" with an app-only oauth section of provider at idp.py
+ * (extra: its lines). */
 static void
 conf_app(const char *provider, const char *extra)
 {
-	char *s = xasprintf("upstream \"isp\" {\n  host = \"127.0.0.1\"\n  port = %u\n"
-	    "  ca_file = \"%s/ca.pem\"\n  username = \"%s\"\n  timeout_connect = 5s\n"
-	    "  timeout_command = 10s\n  oauth {\n    provider = %s\n"
-	    "    token_endpoint = \"%s/token\"\n    ca_file = \"%s/ca.pem\"\n"
-	    "    token_file = \"%s/oauth/isp\"\n%s  }\n}\n", t.port, t.certs, RT_USER, provider,
-	    idp.url, t.certs, t.s.qt.tmp, extra);
+	char *o = xasprintf("    provider = %s\n%s", provider, extra);
 
-	sh_conf_append(&t.s, s);
-	free(s);
+	conf_oauth(NULL, o);
+	free(o);
 }
 
 /* weir auth ARG isp; its status, the output in out. */

@@ -289,6 +289,8 @@ Test(oauthparse, auth_replies_of_the_providers)
 		n++;
 	cr_assert_eq(n, sizeof v / sizeof v[0], "a row without its example reply above");
 	cr_assert_null(authreply_find("535 5.7.0 Authentication failed"));
+	/* RFC 4954's generic reply is not Gmail's. */
+	cr_assert_null(authreply_find("535 5.7.8 Authentication credentials invalid"));
 	cr_assert_null(authreply_find(NULL));
 	/* The advice where weir-gate, weir status and the status page give it. */
 	cred_fix(&b, "m365", 1, v[0].reply);
