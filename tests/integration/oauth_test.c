@@ -1074,8 +1074,18 @@ make_keypair(const char *name)
 	free(crt);
 }
 
+/* The folder of token_file, as weir auth login would make it. */
+static void
+token_folder(void)
+{
+	char *dir = xasprintf("%s/oauth", t.s.qt.tmp);
+
+	cr_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
+	free(dir);
+}
+
 /* upstream "isp" with an app-only oauth section of provider at idp.py
- * (extra: its lines). */
+ * (extra: its lines), and the folder of its token_file. */
 static void
 conf_app(const char *provider, const char *extra)
 {
@@ -1083,6 +1093,7 @@ conf_app(const char *provider, const char *extra)
 
 	conf_oauth(NULL, o);
 	free(o);
+	token_folder();
 }
 
 /* weir auth ARG isp; its status, the output in out. */
@@ -1092,16 +1103,6 @@ auth(const char *arg, struct buf *out)
 	const char *args[] = { "auth", arg, "isp" };
 
 	return run("weir", args, 3, NULL, out);
-}
-
-/* The folder of token_file, as weir auth login would make it. */
-static void
-token_folder(void)
-{
-	char *dir = xasprintf("%s/oauth", t.s.qt.tmp);
-
-	cr_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
-	free(dir);
 }
 
 /* One message through the relay and the upstream, by XOAUTH2. */
@@ -1143,7 +1144,6 @@ Test(oauth, client_credentials_with_a_secret)
 	    "    client_secret_file = \"%s/client.secret\"\n", t.s.qt.tmp);
 	conf_app("microsoft", extra);
 	free(extra);
-	token_folder();
 	run("weir", cc, 1, NULL, &out);
 	cr_assert(strstr(out.s, "no token fetched yet") && strstr(out.s, "weir auth test isp"),
 	    "%s", out.s);
@@ -1216,7 +1216,6 @@ Test(oauth, client_credentials_with_a_certificate)
 	    t.s.qt.tmp, t.s.qt.tmp);
 	conf_app("microsoft", extra);
 	free(extra);
-	token_folder();
 	cr_assert_eq(auth("test", &out), 0, "%s", out.s);
 	cr_assert(strstr(out.s, "token ok: a new access token from the token endpoint (client "
 	    "credentials, certificate)"), "%s", out.s);
@@ -1278,7 +1277,6 @@ Test(oauth, service_account_jwt_bearer)
 	conf_app("google", extra);
 	free(extra);
 	free(path);
-	token_folder();
 	cr_assert_eq(auth("test", &out), 0, "%s", out.s);
 	cr_assert(strstr(out.s, "token ok: a new access token from the token endpoint (service "
 	    "account)"), "%s", out.s);
@@ -1415,7 +1413,6 @@ Test(oauth, proxy_with_the_direct_way_closed)
 	    "    timeout = 5s\n", t.s.qt.tmp);
 	conf_app("generic", extra);
 	free(extra);
-	token_folder();
 	cr_assert_eq(auth("test", &out), 1, "%s", out.s);
 	cr_assert(strstr(out.s, "token failed: OAuth: the token endpoint: ") &&
 	    (strstr(out.s, "onnect") || strstr(out.s, "refused")), "%s", out.s);
