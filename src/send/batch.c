@@ -20,7 +20,8 @@
  * big (batch_shrink), and from how many recipients a deliverer took in
  * one transaction (batch_took); a reload forgets it.
  *
- * Trusts: remote/S/N through rcptfile_load(); an address that must
+ * Trusts: remote/S/N through rcptfile_load() (a batch in the middle of
+ * a pass: rcptfile_load_part(), its part only); an address that must
  * never reach SMTP (envelope_addr_problem) is bounced here.  Config
  * keys: upstream (max_recipients), concurrency.
  */
@@ -162,14 +163,24 @@ batch_start(struct sched *s, struct msg *m)
 	struct rcptfile f;
 	struct job *j;
 	size_t *prim = NULL, group;
-	int r, trouble = 0;
+	int r, trouble = 0, part;
 
-	r = rcptfile_load(s->o->q, m->id, &f);
+	/* In the middle of a pass, only what this batch takes, and one more
+	 * not done to know whether there is more (issue 36: reading the
+	 * whole file for each batch made a list post's sends O(n^2)).  With
+	 * routing by recipient domain, via.c needs every recipient. */
+	part = m->pass_off > 0 && !via_split(s) && m->up < s->cfg->nupstreams;
+	if (part)
+		r = rcptfile_load_part(s->o->q, m->id, m->pass_off, batch_cap(s, m->up) + 1, &f);
+	else
+		r = rcptfile_load(s->o->q, m->id, &f);
 	if (r < 0) {
 		sched_at(s, m, sched_wall() + SYSFAIL_S);
 		return;
 	}
-	if (r == 1 || f.ndone == f.n) {
+	/* A part holding nothing not done is the end of the pass, below,
+	 * not of the message: recipients before it may have been put off. */
+	if (r == 1 || (f.ndone == f.n && !part)) {
 		rcptfile_free(&f);
 		sched_finish(s, m);
 		return;

@@ -293,7 +293,8 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	free(res);
 	free(t.done);
 	more = j->more || undone > 0;
-	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + 1;
+	/* Where the next record starts (rcptfile_load_part reads from it). */
+	next_off = undone > 0 ? j->offs[tried] : j->offs[j->n - 1] + strlen(j->addrs[j->n - 1]) + 2;
 	job_free(s, j);
 	next_step(s, m, how, more, next_off, t.ntemp, again, group, now);
 	if (!throttled)

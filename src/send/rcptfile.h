@@ -28,6 +28,15 @@ struct rcptfile {
 /* Load remote/S/N.  0 ok; 1 no such file (nothing to do); -1 trouble,
  * logged (also for a corrupt file). */
 int rcptfile_load(struct queue *q, unsigned long id, struct rcptfile *f);
+/* Part of remote/S/N: its records from byte offset `from` (a record's
+ * start) on, as far as the want-th one not done or the end of the file,
+ * so that a batch in the middle of a pass reads what it needs, not the
+ * whole file again (issue 36: a message to 100,000 recipients read the
+ * whole file for each batch of 100).  f->n and f->ndone count the records
+ * read; offsets are the file's.  The same results as rcptfile_load, for
+ * the part read. */
+int rcptfile_load_part(struct queue *q, unsigned long id, size_t from, size_t want,
+    struct rcptfile *f);
 void rcptfile_free(struct rcptfile *f);
 
 /* Mark recipients done: a one-byte write of D at each offset, then one

@@ -1113,6 +1113,25 @@ rt_status_kb(pid_t pid, const char *key)
 	return kb;
 }
 
+long long
+rt_proc_io(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	size_t n = strlen(key);
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/proc/%ld/io", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, key, n) == 0 && line[n] == ':' &&
+		    sscanf(line + n + 1, " %lld", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
 long
 rt_vmrss_kb(pid_t pid)
 {

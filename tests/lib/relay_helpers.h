@@ -215,6 +215,9 @@ char *rt_send_logs_tail(struct rt *t, size_t max);
 size_t rt_done_marks(struct rt *t);
 /* mailq's "messages in queue: N". */
 long rt_mailq_count(const char *mq);
+/* A field of /proc/pid/io ("rchar": bytes read by read(2), pread(2) and
+ * the like), or -1. */
+long long rt_proc_io(pid_t pid, const char *key);
 /* VmRSS of pid in kB, or -1. */
 long rt_vmrss_kb(pid_t pid);
 /* Any "Key: N kB" line of /proc/pid/status (VmHWM, VmRSS...), or -1. */

@@ -1,7 +1,8 @@
 /*
  * rcptfile_test.c: the writes weir-send makes to a preprocessed message
  * (src/send/rcptfile.c): rcptfile_load() (offsets, addresses, done
- * flags; absent and corrupt files), rcpt_mark_done() (T becomes D, one
+ * flags; absent and corrupt files), rcptfile_load_part() (a window from
+ * an offset to the want-th recipient not done), rcpt_mark_done() (T becomes D, one
  * byte each, nothing else changes, the length stays), and bounce_note()
  * in qmail's exact format ("<addr>:\n", the text, a blank line; blank
  * lines inside the text become "/", a newline in the address "_";
@@ -68,6 +69,81 @@ Test(rcptfile, load_corrupt)
 	cr_assert_eq(rcptfile_load(&s.q, 1002, &f), -1);
 	/* Untouched by the failed loads. */
 	sh_assert_file(&s, Q_REMOTE, 1002, S("Ta@b\0Tc@"));
+}
+
+/* ---- rcptfile_load_part ---- */
+
+/* From a record's start, as far as the want-th not done: the records
+ * read and their offsets in the file. */
+Test(rcptfile, part_stops_at_want)
+{
+	static const char five[] = "Ta@x\0Db@x\0Tc@x\0Td@x\0Te@x\0";
+	struct rcptfile f;
+
+	sh_write(&s, Q_REMOTE, 1010, S(five));
+	cr_assert_eq(rcptfile_load_part(&s.q, 1010, 5, 2, &f), 0);
+	cr_assert_eq(f.n, 3, "%zu records", f.n);
+	cr_assert_eq(f.ndone, 1);
+	cr_assert_eq(f.v[0].off, 5);
+	cr_assert_str_eq(f.v[0].addr, "b@x");
+	cr_assert(f.v[0].done);
+	cr_assert_eq(f.v[1].off, 10);
+	cr_assert_str_eq(f.v[2].addr, "d@x");
+	cr_assert_eq(f.v[2].off, 15);
+	cr_assert(!f.v[2].done);
+	rcptfile_free(&f);
+	/* Fewer than wanted: to the end of the file. */
+	cr_assert_eq(rcptfile_load_part(&s.q, 1010, 15, 9, &f), 0);
+	cr_assert_eq(f.n, 2);
+	cr_assert_str_eq(f.v[1].addr, "e@x");
+	cr_assert_eq(f.v[1].off, 20);
+	rcptfile_free(&f);
+	/* At the end: nothing. */
+	cr_assert_eq(rcptfile_load_part(&s.q, 1010, sizeof five - 1, 3, &f), 0);
+	cr_assert_eq(f.n, 0);
+	rcptfile_free(&f);
+	cr_assert_eq(rcptfile_load_part(&s.q, 1011, 0, 3, &f), 1);
+	rcptfile_free(&f);
+}
+
+/* A window larger than the first read (a long run of recipients done
+ * before the ones wanted) is read on until it holds them whole. */
+Test(rcptfile, part_reads_past_a_long_done_run)
+{
+	struct buf b = BUF_INIT;
+	struct rcptfile f;
+	size_t i;
+
+	for (i = 0; i < 5000; i++)
+		buf_printf(&b, "Ddone%05zu@example.net%c", i, '\0');
+	buf_add(&b, S("Tlast1@example.net\0Tlast2@example.net\0Tlast3@example.net\0"));
+	sh_write(&s, Q_REMOTE, 1012, b.s, b.len);
+	cr_assert_eq(rcptfile_load_part(&s.q, 1012, 0, 2, &f), 0);
+	cr_assert_eq(f.n, 5002, "%zu records", f.n);
+	cr_assert_eq(f.ndone, 5000);
+	cr_assert_str_eq(f.v[5001].addr, "last2@example.net");
+	cr_assert_eq(f.v[5001].off, 5000 * 23 + 19);
+	rcptfile_free(&f);
+	buf_free(&b);
+}
+
+/* Corruption inside the part read is refused as rcptfile_load refuses
+ * it, a record cut by the end of the file too; past the part it is not
+ * read (the pass's next start reads the whole file). */
+Test(rcptfile, part_corrupt)
+{
+	struct rcptfile f;
+
+	sh_write(&s, Q_REMOTE, 1013, S("Ta@b\0Xc@d\0Te@f\0"));
+	cr_assert_eq(rcptfile_load_part(&s.q, 1013, 5, 1, &f), -1);
+	cr_assert_eq(rcptfile_load_part(&s.q, 1013, 0, 1, &f), 0);
+	cr_assert_eq(f.n, 1);
+	rcptfile_free(&f);
+	sh_write(&s, Q_REMOTE, 1013, S("Ta@b\0Tc@"));
+	cr_assert_eq(rcptfile_load_part(&s.q, 1013, 5, 1, &f), -1);
+	cr_assert_eq(rcptfile_load_part(&s.q, 1013, 0, 1, &f), 0);
+	rcptfile_free(&f);
+	sh_assert_file(&s, Q_REMOTE, 1013, S("Ta@b\0Tc@"));
 }
 
 /* ---- rcpt_mark_done ---- */
