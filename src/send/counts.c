@@ -90,16 +90,18 @@ counts_outcome(struct sched *s, struct msg *m, size_t up, size_t delivered,
 		GP_C_BOUNCED_MSGS };
 	/* A message is delivered or bounced once, whatever its batches;
 	 * deferred at each attempt that put one off. */
-	int *once[3] = { &m->counted_delivered, NULL, &m->counted_bounced };
+	const int first[3] = { !m->counted_delivered, 1, !m->counted_bounced };
 	size_t k;
 
 	for (k = 0; k < 3; k++)
 		if (n[k] > 0) {
-			if (once[k] == NULL || !*once[k])
+			if (first[k])
 				s->ups[up].counts[c[k]]++;
-			if (once[k])
-				*once[k] = 1;
 			s->ups[up].counts[c[k] + 1] += n[k];	/* its _RCPTS */
 			counts_due(s);
 		}
+	if (delivered > 0)
+		m->counted_delivered = 1;
+	if (bounced > 0)
+		m->counted_bounced = 1;
 }

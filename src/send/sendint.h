@@ -144,38 +144,40 @@ struct msg {
 	long long waited_ms;	/* closed waits, credited */
 	uint64_t wait_since;	/* monotonic ms the open wait began; 0: none */
 	long long warned;	/* wall time the delay warning was queued; 0: not */
-	int has_note;		/* sched/S/N exists, holding `note` */
-	struct schednote note;
-	int in_waits;		/* the last sched/waits has its line, saying: */
+	struct schednote note;	/* sched/S/N, when has_note */
+	/* The last sched/waits' line, when in_waits: */
 	long long waits_waited, waits_since;
 	uint64_t waits_mono;	/* the wait_since that line is of */
 	char *sender;
 	size_t up;		/* index in cfg->upstreams, or NO_UPSTREAM */
 	struct evtimer *due;	/* the next attempt */
-	int queued;		/* waiting in its upstream's FIFO */
 	struct job *job;	/* the attempt in flight */
 	/* An attempt is a pass over the not-done recipients, a batch at a
 	 * time: the next batch starts at this offset in remote/S/N, and
-	 * deferred says an earlier batch of the pass had a recipient put
-	 * off (so the pass ends with a retry, not the end). */
+	 * pass_deferred says an earlier batch of the pass had a recipient
+	 * put off (so the pass ends with a retry, not the end). */
 	size_t pass_off;
-	int pass_deferred;
 	size_t pass_up;		/* the pass's group (via.c): recipients whose
 				 * primary comes before it are passed over */
-	int pass_bounced;	/* a batch wrote bounce notes not yet sent */
 	long long prio;		/* its class's priority (policy.conf), once known */
-	int prio_known;
-	int held;		/* hold/N: no attempt (control.c) */
-	long long held_since;	/* its wall time */
-	int del_pending;	/* `weir delete` waits for the attempt in flight */
+	long long held_since;	/* the wall time it was held */
 	struct buf replies;	/* reply/N's "ADDR\0REPLY\n" lines */
-	int replies_dirty;	/* not yet in reply/N */
 	long long next_saved;	/* the next attempt reply/N says */
-	int finishing;		/* its files go in the next removal batch (sched.c) */
-	int counted_delivered, counted_bounced;	/* in the counters (counts.c) */
-	int finish_failed;	/* a removal failed: each is fsynced on the next try */
 	struct msg *hnext;	/* hash chain */
 	struct msg *qnext;	/* FIFO */
+	/* One bit each: a queue of 100,000 has as many of these (issue 36). */
+	unsigned has_note:1;	/* sched/S/N exists, holding `note` */
+	unsigned in_waits:1;	/* the last sched/waits has its line (above) */
+	unsigned queued:1;	/* waiting in its upstream's FIFO */
+	unsigned pass_deferred:1;
+	unsigned pass_bounced:1;	/* a batch wrote bounce notes not yet sent */
+	unsigned prio_known:1;
+	unsigned held:1;		/* hold/N: no attempt (control.c) */
+	unsigned del_pending:1;	/* `weir delete` waits for the attempt in flight */
+	unsigned replies_dirty:1;	/* not yet in reply/N */
+	unsigned finishing:1;	/* its files go in the next removal batch (sched.c) */
+	unsigned counted_delivered:1, counted_bounced:1;	/* in the counters (counts.c) */
+	unsigned finish_failed:1;	/* a removal failed: each is fsynced on the next try */
 };
 
 enum jstate { J_ASKING, J_GRANTED, J_RUNNING };
