@@ -265,6 +265,26 @@ on_due(struct evloop *ev, struct evtimer *t, void *arg)
 
 /* ---- loading messages ---- */
 
+static int
+id_cmp(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* id was loaded by another way while the start's list is being loaded:
+ * the list leaves it to that way. */
+static void
+load_taken(struct sched *s, unsigned long id)
+{
+	unsigned long *p;
+
+	if (s->nload > 0 &&
+	    (p = bsearch(&id, s->load, s->nload, sizeof *s->load, id_cmp)) != NULL)
+		s->load_skip[p - s->load] = 1;
+}
+
 struct msg *
 msg_load(struct sched *s, unsigned long id)
 {
@@ -306,6 +326,7 @@ msg_load(struct sched *s, unsigned long id)
 	wait_note_restore(s, m);
 	control_restore(s, m);
 	msg_insert(s, m);
+	load_taken(s, id);
 	buf_free(&b);
 	return m;
 }
@@ -536,41 +557,118 @@ on_todo_slice(struct evloop *ev, struct evtimer *t, void *arg)
 	}
 }
 
+/*
+ * At start, every preprocessed message of info/ is taken in: first its
+ * id, in one pass over the folders (none in todo/: scan_todo
+ * preprocesses those), then the messages themselves, LOAD_SLICE per
+ * turn of the event loop, each due at once.  The first are on their way
+ * to weir-gate while the others load, so a queue of 100,000 does not
+ * hold back the first send for the time it takes to read them all
+ * (issue 36: 2 s; Postfix's qmgr likewise delivers while it fills its
+ * active queue).  Until the last slice, the sweep (wait.c) does not
+ * start, since it would drop the sched/waits lines of the messages not
+ * loaded yet, and the "started on" line waits.  A message loaded by
+ * another way meanwhile (preprocessing, a control request) is left to
+ * it (load_taken); one a delivery of an earlier run holds
+ * (flight_recover) waits for it.
+ */
+#define LOAD_SLICE 256
+
+static void start_done(struct sched *s);
+
+/* The ids of a folder's message files, appended to *v. */
+static void
+list_ids(struct sched *s, const char *dir, unsigned long **v, size_t *n, size_t *cap)
+{
+	struct dirent *e;
+	unsigned long id;
+	DIR *d;
+	int fd;
+
+	fd = openat(s->o->q->dfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+		log_warn("open %s", dir);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d)) != NULL) {
+		if (queue_parse_id(e->d_name, &id) < 0)
+			continue;
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 256;
+			*v = xrealloc(*v, *cap * sizeof **v);
+		}
+		(*v)[(*n)++] = id;
+	}
+	closedir(d);
+}
+
+static void
+load_slice(struct sched *s)
+{
+	size_t end = s->load_pos + LOAD_SLICE;
+	unsigned long id;
+	struct msg *m;
+
+	if (end > s->nload)
+		end = s->nload;
+	for (; s->load_pos < end; s->load_pos++) {
+		if (s->load_skip[s->load_pos])
+			continue;
+		id = s->load[s->load_pos];
+		if ((m = msg_load(s, id)) != NULL && m->job == NULL)
+			sched_at(s, m, sched_wall());
+	}
+	if (s->load_pos < s->nload)
+		return;
+	free(s->load);
+	free(s->load_skip);
+	s->load = NULL;
+	s->load_skip = NULL;
+	s->nload = s->load_pos = 0;
+}
+
+static void
+on_load_slice(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct sched *s = arg;
+
+	(void)t;
+	load_slice(s);
+	if (s->nload > 0)
+		evloop_timer_at(ev, 0, on_load_slice, s);	/* after what is pending */
+	else
+		start_done(s);
+}
+
 static void
 scan_info(struct sched *s)
 {
 	char path[QPATH_MAX];
-	struct queue *q = s->o->q;
-	struct dirent *e;
-	unsigned long id;
-	unsigned k;
-	DIR *d;
-	int fd;
+	unsigned long *todo = NULL;
+	size_t ntodo = 0, todo_cap = 0, cap = 0, i, k;
+	unsigned d;
 
-	for (k = 0; k < q->split; k++) {
-		snprintf(path, sizeof path, "info/%u", k);
-		fd = openat(q->dfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0 || (d = fdopendir(fd)) == NULL) {
-			log_warn("open %s", path);
-			if (fd >= 0)
-				close(fd);
-			continue;
-		}
-		while ((e = readdir(d)) != NULL) {
-			struct msg *m;
-			struct stat st;
-
-			if (queue_parse_id(e->d_name, &id) < 0)
-				continue;
-			queue_path(path, q, Q_TODO, id);
-			if (fstatat(q->dfd, path, &st, 0) == 0)
-				continue;	/* S4: scan_todo preprocesses it */
-			/* One a delivery of an earlier run holds waits for it. */
-			if ((m = msg_load(s, id)) != NULL && m->job == NULL)
-				sched_at(s, m, sched_wall());
-		}
-		closedir(d);
+	for (d = 0; d < s->o->q->split; d++) {
+		snprintf(path, sizeof path, "info/%u", d);
+		list_ids(s, path, &s->load, &s->nload, &cap);
 	}
+	list_ids(s, "todo", &todo, &ntodo, &todo_cap);
+	if (s->nload > 0)
+		qsort(s->load, s->nload, sizeof *s->load, id_cmp);
+	if (ntodo > 0)
+		qsort(todo, ntodo, sizeof *todo, id_cmp);
+	/* Those in todo/ too are S4: scan_todo preprocesses them. */
+	for (i = k = 0; i < s->nload; i++)
+		if (!bsearch(&s->load[i], todo, ntodo, sizeof *todo, id_cmp))
+			s->load[k++] = s->load[i];
+	s->nload = k;
+	s->load_skip = xcalloc(k + 1, 1);
+	free(todo);
+	load_slice(s);
+	if (s->nload > 0)
+		evloop_timer_at(s->ev, 0, on_load_slice, s);
 }
 
 static int
@@ -734,6 +832,14 @@ on_hup(struct evloop *ev, int signo, void *arg)
 	reload_sighup(arg);
 }
 
+/* Every message of info/ is loaded: the start is over. */
+static void
+start_done(struct sched *s)
+{
+	log_info("started on %s: %zu messages queued", s->o->q->path, s->nmsg);
+	wait_sweep_start(s);
+}
+
 /* ---- the loop ---- */
 
 /*
@@ -836,6 +942,7 @@ sched_run(const struct sched_opts *o)
 	if (s.cfg->nupstreams == 0)
 		log_warnx("no upstream is configured: mail stays queued");
 
+	s.starting = 1;
 	s.notes_ok = note_init(o->q) == 0;
 	sess_note(&s);		/* none open yet: an earlier run's list goes */
 	if (s.notes_ok && note_alive_load(o->q, &s.alive_before) < 0)
@@ -852,9 +959,9 @@ sched_run(const struct sched_opts *o)
 	scan_todo(&s);
 	flush_if_asked(&s);	/* everything is due now anyway: just clear it */
 	control_scan(&s);
-	log_info("started on %s: %zu messages queued", o->q->path, s.nmsg);
 	evloop_timer_at(s.ev, clock_mono_ms() + TODO_RESCAN_MS, on_rescan, &s);
 	evloop_timer_at(s.ev, clock_mono_ms() + CLEANUP_MS, on_cleanup, &s);
-	wait_sweep_start(&s);
+	if (s.nload == 0)
+		start_done(&s);		/* else after the last slice of info/ */
 	loop(&s);
 }

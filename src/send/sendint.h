@@ -274,6 +274,12 @@ struct sched {
 	size_t ntodo, todo_cap, todo_pos;
 	int todo_busy, todo_again;
 	int todo_retry;		/* a retry of todo/ is armed (TODO_RETRY_MS) */
+	/* info/ as found at start, loaded a slice a turn (sched.c): sorted
+	 * ids, and which were loaded meanwhile by another way; nload 0 once
+	 * all are in. */
+	unsigned long *load;
+	unsigned char *load_skip;
+	size_t nload, load_pos;
 	struct msg **fin;	/* messages whose files go in the next removal batch */
 	size_t nfin, fin_cap;
 	struct dsn_opts dsn;
@@ -281,8 +287,11 @@ struct sched {
 	/* wait.c */
 	int notes_ok;		/* sched/ is there */
 	long long alive_before;	/* sched/alive as this run found it; 0: none */
-	struct schedwait *found; /* sched/waits as this run found it, until scan_info */
+	struct schedwait *found; /* sched/waits as this run found it, until all is loaded */
 	size_t nfound;
+	int starting;		/* until all is loaded (wait_sweep_start): */
+	size_t carried;		/* messages loaded with credit carried over */
+	long long carried_s;	/* and their credit, seconds */
 	long long waits_at;	/* sched/alive's last value: sched/waits' lines count up to it */
 	uint64_t waits_hash;	/* of its bytes then (0: not there) */
 	size_t sweep_pos;	/* next bucket of tab to sweep */

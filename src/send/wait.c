@@ -169,8 +169,16 @@ wait_note_restore(struct sched *s, struct msg *m)
 		m->warned = now;
 		(void)save(s, m, 0);
 	}
-	if (credit > 0)
+	/* At the start, one line per message at the verbose level only: a
+	 * restart with a backlog of 100,000 wrote as many (issue 36); their
+	 * total is logged when all is loaded (wait_sweep_start). */
+	if (credit > 0 && !s->starting)
 		log_info("msg %s: %lld s of waiting carried over", m->qid, credit);
+	else if (credit > 0) {
+		log_debug("msg %s: %lld s of waiting carried over", m->qid, credit);
+		s->carried++;
+		s->carried_s += credit;
+	}
 }
 
 /* ---- the sweep: sched/waits and sched/alive, notes behind ---- */
@@ -269,6 +277,10 @@ on_sweep(struct evloop *ev, struct evtimer *t, void *arg)
 void
 wait_sweep_start(struct sched *s)
 {
+	if (s->carried > 0)
+		log_info("%zu message%s carried over %lld s of waiting in all (sched/)", s->carried,
+		    s->carried == 1 ? "" : "s", s->carried_s);
+	s->starting = 0;
 	free(s->found);		/* every message of the last run is loaded */
 	s->found = NULL;
 	s->nfound = 0;

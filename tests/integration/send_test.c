@@ -7,7 +7,7 @@
  * upstream; local recipients to the admin; a message without
  * recipients; a control byte in the sender of a stock qmail-queue's
  * todo; messages a stock qmail-queue or qmail-send left; sched/ made if
- * missing; one log line per event.
+ * missing; one log line per event; a deep queue sends while it loads.
  *
  * The fixture (tests/lib/send_fixture.h): the real weir-send on a scratch
  * queue, fed by the real sendmail and weir-queue, a real weir-gate with
@@ -92,6 +92,49 @@ Test(send, delivers_what_was_queued_before_start)
 	sf_wait_empty(10000);
 	cr_assert_eq(sf_ncalls(), 2);
 	sf_assert_queue_sound();
+}
+
+/*
+ * Issue 36: a restart with a deep queue sends while it loads.  300
+ * messages in info/ (more than one slice of 256), weir-send run under
+ * strace with every openat held 4 ms (about 3 per message: info/, its
+ * note, its hold), so loading takes seconds: the first batch is granted
+ * and its deliverer started before the last message is loaded ("started
+ * on" is logged then).  Before, info/ was read whole first: "started on"
+ * came before any delivery, and a queue of 100,000 held the first send
+ * back 2 s.  Every message is loaded all the same: those still queued
+ * then, and those already ended, make the 300.
+ */
+Test(send, sends_while_loading_a_deep_queue)
+{
+	enum { N = 300 };
+	const char *wrap[] = { "strace", "-o", "/dev/null", "-e", "trace=openat", "-e",
+		"inject=openat:delay_enter=4000", NULL };
+	const char *env[] = { sf.env_remote, sf.env_qq, sf.env_conf, NULL };
+	char rc[64], *log, *start, *first;
+	unsigned long nq;
+	size_t i, ended = 0;
+	int n;
+
+	if (system("strace -o /dev/null true >/dev/null 2>&1") != 0)
+		cr_skip_test("strace cannot trace here (ptrace refused?)");
+	for (i = 0; i < N; i++) {
+		n = snprintf(rc, sizeof rc, "Tm%zu@example.net", i);
+		sf_aged_s5("alice@example.org", rc, (size_t)n + 1, 0);
+	}
+	sf.d1.wrap = wrap;
+	shd_start(&sf.d1, &sf.s, env);	/* sf_start_send's wait is too short here */
+	cr_assert(sh_wait_for(sf_log_has, ": started on ", 60000), "%s", sf_send_log(&sf.d1));
+	log = sf_send_log(&sf.d1);
+	start = strstr(log, ": started on ");
+	first = strstr(log, ": delivering to ");
+	cr_assert(first && first < start, "no delivery before the last message was loaded:\n%s", log);
+	cr_assert(sscanf(strstr(start, "queue: ") + 7, "%lu messages queued", &nq) == 1, "%s", start);
+	for (first = log; (first = strstr(first, ": end\n")) != NULL && first < start; first++)
+		ended++;
+	cr_assert_eq(nq + ended, N, "%lu queued and %zu ended at the start's end:\n%s", nq, ended,
+	    log);
+	free(log);
 }
 
 static long long

@@ -217,6 +217,19 @@ shd_start(struct shd *d, struct sht *s, const char *const *env)
 		dup2(fd, 2);
 		fd = open("/dev/null", O_RDONLY);
 		dup2(fd, 0);
+		if (d->wrap) {
+			const char *argv[32];
+			size_t k = 0;
+
+			for (i = 0; d->wrap[i] && k < 28; i++)
+				argv[k++] = d->wrap[i];
+			argv[k++] = bin;
+			argv[k++] = "-c";
+			argv[k++] = s->qt.conf;
+			argv[k] = NULL;
+			execvp(argv[0], (char *const *)argv);
+			_exit(127);
+		}
 		execl(bin, bin, "-c", s->qt.conf, (char *)NULL);
 		_exit(127);
 	}

@@ -65,10 +65,13 @@ char *sh_escape(const char *s, size_t n);
 struct shd {
 	pid_t pid;		/* weir-send, or 0 */
 	char *log;		/* its stderr: tmp/weir-send.log */
+	/* A command line run with weir-send's after it (strace ...; NULL-
+	 * ended), or NULL: pid is then that command's. */
+	const char *const *wrap;
 };
 
-/* Start build/bin/weir-send -c conf with env (NULL-ended "NAME=value"
- * entries added to the environment).  Returns at once. */
+/* Start build/bin/weir-send -c conf (after d->wrap) with env (NULL-ended
+ * "NAME=value" entries added to the environment).  Returns at once. */
 void shd_start(struct shd *d, struct sht *s, const char *const *env);
 /* SIGTERM, wait up to 5 s, then SIGKILL; asserts nothing. */
 void shd_stop(struct shd *d);
