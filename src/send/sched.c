@@ -57,6 +57,84 @@ sched_next_retry(long long birth, long long now, unsigned skip)
 	return birth + n * n;
 }
 
+/* ---- senders ---- */
+
+/*
+ * A sender's address is kept once, however many messages share it (a
+ * list post's 100,000 messages have one): counted, and freed with the
+ * last of them.  32 bytes or more a message before (issue 36).
+ */
+struct sender {
+	struct sender *next;
+	size_t refs;
+	char addr[];
+};
+
+static size_t
+sender_slot(const struct sched *s, const char *a, size_t n)
+{
+	uint64_t h = 14695981039346656037ULL;	/* FNV-1a */
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		h = (h ^ (unsigned char)a[i]) * 1099511628211ULL;
+	return (size_t)h & (s->senders_size - 1);
+}
+
+static const char *
+sender_get(struct sched *s, const char *addr, size_t len)
+{
+	struct sender *e, **old = s->senders, *next;
+	size_t i, oldsize = s->senders_size, k;
+
+	if (s->senders_size > 0)
+		for (e = s->senders[sender_slot(s, addr, len)]; e; e = e->next)
+			if (strncmp(e->addr, addr, len) == 0 && e->addr[len] == '\0') {
+				e->refs++;
+				return e->addr;
+			}
+	if (s->nsenders + 1 > s->senders_size / 2) {
+		s->senders_size = oldsize ? oldsize * 2 : 64;
+		s->senders = xcalloc(s->senders_size, sizeof *s->senders);
+		for (i = 0; i < oldsize; i++)
+			for (e = old[i]; e; e = next) {
+				next = e->next;
+				k = sender_slot(s, e->addr, strlen(e->addr));
+				e->next = s->senders[k];
+				s->senders[k] = e;
+			}
+		free(old);
+	}
+	e = xmalloc(sizeof *e + len + 1);
+	memcpy(e->addr, addr, len);
+	e->addr[len] = '\0';
+	e->refs = 1;
+	k = sender_slot(s, addr, len);
+	e->next = s->senders[k];
+	s->senders[k] = e;
+	s->nsenders++;
+	return e->addr;
+}
+
+static void
+sender_put(struct sched *s, const char *addr)
+{
+	struct sender **p;
+
+	for (p = &s->senders[sender_slot(s, addr, strlen(addr))]; *p; p = &(*p)->next)
+		if ((*p)->addr == addr) {
+			struct sender *e = *p;
+
+			if (--e->refs == 0) {
+				*p = e->next;
+				free(e);
+				s->nsenders--;
+			}
+			return;
+		}
+	panic("sender_put: <%s> is not kept", addr);
+}
+
 /* ---- the message table ---- */
 
 static size_t
@@ -138,7 +216,8 @@ msg_forget(struct sched *s, struct msg *m)
 	sched_unlink(s, m);
 	evloop_timer_cancel(s->ev, m->due);
 	s->nmsg--;
-	free(m->sender);
+	sender_put(s, m->sender);
+	free(m->note);
 	free(m);
 }
 
@@ -320,7 +399,7 @@ msg_load(struct sched *s, unsigned long id)
 	m->id = id;
 	m->birth = (long long)st.st_mtime;
 	memcpy(m->qid, qid, sizeof qid);
-	m->sender = xstrndup(sender.addr, sender.len);
+	m->sender = sender_get(s, sender.addr, sender.len);
 	u = config_upstream_for(s->cfg, m->sender);
 	m->up = u ? (size_t)(u - s->cfg->upstreams) : NO_UPSTREAM;
 	wait_note_restore(s, m);

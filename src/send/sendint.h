@@ -124,6 +124,7 @@
 
 struct job;
 struct sched;
+struct sender;
 struct dsess;
 struct pending;
 struct keepalive;
@@ -144,11 +145,12 @@ struct msg {
 	long long waited_ms;	/* closed waits, credited */
 	uint64_t wait_since;	/* monotonic ms the open wait began; 0: none */
 	long long warned;	/* wall time the delay warning was queued; 0: not */
-	struct schednote note;	/* sched/S/N, when has_note */
+	struct schednote *note;	/* sched/S/N as last written or read, when has_note
+				 * (allocated then: few messages have one) */
 	/* The last sched/waits' line, when in_waits: */
 	long long waits_waited, waits_since;
 	uint64_t waits_mono;	/* the wait_since that line is of */
-	char *sender;
+	const char *sender;	/* kept once for all its messages (sched.c, sender_get) */
 	size_t up;		/* index in cfg->upstreams, or NO_UPSTREAM */
 	struct evtimer *due;	/* the next attempt */
 	struct job *job;	/* the attempt in flight */
@@ -266,6 +268,8 @@ struct sched {
 	unsigned long idle_lines;
 	struct msg **tab;
 	size_t tabsize, nmsg;
+	struct sender **senders;	/* each sender once (sched.c, sender_get) */
+	size_t nsenders, senders_size;
 	struct upq *ups;	/* see struct upq */
 	size_t nups, none;
 	struct job *jobs;

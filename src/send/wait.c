@@ -94,7 +94,9 @@ save(struct sched *s, struct msg *m, int durable)
 	n.warned = m->warned;
 	if (note_save(s->o->q, m->id, &n, durable) < 0)
 		return -1;
-	m->note = n;
+	if (m->note == NULL)
+		m->note = xmalloc(sizeof *m->note);
+	*m->note = n;
 	m->has_note = 1;
 	return 0;
 }
@@ -120,9 +122,9 @@ wait_note_sync(struct sched *s, struct msg *m)
 	if (m->has_note) {
 		/* It says the message waits, and it does not (or not since
 		 * then: another wait began). */
-		if (m->note.since && (since == 0 || llabs(since - m->note.since) > 1))
+		if (m->note->since && (since == 0 || llabs(since - m->note->since) > 1))
 			return save(s, m, 0) == 0 ? 1 : -1;
-		ondisk = recorded(m->note.waited, m->note.since, now) * 1000;
+		ondisk = recorded(m->note->waited, m->note->since, now) * 1000;
 	}
 	if (m->in_waits && (w = recorded(m->waits_waited, m->waits_since, s->waits_at) * 1000) > ondisk)
 		ondisk = w;
@@ -144,7 +146,8 @@ wait_note_restore(struct sched *s, struct msg *m)
 	r = note_load(s->o->q, m->id, m->birth, &n);
 	if (r > 0) {
 		m->has_note = 1;
-		m->note = n;
+		m->note = xmalloc(sizeof *m->note);
+		*m->note = n;
 		m->warned = n.warned;
 		credit = recorded(n.waited, n.since, s->alive_before);
 	}
