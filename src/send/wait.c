@@ -109,11 +109,12 @@ recorded(long long waited, long long since, long long alive)
 	return waited + (since && alive > since ? alive - since : 0);
 }
 
-int
-wait_note_sync(struct sched *s, struct msg *m)
+/* wait_note_sync at monotonic ms mono, wall time now (the sweep reads
+ * the clocks once for all the messages it looks at). */
+static int
+note_sync_at(struct sched *s, struct msg *m, uint64_t mono, long long now)
 {
-	uint64_t mono = clock_mono_ms();
-	long long now = sched_wall(), ondisk = 0, since = 0, w;
+	long long ondisk = 0, since = 0, w;
 
 	if (!s->notes_ok || m->finishing)
 		return 0;
@@ -131,6 +132,12 @@ wait_note_sync(struct sched *s, struct msg *m)
 	if (credit_ms(m, mono) - ondisk < BEHIND_MS)
 		return 0;
 	return save(s, m, 0) == 0 ? 1 : -1;
+}
+
+int
+wait_note_sync(struct sched *s, struct msg *m)
+{
+	return note_sync_at(s, m, clock_mono_ms(), sched_wall());
 }
 
 void
@@ -259,14 +266,18 @@ on_sweep(struct evloop *ev, struct evtimer *t, void *arg)
 	struct sched *s = arg;
 	unsigned writes = 0;
 	struct msg *m;
+	uint64_t mono;
+	long long now;
 	int r = 0;
 
 	(void)t;
 	if (s->sweep_pos == 0)
 		save_waits(s);
+	mono = clock_mono_ms();
+	now = sched_wall();
 	for (; s->sweep_pos < s->tabsize && writes < SWEEP_WRITES && r >= 0; s->sweep_pos++)
 		for (m = s->tab[s->sweep_pos]; m && r >= 0; m = m->hnext)
-			if ((r = wait_note_sync(s, m)) > 0)
+			if ((r = note_sync_at(s, m, mono, now)) > 0)
 				writes++;
 	/* A failed write (logged) ends this round: not one line per message. */
 	if (r >= 0 && s->sweep_pos < s->tabsize) {

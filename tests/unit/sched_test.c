@@ -155,6 +155,16 @@ Test(schedfile, waits_format_and_parse)
 	for (i = 0; i < 2; i++)
 		schedfile_format_wait(&in[i], &b);
 	cr_assert_str_eq(buf_cstr(&b), "917 1700000000 0 1700000100\n12 1700000001 3600 1700007200\n");
+	{
+		/* Written by hand, not printf: the widest numbers too. */
+		const struct schedwait wide = { 18446744073709551615UL, 999999999999999999LL, 10,
+			100000 };
+		struct buf w = BUF_INIT;
+
+		schedfile_format_wait(&wide, &w);
+		cr_assert_str_eq(buf_cstr(&w), "18446744073709551615 999999999999999999 10 100000\n");
+		buf_free(&w);
+	}
 	cr_assert_eq(schedfile_parse_waits(b.s, b.len, &v, &n, &why), 0, "%s", buf_cstr(&why));
 	cr_assert_eq(n, 2);
 	cr_assert(v[0].id == 12 && v[0].waited == 3600 && v[1].id == 917 && v[1].since == 1700000100);
