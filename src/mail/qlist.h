@@ -78,7 +78,8 @@ int qlist_scan(const struct queue *q, qlist_fn fn, void *arg, struct qlist_stats
 
 enum qlist_format {
 	QLIST_TEXT,		/* qmail-qread's, as above */
-	QLIST_JSON,		/* one JSON document; see weir(8) "queue" */
+	QLIST_JSON,		/* one JSON document, a message per line (relaystatus.c
+			 * reads it so); see weir(8) "queue" */
 };
 
 /* Write the listing of q to fd.  0 listed without trouble, 1 listed with

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -312,14 +313,39 @@ count_listed(struct relay_status *rs, struct json_object *o)
 	return 0;
 }
 
-/* The queue through weir-showq (this process may not read it). */
+/* One line of weir-showq's listing at *p (before end): its start and
+ * length without the newline; *p moves past it.  NULL: no newline. */
+static const char *
+next_line(const char **p, const char *end, size_t *n)
+{
+	const char *s = *p, *nl = memchr(s, '\n', (size_t)(end - s));
+
+	if (nl == NULL)
+		return NULL;
+	*n = (size_t)(nl - s);
+	*p = nl + 1;
+	return s;
+}
+
+/*
+ * The queue through weir-showq (this process may not read it): its JSON
+ * listing, which qlist.c writes a message per line, read a line at a
+ * time from the memory it was written to.  A queue of 100,000 is a
+ * listing of 30 MB: read and parsed whole, it was not counted beyond 16
+ * MB (issue 36).  The message lines are each parsed strictly, the last
+ * line too, and the count it gives must be the messages read.
+ */
 static int
 queue_by_showq(struct relay_status *rs)
 {
-	struct buf text = BUF_INIT, why = BUF_INIT;
-	struct json_object *doc = NULL, *msgs;
-	int fd, k, rc = -1;
-	size_t i;
+	static const char head[] = "{\"messages\":[";
+	struct buf why = BUF_INIT, tail = BUF_INIT;
+	struct json_object *o = NULL;
+	const char *text = MAP_FAILED, *p, *end, *line;
+	size_t i = 0, n, len = 0;
+	long long count;
+	struct stat st;
+	int fd, k, comma = 0, rc = -1;
 
 	rs->qsrc = rs->cfg->showq_socket;
 	if ((fd = memfd_create("weir-showq", MFD_CLOEXEC)) < 0) {
@@ -331,30 +357,58 @@ queue_by_showq(struct relay_status *rs)
 		buf_printf(&rs->qwhy, "%s", why.s);
 		goto out;
 	}
-	if (lseek(fd, 0, SEEK_SET) < 0 || (k = read_fd_all(fd, &text, RS_SHOWQ_MAX)) != 0) {
-		buf_printf(&rs->qwhy, "weir-showq's listing: %s", k == -2 ?
-		    "larger than 16 MB: not counted" : strerror(errno));
+	if (fstat(fd, &st) < 0 || (len = (size_t)st.st_size) > RS_SHOWQ_MAX ||
+	    (len > 0 && (text = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)) {
+		buf_printf(&rs->qwhy, "weir-showq's listing: %s", len > RS_SHOWQ_MAX ?
+		    "larger than 1 GB: not counted" : strerror(errno));
 		goto out;
 	}
-	if ((doc = json_parse_strict(text.s ? text.s : "", text.len, RS_SHOWQ_MAX, &why)) == NULL) {
-		buf_printf(&rs->qwhy, "weir-showq's listing: %s", why.s);
-		goto out;
-	}
-	msgs = jp_get(doc, "messages");
-	if (!json_object_is_type(msgs, json_type_array)) {
+	p = len > 0 ? text : "";
+	end = p + len;
+	if (len < sizeof head - 1 || memcmp(p, head, sizeof head - 1) != 0) {
 		buf_adds(&rs->qwhy, "weir-showq's listing has no messages");
 		goto out;
 	}
-	for (i = 0; i < jp_len(msgs); i++)
-		if (count_listed(rs, jp_at(msgs, i)) < 0) {
-			buf_printf(&rs->qwhy, "weir-showq's listing: message %zu is not one", i);
-			goto out;
+	p += sizeof head - 1;
+	if (p < end && *p == '\n') {
+		for (p++; (line = next_line(&p, end, &n)) != NULL && n > 0 && *line == '{'; i++) {
+			/* Each after a comma, the last without one. */
+			if (i > 0 && !comma)
+				break;
+			if ((comma = line[n - 1] == ','))
+				n--;
+			if ((o = json_parse_object(line, n, n, &why)) == NULL ||
+			    count_listed(rs, o) < 0) {
+				buf_printf(&rs->qwhy, "weir-showq's listing: message %zu is not one%s%s",
+				    i, why.len ? ": " : "", buf_cstr(&why));
+				goto out;
+			}
+			json_object_put(o);
+			o = NULL;
 		}
+		p = line;
+	}
+	/* "],"messages_in_queue":N,"not_yet_preprocessed":M}\n", read as
+	 * the object it ends. */
+	if (p == NULL || p >= end || *p != ']' || end[-1] != '\n' || comma) {
+		buf_adds(&rs->qwhy, "weir-showq's listing is cut short");
+		goto out;
+	}
+	buf_adds(&tail, "{\"messages\":null");
+	buf_add(&tail, p + 1, (size_t)(end - p - 2));
+	if ((o = json_parse_object(tail.s, tail.len, tail.len, &why)) == NULL ||
+	    jp_u53(jp_get(o, "messages_in_queue"), &count) < 0 || count != (long long)i) {
+		buf_printf(&rs->qwhy, "weir-showq's listing: %zu messages, not as it ends%s%s", i,
+		    why.len ? ": " : "", buf_cstr(&why));
+		goto out;
+	}
 	rc = 0;
 out:
-	json_object_put(doc);
+	json_object_put(o);
+	if (text != MAP_FAILED)
+		munmap((void *)text, len);
 	close(fd);
-	buf_free(&text);
+	buf_free(&tail);
 	buf_free(&why);
 	return rc;
 }

@@ -10,7 +10,8 @@
  *   2. The queue, through qlist_scan (the scan mailq and `weir queue`
  *      use), or, when this process may not read the queue (showq_needed:
  *      an account of its own, as weir-metrics'), through weir-showq's
- *      JSON listing (at most RS_SHOWQ_MAX bytes, read with json-c):
+ *      JSON listing (at most RS_SHOWQ_MAX bytes, a message per line,
+ *      each line read with json-c):
  *      messages, not yet preprocessed, recipients not done, the oldest,
  *      and per state: waiting for the window (preprocessed, neither held
  *      nor put off), deferred (a retry time ahead, with the upstream's
@@ -92,7 +93,7 @@
 #define RS_GATE_TIMEOUT_S 5		/* for each of the gate's answers */
 #define RS_HISTORY_S	3600		/* the gate's history asked for JSON */
 #define RS_REASONS_MAX	10		/* deferral reasons listed */
-#define RS_SHOWQ_MAX	(16 << 20)	/* bytes of weir-showq's listing read */
+#define RS_SHOWQ_MAX	((size_t)1 << 30)	/* bytes of weir-showq's listing read */
 #define RS_SHOWQ_TIMEOUT_MS 10000	/* for all of it (weir-metrics waits meanwhile) */
 #define RS_ROUTES_MAX	1000		/* waiting messages whose route is listed */
 

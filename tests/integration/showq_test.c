@@ -10,7 +10,8 @@
  * on; one killed with -9 leaves its socket file for the next to take;
  * with weir-showq stopped mailq says weir is not running and exits 75;
  * with showq_socket "" the user is told the queue cannot be read, as
- * before.  Needs root (to be another user); skipped otherwise.
+ * before; `weir status` counts a listing over 16 MB as root does.
+ * Needs root (to be another user); skipped otherwise.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -177,7 +178,7 @@ run(int as_nobody, const char *prog, const char *arg, struct tl_result *r)
 		argv[n++] = "--";
 	}
 	argv[n++] = bin;
-	if (strcmp(prog, "weir") == 0) {
+	if (strcmp(prog, "weir") == 0 && !(arg && strcmp(arg, "status") == 0)) {
 		argv[n++] = "queue";
 	}
 	if (arg)
@@ -240,6 +241,64 @@ Test(showq, nobody_gets_roots_listing)
 	cr_assert(strstr(root.out.s, "\"messages_in_queue\":3"), "%s", root.out.s);
 	tl_result_free(&root);
 	tl_result_free(&user);
+}
+
+/* The line of `weir status` that starts with what, malloc'ed ("" if none). */
+static char *
+status_line(const char *out, const char *what)
+{
+	const char *p = strstr(out, what), *nl;
+
+	if (p == NULL)
+		return xstrdup("");
+	nl = strchr(p, '\n');
+	return xstrndup(p, nl ? (size_t)(nl - p) : strlen(p));
+}
+
+/*
+ * Issue 36: `weir status` by a user who may not read the queue counts it
+ * through weir-showq's JSON listing.  It read the listing whole, at most
+ * 16 MB, and counted nothing beyond (100,000 messages make 30 MB); it now
+ * reads it a message per line.  Here a list post to 230,000 recipients,
+ * a listing of about 19 MB: nobody's status counts what root's does.
+ */
+Test(showq, status_counts_a_listing_over_16_mb)
+{
+	enum { N = 230000 };
+	struct tl_result root, user;
+	struct buf r = BUF_INIT;
+	char *a, *b;
+	size_t i;
+
+	build_queue();
+	for (i = 0; i < N; i++) {
+		buf_printf(&r, "Tr%zu@example.net", i);
+		buf_addc(&r, '\0');
+	}
+	qt_put(&q, "mess/9/101", S("Subject: list\n\nbody\n"), 0);
+	qt_put(&q, "info/9/101", S("Flist@example.org\0"), 1700000200);
+	qt_put(&q, "remote/9/101", r.s, r.len, 0);
+	start_showq();
+	run(1, "weir", "--json", &user);
+	cr_assert(user.out.len > 16 << 20, "a listing of %zu bytes only", user.out.len);
+	tl_result_free(&user);
+	run(0, "weir", "status", &root);
+	run(1, "weir", "status", &user);
+	a = status_line(buf_cstr(&root.out), "  messages: ");
+	cr_assert_str_eq(a, "  messages: 4 (not yet preprocessed: 1)", "%s", root.out.s);
+	b = status_line(buf_cstr(&user.out), "  messages: ");
+	cr_assert_str_eq(b, a, "nobody's status:\n%s%s", buf_cstr(&user.out), buf_cstr(&user.err));
+	free(a);
+	free(b);
+	a = status_line(root.out.s, "  recipients not done: ");
+	b = status_line(user.out.s, "  recipients not done: ");
+	cr_assert_str_eq(a, "  recipients not done: 230003", "%s", root.out.s);
+	cr_assert_str_eq(b, a, "nobody's status:\n%s", user.out.s);
+	free(a);
+	free(b);
+	tl_result_free(&root);
+	tl_result_free(&user);
+	buf_free(&r);
 }
 
 Test(showq, trouble_listed_and_exit_1_as_for_root)
