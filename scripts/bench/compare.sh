@@ -33,7 +33,14 @@
 #             and the time from recovery to the last message delivered.
 #   backlog   BACKLOG messages queued in each, then released under the
 #             limit; CPU (utime+stime+cutime+cstime of the session) over
-#             IDLE seconds and memory (summed VmRSS and Pss) of each.
+#             IDLE seconds and memory (VmRSS, VmHWM and Pss per process)
+#             of each; then, one system at a time, still sending: the
+#             time of its listing commands (weir: mailq, weir queue, weir
+#             status; Postfix: postqueue -p, qshape), and the time from a
+#             start after SIGKILL of every process to the first message
+#             at the upstream (issue 36).
+#   bigrcpt   the same for one message to RCPTS recipients (not in the
+#             default PARTS).
 #
 # The inject part runs weir with weir-queued (queue_socket set: weir-smtpd
 # and sendmail hand it their messages); WEIR_WRITER=0 runs the old way,
@@ -45,7 +52,8 @@
 #
 # Environment: BUILD (build), BENCH_DIR (/var/tmp), PARTS, QUICK=1, N_INJ
 # (1000), N_REL (1000), LIMIT (20), PER (10), BURST (200), BURST_T (100),
-# TH_AFTER (20), TH_FOR (30), DRAIN_MAX (240), BACKLOG (10000), IDLE (60),
+# TH_AFTER (20), TH_FOR (30), DRAIN_MAX (240), BACKLOG (10000), RCPTS
+# (100000), IDLE (60),
 # CONC (8), NULLMAILER_DEB (a nullmailer .deb; default: apt-get download
 # nullmailer), ROUNDS (1: the inject part's runs, the systems taking
 # turns; the median is shown), KEEP=1 (keep the scratch folder), PLOT (default
@@ -62,7 +70,7 @@ BENCH_DIR=${BENCH_DIR:-/var/tmp}
 PARTS=${PARTS:-inject relay limit throttle backlog}
 if [ -n "${QUICK:-}" ]; then
 	: "${N_INJ:=300}" "${N_REL:=300}" "${BURST:=60}" "${BURST_T:=50}" "${TH_FOR:=15}"
-	: "${DRAIN_MAX:=150}" "${BACKLOG:=2000}" "${IDLE:=20}"
+	: "${DRAIN_MAX:=150}" "${BACKLOG:=2000}" "${RCPTS:=10000}" "${IDLE:=20}"
 fi
 N_INJ=${N_INJ:-1000}
 N_REL=${N_REL:-1000}
@@ -74,6 +82,7 @@ TH_AFTER=${TH_AFTER:-20}
 TH_FOR=${TH_FOR:-30}
 DRAIN_MAX=${DRAIN_MAX:-240}
 BACKLOG=${BACKLOG:-10000}
+RCPTS=${RCPTS:-100000}
 IDLE=${IDLE:-60}
 CONC=${CONC:-8}
 PLOT=${PLOT:-$ROOT/scripts/bench/plots/window.svg}
@@ -661,7 +670,7 @@ sink() {
 		--auth me:pw --record "$scratch/$2-$1.rec" ${3:+--throttle "$3"} >"$out" 2>"$out.err" &
 	SINK_PID=$!
 	pids="$pids $SINK_PID"
-	wait_until 10 'grep -q "^PORT " "$out"' || { cat "$out.err" >&2; exit 1; }
+	wait_until 10 'grep -qs "^PORT " "$out"' || { cat "$out.err" >&2; exit 1; }
 	SINK_PORT=$(sed -n 's/^PORT //p' "$out")
 }
 accepted() { grep -c '"sender"' "$1" 2>/dev/null | head -1 || true; }
@@ -827,58 +836,282 @@ case " $PARTS " in *" throttle "*)
 	;;
 esac
 
-# ---- backlog ----
-backlog_one() {	# SYS: in a subshell; writes $scratch/backlog-SYS.out
-	local sys=$1 rec c0 c1 a0 a1 mem
-	pids="" wtime="" wpid="" stamper=""
-	trap 'lib_cleanup' EXIT
-	trap 'exit 1' TERM
-	rec=$scratch/backlog-$sys.rec
-	sink "$sys" backlog
-	sys_conf "$sys" "backlog-$sys" "$SINK_PORT" starttls+auth limit
-	sys_inject "$sys" "$BACKLOG"
-	touch "$scratch/backlog-$sys.injected"
-	# All start together, once each system has its backlog.
-	wait_until 900 'test "$(ls "$scratch"/backlog-*.injected | wc -l)" -eq "$(echo $SYSTEMS | wc -w)"' || true
-	sys_start "$sys"
-	# Wait until the backlog is in the queue proper (weir: every message
-	# preprocessed; Postfix: maildrop/ and incoming/ empty).
-	case $sys in
-	weir) wait_log ': queued, from' "$BACKLOG" 900 || true ;;
-	postfix) wait_until 900 'test "$(find "$PF/spool/maildrop" "$PF/spool/incoming" -type f | wc -l)" -eq 0' || true ;;
+# ---- backlog and bigrcpt (issue 36) ----
+# Each system in a subshell of its own, the systems side by side: its
+# load queued while it is stopped, a start, the load in the queue proper,
+# CPU over IDLE s and memory per process.  Then one system at a time (a
+# turn: neither's scan slows the other's), the system still sending: the
+# listing commands, timed; SIGKILL to every process of its session, PER +
+# 1 s for the window to empty, a start, and the time to the first message
+# at the upstream.
+#
+# settled SYS: the load is in the queue proper (weir: todo/ empty, every
+# message preprocessed; Postfix: maildrop/ and incoming/ empty, or the
+# active queue at qmgr_message_active_limit: then qmgr takes no more, no
+# longer hands out the tokens of its flow control, and pickup's cleanup
+# waits in_flow_delay (1 s) before each message, so the rest of a deep
+# backlog stays in maildrop/ and comes in at about the rate it is sent).
+settled() {
+	case $1 in
+	weir) [ -z "$(find "$W_D/queue/todo" -maxdepth 1 -type f -print -quit)" ] ;;
+	postfix)
+		[ "$(find "$PF/spool/active" -type f | wc -l)" -ge "$PF_ACTIVE" ] ||
+			[ -z "$(find "$PF/spool/maildrop" "$PF/spool/incoming" -type f -print -quit)" ]
+		;;
 	esac
+}
+# inject_rcpts SYS N: one message to rcpt1..rcptN@example.net through
+# SYS's sendmail, the recipients on its command line.
+inject_rcpts() {
+	local r=() i
+	for ((i = 1; i <= $2; i++)); do r+=("rcpt$i@example.net"); done
+	(
+		# The kernel allows arguments of a quarter of the stack limit
+		# (at most 6 MB): 100,000 addresses take about 3 MB.
+		ulimit -s 65536
+		case $1 in
+		weir) WEIR_CONFIG=$W_CONF "$B/sendmail" -i -f bench@relay.example.org "${r[@]}" <"$scratch/msg" ;;
+		postfix) /usr/sbin/sendmail -C "$PF/etc" -i -f bench@relay.example.org "${r[@]}" <"$scratch/msg" ;;
+		*) echo "$1: no bigrcpt part" >&2; exit 1 ;;
+		esac
+	) || { echo "$1: sendmail to $2 recipients failed" >&2; exit 1; }
+}
+# rec_sent REC: "MESSAGES RECIPIENTS" the upstream accepted so far.
+rec_sent() {
+	$PY -c '
+import json, sys
+m = r = 0
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if "sender" in e and "refused" not in e:
+        m += 1
+        r += len(e["rcpts"])
+print(m, r)' "$1"
+}
+# rec_time_of REC K: the upstream's time of the Kth message it accepted.
+rec_time_of() {
+	$PY -c '
+import json, sys
+k = int(sys.argv[2])
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if "sender" in e and "refused" not in e:
+        k -= 1
+        if k == 0:
+            print(e["time"])
+            break' "$1" "$2"
+}
+# listing NAME CMD...: CMD timed (GNU time: wall, user, sys, max RSS),
+# and the CPU the system's session spent meanwhile (the daemon that lists
+# for a user: Postfix's showq, weir-showq; and the sending that goes on);
+# appends "list NAME WALL USER SYS MAXRSS SESSION_CPU LISTED" to $out,
+# LISTED the count the listing itself gives.
+listing() {
+	local name=$1 n c0 c1
+	shift
+	c0=$(sid_cpu "$SID")
+	/usr/bin/time -f '%e %U %S %M' -o "$scratch/time.$name" "$@" >"$scratch/list.$name" 2>&1 || true
+	c1=$(sid_cpu "$SID")
+	case $name in
+	mailq*|weir-queue*) n=$(sed -n 's/^messages in queue: //p' "$scratch/list.$name") ;;
+	weir-status*) n=$(sed -n 's/^  messages: \([0-9]*\).*/\1/p' "$scratch/list.$name") ;;
+	postqueue*) n=$(sed -n 's/^-- .* in \([0-9]*\) Requests\?\.$/\1/p' "$scratch/list.$name") ;;
+	qshape*) n=$(awk '$1 == "TOTAL" { print $2 }' "$scratch/list.$name") ;;
+	esac
+	echo "list $name $(tail -1 "$scratch/time.$name") $(calc "$c1 - $c0") ${n:--}" >>"$out"
+}
+# A command line's start that runs it as nobody (who may not read the queue).
+NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+# sys_reap SYS: what sys_stop does after the system is gone (SIGKILL).
+sys_reap() {
+	case $1 in
+	weir)
+		wait "$wtime" 2>/dev/null || true
+		wait "$stamper" 2>/dev/null || true
+		wtime="" wpid="" stamper=""
+		;;
+	postfix) wait "$PF_MASTER" 2>/dev/null || true ;;
+	esac
+}
+# wait_file FILE PID: until FILE exists; 1 if PID ended first.
+wait_file() {
+	until [ -e "$1" ]; do
+		kill -0 "$2" 2>/dev/null || [ -e "$1" ] || return 1
+		sleep 0.2
+	done
+}
+# load_one SYS KIND: KIND "backlog" (BACKLOG messages) or "bigrcpt" (one
+# message to RCPTS recipients); in a subshell, writes
+# $scratch/KIND-SYS.out ("key value..." lines) and the memory tables
+# $scratch/KIND-SYS.mem1 (after the CPU window) and .mem2 (after the
+# start that follows SIGKILL).
+load_one() {
+	local sys=$1 kind=$2 rec c0 c1 s0 s1 t0 t1 tf k0 out big
+	pids="" wtime="" wpid="" stamper="" SID=""
+	export WEIR_SHOWQ=1
+	# shellcheck disable=SC2064 # SID as it is then
+	trap '[ -z "$SID" ] || sid_kill9 "$SID"; lib_cleanup' EXIT
+	trap 'exit 1' TERM
+	out=$scratch/$kind-$sys.out
+	rec=$scratch/$kind-$sys.rec
+	big=$((BACKLOG > RCPTS ? BACKLOG : RCPTS))
+	sink "$sys" "$kind"
+	sys_conf "$sys" "$kind-$sys" "$SINK_PORT" starttls+auth limit
+	[ "$sys" = postfix ] && PF_ACTIVE=$(postconf -c "$PF/etc" -h qmgr_message_active_limit 2>/dev/null)
+	if [ "$kind" = backlog ]; then sys_inject "$sys" "$BACKLOG"; else inject_rcpts "$sys" "$RCPTS"; fi
+	touch "$scratch/$kind-$sys.injected"
+	# All start together, once each system has its load.
+	wait_until $((900 + big / 20)) 'test "$(ls "$scratch"/$kind-*.injected | wc -l)" -eq "$(echo $SYSTEMS | wc -w)"' || true
+	t0=$(now)
+	sys_start "$sys"
+	wait_until $((900 + big / 20)) 'settled "$sys"' || echo "$sys: not settled" >&2
+	t1=$(now)
+	echo "settle $(calc "$t1 - $t0") $(sid_cpu "$SID")" >"$out"
 	sleep 2
 	c0=$(sid_cpu "$SID")
-	a0=$(accepted "$rec")
+	s0=$(rec_sent "$rec")
 	sleep "$IDLE"
 	c1=$(sid_cpu "$SID")
-	a1=$(accepted "$rec")
-	mem=$(sid_mem "$SID")
-	echo "cpu $(calc "($c1 - $c0) * 1000") sent $((a1 - a0)) mem $mem left $(sys_left "$sys") load $(load)" \
-		>"$scratch/backlog-$sys.out"
+	s1=$(rec_sent "$rec")
+	echo "cpu $(calc "($c1 - $c0) * 1000") ${s1% *} $((${s1% *} - ${s0% *})) $((${s1#* } - ${s0#* }))" \
+		"mem $(sid_mem "$SID") load $(load)" >>"$out"
+	sid_procs "$SID" >"$scratch/$kind-$sys.mem1"
+	touch "$scratch/$kind-$sys.ready"
+	until [ -e "$scratch/$kind-$sys.turn" ]; do sleep 0.2; done
+	echo "turnload $(load)" >>"$out"
+	case $sys in
+	weir)
+		listing mailq env WEIR_CONFIG="$W_CONF" "$B/mailq"
+		listing weir-queue env WEIR_CONFIG="$W_CONF" "$B/weir" queue
+		listing weir-status env WEIR_CONFIG="$W_CONF" "$B/weir" status
+		# As a user, through weir-showq (postqueue always asks showq).
+		listing mailq-user "${NOBODY[@]}" env WEIR_CONFIG="$W_CONF" "$B/mailq"
+		listing weir-status-user "${NOBODY[@]}" env WEIR_CONFIG="$W_CONF" "$B/weir" status
+		;;
+	postfix)
+		listing postqueue postqueue -c "$PF/etc" -p
+		listing qshape qshape -c "$PF/etc"
+		;;
+	esac
+	# The start after SIGKILL.
+	sid_kill9 "$SID"
+	sys_reap "$sys"
+	sleep $((PER + 1))
+	k0=$(rec_sent "$rec")
+	k0=${k0% *}
+	t0=$(now)
+	sys_start "$sys"
+	if [ "$(sys_left "$sys")" -gt 0 ] && wait_until 600 'test "$(accepted "$rec")" -gt "$k0"'; then
+		c1=$(sid_cpu "$SID")
+		tf=$(rec_time_of "$rec" $((k0 + 1)))
+		echo "restart $(printf '%.2f' "$(calc "$tf - $t0")") $c1 load $(load)" >>"$out"
+	else
+		echo "$sys: nothing sent after the restart ($(sys_left "$sys") left)" >&2
+		echo "restart - - load $(load)" >>"$out"
+	fi
+	[ "$sys" = weir ] && echo "weirsend $(printf '%.2f' "$(calc "$(stamp_of 'weir-send.*: started on' 1) - $t0")")" >>"$out"
+	sleep 5
+	sid_procs "$SID" >"$scratch/$kind-$sys.mem2"
+	echo "left $(sys_left "$sys")" >>"$out"
 	sys_stop "$sys"
+	touch "$scratch/$kind-$sys.done"
+}
+# load_part KIND: the systems side by side, then their turns, then the
+# tables.
+load_part() {
+	local kind=$1 sys p i unit ws
+	bgjobs=""
+	for sys in $SYSTEMS; do
+		load_one "$sys" "$kind" &
+		bgjobs="$bgjobs $!"
+		eval "job_$sys=$!"
+	done
+	for sys in $SYSTEMS; do
+		eval "p=\$job_$sys"
+		wait_file "$scratch/$kind-$sys.ready" "$p" || { echo "the $kind run of $sys failed" >&2; exit 1; }
+	done
+	for sys in $SYSTEMS; do
+		eval "p=\$job_$sys"
+		touch "$scratch/$kind-$sys.turn"
+		wait_file "$scratch/$kind-$sys.done" "$p" || { echo "the $kind run of $sys failed" >&2; exit 1; }
+	done
+	for p in $bgjobs; do wait "$p" || { echo "a $kind run failed" >&2; exit 1; }; done
+	bgjobs=""
+	unit=message
+	[ "$kind" = bigrcpt ] && unit=recipient
+	echo "   settle: from the start to the load in the queue proper, seconds and CPU seconds (session)"
+	printf '%-9s %9s %8s %8s %6s %7s %11s %9s %9s %5s  %s\n' system "settle s" "CPU s" "CPU ms" sent \
+		"rcpts" "ms per $unit" "RSS kB" "PSS kB" procs load
+	for sys in $SYSTEMS; do
+		read -r st sc <<<"$(val settle "$scratch/$kind-$sys.out")"
+		read -r cpu _ sent rc _ rss pss np _ l1 l2 l3 <<<"$(val cpu "$scratch/$kind-$sys.out")"
+		i=$sent
+		[ "$kind" = bigrcpt ] && i=$rc
+		printf '%-9s %9.1f %8.2f %8.0f %6s %7s %11.2f %9s %9s %5s  %s %s %s\n' "$sys" "$st" "$sc" "$cpu" "$sent" \
+			"$rc" "$(calc "$cpu / ($i + (0 == $i))")" "$rss" "$pss" "$np" "$l1" "$l2" "$l3"
+		echo "$kind $sys $cpu $rss $pss $i" >>"$scratch/figures"
+	done
+	echo "   CPU ms: utime+stime+cutime+cstime of the session over $IDLE s, 2 s after it settled; sent:"
+	echo "   messages (rcpts: recipients) the upstream accepted in those $IDLE s"
+	echo
+	echo "   memory by process (kB), at the end of those $IDLE s / 5 s after the start that followed SIGKILL:"
+	printf '   %-9s %-16s %3s %17s %17s %17s\n' system process n "RSS" "peak RSS" "PSS"
+	for sys in $SYSTEMS; do
+		$PY - "$scratch/$kind-$sys.mem1" "$scratch/$kind-$sys.mem2" "$sys" <<-'PY'
+		import sys
+		def table(f):
+		    t = {}
+		    for l in open(f):
+		        c, r, h, p = l.split()
+		        n, r0, h0, p0 = t.get(c, (0, 0, 0, 0))
+		        t[c] = (n + 1, r0 + int(r), max(h0, int(h)), p0 + int(p))
+		    return t
+		a, b = table(sys.argv[1]), table(sys.argv[2])
+		for c in sorted(set(a) | set(b), key=lambda c: -a.get(c, b.get(c))[1]):
+		    x, y = a.get(c, (0, 0, 0, 0)), b.get(c, (0, 0, 0, 0))
+		    print("   %-9s %-16s %3d %8d /%7d %8d /%7d %8d /%7d" % (sys.argv[3], c, max(x[0], y[0]),
+		        x[1], y[1], x[2], y[2], x[3], y[3]))
+		PY
+	done
+	echo "   n: processes of that name; peak RSS: the largest VmHWM among them (since each started)"
+	echo
+	echo "   listing the queue while it sends (one system at a time; GNU time; -user: as nobody):"
+	printf '   %-9s %-17s %7s %7s %7s %10s %9s %8s  %s\n' system command "wall s" "user s" "sys s" \
+		"max RSS kB" "session s" listed load
+	for sys in $SYSTEMS; do
+		l=$(val turnload "$scratch/$kind-$sys.out")
+		grep '^list ' "$scratch/$kind-$sys.out" | while read -r _ name w u s m c n; do
+			printf '   %-9s %-17s %7s %7s %7s %10s %9s %8s  %s\n' "$sys" "$name" "$w" "$u" "$s" "$m" \
+				"$c" "$n" "$l"
+			echo "list $kind $sys $name $w $(calc "$u + $s + $c")" >>"$scratch/figures"
+		done
+	done
+	echo "   session s: CPU of the system's own processes meanwhile (the daemon that lists for a"
+	echo "   user, and the sending that goes on); the ratios below count it with the command's"
+	echo
+	echo "   SIGKILL to every process, $((PER + 1)) s, a start: the first message at the upstream"
+	printf '   %-9s %18s %14s %22s  %s\n' system "first send after s" "CPU s to it" "weir-send started at s" load
+	for sys in $SYSTEMS; do
+		read -r fs fc _ l1 l2 l3 <<<"$(val restart "$scratch/$kind-$sys.out")"
+		ws=$(val weirsend "$scratch/$kind-$sys.out")
+		printf '   %-9s %18s %14s %22s  %s %s %s\n' "$sys" "$fs" "$fc" "${ws:--}" "$l1" "$l2" "$l3"
+		echo "restart $kind $sys $fs $fc" >>"$scratch/figures"
+	done
 }
 case " $PARTS " in *" backlog "*)
 	echo
 	echo "== backlog: $BACKLOG queued in each (their sendmail, 4 at once), then released under the limit above"
-	echo "   (STARTTLS + AUTH); CPU over $IDLE s once all is in the queue proper, memory at its end"
-	bgjobs=""
-	for sys in $SYSTEMS; do
-		backlog_one "$sys" &
-		bgjobs="$bgjobs $!"
-	done
-	for p in $bgjobs; do wait "$p" || { echo "a backlog run failed" >&2; exit 1; }; done
-	bgjobs=""
-	printf '%-11s %8s %6s %11s %9s %9s %6s %8s  %s\n' system "CPU ms" sent "ms per sent" "RSS kB" "PSS kB" \
-		procs queued load
-	for sys in $SYSTEMS; do
-		read -r _ cpu _ sent _ rss pss np _ left _ l1 l2 l3 <"$scratch/backlog-$sys.out"
-		printf '%-11s %8.0f %6s %11.2f %9s %9s %6s %8s  %s %s %s\n' "$sys" "$cpu" "$sent" \
-			"$(calc "$cpu / ($sent + (0 == $sent))")" "$rss" "$pss" "$np" "$left" "$l1" "$l2" "$l3"
-		echo "blg $sys $cpu $rss $pss $sent" >>"$scratch/figures"
-	done
-	echo "   CPU: utime+stime+cutime+cstime of every process in the system's session (setsid), over $IDLE s;"
-	echo "   RSS/PSS: VmRSS and Pss (smaps_rollup) summed over the session's processes; sent: in those $IDLE s"
+	echo "   (STARTTLS + AUTH)"
+	load_part backlog
+	;;
+esac
+case " $PARTS " in *" bigrcpt "*)
+	echo
+	echo "== bigrcpt: one message to $RCPTS recipients in each (their sendmail, the recipients as"
+	echo "   arguments), released under the limit above (STARTTLS + AUTH); a transaction carries at"
+	echo "   most 100 recipients in weir (max_recipients' default), 50 in Postfix"
+	echo "   (smtp_destination_recipient_limit's default)"
+	load_part bigrcpt
 	;;
 esac
 
@@ -905,10 +1138,25 @@ for alt in ("postfix", "nullmailer", "notqmail"):
         o = find(lambda x: x[0] == "rel" and x[1] == alt and x[2] == r[2])
         if o:
             print("relay  %-13s: weir/%s rate %s, CPU per message %s" % (r[2], alt, ratio(r[3], o[0][3]), ratio(r[4], o[0][4])))
-    for r in find(lambda r: r[0] == "blg" and r[1] == "weir"):
-        o = find(lambda x: x[0] == "blg" and x[1] == alt)
-        if o:
-            print("backlog      : weir/%s CPU %s, RSS %s, PSS %s" % (alt, ratio(r[2], o[0][2]), ratio(r[3], o[0][3]), ratio(r[4], o[0][4])))
+    for kind in ("backlog", "bigrcpt"):
+        for r in find(lambda r: r[0] == kind and r[1] == "weir"):
+            o = find(lambda x: x[0] == kind and x[1] == alt)
+            if o:
+                per = [float(x[2]) / float(x[5]) if float(x[5]) else 0 for x in (r, o[0])]
+                print("%-13s: weir/%s CPU per %s sent %s, RSS %s, PSS %s" % (kind, alt,
+                    "message" if kind == "backlog" else "recipient", ratio(per[0], per[1]),
+                    ratio(r[3], o[0][3]), ratio(r[4], o[0][4])))
+        for r in find(lambda r: r[0] == "restart" and r[1] == kind and r[2] == "weir"):
+            o = find(lambda x: x[0] == "restart" and x[1] == kind and x[2] == alt)
+            if o:
+                print("%-13s: weir/%s first send after SIGKILL and start %s (%s vs %s s)" % (kind, alt,
+                    ratio(r[3], o[0][3]), r[3], o[0][3]))
+        ws = find(lambda r: r[0] == "list" and r[1] == kind and r[2] == "weir")
+        os_ = find(lambda r: r[0] == "list" and r[1] == kind and r[2] == alt)
+        if ws and os_:
+            print("%-13s: listing, wall s (CPU s): weir %s; %s %s" % (kind,
+                ", ".join("%s %s (%s)" % (w[3], w[4], w[5]) for w in ws), alt,
+                ", ".join("%s %s (%s)" % (w[3], w[4], w[5]) for w in os_)))
 for r in find(lambda r: r[0] == "thr"):
     d = {"-1": "not drained (%s left)" % r[7], "none": "nothing left to send"}.get(r[6], r[6] + " s")
     print("throttle %-6s: %-10s delivered %s, bounced %s, lost %s, drain after recovery %s" % (r[1][3:], r[2], r[3], r[4], r[5], d))

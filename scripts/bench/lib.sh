@@ -53,7 +53,7 @@ stand_in() {
 # instance NAME PORT TLS(none|starttls) AUTH(0|1) "RATE" [POLICY_EXTRA]: a
 # fresh queue, journal and config in $scratch/NAME; sets D and exports
 # WEIR_CONFIG.  $WEIR_EXTRA, if set, is appended to weir.conf and
-# POLICY_EXTRA to policy.conf.
+# POLICY_EXTRA to policy.conf; WEIR_SHOWQ=1 gives it a weir-showq.
 instance() {
 	D=$scratch/$1
 	mkdir -p "$D"
@@ -61,7 +61,10 @@ instance() {
 		printf 'queue_dir = "%s/queue"\nhostname = "relay.example.org"\n' "$D"
 		printf 'admin = "postmaster@example.org"\npolicy_file = "%s/policy.conf"\n' "$D"
 		printf 'gate_socket = "%s/gate.sock"\ngate_journal = "%s/gate.journal"\n' "$D" "$D"
-		printf 'showq_socket = ""\n'
+		# weir-showq only when asked (WEIR_SHOWQ=1: for users who may
+		# not read the queue): $D/showq.sock.
+		if [ -n "${WEIR_SHOWQ:-}" ]; then printf 'showq_socket = "%s/showq.sock"\n' "$D"
+		else printf 'showq_socket = ""\n'; fi
 		printf 'concurrency = %s\n' "$CONC"
 		printf 'upstream "up" {\n  host = "127.0.0.1"\n  port = %s\n  tls = "%s"\n' "$2" "$3"
 		printf '  ca_file = "%s/certs/ca.pem"\n' "$scratch"
@@ -182,20 +185,42 @@ sid_cpu() {
 		awk -v sid="$1" -v hz="$HZ" '{ sub(/^.*\) /, ""); if ($4 == sid) c += $12 + $13 + $14 + $15 }
 		END { printf "%.2f", c / hz }'
 }
+# sid_pids SID: the live processes of session SID (not zombies), one pid a
+# line.
+sid_pids() {
+	local f
+	for f in /proc/[0-9]*/stat; do cat "$f" 2>/dev/null; done |
+		awk -v sid="$1" '{ pid = $1; sub(/^.*\) /, ""); if ($4 == sid && $1 != "Z") print pid }'
+}
+# sid_procs SID: "COMM RSS HWM PSS" per process of session SID: its name,
+# VmRSS, VmHWM (its peak RSS) and Pss (smaps_rollup), in kB.
+sid_procs() {
+	local p c
+	for p in $(sid_pids "$1"); do
+		c=$(cat "/proc/$p/comm" 2>/dev/null) || continue
+		awk -v c="${c// /_}" '$1 == "VmRSS:" { r = $2 } $1 == "VmHWM:" { h = $2 }
+			END { printf "%s %d %d ", c, r, h }' "/proc/$p/status" 2>/dev/null || continue
+		awk '$1 == "Pss:" { s = $2 } END { print s + 0 }' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0
+	done
+}
 # sid_mem SID: "RSS PSS PROCS": summed VmRSS and Pss (kB) and the number of
 # processes in session SID.
 sid_mem() {
-	local f p r=0 s=0 n=0 x
-	for f in /proc/[0-9]*/stat; do
-		p=${f#/proc/}
-		p=${p%/stat}
-		x=$(sed 's/^.*) //' "$f" 2>/dev/null | awk '{ print $4 }') || continue
-		[ "$x" = "$1" ] || continue
-		n=$((n + 1))
-		r=$((r + $(awk '$1 == "VmRSS:" { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0)))
-		s=$((s + $(awk '$1 == "Pss:" { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)))
+	sid_procs "$1" | awk '{ r += $2; s += $4; n++ } END { print r + 0, s + 0, n + 0 }'
+}
+# sid_kill9 SID: SIGKILL to every process of session SID, until none is
+# left (a parent may fork while it is being killed).
+sid_kill9() {
+	local p i
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		p=$(sid_pids "$1")
+		[ -n "$p" ] || return 0
+		# shellcheck disable=SC2086
+		kill -9 $p 2>/dev/null || true
+		sleep 0.1
 	done
-	echo "$r $s $n"
+	echo "session $1 still has processes after SIGKILL: $(sid_pids "$1")" >&2
+	return 1
 }
 
 # pf_inject DIR N: N messages through Postfix's sendmail -C (4 injectors).
