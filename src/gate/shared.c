@@ -165,15 +165,17 @@ shared_free(struct shared *sh)
 	free(sh);
 }
 
+/* why may point into the connection (its errstr): copied before the
+ * connection is freed. */
 static void
 mark_down(struct sconn *sc, const char *why, int64_t now)
 {
+	snprintf(sc->why, sizeof sc->why, "%s", why);
 	sconn_close(sc);
 	sc->next_try = now + SHARED_RETRY_MS;
-	snprintf(sc->why, sizeof sc->why, "%s", why);
 	if (!sc->down)
 		log_warnx("upstream %s: shared store %s unreachable: %s; no grant until it answers",
-		    sc->up, sc->spec, why);
+		    sc->up, sc->spec, sc->why);
 	sc->down = 1;
 }
 
