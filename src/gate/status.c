@@ -150,6 +150,51 @@ text_unknown(struct buf *b, const struct wg_up *u, int64_t wmm)
 		buf_printf(b, "  outcome unknown: %zu more sends\n", n - UNKNOWN_SHOWN);
 }
 
+/* Where the shared store was found, its switches of master and whether
+ * the window is whole (shared.h): one line. */
+static void
+text_store(struct buf *b, const struct shared_info *si, int64_t now)
+{
+	buf_printf(b, "    at %s", si->addr ? si->addr : "(not found yet)");
+	if (si->switches)
+		buf_printf(b, " (%u switch%s of master, the last %lld s ago)", si->switches,
+		    si->switches == 1 ? "" : "es", (long long)((now - si->switch_at) / 1000));
+	if (si->down)
+		buf_adds(b, "; window: unknown");
+	else if (si->written && !si->rebuilding)
+		buf_adds(b, "; window: whole");
+	else
+		buf_adds(b, "; window: REBUILDING (no grant until every host wrote its history back)");
+	if (si->rebuilt_at)
+		buf_printf(b, "; this host's history written back %lld s ago",
+		    (long long)((now - si->rebuilt_at) / 1000));
+	buf_addc(b, '\n');
+}
+
+/* The same in JSON: shared_master, shared_switches,
+ * shared_last_switch_ms, shared_window ("whole", "rebuilding",
+ * "unknown"), shared_written_back_ms. */
+static void
+json_store(struct buf *b, const struct shared_info *si, int st, int64_t wmm)
+{
+	buf_adds(b, ",\"shared_master\":");
+	if (si->addr)
+		quoted(b, si->addr);
+	else
+		buf_adds(b, "null");
+	buf_printf(b, ",\"shared_switches\":%u,\"shared_last_switch_ms\":", si->switches);
+	if (si->switch_at)
+		buf_printf(b, "%lld", (long long)(si->switch_at + wmm));
+	else
+		buf_adds(b, "null");
+	buf_printf(b, ",\"shared_window\":\"%s\",\"shared_written_back_ms\":", st != 0 ?
+	    "unknown" : si->written && !si->rebuilding ? "whole" : "rebuilding");
+	if (si->rebuilt_at)
+		buf_printf(b, "%lld", (long long)(si->rebuilt_at + wmm));
+	else
+		buf_adds(b, "null");
+}
+
 static void
 text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh)
 {
@@ -197,21 +242,18 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	/* Asked first: a store that stopped answering is marked so. */
 	view_get(&v, sh, u, now, wmm);
 	if (u->shared) {
-		const char *why, *store = shared_store(sh, u->name);
+		struct shared_info si;
 
-		buf_printf(b, "  shared store %s: ", store ? store : "(none yet)");
-		switch (shared_state(sh, u->name, &why)) {
-		case 0:
-			buf_adds(b, "answers (windows count every host's sends; \"all hosts\": "
-			    "as Redis counts them)\n");
-			break;
-		case 1:
-			buf_printf(b, "UNREACHABLE (%s): granting nothing\n", why);
-			break;
-		default:
-			buf_adds(b, "not asked yet\n");
-			break;
-		}
+		if (shared_info(sh, u->name, &si) < 0)
+			buf_adds(b, "  shared store (none yet): not asked yet\n");
+		else if (si.down)
+			buf_printf(b, "  shared store %s: UNREACHABLE (%s): granting nothing\n",
+			    si.store, si.why);
+		else
+			buf_printf(b, "  shared store %s: answers (windows count every host's sends; "
+			    "\"all hosts\": as Redis counts them)\n", si.store);
+		if (si.store)
+			text_store(b, &si, now);
 	}
 	for (i = 0; i < u->nwin; i++) {
 		const struct wg_win *w = &u->win[i];
@@ -412,18 +454,19 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	json_route(b, u, now, wmm);
 	view_get(&v, sh, u, now, wmm);
 	if (u->shared) {
-		const char *why, *store = shared_store(sh, u->name);
-		int st = shared_state(sh, u->name, &why);
+		struct shared_info si;
+		int st = shared_info(sh, u->name, &si) < 0 ? -1 : si.down;
 
 		buf_printf(b, ",\"shared\":\"%s\"", st == 0 ? "ok" : st == 1 ? "down" : "unknown");
-		if (store) {
+		if (si.store) {
 			buf_adds(b, ",\"shared_store\":");
-			quoted(b, store);
+			quoted(b, si.store);
 		}
 		if (st == 1) {
 			buf_adds(b, ",\"shared_error\":");
-			quoted(b, why);
+			quoted(b, si.why);
 		}
+		json_store(b, &si, st, wmm);
 	}
 	buf_adds(b, ",\"windows\":[");
 	for (i = 0; i < u->nwin; i++) {

@@ -79,6 +79,20 @@ pid_t tl_upstream_start(const char *const *args, const char *log, unsigned *port
  * holds what did. */
 pid_t tl_upstream_spawn(const char *const *argv, const char *log, unsigned *port, char *said,
     size_t saidsz);
+/* Start argv (a daemon that listens) with stdout and stderr appended to
+ * log, dying with the test; return its pid once the Unix socket sock
+ * (or, sock NULL, the loopback TCP port) accepts a connection (10 s at
+ * most; fails the test with the log otherwise). */
+pid_t tl_start_listening(const char *const *argv, const char *log, const char *sock,
+    unsigned port);
+/* A loopback TCP port nobody listens on now (the kernel's pick). */
+unsigned tl_free_port(void);
+/* 1 if 127.0.0.1:port accepts a connection (testlib_sock.c). */
+int tl_port_answers(unsigned port);
+/* A redis-server on 127.0.0.1:port in dir, without persistence, then
+ * the extra arguments (NULL-ended, or NULL: later ones override), its
+ * output appended to dir/redis-PORT.log, dying with the test. */
+pid_t tl_redis_start_tcp(const char *dir, unsigned port, const char *const *extra);
 /* A redis-server of the test's own, listening on the Unix socket sock
  * only (no TCP port), without persistence, in dir (its output appended
  * to dir/redis.log), dying with the test.  Returns its pid once it
@@ -98,6 +112,10 @@ void tl_redis_up(struct tl_redis *r);
 void tl_redis_down(struct tl_redis *r);
 /* A command on r->c (as hiredis's redisCommand) that must not fail. */
 void tl_redis_cmd(struct tl_redis *r, const char *fmt, ...) PRINTFLIKE(2, 3);
+/* The store's history of upstream up made whole on r (its gen, as
+ * weir-gate reads the Redis's ident: "RUNID:REPLID", src/gate/shared.h)
+ * with host's written back: no rebuild holds the first grant. */
+void tl_redis_whole(struct tl_redis *r, const char *up, const char *host);
 /* 1 if the Unix stream socket at path accepts a connection (a daemon is
  * up), else 0.  In testlib_sock.c, free of Criterion: the crash-replay
  * harness uses it too. */
