@@ -373,8 +373,11 @@ field(const redisReply *rep, const char *f)
 
 /* Ask every sentinel of ps for its master: the answer with the highest
  * config epoch (a sentinel that missed a failover names the old master
- * with an older epoch).  0 with *host (malloc'ed) and *port; -1 with
- * each sentinel's error in why. */
+ * with an older epoch), unless the sentinel sees that master down or
+ * being replaced (flags s_down, o_down, failover_in_progress: a frozen
+ * master may still answer, as a master, to a gate that reaches it, and
+ * take writes that its promoted replica never gets).  0 with *host
+ * (malloc'ed) and *port; -1 with each sentinel's error in why. */
 static int
 ask_sentinels(struct sconn *sc, const struct policy_shared *ps, char **host, int *port,
     struct buf *why)
@@ -387,7 +390,7 @@ ask_sentinels(struct sconn *sc, const struct policy_shared *ps, char **host, int
 		struct buf e = BUF_INIT;
 		redisContext *c;
 		redisReply *rep = NULL;
-		const char *ip, *pt, *ep;
+		const char *ip, *pt, *ep, *fl;
 		char *end;
 		long p;
 
@@ -401,11 +404,16 @@ ask_sentinels(struct sconn *sc, const struct policy_shared *ps, char **host, int
 			ip = field(rep, "ip");
 			pt = field(rep, "port");
 			ep = field(rep, "config-epoch");
+			fl = field(rep, "flags");
 			errno = 0;
 			p = pt ? strtol(pt, &end, 10) : 0;
-			if (ip == NULL || pt == NULL || ep == NULL || errno || *end || p < 1 ||
-			    p > 65535 || strlen(ip) >= ADDR_MAX - 8)
-				buf_adds(&e, "SENTINEL MASTER: no ip, port and config-epoch");
+			if (ip == NULL || pt == NULL || ep == NULL || fl == NULL || errno || *end ||
+			    p < 1 || p > 65535 || strlen(ip) >= ADDR_MAX - 8)
+				buf_adds(&e, "SENTINEL MASTER: no ip, port, config-epoch and flags");
+			else if (strstr(fl, "s_down") || strstr(fl, "o_down") ||
+			    strstr(fl, "failover_in_progress"))
+				buf_printf(&e, "master %s:%ld is down or being replaced (%s)", ip, p,
+				    fl);
 			else if ((epoch = strtoll(ep, NULL, 10)) > best) {
 				best = epoch;
 				free(*host);
