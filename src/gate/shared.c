@@ -960,6 +960,24 @@ sub_ended(struct sconn *sc)
 	unsubscribe(sc);
 }
 
+/* Is sc connected where the +switch-master message t says the master
+ * now is ("... NEWIP NEWPORT"; the gate may have found it first)? */
+static int
+at_new_master(const struct sconn *sc, const char *t)
+{
+	const char *port = strrchr(t, ' '), *ip;
+	char addr[ADDR_MAX];
+	size_t al = strlen(sc->addr), l;
+
+	if (port == NULL || port == t)
+		return 0;
+	for (ip = port - 1; ip > t && ip[-1] != ' '; ip--)
+		;
+	snprintf(addr, sizeof addr, " %.*s:%s", (int)(port - ip), ip, port + 1);
+	l = strlen(addr);
+	return al >= l && strcmp(sc->addr + al - l, addr) == 0;
+}
+
 void
 shared_readable(struct shared *sh, int fd, int64_t now)
 {
@@ -989,7 +1007,8 @@ shared_readable(struct shared *sh, int fd, int64_t now)
 		/* ["message", "+switch-master", "NAME OLDIP OLDPORT NEWIP NEWPORT"] */
 		t = m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
 		    m->element[2]->type == REDIS_REPLY_STRING ? m->element[2]->str : "";
-		if (strncmp(t, sc->ps.master, nl) == 0 && t[nl] == ' ') {
+		if (strncmp(t, sc->ps.master, nl) == 0 && t[nl] == ' ' &&
+		    !(sc->c && at_new_master(sc, t))) {
 			log_info("upstream %s: shared store %s: the sentinels switched the master "
 			    "(%s)", sc->up, sc->spec, t);
 			/* Found again at once, through the sentinels. */
