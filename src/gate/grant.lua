@@ -1,10 +1,11 @@
 -- grant.lua (after common.lua): may this grant go now, for every host
 -- (shared.c's shared_admit).  Run atomically by Redis at Redis's own clock.
 -- KEYS[6..9]: log held heldw susp.  ARGV[6..]: id m r c lease maxconn poll
--- holdms nwin, then per window: limit per unit(1..3) calendar phase.
--- Returns {code, ms, now}: 1 granted; 0 wait ms; 2 write this host's
--- history back first; 3 suspended for ms; 4 a rebuild holds every grant
--- for ms.
+-- holdms recheck nwin, then per window: limit per unit(1..3) calendar
+-- phase.  Returns {code, ms, now}: 1 granted; 0 wait ms; 2 write this
+-- host's history back first; 3 suspended for ms; 4 a rebuild holds every
+-- grant for ms.  A window that an unknown outcome helps fill is asked
+-- again after recheck ms at most: its host may settle it (SETTLE).
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local keep = tonumber(ARGV[3])
@@ -39,10 +40,10 @@ for _, id in ipairs(ids) do
 end
 local maxc = tonumber(ARGV[11])
 if maxc > 0 and w[3] > 0 and held[3] + w[3] > maxc then return {0, poll, now} end
-local nwin = tonumber(ARGV[14])
+local nwin = tonumber(ARGV[15])
 local maxper = 0
 for i = 0, nwin - 1 do
-  local p = tonumber(ARGV[16 + 5 * i])
+  local p = tonumber(ARGV[17 + 5 * i])
   if p > maxper then maxper = p end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - maxper)
@@ -50,23 +51,27 @@ local lg = redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. (now - maxper), '+inf', '
 local ent = {}
 for i = 1, #lg, 2 do
   local id, f, a, b, c = string.match(lg[i], '^(%S+) (%-?%d+) (%d+) (%d+) (%d+)$')
-  ent[#ent + 1] = {tonumber(lg[i + 1]), tonumber(a), tonumber(b), tonumber(c)}
+  local t = tonumber(lg[i + 1])
+  ent[#ent + 1] = {t, tonumber(a), tonumber(b), tonumber(c), tonumber(f) < t}
 end
 local wait = 0
 for i = 0, nwin - 1 do
-  local lim = tonumber(ARGV[15 + 5 * i])
-  local per = tonumber(ARGV[16 + 5 * i])
-  local u = tonumber(ARGV[17 + 5 * i])
-  local cal = tonumber(ARGV[18 + 5 * i])
-  local ph = tonumber(ARGV[19 + 5 * i])
+  local lim = tonumber(ARGV[16 + 5 * i])
+  local per = tonumber(ARGV[17 + 5 * i])
+  local u = tonumber(ARGV[18 + 5 * i])
+  local cal = tonumber(ARGV[19 + 5 * i])
+  local ph = tonumber(ARGV[20 + 5 * i])
   if w[u] > 0 then
     local need = held[u] + w[u]
     if need > lim then return {0, poll, now} end
     local start = now - per + 1
     if cal == 1 then start = now - ((now - ph) % per) end
-    local sum = 0
+    local sum, open = 0, false
     for _, e in ipairs(ent) do
-      if e[1] >= start then sum = sum + e[u + 1] end
+      if e[1] >= start then
+        sum = sum + e[u + 1]
+        open = open or (e[5] and e[u + 1] > 0)
+      end
     end
     local excess = sum + need - lim
     if excess > 0 then
@@ -77,6 +82,7 @@ for i = 0, nwin - 1 do
           if acc >= excess then
             local at = e[1] + per
             if cal == 1 then at = e[1] - ((e[1] - ph) % per) + per end
+            if open and at - now > tonumber(ARGV[14]) then at = now + tonumber(ARGV[14]) end
             if at - now > wait then wait = at - now end
             break
           end

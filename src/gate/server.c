@@ -564,14 +564,16 @@ do_settle(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 		reply_err(c, 0, GP_STATE, "a client holds that grant: it reports it");
 		return;
 	}
-	/* A shared store counts the send too, until the grace: so does the
-	 * gate, never less than the store. */
-	if (u->shared || !wg_settle(&s->g, u, rq->grant, how[rq->outcome], rq->text,
+	if (!wg_settle(&s->g, u, rq->grant, how[rq->outcome], rq->text,
 	    rq->at < 0 ? -1 : rq->at + 1, now, &d)) {
 		reply_simple(c, GP_R_OK, 0, 0);
 		return;
 	}
 	journal_settle(&s->j, u, rq->grant, &d, now, now + s->wmm);
+	/* The store has it as an unknown outcome too: this gate writes its
+	 * history back, the settled send in it, at its next check. */
+	if (u->shared)
+		shared_rewrite(s->sh, u->name);
 	if (rq->outcome == GP_THROTTLED || rq->outcome == GP_AUTHFAIL)
 		suspended(s, u, rq->outcome == GP_AUTHFAIL, rq->text, &d, now);
 	reach_logged(u, &d, now);

@@ -827,6 +827,7 @@ shared_admit(struct shared *sh, const struct policy_upstream *pu, struct wg_req 
 	arg_add(&v, "%lld", pu->max_connections);
 	arg_add(&v, "%d", SHARED_POLL_MS);
 	arg_add(&v, "%d", SHARED_HOLD_MS);
+	arg_add(&v, "%d", SHARED_RETRY_MS);
 	arg_add(&v, "%zu", pu->nwin);
 	for (i = 0; i < pu->nwin; i++) {
 		const struct policy_window *w = &pu->win[i];
@@ -1074,6 +1075,17 @@ shared_ended(struct shared *sh, const struct policy_upstream *pu, struct wg_req 
 	if (rep)
 		freeReplyObject(rep);
 	args_free(&a);
+}
+
+void
+shared_rewrite(struct shared *sh, const char *upstream)
+{
+	struct sconn *sc = find_conn(sh, upstream);
+
+	if (sc) {
+		sc->wrote[0] = '\0';
+		sc->next_check = 0;
+	}
 }
 
 void

@@ -120,6 +120,10 @@ int64_t shared_tick(struct shared *sh, const struct policy_upstream *pu, struct 
 void shared_ended(struct shared *sh, const struct policy_upstream *pu, struct wg_req *r,
     enum wg_outcome o, const struct wg_done *d, int64_t now, int64_t grace);
 
+/* This gate's history of upstream changed in a way no script says (a
+ * SETTLE): written back at the next shared_tick. */
+void shared_rewrite(struct shared *sh, const char *upstream);
+
 /* A suspension until `until` (now axis) seen here: every host honours it.
  * until == 0: lift it (RESUME). */
 void shared_suspend(struct shared *sh, const struct policy_upstream *pu, int64_t until,

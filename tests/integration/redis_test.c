@@ -1038,3 +1038,41 @@ Test(redis, outcome_learned_while_away_is_settled, .timeout = 60)
 	gc_close(&a);
 	gc_close(&b);
 }
+
+/*
+ * SETTLE on a shared upstream: a grant whose client went away counts as
+ * an unknown outcome, in the store too, until its grace (60 s here); a
+ * SETTLE REFUND (a deliverer that outlived its weir-send said nothing
+ * reached the upstream) frees its slot for every host at once: gate 0
+ * writes its history back.  Before, the gate answered OK and the slot
+ * stayed taken, here and in the store, for the grace.
+ */
+Test(redis, settled_send_frees_its_slot_everywhere, .timeout = 60)
+{
+	struct gate_client a, b, c;
+	struct gp_reply r;
+	uint64_t id;
+	double got;
+
+	write_policy("1 per 2s");
+	start_gate_g(0, "60s");
+	start_gate_g(1, "60s");
+	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
+	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
+	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(reply_within(&a, &r, 10000), 1);
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	id = r.id;
+	gc_close(&a);	/* its client gone: an unknown outcome for 60 s */
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(reply_within(&b, &r, 3000), 0, "granted beside an unknown outcome");
+	cr_assert_eq(gc_connect(&c, gsock[0]), 0);
+	cr_assert_eq(gc_settle(&c, "up", id, GP_REFUND, 0, -1, NULL), 0);
+	cr_assert_eq(reply_within(&c, &r, 5000), 1);
+	cr_assert_eq(r.verb, GP_R_OK);
+	got = grant_after(&b, 10000);
+	cr_assert(got >= 0, "gate 1 not granted 10 s after the settlement: the store still "
+	    "counts the unknown outcome");
+	gc_close(&b);
+	gc_close(&c);
+}
