@@ -649,6 +649,15 @@ Test(redis, status_shows_every_hosts_count)
 	cr_assert(strstr(st, "\"logged\":1,\"held\":1,\"used\":2,\"all_hosts\":{\"logged\":3,"
 	    "\"held\":1,\"used\":4}"), "%s", st);
 	cr_assert(strstr(st, "\"shared\":\"ok\",\"shared_store\":\"unix:"), "%s", st);
+	/* Where the store is, and the window whole (no switch: a Redis). */
+	{
+		char *m = xasprintf("\"shared_master\":\"%s\",\"shared_switches\":0,"
+		    "\"shared_last_switch_ms\":null,\"shared_window\":\"whole\","
+		    "\"shared_written_back_ms\":1", rsock);
+
+		cr_assert(strstr(st, m), "no %s in\n%s", m, st);
+		free(m);
+	}
 	free(st);
 	/* weir status shows it too (the gate's text). */
 	text = xasprintf("gate_socket = \"%s\"\nqueue_dir = \"%s/queue\"\npolicy_file = \"%s\"\n",

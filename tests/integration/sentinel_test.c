@@ -621,7 +621,7 @@ Test(sentinel_relay, master_killed_mid_burst)
 	struct rt_rec r;
 	double killed, back;
 	unsigned old, now;
-	int m;
+	int m, i;
 
 	m = burst_started(&rcpt);
 	old = S.rport[m];
@@ -634,6 +634,16 @@ Test(sentinel_relay, master_killed_mid_burst)
 	    r.n);
 	cr_assert(back - killed <= STALL_BOUND, "mail resumed %.3f s after the kill",
 	    back - killed);
+	/* Each gate's status says where the master is now, that it switched
+	 * once, and that the window is whole again. */
+	for (i = 0; i < NHOST; i++) {
+		char *st = rt_gate_status(&t[i]), *want = xasprintf("at master %s 127.0.0.1:%u (1 "
+		    "switch of master, the last", MASTER, now);
+
+		cr_assert(strstr(st, want) && strstr(st, "; window: whole;"), "gate %d:\n%s", i, st);
+		free(want);
+		free(st);
+	}
 	rt_rec_free(&r);
 	hs_free_rcpts(rcpt, NHOST * PER_HOST);
 }
