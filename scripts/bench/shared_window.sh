@@ -110,7 +110,7 @@ gates)
 			redis "$port"
 			g=0
 			while [ $g -lt "$k" ]; do gate $g "redis://127.0.0.1:$port"; g=$((g + 1)); done
-			label="$k gates, one Redis"
+			label="$k gate(s), one Redis"
 		fi
 		# The first grant of a new store waits out its 3 s rebuild.
 		each "$k" latency 1
