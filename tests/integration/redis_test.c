@@ -237,27 +237,6 @@ wait_log(int i, const char *s, int ms)
 	}
 }
 
-/* Wait up to ms for gc's next reply; 1 got it (*r), 0 none came. */
-static int
-reply_within(struct gate_client *gc, struct gp_reply *r, int ms)
-{
-	struct pollfd p = { gc->fd, POLLIN, 0 };
-	const char *why;
-	int rc;
-
-	for (;;) {
-		rc = gc_next_reply(gc, r, &why);
-		cr_assert(rc >= 0, "protocol: %s", why);
-		if (rc == 1)
-			return 1;
-		rc = poll(&p, 1, ms);
-		cr_assert(rc >= 0);
-		if (rc == 0)
-			return 0;
-		cr_assert_eq(gc_fill(gc), 1, "the gate closed");
-	}
-}
-
 /* Send one message now: acquire (conns connections: 0 for a kept
  * session's message, its slot held apart), wait for the grant (up to
  * ms), report. */
@@ -267,11 +246,11 @@ send_conns(struct gate_client *gc, uint32_t tag, uint32_t conns, int ms)
 	struct gp_reply r;
 
 	cr_assert_eq(gc_acquire(gc, tag, "up", NULL, NULL, 1, 1, conns), 0);
-	if (!reply_within(gc, &r, ms))
+	if (!tl_gate_reply(gc, &r, ms))
 		return 0;
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	cr_assert_eq(gc_report_sent(gc, tag, 1, -1), 0);
-	cr_assert_eq(reply_within(gc, &r, 10000), 1);
+	cr_assert_eq(tl_gate_reply(gc, &r, 10000), 1);
 	cr_assert_eq(r.verb, GP_R_OK);
 	return 1;
 }
@@ -393,7 +372,7 @@ Test(redis, down_means_no_grant)
 	{
 		struct gp_reply r;
 
-		cr_assert_eq(reply_within(&gc, &r, 10000), 1, "no grant after Redis is back");
+		cr_assert_eq(tl_gate_reply(&gc, &r, 10000), 1, "no grant after Redis is back");
 		cr_assert_eq(r.verb, GP_R_GRANT);
 	}
 	cr_assert(log_has(0, "answers again"));
@@ -467,7 +446,7 @@ Test(redis, empty_restart_writes_back_first)
 	/* Gate 1 has sent nothing itself; only the written-back history
 	 * keeps it from granting (the hold after an empty restart is 3 s). */
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(&b, &r, 6000), 0, "gate 1 granted: the window was forgotten");
+	cr_assert_eq(tl_gate_reply(&b, &r, 6000), 0, "gate 1 granted: the window was forgotten");
 	gc_close(&a);
 	gc_close(&b);
 }
@@ -480,7 +459,7 @@ grant_after(struct gate_client *gc, int ms)
 	int64_t t0 = now_us();
 	struct gp_reply r;
 
-	if (!reply_within(gc, &r, ms))
+	if (!tl_gate_reply(gc, &r, ms))
 		return -1;
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	return (double)(now_us() - t0) / 1e6;
@@ -501,7 +480,7 @@ hold_one(const char *rate, const char *grace0, struct gate_client *a, struct gat
 	cr_assert_eq(gc_connect(a, gsock[0]), 0);
 	cr_assert_eq(gc_connect(b, gsock[1]), 0);
 	cr_assert_eq(gc_acquire(a, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(a, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(a, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
 }
 
@@ -515,7 +494,7 @@ Test(redis, lease_renewed_while_held_ends_after_death, .timeout = 60)
 	hold_one("1 per 2s", "0", &a, &b);
 	/* Three leases long, gate 1 gets nothing: gate 0 renews. */
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(&b, &r, 3 * LEASE_S * 1000), 0,
+	cr_assert_eq(tl_gate_reply(&b, &r, 3 * LEASE_S * 1000), 0,
 	    "granted while another host's grant is held and renewed");
 	/* Gate 0 dies holding it: free once the lease ends (a send that may
 	 * have happened until then, so one period more), not in an hour. */
@@ -574,24 +553,24 @@ Test(redis, session_slots_count_across_hosts, .timeout = 60)
 	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
 	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
 	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 0, 0, 1), 0);
-	cr_assert_eq(reply_within(&a, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(&a, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 0, 0, 1), 0);
-	cr_assert_eq(reply_within(&b, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(&b, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	/* A third session, on gate 1: both slots are held, one by the other
 	 * host.  Meanwhile gate 0's session sends a message a second. */
 	cr_assert_eq(gc_acquire(&b, 2, "up", NULL, NULL, 0, 0, 1), 0);
 	for (t = 10; t < 10 + 3 * LEASE_S; t++) {
 		cr_assert_eq(send_conns(&a, t, 0, 5000), 1, "a session's message waited for a connection slot");
-		cr_assert_eq(reply_within(&b, &r, 1000), 0,
+		cr_assert_eq(tl_gate_reply(&b, &r, 1000), 0,
 		    "a third connection granted with max_connections 2 (after %u s)", t - 10);
 	}
 	/* Gate 0's session ends: its slot frees and the third is granted. */
 	cr_assert_eq(gc_report_nomail(&a, 1), 0);
-	cr_assert_eq(reply_within(&a, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(&a, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_OK);
-	cr_assert_eq(reply_within(&b, &r, 5000), 1, "no slot once a session ended");
+	cr_assert_eq(tl_gate_reply(&b, &r, 5000), 1, "no slot once a session ended");
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	cr_assert_eq(r.tag, 2);
 	gc_close(&a);
@@ -602,19 +581,7 @@ Test(redis, session_slots_count_across_hosts, .timeout = 60)
 static char *
 gate_status_of(int i, int json)
 {
-	char *bin = tl_bin("weir-gate");
-	const char *argv[] = { bin, "-c", wconf, "-s", gsock[i], "status", json ? "json" : NULL,
-		NULL };
-	struct tl_run run = { .argv = argv };
-	struct tl_result res;
-	char *out;
-
-	tl_run(&run, &res);
-	cr_assert_eq(res.status, 0, "status: exit %d: %s", res.status, buf_cstr(&res.err));
-	out = xstrdup(buf_cstr(&res.out));
-	tl_result_free(&res);
-	free(bin);
-	return out;
+	return tl_gate_status(wconf, gsock[i], json);
 }
 
 Test(redis, status_shows_every_hosts_count)
@@ -637,7 +604,7 @@ Test(redis, status_shows_every_hosts_count)
 	cr_assert_eq(send_one(&a, 2, 5000), 1);
 	cr_assert_eq(send_one(&b, 1, 5000), 1);
 	cr_assert_eq(gc_acquire(&b, 2, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(&b, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(&b, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	st = gate_status_of(0, 0);
 	cr_assert(strstr(st, "shared store unix:"), "%s", st);
@@ -778,7 +745,7 @@ Test(redis, replica_one_line_each_way, .timeout = 60)
 	/* The gate has come back five times (a second apart). */
 	conns = info_ll(rc, "stats", "total_connections_received");
 	wait_info(rc, "stats", "total_connections_received", conns + 5, 20000);
-	cr_assert_eq(reply_within(&gc, &r, 0), 0, "granted through a replica");
+	cr_assert_eq(tl_gate_reply(&gc, &r, 0), 0, "granted through a replica");
 	cr_assert_eq(log_count(0, "unreachable"), 1, "the log flaps");
 	cr_assert_eq(log_count(0, "answers again"), 0, "the log flaps");
 	st = gate_status_of(0, 0);
@@ -786,7 +753,7 @@ Test(redis, replica_one_line_each_way, .timeout = 60)
 	free(st);
 	/* Promoted: the gate writes its history back and grants. */
 	rcmd_ok(rc, "REPLICAOF NO ONE", NULL);
-	cr_assert_eq(reply_within(&gc, &r, 10000), 1, "no grant once the replica was promoted");
+	cr_assert_eq(tl_gate_reply(&gc, &r, 10000), 1, "no grant once the replica was promoted");
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	cr_assert_eq(log_count(0, "unreachable"), 1);
 	cr_assert_eq(log_count(0, "answers again"), 1);
@@ -895,12 +862,12 @@ Test(redis, acl_user_from_the_manual, .timeout = 60)
 			freeReplyObject(rep);
 			poll(NULL, 0, 50);
 		}
-		cr_assert_eq(reply_within(&gc, &r, 0), 0, "granted without ZADD");
+		cr_assert_eq(tl_gate_reply(&gc, &r, 0), 0, "granted without ZADD");
 		cr_assert_eq(log_count(0, "unreachable"), 1, "the log flaps");
 		cr_assert(log_has(0, "can't run this command"));
 		cr_assert_eq(log_count(0, "answers again"), 0, "the log flaps");
 		freeReplyObject(redisCommand(c, "ACL SETUSER weir +zadd"));
-		cr_assert_eq(reply_within(&gc, &r, 10000), 1, "no grant once ZADD is back");
+		cr_assert_eq(tl_gate_reply(&gc, &r, 10000), 1, "no grant once ZADD is back");
 		cr_assert_eq(r.verb, GP_R_GRANT);
 		cr_assert_eq(log_count(0, "answers again"), 1);
 		redisFree(c);
@@ -937,7 +904,7 @@ gate1_must_wait(struct gate_client *a, struct gate_client *b)
 	struct gp_reply r;
 
 	cr_assert_eq(gc_acquire(b, 2, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(b, &r, 8000), 0,
+	cr_assert_eq(tl_gate_reply(b, &r, 8000), 0,
 	    "gate 1 granted: the store's older history was trusted");
 	wait_log(0, "wrote back this host's 2 sends", 1000);
 	gc_close(a);
@@ -1031,12 +998,12 @@ Test(redis, outcome_learned_while_away_is_settled, .timeout = 60)
 	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
 	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
 	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(&a, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(&a, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	cr_assert_eq(kill(rpid, SIGSTOP), 0);
 	wait_log(0, "unreachable", 10000);
 	cr_assert_eq(gc_report_refund(&a, 1), 0);
-	cr_assert_eq(reply_within(&a, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(&a, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_OK);
 	cr_assert_eq(kill(rpid, SIGCONT), 0);
 	wait_log(0, "answers again", 10000);
@@ -1069,15 +1036,15 @@ Test(redis, settled_send_frees_its_slot_everywhere, .timeout = 60)
 	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
 	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
 	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(&a, &r, 10000), 1);
+	cr_assert_eq(tl_gate_reply(&a, &r, 10000), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	id = r.id;
 	gc_close(&a);	/* its client gone: an unknown outcome for 60 s */
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(&b, &r, 3000), 0, "granted beside an unknown outcome");
+	cr_assert_eq(tl_gate_reply(&b, &r, 3000), 0, "granted beside an unknown outcome");
 	cr_assert_eq(gc_connect(&c, gsock[0]), 0);
 	cr_assert_eq(gc_settle(&c, "up", id, GP_REFUND, 0, -1, NULL), 0);
-	cr_assert_eq(reply_within(&c, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(&c, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_OK);
 	got = grant_after(&b, 10000);
 	cr_assert(got >= 0, "gate 1 not granted 10 s after the settlement: the store still "

@@ -356,45 +356,6 @@ glog_count(const char *what)
 	return n;
 }
 
-/* Wait up to ms for gc's next reply; 1 got it (*r), 0 none came. */
-static int
-reply_within(struct gate_client *gc, struct gp_reply *r, int ms)
-{
-	struct pollfd p = { gc->fd, POLLIN, 0 };
-	const char *why;
-	int rc;
-
-	for (;;) {
-		rc = gc_next_reply(gc, r, &why);
-		cr_assert(rc >= 0, "protocol: %s", why);
-		if (rc == 1)
-			return 1;
-		rc = poll(&p, 1, ms);
-		cr_assert(rc >= 0);
-		if (rc == 0)
-			return 0;
-		cr_assert_eq(gc_fill(gc), 1, "the gate closed");
-	}
-}
-
-/* The gate's status text, malloc'ed. */
-static char *
-gate_status(void)
-{
-	char *bin = tl_bin("weir-gate");
-	const char *argv[] = { bin, "-c", gconf, "-s", gsock, "status", NULL };
-	struct tl_run run = { .argv = argv };
-	struct tl_result res;
-	char *out;
-
-	tl_run(&run, &res);
-	cr_assert_eq(res.status, 0, "status: %s", buf_cstr(&res.err));
-	out = xstrdup(buf_cstr(&res.out));
-	tl_result_free(&res);
-	free(bin);
-	return out;
-}
-
 /*
  * The gate under a broken store: its request waits (no grant, no
  * error) while the gate tries again, once a second; one log line and
@@ -417,15 +378,15 @@ fails_closed_then_mended(const char *error, void (*mend)(void))
 		poll(NULL, 0, 50);
 	}
 	/* Four more tries (one a second) bring no answer and no line. */
-	cr_assert_eq(reply_within(&gc, &r, 4000), 0, "an answer (%d) with the store broken",
+	cr_assert_eq(tl_gate_reply(&gc, &r, 4000), 0, "an answer (%d) with the store broken",
 	    r.verb);
-	st = gate_status();
+	st = tl_gate_status(gconf, gsock, 0);
 	cr_assert(strstr(st, error), "status does not say \"%s\":\n%s", error, st);
 	free(st);
 	cr_assert_eq(glog_count("unreachable"), 1, "the log flaps");
 	cr_assert_eq(glog_count(error), 1, "the error is not in the log line");
 	mend();
-	cr_assert_eq(reply_within(&gc, &r, 15000), 1, "no grant once mended");
+	cr_assert_eq(tl_gate_reply(&gc, &r, 15000), 1, "no grant once mended");
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	cr_assert_eq(glog_count("answers again"), 1);
 	gc_close(&gc);

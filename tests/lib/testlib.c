@@ -510,6 +510,43 @@ tl_redis_whole(struct tl_redis *r, const char *up, const char *host)
 }
 
 int
+tl_gate_reply(struct gate_client *gc, struct gp_reply *r, int ms)
+{
+	struct pollfd p = { gc->fd, POLLIN, 0 };
+	const char *why;
+	int rc;
+
+	for (;;) {
+		rc = gc_next_reply(gc, r, &why);
+		cr_assert(rc >= 0, "protocol: %s", why);
+		if (rc == 1)
+			return 1;
+		rc = poll(&p, 1, ms);
+		cr_assert(rc >= 0);
+		if (rc == 0)
+			return 0;
+		cr_assert_eq(gc_fill(gc), 1, "the gate closed");
+	}
+}
+
+char *
+tl_gate_status(const char *conf, const char *sock, int json)
+{
+	char *bin = tl_bin("weir-gate"), *out;
+	const char *argv[] = { bin, "-c", conf, "-s", sock, "status", json ? "json" : NULL, NULL };
+	struct tl_run run = { .argv = argv };
+	struct tl_result res;
+
+	tl_run(&run, &res);
+	cr_assert_eq(res.status, 0, "weir-gate status: exit %d: %s", res.status,
+	    buf_cstr(&res.err));
+	out = xstrdup(buf_cstr(&res.out));
+	tl_result_free(&res);
+	free(bin);
+	return out;
+}
+
+int
 tl_idle_after(const char *log, const char *after, size_t n, const char *state)
 {
 	const char *p = log;

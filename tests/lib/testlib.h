@@ -12,6 +12,7 @@
 
 #include "lib/buf.h"
 #include "lib/log.h"
+#include "mail/gateclient.h"
 
 /* A fresh folder under $TMPDIR (or /tmp), removed by tl_rmtree(). */
 char *tl_tmpdir(void);
@@ -116,6 +117,11 @@ void tl_redis_cmd(struct tl_redis *r, const char *fmt, ...) PRINTFLIKE(2, 3);
  * weir-gate reads the Redis's ident: "RUNID:REPLID", src/gate/shared.h)
  * with host's written back: no rebuild holds the first grant. */
 void tl_redis_whole(struct tl_redis *r, const char *up, const char *host);
+/* Wait up to ms for gc's next reply from weir-gate: 1 with *r, 0 if none
+ * came (fails the test on a protocol error or a closed connection). */
+int tl_gate_reply(struct gate_client *gc, struct gp_reply *r, int ms);
+/* `weir-gate -c conf -s sock status [json]` (exit 0 asserted), malloc'ed. */
+char *tl_gate_status(const char *conf, const char *sock, int json);
 /* 1 if the Unix stream socket at path accepts a connection (a daemon is
  * up), else 0.  In testlib_sock.c, free of Criterion: the crash-replay
  * harness uses it too. */
