@@ -467,21 +467,23 @@ grant_after(struct gate_client *gc, int ms)
 
 #define LEASE_S (SHARED_LEASE_MIN_MS / 1000)
 
-/* Gates 0 (-g grace0) and 1 (-g 0) under rate, a client of each; a's
- * first request granted and held. */
-static void
-hold_one(const char *rate, const char *grace0, struct gate_client *a, struct gate_client *b)
+/* Gates 0 (-g grace0) and 1 (-g grace1) under rate, a client of each;
+ * a's first request granted and held; its grant id. */
+static uint64_t
+hold_one(const char *rate, const char *grace0, const char *grace1, struct gate_client *a,
+    struct gate_client *b)
 {
 	struct gp_reply r;
 
 	write_policy(rate);
 	start_gate_g(0, grace0);
-	start_gate_g(1, "0");
+	start_gate_g(1, grace1);
 	cr_assert_eq(gc_connect(a, gsock[0]), 0);
 	cr_assert_eq(gc_connect(b, gsock[1]), 0);
 	cr_assert_eq(gc_acquire(a, 1, "up", NULL, NULL, 1, 1, 1), 0);
 	cr_assert_eq(tl_gate_reply(a, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
+	return r.id;
 }
 
 Test(redis, lease_renewed_while_held_ends_after_death, .timeout = 60)
@@ -491,7 +493,7 @@ Test(redis, lease_renewed_while_held_ends_after_death, .timeout = 60)
 	double got;
 
 	/* Gate 0 grants one and its client holds it (a slow delivery). */
-	hold_one("1 per 2s", "0", &a, &b);
+	(void)hold_one("1 per 2s", "0", "0", &a, &b);
 	/* Three leases long, gate 1 gets nothing: gate 0 renews. */
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
 	cr_assert_eq(tl_gate_reply(&b, &r, 3 * LEASE_S * 1000), 0,
@@ -512,7 +514,7 @@ Test(redis, restarted_gate_takes_over_its_grants, .timeout = 60)
 	struct gate_client a, b;
 	double got;
 
-	hold_one("1 per 1s", "8s", &a, &b);
+	(void)hold_one("1 per 1s", "8s", "0", &a, &b);
 	/* Killed holding it, down for 5 s (the scenario), restarted: its
 	 * journal counts the grant until the restart + 8 s, and so must
 	 * Redis, though the lease gate 0 last renewed ends sooner. */
@@ -992,14 +994,7 @@ Test(redis, outcome_learned_while_away_is_settled, .timeout = 60)
 	struct gp_reply r;
 	double got;
 
-	write_policy("1 per 1s");
-	start_gate_g(0, "60s");
-	start_gate_g(1, "60s");
-	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
-	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
-	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(tl_gate_reply(&a, &r, 5000), 1);
-	cr_assert_eq(r.verb, GP_R_GRANT);
+	(void)hold_one("1 per 1s", "60s", "60s", &a, &b);
 	cr_assert_eq(kill(rpid, SIGSTOP), 0);
 	wait_log(0, "unreachable", 10000);
 	cr_assert_eq(gc_report_refund(&a, 1), 0);
@@ -1030,15 +1025,7 @@ Test(redis, settled_send_frees_its_slot_everywhere, .timeout = 60)
 	uint64_t id;
 	double got;
 
-	write_policy("1 per 2s");
-	start_gate_g(0, "60s");
-	start_gate_g(1, "60s");
-	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
-	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
-	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(tl_gate_reply(&a, &r, 10000), 1);
-	cr_assert_eq(r.verb, GP_R_GRANT);
-	id = r.id;
+	id = hold_one("1 per 2s", "60s", "60s", &a, &b);
 	gc_close(&a);	/* its client gone: an unknown outcome for 60 s */
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
 	cr_assert_eq(tl_gate_reply(&b, &r, 3000), 0, "granted beside an unknown outcome");
