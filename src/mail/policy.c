@@ -17,7 +17,6 @@
  */
 #include <confuse.h>
 #include <ctype.h>
-#include <errno.h>
 #include <fnmatch.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include <strings.h>
 
 #include "lib/alloc.h"
+#include "lib/decimal.h"
 #include "lib/timefmt.h"
 #include "mail/confparse.h"
 #include "mail/conftab.h"
@@ -674,30 +674,19 @@ out_opts:
 	return rc;
 }
 
-/* "HOST:PORT" in s[0..n): *host (malloc'ed) and *port.  0 ok; -1 with why. */
+/* "HOST:PORT" in s[0..n): *host (malloc'ed) and *port (digits only).
+ * 0 ok; -1 with why. */
 static int
 host_port(const char *s, size_t n, char **host, int *port, const char **why)
 {
 	const char *colon = memrchr(s, ':', n);
-	char digits[8];
-	size_t dn;
-	char *end;
-	long v;
+	uint64_t v;
 
 	if (colon == NULL || colon == s) {
 		*why = "each address is HOST:PORT";
 		return -1;
 	}
-	dn = n - (size_t)(colon + 1 - s);
-	if (dn == 0 || dn >= sizeof digits) {
-		*why = "the port is 1 to 65535";
-		return -1;
-	}
-	memcpy(digits, colon + 1, dn);
-	digits[dn] = '\0';
-	errno = 0;
-	v = strtol(digits, &end, 10);
-	if (errno || *end != '\0' || v < 1 || v > 65535) {
+	if (dec_parse(colon + 1, n - (size_t)(colon + 1 - s), 65535, &v) < 0 || v < 1) {
 		*why = "the port is 1 to 65535";
 		return -1;
 	}
@@ -710,14 +699,11 @@ host_port(const char *s, size_t n, char **host, int *port, const char **why)
 static int
 db_number(const char *d, int *db, const char **why)
 {
-	char *end;
-	long v;
+	uint64_t v;
 
 	if (*d == '\0' || (d[0] == '/' && d[1] == '\0'))
 		return 0;
-	errno = 0;
-	v = strtol(d + 1, &end, 10);
-	if (d[0] != '/' || errno || end == d + 1 || *end != '\0' || v < 0 || v > 1000000) {
+	if (d[0] != '/' || dec_parse(d + 1, strlen(d + 1), 1000000, &v) < 0) {
 		*why = "the database is a number";
 		return -1;
 	}

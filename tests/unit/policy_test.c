@@ -286,6 +286,10 @@ Test(policy, shared_sentinel_forms)
 	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1,h:70000/m", &sh, &why), -1);
 	cr_assert_str_eq(why, "the port is 1 to 65535");
 	cr_assert_eq(policy_shared_parse("redis-sentinel://h/m", &sh, &why), -1);
+	/* Ports and databases are digits, nothing else (strtol took "+1", " 1"). */
+	cr_assert_eq(policy_shared_parse("redis-sentinel://h:+1/m", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis://h: 6379", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis://h:6379/+2", &sh, &why), -1);
 	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1/m x", &sh, &why), -1);
 	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1/m/x", &sh, &why), -1);
 	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1,h:2,h:3,h:4,h:5,h:6,h:7,h:8,h:9,"
