@@ -30,7 +30,10 @@ parts=${*:-gates wait stall}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/weir-sharedbench.XXXXXX")
 pids=
 cleanup() {
-	for p in $pids; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
+	for p in $pids; do
+		kill -CONT "$p" 2>/dev/null || true
+		kill -9 "$p" 2>/dev/null || true
+	done
 	rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM
