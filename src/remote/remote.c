@@ -212,7 +212,7 @@ outcome(const struct smtp_result *res)
 	if (res->stale)
 		return OUTCOME_STALE;	/* a kept session's: nothing of it sent */
 	if (res->suspend)
-		return OUTCOME_THROTTLED;
+		return res->quota ? OUTCOME_QUOTA : OUTCOME_THROTTLED;
 	if (res->authfail)
 		return OUTCOME_AUTHFAIL;
 	if (!res->greeted)

@@ -60,6 +60,9 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 	}
 	if (o.kind == OUTCOME_THROTTLED)
 		log_warnx("msg %s: the upstream is throttling us: %s", j->m->qid, o.text);
+	else if (o.kind == OUTCOME_QUOTA)
+		log_warnx("msg %s: upstream %s says the sender's or account's quota is spent: %s",
+		    j->m->qid, s->ups[j->up].name, o.text);
 	if (o.kind == OUTCOME_AUTHFAIL && j->up < s->cfg->nupstreams &&
 	    s->cfg->upstreams[j->up].oauth.present) {
 		log_warnx("msg %s: upstream %s refused our OAuth token, or its provider our "
@@ -163,7 +166,8 @@ settle(struct sched *s, struct job *j, size_t i, struct rresult *r, enum outcome
 	 * and only a recipient's own temporary failure, in a "sent"
 	 * session, can expire it. */
 	if (r->st == RS_PERM && (how == OUTCOME_RELAY || how == OUTCOME_REFUND ||
-	    how == OUTCOME_NOMAIL || how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL ||
+	    how == OUTCOME_NOMAIL || how == OUTCOME_THROTTLED || how == OUTCOME_QUOTA ||
+	    how == OUTCOME_AUTHFAIL ||
 	    how == OUTCOME_UNREACHED || how == OUTCOME_NOGREETING))
 		r->st = RS_TEMP;
 	if (r->st == RS_TEMP && r->own && how == OUTCOME_SENT && expired) {
@@ -222,7 +226,7 @@ static void
 next_step(struct sched *s, struct msg *m, enum outcome_kind how, int more, size_t next_off,
     size_t ntemp, int again, size_t group, long long now)
 {
-	if (how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL || again) {
+	if (how == OUTCOME_THROTTLED || how == OUTCOME_QUOTA || how == OUTCOME_AUTHFAIL || again) {
 		/* The same batch, after the suspension at the gate, or where
 		 * the gate sends it (the primary's probe, or a fallback). */
 		sched_at(s, m, now);
@@ -264,7 +268,8 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	long long now = sched_wall();
 	/* The upstream said slow down, or refused our credentials: the
 	 * gate suspends it; the message waits there, no attempt counted. */
-	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL;
+	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_QUOTA ||
+	    how == OUTCOME_AUTHFAIL;
 	int expired = now - m->birth - wait_credit(m) > s->lifetime;
 	int again = via_again(s, j, how);
 	int more;

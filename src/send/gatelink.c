@@ -377,7 +377,7 @@ gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted
 	}
 	/* An AUTHFAIL sets no hold (throttle_tag): the gate's suspension
 	 * paces the tries, and its RESUME or a reload lifts it at once. */
-	if (how == GP_THROTTLED)
+	if (how == GP_THROTTLED || how == GP_QUOTA)
 		s->ups[j->up].throttle_tag = j->tag;
 	k = gc_report(&s->gc, j->tag, how, accepted, how == GP_SENT ? j->sent_at : -1, reply);
 	j->tag = 0;

@@ -85,7 +85,8 @@ Test(trouble, throttle_replies_suspend_whatever_the_stage)
 {
 	cr_assert_eq(act(STAGE_RCPT, "421 4.7.0 closing\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_MAIL, "421 closing\r\n"), T_SUSPEND);
-	cr_assert_eq(act(STAGE_BANNER, "421 busy\r\n"), T_SUSPEND);
+	/* At the greeting a 421 is the upstream not reached (issue 31). */
+	cr_assert_eq(act(STAGE_BANNER, "421 busy\r\n"), T_DEFER);
 	cr_assert_eq(act(STAGE_RCPT, "550 5.4.5 Daily user sending quota exceeded.\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_DATA_END, "550 5.4.5 Daily sending limit\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_MAIL, "454 Throttling failure: Maximum sending rate exceeded.\r\n"),
@@ -257,8 +258,10 @@ Test(trouble, builtin_throttle_replies_false)
 	cr_assert_eq(act(STAGE_MAIL, "421 4.7.0 Try again later\r\n"), T_DEFER);
 	cr_assert_eq(act(STAGE_MAIL, "450 Rate limit exceeded\r\n"), T_DEFER);
 	cr_assert_eq(act(STAGE_RCPT, "452 Too many messages from your IP\r\n"), T_DEFER);
+	/* A quota reply no longer suspends, but never bounces either (issue
+	 * 31: it bounced before). */
 	cr_assert_eq(act(STAGE_DATA_END, "550 5.4.5 Daily user sending quota exceeded.\r\n"),
-	    T_BOUNCE);
+	    T_DEFER);
 	/* Patterns added by hand stay (they are not the built-in list). */
 	trouble_add_throttle(rules, "554 5.7.0 spammy*");
 	cr_assert_eq(act(STAGE_DATA_END, "554 5.7.0 Spammy\r\n"), T_SUSPEND);
