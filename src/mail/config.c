@@ -41,6 +41,7 @@
 #include "mail/config.h"
 #include "mail/policy.h"
 #include "mail/queue.h"
+#include "mail/replyclass.h"
 #include "mail/rewrite.h"
 
 #ifndef SYSCONFDIR
@@ -144,6 +145,9 @@ static const struct conftab_key upkeys[] = {
 	{ "recipient_domains",  K_LIST,     NULL, 0, 0, 0, UOFF(recipient_domains), NULL },
 	{ "fallback",           K_LIST,     NULL, 0, 0, 0, UOFF(fallback), NULL },
 	{ "fallback_when",      K_LIST,     NULL, 0, 0, 0, UOFF(fallback_when), NULL },
+	/* Replies this provider means otherwise than weir's table says
+	 * (mail/replyclass.h): "CLASS: PATTERN", tried before the table. */
+	{ "reply_rules",        K_LIST,     NULL, 0, 0, 0, UOFF(reply_rules), NULL },
 };
 #define NUPKEYS (sizeof upkeys / sizeof upkeys[0])
 
@@ -419,6 +423,22 @@ validate_route(cfg_t *cfg, cfg_opt_t *opt)
 	return -1;
 }
 
+/* reply_rules: each "CLASS: PATTERN" (mail/replyclass.h). */
+static int
+validate_reply_rules(cfg_t *cfg, cfg_opt_t *opt)
+{
+	enum reply_class cls;
+	const char *why = NULL, *pat, *v = NULL;
+	unsigned i;
+
+	for (i = 0; i < cfg_opt_size(opt) && why == NULL; i++)
+		(void)reply_rule_parse(v = cfg_opt_getnstr(opt, i), &cls, &pat, &why);
+	if (why == NULL)
+		return 0;
+	cfg_error(cfg, "%s: \"%s\": %s", opt->name, v, why);
+	return -1;
+}
+
 static int
 validate_up(cfg_t *cfg, cfg_opt_t *opt)
 {
@@ -430,6 +450,8 @@ validate_up(cfg_t *cfg, cfg_opt_t *opt)
 	if (strcmp(opt->name, "recipient_domains") == 0 || strcmp(opt->name, "fallback") == 0 ||
 	    strcmp(opt->name, "fallback_when") == 0)
 		return validate_route(cfg, opt);
+	if (strcmp(opt->name, "reply_rules") == 0)
+		return validate_reply_rules(cfg, opt);
 	return 0;
 }
 

@@ -226,6 +226,32 @@ reply_class_default(int st, int code)
 	}
 }
 
+int
+reply_rule_parse(const char *entry, enum reply_class *cls, const char **pattern,
+    const char **why)
+{
+	const char *colon = strchr(entry, ':'), *p;
+	int c;
+
+	if (colon == NULL || (c = reply_class_from_name(entry, (size_t)(colon - entry))) < 0) {
+		*why = "not \"CLASS: PATTERN\" with CLASS recipient, quota, rate, auth, relay, "
+		    "unavailable or temporary";
+		return -1;
+	}
+	if (colon[1] != ' ' || colon[2] == '\0' || colon[2] == ' ') {
+		*why = "one blank after the class, then the pattern (\"quota: 554 5.2.0 *\")";
+		return -1;
+	}
+	for (p = colon + 2; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+			*why = "a control character in the pattern";
+			return -1;
+		}
+	*cls = (enum reply_class)c;
+	*pattern = colon + 2;
+	return 0;
+}
+
 static const char *const class_names[RC_COUNT] = {
 	"none", "recipient", "quota", "rate", "auth", "relay", "unavailable", "temporary",
 };

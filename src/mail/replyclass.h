@@ -96,6 +96,13 @@ int reply_row_find(int st, const char *line);
 /* The class of a reply no row took: its code and stage say. */
 enum reply_class reply_class_default(int st, int code);
 
+/* An upstream's reply rule (weir.conf's reply_rules): "CLASS: PATTERN",
+ * CLASS a class name, one blank after the colon, PATTERN a glob on
+ * "CODE TEXT" as the rows' (no control byte).  0 with the class and
+ * the pattern (in entry), or -1 with why. */
+int reply_rule_parse(const char *entry, enum reply_class *cls, const char **pattern,
+    const char **why);
+
 /* "recipient", "quota", ... ("none" for RC_NONE); and back (-1: not a
  * class name). */
 const char *reply_class_name(enum reply_class c);

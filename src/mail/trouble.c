@@ -24,9 +24,9 @@ struct patlist {
 };
 
 struct trouble_rules {
-	struct patlist custom;		/* policy.conf's throttle_reply, tried first */
+	struct patlist rules;		/* the upstream's reply_rules, tried first */
+	struct patlist custom;		/* policy.conf's throttle_reply */
 	int builtin_off;		/* policy.conf: builtin_throttle_replies = false */
-	struct patlist rules;		/* the upstream's reply_rules */
 	struct patlist added;		/* trouble_add_throttle/_relay */
 };
 
@@ -77,6 +77,18 @@ trouble_add_rule(struct trouble_rules *t, enum reply_class cls, const char *patt
     const char *where)
 {
 	pat_add(&t->rules, pattern, cls, where);
+}
+
+void
+trouble_add_rules(struct trouble_rules *t, const struct strlist *rules)
+{
+	enum reply_class cls;
+	const char *pat, *why;
+	size_t i;
+
+	for (i = 0; i < rules->n; i++)
+		if (reply_rule_parse(rules->v[i], &cls, &pat, &why) == 0)
+			trouble_add_rule(t, cls, pat, NULL);
 }
 
 void
@@ -153,16 +165,16 @@ trouble_judge(const struct trouble_rules *t, enum smtp_stage st, const struct sm
 		return;
 	}
 	reply_line(r, line, sizeof line);
-	if ((k = find(&t->custom, line)) >= 0) {
-		v->origin = TO_POLICY;
-		v->cls = RC_RATE;
-		v->pattern = t->custom.v[k].p;
-	} else if ((k = find(&t->rules, line)) >= 0) {
+	if ((k = find(&t->rules, line)) >= 0) {
 		v->origin = TO_RULE;
 		v->cls = t->rules.v[k].cls;
 		v->pattern = t->rules.v[k].p;
 		v->where = t->rules.v[k].where;
 		v->index = k;
+	} else if ((k = find(&t->custom, line)) >= 0) {
+		v->origin = TO_POLICY;
+		v->cls = RC_RATE;
+		v->pattern = t->custom.v[k].p;
 	} else if ((k = find(&t->added, line)) >= 0) {
 		v->origin = TO_ADDED;
 		v->cls = t->added.v[k].cls;

@@ -6,10 +6,10 @@
  *
  * Rules, in order:
  *   1. A positive reply (2xx; 354 to DATA; 334 during AUTH) is ACCEPT.
- *   2. Any other reply is given a class (mail/replyclass.h): by
- *      policy.conf's throttle_reply patterns first (class rate,
- *      trouble_add_policy), then by the upstream's own reply_rules of
- *      weir.conf (trouble_add_rule), then by patterns added with
+ *   2. Any other reply is given a class (mail/replyclass.h): by the
+ *      upstream's own reply_rules of weir.conf first (trouble_add_rule),
+ *      then by policy.conf's throttle_reply patterns (class rate,
+ *      trouble_add_policy), then by patterns added with
  *      trouble_add_throttle (rate) and trouble_add_relay (relay), then
  *      by the built-in table's rows (replyclass.c), else by its code and
  *      stage (reply_class_default).
@@ -49,6 +49,7 @@
 
 #include <stddef.h>
 
+#include "mail/config.h"
 #include "mail/policy.h"
 #include "mail/replyclass.h"
 #include "mail/smtpreply.h"
@@ -88,17 +89,21 @@ void trouble_add_throttle(struct trouble_rules *t, const char *pattern);
 void trouble_add_rule(struct trouble_rules *t, enum reply_class cls, const char *pattern,
     const char *where);
 void trouble_add_relay(struct trouble_rules *t, const char *pattern);
+/* An upstream's reply_rules (struct weir_upstream, checked by the config
+ * loader): each "CLASS: PATTERN" added with trouble_add_rule, where NULL. */
+void trouble_add_rules(struct trouble_rules *t, const struct strlist *rules);
 /* policy.conf's own throttle_reply patterns (not its built-in ones),
- * tried before every other rule; with its builtin_throttle_replies =
- * false, the built-in throttle patterns no longer count (those added by
- * trouble_add_throttle still do). */
+ * tried after the upstream's rules, before every other; with its
+ * builtin_throttle_replies = false, the built-in table's quota and rate
+ * rows no longer suspend (patterns added by trouble_add_throttle
+ * still do). */
 void trouble_add_policy(struct trouble_rules *t, const struct policy *p);
 
 /* Where a reply's class came from. */
 enum trouble_origin {
 	TO_POSITIVE,		/* a positive reply: no class */
-	TO_POLICY,		/* policy.conf's throttle_reply */
 	TO_RULE,		/* the upstream's reply_rules (weir.conf) */
+	TO_POLICY,		/* policy.conf's throttle_reply */
 	TO_ADDED,		/* trouble_add_throttle, trouble_add_relay */
 	TO_TABLE,		/* a built-in row (replyclass.c) */
 	TO_DEFAULT,		/* no pattern: its code and stage */

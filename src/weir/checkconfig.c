@@ -42,6 +42,9 @@
  *     (with send_user set); metrics.auth_file is a password file
  *     (lib/pwfile.h) of mode 0600 that metrics.user owns.
  *
+ * With --reply "REPLY", what that reply of an upstream means, and why,
+ * for each upstream (replycheck.c) instead of the checks.
+ *
  * Every finding is one line on standard output, "FILE:LINE: what" for an
  * error and "FILE:LINE: warning: what" for a warning (without LINE when
  * the key is not in the file: a default), then a summary line.  Exit 0
@@ -73,6 +76,7 @@
 #include "lib/log.h"
 #include "lib/pwfile.h"
 #include "mail/config.h"
+#include "mail/confparse.h"
 #include "mail/libexec.h"
 #include "mail/oauth.h"
 #include "mail/policy.h"
@@ -121,63 +125,11 @@ parser_errors(struct check *k, const struct buf *err)
 	}
 }
 
-/* Does line p (up to its newline) set key: "key =" after blanks? */
-static int
-sets_key(const char *p, const char *key)
-{
-	size_t n = strlen(key);
-
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (strncmp(p, key, n) != 0)
-		return 0;
-	p += n;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	return *p == '=';
-}
-
-/* Does line p open the section: upstream "name" (the title quoted)? */
-static int
-opens_section(const char *p, const char *name)
-{
-	size_t n = strlen(name);
-
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (strncmp(p, "upstream", 8) != 0 || (p[8] != ' ' && p[8] != '\t'))
-		return 0;
-	p += 8;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	return *p == '"' && strncmp(p + 1, name, n) == 0 && p[1 + n] == '"';
-}
-
-/* The line of key in weir.conf: at the top level (section NULL: the
- * first line setting it), or in upstream section (from the line opening
- * it to last, its closing brace); key NULL: the section's first line.
- * 0 when not found. */
+/* The line of key in weir.conf (mail/confparse.h); 0 when not found. */
 static int
 find_line(const struct check *k, const char *section, const char *key, int last)
 {
-	const char *p = k->text.s;
-	int line = 1, in = section == NULL;
-
-	for (; p && *p; line++) {
-		if (section && !in && opens_section(p, section)) {
-			in = 1;
-			if (key == NULL)
-				return line;
-		}
-		if (in && key && sets_key(p, key))
-			return line;
-		if (section && in && line >= last)
-			return 0;
-		p = strchr(p, '\n');
-		if (p)
-			p++;
-	}
-	return 0;
+	return confparse_key_line(k->text.s, section, key, NULL, last);
 }
 
 /* "weir.conf:12" for a top-level key set in the file, else "weir.conf". */
@@ -838,12 +790,12 @@ cmd_check_config(int argc, char **argv, const char *cfile)
 	struct buf err = BUF_INIT;
 	struct check k;
 	int cfg_ok, have_policy = 0;
+	const char *reply = argc == 3 && strcmp(argv[1], "--reply") == 0 ? argv[2] : NULL;
 
-	(void)argv;
 	memset(&k, 0, sizeof k);
 	memset(&pol, 0, sizeof pol);
-	if (argc != 1) {
-		log_warnx("usage: weir [-c FILE] check-config");
+	if (argc != 1 && reply == NULL) {
+		log_warnx("usage: weir [-c FILE] check-config [--reply \"REPLY\"]");
 		return 2;
 	}
 	cfg_ok = config_load(&c, cfile, &err) == 0;
@@ -858,6 +810,16 @@ cmd_check_config(int argc, char **argv, const char *cfile)
 		have_policy = 1;
 	else
 		parser_errors(&k, &err);
+	if (reply && cfg_ok) {
+		/* What a reply means (replycheck.c), instead of the checks. */
+		int rc = check_reply(&c, have_policy ? &pol : NULL, k.text.s, reply);
+
+		policy_free(&pol);
+		config_free(&c);
+		buf_free(&k.text);
+		buf_free(&err);
+		return rc;
+	}
 	check_hostname(&k, &c);
 	check_admin(&k, &c);
 	check_queue(&k, &c);

@@ -29,5 +29,11 @@ int cmd_auth(int argc, char **argv, struct weir_config *cfg);
 void auth_status_out(struct buf *o, const struct weir_config *cfg, int json, time_t now);
 /* Loads the config itself (its errors are findings): gets -c's argument. */
 int cmd_check_config(int argc, char **argv, const char *cfile);
+/* check-config --reply: what reply means at each step for each upstream
+ * of c, with pol (NULL: none read) and weir.conf's text for lines
+ * (replycheck.c); the exit status. */
+struct policy;
+int check_reply(const struct weir_config *c, const struct policy *pol, const char *text,
+    const char *reply);
 
 #endif

@@ -15,6 +15,10 @@
  *       after the dot, through weir-send and weir-gate: no bounce, the
  *       message stays queued, the gate suspends the upstream for its
  *       quota.  On the old code both bounced.
+ *   upstream_rules_come_first
+ *       an upstream's reply_rules: a wrong 5xx made temporary is deferred,
+ *       an unknown reply made a quota goes to the backup; check-config
+ *       --reply names the rule and its line.
  *   gmail_quota_goes_to_the_backup
  *       (item 3) "452 4.5.3 Daily sending quota exceeded" at RCPT, with
  *       a backup and the default fallback_when: the message goes
@@ -253,6 +257,59 @@ Test(replies, gmail_quota_goes_to_the_backup)
 	    "one try at isp:\n%s", rt_send_logs_tail(&t, 3000));
 	cr_assert_eq(rt_log_count(&t, "upstream isp: its mail goes through backup from now on "
 	    "(quota"), 1, "%s", rt_send_logs_tail(&t, 3000));
+	rt_assert_no_bounce(&t, &rb);
+	rt_rec_free(&ri);
+	rt_rec_free(&rb);
+}
+
+/* Item 2 of the issue's "what to build": an upstream's reply_rules in
+ * weir.conf come before the table: a provider's wrong 5xx made
+ * temporary is deferred, not bounced; a reply the table does not know
+ * made a quota sends the mail to the backup; weir check-config --reply
+ * names the rule with its line, and where the mail goes.  The old code
+ * refused the key (weir-send does not start). */
+Test(replies, upstream_rules_come_first)
+{
+	const char *ra = "a@dst.example", *rq = "q@dst.example";
+	const char *flags[] = { "--reply", "rcpt:a@dst.example=550 5.7.1 Unfortunately, try later",
+		"--reply", "rcpt:q@dst.example=554 5.7.0 Your account reached its limit", NULL };
+	const char *args[] = { "-c", t.s.qt.conf, "check-config", "--reply",
+		"554 5.7.0 Your account reached its limit" };
+	struct tl_result r;
+	struct rt_rec ri, rb;
+	char *where;
+
+	rt_upstream_start(&t, "good", flags, 0);
+	rt_peer_start(&t, &b, "backup", NULL, 0);
+	rt_conf_upstream_at(&t, "isp", t.port, "  fallback = {\"backup\"}\n"
+	    "  reply_rules = {\"temporary: 550 5.7.1 *try later*\",\n"
+	    "                 \"quota: 554 5.7.0 *reached its limit*\"}\n");
+	rt_conf_upstream_at(&t, "backup", b.port, "");
+	rt_policy(&t, "upstream \"isp\" { rate = {\"10 per 1s\"} }\n"
+	    "upstream \"backup\" { rate = {\"10 per 1s\"} }\n");
+	r = rt_run(&t, "weir", args, 5, NULL);
+	cr_assert_eq(r.status, 0, "%s%s", buf_cstr(&r.out), buf_cstr(&r.err));
+	where = xasprintf("%s:", t.s.qt.conf);
+	cr_assert(strstr(buf_cstr(&r.out), "at banner, ehlo, auth, mail, rcpt, data, dot: quota: "
+	    "suspends the upstream for its quota"), "%s", buf_cstr(&r.out));
+	cr_assert(strstr(buf_cstr(&r.out), "fallback_when \"quota\" sends its mail on to "
+	    "\"backup\" -- "), "%s", buf_cstr(&r.out));
+	cr_assert(strstr(buf_cstr(&r.out), where), "%s", buf_cstr(&r.out));
+	cr_assert(strstr(buf_cstr(&r.out), ": reply_rules \"quota: 554 5.7.0 *reached its limit*\""),
+	    "%s", buf_cstr(&r.out));
+	tl_result_free(&r);
+	free(where);
+	rt_gate_start(&t, "2s");
+	rt_send_start(&t);
+	rt_sendmail(&t, SENDER, &ra, 1, "Subject: wrong 5xx\n\nbody\n");
+	rt_wait_log(&t, "deferred <a@dst.example>", 1, 30000);
+	rt_sendmail(&t, SENDER, &rq, 1, "Subject: quota\n\nbody\n");
+	cr_assert(rt_wait(rt_peer_ndata_at_least, &t, &(struct rt_peer_count){ &b, 1 }, 30000),
+	    "q never reached the backup:\n%s", rt_send_logs_tail(&t, 3000));
+	rt_rec_load(&t, &ri);
+	rt_rec_load_file(b.record, &rb);
+	cr_assert_eq(ri.n, 0);
+	cr_assert_eq(rt_rec_count(&rb, NULL, rq), 1);
 	rt_assert_no_bounce(&t, &rb);
 	rt_rec_free(&ri);
 	rt_rec_free(&rb);

@@ -639,3 +639,26 @@ Test(config, fallback_errors)
 	bad("upstream \"a\" {\n  host = a\n  recipient_domains = {\"a b\"}\n}\n",
 	    "recipient_domains: \"a b\"");
 }
+
+/* reply_rules (issue 31): "CLASS: PATTERN", checked with the line. */
+Test(config, reply_rules)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+	char *p = conf("upstream \"a\" {\n  host = a.example\n"
+	    "  reply_rules = {\"quota: 554 5.2.0 *STOREDRV*\", \"temporary: 550 5.7.1 *\"}\n}\n");
+
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
+	cr_assert_eq(c.upstreams[0].reply_rules.n, 2);
+	cr_assert_str_eq(c.upstreams[0].reply_rules.v[1], "temporary: 550 5.7.1 *");
+	config_free(&c);
+	free(p);
+	bad("upstream \"a\" {\n  host = a\n\n  reply_rules = {\"quota: 5*\", \"often: 4*\"}\n}\n",
+	    "weir.conf:4: reply_rules: \"often: 4*\": not \"CLASS: PATTERN\"");
+	bad("upstream \"a\" {\n  host = a\n  reply_rules = {\"quota:554 *\"}\n}\n",
+	    "one blank after the class");
+	bad("upstream \"a\" {\n  host = a\n  reply_rules = {\"quota 554 *\"}\n}\n",
+	    "not \"CLASS: PATTERN\"");
+	bad("upstream \"a\" {\n  host = a\n  reply_rules = {\"none: 554 *\"}\n}\n",
+	    "not \"CLASS: PATTERN\"");
+}
