@@ -30,6 +30,12 @@
  *       a kill -9 of weir-send while gmail holds a message's final dot,
  *       isp back before weir-send restarts: no recipient reaches both
  *       upstreams, each exactly once.
+ *   greeting_421_is_unreachable
+ *       (issue 31, item 4) isp answers every connection "421 4.3.2
+ *       Service not available": with fallback_when "unreachable 2s"
+ *       alone, the mail goes through gmail once the spell has lasted
+ *       2 s; isp sees no MAIL.  Before, the 421 suspended isp as a
+ *       throttle (5 minutes) and nothing reached gmail.
  *   check_config
  *       weir check-config refuses a loop and a fallback without a policy
  *       section of its own, and warns about a fallback whose sender
@@ -445,6 +451,39 @@ Test(fallback, kill9_during_a_switch_sends_nothing_twice)
 	cr_assert_geq(rt_log_count(&t, "outcome handed on by the deliverer of an earlier weir-send"),
 	    1, "r0's outcome did not come from the flight file:\n%s", rt_send_logs_tail(&t, 4000));
 	rt_assert_no_bounce(&t, &ri);
+	rt_rec_free(&ri);
+	rt_rec_free(&rg);
+}
+
+Test(fallback, greeting_421_is_unreachable)
+{
+	const char *flags[] = { "--reply", "banner=421 4.3.2 Service not available", NULL };
+	struct rt_peer_count three = { &b, 3 };
+	struct rt_rec ri, rg;
+
+	rt_upstream_start(&t, "good", flags, 0);
+	rt_peer_start(&t, &b, "gmail", NULL, 0);
+	rt_conf_upstream_at(&t, "isp", t.port, "  fallback = {\"gmail\"}\n"
+	    "  fallback_when = {\"unreachable 2s\"}\n");
+	rt_conf_upstream_at(&t, "gmail", b.port, "");
+	rt_policy(&t, "upstream \"isp\" { rate = {\"10 per 1s\"} }\n"
+	    "upstream \"gmail\" { rate = {\"10 per 1s\"} }\n");
+	inject("r", 0, 3);
+	rt_gate_start(&t, "2s");
+	rt_send_start(&t);
+	cr_assert(rt_wait(rt_peer_ndata_at_least, &t, &three, 40000),
+	    "gmail got %zu messages:\n%s", rt_rec_ndata_file(b.record), rt_send_logs_tail(&t, 4000));
+	rt_wait_empty(&t, 30000);
+	rt_rec_load(&t, &ri);
+	rt_rec_load_file(b.record, &rg);
+	cr_assert_eq(each_once(&ri, &rg, "r", 3), 0);
+	cr_assert_eq(ri.nmail, 0, "MAIL at an upstream that refused the greeting");
+	cr_assert_gt(ri.nconnect, 0, "isp was never tried");
+	cr_assert(logged_at(t.gate_log, "upstream isp: unreachable:") > 0,
+	    "weir-gate saw no unreachable spell");
+	cr_assert_eq(rt_log_count(&t, "its mail goes through gmail from now on (unreachable"), 1,
+	    "%s", rt_send_logs_tail(&t, 3000));
+	rt_assert_no_bounce(&t, &rg);
 	rt_rec_free(&ri);
 	rt_rec_free(&rg);
 }
