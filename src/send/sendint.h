@@ -17,7 +17,8 @@
  *                via.c       where a batch goes: its recipients' group
  *                            (recipient_domains), the fallback conditions
  *                            it carries, the next upstream of its route
- *                            when the gate answers LATER
+ *                            when the gate answers LATER, and back to its
+ *                            primary once that takes mail (recalled)
  *                  | a grant -> deliver_granted
  *   3 deliver    deliver.c   run slots per upstream: a deliverer of the
  *                            job's own, or a kept session (session.c);
@@ -207,6 +208,8 @@ struct job {
 	 * which of the primary's route up is (0: the primary itself). */
 	size_t primary, hop;
 	uint64_t ask_seq;	/* s->ask_seq when last asked of the gate */
+	int recall;		/* asked at a fallback, to be asked of its primary
+				 * again: a CANCEL is out for its tag (via.c) */
 };
 
 /* Per upstream: s->ups[i] for cfg->upstreams[i], then one for messages
@@ -241,9 +244,12 @@ struct upq {
 	uint64_t counts[GP_NCOUNTS], told[GP_NCOUNTS];
 	int told_ok;
 	/* As a primary (via.c): the fallback its mail goes through now
-	 * (NULL: itself), since the request numbered via_seq. */
+	 * (NULL: itself), since the request numbered via_seq; when to ask
+	 * it again for one of its batches at a fallback (monotonic ms; 0:
+	 * no need), when the gate said asking it again makes sense. */
 	char *via;
 	uint64_t via_seq;
+	uint64_t scout_at;
 };
 
 struct sched {
@@ -289,6 +295,7 @@ struct sched {
 	int gate_up;
 	uint32_t next_tag;
 	uint64_t ask_seq;	/* requests asked so far (via.c) */
+	struct evtimer *scout;	/* the earliest upq's scout_at is due (via.c) */
 	uint64_t gate_backoff;
 	struct evtimer *gate_retry;
 	struct evtimer *counts_timer;	/* COUNTS lines are due */
@@ -381,8 +388,12 @@ unsigned via_away(const struct sched *s, size_t up);
 /* After outcome how of j: ask again at once (the gate judges its
  * primary unreachable and passes it over in time)? */
 int via_again(const struct sched *s, const struct job *j, enum outcome_kind how);
-/* j's outcome how: a return to its primary, logged and counted. */
+/* j's outcome how: a return to its primary, logged and counted; then
+ * its batches waiting at fallbacks are asked of it again. */
 void via_done(struct sched *s, const struct job *j, enum outcome_kind how);
+/* The gate dropped j, recalled from a fallback (gate_recall): asked of
+ * its primary again. */
+void via_recalled(struct sched *s, struct job *j);
 
 /* 2 gatelink.c */
 void gate_start(struct sched *s);
@@ -391,6 +402,10 @@ void gate_start(struct sched *s);
 void gate_request(struct sched *s, struct job *j);
 void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply);
+/* j, waiting at a fallback, is wanted at its primary: CANCEL its
+ * request; via_recalled() once the gate dropped it (at once if the gate
+ * is not there), unless a grant or a LATER for it crossed the CANCEL. */
+void gate_recall(struct sched *s, struct job *j);
 /* The grant *tag goes to a deliverer now (START: weir-gate counts it as
  * in use from here): 0, or -1 when the gate cannot be told (then *tag is
  * 0, the grant lost: nothing of it may go out). */

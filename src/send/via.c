@@ -21,6 +21,18 @@
  *   rewriting: weir-remote -u names it).  The last upstream of the route
  *   is asked without conditions: the batch waits there.
  *
+ *   Asked of the primary again.  A batch passed over waits at the
+ *   fallback's windows only until its primary takes mail again: when a
+ *   batch asked of the primary is accepted there (a return, below), every
+ *   batch of that primary still waiting at a fallback is recalled (its
+ *   request CANCELled, gatelink.c) and asked of the primary again; and
+ *   when the gate's LATER said asking the primary again makes sense (the
+ *   next probe, a suspension's end, a free slot), one of them is asked
+ *   of it again then, if none of its batches is there to try it (the
+ *   scout), so a primary whose mail all went to its fallbacks is still
+ *   tried, as Postfix tries its primary at every attempt.  A batch the
+ *   primary still passes over goes back to the fallback (LATER).
+ *
  *   Switches and returns.  The first batch of a primary that goes to
  *   another upstream than the one before logs "upstream P: its mail goes
  *   through F from now on (why)" and counts a switch (GP_C_SWITCHES, in
@@ -159,6 +171,112 @@ via_placed(const struct sched *s, const struct job *j)
 	return ok;
 }
 
+/* Is a batch of primary at the primary itself (asked, granted or
+ * running there)? */
+static int
+at_primary(const struct sched *s, size_t primary)
+{
+	const struct job *j;
+
+	for (j = s->jobs; j; j = j->next)
+		if (j->primary == primary && j->up == primary)
+			return 1;
+	return 0;
+}
+
+/* Recall primary's batches waiting at a fallback (all, or the one asked
+ * first): how many. */
+static unsigned
+recall(struct sched *s, size_t primary, int all)
+{
+	struct job *j, *first = NULL;
+	unsigned n = 0;
+
+	for (j = s->jobs; j; j = j->next) {
+		if (j->primary != primary || j->hop == 0 || j->state != J_ASKING || j->recall)
+			continue;
+		if (all) {
+			gate_recall(s, j);
+			n++;
+		} else if (first == NULL || j->asked < first->asked) {
+			first = j;
+		}
+	}
+	if (first) {
+		gate_recall(s, first);
+		n++;
+	}
+	return n;
+}
+
+static void scout_rearm(struct sched *s);
+
+/* The primaries whose scout_at is due: one batch each asked of it
+ * again, unless one is there already. */
+static void
+on_scout(struct evloop *ev, struct evtimer *t, void *arg)
+{
+	struct sched *s = arg;
+	uint64_t now = clock_mono_ms();
+	size_t up;
+
+	(void)ev; (void)t;
+	s->scout = NULL;
+	for (up = 0; up < s->cfg->nupstreams && up < s->nups; up++) {
+		struct upq *p = &s->ups[up];
+
+		if (p->scout_at == 0 || p->scout_at > now)
+			continue;
+		p->scout_at = 0;
+		if (!at_primary(s, up) && recall(s, up, 0) > 0)
+			log_info("upstream %s: one of its batches at %s asked of it again",
+			    p->name, p->via ? p->via : "a fallback");
+	}
+	scout_rearm(s);
+}
+
+/* The timer at the earliest scout_at. */
+static void
+scout_rearm(struct sched *s)
+{
+	uint64_t at = 0;
+	size_t up;
+
+	for (up = 0; up < s->cfg->nupstreams && up < s->nups; up++)
+		if (s->ups[up].scout_at && (at == 0 || s->ups[up].scout_at < at))
+			at = s->ups[up].scout_at;
+	evloop_timer_cancel(s->ev, s->scout);
+	s->scout = at ? evloop_timer_at(s->ev, at, on_scout, s) : NULL;
+}
+
+/* Ask primary up again in secs (the gate's LATER), unless sooner. */
+static void
+scout_arm(struct sched *s, size_t up, uint64_t secs)
+{
+	struct upq *p = &s->ups[up];
+	uint64_t at = clock_mono_ms() + (secs ? secs : 1) * 1000;
+
+	if (up >= s->cfg->nupstreams || (p->scout_at && p->scout_at <= at))
+		return;
+	p->scout_at = at;
+	scout_rearm(s);
+}
+
+void
+via_recalled(struct sched *s, struct job *j)
+{
+	if (j->primary >= s->cfg->nupstreams || j->hop == 0) {
+		gate_request(s, j);
+		return;
+	}
+	s->ups[j->up].jobs--;
+	j->up = j->primary;
+	j->hop = 0;
+	s->ups[j->up].jobs++;
+	batch_fit(s, j);
+	gate_request(s, j);
+}
+
 void
 via_later(struct sched *s, struct job *j, enum route_kind why, uint64_t secs)
 {
@@ -198,6 +316,7 @@ via_later(struct sched *s, struct job *j, enum route_kind why, uint64_t secs)
 	}
 	batch_fit(s, j);
 	gate_request(s, j);
+	scout_arm(s, (size_t)(p - s->ups), secs);
 }
 
 unsigned
@@ -226,6 +345,7 @@ void
 via_done(struct sched *s, const struct job *j, enum outcome_kind how)
 {
 	struct upq *p;
+	unsigned n;
 
 	if (j->hop != 0 || j->up >= s->cfg->nupstreams || (how != OUTCOME_SENT &&
 	    how != OUTCOME_RELAY))
@@ -239,4 +359,10 @@ via_done(struct sched *s, const struct job *j, enum outcome_kind how)
 	p->via = NULL;
 	p->counts[GP_C_RETURNS]++;
 	counts_due(s);
+	/* Its batches at fallbacks come back to it. */
+	n = recall(s, j->up, 1);
+	if (n)
+		log_info("upstream %s: %u of its batches waiting at fallbacks asked of it again",
+		    p->name, n);
+	p->scout_at = 0;
 }

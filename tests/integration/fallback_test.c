@@ -30,6 +30,15 @@
  *       a kill -9 of weir-send while gmail holds a message's final dot,
  *       isp back before weir-send restarts: no recipient reaches both
  *       upstreams, each exactly once.
+ *   backlog_returns_to_the_recovered_primary
+ *       (issue 31, item 1) isp "4 per 2s", gmail "1 per 2s", fallback_when
+ *       "unreachable 2s", 30 messages: isp closes after 8, gmail starts
+ *       taking the rest at its slow rate, isp opens again: within a
+ *       probe interval and a round trip the rest goes through isp (at
+ *       most 2 more through gmail, those it held already); every message
+ *       once, each window held at its upstream's clock.  Before, the
+ *       batches passed over were bound to gmail for good: it drained
+ *       them all at 1 per 2 s while isp took none.
  *   greeting_421_is_unreachable
  *       (issue 31, item 4) isp answers every connection "421 4.3.2
  *       Service not available": with fallback_when "unreachable 2s"
@@ -450,6 +459,62 @@ Test(fallback, kill9_during_a_switch_sends_nothing_twice)
 	rt_assert_window(&rg, 2, 1.0);
 	cr_assert_geq(rt_log_count(&t, "outcome handed on by the deliverer of an earlier weir-send"),
 	    1, "r0's outcome did not come from the flight file:\n%s", rt_send_logs_tail(&t, 4000));
+	rt_assert_no_bounce(&t, &ri);
+	rt_rec_free(&ri);
+	rt_rec_free(&rg);
+}
+
+/* How many data events of r came at or after time since. */
+static size_t
+after(const struct rt_rec *r, double since)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < r->n; i++)
+		n += r->v[i].time >= since;
+	return n;
+}
+
+Test(fallback, backlog_returns_to_the_recovered_primary)
+{
+	struct rt_peer_count three = { &b, 3 };
+	struct rt_rec ri, rg;
+	size_t eight = 8, at_back;
+	double back;
+
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_peer_start(&t, &b, "gmail", NULL, 0);
+	rt_conf_upstream_at(&t, "isp", t.port, "  fallback = {\"gmail\"}\n"
+	    "  fallback_when = {\"unreachable 2s\"}\n");
+	rt_conf_upstream_at(&t, "gmail", b.port, "");
+	rt_policy(&t, "upstream \"isp\" { rate = {\"4 per 2s\"} }\n"
+	    "upstream \"gmail\" { rate = {\"1 per 2s\"} }\n");
+	inject("r", 0, 30);
+	rt_gate_start(&t, "2s");
+	rt_send_start(&t);
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &eight, 30000), "isp took %zu",
+	    rt_rec_ndata(&t));
+	rt_upstream_stop(&t);
+	cr_assert(rt_wait(rt_peer_ndata_at_least, &t, &three, 40000),
+	    "gmail got %zu messages:\n%s", rt_rec_ndata_file(b.record), rt_send_logs_tail(&t, 4000));
+	rt_upstream_start(&t, "good", NULL, t.port);
+	back = rt_now();
+	at_back = rt_rec_ndata_file(b.record);
+	rt_wait_empty(&t, 90000);
+	rt_rec_load(&t, &ri);
+	rt_rec_load_file(b.record, &rg);
+	(void)each_once(&ri, &rg, "r", 30);
+	/* What gmail took once isp was back: a probe interval (2 s) and a
+	 * round trip for isp's return to be seen, then only what gmail
+	 * already held. */
+	cr_assert_leq(after(&rg, back + 4.0), 2, "gmail took %zu of the %zu still waiting after "
+	    "isp was back (%zu through isp)\n%s", after(&rg, back), 30 - 8 - at_back,
+	    after(&ri, back), rt_send_logs_tail(&t, 4000));
+	cr_assert_geq(after(&ri, back), 30 - 8 - at_back - 3, "isp took %zu after it was back",
+	    after(&ri, back));
+	rt_assert_window(&ri, 4, 2.0);
+	rt_assert_window(&rg, 1, 2.0);
+	cr_assert_eq(rt_log_count(&t, "upstream isp: its mail goes through it again"), 1);
 	rt_assert_no_bounce(&t, &ri);
 	rt_rec_free(&ri);
 	rt_rec_free(&rg);
