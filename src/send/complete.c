@@ -285,6 +285,7 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	m->pass_bounced |= t.nperm != 0;
 	if (t.ntemp && !throttled)
 		wait_warn(s, m, j, res);
+	via_waits(s, m, j, how, t.ntemp);
 	via_done(s, j, how);
 	free(res);
 	free(t.done);

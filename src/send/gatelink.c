@@ -79,7 +79,8 @@ gate_granted(struct sched *s, struct job *j, uint32_t cap)
 	if (now < u->hold_until) {
 		/* Granted before the gate read our throttle report: give it
 		 * back and ask again once the hold is over (not at once: a
-		 * gate that did not suspend would grant it again at once). */
+		 * gate that did not suspend would grant it again at once); the
+		 * gate's SUSPENDED answer ends the hold. */
 		gate_tell(s, j, GP_REFUND, 0, NULL);
 		job_free(s, j);
 		sched_held(s, m, sched_wall() + (long long)((u->hold_until - now + 999) / 1000));
@@ -133,9 +134,13 @@ on_reply(struct sched *s, const struct gp_reply *r)
 
 		log_warnx("weir-gate suspended the upstream for %llu s",
 		    (unsigned long long)r->secs);
+		/* Every grant the gate made before it read the report came
+		 * before this answer (one connection, in order): the hold is
+		 * over, the gate holds the upstream's requests from now on,
+		 * and its RESUME lets them go at once (weir resume). */
 		for (i = 0; i < s->nups; i++)
 			if (s->ups[i].throttle_tag == r->tag && r->tag != 0) {
-				s->ups[i].hold_until = clock_mono_ms() + r->secs * 1000;
+				s->ups[i].hold_until = 0;
 				s->ups[i].throttle_tag = 0;
 			}
 		return;

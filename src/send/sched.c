@@ -303,6 +303,7 @@ msg_load(struct sched *s, unsigned long id)
 	m->sender = xstrndup(sender.addr, sender.len);
 	u = config_upstream_for(s->cfg, m->sender);
 	m->up = u ? (size_t)(u - s->cfg->upstreams) : NO_UPSTREAM;
+	m->wait_up = NO_UPSTREAM;
 	wait_note_restore(s, m);
 	control_restore(s, m);
 	msg_insert(s, m);

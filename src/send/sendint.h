@@ -152,6 +152,9 @@ struct msg {
 	uint64_t waits_mono;	/* the wait_since that line is of */
 	char *sender;
 	size_t up;		/* index in cfg->upstreams, or NO_UPSTREAM */
+	size_t wait_up;		/* the primary whose route's trouble its retry
+				 * waits on (relay-level: not reached, refused
+				 * us), or NO_UPSTREAM (via.c) */
 	struct evtimer *due;	/* the next attempt */
 	int queued;		/* waiting in its upstream's FIFO */
 	struct job *job;	/* the attempt in flight */
@@ -250,6 +253,7 @@ struct upq {
 	char *via;
 	uint64_t via_seq;
 	uint64_t scout_at;
+	int waited_on;			/* messages' retries wait on its route (wait_up) */
 };
 
 struct sched {
@@ -394,6 +398,11 @@ void via_done(struct sched *s, const struct job *j, enum outcome_kind how);
 /* The gate dropped j, recalled from a fallback (gate_recall): asked of
  * its primary again. */
 void via_recalled(struct sched *s, struct job *j);
+/* j (m's batch) ended with outcome how and ntemp recipients put off:
+ * whether m's retry now waits on its primary's route (relay-level
+ * trouble), which a probe tries and a success wakes. */
+void via_waits(struct sched *s, struct msg *m, const struct job *j, enum outcome_kind how,
+    size_t ntemp);
 
 /* 2 gatelink.c */
 void gate_start(struct sched *s);

@@ -33,6 +33,16 @@
  *   tried, as Postfix tries its primary at every attempt.  A batch the
  *   primary still passes over goes back to the fallback (LATER).
  *
+ *   Waiting on a route.  A message whose batch found no upstream of its
+ *   route taking mail (not reached, or refused us: not its recipients'
+ *   own trouble) waits for its retry on that route (m->wait_up, its
+ *   primary).  While some do, one of them is tried again every probe
+ *   interval of the primary (route_probe_ms: its unreachable threshold,
+ *   1 s to a minute) unless a batch of that primary is out already; and
+ *   when any upstream of the route accepts a message, every message
+ *   waiting on it is tried at once.  A message put off for its own
+ *   recipients' reasons keeps its retry time.
+ *
  *   Switches and returns.  The first batch of a primary that goes to
  *   another upstream than the one before logs "upstream P: its mail goes
  *   through F from now on (why)" and counts a switch (GP_C_SWITCHES, in
@@ -210,6 +220,111 @@ recall(struct sched *s, size_t primary, int all)
 }
 
 static void scout_rearm(struct sched *s);
+static void scout_arm(struct sched *s, size_t up, uint64_t secs);
+
+/* The messages waiting on primary up's route, on a timer, not held:
+ * the oldest into *oldest (NULL: none), how many. */
+static size_t
+waiting_on(struct sched *s, size_t up, struct msg **oldest)
+{
+	struct msg *m;
+	size_t b, n = 0;
+
+	*oldest = NULL;
+	for (b = 0; b < s->tabsize; b++)
+		for (m = s->tab[b]; m; m = m->hnext)
+			if (m->wait_up == up && m->due && !m->job && !m->held && !m->del_pending &&
+			    !m->finishing) {
+				n++;
+				if (*oldest == NULL || m->birth < (*oldest)->birth)
+					*oldest = m;
+			}
+	return n;
+}
+
+/* Primary up's probe interval, ms. */
+static uint64_t
+probe_ms(const struct sched *s, size_t up)
+{
+	return (uint64_t)route_probe_ms(&s->cfg->upstreams[up].when);
+}
+
+/* A message waiting on up's route tried now, as its probe, unless a
+ * batch of up is out already; the next probe armed while any wait. */
+static void
+probe(struct sched *s, size_t up)
+{
+	struct upq *p = &s->ups[up];
+	struct msg *m;
+	const struct job *j;
+
+	for (j = s->jobs; j; j = j->next)
+		if (j->primary == up)
+			break;
+	if (waiting_on(s, up, &m) == 0) {
+		p->waited_on = 0;
+		return;
+	}
+	if (j == NULL) {
+		log_info("upstream %s: msg %s tried again now, as a probe of its route",
+		    p->name, m->qid);
+		m->wait_up = NO_UPSTREAM;
+		sched_at(s, m, sched_wall());
+	}
+	scout_arm(s, up, (probe_ms(s, up) + 999) / 1000);
+}
+
+void
+via_waits(struct sched *s, struct msg *m, const struct job *j, enum outcome_kind how,
+    size_t ntemp)
+{
+	size_t up = j->primary;
+
+	m->wait_up = NO_UPSTREAM;
+	if (ntemp == 0 || up >= s->cfg->nupstreams || via_again(s, j, how) ||
+	    (how != OUTCOME_UNREACHED && how != OUTCOME_NOGREETING && how != OUTCOME_NOMAIL &&
+	    how != OUTCOME_RELAY))
+		return;
+	m->wait_up = up;
+	if (!s->ups[up].waited_on) {
+		s->ups[up].waited_on = 1;
+		scout_arm(s, up, (probe_ms(s, up) + 999) / 1000);
+	}
+}
+
+/* An upstream took mail: the messages waiting on a route it is on go
+ * now (one it is the primary of, or a fallback of). */
+static void
+wake(struct sched *s, size_t took)
+{
+	const struct weir_upstream **r = xcalloc(s->cfg->nupstreams + 1, sizeof *r);
+	struct msg *m, *oldest;
+	size_t up, k, n, b, woken;
+
+	for (up = 0; up < s->cfg->nupstreams && up < s->nups; up++) {
+		if (!s->ups[up].waited_on)
+			continue;
+		n = config_route(s->cfg, &s->cfg->upstreams[up], r, s->cfg->nupstreams);
+		for (k = 0; k < n && r[k] != &s->cfg->upstreams[took]; k++)
+			;
+		if (k == n || waiting_on(s, up, &oldest) == 0)
+			continue;
+		s->ups[up].waited_on = 0;
+		woken = 0;
+		for (b = 0; b < s->tabsize; b++)
+			for (m = s->tab[b]; m; m = m->hnext)
+				if (m->wait_up == up && m->due && !m->job && !m->held &&
+				    !m->del_pending && !m->finishing) {
+					m->wait_up = NO_UPSTREAM;
+					sched_at(s, m, sched_wall());
+					woken++;
+				}
+		log_info("upstream %s takes mail: %zu message%s that waited on upstream %s's "
+		    "route go now", s->ups[took].name, woken, woken == 1 ? "" : "s",
+		    s->ups[up].name);
+	}
+	free(r);
+}
 
 /* The primaries whose scout_at is due: one batch each asked of it
  * again, unless one is there already. */
@@ -231,6 +346,8 @@ on_scout(struct evloop *ev, struct evtimer *t, void *arg)
 		if (!at_primary(s, up) && recall(s, up, 0) > 0)
 			log_info("upstream %s: one of its batches at %s asked of it again",
 			    p->name, p->via ? p->via : "a fallback");
+		if (p->waited_on)
+			probe(s, up);	/* none sent while a batch of up is out */
 	}
 	scout_rearm(s);
 }
@@ -346,6 +463,9 @@ via_done(struct sched *s, const struct job *j, enum outcome_kind how)
 {
 	struct upq *p;
 	unsigned n;
+
+	if (how == OUTCOME_SENT && j->up < s->cfg->nupstreams)
+		wake(s, j->up);
 
 	if (j->hop != 0 || j->up >= s->cfg->nupstreams || (how != OUTCOME_SENT &&
 	    how != OUTCOME_RELAY))
