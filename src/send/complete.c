@@ -226,7 +226,20 @@ static void
 next_step(struct sched *s, struct msg *m, enum outcome_kind how, int more, size_t next_off,
     size_t ntemp, int again, size_t group, long long now)
 {
-	if (how == OUTCOME_THROTTLED || how == OUTCOME_QUOTA || how == OUTCOME_AUTHFAIL || again) {
+	int waits_at_gate = how == OUTCOME_THROTTLED || how == OUTCOME_QUOTA ||
+	    how == OUTCOME_AUTHFAIL || again;
+
+	if (waits_at_gate && more && group != NO_UPSTREAM) {
+		/* This group's upstream is suspended or unreachable: the pass
+		 * goes on with the next group now, and comes back to this one
+		 * at once when it is over (batch.c), to wait at the gate then
+		 * without holding the other groups back. */
+		m->pass_up = group + 1;
+		m->pass_off = 0;
+		m->pass_deferred = 1;
+		m->pass_again = 1;
+		sched_at(s, m, now);
+	} else if (waits_at_gate) {
 		/* The same batch, after the suspension at the gate, or where
 		 * the gate sends it (the primary's probe, or a fallback). */
 		sched_at(s, m, now);

@@ -147,10 +147,11 @@ msg_forget(struct sched *s, struct msg *m)
 int
 msg_pass_over(struct msg *m)
 {
-	int deferred = m->pass_deferred;
+	int deferred = m->pass_deferred && !m->pass_again;
 
 	m->pass_off = 0;
 	m->pass_deferred = 0;
+	m->pass_again = 0;
 	m->pass_up = 0;
 	return deferred;
 }

@@ -167,6 +167,9 @@ struct msg {
 	size_t pass_up;		/* the pass's group (via.c): recipients whose
 				 * primary comes before it are passed over */
 	int pass_bounced;	/* a batch wrote bounce notes not yet sent */
+	int pass_again;		/* a group of the pass went on past its upstream's
+				 * suspension or spell: a new pass at once, not a
+				 * retry (complete.c) */
 	long long prio;		/* its class's priority (policy.conf), once known */
 	int prio_known;
 	int held;		/* hold/N: no attempt (control.c) */

@@ -39,6 +39,16 @@
  *       once, each window held at its upstream's clock.  Before, the
  *       batches passed over were bound to gmail for good: it drained
  *       them all at 1 per 2 s while isp took none.
+ *   routes_independent_of_a_throttled_route
+ *       (issue 31, item 5) a route for a.example (corp, listed first)
+ *       answers "421 4.7.0 too many messages" at RCPT: the message's
+ *       default recipient goes through isp at once, while corp's waits
+ *       out the suspension.  Before, it waited for corp's suspension
+ *       (5 minutes).
+ *   routes_independent_of_an_unreachable_route
+ *       the same with corp closed (fallback isp, "unreachable 10s"):
+ *       the default recipient goes at once, corp's through isp once the
+ *       spell lasted 10 s.  Before, the default one waited for it.
  *   greeting_421_is_unreachable
  *       (issue 31, item 4) isp answers every connection "421 4.3.2
  *       Service not available": with fallback_when "unreachable 2s"
@@ -518,6 +528,68 @@ Test(fallback, backlog_returns_to_the_recovered_primary)
 	rt_assert_no_bounce(&t, &ri);
 	rt_rec_free(&ri);
 	rt_rec_free(&rg);
+}
+
+/* One message to x@a.example (corp's route) and y@dst.example (isp's):
+ * y must reach isp within `within` seconds of the injection. */
+static void
+split_message(double within)
+{
+	const char *rcpts[] = { "x@a.example", "y@dst.example" };
+	double sent;
+	struct rt_rec ri;
+	size_t i, k;
+
+	rt_policy(&t, "upstream \"isp\" { rate = {\"10 per 1s\"} }\n"
+	    "upstream \"corp\" { rate = {\"10 per 1s\"} }\n");
+	rt_gate_start(&t, "2s");
+	rt_send_start(&t);
+	sent = rt_now();
+	rt_sendmail(&t, SENDER, rcpts, 2, "Subject: split\n\nbody\n");
+	cr_assert(rt_wait(rt_record_has, &t, (void *)"y@dst.example", (int)(within * 1000) + 5000),
+	    "y never reached isp:\n%s", rt_send_logs_tail(&t, 4000));
+	rt_rec_load(&t, &ri);
+	for (i = 0; i < ri.n; i++)
+		for (k = 0; k < ri.v[i].nrcpt; k++)
+			if (strcmp(ri.v[i].rcpts[k], "y@dst.example") == 0)
+				cr_assert_leq(ri.v[i].time - sent, within, "y reached isp %.1f s "
+				    "after it was queued (corp's trouble held it back)",
+				    ri.v[i].time - sent);
+	rt_rec_free(&ri);
+}
+
+Test(fallback, routes_independent_of_a_throttled_route)
+{
+	const char *flags[] = { "--reply", "rcpt:x@a.example=421 4.7.0 too many messages", NULL };
+
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_peer_start(&t, &b, "corp", flags, 0);
+	rt_conf_upstream_at(&t, "corp", b.port, "  recipient_domains = {\"a.example\"}\n");
+	rt_conf_upstream_at(&t, "isp", t.port, "");
+	split_message(5.0);
+	cr_assert(rt_gate_status_has(&t, (void *)"suspended"), "corp was not suspended");
+	cr_assert_eq(rt_rec_ndata_file(b.record), 0);
+}
+
+Test(fallback, routes_independent_of_an_unreachable_route)
+{
+	struct rt_rec ri;
+
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_peer_start(&t, &b, "corp", NULL, 0);
+	rt_peer_stop(&b);
+	rt_conf_upstream_at(&t, "corp", b.port, "  recipient_domains = {\"a.example\"}\n"
+	    "  fallback = {\"isp\"}\n  fallback_when = {\"unreachable 10s\"}\n");
+	rt_conf_upstream_at(&t, "isp", t.port, "");
+	split_message(5.0);
+	/* corp's recipient through isp once the spell lasted 10 s. */
+	cr_assert(rt_wait(rt_record_has, &t, (void *)"x@a.example", 40000),
+	    "x never went through isp:\n%s", rt_send_logs_tail(&t, 4000));
+	rt_rec_load(&t, &ri);
+	cr_assert_eq(rt_rec_count(&ri, NULL, "x@a.example"), 1);
+	cr_assert_eq(rt_rec_count(&ri, NULL, "y@dst.example"), 1);
+	rt_assert_no_bounce(&t, &ri);
+	rt_rec_free(&ri);
 }
 
 Test(fallback, greeting_421_is_unreachable)
