@@ -820,8 +820,20 @@ relay_status_routes_text(const struct relay_status *rs, struct buf *o, size_t ma
 			    self->st.down_since + u->when.s[RK_UNREACHABLE] * 1000));
 			break;
 		default:
-			buf_printf(o, "  %s: takes its mail%s\n", u->name,
-			    self->st.down_since || self->st.auth_since ? " (one probe at a time)" : "");
+			/* Its fallback_when does not name its trouble: the mail
+			 * waits for it (issue 31: not "takes its mail"). */
+			if (self->st.auth_until > rs->gnow_ms)
+				buf_printf(o, "  %s: keeps its mail: authentication suspended "
+				    "until %s\n", u->name, ms_iso(d, sizeof d, self->st.auth_until));
+			else if (self->st.susp_until > rs->gnow_ms)
+				buf_printf(o, "  %s: keeps its mail: suspended until %s\n", u->name,
+				    ms_iso(d, sizeof d, self->st.susp_until));
+			else if (self->st.down_since)
+				buf_printf(o, "  %s: keeps its mail: unreachable since %s\n", u->name,
+				    ms_iso(d, sizeof d, self->st.down_since));
+			else
+				buf_printf(o, "  %s: takes its mail%s\n", u->name,
+				    self->st.auth_since ? ", one probe at a time" : "");
 			break;
 		}
 	}

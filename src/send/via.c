@@ -420,8 +420,10 @@ via_later(struct sched *s, struct job *j, enum route_kind why, uint64_t secs)
 	s->ups[to].jobs++;
 	j->up = to;
 	if (p->via == NULL || strcmp(p->via, s->ups[to].name) != 0) {
-		log_warnx("upstream %s: its mail goes through %s from now on (%s, for %llu s "
-		    "at least)", p->name, s->ups[to].name, route_kind_name(why),
+		/* secs says when asking p again makes sense (its next probe,
+		 * the end of a suspension), not how long the trouble lasted. */
+		log_warnx("upstream %s: its mail goes through %s from now on (%s; %s asked again "
+		    "in %llu s)", p->name, s->ups[to].name, route_kind_name(why), p->name,
 		    (unsigned long long)secs);
 		if (p->via == NULL) {
 			p->counts[GP_C_SWITCHES]++;

@@ -620,8 +620,13 @@ Test(config, fallback_errors)
 	bad("upstream \"a\" {\n  host = a\n  fallback = {\"b\"}\n}\n"
 	    "upstream \"b\" {\n  host = b\n  fallback = {\"c\"}\n}\n"
 	    "upstream \"c\" {\n  host = c\n  fallback = {\"a\"}\n}\n",
-	    "weir.conf:4: upstream \"a\": fallback loop: a -> b -> c -> a");
-	bad("upstream \"a\" {\n  host = a\n  fallback = {\"a\"}\n}\n", "names the section itself");
+	    "weir.conf:3: upstream \"a\": fallback loop: a -> b -> c -> a");
+	/* The fallback key's own line, not the section's closing brace
+	 * (issue 31, item 9). */
+	bad("upstream \"a\" {\n  host = a\n  fallback = {\"a\"}\n\n}\n",
+	    "weir.conf:3: upstream \"a\": fallback names the section itself");
+	bad("upstream \"a\" {\n  fallback = {\"nope\"}\n  host = a\n}\n",
+	    "weir.conf:2: upstream \"a\": fallback \"nope\" is no upstream section");
 	bad("upstream \"a\" {\n  host = a\n  fallback = {\"b\", \"b\"}\n}\n"
 	    "upstream \"b\" {\n  host = b\n}\n", "fallback names \"b\" twice");
 	bad("upstream \"a\" {\n  host = a\n  fallback = {\"nope\"}\n}\n",
