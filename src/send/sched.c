@@ -153,6 +153,12 @@ msg_pass_over(struct msg *m)
 	m->pass_deferred = 0;
 	m->pass_again = 0;
 	m->pass_up = 0;
+	if (m->via_up != NO_UPSTREAM) {
+		/* The operator's upstream was for this pass: the next attempt
+		 * routes as ever (reply/N says so again). */
+		m->via_up = NO_UPSTREAM;
+		m->replies_dirty = 1;
+	}
 	return deferred;
 }
 
@@ -305,6 +311,7 @@ msg_load(struct sched *s, unsigned long id)
 	u = config_upstream_for(s->cfg, m->sender);
 	m->up = u ? (size_t)(u - s->cfg->upstreams) : NO_UPSTREAM;
 	m->wait_up = NO_UPSTREAM;
+	m->via_up = NO_UPSTREAM;
 	wait_note_restore(s, m);
 	control_restore(s, m);
 	msg_insert(s, m);

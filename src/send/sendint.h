@@ -152,6 +152,8 @@ struct msg {
 	uint64_t waits_mono;	/* the wait_since that line is of */
 	char *sender;
 	size_t up;		/* index in cfg->upstreams, or NO_UPSTREAM */
+	size_t via_up;		/* the upstream the operator sends its pass
+				 * through (weir requeue --via), or NO_UPSTREAM */
 	size_t wait_up;		/* the primary whose route's trouble its retry
 				 * waits on (relay-level: not reached, refused
 				 * us), or NO_UPSTREAM (via.c) */
@@ -216,6 +218,8 @@ struct job {
 	uint64_t ask_seq;	/* s->ask_seq when last asked of the gate */
 	int recall;		/* asked at a fallback, to be asked of its primary
 				 * again: a CANCEL is out for its tag (via.c) */
+	int forced;		/* at its message's via_up, the operator's: no
+				 * route, no conditions (via.c) */
 };
 
 /* Per upstream: s->ups[i] for cfg->upstreams[i], then one for messages
@@ -401,6 +405,9 @@ void via_done(struct sched *s, const struct job *j, enum outcome_kind how);
 /* The gate dropped j, recalled from a fallback (gate_recall): asked of
  * its primary again. */
 void via_recalled(struct sched *s, struct job *j);
+/* j, a new batch of m: at the upstream the operator named (m->via_up),
+ * if any. */
+void via_force(struct sched *s, struct job *j);
 /* j (m's batch) ended with outcome how and ntemp recipients put off:
  * whether m's retry now waits on its primary's route (relay-level
  * trouble), which a probe tries and a success wakes. */

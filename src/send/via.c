@@ -43,6 +43,11 @@
  *   waiting on it is tried at once.  A message put off for its own
  *   recipients' reasons keeps its retry time.
  *
+ *   The operator's upstream.  `weir requeue --via NAME` (control.c)
+ *   sends a message's next pass through NAME: each batch is asked there
+ *   as NAME's mail, without its route's conditions, and none of it counts
+ *   as a switch or a return of its primary.
+ *
  *   Switches and returns.  The first batch of a primary that goes to
  *   another upstream than the one before logs "upstream P: its mail goes
  *   through F from now on (why)" and counts a switch (GP_C_SWITCHES, in
@@ -138,7 +143,7 @@ via_unless(const struct sched *s, const struct job *j)
 {
 	const struct weir_upstream *p;
 
-	if (j->primary >= s->cfg->nupstreams || !has_next(s, j))
+	if (j->forced || j->primary >= s->cfg->nupstreams || !has_next(s, j))
 		return NULL;
 	p = &s->cfg->upstreams[j->primary];
 	return route_when_any(&p->when) ? &p->when : NULL;
@@ -172,6 +177,8 @@ via_placed(const struct sched *s, const struct job *j)
 
 	if (j->primary != j->m->up)
 		return 0;	/* a reload sent the message elsewhere */
+	if (j->forced)
+		return j->up == j->m->via_up && j->up < s->cfg->nupstreams;
 	if (j->primary >= s->cfg->nupstreams)
 		return j->up == j->primary;
 	r = xcalloc(s->cfg->nupstreams + 1, sizeof *r);
@@ -195,7 +202,8 @@ at_primary(const struct sched *s, size_t primary)
 }
 
 /* Recall primary's batches waiting at a fallback (all, or the one asked
- * first): how many. */
+ * first): how many.  (A batch the operator sent elsewhere, forced, is
+ * at hop 0: never recalled.) */
 static unsigned
 recall(struct sched *s, size_t primary, int all)
 {
@@ -380,8 +388,29 @@ scout_arm(struct sched *s, size_t up, uint64_t secs)
 }
 
 void
+via_force(struct sched *s, struct job *j)
+{
+	size_t to = j->m->via_up;
+
+	if (to >= s->cfg->nupstreams || to == j->up)
+		return;
+	s->ups[j->up].jobs--;
+	j->up = to;
+	j->hop = 0;
+	j->forced = 1;
+	s->ups[to].jobs++;
+	batch_fit(s, j);
+}
+
+void
 via_recalled(struct sched *s, struct job *j)
 {
+	if (j->m->via_up != NO_UPSTREAM && j->m->via_up < s->cfg->nupstreams &&
+	    j->up != j->m->via_up) {
+		via_force(s, j);	/* the operator's upstream (control.c) */
+		gate_request(s, j);
+		return;
+	}
 	if (j->primary >= s->cfg->nupstreams || j->hop == 0) {
 		gate_request(s, j);
 		return;
@@ -469,7 +498,7 @@ via_done(struct sched *s, const struct job *j, enum outcome_kind how)
 	if (how == OUTCOME_SENT && j->up < s->cfg->nupstreams)
 		wake(s, j->up);
 
-	if (j->hop != 0 || j->up >= s->cfg->nupstreams || (how != OUTCOME_SENT &&
+	if (j->forced || j->hop != 0 || j->up >= s->cfg->nupstreams || (how != OUTCOME_SENT &&
 	    how != OUTCOME_RELAY))
 		return;
 	p = &s->ups[j->up];

@@ -15,6 +15,12 @@
  *       deferred earlier for its recipient's own 450; isp back: the
  *       three go at once (a probe found isp), the fourth keeps its own
  *       retry time.  Before, they waited for their retries (minutes).
+ *   requeue_via_sends_through_another_upstream_now
+ *       m2 waits at isp (its window spent for an hour); `weir requeue
+ *       --via gmail ID` moves it now: logged, listed by weir queue ("via
+ *       gmail (requeued)") and weir status while it waits for gmail's
+ *       window, then delivered through gmail, not isp.  Before, the
+ *       option did not exist.
  *   reload_with_fixed_credentials_sends_at_once
  *       isp refuses the password (an authentication suspension); the
  *       secret fixed and a reload: both messages waiting go at once.
@@ -216,4 +222,80 @@ Test(moves, reload_with_fixed_credentials_sends_at_once)
 	cr_assert_lt(rt_now() - fixed, 15.0);
 	free(extra);
 	free(wrong);
+}
+
+/* The id weir-send logged for the message queued from sender. */
+static char *
+queued_id(const char *sender)
+{
+	char *logs = rt_send_logs(&t), *want = xasprintf(": queued, from <%s>", sender);
+	char *p = strstr(logs, want), *id;
+	const char *start;
+
+	cr_assert_not_null(p, "no message from <%s>:\n%s", sender, logs);
+	for (start = p; start > logs && start[-1] != ' '; start--)
+		;
+	id = xstrndup(start, (size_t)(p - start));
+	free(want);
+	free(logs);
+	return id;
+}
+
+/* Issue 31's "move waiting mail by hand": isp's window is spent for an
+ * hour and m2 waits there; `weir requeue --via gmail ID` moves it now:
+ * logged, shown by weir queue and weir status while it waits for gmail's
+ * window (another message filled it), then delivered through gmail.
+ * Before, the option did not exist (usage error). */
+Test(moves, requeue_via_sends_through_another_upstream_now)
+{
+	const char *r1 = "m1@dst.example", *r2 = "m2@dst.example", *r0 = "m0@dst.example";
+	const char *args[] = { "-c", t.s.qt.conf, "requeue", "--via", "gmail", NULL };
+	struct tl_result r;
+	struct rt_rec ri, rg;
+	char *id, *st, *q;
+
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_peer_start(&t, &b, "gmail", NULL, 0);
+	rt_conf_upstream_at(&t, "gmail", b.port, "  senders = {\"*@gm.example\"}\n");
+	rt_conf_upstream_at(&t, "isp", t.port, "");
+	rt_policy(&t, "upstream \"isp\" { rate = {\"1 per 1h\"} }\n"
+	    "upstream \"gmail\" { rate = {\"1 per 8s\"} }\n");
+	rt_gate_start(&t, "2s");
+	rt_send_start(&t);
+	rt_sendmail(&t, "alice@src.example", &r1, 1, "Subject: m1\n\nbody\n");
+	cr_assert(rt_wait(delivered, &t, (void *)r1, 20000));
+	rt_sendmail(&t, "x@gm.example", &r0, 1, "Subject: m0\n\nbody\n");
+	cr_assert(rt_wait(rt_peer_ndata_at_least, &t, &(struct rt_peer_count){ &b, 1 }, 20000));
+	rt_sendmail(&t, "bob@src.example", &r2, 1, "Subject: m2\n\nbody\n");
+	cr_assert(rt_wait(rt_gate_status_has, &t, (void *)"waiting: 1", 10000),
+	    "m2 does not wait at isp:\n%s", rt_gate_status(&t));
+	id = queued_id("bob@src.example");
+	args[5] = id;
+	r = rt_run(&t, "weir", args, 6, NULL);
+	cr_assert_eq(r.status, 0, "%s%s", buf_cstr(&r.out), buf_cstr(&r.err));
+	cr_assert(strstr(buf_cstr(&r.out), "requeued through"), "%s", buf_cstr(&r.out));
+	tl_result_free(&r);
+	cr_assert(rt_logged(&t, "requeued by the operator through upstream gmail", 1, 5000));
+	/* Shown while it waits for gmail's window. */
+	q = rt_mailq(&t);
+	cr_assert(strstr(q, "via gmail (requeued)"), "%s", q);
+	free(q);
+	{
+		const char *sargs[] = { "-c", t.s.qt.conf, "status" };
+
+		r = rt_run(&t, "weir", sargs, 3, NULL);
+		st = xstrdup(buf_cstr(&r.out));
+		tl_result_free(&r);
+	}
+	cr_assert(strstr(st, "1 recipient via gmail (requeued there by the operator)"), "%s", st);
+	free(st);
+	cr_assert(rt_wait(rt_peer_ndata_at_least, &t, &(struct rt_peer_count){ &b, 2 }, 20000),
+	    "m2 never reached gmail:\n%s", rt_send_logs_tail(&t, 3000));
+	rt_rec_load(&t, &ri);
+	rt_rec_load_file(b.record, &rg);
+	cr_assert_eq(rt_rec_count(&rg, NULL, r2), 1);
+	cr_assert_eq(rt_rec_count(&ri, NULL, r2), 0);
+	rt_rec_free(&ri);
+	rt_rec_free(&rg);
+	free(id);
 }
