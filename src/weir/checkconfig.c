@@ -774,6 +774,8 @@ check_config_refusals(const struct weir_config *c, struct buf *out)
 		buf_add(out, err.s ? err.s : "", err.len);
 		k.errors++;
 	} else {
+		/* The presets' limits, as weir-gate and cmd_check_config take them. */
+		config_preset_limits(c->upstreams, c->nupstreams, &pol);
 		for (i = 0; i < c->nupstreams; i++)
 			policy_findings(&k, c, &c->upstreams[i], &pol, 1);
 	}

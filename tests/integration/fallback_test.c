@@ -65,6 +65,9 @@
  *       own: weir run starts nothing and says the same file:line as
  *       check-config; sendmail still queues mail on that configuration.
  *       Before, weir run started on the "*" limits, silently.
+ *   run_takes_a_fallback_with_a_preset
+ *       a fallback whose preset gives it limits needs no policy section:
+ *       weir run starts, as check-config passes it.
  *   check_config
  *       weir check-config refuses a loop and a fallback without a policy
  *       section of its own, and warns about a fallback whose sender
@@ -730,6 +733,33 @@ Test(fallback, run_refuses_what_check_config_refuses)
 	cr_assert_eq(tl_count_files(todo), 1);
 	free(todo);
 	free(line);
+}
+
+/* A fallback whose preset gives it its provider's limits has limits of
+ * its own: check-config takes it, and so does weir run (the same rule,
+ * check_config_refusals, with the presets' limits merged as weir-gate
+ * merges them). */
+Test(fallback, run_takes_a_fallback_with_a_preset)
+{
+	const char *args[] = { "-c", t.s.qt.conf, "check-config" };
+	struct tl_result r;
+	char *dir = tl_src_path("etc/providers"), *line, *log;
+
+	line = xasprintf("preset_dir = \"%s\"\n", dir);
+	sh_conf_append(&t.s, line);
+	rt_conf_upstream_at(&t, "isp", 2525, "  fallback = {\"gmail\"}\n");
+	rt_conf_upstream_at(&t, "gmail", 2526, "  preset = \"gmail\"\n");
+	rt_policy(&t, "upstream \"*\" { rate = {\"10 per 1s\"} }\n"
+	    "upstream \"isp\" { rate = {\"10 per 1s\"} }\n");
+	r = rt_run(&t, "weir", args, 3, NULL);
+	cr_assert_null(strstr(buf_cstr(&r.out), "has no upstream"), "%s", buf_cstr(&r.out));
+	tl_result_free(&r);
+	rt_run_spawn(&t);
+	cr_assert(rt_wait(rt_run_log_has, &t, (void *)"started weir-send", 10000),
+	    "weir run did not start:\n%s", (log = rt_run_log(&t)));
+	cr_assert_not(rt_run_log_has(&t, (void *)"not starting"));
+	free(line);
+	free(dir);
 }
 
 Test(fallback, check_config)
