@@ -20,6 +20,7 @@
 #include "lib/jsonparse.h"
 #include "lib/timefmt.h"
 #include "mail/gateclient.h"
+#include "mail/gatestatus.h"
 #include "mail/oauth.h"
 #include "mail/qlist.h"
 #include "mail/queue.h"
@@ -421,7 +422,7 @@ gate_ask_one(struct gate_client *gc, int json, struct buf *body, struct buf *why
 	k = gc_wait_reply(gc, &r, &perr);
 	if (k <= 0) {
 		buf_printf(why, "%s", k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ?
-		    "no answer within 5 seconds" : perr);
+		    "no answer in time" : perr);
 		return -1;
 	}
 	if (r.verb != GP_R_STATUS) {
@@ -434,30 +435,26 @@ gate_ask_one(struct gate_client *gc, int json, struct buf *body, struct buf *why
 
 /* STATUS from the gate's socket, or from its read-only status socket
  * when the first cannot be reached (a user outside weir-send's group);
- * rs->gsock is the one that answered. */
+ * rs->gsock is the one that answered.  The JSON document, with the
+ * history for RS_JSON; the text too for RS_GATE_TEXT (to be printed,
+ * never read).  Each answer within timeout_ms. */
 static int
-gate_ask(struct relay_status *rs, int json)
+gate_ask(struct relay_status *rs, int flags, int timeout_ms)
 {
 	struct gate_client gc;
-	struct timeval tv = { RS_GATE_TIMEOUT_S, 0 };
 	const char *used;
 	int rc = -1;
 
 	rs->gsock = rs->cfg->gate_socket;
 	if ((used = gc_connect_status(&gc, rs->cfg->gate_socket,
-	    rs->cfg->gate_status_socket)) == NULL) {
-		buf_printf(&rs->gwhy, "%s", strerror(errno));
+	    rs->cfg->gate_status_socket, timeout_ms)) == NULL) {
+		buf_printf(&rs->gwhy, "%s", errno == EAGAIN ? "its socket's backlog is full: it "
+		    "does not accept" : strerror(errno));
 		return -1;
 	}
 	rs->gsock = used;
-	if (setsockopt(gc.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
-	    setsockopt(gc.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0) {
-		buf_printf(&rs->gwhy, "setsockopt: %s", strerror(errno));
-		goto out;
-	}
-	/* The JSON for the routes' state (item 5) in any case. */
-	if (gate_ask_one(&gc, 0, &rs->gtext, &rs->gwhy) < 0 ||
-	    gate_ask_one(&gc, json ? 2 : 1, &rs->gjson, &rs->gwhy) < 0)
+	if (gate_ask_one(&gc, flags & RS_JSON ? 2 : 1, &rs->gjson, &rs->gwhy) < 0 ||
+	    ((flags & RS_GATE_TEXT) && gate_ask_one(&gc, 0, &rs->gtext, &rs->gwhy) < 0))
 		goto out;
 	rc = 0;
 out:
@@ -480,71 +477,6 @@ add_win(struct rs_up *u, long long limit, enum policy_unit unit, long long per, 
 	u->known = 1;
 }
 
-/* A calendar window's phase, from the policy's same window; 0 (UTC
- * midnight for a daily one) when the policy does not have it. */
-static long long
-calendar_align(const struct relay_status *rs, const char *up, long long limit,
-    enum policy_unit unit, long long per)
-{
-	const struct policy_upstream *pu = rs->have_pol ? policy_upstream(&rs->pol, up) : NULL;
-	size_t i;
-
-	for (i = 0; pu && i < pu->nwin; i++)
-		if (pu->win[i].calendar && pu->win[i].limit == limit && pu->win[i].unit == unit &&
-		    pu->win[i].per == per)
-			return pu->win[i].align;
-	return 0;
-}
-
-/* The numbers of the gate's text status (see relaystatus.h). */
-static void
-gate_numbers(struct relay_status *rs, const char *text)
-{
-	const char *p = text, *nl, *q;
-	struct rs_up *cur = NULL;
-	char line[1024], unit[32];
-	long long limit, per, used, of, secs;
-	enum policy_unit pu;
-
-	for (; p && *p; p = nl ? nl + 1 : NULL) {
-		nl = strchr(p, '\n');
-		snprintf(line, sizeof line, "%.*s", (int)(nl ? nl - p : (long)strlen(p)), p);
-		if (strncmp(line, "upstream ", 9) == 0) {
-			char name[POLICY_NAME_MAX + 1];
-			size_t n = strcspn(line + 9, ":");
-
-			cur = NULL;
-			if (n == 0 || n > POLICY_NAME_MAX || line[9 + n] != ':')
-				continue;
-			memcpy(name, line + 9, n);
-			name[n] = '\0';
-			if ((cur = up_find(rs, name)) == NULL)
-				continue;
-			cur->listed = 1;
-			/* Not in the policy: the gate refuses it, nothing to go by. */
-			cur->known = strstr(line, " (not in the policy)") == NULL;
-			if ((q = strstr(line, " suspended until ")) != NULL &&
-			    (q = strchr(q, '(')) != NULL && sscanf(q, "(%lld s)", &secs) == 1)
-				cur->suspended = secs;
-		} else if (cur && sscanf(line, "  window %lld %31s per %llds", &limit, unit,
-		    &per) == 3 && (q = strstr(line, " = ")) != NULL &&
-		    sscanf(q, " = %lld of %lld", &used, &of) == 2 && of == limit &&
-		    policy_unit_parse(unit, &pu) == 0 && limit > 0 && per > 0) {
-			int cal = strstr(line, " (calendar):") != NULL;
-
-			add_win(cur, limit, pu, per, used, cal,
-			    cal ? calendar_align(rs, cur->name, limit, pu, per) : 0);
-		} else if (cur && cur->nwin > 0 && strncmp(line, "    all hosts: ", 15) == 0 &&
-		    (q = strstr(line, " = ")) != NULL && sscanf(q, " = %lld of %lld", &used,
-		    &of) == 2 && of == cur->win[cur->nwin - 1].limit &&
-		    used > cur->win[cur->nwin - 1].used) {
-			/* A shared upstream: every host's use of the window
-			 * just read, as Redis counts it, paces the backlog. */
-			cur->win[cur->nwin - 1].used = used;
-		}
-	}
-}
-
 /* A time member of the gate's JSON, wall ms; 0 when absent or null. */
 static int64_t
 ms_of(struct json_object *o, const char *key)
@@ -554,36 +486,71 @@ ms_of(struct json_object *o, const char *key)
 	return jp_ll(jp_get(o, key), &v) == 0 && v > 0 ? (int64_t)v : 0;
 }
 
-/* Each upstream's state for route.h's judge, from the gate's JSON. */
+/* Window w of the gate's document into u: its use (every host's, as
+ * Redis counts it, when that is higher: it paces the backlog), and a
+ * calendar window's boundaries from its period's start.  A window that
+ * does not read is left out of the estimate, never guessed. */
 static void
-gate_routes(struct relay_status *rs)
+gate_window(struct rs_up *u, struct json_object *w)
+{
+	long long limit, per, used, all, start = 0;
+	enum policy_unit unit;
+	int cal = jp_bool(jp_get(w, GS_W_CALENDAR)) == 1;
+	const char *us = jp_str(jp_get(w, GS_W_UNIT));
+
+	if (jp_ll(jp_get(w, GS_W_LIMIT), &limit) < 0 || jp_ll(jp_get(w, GS_W_PER_S), &per) < 0 ||
+	    jp_ll(jp_get(w, GS_W_USED), &used) < 0 || us == NULL ||
+	    policy_unit_parse(us, &unit) < 0 || limit <= 0 || per <= 0 ||
+	    (cal && jp_ll(jp_get(w, GS_W_PERIOD_START_MS), &start) < 0))
+		return;
+	if (jp_ll(jp_get(jp_get(w, GS_W_ALL_HOSTS), GS_W_USED), &all) == 0 && all > used)
+		used = all;
+	add_win(u, limit, unit, per, used, cal, cal ? (start / 1000) % per : 0);
+}
+
+/* What the estimate and the routes need of the gate's JSON: each
+ * upstream's windows and their use, its suspensions' time left, its
+ * state for route.h's judge (wall ms). */
+static void
+gate_read(struct relay_status *rs)
 {
 	struct buf why = BUF_INIT;
-	struct json_object *doc, *ups, *u, *r;
+	struct json_object *doc, *ups, *u, *r, *wins;
 	struct rs_up *sp;
 	long long v;
-	size_t i;
+	int64_t until;
+	size_t i, j;
 
 	doc = json_parse_strict(rs->gjson.s ? rs->gjson.s : "", rs->gjson.len, GP_STATUS_MAX, &why);
-	ups = jp_get(doc, "upstreams");
-	if (jp_ll(jp_get(doc, "now_ms"), &v) == 0 && v > 0)
+	ups = jp_get(doc, GS_UPSTREAMS);
+	if (jp_ll(jp_get(doc, GS_NOW_MS), &v) == 0 && v > 0)
 		rs->gnow_ms = v;
 	for (i = 0; i < jp_len(ups); i++) {
 		u = jp_at(ups, i);
-		if (jp_str(jp_get(u, "name")) == NULL ||
-		    (sp = up_find(rs, jp_str(jp_get(u, "name")))) == NULL)
+		if (jp_str(jp_get(u, GS_NAME)) == NULL ||
+		    (sp = up_find(rs, jp_str(jp_get(u, GS_NAME)))) == NULL)
 			continue;
-		r = jp_get(u, "route");
-		sp->st.down_since = ms_of(r, "unreachable_since_ms");
-		sp->st.probe_at = ms_of(r, "probe_at_ms");
-		sp->st.probe_out = jp_bool(jp_get(r, "probe_out")) == 1;
-		sp->st.auth_since = ms_of(r, "auth_trouble_since_ms");
-		sp->st.auth_until = ms_of(u, "auth_suspended_until_ms");
-		sp->st.auth_probe_out = jp_bool(jp_get(r, "auth_probe_out")) == 1;
-		sp->st.susp_until = ms_of(u, "suspended_until_ms");
-		sp->st.free_at = ms_of(r, "free_at_ms") ? ms_of(r, "free_at_ms") : -1;
-		if (sp->st.down_since && jp_str(jp_get(r, "unreachable_reason")))
-			sp->down_reason = xstrdup(jp_str(jp_get(r, "unreachable_reason")));
+		sp->listed = 1;
+		/* Not in the policy: the gate refuses it, nothing to go by. */
+		sp->known = jp_bool(jp_get(u, GS_IN_POLICY)) == 1;
+		wins = jp_get(u, GS_WINDOWS);
+		for (j = 0; sp->known && j < jp_len(wins); j++)
+			gate_window(sp, jp_at(wins, j));
+		r = jp_get(u, GS_ROUTE);
+		sp->st.down_since = ms_of(r, GS_R_UNREACHABLE_SINCE_MS);
+		sp->st.probe_at = ms_of(r, GS_R_PROBE_AT_MS);
+		sp->st.probe_out = jp_bool(jp_get(r, GS_R_PROBE_OUT)) == 1;
+		sp->st.auth_since = ms_of(r, GS_R_AUTH_SINCE_MS);
+		sp->st.auth_until = ms_of(u, GS_AUTH_UNTIL_MS);
+		sp->st.auth_probe_out = jp_bool(jp_get(r, GS_R_AUTH_PROBE_OUT)) == 1;
+		sp->st.susp_until = ms_of(u, GS_SUSPENDED_UNTIL_MS);
+		sp->st.free_at = ms_of(r, GS_R_FREE_AT_MS) ? ms_of(r, GS_R_FREE_AT_MS) : -1;
+		if (sp->st.down_since && jp_str(jp_get(r, GS_R_UNREACHABLE_REASON)))
+			sp->down_reason = xstrdup(jp_str(jp_get(r, GS_R_UNREACHABLE_REASON)));
+		/* The suspension that ends last, in whole seconds. */
+		until = sp->st.susp_until > sp->st.auth_until ? sp->st.susp_until : sp->st.auth_until;
+		if (until > rs->gnow_ms)
+			sp->suspended = (until - rs->gnow_ms + 999) / 1000;
 	}
 	json_object_put(doc);
 	buf_free(&why);
@@ -639,7 +606,8 @@ estimate(struct rs_up *u, time_t now)
 /* ---- gathering ---- */
 
 int
-relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int flags)
+relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int flags,
+    int timeout_ms)
 {
 	struct buf perr = BUF_INIT;
 	size_t i, j;
@@ -665,12 +633,10 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 		    rs->up[i].cap)
 			rs->up[i].cap = (unsigned)pu->max_recipients;
 	}
-	rs->gate_ok = gate_ask(rs, flags & RS_JSON) == 0;
+	rs->gate_ok = gate_ask(rs, flags, timeout_ms) == 0;
 	rs->gnow_ms = (long long)rs->now * 1000;
-	if (rs->gate_ok) {
-		gate_numbers(rs, rs->gtext.s ? rs->gtext.s : "");
-		gate_routes(rs);
-	}
+	if (rs->gate_ok)
+		gate_read(rs);
 	/* What the gate does not list (it has not seen the upstream yet, or
 	 * does not answer): the policy's windows, nothing used. */
 	for (i = 0; rs->have_pol && i < rs->nup; i++) {

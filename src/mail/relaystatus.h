@@ -3,10 +3,13 @@
  * status` (text, --json, --watch) and weir-metrics' status page and
  * /status.json, so that they cannot disagree:
  *
- *   1. weir-gate's status through mail/gateclient.h: its text (read for
- *      the numbers of step 3) and, for JSON, its document with each
- *      upstream's last hour (STATUS JSON 3600: sends, held grants and
- *      waiting requests with their times), embedded as "gate".
+ *   1. weir-gate's status through mail/gateclient.h: its JSON document
+ *      (its members: mail/gatestatus.h), for JSON with each upstream's
+ *      last hour (STATUS JSON 3600: sends, held grants and waiting
+ *      requests with their times), embedded as "gate"; the numbers of
+ *      steps 3 and 5 are read from it.  With RS_GATE_TEXT also its text
+ *      for people, which `weir status` prints as it came and nothing
+ *      reads.
  *   2. The queue, through qlist_scan (the scan mailq and `weir queue`
  *      use), or, when this process may not read the queue (showq_needed:
  *      an account of its own, as weir-metrics'), through weir-showq's
@@ -32,10 +35,10 @@
  *                     suspension.
  *      It is a lower bound: it assumes every attempt succeeds and counts
  *      no time for the deliveries themselves.  The windows and their use
- *      come from the gate (what it enforces now; a calendar window's
- *      boundaries from policy_file, else UTC midnight's phase); for an
- *      upstream the gate does not list yet, from policy_file with nothing
- *      used.  "unknown" when there is nothing to go by: no policy for the
+ *      come from the gate (what it enforces now, every host's use of a
+ *      shared window when that is higher; a calendar window's boundaries
+ *      from its period_start_ms); for an upstream the gate does not list
+ *      yet, from policy_file with nothing used.  "unknown" when there is nothing to go by: no policy for the
  *      upstream (the gate would refuse it), or weir-gate not answering
  *      (nothing is sent until it does: the policy's figure is then
  *      given as what it will take at least once the gate is back).
@@ -58,13 +61,8 @@
  *      error, whether a login is needed ("oauth" in the JSON; `weir
  *      status` prints it for people through src/weir/auth.c).
  *
- * The gate's text status is read for the numbers of step 3 (lines
- * "upstream NAME: ..." and "  window N UNIT per Ts...: ... = U of N", as
- * src/gate/status.c writes them, and for an upstream whose windows are
- * shared through Redis the line below each, "    all hosts: ... = U of
- * N", every host's use, which counts when it is higher); a line that
- * does not parse leaves that window out of the estimate, it is never
- * guessed.
+ * A window of the gate's document that does not read (a member missing
+ * or of another kind) is left out of the estimate, never guessed.
  *
  * The JSON document (relay_status_json) is `weir status --json`'s; see
  * weir(8).  It holds no message content and no address: counts, the
@@ -89,7 +87,7 @@
 #include "mail/queue.h"
 #include "mail/route.h"
 
-#define RS_GATE_TIMEOUT_S 5		/* for each of the gate's answers */
+#define RS_GATE_TIMEOUT_MS 5000	/* `weir status`: for the gate's connect and each answer */
 #define RS_HISTORY_S	3600		/* the gate's history asked for JSON */
 #define RS_REASONS_MAX	10		/* deferral reasons listed */
 #define RS_SHOWQ_MAX	(16 << 20)	/* bytes of weir-showq's listing read */
@@ -142,7 +140,8 @@ struct rs_reason {
 };
 
 enum rs_flags {
-	RS_JSON = 1,			/* ask the gate's JSON document too */
+	RS_JSON = 1,			/* the gate's document with its history */
+	RS_GATE_TEXT = 2,		/* the gate's text too (to print it) */
 };
 
 struct relay_status {
@@ -150,7 +149,8 @@ struct relay_status {
 	time_t now;
 	const char *gsock;		/* the gate socket asked (that answered) */
 	int gate_ok;
-	struct buf gtext, gjson, gwhy;	/* the gate's text, JSON; why it did not answer */
+	struct buf gtext, gjson, gwhy;	/* the gate's text (RS_GATE_TEXT), JSON; why it
+					 * did not answer */
 	const char *winsrc;		/* where the windows came from */
 	int q_ok;
 	struct buf qwhy;		/* why the queue could not be read */
@@ -174,9 +174,11 @@ struct relay_status {
 	unsigned long long routes_left_out;	/* messages beyond RS_ROUTES_MAX */
 };
 
-/* Gather it all now.  Returns 1 when the gate answered and the queue was
- * read (what could not be had is said in rs all the same). */
-int relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int flags);
+/* Gather it all now, waiting at most gate_ms for the gate's connect and
+ * each of its answers.  Returns 1 when the gate answered and the queue
+ * was read (what could not be had is said in rs all the same). */
+int relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int flags,
+    int gate_ms);
 void relay_status_free(struct relay_status *rs);
 
 /* `weir status --json`'s document (with RS_JSON). */

@@ -278,7 +278,7 @@ status(struct server *s, int html, struct buf *out)
 	struct timespec ts;
 	unsigned st = 500;
 
-	relay_status_get(&rs, s->o->src.cfg, RS_JSON);
+	relay_status_get(&rs, s->o->src.cfg, RS_JSON, s->o->src.gate_timeout_ms);
 	relay_status_json(&rs, &json);
 	relay_status_free(&rs);
 	if ((doc = json_parse_strict(json.s, json.len, STATUS_JSON_MAX, &why)) == NULL) {

@@ -184,7 +184,8 @@ static int
 status_once(struct weir_config *cfg, enum status_mode mode, struct buf *out)
 {
 	struct relay_status rs;
-	int ok = relay_status_get(&rs, cfg, mode == ST_JSON ? RS_JSON : 0);
+	int ok = relay_status_get(&rs, cfg, mode == ST_JSON ? RS_JSON : mode == ST_TEXT ?
+	    RS_GATE_TEXT : 0, RS_GATE_TIMEOUT_MS);
 
 	if (mode == ST_JSON)
 		relay_status_json(&rs, out);

@@ -972,6 +972,121 @@ Test(metrics, metrics_as_nobody_through_status_socket)
 	free(ssock);
 }
 
+/* ---- the gate's text is for people ---- */
+
+/* A stand-in for weir-gate on sock that answers STATUS JSON with doc
+ * (the real gate's document) and STATUS TEXT with text; in a child
+ * (killed with the test). */
+static pid_t
+gate_standin(const char *doc, size_t dlen, const char *text)
+{
+	struct sockaddr_un sa;
+	int lfd, fd;
+	pid_t pid;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+	(void)unlink(sock);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert(lfd >= 0);
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0, "bind %s: %s", sock,
+	    strerror(errno));
+	cr_assert_eq(listen(lfd, 8), 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid > 0) {
+		close(lfd);
+		return pid;
+	}
+	setpgid(0, 0);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+		struct buf in = BUF_INIT, out = BUF_INIT;
+		struct gp_req rq;
+		struct gp_reply r;
+		const char *why;
+		char tmp[1024];
+		size_t len;
+		ssize_t n;
+
+		while ((n = read(fd, tmp, sizeof tmp)) > 0) {
+			buf_add(&in, tmp, (size_t)n);
+			while (gp_frame(in.s, in.len, &len) == 1) {
+				memset(&r, 0, sizeof r);
+				buf_reset(&out);
+				if (gp_parse_request(in.s, len - 1, &rq, &why) == GP_OK &&
+				    rq.verb == GP_STATUS) {
+					r.verb = GP_R_STATUS;
+					r.length = rq.json ? dlen : strlen(text);
+					gp_fmt_reply(&out, &r);
+					buf_add(&out, rq.json ? doc : text, r.length);
+				}
+				if (full_write(fd, out.s, out.len) < 0)
+					break;
+				memmove(in.s, in.s + len, in.len - len);
+				in.len -= len;
+			}
+		}
+		close(fd);
+		buf_free(&in);
+		buf_free(&out);
+	}
+	_exit(0);
+}
+
+/*
+ * weir status reads the gate's JSON only (issue 32): with the gate's
+ * text reworded, the drain estimate still has the window's use ("5 of
+ * 5", from the JSON), and `weir status` prints the text as it came.
+ * The old relaystatus.c read its numbers from the text with sscanf, and
+ * said "0 used" here.
+ */
+Test(metrics, status_reads_the_gates_json_not_its_text)
+{
+	struct buf doc = BUF_INIT, why = BUF_INIT;
+	struct json_object *st, *up, *lim;
+	struct tl_result r;
+	char *weir = tl_bin("weir");
+	const char *argv[] = { weir, "-c", s.qt.conf, "status", "--json", NULL };
+	struct tl_run run = { .argv = argv };
+	long long used = -1;
+	pid_t standin;
+
+	start_gate();
+	sh_put_s4(&s, S("m1\n"), S("u0\0p5\0Fa@example.org\0Tb@example.net\0"), 0);
+	known_run();
+	cr_assert_eq(gc_status_history(&gc, 3600), 0);
+	expect(0, GP_R_STATUS);
+	buf_add(&doc, gc.status.s, gc.status.len);
+	gc_close(&gc);
+	gc_open = 0;
+	kill_pid(&gate_pid);
+	standin = gate_standin(doc.s, doc.len, "weir-gate, reworded for people:\n  up1 is "
+	    "FULL (five of five messages a minute)\n");
+	tl_run(&run, &r);
+	st = json_parse_strict(r.out.s, r.out.len, 64 << 20, &why);
+	cr_assert_not_null(st, "weir status --json: %s\n%s", buf_cstr(&why), buf_cstr(&r.err));
+	up = jp_at(jp_get(jp_get(st, "drain_estimate"), "upstreams"), 0);
+	lim = jp_get(up, "limited_by");
+	cr_assert_str_eq(jp_str(jp_get(up, "name")), "up1");
+	cr_assert(jp_ll(jp_get(lim, "used"), &used) == 0 && used == 5,
+	    "the window's use: %lld (from the gate's JSON: 5)\n%s", used,
+	    json_object_to_json_string(up));
+	json_object_put(st);
+	tl_result_free(&r);
+	argv[4] = NULL;
+	tl_run(&run, &r);
+	cr_assert(strstr(buf_cstr(&r.out), "  up1 is FULL (five of five messages a minute)\n") &&
+	    strstr(buf_cstr(&r.out), "(window 5 messages per 1m, 5 used)"),
+	    "weir status:\n%s%s", buf_cstr(&r.out), buf_cstr(&r.err));
+	tl_result_free(&r);
+	kill_pid(&standin);
+	buf_free(&doc);
+	buf_free(&why);
+	free(weir);
+}
+
 /* ---- weir status --watch ---- */
 
 Test(metrics, status_watch_two_frames_into_a_pipe)
