@@ -50,12 +50,14 @@ PKGS             := libconfuse
 # in the deliverer and the operator command (weir auth); weir-send and
 # weir-metrics read the token status file (json-c).  weir-metrics serves
 # HTTP with GNU libmicrohttpd and checks basic authentication with
-# crypt(3) (lib/pwfile.c, as weir check-config does); weir status and
-# weir-metrics read weir-showq's JSON listing (json-c).
+# crypt(3) (lib/pwfile.c, as weir check-config does), and hashes its
+# page's style sheet for its Content-Security-Policy (libcrypto's
+# SHA-256); weir status and weir-metrics read weir-showq's JSON listing
+# (json-c).
 PKGS_weir-remote := openssl libsasl2 libcurl json-c
 PKGS_weir        := libcurl json-c libcrypto libxcrypt
 PKGS_weir-send   := json-c
-PKGS_weir-metrics := json-c libmicrohttpd libxcrypt
+PKGS_weir-metrics := json-c libmicrohttpd libxcrypt libcrypto
 PKGS_weir-smtpd  := openssl libxcrypt
 PKGS_weir-gate   := hiredis
 TEST_PKGS        := criterion

@@ -16,7 +16,8 @@
 #include "mail/gateclient.h"
 
 /* gc_connect, every wait on the socket (its connect too: a gate that
- * does not accept) at most timeout_ms when it is > 0. */
+ * does not accept) at most timeout_ms when it is > 0; a non-blocking
+ * socket when it is < 0. */
 static int
 connect_by(struct gate_client *gc, const char *path, int timeout_ms)
 {
@@ -33,7 +34,7 @@ connect_by(struct gate_client *gc, const char *path, int timeout_ms)
 	memset(&sa, 0, sizeof sa);
 	sa.sun_family = AF_UNIX;
 	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (timeout_ms < 0 ? SOCK_NONBLOCK : 0), 0);
 	if (fd < 0)
 		return -1;
 	/* An AF_UNIX connect waits for room in the listen backlog as long

@@ -35,7 +35,8 @@ int gc_connect(struct gate_client *gc, const char *path) MUST_CHECK;
  * rsock (the gate's read-only status socket: a user outside weir-send's
  * group).  timeout_ms > 0: each connect, and each send and receive on
  * the connection, waits at most that long (a gate that does not accept,
- * read or answer).  The path connected to, or NULL with sock's errno. */
+ * read or answer); < 0: a non-blocking socket (a connect that would wait:
+ * EAGAIN).  The path connected to, or NULL with sock's errno. */
 const char *gc_connect_status(struct gate_client *gc, const char *sock, const char *rsock,
     int timeout_ms);
 void gc_close(struct gate_client *gc);

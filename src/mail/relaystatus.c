@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +20,12 @@
 #include "lib/json.h"
 #include "lib/jsonparse.h"
 #include "lib/timefmt.h"
+#include "mail/credfp.h"
 #include "mail/gateclient.h"
 #include "mail/gatestatus.h"
 #include "mail/oauth.h"
 #include "mail/qlist.h"
+#include "mail/qsummary.h"
 #include "mail/queue.h"
 #include "mail/relaystatus.h"
 #include "mail/schedfile.h"
@@ -90,6 +93,21 @@ add_reason(struct relay_status *rs, const char *reply, size_t n)
 	rs->reasons = xrealloc(rs->reasons, (rs->nreasons + 1) * sizeof *rs->reasons);
 	rs->reasons[rs->nreasons].reply = m;
 	rs->reasons[rs->nreasons++].recipients = 1;
+}
+
+/* n recipients of message m that go through upstream sp: the backlog
+ * its windows pace, and a deferred message's retry time (item 3). */
+static void
+up_add(struct relay_status *rs, struct rs_up *sp, unsigned long long n, const struct rs_msg *m)
+{
+	sp->messages++;
+	sp->recipients += n;
+	sp->sends += sp->cap ? (n + sp->cap - 1) / sp->cap : 1;
+	if (m->preprocessed && !m->held && m->next_attempt > (long long)rs->now) {
+		sp->deferred++;
+		if (m->next_attempt > sp->retry_last)
+			sp->retry_last = m->next_attempt;
+	}
 }
 
 /* ---- routes (relaystatus.h, item 5) ---- */
@@ -172,12 +190,8 @@ route_msg(struct relay_status *rs, const struct rs_msg *m, int list)
 		}
 		mine[j].recipients++;
 	}
-	for (j = 0; j < n; j++) {
-		sp = up_find(rs, mine[j].via);
-		sp->messages++;
-		sp->recipients += mine[j].recipients;
-		sp->sends += sp->cap ? (mine[j].recipients + sp->cap - 1) / sp->cap : 1;
-	}
+	for (j = 0; j < n; j++)
+		up_add(rs, up_find(rs, mine[j].via), mine[j].recipients, m);
 	if (list && rs->nroutes + n > RS_ROUTES_MAX) {
 		rs->routes_left_out++;
 	} else if (list && n > 0) {
@@ -227,11 +241,7 @@ count_msg(struct relay_status *rs, const struct rs_msg *m)
 	}
 	u = config_upstream_for(rs->cfg, m->sender);
 	sp = u ? up_find(rs, u->name) : NULL;
-	if (sp == NULL)
-		sp = &rs->other;
-	sp->messages++;
-	sp->recipients += m->left;
-	sp->sends += sp->cap ? (m->left + sp->cap - 1) / sp->cap : 1;
+	up_add(rs, sp ? sp : &rs->other, m->left, m);
 }
 
 /* qlist_scan's messages. */
@@ -315,7 +325,7 @@ count_listed(struct relay_status *rs, struct json_object *o)
 
 /* The queue through weir-showq (this process may not read it). */
 static int
-queue_by_showq(struct relay_status *rs)
+queue_by_showq(struct relay_status *rs, int showq_ms)
 {
 	struct buf text = BUF_INIT, why = BUF_INIT;
 	struct json_object *doc = NULL, *msgs;
@@ -327,7 +337,7 @@ queue_by_showq(struct relay_status *rs)
 		buf_printf(&rs->qwhy, "memfd_create: %s", strerror(errno));
 		return -1;
 	}
-	k = showq_ask(rs->cfg->showq_socket, QLIST_JSON, fd, RS_SHOWQ_TIMEOUT_MS, &why);
+	k = showq_ask(rs->cfg->showq_socket, QLIST_JSON, fd, showq_ms, &why);
 	if (k < 0) {
 		buf_printf(&rs->qwhy, "%s", why.s);
 		goto out;
@@ -361,14 +371,14 @@ out:
 }
 
 static int
-queue_read(struct relay_status *rs)
+queue_read(struct relay_status *rs, int showq_ms)
 {
 	struct qlist_stats qs;
 	struct queue q;
 	int rc;
 
 	if (rs->cfg->showq_socket && showq_needed(rs->cfg->queue_dir) == 1)
-		return queue_by_showq(rs);
+		return queue_by_showq(rs, showq_ms);
 	rs->qsrc = rs->cfg->queue_dir;
 	if (queue_open(&q, rs->cfg->queue_dir, rs->cfg->queue_split) < 0) {
 		buf_printf(&rs->qwhy, "%s", strerror(errno));
@@ -508,9 +518,38 @@ gate_window(struct rs_up *u, struct json_object *w)
 	add_win(u, limit, unit, per, used, cal, cal ? (start / 1000) % per : 0);
 }
 
-/* What the estimate and the routes need of the gate's JSON: each
- * upstream's windows and their use, its suspensions' time left, its
- * state for route.h's judge (wall ms). */
+/* The drain's progress of sp (gatestatus.h): the sends of upstream u's
+ * history since its backlog began (or the history's start, if later),
+ * each with a recipient accepted (or not known: a send the journal gave
+ * back). */
+static void
+gate_progress(struct rs_up *sp, struct json_object *u)
+{
+	struct json_object *h = jp_get(u, GS_HISTORY), *sends = jp_get(h, GS_H_SENDS), *e;
+	long long t, m, ok;
+	size_t i;
+
+	sp->backlog_since = ms_of(u, GS_BACKLOG_SINCE_MS);
+	sp->progress_from = ms_of(h, GS_H_COMPLETE_SINCE_MS);
+	if (sp->backlog_since == 0 || h == NULL)
+		return;
+	if (sp->progress_from < sp->backlog_since)
+		sp->progress_from = sp->backlog_since;
+	sp->sent_since = 0;
+	for (i = 0; i < jp_len(sends); i++) {
+		e = jp_at(sends, i);
+		if (jp_ll(jp_at(e, GS_SEND_T), &t) == 0 && t >= sp->progress_from &&
+		    jp_ll(jp_at(e, GS_SEND_M), &m) == 0 && m > 0 &&
+		    (jp_at(e, GS_SEND_ACCEPTED) == NULL ||
+		    (jp_ll(jp_at(e, GS_SEND_ACCEPTED), &ok) == 0 && ok > 0)))
+			sp->sent_since++;
+	}
+}
+
+/* What the estimate, the routes and the summary need of the gate's
+ * JSON (kept in rs->gdoc): each upstream's windows and their use, its
+ * suspensions' time left, its state for route.h's judge (wall ms), its
+ * backlog's progress. */
 static void
 gate_read(struct relay_status *rs)
 {
@@ -551,8 +590,9 @@ gate_read(struct relay_status *rs)
 		until = sp->st.susp_until > sp->st.auth_until ? sp->st.susp_until : sp->st.auth_until;
 		if (until > rs->gnow_ms)
 			sp->suspended = (until - rs->gnow_ms + 999) / 1000;
+		gate_progress(sp, u);
 	}
-	json_object_put(doc);
+	rs->gdoc = doc;
 	buf_free(&why);
 }
 
@@ -601,20 +641,147 @@ estimate(struct rs_up *u, time_t now)
 	}
 	if (u->estimate >= 0 && u->messages > 0)
 		u->estimate += u->suspended;
+	/* Deferred mail goes no sooner than its retry time. */
+	if (u->estimate >= 0 && u->retry_last > (long long)now &&
+	    u->retry_last - (long long)now > u->estimate) {
+		u->estimate = u->retry_last - (long long)now;
+		u->retry_bound = 1;
+	}
+}
+
+/* ---- the summary (relaystatus.h, item 0) ---- */
+
+static void PRINTFLIKE(4, 5)
+problem(struct relay_status *rs, const char *upstream, const char *todo, const char *fmt, ...)
+{
+	struct rs_problem *p;
+	char what[2048];
+	va_list ap;
+
+	rs->problems = xrealloc(rs->problems, (rs->nproblems + 1) * sizeof *rs->problems);
+	p = &rs->problems[rs->nproblems++];
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	p->upstream = upstream;
+	p->what = xstrdup(what);
+	p->todo = todo ? xstrdup(todo) : NULL;
+}
+
+/* An upstream's trouble, from the gate's document u (NULL: not listed)
+ * and its OAuth status. */
+static void
+up_problems(struct relay_status *rs, const struct weir_upstream *cu, struct json_object *u)
+{
+	const struct rs_up *sp = up_find(rs, cu->name);
+	struct oauth_status st;
+	struct buf fix = BUF_INIT, why = BUF_INIT;
+	char when[32];
+	const char *s;
+
+	if (cu->oauth.present && (oauth_status_load(&cu->oauth, &st, &why) != 1 || st.login_needed)) {
+		buf_printf(&fix, "weir auth login %s", cu->name);
+		problem(rs, cu->name, fix.s, "its OAuth provider refuses the refresh token, or there "
+		    "is none yet: its mail waits");
+	}
+	if (u == NULL)
+		goto out;
+	if (jp_bool(jp_get(u, GS_IN_POLICY)) == 0) {
+		buf_reset(&fix);
+		buf_printf(&fix, "add an upstream \"%s\" section to %s", cu->name, rs->cfg->policy_file);
+		problem(rs, cu->name, fix.s, "no policy names it: weir-gate grants nothing");
+	}
+	if (sp->st.auth_until > rs->gnow_ms) {
+		buf_reset(&fix);
+		cred_fix(&fix, cu->name, cu->oauth.present);
+		buf_printf(&fix, "; weir resume %s tries again now", cu->name);
+		date_iso(when, sizeof when, (time_t)(sp->st.auth_until / 1000));
+		problem(rs, cu->name, fix.s, "authentication refused: suspended until %s (%s)", when,
+		    (s = jp_str(jp_get(u, GS_AUTH_REASON))) ? s : "");
+	}
+	if (sp->st.susp_until > rs->gnow_ms) {
+		buf_reset(&fix);
+		buf_printf(&fix, "weir resume %s lifts it", cu->name);
+		date_iso(when, sizeof when, (time_t)(sp->st.susp_until / 1000));
+		problem(rs, cu->name, fix.s, "suspended until %s: it said %s", when,
+		    (s = jp_str(jp_get(u, GS_SUSPEND_REASON))) ? s : "");
+	}
+	if (sp->st.down_since) {
+		date_iso(when, sizeof when, (time_t)(sp->st.down_since / 1000));
+		problem(rs, cu->name, cu->fallback.n ? "its mail goes to its fallbacks meanwhile" :
+		    NULL, "unreachable since %s (%s): probed until it answers", when,
+		    sp->down_reason ? sp->down_reason : "?");
+	}
+	if ((s = jp_str(jp_get(u, GS_SHARED))) && strcmp(s, "down") == 0)
+		problem(rs, cu->name, NULL, "its shared store does not answer (%s): weir-gate grants "
+		    "nothing", (s = jp_str(jp_get(u, GS_SHARED_ERROR))) ? s : "?");
+out:
+	buf_free(&fix);
+	buf_free(&why);
+}
+
+/* The problems, and the line that says them first. */
+static void
+summarize(struct relay_status *rs)
+{
+	struct json_object *ups = jp_get(rs->gdoc, GS_UPSTREAMS), *u;
+	const char *n, *s;
+	char d[64];
+	size_t i, j;
+
+	if (!rs->gate_ok)
+		problem(rs, NULL, "see that weir runs (weir run, or systemctl status weir) and its "
+		    "log", "weir-gate is not answering (%s): nothing is sent", buf_cstr(&rs->gwhy));
+	else if (jp_bool(jp_get(rs->gdoc, GS_JOURNAL_DURABLE)) == 0)
+		problem(rs, NULL, "see weir-gate's log", "weir-gate's journal is not durable (%s): "
+		    "nothing is granted", (s = jp_str(jp_get(rs->gdoc, GS_JOURNAL_ERROR))) ? s : "?");
+	if (!rs->q_ok)
+		problem(rs, NULL, NULL, "the queue cannot be read (%s)", buf_cstr(&rs->qwhy));
+	for (i = 0; i < rs->cfg->nupstreams; i++) {
+		const struct weir_upstream *cu = &rs->cfg->upstreams[i];
+
+		for (j = 0, u = NULL; j < jp_len(ups); j++)
+			if ((n = jp_str(jp_get(jp_at(ups, j), GS_NAME))) && strcmp(n, cu->name) == 0)
+				u = jp_at(ups, j);
+		up_problems(rs, cu, u);
+	}
+	if (rs->nproblems > 0) {
+		const struct rs_problem *p = &rs->problems[0];
+
+		buf_printf(&rs->line, "%zu problem%s: %s%s%s", rs->nproblems,
+		    rs->nproblems == 1 ? "" : "s", p->upstream ? "upstream " : "",
+		    p->upstream ? p->upstream : "", p->upstream ? " " : "");
+		buf_adds(&rs->line, p->what);
+		if (p->todo)
+			buf_printf(&rs->line, " (%s)", p->todo);
+		if (rs->nproblems > 1)
+			buf_printf(&rs->line, "; and %zu more", rs->nproblems - 1);
+		return;
+	}
+	buf_printf(&rs->line, "mail flows: %zu upstream%s active", rs->nup, rs->nup == 1 ? "" :
+	    "s");
+	if (rs->messages == 0)
+		buf_adds(&rs->line, "; the queue is empty");
+	else {
+		duration_format(d, sizeof d, rs->now > rs->oldest ? (long long)(rs->now -
+		    rs->oldest) : 0);
+		buf_printf(&rs->line, "; %llu message%s queued, the oldest %s old", rs->messages,
+		    rs->messages == 1 ? "" : "s", d);
+	}
 }
 
 /* ---- gathering ---- */
 
-int
-relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int flags,
-    int timeout_ms)
+static void
+begin(struct relay_status *rs, const struct weir_config *cfg)
 {
 	struct buf perr = BUF_INIT;
-	size_t i, j;
+	size_t i;
 
 	memset(rs, 0, sizeof *rs);
 	rs->cfg = cfg;
 	rs->now = time(NULL);
+	rs->gnow_ms = (long long)rs->now * 1000;
 	rs->have_pol = policy_load(&rs->pol, cfg->policy_file, &perr) == 0;
 	buf_free(&perr);
 	rs->nup = cfg->nupstreams;
@@ -622,6 +789,7 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 	rs->other.st.free_at = -1;
 	for (i = 0; i < rs->nup; i++) {
 		rs->up[i].st.free_at = -1;	/* not known: no quota reason */
+		rs->up[i].sent_since = -1;
 		rs->routing |= cfg->upstreams[i].fallback.n > 0 ||
 		    cfg->upstreams[i].recipient_domains.n > 0;
 		const struct policy_upstream *pu = rs->have_pol ?
@@ -633,8 +801,15 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 		    rs->up[i].cap)
 			rs->up[i].cap = (unsigned)pu->max_recipients;
 	}
-	rs->gate_ok = gate_ask(rs, flags, timeout_ms) == 0;
-	rs->gnow_ms = (long long)rs->now * 1000;
+}
+
+/* Everything after the gate's part. */
+static int
+finish(struct relay_status *rs, int showq_ms)
+{
+	const struct weir_config *cfg = rs->cfg;
+	size_t i, j;
+
 	if (rs->gate_ok)
 		gate_read(rs);
 	/* What the gate does not list (it has not seen the upstream yet, or
@@ -656,8 +831,10 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 		rs->winsrc = cfg->policy_file;
 	else
 		rs->winsrc = "nowhere (no gate, and the policy file does not load)";
-	rs->q_ok = queue_read(rs) == 0;
+	rs->q_ok = queue_read(rs, showq_ms) == 0;
 	keep_reasons(rs);
+	/* weir-send's kept sessions: sched/sessions, or weir-showq's summary. */
+	rs->have_qs = qsummary_get(cfg, showq_ms, &rs->qs, &rs->qs_from, &rs->qs_why) == 0;
 	for (i = 0; i < rs->nup; i++) {
 		estimate(&rs->up[i], rs->now);
 		rs->up[i].at_least = -1;
@@ -667,7 +844,31 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 			rs->up[i].estimate = -1;
 		}
 	}
+	summarize(rs);
 	return rs->gate_ok && rs->q_ok;
+}
+
+int
+relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int flags,
+    int gate_ms)
+{
+	begin(rs, cfg);
+	rs->gate_ok = gate_ask(rs, flags, gate_ms) == 0;
+	return finish(rs, RS_SHOWQ_TIMEOUT_MS);
+}
+
+int
+relay_status_from(struct relay_status *rs, const struct weir_config *cfg, const char *gsock,
+    const char *gjson, size_t glen, const char *gwhy, int showq_ms)
+{
+	begin(rs, cfg);
+	rs->gsock = gsock;
+	if (gjson)
+		buf_add(&rs->gjson, gjson, glen);
+	else
+		buf_adds(&rs->gwhy, gwhy);
+	rs->gate_ok = gjson != NULL;
+	return finish(rs, showq_ms);
 }
 
 void
@@ -686,6 +887,15 @@ relay_status_free(struct relay_status *rs)
 	free(rs->reasons);
 	if (rs->have_pol)
 		policy_free(&rs->pol);
+	json_object_put(rs->gdoc);
+	for (i = 0; i < rs->nproblems; i++) {
+		free(rs->problems[i].what);
+		free(rs->problems[i].todo);
+	}
+	free(rs->problems);
+	buf_free(&rs->line);
+	qsummary_free(&rs->qs);
+	buf_free(&rs->qs_why);
 	buf_free(&rs->gtext);
 	buf_free(&rs->gjson);
 	buf_free(&rs->gwhy);
@@ -873,54 +1083,39 @@ routes_json(const struct relay_status *rs, struct buf *o)
 void
 relay_status_sessions(const struct relay_status *rs, struct buf *o, int json)
 {
-	const struct weir_config *cfg = rs->cfg;
-	struct buf b = BUF_INIT;
-	char path[4096], name[POLICY_NAME_MAX + 1], when[32], d[64];
-	const char *p, *nl, *sp;
-	long long pid, since, sent;
-	size_t n = 0;
-	int end;
+	const struct qsummary *q = &rs->qs;
+	char when[32], d[64];
+	size_t i;
 
-	snprintf(path, sizeof path, "%s/%s", cfg->queue_dir, SCHED_SESSIONS);
-	if (read_file_at(AT_FDCWD, path, &b, 1 << 20) < 0) {
+	if (!rs->have_qs || !q->have_sessions) {
 		if (json)
 			buf_adds(o, "null");
 		else
-			buf_printf(o, "sessions with the upstreams: unknown (%s: %s)\n", path,
-			    errno == ENOENT ? "weir-send has not run" : strerror(errno));
-		buf_free(&b);
+			buf_printf(o, "sessions with the upstreams: unknown (%s)\n", rs->have_qs ?
+			    "weir-send has not run" : rs->qs_why.s ? rs->qs_why.s : "?");
 		return;
 	}
 	buf_adds(o, json ? "[" : "sessions with the upstreams (weir-send):\n");
-	for (p = b.s; p && *p; p = nl + 1) {
-		if ((nl = strchr(p, '\n')) == NULL)
-			break;
-		sp = memchr(p, ' ', (size_t)(nl - p));
-		end = 0;
-		if (sp == NULL || sp == p || sp - p > POLICY_NAME_MAX ||
-		    sscanf(sp, " %lld %lld %lld%n", &pid, &since, &sent, &end) != 3 ||
-		    sp + end != nl || pid <= 0 || since < 0 || sent < 0)
-			continue;
-		memcpy(name, p, (size_t)(sp - p));
-		name[sp - p] = '\0';
-		date_iso(when, sizeof when, (time_t)since);
+	for (i = 0; i < q->nsessions; i++) {
+		const struct schedsession *ss = &q->sessions[i];
+
+		date_iso(when, sizeof when, (time_t)ss->since);
 		if (json) {
-			buf_adds(o, n ? ",{\"upstream\":" : "{\"upstream\":");
-			json_cstr(o, name);
-			buf_printf(o, ",\"pid\":%lld,\"since\":\"%s\",\"messages\":%lld}", pid,
-			    when, sent);
+			buf_adds(o, i ? ",{\"upstream\":" : "{\"upstream\":");
+			json_cstr(o, ss->upstream);
+			buf_printf(o, ",\"pid\":%lld,\"since\":\"%s\",\"messages\":%lld}", ss->pid,
+			    when, ss->messages);
 		} else {
-			duration_format(d, sizeof d, rs->now > since ? (long long)rs->now - since : 0);
+			duration_format(d, sizeof d, rs->now > ss->since ? (long long)rs->now -
+			    ss->since : 0);
 			buf_printf(o, "  upstream %s: pid %lld, open %s (since %s), %lld message%s\n",
-			    name, pid, d, when, sent, sent == 1 ? "" : "s");
+			    ss->upstream, ss->pid, d, when, ss->messages, ss->messages == 1 ? "" : "s");
 		}
-		n++;
 	}
 	if (json)
 		buf_addc(o, ']');
-	else if (n == 0)
+	else if (q->nsessions == 0)
 		buf_adds(o, "  none open\n");
-	buf_free(&b);
 }
 
 void
@@ -984,6 +1179,19 @@ relay_status_json(const struct relay_status *rs, struct buf *o)
 		json_cstr(o, rs->gate_ok ? "the gate's JSON status is not an object" :
 		    rs->gwhy.s);
 	}
+	buf_printf(o, ",\n\"summary\":{\"ok\":%s,\"line\":", rs->nproblems ? "false" : "true");
+	json_cstr(o, rs->line.s);
+	buf_adds(o, ",\"problems\":[");
+	for (i = 0; i < rs->nproblems; i++) {
+		buf_adds(o, i ? ",{\"upstream\":" : "{\"upstream\":");
+		json_cstr(o, rs->problems[i].upstream);
+		buf_adds(o, ",\"what\":");
+		json_cstr(o, rs->problems[i].what);
+		buf_adds(o, ",\"do\":");
+		json_cstr(o, rs->problems[i].todo);
+		buf_addc(o, '}');
+	}
+	buf_adds(o, "]}");
 	buf_adds(o, ",\n\"queue\":{\"dir\":");
 	json_cstr(o, rs->cfg->queue_dir);
 	buf_adds(o, ",\"read_from\":");
@@ -1041,6 +1249,17 @@ relay_status_json(const struct relay_status *rs, struct buf *o)
 			buf_adds(o, "null");
 		else
 			buf_printf(o, "%lld", u->at_least);
+		buf_printf(o, ",\"deferred\":{\"messages\":%llu,\"last_retry_s\":", u->deferred);
+		if (u->retry_last > (long long)rs->now)
+			buf_printf(o, "%lld", u->retry_last - (long long)rs->now);
+		else
+			buf_adds(o, "null");
+		buf_printf(o, "},\"retry_bound\":%s,\"progress\":", u->retry_bound ? "true" : "false");
+		if (u->sent_since >= 0)
+			buf_printf(o, "{\"backlog_since_ms\":%lld,\"from_ms\":%lld,\"sent\":%lld}",
+			    u->backlog_since, u->progress_from, u->sent_since);
+		else
+			buf_adds(o, "null");
 		buf_adds(o, ",\"limited_by\":");
 		if (u->bottleneck)
 			buf_printf(o, "{\"limit\":%lld,\"unit\":\"%s\",\"per_s\":%lld,\"used\":%lld,"

@@ -84,6 +84,7 @@
 #include "lib/buf.h"
 #include "mail/config.h"
 #include "mail/policy.h"
+#include "mail/qsummary.h"
 #include "mail/queue.h"
 #include "mail/route.h"
 
@@ -117,6 +118,22 @@ struct rs_up {
 	/* Its state for route.h's judge, from the gate's JSON (wall ms). */
 	struct route_state st;
 	char *down_reason;		/* the unreachable spell's; NULL: none */
+	/* Deferred messages (a retry time ahead), the last retry time (wall
+	 * s), and whether that bounds the estimate. */
+	unsigned long long deferred;
+	long long retry_last;
+	int retry_bound;
+	/* The drain's progress (wall ms): its backlog's start, counted from
+	 * (the backlog's start, or the history's if later), sends since
+	 * (-1: not known). */
+	long long backlog_since, progress_from, sent_since;
+};
+
+/* Something that keeps mail from flowing, for the summary (item 0). */
+struct rs_problem {
+	const char *upstream;		/* the config's name; NULL: the relay's */
+	char *what;			/* the upstream's words as they came */
+	char *todo;			/* what mends or lifts it; NULL: nothing to do */
 };
 
 /* One message's recipients that go through one upstream (item 5). */
@@ -172,6 +189,14 @@ struct relay_status {
 	struct rs_route *routes;	/* item 5, in queue order */
 	size_t nroutes;
 	unsigned long long routes_left_out;	/* messages beyond RS_ROUTES_MAX */
+	struct json_object *gdoc;	/* the gate's document, parsed; NULL: none */
+	struct qsummary qs;		/* weir-send's sessions (item 4) */
+	int have_qs;
+	const char *qs_from;
+	struct buf qs_why;
+	struct rs_problem *problems;	/* item 0 */
+	size_t nproblems;
+	struct buf line;		/* the summary line */
 };
 
 /* Gather it all now, waiting at most gate_ms for the gate's connect and
@@ -179,6 +204,12 @@ struct relay_status {
  * was read (what could not be had is said in rs all the same). */
 int relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int flags,
     int gate_ms);
+/* The same with the gate's part had already (weir-metrics asks it in its
+ * own loop): gjson[0..glen) its document from gsock (with its history,
+ * for a JSON status), or NULL when it did not answer (gwhy: why); the
+ * queue within showq_ms. */
+int relay_status_from(struct relay_status *rs, const struct weir_config *cfg, const char *gsock,
+    const char *gjson, size_t glen, const char *gwhy, int showq_ms);
 void relay_status_free(struct relay_status *rs);
 
 /* `weir status --json`'s document (with RS_JSON). */
