@@ -750,7 +750,7 @@ summarize(struct relay_status *rs)
 
 		buf_printf(&rs->line, "%zu problem%s: %s%s%s", rs->nproblems,
 		    rs->nproblems == 1 ? "" : "s", p->upstream ? "upstream " : "",
-		    p->upstream ? p->upstream : "", p->upstream ? " " : "");
+		    p->upstream ? p->upstream : "", p->upstream ? ": " : "");
 		buf_adds(&rs->line, p->what);
 		if (p->todo)
 			buf_printf(&rs->line, " (%s)", p->todo);
