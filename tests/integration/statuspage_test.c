@@ -32,10 +32,13 @@
  */
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -817,4 +820,284 @@ Test(statuspage, limits)
 	close(trickle);
 	get_ok("/metrics", &out);
 	buf_free(&out);
+}
+
+/* ---- as the package runs it (issue 33) ---- */
+
+/* The package's accounts, made for this test with useradd --system
+ * (names of this process's pid: two test binaries at once make their
+ * own), removed in its teardown. */
+static char accts[4][32];	/* the queue group, send_user, gate_user, metrics.user */
+static int nacct;
+
+/* Run argv (a program of the passwd package) under flock on a lock file
+ * of ours, so that our test binaries change /etc/passwd one at a time;
+ * a few tries: another program may hold the file's own lock. */
+static int
+accounts_cmd(const char *const *argv)
+{
+	const char *full[16] = { "/usr/bin/flock", "/run/lock/weir-test-accounts.lock" };
+	struct tl_run run = { .argv = full, .timeout_s = 60 };
+	struct tl_result r;
+	struct timespec pause = { 0, 200 * 1000 * 1000 };
+	int i, st = -1, tries;
+
+	for (i = 0; argv[i] && i < 13; i++)
+		full[2 + i] = argv[i];
+	for (tries = 0; tries < 10; tries++) {
+		tl_run(&run, &r);
+		st = r.status;
+		tl_result_free(&r);
+		/* 1 and 10: /etc/passwd or /etc/group locked by someone else
+		 * (no event to wait for: a short pause). */
+		if (st != 1 && st != 10)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	return st;
+}
+
+static void
+accounts_remove(void)
+{
+	int i;
+
+	for (i = nacct - 1; i >= 1; i--)
+		(void)accounts_cmd((const char *const[]){ "/usr/sbin/userdel", accts[i], NULL });
+	if (nacct > 0)
+		(void)accounts_cmd((const char *const[]){ "/usr/sbin/groupdel", accts[0], NULL });
+	nacct = 0;
+}
+
+static void
+accounts_make(void)
+{
+	static const char *const role[] = { "q", "send", "gate", "metrics" };
+	int i, st;
+
+	for (i = 0; i < 4; i++)
+		snprintf(accts[i], sizeof accts[i], "wt%ld-%s", (long)getpid(), role[i]);
+	/* Left by a killed run of a process with the same pid. */
+	for (i = 3; i >= 1; i--)
+		(void)accounts_cmd((const char *const[]){ "/usr/sbin/userdel", accts[i], NULL });
+	(void)accounts_cmd((const char *const[]){ "/usr/sbin/groupdel", accts[0], NULL });
+	st = accounts_cmd((const char *const[]){ "/usr/sbin/groupadd", "--system", accts[0], NULL });
+	cr_assert_eq(st, 0, "groupadd %s: %d", accts[0], st);
+	nacct = 1;
+	for (i = 1; i < 4; i++) {
+		st = accounts_cmd((const char *const[]){ "/usr/sbin/useradd", "--system",
+		    "--user-group", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
+		    "/usr/sbin/nologin", "--groups", i == 1 ? accts[0] : "", accts[i], NULL });
+		cr_assert_eq(st, 0, "useradd %s: %d", accts[i], st);
+		nacct = i + 1;
+	}
+}
+
+static void
+packaged_teardown(void)
+{
+	teardown();
+	accounts_remove();
+}
+
+/* The process named name (in /proc): its real uid and its groups, as
+ * /proc/PID/status has them ("Uid:" and "Groups:" lines). */
+static int
+proc_of(const char *name, uid_t *uid, char *groups, size_t max)
+{
+	char path[64], line[512];
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+	FILE *f;
+	int found = 0;
+
+	while (d && !found && (de = readdir(d)) != NULL) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%.32s/status", de->d_name);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		while (fgets(line, sizeof line, f)) {
+			if (strncmp(line, "Name:\t", 6) == 0 && (strncmp(line + 6, name,
+			    strlen(name)) != 0 || line[6 + strlen(name)] != '\n'))
+				break;
+			if (strncmp(line, "Uid:\t", 5) == 0)
+				*uid = (uid_t)strtoul(line + 5, NULL, 10);
+			if (strncmp(line, "Groups:\t", 8) == 0) {
+				snprintf(groups, max, " %.200s", line + 8);
+				found = 1;
+			}
+		}
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+static int
+run_serving(void *arg)
+{
+	char *log = rt_run_log(&t), *p = strstr(log, "serving http://127.0.0.1:");
+
+	(void)arg;
+	if (p)
+		port = (unsigned)atoi(p + strlen("serving http://127.0.0.1:"));
+	free(log);
+	return p != NULL && port > 0;
+}
+
+/* weir-send's kept session to isp is open (its grant the one held) and
+ * the window full, as the gate has it (through root's weir status
+ * --json). */
+static int
+settled(void *arg)
+{
+	struct json_object **out = arg;
+	struct tl_result r = rt_run(&t, "weir", (const char *const[]){ "status", "--json" }, 2,
+	    NULL);
+	struct buf why = BUF_INIT;
+	struct json_object *doc = json_parse_strict(r.out.s, r.out.len, 64 << 20, &why), *isp;
+	int yes;
+
+	isp = up_named(doc, "isp");
+	yes = num(jp_get(jp_get(isp, "send"), "sessions_open")) == 1 &&
+	    num(jp_get(jp_at(jp_get(isp, "windows"), 0), "logged")) == 3 &&
+	    num(jp_get(isp, "held")) == 1 && num(jp_get(isp, "waiting")) > 0;
+	tl_result_free(&r);
+	buf_free(&why);
+	if (yes && out)
+		*out = doc;
+	else
+		json_object_put(doc);
+	return yes;
+}
+
+/*
+ * The Debian package's set-up (issue 33, item 1): weir run as root,
+ * weir-gate, weir-send and weir-showq under accounts of their own made
+ * as postinst makes them, weir-metrics under one in none of weir's
+ * groups, the gate's read-only status socket.  With 8 messages, a
+ * window of 3 per minute (full) and a kept session open, weir-metrics'
+ * /metrics has the queue's families and weir-send's sessions (as many as
+ * root's weir status sees), the page its Sessions card and each
+ * upstream's sessions, the queue as root reads it, and weir-metrics
+ * logged no "Permission denied"; headless Chromium's screenshots of it
+ * are kept (test-artefacts/statuspage-packaged*.png).  Before: "Unknown:
+ * weir-send has not run", "sessions open: 0", no weir_queue_* families,
+ * a warning per request.
+ */
+Test(statuspage, as_the_package_runs_it, .fini = packaged_teardown)
+{
+	const char *rc[] = { "r@dest.example" };
+	struct json_object *roots = NULL, *mine;
+	struct buf conf = BUF_INIT, body = BUF_INIT, page = BUF_INIT;
+	char *log, *url, *png, groups[256], *dirs[4];
+	struct passwd *pw;
+	struct group *g;
+	uid_t uid = 0;
+	int i;
+
+	if (!tl_is_root() || access("/usr/sbin/useradd", X_OK) != 0 ||
+	    access("/usr/bin/flock", X_OK) != 0)
+		cr_skip_test("needs root, useradd and flock to make the package's accounts");
+	accounts_make();
+	cr_assert(chmod(t.s.qt.tmp, 0755) == 0);
+	dirs[0] = xasprintf("%s/run/gate.sock", t.s.qt.tmp);
+	dirs[1] = xasprintf("%s/lib/gate.journal", t.s.qt.tmp);
+	dirs[2] = xasprintf("%s/status/gate.sock", t.s.qt.tmp);
+	dirs[3] = xasprintf("%s/showq/showq.sock", t.s.qt.tmp);
+	free(t.sock);
+	t.sock = xstrdup(dirs[0]);
+	buf_printf(&conf, "# as the package runs it (statuspage_test.c)\nqueue_dir = \"%s\"\n"
+	    "queue_split = 23\nhostname = \"" SH_HOST "\"\nadmin = \"" SH_ADMIN "\"\n"
+	    "aliases_file = \"/dev/null\"\npolicy_file = \"%s\"\nconcurrency = 1\n"
+	    "gate_socket = \"%s\"\ngate_journal = \"%s\"\ngate_status_socket = \"%s\"\n"
+	    "showq_socket = \"%s\"\nqueue_group = \"%s\"\nsend_user = \"%s\"\n"
+	    "gate_user = \"%s\"\nmetrics {\n  address = \"127.0.0.1:0\"\n  user = \"%s\"\n}\n",
+	    t.s.qt.qdir, t.policy, dirs[0], dirs[1], dirs[2], dirs[3], accts[0], accts[1], accts[2],
+	    accts[3]);
+	tl_write(t.s.qt.conf, conf.s, conf.len);
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_conf_upstream(&t, "  session_idle = \"10m\"\n");
+	rt_policy(&t, "upstream \"isp\" { rate = {\"3 per 1m\"} }\n");
+	pw = getpwnam(accts[1]);
+	cr_assert_not_null(pw);
+	cr_assert(chown(t.secret, pw->pw_uid, 0) == 0);
+	{
+		struct tl_result r = rt_run(&t, "weir", (const char *const[]){ "queue-init" }, 1,
+		    NULL);
+
+		cr_assert_eq(r.status, 0, "weir queue-init: %s%s", buf_cstr(&r.out), buf_cstr(&r.err));
+		tl_result_free(&r);
+	}
+	rt_run_start(&t);
+	cr_assert(sh_wait_for(run_serving, NULL, 20000), "no weir-metrics:\n%s", rt_run_log(&t));
+	for (i = 0; i < 8; i++)
+		rt_sendmail(&t, "alice@src.example", rc, 1, "Subject: packaged\n\nhello\n");
+	cr_assert(sh_wait_for(settled, &roots, 60000), "never a full window with a kept session:"
+	    "\n%s", rt_run_log(&t));
+	/* weir-metrics: its account, in none of weir's groups. */
+	cr_assert(proc_of("weir-metrics", &uid, groups, sizeof groups), "no weir-metrics process");
+	pw = getpwnam(accts[3]);
+	cr_assert(pw && uid == pw->pw_uid, "weir-metrics runs as uid %lu", (unsigned long)uid);
+	for (i = 0; i < 3; i++) {
+		char *gid;
+
+		if (i == 0)
+			g = getgrnam(accts[0]);
+		else
+			g = getgrgid(getpwnam(accts[i])->pw_gid);
+		cr_assert_not_null(g);
+		gid = xasprintf(" %lu ", (unsigned long)g->gr_gid);
+		cr_assert(strstr(groups, gid) == NULL, "weir-metrics is in group %s:%s", g->gr_name,
+		    groups);
+		free(gid);
+	}
+	/* /metrics: the queue's families, weir-send's sessions. */
+	get_ok("/metrics", &body);
+	cr_assert(strstr(body.s, "\nweir_queue_up 1\n"), "%s", body.s);
+	{
+		char *want = xasprintf("\nweir_queue_messages %lld\n",
+		    num(jp_get(jp_get(roots, "queue"), "messages")));
+
+		cr_assert(strstr(body.s, want), "root's weir status: %s\n%s", want + 1, body.s);
+		free(want);
+	}
+	cr_assert(strstr(body.s, "\nweir_queue_oldest_message_age_seconds "), "%s", body.s);
+	cr_assert(strstr(body.s, "\nweir_sessions_open{upstream=\"isp\"} 1\n"), "%s", body.s);
+	cr_assert(strstr(body.s, "\nweir_deliveries_in_flight{upstream=\"isp\"} 0\n"), "%s", body.s);
+	/* The page: the sessions, the queue as root reads it. */
+	get_ok("/", &page);
+	cr_assert(strstr(page.s, "weir-send has not run") == NULL, "%s", page.s);
+	cr_assert(strstr(page.s, "kept sessions open: <b>1</b>"), "%s", page.s);
+	cr_assert(strstr(page.s, "<h2>Sessions</h2><table>") && strstr(page.s, "<tr><td>isp</td>"),
+	    "%s", page.s);
+	mine = status_json();
+	cr_assert(json_object_equal(jp_get(jp_get(mine, "queue"), "states"),
+	    jp_get(jp_get(roots, "queue"), "states")), "weir-metrics: %s\nroot: %s",
+	    json_object_to_json_string(jp_get(jp_get(mine, "queue"), "states")),
+	    json_object_to_json_string(jp_get(jp_get(roots, "queue"), "states")));
+	json_object_put(mine);
+	log = rt_run_log(&t);
+	cr_assert(strstr(log, "Permission denied") == NULL, "weir run's log:\n%s", log);
+	free(log);
+	/* What an operator sees, phone and desktop. */
+	if (access(CHROMIUM, X_OK) == 0) {
+		url = xasprintf("http://127.0.0.1:%u/", port);
+		png = artefact("statuspage-packaged-phone.png");
+		chromium(url, NULL, png, 412, 1400);
+		free(png);
+		png = artefact("statuspage-packaged.png");
+		chromium(url, NULL, png, 1000, 1400);
+		rt_say("packaged status page screenshot: %s", png);
+		free(png);
+		free(url);
+	}
+	json_object_put(roots);
+	for (i = 0; i < 4; i++)
+		free(dirs[i]);
+	buf_free(&conf);
+	buf_free(&body);
+	buf_free(&page);
 }
