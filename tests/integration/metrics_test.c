@@ -21,7 +21,8 @@
  *     gate_socket refuses the connection, the status socket answers
  *     STATUS JSON and refuses the other requests with ERR READONLY
  *     while the gate goes on; weir-metrics as nobody scrapes through it;
- *   - the Grafana dashboard (etc/weir-grafana.json): every metric name
+ *   - the Grafana dashboard (etc/weir-grafana.json): Prometheus's own up
+ *     of the job is a panel; every metric name
  *     its queries and variables use is a family weir-metrics wrote (the
  *     textfile, with every family present, OAuth's through an upstream
  *     with a token status file), every family is used, and
@@ -680,6 +681,15 @@ Test(metrics, grafana_dashboard_queries_exported_metrics)
 		free(needle);
 	}
 	cr_assert_eq(nused, nfam, "%zu families, %zu used", nfam, nused);
+	/* And Prometheus's own up for the job (issue 33): with weir-metrics
+	 * down or too slow, every other panel is stale. */
+	{
+		char *lines = xasprintf("\n%s", all.s);
+
+		cr_assert(strstr(lines, "\nup{instance=~\"$instance\"}\n"), "no panel shows the "
+		    "job's up");
+		free(lines);
+	}
 	cr_assert_geq(nfam, 21, "not every family was written:\n%s", text.s);
 	/* promtool reads every query as PromQL (as recording rules). */
 	buf_adds(&rb, "groups:\n- name: dashboard\n  rules:\n");
