@@ -519,6 +519,33 @@ Test(statuspage, page_in_chromium)
 	get_ok("/status.json", &json);
 	nothing_secret("/status.json", json.s);
 	cr_assert(strstr(json.s, "\"drain_estimate\":") && strstr(json.s, "\"history\":"));
+	/* The drain (issue 33): the three deferred by greylisting wait for
+	 * a retry time far ahead, which sets isp's estimate; its progress
+	 * counts the sends since its backlog began, each a transaction its
+	 * upstream accepted a recipient of. */
+	{
+		struct json_object *d = NULL, *ups = jp_get(jp_get(doc, "drain_estimate"),
+		    "upstreams");
+		size_t k;
+
+		for (k = 0; k < jp_len(ups); k++)
+			if (strcmp(jp_str(jp_get(jp_at(ups, k), "name")), "isp") == 0)
+				d = jp_at(ups, k);
+		cr_assert_not_null(d);
+		cr_assert_eq(num(jp_get(jp_get(d, "deferred"), "messages")), 3, "%s",
+		    json_object_to_json_string(d));
+		cr_assert_eq(jp_bool(jp_get(d, "retry_bound")), 1, "%s", json_object_to_json_string(d));
+		cr_assert_geq(num(jp_get(d, "seconds")), num(jp_get(jp_get(d, "deferred"),
+		    "last_retry_s")), "%s", json_object_to_json_string(d));
+		cr_assert_eq(num(jp_get(jp_get(d, "progress"), "sent")), (long long)after, "%s",
+		    json_object_to_json_string(d));
+	}
+	/* The summary first: backup's suspension, then its section, isp's. */
+	cr_assert(strstr(dom.s, "<title>1 problem: weir on "), "%s", dom.s);
+	cr_assert(strstr(dom.s, "<div class=\"summary bad\" role=\"alert\"><b>1 problem</b><ul><li><b>"
+	    "upstream backup</b>: suspended until ") && strstr(dom.s, "<div class=\"summary bad\"") <
+	    strstr(dom.s, "<section") && strstr(dom.s, "<h2>upstream backup ") < strstr(dom.s,
+	    "<h2>upstream isp "), "%s", dom.s);
 	/* The page as Chromium had it, and screenshots: a phone's width,
 	 * and a desktop's. */
 	png = artefact("statuspage.html");
