@@ -302,6 +302,17 @@ key(struct buf *b, const char *k)
 	buf_printf(b, ",\"%s\":", k);
 }
 
+/* ,"key": a time t on the now axis as wall ms, or null when t < 0. */
+static void
+key_at(struct buf *b, const char *k, int64_t t, int64_t wmm)
+{
+	key(b, k);
+	if (t >= 0)
+		buf_printf(b, "%lld", (long long)(t + wmm));
+	else
+		buf_adds(b, "null");
+}
+
 static void
 key_bool(struct buf *b, const char *k, int v)
 {
@@ -336,11 +347,7 @@ json_route(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 	key(b, GS_R_AUTH_SINCE_MS);
 	json_ms(b, st.auth_since, wmm);
 	key_bool(b, GS_R_AUTH_PROBE_OUT, st.auth_probe_out);
-	key(b, GS_R_FREE_AT_MS);
-	if (st.free_at >= 0)
-		buf_printf(b, "%lld", (long long)(st.free_at + wmm));
-	else
-		buf_adds(b, "null");
+	key_at(b, GS_R_FREE_AT_MS, st.free_at, wmm);
 	key_num(b, GS_R_PASSED_OVER, u->n_later);
 	key_num(b, GS_R_UNREACHABLE_REPORTS, u->n_unreached);
 	buf_addc(b, '}');
@@ -480,7 +487,6 @@ json_window(struct buf *b, struct wg_up *u, size_t i, const struct shared_view *
     int64_t wmm)
 {
 	const struct wg_win *w = &u->win[i];
-	int64_t free_at = win_free_at(u, i, now);
 
 	buf_printf(b, "%s{\"%s\":%lld", i ? "," : "", GS_W_LIMIT, (long long)w->limit);
 	key_num(b, GS_W_PER_S, (unsigned long long)(w->per / 1000));
@@ -503,11 +509,7 @@ json_window(struct buf *b, struct wg_up *u, size_t i, const struct shared_view *
 	}
 	if (w->calendar)
 		key_num(b, GS_W_PERIOD_START_MS, (unsigned long long)(period_start(w, now) + wmm));
-	key(b, GS_W_FREE_AT_MS);
-	if (free_at >= 0)
-		buf_printf(b, "%lld", (long long)(free_at + wmm));
-	else
-		buf_adds(b, "null");
+	key_at(b, GS_W_FREE_AT_MS, win_free_at(u, i, now), wmm);
 	buf_addc(b, '}');
 }
 
@@ -555,7 +557,6 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	struct cls_count cc[32];
 	struct shared_view v;
 	size_t i, ncc, n;
-	int64_t next, back;
 	long long fl;
 	uint64_t s;
 
@@ -626,21 +627,10 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		buf_printf(b, ":%zu", cc[i].n);
 	}
 	buf_addc(b, '}');
-	next = wg_head_fit(u, now);
-	key(b, GS_NEXT_GRANT_MS);
-	if (next >= 0)
-		buf_printf(b, "%lld", (long long)(next + wmm));
-	else
-		buf_adds(b, "null");
-	next = next_slot(u, now);
-	key(b, GS_NEXT_SLOT_MS);
-	if (next >= 0)
-		buf_printf(b, "%lld", (long long)(next + wmm));
-	else
-		buf_adds(b, "null");
-	back = wg_backlog_since(u, now);
+	key_at(b, GS_NEXT_GRANT_MS, wg_head_fit(u, now), wmm);
+	key_at(b, GS_NEXT_SLOT_MS, next_slot(u, now), wmm);
 	key(b, GS_BACKLOG_SINCE_MS);
-	json_ms(b, back, wmm);
+	json_ms(b, wg_backlog_since(u, now), wmm);
 	json_counts(b, u);
 	if (hist && hist->ms > 0)
 		json_history(b, u, now, wmm, hist);

@@ -275,6 +275,24 @@ artefact(const char *name)
 	return path;
 }
 
+/* Screenshots of url into test-artefacts/: stem-phone.png (412 wide,
+ * phone_h high) and stem.png (1000 x 1700). */
+static void
+screenshots(const char *url, const char *stem, unsigned phone_h)
+{
+	char *name = xasprintf("%s-phone.png", stem), *png = artefact(name);
+
+	chromium(url, NULL, png, 412, phone_h);
+	free(png);
+	free(name);
+	name = xasprintf("%s.png", stem);
+	png = artefact(name);
+	chromium(url, NULL, png, 1000, 1700);
+	rt_say("status page screenshot: %s", png);
+	free(png);
+	free(name);
+}
+
 /* ---- the relay under load ---- */
 
 static struct json_object *
@@ -554,13 +572,7 @@ Test(statuspage, page_in_chromium)
 	png = artefact("status.json");
 	tl_write(png, json.s, json.len);
 	free(png);
-	png = artefact("statuspage-phone.png");
-	chromium(url, NULL, png, 412, 2400);
-	free(png);
-	png = artefact("statuspage.png");
-	chromium(url, NULL, png, 1000, 1700);
-	rt_say("status page screenshot: %s", png);
-	free(png);
+	screenshots(url, "statuspage", 2400);
 	json_object_put(doc);
 	free(isp);
 	free(bk);
@@ -1019,7 +1031,7 @@ Test(statuspage, as_the_package_runs_it, .fini = packaged_teardown)
 	const char *rc[] = { "r@dest.example" };
 	struct json_object *roots = NULL, *mine;
 	struct buf conf = BUF_INIT, body = BUF_INIT, page = BUF_INIT;
-	char *log, *url, *png, groups[256], *dirs[4];
+	char *log, *url, groups[256], *dirs[4];
 	struct passwd *pw;
 	struct group *g;
 	uid_t uid = 0;
@@ -1112,13 +1124,7 @@ Test(statuspage, as_the_package_runs_it, .fini = packaged_teardown)
 	/* What an operator sees, phone and desktop. */
 	if (access(CHROMIUM, X_OK) == 0) {
 		url = xasprintf("http://127.0.0.1:%u/", port);
-		png = artefact("statuspage-packaged-phone.png");
-		chromium(url, NULL, png, 412, 1400);
-		free(png);
-		png = artefact("statuspage-packaged.png");
-		chromium(url, NULL, png, 1000, 1400);
-		rt_say("packaged status page screenshot: %s", png);
-		free(png);
+		screenshots(url, "statuspage-packaged", 1400);
 		free(url);
 	}
 	json_object_put(roots);
