@@ -354,9 +354,6 @@ unauthorized(struct server *s, struct MHD_Connection *c, unsigned *retry_s)
 		st = 0;
 		break;
 	case PW_BAD:
-		/* Looked up again: pw_check may take long, but nothing else
-		 * runs meanwhile, so the record is where it was. */
-		a = addr_get(s, ip);
 		if (++a->fails > AUTH_FREE_FAILS) {
 			wait = 1000ULL << (a->fails - AUTH_FREE_FAILS - 1 < 6 ?
 			    a->fails - AUTH_FREE_FAILS - 1 : 6);
