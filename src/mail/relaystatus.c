@@ -693,7 +693,7 @@ up_problems(struct relay_status *rs, const struct weir_upstream *cu, struct json
 	}
 	if (sp->st.auth_until > rs->gnow_ms) {
 		buf_reset(&fix);
-		cred_fix(&fix, cu->name, cu->oauth.present);
+		cred_fix(&fix, cu->name, cu->oauth.present, jp_str(jp_get(u, GS_AUTH_REASON)));
 		buf_printf(&fix, "; weir resume %s tries again now", cu->name);
 		date_iso(when, sizeof when, (time_t)(sp->st.auth_until / 1000));
 		problem(rs, cu->name, fix.s, "authentication refused: suspended until %s (%s)", when,
