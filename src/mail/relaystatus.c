@@ -737,6 +737,10 @@ summarize(struct relay_status *rs)
 		    "nothing is granted", (s = jp_str(jp_get(rs->gdoc, GS_JOURNAL_ERROR))) ? s : "?");
 	if (!rs->q_ok)
 		problem(rs, NULL, NULL, "the queue cannot be read (%s)", buf_cstr(&rs->qwhy));
+	if (rs->cfg->nupstreams == 0)
+		problem(rs, NULL, "dpkg-reconfigure weir, or an upstream section; weir presets",
+		    "no upstream is configured in %s: mail is queued and nothing is sent",
+		    rs->cfg->file ? rs->cfg->file : "weir.conf");
 	for (i = 0; i < rs->cfg->nupstreams; i++) {
 		const struct weir_upstream *cu = &rs->cfg->upstreams[i];
 
