@@ -27,8 +27,8 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <hiredis/hiredis.h>
 #include <fcntl.h>
+#include <hiredis/hiredis.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -43,7 +43,9 @@
 
 #include "gate/shared.h"
 #include "lib/alloc.h"
+#include "lib/jsonparse.h"
 #include "mail/gateclient.h"
+#include "mail/gatestatus.h"
 #include "testlib.h"
 
 #define NGATE 3
@@ -586,6 +588,36 @@ gate_status_of(int i, int json)
 	return tl_gate_status(wconf, gsock[i], json);
 }
 
+/* Every member of a shared store that mail/gatestatus.h declares is in
+ * the gate's JSON st, of its kind (gatestatus_test holds the rest of the
+ * document to the header; a store's members need Redis). */
+static void
+shared_members_declared(const char *st)
+{
+	struct buf why = BUF_INIT;
+	struct json_object *doc = json_parse_strict(st, strlen(st), 1 << 20, &why), *up, *v;
+	size_t i, n = 0;
+
+	cr_assert_not_null(doc, "%s", buf_cstr(&why));
+	up = jp_at(jp_get(doc, GS_UPSTREAMS), 0);
+	for (i = 0; i < gs_nmembers; i++) {
+		const char *name = gs_members[i].path + strlen("upstreams[].");
+		unsigned k = gs_members[i].kind;
+
+		if (strncmp(gs_members[i].path, "upstreams[].shared", 18) != 0 ||
+		    strcmp(name, GS_SHARED_ERROR) == 0)	/* only when down */
+			continue;
+		cr_assert(json_object_object_get_ex(up, name, &v), "no %s in %s", name, st);
+		cr_assert(v == NULL ? (k & GS_K_NULL) : json_object_is_type(v, json_type_string) ?
+		    (k & GS_K_STR) : json_object_is_type(v, json_type_int) && (k & GS_K_INT),
+		    "%s is not of its declared kind in %s", name, st);
+		n++;
+	}
+	cr_assert_eq(n, 7, "%zu shared members declared", n);
+	json_object_put(doc);
+	buf_free(&why);
+}
+
 Test(redis, status_shows_every_hosts_count)
 {
 	struct gate_client a, b;
@@ -627,6 +659,7 @@ Test(redis, status_shows_every_hosts_count)
 		cr_assert(strstr(st, m), "no %s in\n%s", m, st);
 		free(m);
 	}
+	shared_members_declared(st);
 	free(st);
 	/* weir status shows it too (the gate's text). */
 	text = xasprintf("gate_socket = \"%s\"\nqueue_dir = \"%s/queue\"\npolicy_file = \"%s\"\n",
