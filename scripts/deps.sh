@@ -15,8 +15,10 @@ demo="$build $peers"
 # are real sendmail callers in callers_test; promtool (prometheus) checks
 # weir-metrics' output; redis-server is the shared store of redis_test;
 # chromium (headless) loads weir-metrics' status page in statuspage_test;
-# strace holds `weir run` in its first system calls in supervise_test.
-check="$build $peers redis-server libcriterion-dev util-linux swaks libnet-ssleay-perl clang libclang-rt-14-dev groff-base man-db curl prometheus postfix bsd-mailx mutt chromium graphviz strace"
+# strace holds `weir run` in its first system calls in supervise_test;
+# universal-ctags lists the functions for scripts/samenames.sh (run by
+# scripts/architecture.sh).
+check="$build $peers redis-server libcriterion-dev util-linux swaks libnet-ssleay-perl clang libclang-rt-14-dev groff-base man-db curl prometheus postfix bsd-mailx mutt chromium graphviz strace universal-ctags"
 # postfix for smtp-sink, smtp-source and the private Postfix peers of the
 # benchmarks (installed unconfigured: it must not become an MTA here)
 bench="$build $peers strace gnuplot-nox postfix"

@@ -78,7 +78,8 @@
  * report.c, cleanup.c (their own headers).
  *
  * Who calls whom, file by file (scripts/calllinks.py build/src/send
- * prints it from the objects; leaving out the six files just named):
+ * prints it from the objects; leaving out the six files just named;
+ * make check fails when the two differ):
  *   sched.c     batch control counts deliver flight gatelink keepalive
  *               reload session wait
  *   batch.c     counts gatelink job sched via
@@ -94,6 +95,7 @@
  *   control.c   sched wait
  *   reload.c    deliver gatelink job keepalive sched session via
  *   keepalive.c deliver notice
+ *   main.c      sched
  *   wait.c, notice.c: none
  */
 #ifndef WEIR_SENDINT_H
