@@ -118,7 +118,7 @@ creds_check(const struct creds *c, struct wgate *g, struct journal *j, int64_t n
 			strcpy(when, "?");
 		u->auth_oauth = creds_oauth(c, u->name);
 		buf_reset(&fix);
-		cred_fix(&fix, u->name, u->auth_oauth);
+		cred_fix(&fix, u->name, u->auth_oauth, u->auth_reason);
 		log_warnx("upstream %s: authentication suspension kept until %s: %s; %s; weir "
 		    "resume %s tries again now", u->name, when, u->auth_fp_known ?
 		    "the same credentials as when they failed" :

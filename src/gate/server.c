@@ -454,7 +454,7 @@ suspended(struct server *s, struct wg_up *u, int auth, const char *reply,
 	journal_suspend(&s->j, u, auth, now, now + s->wmm);
 	share_suspend(s, u, d->until, now);
 	if (auth) {
-		cred_fix(&fix, u->name, u->auth_oauth);
+		cred_fix(&fix, u->name, u->auth_oauth, reply);
 		log_warnx("upstream %s: authentication failed: %s; %s; suspended for %lld s (then "
 		    "one try at a time); a reload (SIGHUP), a restart with changed credentials or "
 		    "RESUME lifts it", u->name, reply, fix.s, secs);

@@ -180,7 +180,7 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		buf_printf(b, "  authentication failed: suspended until %s (%lld s): %s; ", when,
 		    (long long)((u->auth_until - now + 999) / 1000),
 		    u->auth_reason ? u->auth_reason : "");
-		cred_fix(b, u->name, u->auth_oauth);
+		cred_fix(b, u->name, u->auth_oauth, u->auth_reason);
 		buf_printf(b, "; `weir resume %s` tries again now\n", u->name);
 	}
 	if (u->probe)

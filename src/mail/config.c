@@ -193,7 +193,8 @@ static const struct conftab_key mkeys[] = {
  * flow have no default here: the provider is required and the flow
  * follows it (oauth_resolve()); so do tenant, scope and the endpoints. */
 static const char *const provider_choices[] = { "microsoft", "google", "generic", NULL };
-static const char *const flow_choices[] = { "device", "code", NULL };
+static const char *const flow_choices[] = { "device", "code", "client_credentials",
+    "service_account", NULL };
 
 #define OOFF(f) offsetof(struct weir_oauth, f)
 static const struct conftab_key okeys[] = {
@@ -208,6 +209,15 @@ static const struct conftab_key okeys[] = {
 	{ "token_endpoint",     K_STR,      NULL, 0, 0, 0, OOFF(token_endpoint), NULL },
 	{ "ca_file",            K_STR,      NULL, 0, 0, 0, OOFF(ca_file), NULL },
 	{ "token_file",         K_STR,      NULL, 0, 0, 0, OOFF(token_file), NULL },
+	/* flow client_credentials: a client secret, or a certificate and its
+	 * key (RFC 7523's signed client assertion); service_account: Google's
+	 * JSON key. */
+	{ "certificate_file",   K_STR,      NULL, 0, 0, 0, OOFF(certificate_file), NULL },
+	{ "private_key_file",   K_STR,      NULL, 0, 0, 0, OOFF(private_key_file), NULL },
+	{ "key_file",           K_STR,      NULL, 0, 0, 0, OOFF(key_file), NULL },
+	/* An HTTP proxy (CONNECT) for the endpoints alone; none by default. */
+	{ "proxy",              K_STR,      NULL, 0, 0, 0, OOFF(proxy), NULL },
+	{ "proxy_auth_file",    K_STR,      NULL, 0, 0, 0, OOFF(proxy_auth_file), NULL },
 	/* Refresh when less than the larger of this and a tenth of the
 	 * token's lifetime is left: Exchange Online refuses a token in its
 	 * last 10 minutes (501 5.5.127 and the like). */
@@ -241,6 +251,9 @@ static const struct {
 };
 
 #define OAUTH_TOKEN_DIR "/var/lib/weir/oauth"
+/* Exchange Online's SMTP for an application (the client credentials
+ * grant): ".default", the rights the application was granted. */
+#define MICROSOFT_APP_SCOPE "https://outlook.office365.com/.default"
 
 static const char *const listen_address_default[] = { "127.0.0.1:25", "[::1]:25", NULL };
 static const char *const listen_allow_default[] = { "127.0.0.0/8", "::1/128", NULL };
@@ -455,6 +468,12 @@ validate_oauth(cfg_t *cfg, cfg_opt_t *opt)
 				    opt->name, v);
 				return -1;
 			}
+	if (strcmp(opt->name, "proxy") == 0 && (strncmp(v, "http://", 7) != 0 || v[7] == '\0' ||
+	    strpbrk(v, " @") != NULL)) {
+		cfg_error(cfg, "proxy = \"%s\": an http://host:port address (its credentials go "
+		    "in proxy_auth_file)", v);
+		return -1;
+	}
 	if (strcmp(opt->name, "tenant") == 0)
 		for (p = v; *p; p++)
 			if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
@@ -463,8 +482,7 @@ validate_oauth(cfg_t *cfg, cfg_opt_t *opt)
 				    "\"organizations\", \"common\", \"consumers\"", v);
 				return -1;
 			}
-	if ((strcmp(opt->name, "token_file") == 0 || strcmp(opt->name, "client_secret_file") == 0 ||
-	    strcmp(opt->name, "ca_file") == 0) && v[0] != '/') {
+	if (strstr(opt->name, "_file") != NULL && v[0] != '/') {
 		cfg_error(cfg, "%s = \"%s\": must be an absolute path", opt->name, v);
 		return -1;
 	}
@@ -606,6 +624,33 @@ endpoint(const char *tmpl, const char *tenant)
 	return xasprintf("%.*s%s%s", (int)(t - tmpl), tmpl, tenant ? tenant : "", t + 8);
 }
 
+/* The credentials each flow takes, and only those (mail/oauth.h). */
+static void
+app_credentials(const struct weir_upstream *u, const char *f, int line, struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+	int cert = o->certificate_file || o->private_key_file;
+
+	if (cert && o->flow != OAUTH_FLOW_CLIENT)
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: certificate_file and "
+		    "private_key_file are for flow client_credentials\n", f, line, u->name);
+	if (o->key_file && o->flow != OAUTH_FLOW_SERVICE)
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: key_file is for flow "
+		    "service_account\n", f, line, u->name);
+	if (o->flow == OAUTH_FLOW_CLIENT && (cert ? !o->certificate_file || !o->private_key_file ||
+	    o->client_secret_file : !o->client_secret_file))
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: flow client_credentials needs "
+		    "client_secret_file, or certificate_file and private_key_file (not both "
+		    "ways)\n", f, line, u->name);
+	if (o->flow == OAUTH_FLOW_SERVICE && (!o->key_file || o->client_secret_file))
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: flow service_account needs "
+		    "key_file (the service account's JSON key) and no client_secret_file\n", f,
+		    line, u->name);
+	if (o->proxy_auth_file && !o->proxy)
+		buf_printf(err, "%s:%d: upstream \"%s\": oauth: proxy_auth_file without proxy\n",
+		    f, line, u->name);
+}
+
 /* The oauth { } section of u, if any: its keys, the defaults that
  * follow from the provider and the upstream's name, and the checks
  * across keys (mail/oauth.h). */
@@ -638,6 +683,8 @@ copy_oauth(struct weir_upstream *u, cfg_t *sec, const char *f, struct buf *err)
 		o->tenant = xstrdup(provider_defaults[o->provider].tenant);
 	if (o->flow < 0)
 		o->flow = provider_defaults[o->provider].flow;
+	if (!o->scope && o->provider == OAUTH_MICROSOFT && o->flow == OAUTH_FLOW_CLIENT)
+		o->scope = xstrdup(MICROSOFT_APP_SCOPE);
 	if (!o->scope && provider_defaults[o->provider].scope)
 		o->scope = xstrdup(provider_defaults[o->provider].scope);
 	if (!o->device_endpoint)
@@ -649,9 +696,10 @@ copy_oauth(struct weir_upstream *u, cfg_t *sec, const char *f, struct buf *err)
 		o->token_endpoint = endpoint(provider_defaults[o->provider].token, o->tenant);
 	if (!o->token_file)
 		o->token_file = xasprintf("%s/%s", OAUTH_TOKEN_DIR, u->name);
-	if (!o->client_id)
+	if (!o->client_id && o->flow != OAUTH_FLOW_SERVICE)
 		buf_printf(err, "%s:%d: upstream \"%s\": oauth: no client_id (the application "
 		    "registered with the provider)\n", f, line, u->name);
+	app_credentials(u, f, line, err);
 	if (!o->scope)
 		buf_printf(err, "%s:%d: upstream \"%s\": oauth: provider generic needs scope\n",
 		    f, line, u->name);
@@ -664,7 +712,7 @@ copy_oauth(struct weir_upstream *u, cfg_t *sec, const char *f, struct buf *err)
 	if (o->flow == OAUTH_FLOW_CODE && !o->authorize_endpoint)
 		buf_printf(err, "%s:%d: upstream \"%s\": oauth: flow code needs "
 		    "authorize_endpoint\n", f, line, u->name);
-	if (o->provider == OAUTH_GOOGLE && !o->client_secret_file)
+	if (o->provider == OAUTH_GOOGLE && !o->client_secret_file && !OAUTH_APP_ONLY(o))
 		buf_printf(err, "%s:%d: upstream \"%s\": oauth: Google's token endpoint "
 		    "wants the client's secret: client_secret_file\n", f, line, u->name);
 	if (!u->username)

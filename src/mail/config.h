@@ -36,16 +36,24 @@ enum upstream_tls {
  * The defaults that depend on the provider and the upstream's name are
  * filled in by config_load(), so every field below is resolved. */
 enum oauth_provider { OAUTH_MICROSOFT, OAUTH_GOOGLE, OAUTH_GENERIC };
-enum oauth_flow { OAUTH_FLOW_DEVICE, OAUTH_FLOW_CODE };
+enum oauth_flow { OAUTH_FLOW_DEVICE, OAUTH_FLOW_CODE, OAUTH_FLOW_CLIENT, OAUTH_FLOW_SERVICE };
+/* The flows with no user and no refresh token: the application's own
+ * credentials get each access token (mail/oauth.h). */
+#define OAUTH_APP_ONLY(o) ((o)->flow == OAUTH_FLOW_CLIENT || (o)->flow == OAUTH_FLOW_SERVICE)
 
 struct weir_oauth {
 	int present;		/* the section is in the upstream's */
 	int line;		/* where it ends */
 	int provider;		/* provider: enum oauth_provider (required) */
-	int flow;		/* flow: weir auth login's grant (enum oauth_flow) */
+	int flow;		/* flow: the grant (enum oauth_flow) */
 	char *tenant;		/* tenant: Microsoft's ("organizations"); else NULL */
 	char *client_id;	/* client_id (required) */
 	char *client_secret_file; /* client_secret_file: 0600; NULL: a public client */
+	char *certificate_file;	/* certificate_file: client_credentials' certificate (PEM) */
+	char *private_key_file;	/* private_key_file: its private key (PEM, 0600) */
+	char *key_file;		/* key_file: service_account's JSON key (0600) */
+	char *proxy;		/* proxy: "http://host:port" for the endpoints; NULL: none */
+	char *proxy_auth_file;	/* proxy_auth_file: "user:password" for it (0600) */
 	char *scope;		/* scope: the provider's SMTP scope by default */
 	char *device_endpoint;	/* device_endpoint: RFC 8628 (flow device) */
 	char *authorize_endpoint; /* authorize_endpoint (flow code) */

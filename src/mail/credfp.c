@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mail/authreply.h"
 #include "mail/credfp.h"
 
 #define FNV_BASIS	14695981039346656037ULL
@@ -80,6 +81,9 @@ credfp(const struct weir_upstream *u, const char **why, int *err)
 	if (u->oauth.present) {
 		mix_str(&h, u->oauth.client_id);
 		mix_file(&h, u->oauth.client_secret_file, "client_secret_file", 0, why, err);
+		mix_file(&h, u->oauth.certificate_file, "certificate_file", 0, why, err);
+		mix_file(&h, u->oauth.private_key_file, "private_key_file", 0, why, err);
+		mix_file(&h, u->oauth.key_file, "key_file", 0, why, err);
 		mix_str(&h, u->oauth.scope);
 		mix_str(&h, u->oauth.token_endpoint);
 		mix_file(&h, u->oauth.token_file, "token_file", 1, why, err);
@@ -94,9 +98,13 @@ credfp_none(void)
 }
 
 void
-cred_fix(struct buf *b, const char *name, int oauth)
+cred_fix(struct buf *b, const char *name, int oauth, const char *reply)
 {
-	if (oauth)
+	const struct authreply *a = authreply_find(reply);
+
+	if (a)
+		buf_printf(b, "%s says %s: %s", a->provider, a->means, a->fix);
+	else if (oauth)
 		buf_printf(b, "run weir auth login %s (the login lifts the suspension; if AUTH is "
 		    "still refused after it, check username: the mailbox the token is for)", name);
 	else

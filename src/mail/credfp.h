@@ -10,7 +10,7 @@
  * mtime and ctime: a changed file, in place or renamed over, changes
  * them, and its ctime cannot be set back), or the error of its stat; for
  * an oauth section the client (client_id, the identity of
- * client_secret_file), scope, token_endpoint and the identity of
+ * client_secret_file, certificate_file, private_key_file, key_file), scope, token_endpoint and the identity of
  * token_file (none before the first login), which a login replaces, and
  * so does each refresh: an OAuth upstream's suspension is lifted at a
  * restart that follows a login or a refresh, which is harmless (a try
@@ -50,8 +50,10 @@ uint64_t credfp(const struct weir_upstream *u, const char **why, int *err);
 uint64_t credfp_none(void);
 
 /* What to do about refused credentials of upstream name, appended to b
- * as a clause without a capital or a full stop: with oauth (it has an
- * oauth section) a new login, else a fix of the secret and a reload. */
-void cred_fix(struct buf *b, const char *name, int oauth);
+ * as a clause without a capital or a full stop: for a reply the table
+ * of mail/authreply.h knows (reply: the upstream's, NULL if none), its
+ * advice; else with oauth (it has an oauth section) a new login, else a
+ * fix of the secret and a reload. */
+void cred_fix(struct buf *b, const char *name, int oauth, const char *reply);
 
 #endif

@@ -91,8 +91,19 @@ https_post(const struct https_post *p, long *status, struct buf *body, struct bu
 		rc = curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
 	if (rc == CURLE_OK)
 		rc = curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-	if (rc == CURLE_OK)	/* no proxy, whatever the environment says */
-		rc = curl_easy_setopt(h, CURLOPT_PROXY, "");
+	/* The proxy given or none, whatever the environment says. */
+	if (rc == CURLE_OK)
+		rc = curl_easy_setopt(h, CURLOPT_PROXY, p->proxy ? p->proxy : "");
+	if (rc == CURLE_OK)
+		rc = curl_easy_setopt(h, CURLOPT_NOPROXY, "");
+	if (rc == CURLE_OK && p->proxy)
+		rc = curl_easy_setopt(h, CURLOPT_PROXYTYPE, (long)CURLPROXY_HTTP);
+	if (rc == CURLE_OK && p->proxy)
+		rc = curl_easy_setopt(h, CURLOPT_HTTPPROXYTUNNEL, 1L);
+	if (rc == CURLE_OK && p->proxy_auth)
+		rc = curl_easy_setopt(h, CURLOPT_PROXYUSERPWD, p->proxy_auth);
+	if (rc == CURLE_OK && p->proxy_auth)
+		rc = curl_easy_setopt(h, CURLOPT_PROXYAUTH, (long)CURLAUTH_BASIC);
 	if (rc == CURLE_OK)
 		rc = curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
 	if (rc == CURLE_OK)

@@ -5,13 +5,16 @@
  *
  * Always: https only (no other scheme, no redirect followed), the peer's
  * certificate chain and name verified (against ca_file when given, else
- * the system's store), no proxy (the environment's proxy variables are
- * ignored, as they are in the set-user-id weir-remote anyway), the whole
+ * the system's store), no proxy but the one given (an HTTP proxy, the
+ * TLS tunnelled through it with CONNECT, its credentials if any by basic
+ * authentication; the environment's proxy variables are ignored, as
+ * they are in the set-user-id weir-remote anyway), the whole
  * exchange within the timeout, the answer at most HTTPS_BODY_MAX bytes.
  * The form is handed to libcurl without a copy; the caller wipes it.
  *
  * Trusts: nothing the server sends (the body is returned, not read).
- * Config keys: none (the caller's oauth section: ca_file, timeout).
+ * Config keys: none (the caller's oauth section: ca_file, timeout,
+ * proxy, proxy_auth_file).
  */
 #ifndef WEIR_HTTPS_H
 #define WEIR_HTTPS_H
@@ -28,6 +31,8 @@ struct https_post {
 	long long timeout;	/* seconds for the whole exchange */
 	const char *form;	/* application/x-www-form-urlencoded */
 	size_t formlen;
+	const char *proxy;	/* "http://host:port", or NULL: none */
+	const char *proxy_auth;	/* "user:password" for it, or NULL */
 };
 
 /* POST the form.  0: an answer came, its status in *status and its body

@@ -37,6 +37,7 @@
 #include "lib/log.h"
 #include "lib/timefmt.h"
 #include "mail/https.h"
+#include "mail/jwt.h"
 #include "mail/oauth.h"
 #include "mail/secretfile.h"
 
@@ -65,20 +66,54 @@ sibling(const struct weir_oauth *o, const char *suffix)
 
 /* ---- files ---- */
 
-/* data as the new version of path (mode), durably: PATH.tmp written,
- * fsynced, renamed over path, the folder fsynced.  0, or -1 with err. */
+/* The bytes the token file can take at most: two tokens, each byte
+ * escaped at worst to two, and the rest. */
+#define TOKEN_FILE_MAX (4 * OAUTH_TOKEN_MAX + 1024)
+
+/* PATH.tmp, made anew (mode) and, with size, given that many bytes on
+ * the disk (posix_fallocate): so that what is written there later
+ * cannot fail for want of space.  Its descriptor, or -1 with err. */
 static int
-write_durably(const char *path, mode_t mode, const char *data, size_t len, struct buf *err)
+tmp_open(const char *path, mode_t mode, size_t size, struct buf *err)
 {
-	char *tmp = xasprintf("%s.tmp", path), *dir = xstrdup(path), *slash;
-	int fd, rc = -1;
+	char *tmp = xasprintf("%s.tmp", path);
+	int fd, r = 0;
 
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
-	if (fd < 0) {
-		buf_printf(err, "%s: %s", tmp, strerror(errno));
-		goto out;
+	if (fd < 0 || fchmod(fd, mode) < 0 ||
+	    (size && (r = posix_fallocate(fd, 0, (off_t)size)) != 0)) {
+		buf_printf(err, "%s: %s", tmp, strerror(r ? r : errno));
+		if (fd >= 0) {
+			(void)close(fd);
+			(void)unlink(tmp);
+		}
+		fd = -1;
 	}
-	if (fchmod(fd, mode) < 0 || full_write(fd, data, len) < 0 || fsync(fd) < 0) {
+	free(tmp);
+	return fd;
+}
+
+/* Give back what tmp_open() made, unused. */
+static void
+tmp_drop(const char *path, int fd)
+{
+	char *tmp = xasprintf("%s.tmp", path);
+
+	(void)close(fd);
+	(void)unlink(tmp);
+	free(tmp);
+}
+
+/* data as the new version of path, durably, through fd (tmp_open's,
+ * closed here): written, cut to its length, fsynced, renamed over path,
+ * the folder fsynced.  0, or -1 with err. */
+static int
+tmp_commit(int fd, const char *path, const char *data, size_t len, struct buf *err)
+{
+	char *tmp = xasprintf("%s.tmp", path), *dir = xstrdup(path), *slash;
+	int rc = -1;
+
+	if (full_write(fd, data, len) < 0 || ftruncate(fd, (off_t)len) < 0 || fsync(fd) < 0) {
 		buf_printf(err, "%s: %s", tmp, strerror(errno));
 		(void)close(fd);
 		(void)unlink(tmp);
@@ -106,6 +141,15 @@ out:
 	free(tmp);
 	free(dir);
 	return rc;
+}
+
+/* data as the new version of path (mode), durably. */
+static int
+write_durably(const char *path, mode_t mode, const char *data, size_t len, struct buf *err)
+{
+	int fd = tmp_open(path, mode, 0, err);
+
+	return fd < 0 ? -1 : tmp_commit(fd, path, data, len, err);
 }
 
 /* The token file's contents. */
@@ -150,7 +194,7 @@ tokens_load(const struct weir_oauth *o, struct tokens *t, struct buf *err)
 	rt = jp_str(jp_get(j, "refresh_token"));
 	at = jp_str(jp_get(j, "access_token"));
 	if (!jp_only_keys(j, keys) || jp_u53(jp_get(j, "version"), &v) < 0 || v != 1 ||
-	    rt == NULL || !token_ok(rt, strlen(rt)) ||
+	    rt == NULL || (!(OAUTH_APP_ONLY(o) && *rt == '\0') && !token_ok(rt, strlen(rt))) ||
 	    at == NULL || (*at != '\0' && !token_ok(at, strlen(at))) ||
 	    jp_u53(jp_get(j, "expires_at"), &t->expires_at) < 0 ||
 	    jp_u53(jp_get(j, "lifetime"), &t->lifetime) < 0 ||
@@ -173,8 +217,10 @@ out:
 	return l;
 }
 
+/* t as token_file, durably; through fd (tmp_open's, with the space
+ * reserved) if not -1. */
 static int
-tokens_save(const struct weir_oauth *o, const struct tokens *t, struct buf *err)
+tokens_save(const struct weir_oauth *o, const struct tokens *t, int fd, struct buf *err)
 {
 	struct buf b = BUF_INIT;
 	int rc;
@@ -186,7 +232,9 @@ tokens_save(const struct weir_oauth *o, const struct tokens *t, struct buf *err)
 	json_str(&b, t->access.s ? t->access.s : "", t->access.len);
 	buf_printf(&b, ",\"expires_at\":%lld,\"lifetime\":%lld,\"refresh_since\":%lld,"
 	    "\"login_at\":%lld}\n", t->expires_at, t->lifetime, t->refresh_since, t->login_at);
-	rc = write_durably(o->token_file, 0600, b.s, b.len, err);
+	if (fd < 0)
+		fd = tmp_open(o->token_file, 0600, 0, err);
+	rc = fd < 0 ? -1 : tmp_commit(fd, o->token_file, b.s, b.len, err);
 	secret_wipe(&b);
 	return rc;
 }
@@ -198,24 +246,55 @@ status_save(const struct weir_oauth *o, const struct oauth_status *st, struct bu
 	char *path = oauth_status_path(o);
 	int rc;
 
-	buf_printf(&b, "{\"version\":1,\"login_at\":%lld,\"refresh_since\":%lld,"
+	buf_printf(&b, "{\"version\":2,\"login_at\":%lld,\"refresh_since\":%lld,"
 	    "\"refreshed_at\":%lld,\"expires_at\":%lld,\"lifetime\":%lld,\"error_at\":%lld,"
 	    "\"error\":", st->login_at, st->refresh_since, st->refreshed_at, st->expires_at,
 	    st->lifetime, st->error_at);
 	json_cstr(&b, st->error);
-	buf_printf(&b, ",\"login_needed\":%s}\n", st->login_needed ? "true" : "false");
+	buf_printf(&b, ",\"login_needed\":%s,\"failures\":%lld,\"next_try\":%lld,"
+	    "\"refused\":%lld}\n", st->login_needed ? "true" : "false", st->failures,
+	    st->next_try, st->refused);
 	rc = write_durably(path, 0644, b.s, b.len, err);
 	buf_free(&b);
 	free(path);
 	return rc;
 }
 
-/* The status after a failure (refused: a login is needed) or, with why
- * NULL, after tokens t were obtained (login: by a login).  A status that
- * cannot be written is logged: it is a view, the tokens are what count. */
+/* What happened, for the status file. */
+enum st_kind {
+	ST_GOT,		/* tokens t obtained (by a login: login) */
+	ST_WORKED,	/* an AUTH with t's access token was accepted */
+	ST_TEMP,	/* a failure that may pass: the back-off */
+	ST_REFUSED,	/* the provider refused: a login is needed; a refresh
+			 * token is not presented again, app credentials are
+			 * tried again after the back-off */
+	ST_ALARM,	/* a login may be needed (a token not saved, none, a
+			 * damaged file): said, nothing held back */
+};
+
+/* The wait after the n-th failure in a row: BACKOFF_FIRST doubled n - 1
+ * times, at most BACKOFF_MAX, half of it random (jitter). */
+static long long
+backoff(long long n)
+{
+	long long d = BACKOFF_FIRST;
+	unsigned r = 0;
+
+	while (--n > 0 && d < BACKOFF_MAX)
+		d *= 2;
+	if (d > BACKOFF_MAX)
+		d = BACKOFF_MAX;
+	if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+		r = (unsigned)getpid() ^ (unsigned)time(NULL);
+	return d - d / 2 + (long long)(r % (unsigned)(d / 2 + 1));
+}
+
+/* The status after k (why: what failed, NULL for ST_GOT and ST_WORKED).
+ * A status that cannot be written is logged: it is a view, the tokens
+ * are what count. */
 static void
-status_update(const struct weir_oauth *o, const struct tokens *t, int login, const char *why,
-    int refused, long long now)
+status_update(const struct weir_oauth *o, const struct tokens *t, enum st_kind k, int login,
+    const char *why, long long now)
 {
 	struct oauth_status st;
 	struct buf err = BUF_INIT;
@@ -226,16 +305,23 @@ status_update(const struct weir_oauth *o, const struct tokens *t, int login, con
 	if (why) {
 		st.error_at = now;
 		oauth_one_line(st.error, sizeof st.error, why, strlen(why));
-		st.login_needed |= refused;
+		if (k == ST_REFUSED || k == ST_ALARM)
+			st.login_needed = 1;
+		if (k == ST_REFUSED && !OAUTH_APP_ONLY(o))
+			st.refused = t->refresh_since;
+		if (k == ST_TEMP || (k == ST_REFUSED && OAUTH_APP_ONLY(o))) {
+			st.failures++;
+			st.next_try = now + backoff(st.failures);
+		}
 	} else {
-		st.error_at = 0;
+		st.error_at = st.failures = st.next_try = st.refused = 0;
 		st.error[0] = '\0';
 		st.login_needed = 0;
 		st.expires_at = t->expires_at;
 		st.lifetime = t->lifetime;
 		st.refresh_since = t->refresh_since;
 		st.login_at = t->login_at;
-		if (!login)
+		if (!login && k == ST_GOT)
 			st.refreshed_at = now;
 	}
 	if (status_save(o, &st, &err) < 0)
@@ -353,8 +439,25 @@ tokens_parse(struct json_object *j, struct oauth_grant *g, const char **why)
 		*why = "token_type is not Bearer";
 		return -1;
 	}
-	if (seconds(j, "expires_in", &g->expires_in) != 1 || g->expires_in == 0) {
-		*why = "no expires_in, or not a number of seconds";
+	switch (seconds(j, "expires_in", &g->expires_in)) {
+	case 0:		/* RFC 6749 5.1 only recommends it */
+		g->expires_in = OAUTH_LIFETIME_DEFAULT;
+		snprintf(g->note, sizeof g->note, "the answer has no expires_in: taken as %d s",
+		    OAUTH_LIFETIME_DEFAULT);
+		break;
+	case 1:
+		if (g->expires_in == 0) {
+			*why = "expires_in is 0";
+			return -1;
+		}
+		if (g->expires_in > OAUTH_LIFETIME_MAX) {
+			snprintf(g->note, sizeof g->note, "expires_in %lld is absurd: taken as %d s",
+			    g->expires_in, OAUTH_LIFETIME_MAX);
+			g->expires_in = OAUTH_LIFETIME_MAX;
+		}
+		break;
+	default:
+		*why = "expires_in is not a number of seconds";
 		return -1;
 	}
 	if (r != NULL && (rt == NULL || !token_ok(rt, strlen(rt)))) {
@@ -437,14 +540,21 @@ static enum oauth_answer
 post(const struct weir_oauth *o, const char *url, struct buf *form, struct oauth_grant *g,
     struct json_object **jout, struct buf *err)
 {
-	struct https_post p = { url, o->ca_file, o->timeout, form->s, form->len };
-	struct buf body = BUF_INIT;
+	struct https_post p = { url, o->ca_file, o->timeout, form->s, form->len, o->proxy, NULL };
+	struct buf body = BUF_INIT, pauth = BUF_INIT;
 	enum oauth_answer a = OAUTH_A_NONE;
 	long status = 0;
 
 	memset(g, 0, sizeof *g);
+	if (o->proxy_auth_file) {
+		if (secretfile_read("proxy_auth_file", o->proxy_auth_file, &pauth, err) < 0)
+			goto out;
+		p.proxy_auth = pauth.s;
+	}
 	if (https_post(&p, &status, &body, err) == 0)
 		a = oauth_answer_read(url, status, body.s, body.len, g, jout, err);
+out:
+	secret_wipe(&pauth);
 	secret_wipe(&body);
 	secret_wipe(form);
 	return a;
@@ -483,49 +593,112 @@ say_cached(const struct tokens *t, long long now, struct buf *how, const char *e
 	buf_printf(how, "access token%s, expires %s (in %s)", extra, when, left);
 }
 
-/* Under the lock: refresh t.  OAUTH_OK with t holding the new tokens
- * (saved), or another result with why in err. */
+/* 1 if the back-off in st holds requests back at now: why in err. */
+static int
+held_back(const struct oauth_status *st, long long now, struct buf *err)
+{
+	char when[OAUTH_TIME_MAX], left[64];
+
+	if (st->next_try <= now)
+		return 0;
+	oauth_time(when, sizeof when, st->next_try);
+	duration_format(left, sizeof left, st->next_try - now);
+	buf_printf(err, "OAuth: no request to the provider before %s (in %s): it failed %lld "
+	    "time%s in a row, the last: %s", when, left, st->failures, st->failures == 1 ? "" :
+	    "s", st->error);
+	return 1;
+}
+
+/* The request for a new access token into form: a refresh with t's
+ * refresh token, or the app flow's grant.  0, or -1 with why in err. */
+static int
+request_form(const struct weir_upstream *u, const struct tokens *t, struct buf *form,
+    struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+
+	buf_reserve(form, 3 * OAUTH_TOKEN_MAX);
+	if (OAUTH_APP_ONLY(o))
+		return oauth_app_form(u, form, err);
+	https_form_add(form, "grant_type", "refresh_token", 13);
+	https_form_add(form, "refresh_token", t->refresh.s, t->refresh.len);
+	https_form_add(form, "scope", o->scope, strlen(o->scope));
+	return add_client(o, form, err);
+}
+
+/* Under the lock: a new access token into t (saved), from the provider.
+ * force (weir auth test): whatever the back-off.  OAUTH_OK, or another
+ * result with why in err. */
 static enum oauth_result
-refresh(const struct weir_upstream *u, struct tokens *t, struct buf *how, struct buf *err)
+fetch(const struct weir_upstream *u, struct tokens *t, int force, struct buf *how,
+    struct buf *err)
 {
 	const struct weir_oauth *o = &u->oauth;
 	struct buf form = BUF_INIT, why = BUF_INIT;
+	struct oauth_status st;
 	struct oauth_grant g;
 	long long now = (long long)time(NULL);
 	char when[OAUTH_TIME_MAX], life[64];
 	enum oauth_result res = OAUTH_TEMP;
-	int rotated;
+	int rotated, fd = -1, app = OAUTH_APP_ONLY(o);
 
-	buf_reserve(&form, 3 * OAUTH_TOKEN_MAX);
-	https_form_add(&form, "grant_type", "refresh_token", 13);
-	https_form_add(&form, "refresh_token", t->refresh.s, t->refresh.len);
-	https_form_add(&form, "scope", o->scope, strlen(o->scope));
-	if (add_client(o, &form, err) < 0) {
-		secret_wipe(&form);
+	memset(&g, 0, sizeof g);
+	if (oauth_status_load(o, &st, &why) < 0)
+		memset(&st, 0, sizeof st);
+	buf_reset(&why);
+	if (!force && held_back(&st, now, err))
 		return OAUTH_TEMP;
+	if (!app && st.refused && st.refused == t->refresh_since) {
+		oauth_time(when, sizeof when, st.error_at);
+		buf_printf(err, "OAuth: the provider refused this refresh token at %s: not "
+		    "presented again; mail waits: run weir auth login %s", when, u->name);
+		return OAUTH_REFUSED;
+	}
+	/* The room for a rotated refresh token, before it exists: without
+	 * it, no refresh (the one on disk stays valid). */
+	if (!app && (fd = tmp_open(o->token_file, 0600, TOKEN_FILE_MAX, &why)) < 0) {
+		buf_printf(err, "OAuth: no room to save a new refresh token (%s): not refreshing, "
+		    "the login is kept", why.s);
+		log_warnx("upstream %s: %s", u->name, err->s);
+		status_update(o, t, ST_TEMP, 0, err->s, now);
+		goto out;
+	}
+	if (request_form(u, t, &form, &why) < 0) {
+		secret_wipe(&form);
+		buf_printf(err, "OAuth: %s", why.s);
+		status_update(o, t, ST_TEMP, 0, err->s, now);
+		goto out;
 	}
 	switch (post(o, o->token_endpoint, &form, &g, NULL, &why)) {
 	case OAUTH_A_NONE:
 		buf_printf(err, "OAuth: the token endpoint: %s", why.s);
-		status_update(o, t, 0, err->s, 0, now);
+		status_update(o, t, ST_TEMP, 0, err->s, now);
 		goto out;
 	case OAUTH_A_ERROR:
-		buf_adds(err, "OAuth: the provider refused the refresh: ");
+		buf_printf(err, "OAuth: the provider refused %s: ", app ? "the application's "
+		    "credentials" : "the refresh");
 		error_text(&g, err);
 		if (error_temporary(&g)) {
-			status_update(o, t, 0, err->s, 0, now);
+			status_update(o, t, ST_TEMP, 0, err->s, now);
 			goto out;
 		}
-		buf_printf(err, "; mail waits: run weir auth login %s%s", u->name,
-		    strcmp(g.error, "invalid_grant") == 0 ? "" :
-		    " (after checking client_id, client_secret_file and scope)");
-		status_update(o, t, 0, err->s, 1, now);
+		if (app)
+			buf_printf(err, "; mail waits: check client_id, the credential files, "
+			    "scope and the application's rights, then run weir auth login %s",
+			    u->name);
+		else
+			buf_printf(err, "; mail waits: run weir auth login %s%s", u->name,
+			    strcmp(g.error, "invalid_grant") == 0 ? "" :
+			    " (after checking client_id, client_secret_file and scope)");
+		status_update(o, t, ST_REFUSED, 0, err->s, now);
 		res = OAUTH_REFUSED;
 		goto out;
 	case OAUTH_A_TOKENS:
 		break;
 	}
-	rotated = g.refresh.len > 0;
+	if (g.note[0])
+		log_warnx("upstream %s: OAuth: %s", u->name, g.note);
+	rotated = !app && g.refresh.len > 0;
 	buf_reset(&t->access);
 	buf_add(&t->access, g.access.s, g.access.len);
 	t->expires_at = now + g.expires_in;
@@ -535,25 +708,54 @@ refresh(const struct weir_upstream *u, struct tokens *t, struct buf *how, struct
 		buf_add(&t->refresh, g.refresh.s, g.refresh.len);
 		t->refresh_since = now;
 	}
+	if (app && t->login_at == 0)
+		t->login_at = t->refresh_since = now;	/* its first token */
 	/* Durable before use; if it cannot be, the access token still
-	 * serves this delivery, and the old refresh token stays on disk. */
+	 * serves this delivery, and the old refresh token stays on disk:
+	 * which the provider may refuse once the new one is used. */
 	buf_reset(&why);
-	if (tokens_save(o, t, &why) < 0)
-		log_warnx("upstream %s: OAuth: the refreshed tokens could not be saved: %s",
-		    u->name, why.s);
-	else
-		status_update(o, t, 0, NULL, 0, now);
+	if (tokens_save(o, t, fd, &why) < 0) {
+		fd = -1;
+		if (rotated) {
+			struct buf alarm = BUF_INIT;
+
+			buf_printf(&alarm, "OAuth: the new refresh token could not be saved (%s); "
+			    "the provider may refuse the old one: run weir auth login %s if the next "
+			    "refresh is refused", why.s, u->name);
+			log_warnx("upstream %s: %s", u->name, alarm.s);
+			status_update(o, t, ST_ALARM, 0, alarm.s, now);
+			buf_free(&alarm);
+		} else {
+			log_warnx("upstream %s: OAuth: the new access token could not be saved: %s",
+			    u->name, why.s);
+			status_update(o, t, ST_GOT, 0, NULL, now);
+		}
+	} else {
+		fd = -1;
+		status_update(o, t, ST_GOT, 0, NULL, now);
+	}
 	oauth_time(when, sizeof when, t->expires_at);
 	duration_format(life, sizeof life, g.expires_in);
-	buf_printf(how, "refreshed at the token endpoint: a new access token for %s, expires "
-	    "%s; the refresh token %s", life, when, rotated ? "rotated (saved)" : "kept");
-	log_info("upstream %s: OAuth access token refreshed: valid %s, until %s%s", u->name,
-	    life, when, rotated ? "; refresh token rotated" : "");
+	if (app)
+		buf_printf(how, "a new access token from the token endpoint (%s): for %s, "
+		    "expires %s", o->flow == OAUTH_FLOW_SERVICE ? "service account" :
+		    o->certificate_file ? "client credentials, certificate" :
+		    "client credentials, secret", life, when);
+	else
+		buf_printf(how, "refreshed at the token endpoint: a new access token for %s, "
+		    "expires %s; the refresh token %s", life, when, rotated ? "rotated (saved)" :
+		    "kept");
+	if (g.note[0])
+		buf_printf(how, " (%s)", g.note);
+	log_info("upstream %s: OAuth access token %s: valid %s, until %s%s", u->name,
+	    app ? "obtained" : "refreshed", life, when, rotated ? "; refresh token rotated" : "");
 	if (g.expires_in <= oauth_margin(o, g.expires_in))
 		log_debug("upstream %s: OAuth: the provider's access tokens live %s, within "
 		    "the refresh margin: each delivery refreshes", u->name, life);
 	res = OAUTH_OK;
 out:
+	if (fd >= 0)
+		tmp_drop(o->token_file, fd);
 	oauth_grant_wipe(&g);
 	buf_free(&why);
 	return res;
@@ -561,15 +763,16 @@ out:
 
 /* After a load without the lock found l (t wiped): the tokens into t
  * under token_file.lock (its descriptor into *lk: the caller closes
- * it).  One refresh at a time: whoever had the lock may have done one.
- * OAUTH_OK; OAUTH_TEMP: the file or the lock cannot be had now;
+ * it).  One conversation at a time: whoever had the lock may have had
+ * one.  OAUTH_OK; OAUTH_TEMP: the file or the lock cannot be had now;
  * OAUTH_REFUSED: no token, or a file only a login mends (the status file
- * says so); why in err. */
+ * says so); why in err.  An app flow starts from nothing instead. */
 static enum oauth_result
 load_locked(const struct weir_upstream *u, enum load l, struct tokens *t, int *lk,
     struct buf *err)
 {
 	const struct weir_oauth *o = &u->oauth;
+	int app = OAUTH_APP_ONLY(o);
 
 	*lk = -1;
 	if (l == L_TROUBLE)
@@ -577,10 +780,20 @@ load_locked(const struct weir_upstream *u, enum load l, struct tokens *t, int *l
 	buf_reset(err);
 	/* With no token at all there is nothing to refresh (and perhaps no
 	 * folder yet to lock in). */
-	if (l != L_NONE && (*lk = lock_take(o, err)) < 0)
+	if ((l != L_NONE || app) && (*lk = lock_take(o, err)) < 0) {
+		if (app)
+			buf_printf(err, " (run weir auth login %s: it makes the folder)", u->name);
 		return OAUTH_TEMP;
-	if (l != L_NONE)
+	}
+	if (l != L_NONE || app)
 		l = tokens_load(o, t, err);
+	if (app && (l == L_NONE || l == L_BAD)) {
+		if (l == L_BAD)	/* nothing in it a new token does not replace */
+			log_warnx("upstream %s: %s: a new token replaces it", u->name, err->s);
+		tokens_wipe(t);
+		buf_reset(err);
+		return OAUTH_OK;
+	}
 	switch (l) {
 	case L_TROUBLE:
 		return OAUTH_TEMP;
@@ -590,7 +803,7 @@ load_locked(const struct weir_upstream *u, enum load l, struct tokens *t, int *l
 			buf_printf(err, "OAuth: no token yet (%s)", o->token_file);
 		buf_printf(err, "; mail waits: run weir auth login %s", u->name);
 		if (l == L_BAD || folder_exists(o))
-			status_update(o, t, 0, err->s, 1, (long long)time(NULL));
+			status_update(o, t, ST_ALARM, 0, err->s, (long long)time(NULL));
 		return OAUTH_REFUSED;
 	case L_OK:
 		break;
@@ -603,6 +816,7 @@ oauth_access_token(const struct weir_upstream *u, struct buf *tok, struct buf *h
     struct buf *err)
 {
 	const struct weir_oauth *o = &u->oauth;
+	struct oauth_status st;
 	struct tokens t;
 	long long now = (long long)time(NULL);
 	enum oauth_result res = OAUTH_TEMP;
@@ -615,6 +829,10 @@ oauth_access_token(const struct weir_upstream *u, struct buf *tok, struct buf *h
 		goto ok;
 	}
 	tokens_wipe(&t);
+	/* Held back: no waiting in line for the lock either. */
+	if (oauth_status_load(o, &st, err) == 1 && held_back(&st, now, err))
+		goto out;
+	buf_reset(err);
 	if ((res = load_locked(u, l, &t, &lk, err)) != OAUTH_OK)
 		goto out;
 	now = (long long)time(NULL);
@@ -622,7 +840,7 @@ oauth_access_token(const struct weir_upstream *u, struct buf *tok, struct buf *h
 		say_cached(&t, now, how, " refreshed meanwhile by another delivery");
 		goto ok;
 	}
-	if ((res = refresh(u, &t, how, err)) != OAUTH_OK)
+	if ((res = fetch(u, &t, 0, how, err)) != OAUTH_OK)
 		goto out;
 ok:
 	buf_reset(tok);
@@ -634,6 +852,58 @@ out:
 	if (lk >= 0)
 		(void)close(lk);	/* the lock goes with it */
 	return res;
+}
+
+enum oauth_result
+oauth_test(const struct weir_upstream *u, struct buf *how, struct buf *err)
+{
+	struct tokens t;
+	enum oauth_result res;
+	enum load l;
+	int lk = -1;
+
+	l = tokens_load(&u->oauth, &t, err);
+	tokens_wipe(&t);
+	if ((res = load_locked(u, l, &t, &lk, err)) == OAUTH_OK)
+		res = fetch(u, &t, 1, how, err);
+	tokens_wipe(&t);
+	if (lk >= 0)
+		(void)close(lk);
+	return res;
+}
+
+int
+oauth_token_worked(const struct weir_upstream *u, const struct buf *tok, struct buf *err)
+{
+	const struct weir_oauth *o = &u->oauth;
+	struct oauth_status st;
+	struct tokens t;
+	int lk, rc = 0;
+
+	if ((lk = lock_take(o, err)) < 0)
+		return -1;
+	if (tokens_load(o, &t, err) != L_OK) {
+		rc = -1;
+		goto out;
+	}
+	/* Only the token the file holds proves the file good. */
+	if (t.access.len != tok->len || memcmp(t.access.s, tok->s, tok->len) != 0)
+		goto out;
+	if (oauth_status_load(o, &st, err) < 0) {
+		buf_reset(err);
+		memset(&st, 0, sizeof st);
+		st.login_needed = 1;	/* unreadable: written anew */
+	}
+	if (!st.login_needed && !st.error_at)
+		goto out;
+	status_update(o, &t, ST_WORKED, 0, NULL, (long long)time(NULL));
+	log_info("upstream %s: OAuth: the upstream accepted the token in %s: the alarm is "
+	    "over (it said: %s)", u->name, o->token_file, st.error);
+	rc = 1;
+out:
+	tokens_wipe(&t);
+	(void)close(lk);
+	return rc;
 }
 
 enum oauth_result
@@ -649,6 +919,10 @@ oauth_keepalive(const struct weir_upstream *u, struct buf *how, struct buf *err)
 	enum load l;
 	int lk = -1;
 
+	if (OAUTH_APP_ONLY(o)) {
+		buf_adds(how, "nothing to keep alive: the flow has no refresh token");
+		return OAUTH_OK;
+	}
 	l = tokens_load(o, &t, err);
 	tokens_wipe(&t);
 	if ((res = load_locked(u, l, &t, &lk, err)) != OAUTH_OK)
@@ -672,7 +946,7 @@ oauth_keepalive(const struct weir_upstream *u, struct buf *how, struct buf *err)
 		goto out;
 	}
 	buf_printf(how, "the refresh token unused for %s (refresh_idle %s): ", ago, idle);
-	res = refresh(u, &t, how, err);
+	res = fetch(u, &t, 0, how, err);
 out:
 	tokens_wipe(&t);
 	buf_free(&why);
@@ -707,8 +981,8 @@ login_save(const struct weir_oauth *o, const struct oauth_grant *g, long long t0
 	t.refresh_since = t.login_at = t0;
 	if ((lk = lock_take(o, err)) < 0)
 		goto out;
-	if (tokens_save(o, &t, err) == 0) {
-		status_update(o, &t, 1, NULL, 0, t0);
+	if (tokens_save(o, &t, -1, err) == 0) {
+		status_update(o, &t, ST_GOT, 1, NULL, t0);
 		res = OAUTH_OK;
 	}
 	(void)close(lk);
@@ -841,30 +1115,6 @@ oauth_device_poll(const struct weir_upstream *u, struct oauth_device *d, int *wa
 
 /* ---- the code grant with PKCE ---- */
 
-static void
-b64url(const unsigned char *in, size_t n, char *out)
-{
-	static const char a[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	size_t i, k = 0;
-
-	for (i = 0; i + 2 < n; i += 3) {
-		out[k++] = a[in[i] >> 2];
-		out[k++] = a[((in[i] & 3) << 4) | (in[i + 1] >> 4)];
-		out[k++] = a[((in[i + 1] & 15) << 2) | (in[i + 2] >> 6)];
-		out[k++] = a[in[i + 2] & 63];
-	}
-	if (n - i == 1) {
-		out[k++] = a[in[i] >> 2];
-		out[k++] = a[(in[i] & 3) << 4];
-	} else if (n - i == 2) {
-		out[k++] = a[in[i] >> 2];
-		out[k++] = a[((in[i] & 3) << 4) | (in[i + 1] >> 4)];
-		out[k++] = a[(in[i + 1] & 15) << 2];
-	}
-	out[k] = '\0';
-}
-
 static int
 random_bytes(unsigned char *p, size_t n, struct buf *err)
 {
@@ -899,16 +1149,16 @@ oauth_code_start(const struct weir_upstream *u, struct oauth_code *c, struct buf
 	memset(c, 0, sizeof *c);
 	if (random_bytes(rnd, sizeof rnd, err) < 0)
 		return -1;
-	b64url(rnd, sizeof rnd, c->verifier);	/* 43 characters: RFC 7636 4.1 */
+	b64url_encode(rnd, sizeof rnd, c->verifier);	/* 43 characters: RFC 7636 4.1 */
 	if (EVP_Digest(c->verifier, strlen(c->verifier), md, &mdlen, EVP_sha256(), NULL) != 1 ||
 	    mdlen != sizeof md) {
 		buf_printf(err, "SHA-256 failed");
 		return -1;
 	}
-	b64url(md, sizeof md, challenge);
+	b64url_encode(md, sizeof md, challenge);
 	if (random_bytes(rnd, 18, err) < 0)
 		return -1;
-	b64url(rnd, 18, c->state);
+	b64url_encode(rnd, 18, c->state);
 	/* A loopback port nothing listens on: the browser shows the address
 	 * it was sent to, code and all, for the user to paste. */
 	port = 20000 + ((unsigned)rnd[0] << 8 | rnd[1]) % 40000;

@@ -44,6 +44,36 @@
  * has used it for refresh_idle, and otherwise does nothing.  A refusal
  * found that way raises the alarm a delivery's would.
  *
+ * App-only flows (client_credentials, service_account: oauthapp.c):
+ * no user and no refresh token; the application's credentials get a new
+ * access token, under the same lock and with the same margin, when the
+ * one in token_file (its refresh_token "") has less left; nothing to
+ * keep alive.  `weir auth login` for them gets a token at once.
+ *
+ * One conversation with the provider per upstream at a time, and a
+ * provider in trouble asked less and less: every request is made under
+ * token_file.lock, and the status file keeps the failures in a row and
+ * when the next request may go (next_try: BACKOFF_FIRST seconds after
+ * the first failure, doubling up to BACKOFF_MAX, each with jitter: a
+ * random half of it added to its other half).  Until then every
+ * deliverer, in every process, gives up at once (OAUTH_TEMP, no
+ * request); a success ends it.  A refresh token the provider refused
+ * is noted (refused: its refresh_since) and not presented again until a
+ * login brings another one.
+ *
+ * A rotation never loses the working login: before a refresh the space
+ * the new token file needs is reserved (token_file.tmp given
+ * TOKEN_FILE_MAX bytes); when it cannot be, no refresh is made (the old
+ * refresh token stays valid and on disk).  A token that still could not
+ * be saved raises the alarm at once: login_needed, with the reason.
+ * The alarm ends when a token works: a refresh or a token of the app
+ * flows that works, a login, or an AUTH the upstream accepted with the
+ * token in token_file (oauth_token_worked).
+ *
+ * expires_in: absent (RFC 6749 only recommends it), an hour is taken
+ * (OAUTH_LIFETIME_DEFAULT); above a day, a day (OAUTH_LIFETIME_MAX);
+ * each with a warning (struct oauth_grant's note).
+ *
  * Results: OAUTH_OK; OAUTH_TEMP: none for now, mail waits (the token
  * endpoint down, slow, answering 5xx or something that is not an
  * answer; local trouble: a file that cannot be read or written);
@@ -88,7 +118,15 @@ struct oauth_status {
 	long long error_at;	/* the last failure since the last success */
 	char error[OAUTH_TEXT_MAX]; /* what it was (no secret) */
 	int login_needed;	/* refused, or no token: weir auth login */
+	long long failures;	/* failed requests in a row (the back-off) */
+	long long next_try;	/* no request before (wall s; 0: any time) */
+	long long refused;	/* the refresh token refused: its refresh_since (0: none) */
 };
+
+#define BACKOFF_FIRST 5		/* s after the first failure */
+#define BACKOFF_MAX 600		/* s at most between two requests */
+#define OAUTH_LIFETIME_DEFAULT 3600	/* expires_in absent */
+#define OAUTH_LIFETIME_MAX 86400	/* expires_in above: capped */
 
 /* For the deliverer: an access token for u with more than the margin
  * left, refreshed first when needed.  OAUTH_OK: the token in tok (wipe
@@ -101,6 +139,17 @@ enum oauth_result oauth_access_token(const struct weir_upstream *u, struct buf *
  * OAUTH_OK with what was done in how; otherwise as oauth_access_token. */
 enum oauth_result oauth_keepalive(const struct weir_upstream *u, struct buf *how,
     struct buf *err);
+/* weir auth test: a new access token now, whatever the margin and the
+ * back-off (a refresh, or the app flow's grant), saved as a delivery's
+ * would be.  OAUTH_OK with what was done in how; otherwise why in err. */
+enum oauth_result oauth_test(const struct weir_upstream *u, struct buf *how, struct buf *err);
+
+/* The upstream accepted an AUTH with tok: if token_file still holds it
+ * and the status says a login is needed (or an error), the alarm ends
+ * (under the lock).  1 it ended, 0 nothing to do, -1 the files could not
+ * be read or written (why in err). */
+int oauth_token_worked(const struct weir_upstream *u, const struct buf *tok, struct buf *err);
+
 /* weir-remote -K's exit status, which weir-send reads. */
 #define OAUTH_KA_OK		0	/* refreshed, or not due */
 #define OAUTH_KA_TEMP		1	/* not now (the endpoint, local trouble): later */
@@ -167,6 +216,8 @@ struct oauth_grant {
 	long long expires_in;
 	char error[64];			/* an OAuth error's code */
 	char desc[256];			/* its description's first line */
+	char note[128];			/* a token answer taken with a warning
+					 * (expires_in absent or capped), or "" */
 };
 
 enum oauth_answer {
@@ -178,7 +229,9 @@ enum oauth_answer {
 /* The answer of url: its HTTP status and body.  A token answer needs an
  * access_token and a refresh_token (if any) of printable ASCII, at most
  * OAUTH_TOKEN_MAX bytes, token_type Bearer and expires_in (a number, or
- * a string of digits) above 0; other keys are left alone.  With jout,
+ * a string of digits) above 0, or none (OAUTH_LIFETIME_DEFAULT taken;
+ * above OAUTH_LIFETIME_MAX, that; g->note says so); other keys are left
+ * alone.  With jout,
  * a 200's object is handed over unread instead (the device endpoint's:
  * json_object_put() it). */
 enum oauth_answer oauth_answer_read(const char *url, long status, const char *body,
@@ -204,5 +257,11 @@ int oauth_read_file(const char *path, int private, struct buf *b, struct buf *er
 /* s[0..n)'s first line, printable ASCII (any other byte '?'), cut to
  * fit out: what may go in a log line or the status file. */
 void oauth_one_line(char *out, size_t max, const char *s, size_t n);
+
+/* Between oauth.c and oauthapp.c: the token request of an app-only flow
+ * (client_credentials, service_account) appended to form (reserved; the
+ * caller wipes it): 0, or -1 with why in err (a credential file that
+ * cannot be read or used). */
+int oauth_app_form(const struct weir_upstream *u, struct buf *form, struct buf *err);
 
 #endif

@@ -100,7 +100,12 @@ oauth_read_file(const char *path, int private, struct buf *b, struct buf *err)
 int
 oauth_status_load(const struct weir_oauth *o, struct oauth_status *st, struct buf *err)
 {
+	/* Version 2 adds the back-off and the refused token (oauth.h);
+	 * version 1, an older weir's, has neither. */
 	static const char *const keys[] = { "version", "login_at", "refresh_since",
+	    "refreshed_at", "expires_at", "lifetime", "error_at", "error", "login_needed",
+	    "failures", "next_try", "refused", NULL };
+	static const char *const keys1[] = { "version", "login_at", "refresh_since",
 	    "refreshed_at", "expires_at", "lifetime", "error_at", "error", "login_needed",
 	    NULL };
 	struct json_object *j = NULL;
@@ -122,7 +127,11 @@ oauth_status_load(const struct weir_oauth *o, struct oauth_status *st, struct bu
 	}
 	e = jp_str(jp_get(j, "error"));
 	st->login_needed = jp_bool(jp_get(j, "login_needed"));
-	if (!jp_only_keys(j, keys) || jp_u53(jp_get(j, "version"), &v) < 0 || v != 1 ||
+	if (jp_u53(jp_get(j, "version"), &v) < 0 || (v != 1 && v != 2) ||
+	    !jp_only_keys(j, v == 1 ? keys1 : keys) ||
+	    (v == 2 && (jp_u53(jp_get(j, "failures"), &st->failures) < 0 ||
+	    jp_u53(jp_get(j, "next_try"), &st->next_try) < 0 ||
+	    jp_u53(jp_get(j, "refused"), &st->refused) < 0)) ||
 	    jp_u53(jp_get(j, "login_at"), &st->login_at) < 0 ||
 	    jp_u53(jp_get(j, "refresh_since"), &st->refresh_since) < 0 ||
 	    jp_u53(jp_get(j, "refreshed_at"), &st->refreshed_at) < 0 ||

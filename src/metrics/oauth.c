@@ -22,7 +22,8 @@ metrics_oauth(const struct weir_config *cfg, struct buf *o)
 		const char *name, *help;
 	} fam[] = {
 		{ "weir_oauth_login_needed", "1 while the upstream's OAuth provider refuses its "
-		    "refresh token, or there is none: run weir auth login UPSTREAM." },
+		    "refresh token or the application's credentials, there is none, or a new one "
+		    "could not be saved: run weir auth login UPSTREAM." },
 		{ "weir_oauth_access_token_expiry_timestamp_seconds", "When the upstream's OAuth "
 		    "access token expires (refreshed before)." },
 		{ "weir_oauth_refresh_token_issued_timestamp_seconds", "When the upstream's OAuth "

@@ -508,7 +508,7 @@ suspension(struct buf *o, struct json_object *up, const char *name, int oauth, l
 		if (k == 1) {
 			/* weir-gate's own advice (mail/credfp.h), as a sentence. */
 			buf_reset(&fix);
-			cred_fix(&fix, name, oauth);
+			cred_fix(&fix, name, oauth, jp_str(jp_get(up, kinds[k][2])));
 			fix.s[0] = (char)toupper((unsigned char)fix.s[0]);
 			esc(o, fix.s);
 			buf_adds(o, ". To try again now: ");

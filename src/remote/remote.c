@@ -431,7 +431,7 @@ default_port(int tls)
  * OAuth step did. */
 static int
 prepare(const struct weir_upstream *up, struct smtp_params *p, struct buf *secret,
-    struct buf *how, struct buf *err)
+    struct tokenok *tok, struct buf *how, struct buf *err)
 {
 	int rc;
 
@@ -440,6 +440,7 @@ prepare(const struct weir_upstream *up, struct smtp_params *p, struct buf *secre
 			return rc;
 		p->secret = secret->s;
 		p->secretlen = secret->len;
+		tokenok_arm(tok, up, secret);	/* before the change of ids */
 	}
 	/* Set-user-id: the secret is read; TLS and SMTP run as the caller
 	 * (the change of ids clears the death signal: remote_run asks again). */
@@ -464,6 +465,7 @@ probe(const char *cfile, const char *upname)
 	struct smtp_params p;
 	struct smtp_result res;
 	struct trouble_rules *rules = NULL;
+	struct tokenok tok = { 0, -1 };
 	int rc = 1, have_cfg = 0, k;
 	size_t i;
 
@@ -492,7 +494,7 @@ probe(const char *cfile, const char *upname)
 	p.host = up->host;
 	p.port = up->port ? up->port : default_port(up->tls);
 	p.helo = cfg.hostname;
-	k = prepare(up, &p, &secret, &how, &err);
+	k = prepare(up, &p, &secret, &tok, &how, &err);
 	if (up->oauth.present)	/* the token step, before the SMTP ones */
 		buf_printf(&out, "token %s: %s\n", p.secret ? "ok" : "failed",
 		    p.secret ? how.s : err.s);
@@ -505,6 +507,7 @@ probe(const char *cfile, const char *upname)
 	p.rules = rules;
 	log_info("probing upstream %s at %s:%u: no mail, no grant", up->name, p.host, p.port);
 	smtp_probe(&p, &res);
+	tokenok_done(&tok, res.auth_ok);
 	secret_wipe(&secret);
 	buf_add(&out, res.steps.s ? res.steps.s : "", res.steps.len);
 	rc = res.probe_failed ? 1 : 0;
@@ -513,6 +516,7 @@ out:
 		log_warn("writing the probe's lines");
 		rc = 1;
 	}
+	tokenok_done(&tok, 0);
 	smtp_result_free(&res);
 	secret_wipe(&secret);
 	trouble_free(rules);
@@ -603,7 +607,7 @@ remote_get_ready(struct remote *r, struct buf *why)
 	struct buf err = BUF_INIT, how = BUF_INIT;
 	int rc = 0, k;
 
-	if ((k = prepare(r->up, &r->p, &r->secret, &how, &err)) < 0) {
+	if ((k = prepare(r->up, &r->p, &r->secret, &r->tok, &how, &err)) < 0) {
 		buf_printf(why, "weir-remote: %s. (#4.3.0)\n", err.s);
 		if (k == -2)
 			buf_adds(&r->refused, err.s);
@@ -622,6 +626,7 @@ remote_get_ready(struct remote *r, struct buf *why)
 void
 remote_free(struct remote *r)
 {
+	tokenok_done(&r->tok, 0);
 	secret_wipe(&r->secret);
 	buf_free(&r->refused);
 	trouble_free(r->rules);
@@ -716,6 +721,7 @@ single(const char *cfile, const char *upname, const char *qid, int use_gate, int
 	}
 	r.p.max_rcpt = gate.max_rcpt;
 	smtp_deliver(&r.p, buf_cstr(&envsender), rcpts, nrcpt, &body, &res);
+	tokenok_done(&r.tok, res.auth_ok);
 	secret_wipe(&r.secret);
 	gate_report(&gate, &res);
 	if (outfd >= 0)

@@ -17,6 +17,7 @@
 #include "mail/trouble.h"
 #include "remote/body.h"
 #include "remote/smtp.h"
+#include "remote/tokenok.h"
 
 /* The upstream and how to reach it, from -c and -u (or the sender). */
 struct remote {
@@ -29,6 +30,7 @@ struct remote {
 	struct buf secret;
 	struct trouble_rules *rules;
 	struct buf refused;	/* the OAuth provider refused the credentials: why */
+	struct tokenok tok;	/* an OAuth alarm's end at an accepted AUTH */
 };
 
 /* The config and the upstream for sender (or -u upname) into r: 0, or

@@ -98,6 +98,8 @@ one_message(struct server *sv, const struct sp_request *rq, int mfd, struct smtp
 		    err.s);
 	} else {
 		smtp_session_deliver(sv->ss, buf_cstr(&envsender), rq->rcpts, rq->nrcpt, &body, res);
+		if (res->auth_ok)
+			tokenok_done(&sv->r.tok, 1);
 		more = smtp_session_open(sv->ss);
 	}
 	body_close(&body);

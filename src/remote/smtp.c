@@ -659,6 +659,7 @@ st_auth(struct smtp_session *s)
 		next = fail_reply(s, STAGE_AUTH, T_DEFER, what);
 		goto out;
 	}
+	s->res->auth_ok = 1;
 	if (s->probe) {
 		char line[SMTP_REPLY_LINE_MAX * 2];
 

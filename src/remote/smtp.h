@@ -82,6 +82,7 @@ struct smtp_result {
 	int unreached;		/* a connection was tried and could not be made */
 	int greeted;		/* the greeting, TLS and EHLO got through (or a
 				 * kept session's earlier message's did) */
+	int auth_ok;		/* AUTH was accepted (this message's session) */
 	int mail_accepted;	/* MAIL FROM was accepted */
 	int dot_unanswered;	/* the final dot went out; no reply came */
 	int64_t accepted_at;	/* clock_mono_ms() of the 250 to the dot; -1: none */

@@ -14,6 +14,7 @@
 
 #include "lib/alloc.h"
 #include "lib/log.h"
+#include "mail/authreply.h"
 #include "mail/outcome.h"
 #include "send/rcptfile.h"
 #include "send/report.h"
@@ -49,6 +50,8 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 	struct outcome o;
 	const char *why = NULL;
 	int crashed = WIFSIGNALED(j->status);
+	int oauth = j->up < s->cfg->nupstreams && s->cfg->upstreams[j->up].oauth.present;
+	const struct authreply *known;
 
 	*undone = 0;
 	memset(&o, 0, sizeof o);
@@ -60,11 +63,17 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 	}
 	if (o.kind == OUTCOME_THROTTLED)
 		log_warnx("msg %s: the upstream is throttling us: %s", j->m->qid, o.text);
-	if (o.kind == OUTCOME_AUTHFAIL && j->up < s->cfg->nupstreams &&
-	    s->cfg->upstreams[j->up].oauth.present) {
+	if (o.kind == OUTCOME_AUTHFAIL && (known = authreply_find(o.text)) != NULL) {
+		log_warnx("msg %s: upstream %s refused authentication: %s; %s says %s: %s",
+		    j->m->qid, s->ups[j->up].name, o.text, known->provider, known->means,
+		    known->fix);
+		notice_auth(s, j->up, o.text);
+	} else if (o.kind == OUTCOME_AUTHFAIL && oauth) {
 		log_warnx("msg %s: upstream %s refused our OAuth token, or its provider our "
 		    "refresh token: %s", j->m->qid, s->ups[j->up].name, o.text);
 		notice_oauth(s, j->up);
+	} else if (oauth) {
+		notice_oauth(s, j->up);	/* an alarm without a refusal (oauth.h) */
 	} else if (o.kind == OUTCOME_AUTHFAIL) {
 		log_warnx("msg %s: the upstream refused our credentials or certificate: %s; "
 		    "check username, secret_file (or secret_command), verify and ca_file of "

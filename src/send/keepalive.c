@@ -175,8 +175,9 @@ pass(struct sched *s)
 	for (k = s->ka->list; k; k = k->next_ka)
 		k->seen = 0;
 	for (i = 0; i < s->cfg->nupstreams; i++) {
-		if (!s->cfg->upstreams[i].oauth.present)
-			continue;
+		if (!s->cfg->upstreams[i].oauth.present ||
+		    OAUTH_APP_ONLY(&s->cfg->upstreams[i].oauth))
+			continue;	/* no refresh token to keep */
 		k = entry(s, s->cfg->upstreams[i].name);
 		k->seen = 1;
 		if (!k->pid && k->next <= now)

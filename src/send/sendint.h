@@ -490,10 +490,14 @@ void counts_outcome(struct sched *s, struct msg *m, size_t up, size_t delivered,
 void counts_due(struct sched *s);
 void counts_connected(struct sched *s);
 
-/* notice.c: after an authfail outcome of up, and at the keep-alive's
- * looks: the admin's mail, once a day, while its OAuth token status says
- * a login is needed. */
+/* notice.c: after each outcome of an upstream with an oauth section,
+ * and at the keep-alive's looks: the admin's mail, once a day, while its
+ * OAuth token status says a login is needed (a refusal, or a token that
+ * could not be saved). */
 void notice_oauth(struct sched *s, size_t up);
+/* The admin's notice for an AUTH refusal whose fix mail/authreply.h
+ * knows (reply: the upstream's), once a day (notice.c). */
+void notice_auth(struct sched *s, size_t up, const char *reply);
 
 /* keepalive.c: the OAuth keep-alive (weir-remote -K).  Every upstream
  * looked at again now (at start, after a reload); and its deliverer's

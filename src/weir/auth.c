@@ -20,6 +20,16 @@
  * the only identity that may read the client secret and the tokens.
  * Exit 0 logged in, 1 not, 2 usage.
  *
+ * For the app-only flows (client_credentials, service_account) login
+ * gets a token with the application's credentials (mail/oauth.h's
+ * oauth_test), saves it, and asks weir-gate to lift the suspensions the
+ * same way.
+ *
+ * test: a new access token now, whatever the margin and the back-off
+ * (a refresh, or the app flow's grant), saved as a delivery's would be,
+ * as the deliverer as login is: what the provider thinks of the
+ * credentials.  Exit 0 it gave one, 1 not, 2 usage.
+ *
  * status: per upstream, the account, the access token's expiry, the
  * refresh token's age, the login, the last refresh and the last error,
  * from token_file.status (readable by anyone: no secret in it).  Exit 0,
@@ -53,6 +63,8 @@
 #define POLL_FAILURES_MAX 10	/* endpoint failures in a row before giving up */
 
 static const char *const provider_names[] = { "microsoft", "google", "generic" };
+static const char *const flow_names[] = { "device", "code", "client_credentials",
+    "service_account" };
 
 /* "1h2m ago" / "in 5m": d seconds. */
 static void
@@ -72,6 +84,12 @@ describe(struct buf *o, const struct weir_upstream *u, const struct oauth_status
 {
 	char when[OAUTH_TIME_MAX], r[80];
 
+	if (!have && OAUTH_APP_ONLY(&u->oauth) && why->len == 0) {
+		buf_printf(o, "  upstream %s: no token fetched yet (flow %s: the first delivery, "
+		    "or weir auth test %s, gets one)\n", u->name, flow_names[u->oauth.flow],
+		    u->name);
+		return 0;
+	}
 	if (!have) {
 		buf_printf(o, "  upstream %s: %s%s: run weir auth login %s\n", u->name,
 		    why->len ? "token status unreadable: " : "no token yet",
@@ -93,33 +111,47 @@ describe(struct buf *o, const struct weir_upstream *u, const struct oauth_status
 	if (brief) {
 		char age[64];
 
-		duration_format(age, sizeof age, now - st->refresh_since);
-		buf_printf(o, "  upstream %s: access token %s %s (%s), refresh token %s old%s%s\n",
+		if (OAUTH_APP_ONLY(&u->oauth))
+			snprintf(age, sizeof age, "none (flow %s)", flow_names[u->oauth.flow]);
+		else
+			duration_format(age, sizeof age, now - st->refresh_since);
+		buf_printf(o, "  upstream %s: access token %s %s (%s), refresh token %s%s%s%s\n",
 		    u->name, st->expires_at > now ? "expires" : "expired", when, r, age,
-		    st->error_at ? "; last refresh failed: " : "", st->error_at ? st->error : "");
+		    OAUTH_APP_ONLY(&u->oauth) ? "" : " old",
+		    !st->error_at ? "" : OAUTH_APP_ONLY(&u->oauth) ? "; last request failed: " :
+		    "; last refresh failed: ", st->error_at ? st->error : "");
 		return 0;
 	}
-	buf_printf(o, "  account %s, provider %s%s%s, token file %s\n", u->username,
+	buf_printf(o, "  account %s, provider %s%s%s, flow %s, token file %s\n", u->username,
 	    provider_names[u->oauth.provider], u->oauth.tenant ? ", tenant " : "",
-	    u->oauth.tenant ? u->oauth.tenant : "", u->oauth.token_file);
+	    u->oauth.tenant ? u->oauth.tenant : "", flow_names[u->oauth.flow],
+	    u->oauth.token_file);
 	buf_printf(o, "  access token: %s %s (%s; lifetime ", st->expires_at > now ?
 	    "expires" : "expired", when, r);
 	duration_format(r, sizeof r, st->lifetime);
 	buf_printf(o, "%s, refreshed with less than ", r);
 	duration_format(r, sizeof r, oauth_margin(&u->oauth, st->lifetime));
 	buf_printf(o, "%s left)\n", r);
-	oauth_time(when, sizeof when, st->refresh_since);
-	rel(r, sizeof r, st->refresh_since - now);
-	buf_printf(o, "  refresh token: issued %s (%s)\n", when, r);
-	oauth_time(when, sizeof when, st->login_at);
-	rel(r, sizeof r, st->login_at - now);
-	buf_printf(o, "  login: %s (%s)\n", when, r);
+	if (!OAUTH_APP_ONLY(&u->oauth)) {
+		oauth_time(when, sizeof when, st->refresh_since);
+		rel(r, sizeof r, st->refresh_since - now);
+		buf_printf(o, "  refresh token: issued %s (%s)\n", when, r);
+		oauth_time(when, sizeof when, st->login_at);
+		rel(r, sizeof r, st->login_at - now);
+		buf_printf(o, "  login: %s (%s)\n", when, r);
+	}
 	if (st->refreshed_at) {
 		oauth_time(when, sizeof when, st->refreshed_at);
 		rel(r, sizeof r, st->refreshed_at - now);
 		buf_printf(o, "  last refresh: %s (%s)\n", when, r);
-	} else {
+	} else if (!OAUTH_APP_ONLY(&u->oauth)) {
 		buf_adds(o, "  last refresh: none since the login\n");
+	}
+	if (st->next_try > now) {
+		oauth_time(when, sizeof when, st->next_try);
+		rel(r, sizeof r, st->next_try - now);
+		buf_printf(o, "  back-off: %lld failure%s in a row; no request before %s (%s)\n",
+		    st->failures, st->failures == 1 ? "" : "s", when, r);
 	}
 	if (st->error_at) {
 		oauth_time(when, sizeof when, st->error_at);
@@ -299,6 +331,24 @@ out:
 	return rc;
 }
 
+/* weir auth test: a new token now (as the deliverer). */
+static int
+test_token(const struct weir_upstream *u)
+{
+	struct buf how = BUF_INIT, err = BUF_INIT;
+	int rc = 1;
+
+	if (oauth_test(u, &how, &err) == OAUTH_OK) {
+		printf("upstream %s: token ok: %s\n", u->name, how.s);
+		rc = 0;
+	} else {
+		printf("upstream %s: token failed: %s\n", u->name, err.s);
+	}
+	buf_free(&how);
+	buf_free(&err);
+	return rc;
+}
+
 /* The folder of token_file, made if missing (0755; as root, the
  * deliverer's), and, as root, who the login runs as.  0, or -1 (said). */
 static int
@@ -326,8 +376,9 @@ prepare_folder(const struct weir_config *cfg, const struct weir_upstream *u, int
 	return 0;
 }
 
+/* auth login or auth test (test): as the deliverer. */
 static int
-login_cmd(int argc, char **argv, struct weir_config *cfg)
+login_cmd(int argc, char **argv, struct weir_config *cfg, int test)
 {
 	const struct weir_upstream *u;
 	char name[64] = "";
@@ -335,7 +386,7 @@ login_cmd(int argc, char **argv, struct weir_config *cfg)
 	pid_t pid;
 
 	if (argc != 3 || argv[2][0] == '-') {
-		log_warnx("usage: weir [-c FILE] auth login UPSTREAM");
+		log_warnx("usage: weir [-c FILE] auth %s UPSTREAM", test ? "test" : "login");
 		return 2;
 	}
 	u = config_upstream(cfg, argv[2]);
@@ -356,8 +407,11 @@ login_cmd(int argc, char **argv, struct weir_config *cfg)
 		/* Every HTTPS call and file as the deliverer. */
 		if (drop)
 			privdrop(name, 1);
-		rc = u->oauth.flow == OAUTH_FLOW_CODE ? code_login(u) : device_login(u);
-		if (rc == 0)
+		if (test || OAUTH_APP_ONLY(&u->oauth))
+			rc = test_token(u);
+		else
+			rc = u->oauth.flow == OAUTH_FLOW_CODE ? code_login(u) : device_login(u);
+		if (rc == 0 && !test)
 			printf("logged in: the tokens are in %s\n", u->oauth.token_file);
 		fflush(stdout);
 		_exit(rc);
@@ -369,6 +423,8 @@ login_cmd(int argc, char **argv, struct weir_config *cfg)
 		}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return 1;
+	if (test)
+		return 0;
 	/* Mail that waits for the dead token goes now. */
 	if (access(cfg->gate_socket, F_OK) == 0) {
 		char *rargv[] = { "resume", argv[2], NULL };
@@ -382,9 +438,12 @@ int
 cmd_auth(int argc, char **argv, struct weir_config *cfg)
 {
 	if (argc >= 2 && strcmp(argv[1], "login") == 0)
-		return login_cmd(argc, argv, cfg);
+		return login_cmd(argc, argv, cfg, 0);
+	if (argc >= 2 && strcmp(argv[1], "test") == 0)
+		return login_cmd(argc, argv, cfg, 1);
 	if (argc >= 2 && strcmp(argv[1], "status") == 0)
 		return status_cmd(argc, argv, cfg);
-	log_warnx("usage: weir [-c FILE] auth login UPSTREAM | auth status [UPSTREAM...]");
+	log_warnx("usage: weir [-c FILE] auth login UPSTREAM | auth test UPSTREAM | auth status "
+	    "[UPSTREAM...]");
 	return 2;
 }

@@ -706,14 +706,21 @@ check_oauth(struct check *k, const struct weir_upstream *u)
 	char where[512], dir[PATH_MAX], when[OAUTH_TIME_MAX];
 	struct stat sb;
 
-	if (o->client_secret_file) {
-		up_where(k, u, "client_secret_file", where, sizeof where);
-		if (stat(o->client_secret_file, &sb) < 0)
-			finding(k, 0, where, "upstream \"%s\": client_secret_file %s: %s", u->name,
-			    o->client_secret_file, strerror(errno));
-		else
-			(void)check_private(k, where, u, "client_secret_file",
-			    o->client_secret_file, &sb);
+	const char *const secrets[][2] = { { "client_secret_file", o->client_secret_file },
+	    { "private_key_file", o->private_key_file }, { "key_file", o->key_file },
+	    { "proxy_auth_file", o->proxy_auth_file }, { "certificate_file",
+	    o->certificate_file } };
+	size_t i;
+
+	for (i = 0; i < sizeof secrets / sizeof secrets[0]; i++) {
+		if (secrets[i][1] == NULL)
+			continue;
+		up_where(k, u, secrets[i][0], where, sizeof where);
+		if (stat(secrets[i][1], &sb) < 0)
+			finding(k, 0, where, "upstream \"%s\": %s %s: %s", u->name, secrets[i][0],
+			    secrets[i][1], strerror(errno));
+		else if (strcmp(secrets[i][0], "certificate_file") != 0)	/* public */
+			(void)check_private(k, where, u, secrets[i][0], secrets[i][1], &sb);
 	}
 	if (o->ca_file) {
 		up_where(k, u, "ca_file", where, sizeof where);
@@ -734,6 +741,11 @@ check_oauth(struct check *k, const struct weir_upstream *u)
 		finding(k, 0, where, "upstream \"%s\": %s, the folder of token_file, belongs to "
 		    "uid %lu, but weir-remote runs as %s and must write in it (chown %s %s)",
 		    u->name, dir, (unsigned long)sb.st_uid, k->deliverer, k->deliverer, dir);
+	if (stat(o->token_file, &sb) < 0 && errno == ENOENT && OAUTH_APP_ONLY(o)) {
+		finding(k, 1, where, "upstream \"%s\": no token fetched yet (the first delivery "
+		    "gets one); weir auth test %s tests the credentials now", u->name, u->name);
+		return;
+	}
 	if (stat(o->token_file, &sb) < 0) {
 		finding(k, 0, where, "upstream \"%s\": token_file %s: %s: mail through it waits; "
 		    "run weir auth login %s", u->name, o->token_file, errno == ENOENT ?
@@ -746,8 +758,10 @@ check_oauth(struct check *k, const struct weir_upstream *u)
 		finding(k, 1, where, "upstream \"%s\": %s", u->name, why.s);
 	else if (st.login_needed) {
 		oauth_time(when, sizeof when, st.error_at);
-		finding(k, 0, where, "upstream \"%s\": the provider refuses the refresh token "
-		    "(since %s): %s", u->name, when, st.error);
+		finding(k, 0, where, "upstream \"%s\": %s (since %s): %s", u->name,
+		    OAUTH_APP_ONLY(o) ? "the provider refuses the application's credentials, or a "
+		    "token could not be saved" : st.refused ? "the provider refuses the refresh "
+		    "token" : "a login is needed", when, st.error);
 	} else if (st.error_at) {
 		oauth_time(when, sizeof when, st.error_at);
 		finding(k, 1, where, "upstream \"%s\": the last token refresh failed (%s): %s",

@@ -529,7 +529,52 @@ Test(config, oauth_errors)
 	    "refresh_idle = 2678400 is out of range");
 	OB("    provider = microsoft\n    client_id = x\n  }\n  oauth {\n"
 	    "    provider = microsoft\n    client_id = y\n", "only one oauth section");
+	/* The app-only flows: their credentials, and only theirs. */
+	OB("    provider = microsoft\n    client_id = x\n    flow = client_credentials\n",
+	    "flow client_credentials needs client_secret_file, or certificate_file and "
+	    "private_key_file");
+	OB("    provider = microsoft\n    client_id = x\n    flow = client_credentials\n"
+	    "    certificate_file = /c\n", "flow client_credentials needs");
+	OB("    provider = microsoft\n    client_id = x\n    flow = client_credentials\n"
+	    "    certificate_file = /c\n    private_key_file = /k\n    client_secret_file = /s\n",
+	    "(not both ways)");
+	OB("    provider = google\n    flow = service_account\n", "flow service_account needs "
+	    "key_file");
+	OB("    provider = microsoft\n    client_id = x\n    key_file = /k\n",
+	    "key_file is for flow service_account");
+	OB("    provider = microsoft\n    client_id = x\n    private_key_file = /k\n",
+	    "certificate_file and private_key_file are for flow client_credentials");
+	OB("    provider = microsoft\n    client_id = x\n    proxy = \"https://p:3128\"\n",
+	    "proxy = \"https://p:3128\": an http://host:port address");
+	OB("    provider = microsoft\n    client_id = x\n    proxy = \"http://u:pw@p:3128\"\n",
+	    "its credentials go in proxy_auth_file");
+	OB("    provider = microsoft\n    client_id = x\n    proxy_auth_file = /a\n",
+	    "proxy_auth_file without proxy");
+	OB("    provider = microsoft\n    client_id = x\n    key_file = k\n",
+	    "key_file = \"k\": must be an absolute path");
 #undef OB
+	/* Microsoft's application scope by default; Google's service
+	 * account needs no client_id. */
+	{
+		struct weir_config c;
+		char *p = conf("upstream \"a\" {\n  host = a.example\n  username = u\n  oauth {\n"
+		    "    provider = microsoft\n    client_id = x\n    flow = client_credentials\n"
+		    "    client_secret_file = /s\n    proxy = \"http://proxy.example:3128\"\n"
+		    "  }\n}\nupstream \"b\" {\n  host = b.example\n  username = u\n  oauth {\n"
+		    "    provider = google\n    flow = service_account\n    key_file = /k.json\n"
+		    "  }\n}\n");
+		struct buf err = BUF_INIT;
+
+		cr_assert_eq(config_load(&c, p, &err), 0, "%s", buf_cstr(&err));
+		cr_assert_str_eq(c.upstreams[0].oauth.scope, "https://outlook.office365.com/.default");
+		cr_assert_str_eq(c.upstreams[0].oauth.proxy, "http://proxy.example:3128");
+		cr_assert_str_eq(c.upstreams[1].oauth.scope, "https://mail.google.com/");
+		cr_assert_str_eq(c.upstreams[1].oauth.token_endpoint,
+		    "https://oauth2.googleapis.com/token");
+		config_free(&c);
+		buf_free(&err);
+		free(p);
+	}
 	bad("upstream \"a\" {\n  host = a.example\n  oauth {\n    provider = microsoft\n"
 	    "    client_id = x\n  }\n}\n", "oauth needs username");
 	bad("upstream \"a\" {\n  host = a.example\n  username = u\n  secret_file = /s\n"

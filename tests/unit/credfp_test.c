@@ -143,11 +143,11 @@ Test(credfp, oauth_client_and_login)
 	u.oauth.scope = (char *)"https://mail.google.com/";
 	cr_assert_neq(fp(&u), a, "another scope not seen");
 
-	cred_fix(&fix, "isp", 1);
+	cred_fix(&fix, "isp", 1, NULL);
 	cr_assert(strstr(fix.s, "run weir auth login isp (") == fix.s, "%s", fix.s);
 	cr_assert(strstr(fix.s, "secret_file") == NULL, "%s", fix.s);
 	buf_reset(&fix);
-	cred_fix(&fix, "isp", 0);
+	cred_fix(&fix, "isp", 0, NULL);
 	cr_assert(strstr(fix.s, "fix username, secret_file or secret_command of upstream isp in "
 	    "weir.conf") == fix.s, "%s", fix.s);
 	cr_assert(strstr(fix.s, "auth login") == NULL, "%s", fix.s);

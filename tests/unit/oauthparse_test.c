@@ -4,13 +4,17 @@
  * a token answer needs its access token, Bearer and expires_in, printable
  * tokens, one JSON object and nothing after it; an error answer is read
  * only from a 400 or 401; anything else is no answer (a temporary
- * failure for the caller).  And the form encoding of what weir sends,
- * the refresh margin, and the status file's strict reading.
+ * failure for the caller); expires_in absent or absurd taken with a
+ * warning.  And the form encoding of what weir sends, the refresh
+ * margin, the status file's strict reading (versions 1 and 2), and the
+ * table of the providers' authentication replies (mail/authreply.h).
  */
 #include <criterion/criterion.h>
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "mail/authreply.h"
+#include "mail/credfp.h"
 #include "mail/https.h"
 #include "mail/oauth.h"
 #include "testlib.h"
@@ -50,7 +54,6 @@ Test(oauthparse, malformed_token_answers_are_none)
 		"[]",
 		"{\"access_token\":\"at\",\"token_type\":\"Bearer\",\"expires_in\":1} x",
 		"{\"access_token\":\"at\",\"token_type\":\"Bearer\",\"expires_in\":1,}",
-		"{\"access_token\":\"at\",\"token_type\":\"Bearer\"}",
 		"{\"access_token\":\"at\",\"token_type\":\"MAC\",\"expires_in\":1}",
 		"{\"access_token\":\"at\",\"expires_in\":1}",
 		"{\"access_token\":\"a t\",\"token_type\":\"Bearer\",\"expires_in\":1}",
@@ -94,6 +97,33 @@ Test(oauthparse, malformed_token_answers_are_none)
 		cr_assert_eq(answer(200, big.s, &g, &why), OAUTH_A_NONE);
 		buf_free(&big);
 	}
+	buf_free(&why);
+}
+
+/* RFC 6749 5.1 only recommends expires_in: without it an hour, with a
+ * warning; an absurd one (a provider's bug) is capped at a day. */
+Test(oauthparse, expires_in_absent_or_absurd)
+{
+	struct oauth_grant g;
+	struct buf why = BUF_INIT;
+
+	cr_assert_eq(answer(200, "{\"access_token\":\"at\",\"token_type\":\"Bearer\"}", &g,
+	    &why), OAUTH_A_TOKENS, "%s", buf_cstr(&why));
+	cr_assert_eq(g.expires_in, OAUTH_LIFETIME_DEFAULT);
+	cr_assert_eq(OAUTH_LIFETIME_DEFAULT, 3600);
+	cr_assert(strstr(g.note, "no expires_in: taken as 3600 s"), "[%s]", g.note);
+	oauth_grant_wipe(&g);
+	cr_assert_eq(answer(200, "{\"access_token\":\"at\",\"token_type\":\"Bearer\","
+	    "\"expires_in\":1000000000000}", &g, &why), OAUTH_A_TOKENS, "%s", buf_cstr(&why));
+	cr_assert_eq(g.expires_in, 86400);
+	cr_assert(strstr(g.note, "expires_in 1000000000000 is absurd: taken as 86400 s"), "[%s]",
+	    g.note);
+	oauth_grant_wipe(&g);
+	cr_assert_eq(answer(200, "{\"access_token\":\"at\",\"token_type\":\"Bearer\","
+	    "\"expires_in\":\"86400\"}", &g, &why), OAUTH_A_TOKENS);
+	cr_assert_eq(g.expires_in, 86400);
+	cr_assert_str_eq(g.note, "", "a day is not absurd");
+	oauth_grant_wipe(&g);
 	buf_free(&why);
 }
 
@@ -182,9 +212,92 @@ Test(oauthparse, status_file_read_strictly)
 		buf_reset(&why);
 		cr_assert_eq(oauth_status_load(&o, &s, &why), -1, "accepted: %s", bad[i]);
 	}
+	/* Version 2: the back-off and the refused token. */
+	{
+		static const char v2[] = "{\"version\":2,\"login_at\":10,\"refresh_since\":20,"
+		    "\"refreshed_at\":30,\"expires_at\":40,\"lifetime\":50,\"error_at\":60,"
+		    "\"error\":\"x\",\"login_needed\":false,\"failures\":3,\"next_try\":99,"
+		    "\"refused\":20}\n";
+
+		tl_write(st, v2, sizeof v2 - 1);
+		buf_reset(&why);
+		cr_assert_eq(oauth_status_load(&o, &s, &why), 1, "%s", buf_cstr(&why));
+		cr_assert(s.failures == 3 && s.next_try == 99 && s.refused == 20 && !s.login_needed);
+		tl_write(st, good, sizeof good - 1);
+		cr_assert_eq(oauth_status_load(&o, &s, &why), 1);
+		cr_assert(s.failures == 0 && s.next_try == 0 && s.refused == 0, "version 1: none");
+	}
 	tl_rmtree(dir);
 	free(dir);
 	free(file);
 	free(st);
 	buf_free(&why);
+}
+
+/* The authentication replies of Exchange Online and Gmail, as the
+ * providers' documents quote them (mail/authreply.c names each), each
+ * found with its own advice, and the advice replacing "run weir auth
+ * login" where a login cannot fix it. */
+Test(oauthparse, auth_replies_of_the_providers)
+{
+	static const struct {
+		const char *reply, *provider, *fix;
+	} v[] = {
+		/* Microsoft Learn, "Enable or disable SMTP AUTH in Exchange Online". */
+		{ "535 5.7.139 Authentication unsuccessful, SmtpClientAuthentication is disabled "
+		    "for the Tenant. Visit https://aka.ms/smtp_auth_disabled for more information. "
+		    "[AM0PR02CA0001.eurprd02.prod.outlook.com]", "Exchange Online",
+		    "tick Authenticated SMTP" },
+		{ "535 5.7.139 Authentication unsuccessful, SmtpClientAuthentication is disabled "
+		    "for the Mailbox. Visit https://aka.ms/smtp_auth_disabled for more information.",
+		    "Exchange Online", "-SmtpClientAuthenticationDisabled $false" },
+		{ "535 5.7.139 Authentication unsuccessful, user is locked by your organization's "
+		    "security defaults policy. Contact your administrator.", "Exchange Online",
+		    "security defaults off" },
+		{ "535 5.7.139 Authentication unsuccessful, the request did not meet the criteria "
+		    "to be authenticated successfully. Contact your administrator.",
+		    "Exchange Online", "sign-in logs" },
+		/* Microsoft Learn, "Authenticate an IMAP, POP or SMTP connection using OAuth". */
+		{ "535 5.7.3 Authentication unsuccessful [SN4PR0601CA0002.namprd06.prod.outlook.com]",
+		    "Exchange Online", "Add-MailboxPermission" },
+		/* Exchange Team Blog, Basic auth retired for Client Submission. */
+		{ "550 5.7.30 Basic authentication is not supported for Client Submission.",
+		    "Exchange Online", "oauth section" },
+		/* Google Workspace Admin Help, "SMTP errors and reference". */
+		{ "534 5.7.9 Application-specific password required. Learn more at / 5.7.9 "
+		    "https://support.google.com/mail/?p=InvalidSecondFactor", "Gmail",
+		    "app password" },
+		{ "534 5.7.14 Please log in with your web browser and then try again. Learn more at "
+		    "/ 5.7.14 https://support.google.com/mail/?p=WebLoginRequired", "Gmail",
+		    "in a browser" },
+		{ "535 5.7.8 Username and Password not accepted. Learn more at / 5.7.8 "
+		    "https://support.google.com/mail/?p=BadCredentials", "Gmail",
+		    "Domain-wide delegation" },
+	};
+	const struct authreply *a;
+	struct buf b = BUF_INIT;
+	size_t i, n = 0;
+
+	for (i = 0; i < sizeof v / sizeof v[0]; i++) {
+		a = authreply_find(v[i].reply);
+		cr_assert(a, "not found: %s", v[i].reply);
+		cr_assert_str_eq(a->provider, v[i].provider);
+		cr_assert(strstr(a->fix, v[i].fix), "%s: %s", v[i].reply, a->fix);
+		cr_assert(a->source && a->source[0]);
+	}
+	for (a = authreply_table; a->pattern; a++)
+		n++;
+	cr_assert_eq(n, sizeof v / sizeof v[0], "a row without its example reply above");
+	cr_assert_null(authreply_find("535 5.7.0 Authentication failed"));
+	/* RFC 4954's generic reply is not Gmail's. */
+	cr_assert_null(authreply_find("535 5.7.8 Authentication credentials invalid"));
+	cr_assert_null(authreply_find(NULL));
+	/* The advice where weir-gate, weir status and the status page give it. */
+	cred_fix(&b, "m365", 1, v[0].reply);
+	cr_assert(strstr(b.s, "Exchange Online says SMTP AUTH is turned off for the whole "
+	    "organisation") && strstr(b.s, "weir auth login") == NULL, "%s", b.s);
+	buf_reset(&b);
+	cred_fix(&b, "m365", 1, "535 5.7.0 something else");
+	cr_assert(strstr(b.s, "run weir auth login m365"), "%s", b.s);
+	buf_free(&b);
 }

@@ -11,7 +11,22 @@ listening), with the endpoints weir's oauth section names:
                        refresh token with --rotate), authorization_code
                        (PKCE S256 checked), and the device code grant
                        (authorization_pending until the user approved;
-                       slow_down to a poll that comes early)
+                       slow_down to a poll that comes early);
+                       client_credentials (RFC 6749 4.4) with the client
+                       secret, or with the client assertion of RFC 7523
+                       2.2 as Entra ID checks it: RS256 signature by the
+                       key of --client-cert, x5t and x5t#S256 its SHA-1
+                       and SHA-256 thumbprints, aud this token endpoint,
+                       iss and sub the client id, exp in the future and
+                       at most 10 minutes away, nbf not ahead, jti never
+                       seen before; the JWT bearer grant of RFC 7523 2.1
+                       (a Google service account): RS256 by the key of
+                       --sa-cert, kid --sa-kid, iss --sa-email, sub
+                       --sa-sub, scope with https://mail.google.com/, aud
+                       this token endpoint, exp after iat by at most an
+                       hour and in the future.  Neither gives a refresh
+                       token; a failed check is answered invalid_client
+                       (invalid_grant for the bearer grant) naming it
   GET  /authorize      the code grant's sign-in page; with approve=1 (the
                        test playing the user who clicks "allow") a 302
                        to redirect_uri with code and state
@@ -19,7 +34,9 @@ listening), with the endpoints weir's oauth section names:
                        verification_uri (deny=1: who refuses)
   POST /control        the test changing how the provider behaves:
                        {"mode": "ok" | "500" | "drop" | "slow:SECONDS"}
-                       for the token endpoint's refresh grant, and
+                       for the token endpoint's refresh and app grants,
+                       {"expires_in": "absent" | N | null} for every
+                       token answer from then on (null: the lifetime), and
                        {"revoke": true}: every refresh token issued so far
                        is dead (invalid_grant), as after a password change
 
@@ -42,6 +59,13 @@ SHA-256, never in clear).
   --device-expiry SECS  the device code's life (default 600)
   --refresh-delay SECS  take so long over every refresh (a provider under
                         load: concurrent refreshes overlap)
+  --client-cert PEM     the certificate whose key signs client assertions
+  --sa-cert PEM, --sa-email ADDR, --sa-sub ADDR, --sa-kid ID
+                        the service account: its key's certificate, its
+                        address, the mailbox it may act for, its key's id
+
+Every client assertion and bearer JWT received goes to --secrets too
+(the test greps for them as for the tokens).
 
 Trusts: nothing; it is a test peer.  Runs until killed.
 """
@@ -73,6 +97,11 @@ def parse_args():
     p.add_argument("--refresh-delay", type=float, default=0)
     p.add_argument("--client-id", default="weir-test-client")
     p.add_argument("--client-secret")
+    p.add_argument("--client-cert")
+    p.add_argument("--sa-cert")
+    p.add_argument("--sa-email")
+    p.add_argument("--sa-sub")
+    p.add_argument("--sa-kid")
     p.add_argument("--record")
     p.add_argument("--issued", required=True)
     p.add_argument("--secrets", required=True)
@@ -87,6 +116,8 @@ STATE = {
     "devices": {},      # device code -> {"user_code", "approved", "denied", "last", "interval", "expires"}
     "codes": {},        # authorization code -> {"challenge", "redirect", "used"}
     "polls": 0,
+    "expires_in": None,  # None: the lifetime; "absent"; or a number
+    "jti": set(),
 }
 
 
@@ -116,11 +147,18 @@ def issue(refresh=True):
     with open(ARGS.issued, "a") as f:
         f.write(json.dumps({"sha": hashlib.sha256(at.encode()).hexdigest(), "exp": exp}) + "\n")
     out = {"access_token": at, "token_type": "Bearer", "expires_in": int(ARGS.lifetime)}
+    if STATE["expires_in"] == "absent":
+        del out["expires_in"]
+    elif STATE["expires_in"] is not None:
+        out["expires_in"] = STATE["expires_in"]
     if refresh:
         rt = secret("rt-")
         STATE["refresh"][rt] = {"valid": True, "parent": None}
         out["refresh_token"] = rt
     return out
+
+
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
 def b64url(b):
@@ -198,6 +236,8 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 if "mode" in f:
                     STATE["mode"] = f["mode"]
+                if "expires_in" in f:
+                    STATE["expires_in"] = f["expires_in"]
                 if f.get("revoke"):
                     for r in STATE["refresh"].values():
                         r["valid"] = False
@@ -235,6 +275,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def token(self, f):
         grant = f.get("grant_type")
+        if grant in ("client_credentials", JWT_BEARER):
+            return self.app(f, grant)
         if not self.client_ok(f):
             record(event="token", grant=grant, result="invalid_client")
             return self.error("invalid_client", "AADSTS7000215: Invalid client secret provided.",
@@ -248,22 +290,140 @@ class Handler(BaseHTTPRequestHandler):
         record(event="token", grant=grant, result="unsupported_grant_type")
         return self.error("unsupported_grant_type")
 
-    def refresh(self, f):
-        rt = f.get("refresh_token", "")
+    def trouble(self, ev):
+        """The mode's trouble: True if the request was answered so."""
         with LOCK:
             mode = STATE["mode"]
-        ev = {"event": "token", "grant": "refresh_token", "rt": short(rt), "mode": mode}
+        ev["mode"] = mode
         if mode == "drop":
             record(result="dropped", **ev)
             self.close_connection = True
             self.connection.close()
-            return
+            return True
         if mode == "500":
             record(result="503", **ev)
-            return self.answer(503, {"message": "service unavailable"})
+            self.answer(503, {"message": "service unavailable"})
+            return True
         if mode.startswith("slow:"):
             record(result="slow", **ev)
             time.sleep(float(mode[5:]))
+        return False
+
+    def token_url(self):
+        return "https://%s/token" % self.headers.get("Host", "")
+
+    def app(self, f, grant):
+        """client_credentials and the JWT bearer grant: no refresh token."""
+        ev = {"event": "token", "grant": grant}
+        if self.trouble(ev):
+            return
+        if grant == "client_credentials":
+            if f.get("client_id") != ARGS.client_id:
+                why = "client_id"
+            elif "client_assertion" in f:
+                ev["how"] = "assertion"
+                why = self.assertion_check(f)
+            else:
+                ev["how"] = "secret"
+                why = None if (ARGS.client_secret is not None and
+                               f.get("client_secret") == ARGS.client_secret) else "client_secret"
+            if why is None and f.get("scope") != "https://outlook.office365.com/.default":
+                why = "scope " + str(f.get("scope"))
+            err = "invalid_client"
+        else:
+            why = self.bearer_check(f)
+            err = "invalid_grant"
+        if why is not None:
+            record(result=err, why=why, **ev)
+            return self.error(err, "AADSTS700027: the client's credentials: " + why, 401
+                              if err == "invalid_client" else 400)
+        with LOCK:
+            out = issue(refresh=False)
+        record(result="ok", **ev)
+        self.answer(200, out)
+
+    def jwt(self, token, cert_file):
+        """(header, claims, why): a JWS of ours checked with cert_file's key."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import padding
+        with open(ARGS.secrets, "a") as sf:
+            sf.write(token + "\n")
+        parts = token.split(".")
+        if len(parts) != 3:
+            return None, None, "not a JWS"
+
+        def unb64(x):
+            return base64.urlsafe_b64decode(x + "=" * (-len(x) % 4))
+        try:
+            header, claims = json.loads(unb64(parts[0])), json.loads(unb64(parts[1]))
+        except ValueError:
+            return None, None, "not JSON"
+        with open(cert_file, "rb") as cf:
+            cert = x509.load_pem_x509_certificate(cf.read())
+        if header.get("alg") != "RS256" or header.get("typ") != "JWT":
+            return header, claims, "alg or typ"
+        try:
+            cert.public_key().verify(unb64(parts[2]), (parts[0] + "." + parts[1]).encode(),
+                                     padding.PKCS1v15(), hashes.SHA256())
+        except Exception:
+            return header, claims, "signature"
+        der = cert.public_bytes(serialization.Encoding.DER)
+        header["_x5t"] = b64url(hashlib.sha1(der).digest())
+        header["_x5t256"] = b64url(hashlib.sha256(der).digest())
+        return header, claims, None
+
+    def assertion_check(self, f):
+        if f.get("client_assertion_type") != \
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" or not ARGS.client_cert:
+            return "client_assertion_type"
+        h, c, why = self.jwt(f.get("client_assertion", ""), ARGS.client_cert)
+        if why:
+            return why
+        now = time.time()
+        if h.get("x5t") != h["_x5t"] or h.get("x5t#S256") != h["_x5t256"]:
+            return "thumbprint"
+        if c.get("aud") != self.token_url():
+            return "aud %s" % c.get("aud")
+        if c.get("iss") != ARGS.client_id or c.get("sub") != ARGS.client_id:
+            return "iss or sub"
+        if not isinstance(c.get("exp"), int) or c["exp"] <= now or c["exp"] > now + 600:
+            return "exp"
+        if not isinstance(c.get("nbf"), int) or c["nbf"] > now + 5:
+            return "nbf"
+        with LOCK:
+            if not c.get("jti") or c["jti"] in STATE["jti"]:
+                return "jti replayed"
+            STATE["jti"].add(c["jti"])
+        return None
+
+    def bearer_check(self, f):
+        if not ARGS.sa_cert:
+            return "no service account"
+        h, c, why = self.jwt(f.get("assertion", ""), ARGS.sa_cert)
+        if why:
+            return why
+        now = time.time()
+        if ARGS.sa_kid and h.get("kid") != ARGS.sa_kid:
+            return "kid"
+        if c.get("iss") != ARGS.sa_email:
+            return "iss"
+        if c.get("sub") != ARGS.sa_sub:
+            return "sub %s" % c.get("sub")
+        if "https://mail.google.com/" not in str(c.get("scope", "")).split():
+            return "scope"
+        if c.get("aud") != self.token_url():
+            return "aud"
+        if not isinstance(c.get("exp"), int) or not isinstance(c.get("iat"), int) or \
+                c["exp"] <= now or c["exp"] - c["iat"] > 3600:
+            return "exp or iat"
+        return None
+
+    def refresh(self, f):
+        rt = f.get("refresh_token", "")
+        ev = {"event": "token", "grant": "refresh_token", "rt": short(rt)}
+        if self.trouble(ev):
+            return
         time.sleep(ARGS.refresh_delay)
         with LOCK:
             r = STATE["refresh"].get(rt)

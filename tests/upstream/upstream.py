@@ -51,6 +51,9 @@ Other flags make it misbehave in the ways a real provider can:
                          with the JSON error (as Gmail and Exchange send
                          it), then, after the client's empty answer, 535
   --oauth-margin SECONDS the margin (default 600)
+  --reply auth=REPLY     with --oauth-issued: a good token is refused with
+                         REPLY all the same (Exchange's 535 5.7.139: SMTP
+                         AUTH turned off for the tenant)
 
 aiosmtpd does not offer PIPELINING: --ehlo-extra PIPELINING does.
 
@@ -203,6 +206,10 @@ class Handler:
             elif fld.startswith("auth=Bearer "):
                 token = fld[12:]
         ok, why = token_check(token)
+        if ok and "auth" in REPLIES:    # the token is good, the account may not use it
+            record(event="auth", mechanism=mech, user=user, ok=False, why="reply",
+                   conn=conn(server))
+            return AuthResult(success=False, handled=False, message=REPLIES["auth"])
         record(event="auth", mechanism=mech, user=user, ok=ok, why=why, conn=conn(server))
         if ok:
             return AuthResult(success=True, handled=False,
