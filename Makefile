@@ -116,7 +116,8 @@ Q := $(if $(V),,@)
 
 $(PATHS_H): FORCE
 	@mkdir -p $(dir $@)
-	@printf '#define SYSCONFDIR "%s"\n#define LIBEXECDIR "%s"\n' '$(SYSCONFDIR)' '$(LIBEXECDIR)' >$@.tmp
+	@printf '#define SYSCONFDIR "%s"\n#define LIBEXECDIR "%s"\n#define DATADIR "%s"\n' \
+		'$(SYSCONFDIR)' '$(LIBEXECDIR)' '$(DATADIR)' >$@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv -f $@.tmp $@
 FORCE:
 
@@ -318,6 +319,8 @@ install: all
 		install -D -m 0644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/$$n || exit 1; done
 	install -d $(DESTDIR)$(DATADIR)
 	install -m 0644 etc/weir-grafana.json $(DESTDIR)$(DATADIR)/grafana-dashboard.json
+	install -d $(DESTDIR)$(DATADIR)/providers
+	install -m 0644 etc/providers/*.conf $(DESTDIR)$(DATADIR)/providers/
 
 # The Debian package: dpkg-buildpackage on a copy of the tree, then
 # lintian (scripts/deb.sh).  package-test installs it into a throwaway

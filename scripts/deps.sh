@@ -27,8 +27,11 @@ check="$build $peers redis-server libcriterion-dev util-linux swaks libnet-sslea
 bench="$build $peers strace gnuplot-nox postfix"
 # the Debian package: its build, lintian, and the throwaway Debian 12 root
 # of the package test (mmdebstrap, booted with systemd-nspawn; the
-# stand-in upstream runs on the host)
-package="$build debhelper dpkg-dev fakeroot lintian mmdebstrap systemd-container python3-aiosmtpd"
+# stand-in upstream runs on the host); po-debconf builds the translatable
+# debconf templates (po2debconf, debconf-updatepo) and debconf-utils has
+# debconf-get-selections, with which the test looks for a password left
+# in debconf's database
+package="$build debhelper dpkg-dev fakeroot lintian mmdebstrap systemd-container python3-aiosmtpd po-debconf debconf-utils"
 
 case $what in
 build) pkgs=$build ;;

@@ -927,6 +927,7 @@ reload(struct server *s, const char *why)
 		s->pol_st = st;	/* do not retry until it changes again */
 		return;
 	}
+	config_preset_limits(s->o->upstreams, s->o->nupstreams, np);	/* presets' limits */
 	s->wmm = now_wall() - now_mono();
 	wg_set_policy(&s->g, np, s->wmm, now_mono());
 	/* The operator may have fixed the credentials: try again (one
@@ -1204,7 +1205,8 @@ gate_run(const struct gate_opts *o)
 		log_warnx("policy %s has errors: every request waits until it is fixed", o->policy);
 		policy_free(s.pol);
 		memset(s.pol, 0, sizeof *s.pol);
-	}
+	} else
+		config_preset_limits(o->upstreams, o->nupstreams, s.pol);	/* presets' limits */
 	buf_free(&err);
 	if (stat(o->policy, &s.pol_st) < 0)
 		memset(&s.pol_st, 0, sizeof s.pol_st);

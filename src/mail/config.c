@@ -20,6 +20,7 @@
  * Trusts: the file's owner (root, or the user running a test queue).
  */
 #include <confuse.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stddef.h>
@@ -45,6 +46,9 @@
 
 #ifndef SYSCONFDIR
 #define SYSCONFDIR "/etc/weir"
+#endif
+#ifndef DATADIR
+#define DATADIR "/usr/share/weir"
 #endif
 
 static const char *const log_level_choices[] = { "normal", "verbose", NULL };
@@ -99,6 +103,8 @@ static const struct conftab_key keys[] = {
 	 * step-by-step lines (lib/log.h's log_debug()). */
 	{ "log_level",      K_CHOICE,   "normal", 0, 0, 0, offsetof(struct weir_config, log_level),
 	  log_level_choices },
+	/* The provider presets an upstream's preset names ("Presets"). */
+	{ "preset_dir",     K_STR,      DATADIR "/providers", 0, 0, 0, OFF(preset_dir) },
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -106,6 +112,8 @@ static const char *const tls_choices[] = { "starttls", "smtps", "none", NULL };
 
 #define UOFF(f) offsetof(struct weir_upstream, f)
 static const struct conftab_key upkeys[] = {
+	/* A provider preset (preset_dir/NAME.conf) under this section's keys. */
+	{ "preset",         K_STR,      NULL, 0, 0, 0, UOFF(preset), NULL },
 	{ "host",           K_STR,      NULL, 0, 0, 0, UOFF(host), NULL },
 	{ "port",           K_INT,      NULL, 0, 1, 65535, UOFF(port), NULL },
 	{ "tls",            K_CHOICE,   "starttls", 0, 0, 0, UOFF(tls), tls_choices },
@@ -146,6 +154,8 @@ static const struct conftab_key upkeys[] = {
 	{ "fallback_when",      K_LIST,     NULL, 0, 0, 0, UOFF(fallback_when), NULL },
 };
 #define NUPKEYS (sizeof upkeys / sizeof upkeys[0])
+/* from_preset and from_file have a bit for each. */
+_Static_assert(NUPKEYS <= 64, "more upstream keys than bits in from_preset");
 
 #define LOFF(f) offsetof(struct weir_listen, f), NULL
 static const struct conftab_key lkeys[] = {
@@ -559,6 +569,12 @@ config_upstream_defaults(struct weir_upstream *u)
 void
 config_upstream_free(struct weir_upstream *u)
 {
+	if (u->preset_limits)
+		free(u->preset_limits->win);
+	free(u->preset_limits);
+	u->preset_limits = NULL;
+	free(u->preset_file);
+	u->preset_file = NULL;
 	conftab_free(upkeys, NUPKEYS, u);
 	conftab_free(okeys, NOKEYS, &u->oauth);
 	free(u->name);
@@ -611,6 +627,30 @@ check_upstream(const struct weir_upstream *u, const char *file, struct buf *err)
 	}
 }
 
+/* The bit of from_preset and from_file for the upstream key name. */
+static unsigned long long
+up_bit(const char *name)
+{
+	const struct conftab_key *k = conftab_find(upkeys, NUPKEYS, name);
+
+	if (k == NULL)
+		panic("up_bit: no upstream key %s", name);
+	return 1ULL << (k - upkeys);
+}
+
+/* Which upstream keys cfg sets, as bits. */
+static unsigned long long
+up_set(cfg_t *cfg)
+{
+	unsigned long long m = 0;
+	size_t i;
+
+	for (i = 0; i < NUPKEYS; i++)
+		if (cfg_size(cfg, upkeys[i].name) > 0)
+			m |= 1ULL << i;
+	return m;
+}
+
 /* A provider's endpoint, with "{tenant}" replaced; NULL: none. */
 static char *
 endpoint(const char *tmpl, const char *tenant)
@@ -655,7 +695,7 @@ app_credentials(const struct weir_upstream *u, const char *f, int line, struct b
  * follow from the provider and the upstream's name, and the checks
  * across keys (mail/oauth.h). */
 static void
-copy_oauth(struct weir_upstream *u, cfg_t *sec, const char *f, struct buf *err)
+copy_oauth(struct weir_upstream *u, cfg_t *sec, cfg_t *preset, const char *f, struct buf *err)
 {
 	struct weir_oauth *o = &u->oauth;
 	size_t n = cfg_size(sec, "oauth"), i;
@@ -670,7 +710,15 @@ copy_oauth(struct weir_upstream *u, cfg_t *sec, const char *f, struct buf *err)
 	if (n > 1)
 		buf_printf(err, "%s:%d: upstream \"%s\": only one oauth section is allowed\n",
 		    f, cfg_getnsec(sec, "oauth", 1)->line, u->name);
+	if (preset)		/* the preset's oauth keys, under the section's */
+		conftab_copy(okeys, NOKEYS, o, preset, NULL);
 	conftab_copy(okeys, NOKEYS, o, os, NULL);
+	/* Mechanisms a preset names are for a password: with oauth, the
+	 * token's own (below) unless the section names some. */
+	if ((u->from_preset & ~u->from_file) & up_bit("mechanisms")) {
+		conftab_free(conftab_find(upkeys, NUPKEYS, "mechanisms"), 1, u);
+		u->from_preset &= ~up_bit("mechanisms");
+	}
 	if (o->provider < 0) {
 		buf_printf(err, "%s:%d: upstream \"%s\": oauth: no provider (microsoft, "
 		    "google or generic)\n", f, line, u->name);
@@ -825,6 +873,373 @@ check_fallbacks(struct weir_config *c, const char *f, struct buf *err)
 	free(path);
 }
 
+/*
+ * ---- Provider presets (config.h) ----
+ *
+ * A preset file has the upstream keys a provider decides (never the
+ * account's: username, secrets, senders, rewriting, routing, the CA or
+ * fingerprint, which are the administrator's), an oauth section with
+ * the provider's keys (never the client's), its limits and its source.
+ * It is parsed with the same tables and checks as weir.conf, so a key
+ * unknown to weir.conf is an error with the file's line.
+ */
+static const struct conftab_key pkeys[] = {
+	{ "title",   K_STR,   NULL, 0, 0, 0, CONFTAB_NOFF, NULL },
+	{ "source",  K_LIST,  NULL, 0, 0, 0, CONFTAB_NOFF, NULL },
+	/* weir-gate's windows, as policy.conf's rate (policy_rate_parse). */
+	{ "rate",    K_WORDS, NULL, 0, 0, 0, CONFTAB_NOFF, NULL },
+	{ "max_connections",         K_LONG, NULL, 0, 0, 10000, CONFTAB_NOFF, NULL },
+	{ "messages_per_connection", K_LONG, NULL, 0, 0, 1000000, CONFTAB_NOFF, NULL },
+};
+#define NPKEYS (sizeof pkeys / sizeof pkeys[0])
+
+static const char *
+preset_rule(const struct conftab_key *k, const char *v, void *field)
+{
+	struct policy_window w;
+	const char *why = NULL;
+
+	if (strcmp(k->name, "rate") == 0) {
+		(void)policy_rate_parse(v, &w, &why);
+		return why;
+	}
+	return str_rule(k, v, field);
+}
+
+static int
+validate_preset(cfg_t *cfg, cfg_opt_t *opt)
+{
+	return conftab_check(cfg, opt, conftab_find(pkeys, NPKEYS, opt->name), preset_rule);
+}
+
+/* The upstream and oauth keys a preset may set: the provider's. */
+static int
+preset_may_set(const char *name)
+{
+	static const char *const ok[] = {
+		"host", "port", "tls", "mechanisms", "max_recipients", "session_idle",
+		/* oauth { } */
+		"provider", "flow", "tenant", "scope", "device_endpoint",
+		"authorize_endpoint", "token_endpoint", NULL
+	};
+	size_t i;
+
+	for (i = 0; ok[i]; i++)
+		if (strcmp(ok[i], name) == 0)
+			return 1;
+	return strncmp(name, "timeout_", 8) == 0;
+}
+
+struct preset_text {		/* one preset file, parsed */
+	cfg_t *cfg;
+	cfg_opt_t *opts, *oopts;
+	char *path;
+};
+
+static void
+preset_text_free(struct preset_text *t)
+{
+	if (t->cfg)
+		cfg_free(t->cfg);
+	free(t->opts);
+	free(t->oopts);
+	free(t->path);
+	memset(t, 0, sizeof *t);
+}
+
+/* Keys of tab set in cfg that a preset may not set, as errors. */
+static void
+preset_refused(const struct preset_text *t, cfg_t *cfg, const struct conftab_key *tab,
+    size_t n, const char *in, struct buf *err)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (cfg_size(cfg, tab[i].name) > 0 && !preset_may_set(tab[i].name))
+			buf_printf(err, "%s: %s%s: the administrator's, not the provider's: "
+			    "set it in the upstream section, not in a preset\n", t->path, in,
+			    tab[i].name);
+}
+
+/* dir/name.conf parsed into t (preset_text_free() in any case).  0 ok;
+ * -1 with the errors in err. */
+static int
+preset_parse(const char *dir, const char *name, struct preset_text *t, struct buf *err)
+{
+	size_t i, errlen0 = err->len;
+	struct stat st;
+	char key[64];
+
+	memset(t, 0, sizeof *t);
+	if (!policy_valid_name(name) || name[0] == '.') {
+		buf_printf(err, "preset \"%s\": a preset's name is 1 to %d of A-Z a-z 0-9 . - _, "
+		    "not starting with '.'\n", name, POLICY_NAME_MAX);
+		return -1;
+	}
+	t->path = xasprintf("%s/%s.conf", dir, name);
+	if (stat(t->path, &st) < 0) {
+		buf_printf(err, "preset \"%s\": %s: %s (weir presets lists the presets there "
+		    "are)\n", name, t->path, strerror(errno));
+		return -1;
+	}
+	t->oopts = xcalloc(NOKEYS + 1, sizeof *t->oopts);
+	conftab_opts(okeys, NOKEYS, t->oopts);
+	t->opts = xcalloc(NUPKEYS + NPKEYS + 2, sizeof *t->opts);
+	conftab_opts(upkeys, NUPKEYS, t->opts);
+	conftab_opts(pkeys, NPKEYS, t->opts + NUPKEYS);
+	t->opts[NUPKEYS + NPKEYS] = (cfg_opt_t)CFG_SEC("oauth", t->oopts, CFGF_MULTI);
+	t->opts[NUPKEYS + NPKEYS + 1] = (cfg_opt_t)CFG_END();
+	if ((t->cfg = cfg_init(t->opts, CFGF_NONE)) == NULL) {
+		buf_printf(err, "%s: cannot initialise the config parser\n", t->path);
+		return -1;
+	}
+	for (i = 0; i < NUPKEYS; i++)
+		cfg_set_validate_func(t->cfg, upkeys[i].name, validate_up);
+	for (i = 0; i < NPKEYS; i++)
+		cfg_set_validate_func(t->cfg, pkeys[i].name, validate_preset);
+	for (i = 0; i < NOKEYS; i++) {
+		snprintf(key, sizeof key, "oauth|%s", okeys[i].name);
+		cfg_set_validate_func(t->cfg, key, validate_oauth);
+	}
+	if (confparse(t->cfg, t->path, err) < 0)
+		return -1;
+	preset_refused(t, t->cfg, upkeys, NUPKEYS, "", err);
+	if (cfg_size(t->cfg, "oauth") > 1)
+		buf_printf(err, "%s: only one oauth section is allowed\n", t->path);
+	else if (cfg_size(t->cfg, "oauth") == 1)
+		preset_refused(t, cfg_getnsec(t->cfg, "oauth", 0), okeys, NOKEYS, "oauth: ", err);
+	if (cfg_size(t->cfg, "title") == 0)
+		buf_printf(err, "%s: no title (the provider and its relay, for people)\n",
+		    t->path);
+	if (cfg_size(t->cfg, "source") == 0)
+		buf_printf(err, "%s: no source (the documents its figures come from, with "
+		    "their dates)\n", t->path);
+	return err->len > errlen0 ? -1 : 0;
+}
+
+/* The preset's limits for weir-gate, into pu (zeroed) and *set. */
+static void
+preset_limits(cfg_t *cfg, struct policy_upstream *pu, unsigned *set)
+{
+	struct policy_window w;
+	const char *why;
+	unsigned i;
+
+	memset(pu, 0, sizeof *pu);
+	*set = 0;
+	for (i = 0; i < cfg_size(cfg, "rate"); i++) {
+		if (policy_rate_parse(cfg_getnstr(cfg, "rate", i), &w, &why) < 0)
+			panic("preset: rate: bad value after validation");
+		pu->win = xrealloc(pu->win, (pu->nwin + 1) * sizeof *pu->win);
+		pu->win[pu->nwin++] = w;
+	}
+	if (cfg_size(cfg, "max_connections")) {
+		pu->max_connections = cfg_getint(cfg, "max_connections");
+		*set |= PRESET_SET_MAX_CONNECTIONS;
+	}
+	if (cfg_size(cfg, "messages_per_connection")) {
+		pu->messages_per_connection = cfg_getint(cfg, "messages_per_connection");
+		*set |= PRESET_SET_MESSAGES_PER_CONNECTION;
+	}
+}
+
+/* The preset's oauth section, or NULL. */
+static cfg_t *
+preset_oauth(const struct preset_text *t)
+{
+	return cfg_size(t->cfg, "oauth") ? cfg_getnsec(t->cfg, "oauth", 0) : NULL;
+}
+
+int
+config_preset_load(const char *dir, const char *name, struct weir_preset *p, struct buf *err)
+{
+	struct preset_text t;
+	size_t i;
+
+	memset(p, 0, sizeof *p);
+	config_upstream_defaults(&p->up);
+	if (preset_parse(dir, name, &t, err) < 0) {
+		preset_text_free(&t);
+		return -1;
+	}
+	p->name = xstrdup(name);
+	p->file = xstrdup(t.path);
+	p->title = xstrdup(cfg_getstr(t.cfg, "title"));
+	p->source.n = cfg_size(t.cfg, "source");
+	p->source.v = xcalloc(p->source.n + 1, sizeof *p->source.v);
+	for (i = 0; i < p->source.n; i++)
+		p->source.v[i] = xstrdup(cfg_getnstr(t.cfg, "source", (unsigned)i));
+	conftab_copy(upkeys, NUPKEYS, &p->up, t.cfg, NULL);
+	p->set = up_set(t.cfg);
+	if (preset_oauth(&t)) {
+		conftab_copy(okeys, NOKEYS, &p->up.oauth, preset_oauth(&t), NULL);
+		p->up.oauth.present = 1;
+	}
+	preset_limits(t.cfg, &p->limits, &p->limits_set);
+	preset_text_free(&t);
+	return 0;
+}
+
+static void preset_apply(struct weir_upstream *u, const struct preset_text *t);
+
+/* The preset named for u, applied (t keeps its text for the oauth
+ * section); its errors after u's place in err. */
+static void
+use_preset(struct weir_upstream *u, const char *dir, const char *name, struct preset_text *t,
+    const char *file, struct buf *err)
+{
+	struct buf perr = BUF_INIT;
+	char *line, *save = NULL;
+
+	if (preset_parse(dir, name, t, &perr) == 0) {
+		preset_apply(u, t);
+		return;
+	}
+	for (line = strtok_r(perr.s, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		buf_printf(err, "%s:%d: upstream \"%s\": %s\n", file, u->line, u->name, line);
+	buf_free(&perr);
+	preset_text_free(t);
+}
+
+void
+config_preset_free(struct weir_preset *p)
+{
+	size_t i;
+
+	config_upstream_free(&p->up);
+	for (i = 0; i < p->source.n; i++)
+		free(p->source.v[i]);
+	free(p->source.v);
+	free(p->limits.win);
+	free(p->name);
+	free(p->file);
+	free(p->title);
+	memset(p, 0, sizeof *p);
+}
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+ssize_t
+config_preset_names(const char *dir, char ***names)
+{
+	struct dirent *de;
+	size_t n = 0, len;
+	DIR *d;
+
+	*names = NULL;
+	if ((d = opendir(dir)) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL) {
+		char *name;
+
+		len = strlen(de->d_name);
+		if (len <= 5 || strcmp(de->d_name + len - 5, ".conf") != 0)
+			continue;
+		name = xstrndup(de->d_name, len - 5);
+		if (!policy_valid_name(name) || name[0] == '.') {
+			free(name);
+			continue;
+		}
+		*names = xrealloc(*names, (n + 1) * sizeof **names);
+		(*names)[n++] = name;
+	}
+	closedir(d);
+	if (n)
+		qsort(*names, n, sizeof **names, name_cmp);
+	return (ssize_t)n;
+}
+
+/* u's preset applied: its keys into u (the section's come after), the
+ * bits of what it set, its limits. */
+static void
+preset_apply(struct weir_upstream *u, const struct preset_text *t)
+{
+	conftab_copy(upkeys, NUPKEYS, u, t->cfg, NULL);
+	u->from_preset = up_set(t->cfg);
+	u->preset_file = xstrdup(t->path);
+	u->preset_limits = xcalloc(1, sizeof *u->preset_limits);
+	preset_limits(t->cfg, u->preset_limits, &u->preset_limits_set);
+}
+
+/* pu's strings and windows copied into a new section of p, named name. */
+static struct policy_upstream *
+policy_section_add(struct policy *p, const char *name, const struct policy_upstream *from)
+{
+	struct policy_upstream *nu;
+
+	p->up = xrealloc(p->up, (p->nup + 2) * sizeof *p->up);
+	nu = &p->up[p->nup++];
+	memset(&p->up[p->nup], 0, sizeof p->up[p->nup]);
+	memset(nu, 0, sizeof *nu);
+	if (from) {
+		*nu = *from;
+		nu->shared = from->shared ? xstrdup(from->shared) : NULL;
+		nu->shared_secret_file = from->shared_secret_file ?
+		    xstrdup(from->shared_secret_file) : NULL;
+		nu->win = xcalloc(from->nwin + 1, sizeof *nu->win);
+		if (from->nwin)
+			memcpy(nu->win, from->win, from->nwin * sizeof *nu->win);
+	} else
+		nu->max_recipients = 100;	/* policy.conf's default */
+	nu->name = xstrdup(name);
+	return nu;
+}
+
+void
+config_preset_limits(const struct weir_upstream *ups, size_t n, struct policy *p)
+{
+	const struct policy_upstream *pl;
+	struct policy_upstream *nu, any;
+	size_t i, j;
+	int own, have_any;
+
+	for (i = 0; i < n; i++) {
+		pl = ups[i].preset_limits;
+		if (pl == NULL || (pl->nwin == 0 && ups[i].preset_limits_set == 0))
+			continue;	/* the "*" section's, as without a preset */
+		own = have_any = 0;
+		for (j = 0; j < p->nup; j++) {
+			own |= strcmp(p->up[j].name, ups[i].name) == 0;
+			if (strcmp(p->up[j].name, POLICY_ANY_UPSTREAM) == 0) {
+				any = p->up[j];	/* p->up moves below */
+				have_any = 1;
+			}
+		}
+		if (own)
+			continue;	/* policy.conf's own section for it */
+		nu = policy_section_add(p, ups[i].name, have_any ? &any : NULL);
+		if (pl->nwin) {
+			free(nu->win);
+			nu->win = xcalloc(pl->nwin + 1, sizeof *nu->win);
+			memcpy(nu->win, pl->win, pl->nwin * sizeof *nu->win);
+			nu->nwin = pl->nwin;
+		}
+		if (ups[i].preset_limits_set & PRESET_SET_MAX_CONNECTIONS)
+			nu->max_connections = pl->max_connections;
+		if (ups[i].preset_limits_set & PRESET_SET_MESSAGES_PER_CONNECTION)
+			nu->messages_per_connection = pl->messages_per_connection;
+		if ((ups[i].from_preset | ups[i].from_file) & up_bit("max_recipients"))
+			nu->max_recipients = ups[i].max_recipients;
+	}
+}
+
+const char *
+config_upstream_key(size_t i)
+{
+	return i < NUPKEYS ? upkeys[i].name : NULL;
+}
+
+void
+config_upstream_value(const struct weir_upstream *u, size_t i, struct buf *out)
+{
+	if (i < NUPKEYS)
+		conftab_format(&upkeys[i], u, out);
+}
+
 static void
 copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *err)
 {
@@ -835,12 +1250,19 @@ copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *
 		cfg_t *sec = cfg_getnsec(cfg, "upstream", (unsigned)i);
 		struct weir_upstream *u = &c->upstreams[i];
 
+		struct preset_text pt;
+
+		memset(&pt, 0, sizeof pt);
 		config_upstream_defaults(u);
 		u->name = xstrdup(cfg_title(sec));
 		u->line = sec->line;
+		if (cfg_size(sec, "preset") && cfg_getstr(sec, "preset"))
+			use_preset(u, c->preset_dir, cfg_getstr(sec, "preset"), &pt, file, err);
 		conftab_copy(upkeys, NUPKEYS, u, sec, NULL);
+		u->from_file = up_set(sec);
 		c->nupstreams++;
-		copy_oauth(u, sec, file, err);
+		copy_oauth(u, sec, pt.cfg ? preset_oauth(&pt) : NULL, file, err);
+		preset_text_free(&pt);
 		when_of(u);
 		check_upstream(u, file, err);
 	}

@@ -17,7 +17,10 @@
 #ifndef WEIR_CONFIG_H
 #define WEIR_CONFIG_H
 
+#include <sys/types.h>
+
 #include "lib/buf.h"
+#include "mail/policy.h"
 #include "mail/route.h"
 
 struct strlist {
@@ -104,7 +107,20 @@ struct weir_upstream {
 	struct strlist fallback_when;	/* fallback_when: the conditions as written */
 	struct route_when when;		/* those parsed; the defaults with fallback; none without */
 	int is_fallback;		/* some section's fallback names it */
+	/* Provider presets (mail/config.c, "Presets"): the preset named
+	 * (preset), its file, which keys it set and which this section set
+	 * (bit i: config_upstream_key(i)), and its limits for weir-gate
+	 * (NULL: none, or no preset). */
+	char *preset;			/* preset: a file's name in preset_dir */
+	char *preset_file;		/* that file */
+	unsigned long long from_preset, from_file;
+	struct policy_upstream *preset_limits;
+	unsigned preset_limits_set;	/* PRESET_SET_* of preset_limits */
 };
+
+/* Which limits a preset sets beside its windows. */
+#define PRESET_SET_MAX_CONNECTIONS	1u
+#define PRESET_SET_MESSAGES_PER_CONNECTION 2u
 
 /* listen { ... }: weir-smtpd.  Without the section every key has its
  * default and present is 0 (then `weir run` does not start weir-smtpd). */
@@ -165,6 +181,7 @@ struct weir_config {
 	char *smtpd_user;	/* smtpd_user: weir-smtpd becomes it */
 	char *queue_group;	/* queue_group: weir-queue's set-group-id group */
 	char *queued_user;	/* queued_user: weir-queued becomes it */
+	char *preset_dir;	/* preset_dir: the provider presets (DATADIR/providers) */
 	int log_level;		/* log_level: 0 normal, 1 verbose (lib/log.h) */
 	struct weir_upstream *upstreams; /* upstream sections, in file order */
 	size_t nupstreams;
@@ -217,6 +234,51 @@ const struct weir_upstream *config_upstream_route(const struct weir_config *c,
  * c->nupstreams is always enough. */
 size_t config_route(const struct weir_config *c, const struct weir_upstream *primary,
     const struct weir_upstream **out, size_t max);
+/*
+ * Provider presets: one file per provider in preset_dir, NAME.conf,
+ * with the upstream keys of its relay (host, port, tls, mechanisms,
+ * max_recipients, timeouts), an oauth section naming the provider weir
+ * knows (provider, flow, tenant, scope), the provider's limits for
+ * weir-gate (rate, in policy.conf's one-line form, max_connections,
+ * messages_per_connection) and what they come from (title, source).
+ * An upstream section with preset = "NAME" takes them; every key the
+ * section sets itself wins.  The preset's oauth keys apply only when the
+ * section has an oauth section of its own (then its mechanisms, meant
+ * for a password, do not).
+ */
+struct weir_preset {
+	char *name;		/* NAME */
+	char *file;		/* preset_dir/NAME.conf */
+	char *title;		/* title: the provider and the relay, for people */
+	struct strlist source;	/* source: each document, with its date */
+	struct weir_upstream up; /* its upstream keys over the defaults; up.oauth.provider
+				    its provider (-1 none) */
+	unsigned long long set;	/* which upstream keys it sets (config_upstream_key) */
+	struct policy_upstream limits; /* rate, max_connections, messages_per_connection */
+	unsigned limits_set;	/* PRESET_SET_* */
+};
+/* Load preset_dir/name.conf into p.  0 ok; -1 with every error in err
+ * ("file:line: what", or the name's problem). */
+int config_preset_load(const char *dir, const char *name, struct weir_preset *p,
+    struct buf *err);
+void config_preset_free(struct weir_preset *p);
+/* The presets' names in dir, sorted, into *names (free each and the
+ * array): how many; -1 the folder cannot be read (errno). */
+ssize_t config_preset_names(const char *dir, char ***names);
+/* The limits the presets of c's upstreams give weir-gate, into p (just
+ * loaded from policy_file): for each upstream with a preset whose limits
+ * say something and without a section of its own name in p, a section
+ * of that name: the "*" section's keys, with the preset's windows (when
+ * it has any), max_connections, messages_per_connection and the
+ * upstream's max_recipients in their place. */
+void config_preset_limits(const struct weir_upstream *ups, size_t n, struct policy *p);
+
+/* The upstream section's keys, for the effective values (weir
+ * check-config): the i-th key's name (NULL past the last), and its value
+ * in u as the file would write it, into out. */
+const char *config_upstream_key(size_t i);
+void config_upstream_value(const struct weir_upstream *u, size_t i, struct buf *out);
+
 /* Default values for an upstream with no section (weir-remote without
  * config): every key at its default. */
 void config_upstream_defaults(struct weir_upstream *u);

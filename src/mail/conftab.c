@@ -228,6 +228,60 @@ conftab_set(const struct conftab_key *k, const char *v, void *base, conftab_rule
 	}
 }
 
+void
+conftab_format(const struct conftab_key *k, const void *base, struct buf *out)
+{
+	const char *field = (const char *)base + k->off;
+	const struct strlist *l;
+	const char *s;
+	char d[64];
+	size_t i;
+
+	switch (k->kind) {
+	case K_STR: case K_OPTSTR: case K_ACCOUNT:
+		s = *(char *const *)field;
+		if (s)
+			buf_printf(out, "\"%s\"", s);
+		else
+			buf_adds(out, "(none)");
+		break;
+	case K_INT:
+		buf_printf(out, "%u", *(const unsigned *)field);
+		break;
+	case K_LONG:
+		buf_printf(out, "%lld", *(const long long *)field);
+		break;
+	case K_BOOL:
+		buf_adds(out, *(const int *)field ? "true" : "false");
+		break;
+	case K_DURATION:
+		duration_format(d, sizeof d, *(const long long *)field);
+		buf_adds(out, d);
+		break;
+	case K_CHOICE:
+		i = (size_t)*(const int *)field;
+		if (*(const int *)field < 0)
+			buf_adds(out, "(none)");
+		else
+			buf_printf(out, "\"%s\"", k->choices[i]);
+		break;
+	case K_LIST:
+		l = (const struct strlist *)field;
+		if (l->n == 0) {
+			buf_adds(out, "(none)");
+			break;
+		}
+		buf_addc(out, '{');
+		for (i = 0; i < l->n; i++)
+			buf_printf(out, "%s\"%s\"", i ? ", " : "", l->v[i]);
+		buf_addc(out, '}');
+		break;
+	default:
+		buf_adds(out, "?");
+		break;
+	}
+}
+
 static void
 list_free(struct strlist *l)
 {

@@ -89,6 +89,12 @@ void conftab_copy(const struct conftab_key *tab, size_t n, void *base, cfg_t *cf
  * K_CHOICE, lists, words). */
 int conftab_set(const struct conftab_key *k, const char *v, void *base, conftab_rule *rule);
 
+/* The value of k stored in the struct at base, as the file would write
+ * it ("text", 25, 5m, true, {"a", "b"}), into out; "(none)" for a
+ * string or list left unset. */
+struct buf;
+void conftab_format(const struct conftab_key *k, const void *base, struct buf *out);
+
 /* The strings and lists of tab in base freed, and NULL or empty. */
 void conftab_free(const struct conftab_key *tab, size_t n, void *base);
 

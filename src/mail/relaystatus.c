@@ -648,6 +648,8 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 	rs->cfg = cfg;
 	rs->now = time(NULL);
 	rs->have_pol = policy_load(&rs->pol, cfg->policy_file, &perr) == 0;
+	if (rs->have_pol)
+		config_preset_limits(cfg->upstreams, cfg->nupstreams, &rs->pol);
 	buf_free(&perr);
 	rs->nup = cfg->nupstreams;
 	rs->up = xcalloc(rs->nup + 1, sizeof *rs->up);
@@ -1063,6 +1065,11 @@ relay_status_json(const struct relay_status *rs, struct buf *o)
 
 		buf_adds(o, i ? ",{\"name\":" : "{\"name\":");
 		json_cstr(o, u->name);
+		buf_adds(o, ",\"preset\":");	/* weir.conf's preset key, or null */
+		if (rs->cfg->upstreams[i].preset)
+			json_cstr(o, rs->cfg->upstreams[i].preset);
+		else
+			buf_adds(o, "null");
 		buf_printf(o, ",\"messages\":%llu,\"recipients\":%llu,\"sends\":%llu,"
 		    "\"suspended_s\":%lld,\"seconds\":", u->messages, u->recipients, u->sends,
 		    u->suspended);

@@ -650,6 +650,11 @@ upstream(struct buf *o, const char *name, struct json_object *gup, struct json_o
 
 	buf_adds(o, "<section class=\"card\"><h2>upstream ");
 	esc(o, name);
+	if ((s = jp_str(jp_get(d, "preset"))) != NULL) {	/* weir.conf's preset */
+		buf_adds(o, " <span class=\"badge mut\">preset ");
+		esc(o, s);
+		buf_adds(o, "</span>");
+	}
 	if (gup == NULL && !gate_up)
 		buf_adds(o, " <span class=\"badge bad\">weir-gate not answering</span>");
 	else if (gup == NULL)

@@ -138,6 +138,7 @@ reload_classes(struct sched *s)
 		policy_free(p);
 		free(p);
 	} else {
+		config_preset_limits(s->cfg->upstreams, s->cfg->nupstreams, p);
 		s->pol = p;
 	}
 	buf_free(&err);

@@ -72,6 +72,7 @@
 #include "lib/io.h"
 #include "lib/log.h"
 #include "lib/pwfile.h"
+#include "lib/timefmt.h"
 #include "mail/config.h"
 #include "mail/libexec.h"
 #include "mail/oauth.h"
@@ -844,6 +845,74 @@ check_cross(struct check *k, const struct weir_config *c, const struct policy *p
 		}
 }
 
+/* One window as policy.conf's rate writes it. */
+static void
+window_text(struct buf *o, const struct policy_window *w)
+{
+	char d[64];
+
+	duration_format(d, sizeof d, w->per);
+	buf_printf(o, "%lld %s %s %s", w->limit, policy_unit_name(w->unit),
+	    w->calendar ? "calendar, every" : "per", d);
+}
+
+/*
+ * The effective values of an upstream with a preset: each key the
+ * section or the preset set, and from where ("weir.conf:LINE", "preset
+ * NAME"); its oauth keys likewise; the limits weir-gate uses and their
+ * source: the preset's (added to the policy after its nfile sections),
+ * or policy.conf's own section, or its "*" section.
+ */
+static void
+show_effective(struct check *k, const struct weir_upstream *u, const struct policy *pol,
+    int have_policy, size_t nfile)
+{
+	const struct policy_upstream *pu = have_policy ? policy_upstream(pol, u->name) : NULL;
+	struct buf v = BUF_INIT;
+	char where[512];
+	size_t i;
+
+	printf("upstream \"%s\": effective values (preset %s, %s):\n", u->name, u->preset,
+	    u->preset_file ? u->preset_file : "not loaded");
+	for (i = 0; config_upstream_key(i); i++) {
+		unsigned long long b = 1ULL << i;
+
+		if (!((u->from_preset | u->from_file) & b))
+			continue;
+		buf_reset(&v);
+		config_upstream_value(u, i, &v);
+		if (u->from_file & b)
+			up_where(k, u, config_upstream_key(i), where, sizeof where);
+		else
+			snprintf(where, sizeof where, "preset %s", u->preset);
+		printf("  %-16s = %-36s %s\n", config_upstream_key(i), v.s, where);
+	}
+	if (u->oauth.present)
+		printf("  oauth: provider, flow, scope and endpoints the preset's unless the "
+		    "oauth section sets them; mechanisms the token's\n");
+	if (pu == NULL) {
+		printf("  limits: none (no policy section for it: weir-gate refuses it)\n");
+		buf_free(&v);
+		return;
+	}
+	buf_reset(&v);
+	for (i = 0; i < pu->nwin; i++) {
+		buf_adds(&v, i ? ", " : "");
+		window_text(&v, &pu->win[i]);
+	}
+	printf("  limits: %s; max_recipients %lld, max_connections %lld, "
+	    "messages_per_connection %lld\n", v.len ? v.s : "no window", pu->max_recipients,
+	    pu->max_connections, pu->messages_per_connection);
+	if ((size_t)(pu - pol->up) >= nfile)
+		printf("  limits from: preset %s (windows and caps it sets), policy %s "
+		    "section \"*\" (the rest)\n", u->preset, pol->file);
+	else
+		printf("  limits from: %s:%d, section \"%s\"%s\n", pol->file, pu->line, pu->name,
+		    strcmp(pu->name, u->name) == 0 ? " (policy.conf's own: the preset's are not "
+		    "used)" : " (the preset publishes none)");
+	buf_free(&v);
+}
+
 int
 cmd_check_config(int argc, char **argv, const char *cfile)
 {
@@ -852,6 +921,7 @@ cmd_check_config(int argc, char **argv, const char *cfile)
 	struct buf err = BUF_INIT;
 	struct check k;
 	int cfg_ok, have_policy = 0;
+	size_t i, nfile = 0;
 
 	(void)argv;
 	memset(&k, 0, sizeof k);
@@ -868,8 +938,11 @@ cmd_check_config(int argc, char **argv, const char *cfile)
 		goto summary;	/* it did not parse: the policy file it names is unknown */
 	if (c.file && read_file_at(AT_FDCWD, c.file, &k.text, 1 << 24) != 0)
 		buf_reset(&k.text);	/* no lines, then */
-	if (policy_load(&pol, c.policy_file, &err) == 0)
+	if (policy_load(&pol, c.policy_file, &err) == 0) {
 		have_policy = 1;
+		nfile = pol.nup;
+		config_preset_limits(c.upstreams, c.nupstreams, &pol);
+	}
 	else
 		parser_errors(&k, &err);
 	check_hostname(&k, &c);
@@ -882,6 +955,9 @@ cmd_check_config(int argc, char **argv, const char *cfile)
 	check_public_sockets(&k, &c);
 	check_metrics(&k, &c);
 	check_queue_owners(&k, &c);
+	for (i = 0; i < c.nupstreams; i++)
+		if (c.upstreams[i].preset)
+			show_effective(&k, &c.upstreams[i], &pol, have_policy, nfile);
 summary:
 	printf("check-config: %d error%s, %d warning%s", k.errors, k.errors == 1 ? "" : "s",
 	    k.warnings, k.warnings == 1 ? "" : "s");

@@ -33,6 +33,7 @@ static const struct {
 	{ "queue",        cmd_queue,       NULL, "[--json]           list the queue, as mailq" },
 	{ "status",       cmd_status,      NULL, "[--json|--watch]   the gate, the queue, the time to drain it" },
 	{ "check-config", NULL, cmd_check_config, "                   check weir.conf and the policy, say every error" },
+	{ "presets",      cmd_presets,     NULL, "[NAME...]          the provider presets: relay, limits, sources" },
 	{ "test-relay",   cmd_test_relay,  NULL, "[-v] [UPSTREAM...] token, connect, TLS, AUTH to each upstream; send nothing" },
 	{ "auth",         cmd_auth,        NULL, "login UPSTREAM     OAuth: sign in (device code or browser), save the tokens" },
 	{ "auth",         cmd_auth,        NULL, "status [UPSTREAM...] OAuth: each token's expiry, age and last error" },

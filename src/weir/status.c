@@ -79,13 +79,19 @@ text_out(struct buf *o, const struct relay_status *s)
 	relay_status_routes_text(s, o, ROUTES_SHOWN);
 	relay_status_sessions(s, o, 0);
 	auth_status_out(o, s->cfg, 0, now);
+	if (s->cfg->nupstreams == 0)
+		buf_printf(o, "no upstream is configured in %s: mail is queued and nothing is "
+		    "sent until one is (dpkg-reconfigure weir, or an upstream section; "
+		    "weir presets)\n", s->cfg->file ? s->cfg->file : "weir.conf");
 	buf_printf(o, "drain estimate (a lower bound: every attempt succeeding, windows from "
 	    "%s):\n", s->winsrc);
 	for (i = 0; i < s->nup; i++) {
 		const struct rs_up *u = &s->up[i];
 
-		buf_printf(o, "  upstream %s: %llu message%s, %llu recipient%s, %llu send%s: ",
-		    u->name, u->messages, u->messages == 1 ? "" : "s", u->recipients,
+		buf_printf(o, "  upstream %s%s%s%s: %llu message%s, %llu recipient%s, %llu send%s: ",
+		    u->name, s->cfg->upstreams[i].preset ? " (preset " : "",
+		    s->cfg->upstreams[i].preset ? s->cfg->upstreams[i].preset : "",
+		    s->cfg->upstreams[i].preset ? ")" : "", u->messages, u->messages == 1 ? "" : "s", u->recipients,
 		    u->recipients == 1 ? "" : "s", u->sends, u->sends == 1 ? "" : "s");
 		if (u->estimate < 0 && u->at_least < 0) {
 			buf_adds(o, "unknown (no policy for it: weir-gate refuses it)\n");

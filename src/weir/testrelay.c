@@ -29,6 +29,7 @@
 #include "lib/alloc.h"
 #include "lib/io.h"
 #include "lib/log.h"
+#include "lib/privdrop.h"
 #include "mail/libexec.h"
 #include "weir/weir.h"
 
@@ -37,7 +38,8 @@
 /* Run the probe for one upstream; its stdout into out.  The exit status
  * of weir-remote, or -1 if it could not be run (reason logged). */
 static int
-run_probe(const char *bin, const char *cfile, const char *name, int verbose, struct buf *out)
+run_probe(const char *bin, const char *cfile, const char *name, int verbose, const char *as,
+    struct buf *out)
 {
 	const char *argv[8];
 	int p[2], status, devnull = -1, k = 0;
@@ -75,6 +77,8 @@ run_probe(const char *bin, const char *cfile, const char *name, int verbose, str
 	if (pid == 0) {
 		if (dup2(p[1], 1) < 0 || (devnull >= 0 && dup2(devnull, 2) < 0))
 			_exit(127);
+		if (as)		/* root: as the deliverer, as weir auth login does */
+			privdrop(as, 127);
 		execv(bin, (char *const *)argv);
 		log_warn("exec %s", bin);
 		_exit(127);
@@ -84,6 +88,7 @@ run_probe(const char *bin, const char *cfile, const char *name, int verbose, str
 		close(devnull);
 	for (;;) {
 		buf_reserve(out, 4096);
+		out->s[out->len] = '\0';	/* nothing read is an empty text */
 		r = read_retry(p[0], out->s + out->len, 4096);
 		if (r <= 0)
 			break;
@@ -131,8 +136,10 @@ show(const char *name, const struct buf *out, char *step, size_t max)
 int
 cmd_test_relay(int argc, char **argv, struct weir_config *cfg)
 {
-	const char **names;
-	char *bin, step[64];
+	const char **names, *as = NULL;
+	char *bin, step[64], who[64];
+	uid_t uid;
+	gid_t gid;
 	struct buf out = BUF_INIT;
 	size_t n = 0, i;
 	int verbose = 0, failed = 0, a = 1, rc;
@@ -166,11 +173,16 @@ cmd_test_relay(int argc, char **argv, struct weir_config *cfg)
 		free(names);
 		return 2;
 	}
+	/* Root running a set-user-id weir-remote could not drop back to
+	 * root's own identity (weir-remote refuses: the set-id one "could
+	 * come back"): the probe runs as the deliverer. */
+	if (geteuid() == 0 && libexec_deliverer(cfg, &uid, &gid, who, sizeof who) && uid != 0)
+		as = who;
 	for (i = 0; i < n; i++) {
 		buf_reset(&out);
 		if (fflush(stdout) != 0)
 			break;
-		rc = run_probe(bin, cfg->file, names[i], verbose, &out);
+		rc = run_probe(bin, cfg->file, names[i], verbose, as, &out);
 		show(names[i], &out, step, sizeof step);
 		if (rc == 0 && step[0] == '\0') {
 			printf("%s: passed\n", names[i]);

@@ -22,6 +22,8 @@ int cmd_status(int argc, char **argv, struct weir_config *cfg);
 int cmd_control(int argc, char **argv, struct weir_config *cfg);
 int cmd_resume(int argc, char **argv, struct weir_config *cfg);
 int cmd_test_relay(int argc, char **argv, struct weir_config *cfg);
+/* presets [NAME...]: the provider presets and their limits (presets.c). */
+int cmd_presets(int argc, char **argv, struct weir_config *cfg);
 /* auth login UPSTREAM, auth status [UPSTREAM...] (auth.c). */
 int cmd_auth(int argc, char **argv, struct weir_config *cfg);
 /* For weir status: each oauth upstream's token state, as lines (under a

@@ -379,6 +379,71 @@ Test(weircmd, status_without_gate)
 	free(sock);
 }
 
+/* weir presets lists the shipped presets; weir status and its JSON name
+ * an upstream's preset, and the preset's window paces it (the policy has
+ * only "*"); with no upstream, status says mail waits. */
+Test(weircmd, presets_listed_and_named_in_status)
+{
+	const char *const pargs[] = { "presets", NULL }, *const one[] = { "presets", "zoho", NULL };
+	const char *const bad[] = { "presets", "nosuch", NULL };
+	const char *const args[] = { "status", NULL }, *const jargs[] = { "status", "--json", NULL };
+	char *pol = xasprintf("%s/policy.conf", q.tmp), *dir = tl_src_path("etc/providers");
+	char *text = xasprintf("queue_dir = \"%s\"\npolicy_file = \"%s\"\n"
+	    "gate_socket = \"%s/gate.sock\"\npreset_dir = \"%s\"\n"
+	    "upstream \"z\" {\n  preset = \"zoho\"\n  host = \"127.0.0.1\"\n}\n",
+	    q.qdir, pol, q.tmp, dir);
+	static const char policy[] = "upstream \"*\" { rate = {\"8 per 1m\"} }\n";
+	struct tl_result r;
+	struct buf v = BUF_INIT;
+
+	tl_write(pol, policy, sizeof policy - 1);
+	qt_config(&q, text);
+	weir(pargs, &r);
+	cr_assert_eq(r.status, 0, "exit %d: %s%s", r.status, r.out.s, buf_cstr(&r.err));
+	cr_assert(strstr(r.out.s, "14 presets in "), "%s", r.out.s);
+	cr_assert(strstr(r.out.s, "\nzoho: Zoho Mail (smtp.zoho.com)\n"
+	    "  relay: smtp.zoho.com port 465, smtps\n  recipients per message: 100\n"
+	    "  limits: 47 messages per 1h\n"
+	    "  source: Zoho Mail Help: Zoho Mail limits and policies (read 2026-11-28)\n"),
+	    "%s", r.out.s);
+	cr_assert(strstr(r.out.s, "\npobox: ") && strstr(r.out.s, "limits: none published"),
+	    "%s", r.out.s);
+	tl_result_free(&r);
+	weir(one, &r);
+	cr_assert_eq(r.status, 0);
+	cr_assert(strncmp(r.out.s, "zoho: ", 6) == 0 && !strstr(r.out.s, "pobox"), "%s", r.out.s);
+	tl_result_free(&r);
+	weir(bad, &r);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.out.s, "nosuch: does not load"), "%s", r.out.s);
+	tl_result_free(&r);
+
+	send_mail("a@example.org", (const char *const[]){ "one@example.net", NULL });
+	weir(args, &r);
+	cr_assert(strstr(r.out.s, "  upstream z (preset zoho): 1 message, 1 recipient, 1 send: "
+	    "unknown (weir-gate is not answering; once it does, at least 0s (window 47 "
+	    "messages per 1h, 0 used))\n"), "%s", r.out.s);
+	tl_result_free(&r);
+	weir(jargs, &r);
+	py("import json,sys; d=json.load(sys.stdin);"
+	    "print([(u['name'], u['preset']) for u in d['drain_estimate']['upstreams']])",
+	    r.out.s, r.out.len, &v);
+	cr_assert_str_eq(buf_cstr(&v), "[('z', 'zoho')]\n");
+	tl_result_free(&r);
+
+	free(text);
+	text = xasprintf("queue_dir = \"%s\"\npolicy_file = \"%s\"\n"
+	    "gate_socket = \"%s/gate.sock\"\n", q.qdir, pol, q.tmp);
+	qt_config(&q, text);
+	weir(args, &r);
+	cr_assert(strstr(r.out.s, "no upstream is configured in "), "%s", r.out.s);
+	tl_result_free(&r);
+	buf_free(&v);
+	free(text);
+	free(dir);
+	free(pol);
+}
+
 Test(weircmd, status_with_gate_suspended)
 {
 	const char *const args[] = { "status", NULL };

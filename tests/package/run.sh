@@ -174,7 +174,8 @@ check_users() {
 	check "weir-send has group weir-queue" has_group weir-send weir-queue
 }
 install_deb() {	# LOG
-	in_root dpkg -i /tmp/weir.deb >"$work/$1" 2>&1 || { cat "$work/$1"; exit 1; }
+	DEBIAN_FRONTEND=noninteractive in_root dpkg -i /tmp/weir.deb >"$work/$1" 2>&1 ||
+		{ cat "$work/$1"; exit 1; }
 }
 # As an administrator would: edit the packaged files, and put the
 # password into the packaged secret file (its owner and mode stay).
@@ -265,6 +266,11 @@ for m in man8/weir.8 man8/weir-queue.8 man8/weir-send.8 man8/weir-gate.8 man8/we
 	check "man page $m" test -s "$root/usr/share/man/$m.gz"
 done
 check "weir queue-check: the queue is sound" sh -c "chroot '$root' weir queue-check >'$work/qcheck.log' 2>&1"
+# Installed without answers (noninteractive): a valid configuration that
+# queues mail, sends nothing, and says so.
+check "without answers: weir check-config passes" sh -c "chroot '$root' weir check-config >'$work/cc0.log' 2>&1"
+check "without answers: weir status says no upstream is configured" sh -c \
+	"chroot '$root' weir status 2>&1 | grep -q 'no upstream is configured in /etc/weir/weir.conf: mail is queued and nothing is sent'"
 
 step "a stand-in upstream on this host (STARTTLS, AUTH), weir.conf pointing at it"
 sh "$top/tests/upstream/mkcerts.sh" "$work/certs" >/dev/null 2>&1
@@ -379,6 +385,163 @@ if [ -s "$work/files.diff" ]; then
 else
 	ok "the root's files are as before the install (but dpkg's records, logs, account backups)"
 fi
+
+step "debconf: preseeded installs, one per preset family (password, OAuth, another relay)"
+# A stand-in for the providers' relays: a certificate of the test CA for
+# smtp.gmail.com (which the root's /etc/hosts sends to loopback) and
+# localhost, AUTH pkguser@example.org:pkg-pass-1.
+(cd "$work/certs" && openssl req -new -newkey rsa:2048 -nodes -keyout relay.key -out relay.csr \
+	-subj /CN=relay -addext "subjectAltName=DNS:smtp.gmail.com,DNS:localhost,IP:127.0.0.1" \
+	>/dev/null 2>&1 && openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -in relay.csr \
+	-days 30 -out relay.pem >/dev/null 2>&1) || { echo "package-test: cannot sign relay.pem" >&2; exit 1; }
+/usr/bin/python3 "$top/tests/upstream/upstream.py" --cert "$work/certs/relay.pem" \
+	--key "$work/certs/relay.key" --auth pkguser@example.org:pkg-pass-1 --record "$work/relay.log" \
+	>"$work/relay.out" 2>"$work/relay.err" &
+pids="$pids $!"
+wait_for 20 grep -q '^PORT ' "$work/relay.out" || { cat "$work/relay.err"; exit 1; }
+rport=$(sed -n 's/^PORT //p' "$work/relay.out")
+printf '127.0.0.1\tsmtp.gmail.com\n' >>"$root/etc/hosts"
+mount -t proc proc "$root/proc" && mounts="$root/proc $mounts"
+mount --bind /dev "$root/dev" && mounts="$root/dev $mounts"
+relayed() {	# N: the stand-in relay accepted N messages in all
+	[ "$(grep -c '"event": "data"' "$work/relay.log" 2>/dev/null)" -ge "$1" ]
+}
+preseed() {	# "QUESTION TYPE VALUE" lines on stdin
+	sed 's/^/weir /' | chroot "$root" debconf-set-selections
+}
+not() { ! "$@"; }
+in_block() {	# PATTERN: a line of weir.conf's debconf block matches it
+	sed -n '/^# BEGIN debconf/,/^# END debconf/p' "$root/etc/weir/weir.conf" | grep -q "$1"
+}
+no_secret_in_debconf() {	# TEXT
+	! grep -rqs -- "$1" "$root/var/cache/debconf"
+}
+# As an administrator would after the answers: the test CA and the
+# stand-in's port, by hand, inside the upstream section debconf wrote.
+hand_edit() {	# UPSTREAM
+	cp "$work/certs/ca.pem" "$root/etc/weir/test-ca.pem"
+	sed -i "/^upstream \"$1\" {/a\\  ca_file = \"/etc/weir/test-ca.pem\"\\n  port = $rport" \
+		"$root/etc/weir/weir.conf"
+	echo 'concurrency = 2' >>"$root/etc/weir/weir.conf"	# and outside the block
+}
+# test-relay through UPSTREAM, then a message from sendmail as nobody
+# through weir run: the stand-in must have N messages in all.
+relay_through() {	# FAMILY UPSTREAM N
+	check "$1: weir test-relay $2 against the stand-in" sh -c \
+		"chroot '$root' weir test-relay -v '$2' >'$work/tr-$1.log' 2>&1"
+	grep -q "^$2: passed" "$work/tr-$1.log" || sed 's/^/    /' "$work/tr-$1.log"
+	rm -rf "$root/run/weir"
+	start_weir
+	check "$1: weir-gate's socket appears" wait_for 20 test -S "$root/run/weir/gate.sock"
+	check "$1: sendmail as nobody" sh -c \
+		"printf 'Subject: $1\n\nthrough upstream $2\n' |
+		chroot --userspec=nobody:nogroup '$root' /usr/sbin/sendmail -f cron@relay.example.org someone@example.com"
+	check "$1: the message reached the stand-in" wait_for 60 relayed "$3"
+}
+purge_weir() {
+	in_root dpkg --purge weir >"$work/purge-$1.log" 2>&1 || { cat "$work/purge-$1.log"; exit 1; }
+	check "$1: purge removes /etc/weir" test ! -e "$root/etc/weir"
+	check "$1: purge leaves no weir question in debconf's database" \
+		sh -c "! grep -qs '^Name: weir/' '$root/var/cache/debconf/config.dat' '$root/var/cache/debconf/passwords.dat'"
+}
+
+# 1. A password provider (Gmail: smtp.gmail.com, an app password).
+preseed <<'ANS'
+weir/mailname string relay.example.org
+weir/provider select gmail
+weir/username string pkguser@example.org
+weir/password password pkg-pass-1
+weir/admin string postmaster@example.org
+weir/lan boolean true
+weir/lan_networks string 192.0.2.0/24
+ANS
+install_deb install-gmail.log
+ok "installed with preseeded answers (gmail)"
+check "gmail: the block names the preset" in_block '^  preset = "gmail"$'
+check "gmail: the block has the account" in_block '^  username = "pkguser@example.org"$'
+check "gmail: local senders become the account's" in_block '^  rewrite_default = "pkguser@example.org"$'
+check "gmail: hostname from the mail name" in_block '^hostname = "relay.example.org"$'
+check "gmail: the LAN may send" in_block '"127.0.0.0/8", "::1/128", "192.0.2.0/24"'
+expect_mode /etc/weir/weir.conf "644 root:root"
+expect_mode /etc/weir/secret "600 weir-remote:root"
+check "gmail: the password is in the secret file" grep -qx pkg-pass-1 "$root/etc/weir/secret"
+check "gmail: no password left in debconf's database" no_secret_in_debconf pkg-pass-1
+hand_edit gmail
+check "gmail: weir check-config with the preset" sh -c "chroot '$root' weir check-config >'$work/cc-gmail.log' 2>&1"
+check "gmail: check-config shows the preset's host and the hand-edited port" sh -c \
+	"grep -q '^  host  *= \"smtp.gmail.com\"  *preset gmail' '$work/cc-gmail.log' &&
+	grep -q '^  port  *= $rport  *[^ ]*weir.conf:' '$work/cc-gmail.log'"
+check "gmail: weir presets lists the installed presets" sh -c \
+	"chroot '$root' weir presets | grep -q '^microsoft365: Microsoft 365'"
+relay_through gmail gmail 1
+check "gmail: the stand-in saw AUTH by the account" grep -q '"user": "pkguser@example.org", "ok": true' "$work/relay.log"
+check "gmail: weir status names the preset" sh -c \
+	"chroot '$root' weir status 2>&1 | grep -q 'upstream gmail (preset gmail):'"
+stop_weir
+# dpkg-reconfigure with new answers: the hand edit stays, the new
+# answers are written, the new password replaces the old.
+preseed <<'ANS'
+weir/mailname string mx.example.net
+weir/password password pkg-pass-2
+ANS
+DEBIAN_FRONTEND=noninteractive in_root dpkg-reconfigure weir >"$work/reconf.log" 2>&1 ||
+	{ cat "$work/reconf.log"; exit 1; }
+ok "dpkg-reconfigure weir with new answers"
+check "reconfigure: the new mail name" in_block '^hostname = "mx.example.net"$'
+check "reconfigure: the hand-edited port is kept" in_block "^  port = $rport\$"
+check "reconfigure: the hand-edited ca_file is kept" in_block '^  ca_file = "/etc/weir/test-ca.pem"$'
+check "reconfigure: the line added outside the block is kept" grep -qx 'concurrency = 2' "$root/etc/weir/weir.conf"
+check "reconfigure: the new password in the secret file" grep -qx pkg-pass-2 "$root/etc/weir/secret"
+expect_mode /etc/weir/secret "600 weir-remote:root"
+check "reconfigure: no password left in debconf's database" no_secret_in_debconf pkg-pass-2
+check "reconfigure: weir check-config" sh -c "chroot '$root' weir check-config >'$work/cc-reconf.log' 2>&1"
+purge_weir gmail
+
+# 2. An OAuth provider (Microsoft 365): the client's id and tenant; the
+# sign-in is left to the administrator, so mail waits.
+preseed <<'ANS'
+weir/mailname string relay.example.org
+weir/provider select microsoft365
+weir/username string relay@contoso.example
+weir/oauth_client_id string 00001111-aaaa-2222-bbbb-3333cccc4444
+weir/oauth_tenant string contoso.example
+ANS
+install_deb install-m365.log
+ok "installed with preseeded answers (microsoft365)"
+check "m365: the block names the preset" in_block '^  preset = "microsoft365"$'
+check "m365: the oauth section has the client id" in_block '^    client_id = "00001111-aaaa-2222-bbbb-3333cccc4444"$'
+check "m365: and the tenant" in_block '^    tenant = "contoso.example"$'
+check "m365: no secret_file (OAuth)" not in_block '^  secret_file'
+check "m365: postinst says the command to run" grep -q 'weir auth login microsoft365' "$work/install-m365.log"
+check "m365: check-config names the sign-in still to do" sh -c \
+	"chroot '$root' weir check-config 2>&1 | grep -q 'weir auth login microsoft365'"
+expect_mode /etc/weir/secret "600 weir-remote:root"
+purge_weir m365
+
+# 3. Another relay (an ISP's, here the stand-in on localhost): host,
+# port and TLS from the answers; the sample limits of policy.conf.
+preseed <<ANS
+weir/mailname string relay.example.org
+weir/provider select other
+weir/relay_host string localhost
+weir/relay_port string $rport
+weir/relay_tls select starttls
+weir/username string pkguser@example.org
+weir/password password pkg-pass-1
+weir/lan boolean false
+ANS
+install_deb install-isp.log
+ok "installed with preseeded answers (another relay)"
+check "isp: the block has the relay" sh -c "grep -q '^  host = \"localhost\"\$' '$root/etc/weir/weir.conf' && grep -q '^  port = $rport\$' '$root/etc/weir/weir.conf'"
+check "isp: no listen section (no LAN)" sh -c "! grep -q '^listen {' '$root/etc/weir/weir.conf'"
+cp "$work/certs/ca.pem" "$root/etc/weir/test-ca.pem"
+sed -i '/^upstream "relay" {/a\  ca_file = "/etc/weir/test-ca.pem"' "$root/etc/weir/weir.conf"
+check "isp: no password left in debconf's database" no_secret_in_debconf pkg-pass-1
+relay_through isp relay 2
+stop_weir
+purge_weir isp
+for m in $mounts; do umount "$m"; done
+mounts=""
 
 step "weir.service: a root with systemd, install, boot it (systemd-nspawn)"
 rm -rf "$root"

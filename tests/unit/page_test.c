@@ -5,7 +5,7 @@
  * "<script>" shows as text), addresses in the upstreams' replies masked
  * by page_mask, an authentication suspension with what to fix and the
  * command that lifts it, a shared window's split between this relay and
- * the others, a calendar window's note-free chart, the journal and the
+ * the others, a calendar window's note-free chart, the upstream's preset, the journal and the
  * gate's trouble said first; the drain's progress: the sends of the
  * gate's history since the oldest message came, against the ones to go.
  */
@@ -56,6 +56,9 @@ Test(page, hostile_document_escaped_and_masked)
 	page_render(&o, doc, "relay<1>.example", now_of(doc));
 	cr_assert(strstr(o.s, "<script") == NULL, "%s", o.s);
 	cr_assert(strstr(o.s, "<title>weir on relay&lt;1&gt;.example</title>"));
+	/* weir.conf's preset of the upstream, escaped too */
+	cr_assert(strstr(o.s, "<span class=\"badge mut\">preset &lt;b&gt;isp-preset&lt;/b&gt;"
+	    "</span>"), "%s", o.s);
 	cr_assert(strstr(o.s, "Authentication failed: <q>535 5.7.8 &lt;script&gt;alert(1)"
 	    "&lt;/script&gt; for &lt;address&gt;</q>"), "%s", o.s);
 	cr_assert(strstr(o.s, "me@example.org") == NULL);
