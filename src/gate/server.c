@@ -460,7 +460,8 @@ suspended(struct server *s, struct wg_up *u, int auth, const char *reply,
 		    "RESUME lifts it", u->name, reply, fix.s, secs);
 		buf_free(&fix);
 	} else
-		log_warnx("upstream %s suspended for %lld s: %s", u->name, secs, reply);
+		log_warnx("upstream %s suspended for %lld s%s: %s", u->name, secs,
+		    u->susp_quota ? " (its quota)" : "", reply);
 }
 
 static void
@@ -511,7 +512,9 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
 		break;
 	case GP_THROTTLED:
-		wg_report_at(&s->g, q->r, WG_THROTTLED, rq->text, -1, now, &d);
+	case GP_QUOTA:
+		wg_report_at(&s->g, q->r, rq->outcome == GP_QUOTA ? WG_QUOTA : WG_THROTTLED,
+		    rq->text, -1, now, &d);
 		journal_done(s, id, &d, 'S', now);
 		suspended(s, u, 0, rq->text, &d, now);
 		reply_simple(c, GP_R_SUSPENDED, rq->tag, (uint64_t)((d.until - now + 999) / 1000));
@@ -552,6 +555,7 @@ do_settle(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 		[GP_SENT] = WG_SENT, [GP_REFUND] = WG_REFUND, [GP_NOMAIL] = WG_NOMAIL,
 		[GP_THROTTLED] = WG_THROTTLED, [GP_AUTHFAIL] = WG_AUTHFAIL,
 		[GP_UNREACHED] = WG_UNREACHED, [GP_NOGREETING] = WG_NOGREETING,
+		[GP_QUOTA] = WG_QUOTA,
 	};
 	struct wg_up *u = wg_find(&s->g, rq->upstream);
 	struct wg_done d;
@@ -572,7 +576,7 @@ do_settle(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 		return;
 	}
 	journal_settle(&s->j, u, rq->grant, &d, now, now + s->wmm);
-	if (rq->outcome == GP_THROTTLED || rq->outcome == GP_AUTHFAIL)
+	if (rq->outcome == GP_THROTTLED || rq->outcome == GP_QUOTA || rq->outcome == GP_AUTHFAIL)
 		suspended(s, u, rq->outcome == GP_AUTHFAIL, rq->text, &d, now);
 	reach_logged(u, &d, now);
 	log_info("upstream %s: send %llu, of unknown outcome since its client went away, "

@@ -617,6 +617,7 @@ shared_ended(struct shared *sh, const struct policy_upstream *pu, struct wg_req 
 		kind = "N";
 		break;
 	case WG_THROTTLED:
+	case WG_QUOTA:
 		kind = "T";
 		break;
 	case WG_REFUND:

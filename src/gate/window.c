@@ -532,6 +532,10 @@ wg_route_state(struct wg_up *u, const uint32_t *w, int64_t now, struct route_sta
 	st->auth_probe_out = u->probe && u->held[UNIT_MESSAGES] > 0;
 	st->susp_until = u->susp_until;
 	st->free_at = u->in_policy ? win_fit(u, w ? w : one, now) : -1;
+	/* The provider's quota is a window of its own, full until the
+	 * suspension ends at least (route.h: "quota"). */
+	if (u->susp_quota && u->susp_until > now && st->free_at < u->susp_until)
+		st->free_at = u->susp_until;
 }
 
 /* The verdict on r's conditions (route.h). */
@@ -761,12 +765,17 @@ release(struct wg_up *u, struct wg_req *r)
 	u->nheld--;
 }
 
+/* A throttle suspension, or (quota) a quota's: its periods those of the
+ * first throttle_reply pattern that takes the reply, else the
+ * defaults of its kind. */
 static void
-suspend(struct wgate *g, struct wg_up *u, const char *reply, int64_t now)
+suspend(struct wgate *g, struct wg_up *u, const char *reply, int quota, int64_t now)
 {
 	const struct policy_throttle *th = g->pol ? policy_throttle_match(g->pol, reply) : NULL;
-	int64_t base = (th ? th->suspend : POLICY_SUSPEND_DEFAULT) * 1000LL;
-	int64_t max = (th ? th->max_suspend : POLICY_MAX_SUSPEND_DEFAULT) * 1000LL;
+	int64_t base = (th ? th->suspend : quota ? POLICY_QUOTA_SUSPEND_DEFAULT :
+	    POLICY_SUSPEND_DEFAULT) * 1000LL;
+	int64_t max = (th ? th->max_suspend : quota ? POLICY_QUOTA_MAX_SUSPEND_DEFAULT :
+	    POLICY_MAX_SUSPEND_DEFAULT) * 1000LL;
 	int64_t len = u->susp_len ? u->susp_len * 2 : base;
 
 	if (len > max)
@@ -779,6 +788,7 @@ suspend(struct wgate *g, struct wg_up *u, const char *reply, int64_t now)
 		u->susp_until = now + len;
 	free(u->susp_reason);
 	u->susp_reason = xstrdup(reply ? reply : "");
+	u->susp_quota = quota;
 }
 
 static void
@@ -871,6 +881,7 @@ account(struct wgate *g, struct wg_up *u, int64_t since, const uint32_t w[UNIT_C
 		d->until = u->auth_until;
 		break;
 	case WG_THROTTLED:
+	case WG_QUOTA:
 		/* The attempt reached the upstream: it may well count it. */
 		log_done(u, d, now, now, w, 0);
 		u->n_throttled++;
@@ -878,7 +889,7 @@ account(struct wgate *g, struct wg_up *u, int64_t since, const uint32_t w[UNIT_C
 		 * flight when it came: the same "slow down", which must not
 		 * double it once per connection. */
 		if (since >= u->susp_start || u->susp_until <= now) {
-			suspend(g, u, reply, now);
+			suspend(g, u, reply, o == WG_QUOTA, now);
 			d->new_episode = 1;
 		}
 		d->until = u->susp_until;
@@ -925,7 +936,8 @@ wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *r
 	/* A report that shows the upstream takes us again ends the probe:
 	 * one about a message, not a kept session's slot ending (its NOMAIL
 	 * says nothing of AUTH: its messages' reports do). */
-	if (o != WG_THROTTLED && o != WG_AUTHFAIL && o != WG_UNREACHED && o != WG_NOGREETING &&
+	if (o != WG_THROTTLED && o != WG_QUOTA && o != WG_AUTHFAIL && o != WG_UNREACHED &&
+	    o != WG_NOGREETING &&
 	    r->w[UNIT_MESSAGES] > 0) {
 		u->probe = 0;
 		/* The trouble ends with a message that reached the upstream,
@@ -1086,8 +1098,8 @@ replay_susp(int64_t *until, int64_t *len, int64_t *start, char **reason, int64_t
 }
 
 void
-wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until, int64_t len,
-    const char *reason, const uint64_t *fp)
+wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int quota, int64_t until,
+    int64_t len, const char *reason, const uint64_t *fp)
 {
 	struct wg_up *u = get_up(g, upstream);
 
@@ -1101,7 +1113,8 @@ wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until
 			u->auth_since = u->auth_start;
 		u->probe = 1;
 	} else {
-		(void)replay_susp(&u->susp_until, &u->susp_len, &u->susp_start, &u->susp_reason,
-		    until, len, reason);
+		if (replay_susp(&u->susp_until, &u->susp_len, &u->susp_start, &u->susp_reason,
+		    until, len, reason))
+			u->susp_quota = quota;
 	}
 }

@@ -76,6 +76,8 @@ enum wg_outcome {
 	WG_AUTHFAIL,	/* authentication refused: as NOMAIL, and suspend */
 	WG_UNREACHED,	/* no connection: as REFUND; the upstream is unreachable */
 	WG_NOGREETING,	/* TLS, greeting or EHLO failed: as NOMAIL; unreachable */
+	WG_QUOTA,	/* the sender's or account's quota is spent: as THROTTLED,
+			 * the suspension a quota's (susp_quota) */
 };
 
 #define WG_AUTH_SUSPEND_MS	(5 * 60 * 1000)	/* first auth suspension */
@@ -160,6 +162,8 @@ struct wg_up {
 	int64_t susp_start;	/* when it was applied: sends granted before
 				 * are of the same episode */
 	char *susp_reason;
+	int susp_quota;		/* it is for a quota reply (WG_QUOTA): fallback_when's
+				 * quota counts it (wg_route_state) */
 	/* Authentication suspension (AUTHFAIL): lifted by a reload or a
 	 * resume, or at a start whose credentials differ from auth_fp (the
 	 * caller's fingerprint of those that failed, mail/credfp.h;
@@ -333,10 +337,11 @@ void wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t
  * a send of weights w at t (all 0: nothing logged). */
 void wg_replay_settle(struct wgate *g, const char *upstream, uint64_t id, int64_t t,
     const uint32_t w[UNIT_COUNT]);
-/* Journal replay: a suspension until `until`: a throttle one, or (auth)
- * an authentication one, of the credentials *fp (NULL: not recorded). */
-void wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int64_t until,
-    int64_t len, const char *reason, const uint64_t *fp);
+/* Journal replay: a suspension until `until`: a throttle one (quota: a
+ * quota's), or (auth) an authentication one, of the credentials *fp
+ * (NULL: not recorded). */
+void wg_replay_suspend(struct wgate *g, const char *upstream, int auth, int quota,
+    int64_t until, int64_t len, const char *reason, const uint64_t *fp);
 
 /* The grace of upstream name, ms: policy's `grace` for it (its section,
  * or the section "*") if set, else dflt (the gate's -g). */

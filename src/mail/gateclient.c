@@ -150,7 +150,8 @@ outcome_fill(struct gp_req *r, enum gp_outcome o, uint32_t accepted, int64_t at,
 	r->outcome = o;
 	r->accepted = accepted;
 	r->at = at;
-	if (o == GP_THROTTLED || o == GP_AUTHFAIL || o == GP_UNREACHED || o == GP_NOGREETING)
+	if (o == GP_THROTTLED || o == GP_QUOTA || o == GP_AUTHFAIL || o == GP_UNREACHED ||
+	    o == GP_NOGREETING)
 		text_copy(r->text, text);
 	return 0;
 }

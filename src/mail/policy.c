@@ -29,6 +29,7 @@
 #include "mail/confparse.h"
 #include "mail/conftab.h"
 #include "mail/policy.h"
+#include "mail/replyclass.h"
 
 #define NOFF CONFTAB_NOFF, NULL
 #define W(f) offsetof(struct policy_window, f), NULL
@@ -77,34 +78,28 @@ static const struct conftab_key top_keys[] = {
 	{ "builtin_throttle_replies", K_BOOL, NULL, 1, 0, 0, P(builtin_throttles) },
 };
 
-/* Provider replies that mean "slow down", tried after the file's own:
- * the one built-in list, for the gate's suspension periods and for the
- * deliverers' classifier (mail/trouble.c, through
- * policy_builtin_throttles).  Words about the client or the session,
- * never a bare "4.7.x" or "try again later", which greylisting says of
- * one recipient or one message.  "[ -]": a reply's first line, or the
- * gate's one-line form of a multi-line reply. */
-#define SUSP_DEFAULT	POLICY_SUSPEND_DEFAULT, POLICY_MAX_SUSPEND_DEFAULT
-static const struct policy_throttle builtin_throttles[] = {
-	{ (char *)"421[ -]*",               SUSP_DEFAULT, 1 },	/* closing */
-	{ (char *)"550[ -]5.4.5*",          3600, 24 * 3600, 1 },	/* Gmail daily limit */
-	{ (char *)"*too many*",             SUSP_DEFAULT, 1 },
-	{ (char *)"*rate limit*",           SUSP_DEFAULT, 1 },
-	{ (char *)"*ratelimit*",            SUSP_DEFAULT, 1 },
-	{ (char *)"*rate-limit*",           SUSP_DEFAULT, 1 },
-	{ (char *)"*throttl*",              SUSP_DEFAULT, 1 },	/* SES: "454 Throttling failure" */
-	{ (char *)"*slow down*",            SUSP_DEFAULT, 1 },
-	{ (char *)"*unusual rate*",         SUSP_DEFAULT, 1 },	/* Gmail's 4.7.28 */
-	{ (char *)"*quota exceeded*",       SUSP_DEFAULT, 1 },
-	{ (char *)"*sending limit*",        SUSP_DEFAULT, 1 },
-};
-#undef SUSP_DEFAULT
-
+/* Provider replies that suspend the upstream, tried after the file's
+ * own: the rows of the one table of reply classes (mail/replyclass.h)
+ * that carry a suspension (quota, rate, a 421 closing the session), for
+ * the gate's suspension periods; the deliverers' classifier
+ * (mail/trouble.c) reads the same rows. */
 size_t
 policy_builtin_throttles(const struct policy_throttle **out)
 {
-	*out = builtin_throttles;
-	return sizeof builtin_throttles / sizeof builtin_throttles[0];
+	static struct policy_throttle list[256];
+	static size_t n;
+	const struct reply_row *rows;
+	size_t nrows, i;
+
+	if (n == 0) {
+		rows = reply_rows(&nrows);
+		for (i = 0; i < nrows && n < sizeof list / sizeof list[0]; i++)
+			if (rows[i].suspend > 0)
+				list[n++] = (struct policy_throttle){ (char *)rows[i].pattern,
+				    rows[i].suspend, rows[i].max_suspend, 1 };
+	}
+	*out = list;
+	return n;
 }
 
 static const char *const unit_names[UNIT_COUNT] = {
@@ -597,6 +592,7 @@ policy_load(struct policy *p, const char *path, struct buf *err)
 	const struct conftab_key *k;
 	cfg_t *cfg;
 	size_t i, nbuilt = 0;
+	const struct policy_throttle *builtin = NULL;
 	int rc = -1;
 
 	memset(p, 0, sizeof *p);
@@ -641,14 +637,14 @@ policy_load(struct policy *p, const char *path, struct buf *err)
 		copy_class(&p->cls[i], cfg_getnsec(cfg, "class", (unsigned)i));
 	copy_scalars(top_keys, NKEYS(top_keys), cfg, p);
 	if (p->builtin_throttles)
-		nbuilt = sizeof builtin_throttles / sizeof builtin_throttles[0];
+		nbuilt = policy_builtin_throttles(&builtin);
 	p->nthr = cfg_size(cfg, "throttle_reply");
 	p->thr = xcalloc(p->nthr + nbuilt + 1, sizeof *p->thr);
 	for (i = 0; i < p->nthr; i++)
 		copy_throttle(&p->thr[i], cfg_getnsec(cfg, "throttle_reply", (unsigned)i));
 	for (i = 0; i < nbuilt; i++) {
-		p->thr[p->nthr] = builtin_throttles[i];
-		p->thr[p->nthr++].pattern = xstrdup(builtin_throttles[i].pattern);
+		p->thr[p->nthr] = builtin[i];
+		p->thr[p->nthr++].pattern = xstrdup(builtin[i].pattern);
 	}
 	rc = 0;
 out:

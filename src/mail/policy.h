@@ -43,6 +43,10 @@ enum policy_unit {
  * ones', and the gate's for a "slow down" report no pattern matches. */
 #define POLICY_SUSPEND_DEFAULT		(5 * 60)
 #define POLICY_MAX_SUSPEND_DEFAULT	(4 * 3600)
+/* The same for a quota reply (mail/replyclass.h): two hours at first,
+ * longer than fallback_when's default quota threshold (1h), up to a day. */
+#define POLICY_QUOTA_SUSPEND_DEFAULT	(2 * 3600)
+#define POLICY_QUOTA_MAX_SUSPEND_DEFAULT (24 * 3600)
 
 struct policy_window {
 	long long limit;	/* at most this much weight ... */

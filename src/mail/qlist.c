@@ -130,6 +130,7 @@ msg_start(struct qlist_msg *m, unsigned long id, struct timespec mtime, int prep
 	m->preprocessed = preprocessed;
 	m->head = m->bouncing = m->trouble = m->held = 0;
 	m->next_attempt = 0;
+	m->via_off = m->via_len = 0;
 	m->size = 0;
 	m->sender_off = m->sender_len = 0;
 	m->nitems = 0;
@@ -296,17 +297,22 @@ static void
 read_replies(const struct queue *q, struct qlist_msg *m, struct buf *file)
 {
 	char path[QPATH_MAX];
-	const char *body, *r;
+	const char *body, *r, *via;
 	long long birth, next;
-	size_t i, blen, rlen;
+	size_t i, blen, rlen, vialen;
 
 	snprintf(path, sizeof path, QCTL_REPLY_DIR "/%lu", m->id);
 	buf_reset(file);
 	if (read_file_at(q->dfd, path, file, QCTL_REPLY_MAX) != 0 ||
-	    qctl_reply_parse(file->s, file->len, &birth, &next, &body, &blen) < 0 ||
+	    qctl_reply_parse(file->s, file->len, &birth, &next, &via, &vialen, &body, &blen) < 0 ||
 	    birth != (long long)m->mtime)
 		return;
 	m->next_attempt = next;
+	if (via) {
+		m->via_off = m->text.len;
+		m->via_len = vialen;
+		buf_add(&m->text, via, vialen);
+	}
 	for (i = 0; i < m->nitems; i++) {
 		struct qlist_item *it = &m->items[i];
 
@@ -541,6 +547,11 @@ render_text(struct buf *t, const struct qlist_msg *m)
 				date[dl - 6] = '\0';
 			buf_printf(&raw, " next %s GMT", date);
 		}
+		if (m->via_len) {
+			buf_adds(&raw, " via ");
+			buf_add(&raw, m->text.s + m->via_off, m->via_len);
+			buf_adds(&raw, " (requeued)");
+		}
 		clean_add(t, raw.s, raw.len);
 		buf_addc(t, '\n');
 	}
@@ -596,6 +607,10 @@ render_json(struct buf *t, const struct qlist_msg *m)
 		buf_printf(t, "\"%s\"", when);
 	} else
 		buf_adds(t, "null");
+	if (m->via_len) {	/* only while weir requeue --via holds */
+		buf_adds(t, ",\"via\":");
+		json_str(t, m->text.s + m->via_off, m->via_len);
+	}
 	buf_adds(t, ",\"recipients\":[");
 	for (i = n = 0; i < m->nitems; i++) {
 		const struct qlist_item *it = &m->items[i];

@@ -62,6 +62,8 @@ struct qlist_msg {
 	int bouncing;		/* a bounce/ file exists */
 	int held;		/* hold/N (mail/qctl.h): `weir hold` */
 	long long next_attempt;	/* reply/N's next attempt, wall time; 0: none known */
+	size_t via_off, via_len;	/* reply/N's via: the upstream the operator
+					 * sent it through (weir requeue --via); 0: none */
 	int trouble;		/* at least one item is a warning */
 	struct qlist_item *items;
 	size_t nitems, cap;

@@ -49,6 +49,7 @@ struct rs_msg {
 	unsigned long long left;	/* recipients not done */
 	const char *qid;
 	char **rcpt;			/* the recipients not done (left of them) */
+	char *via;			/* the operator's upstream (reply/N), or NULL */
 };
 
 char *
@@ -155,6 +156,12 @@ route_msg(struct relay_status *rs, const struct rs_msg *m, int list)
 
 	for (i = 0; i < m->left; i++) {
 		sp = route_pick(rs, m->sender, m->rcpt[i], &p, &why, &holding);
+		/* weir requeue --via: every recipient there (send/via.c). */
+		if (m->via && up_find(rs, m->via) && p) {
+			sp = up_find(rs, m->via);
+			why = RS_WHY_OPERATOR;
+			holding = 0;
+		}
 		if (sp == NULL) {
 			rs->other.recipients++;
 			continue;
@@ -220,7 +227,7 @@ count_msg(struct relay_status *rs, const struct rs_msg *m)
 	}
 	if (!m->head || m->sender == NULL || m->left == 0)
 		return;
-	if (rs->routing) {
+	if (rs->routing || m->via) {
 		route_msg(rs, m, m->preprocessed && !m->held);
 		return;
 	}
@@ -249,6 +256,7 @@ count_scanned(const struct qlist_msg *qm, void *arg)
 	m.head = qm->head;
 	m.next_attempt = qm->next_attempt;
 	m.qid = qm->qid;
+	m.via = qm->via_len ? xstrndup(qm->text.s + qm->via_off, qm->via_len) : NULL;
 	m.rcpt = xcalloc(qm->nitems + 1, sizeof *m.rcpt);
 	for (i = 0; i < qm->nitems; i++)
 		if (!qm->items[i].trouble && !qm->items[i].done)
@@ -262,6 +270,7 @@ count_scanned(const struct qlist_msg *qm, void *arg)
 	for (i = 0; i < m.left; i++)
 		free(m.rcpt[i]);
 	free(m.rcpt);
+	free(m.via);
 	if (qm->preprocessed && !qm->held && m.left && m.next_attempt > (long long)rs->now)
 		for (i = 0; i < qm->nitems; i++)
 			if (!qm->items[i].trouble && !qm->items[i].done && qm->items[i].reason_len)
@@ -292,6 +301,7 @@ count_listed(struct relay_status *rs, struct json_object *o)
 	m.sender = (char *)jp_str(jp_get(o, "sender"));
 	m.head = m.sender != NULL;
 	m.qid = jp_str(jp_get(o, "queue_id"));
+	m.via = (char *)jp_str(jp_get(o, "via"));	/* weir requeue --via; may be absent */
 	m.rcpt = xcalloc(jp_len(rc) + 1, sizeof *m.rcpt);
 	for (i = 0; i < jp_len(rc); i++) {
 		if ((st = jp_str(jp_get(r = jp_at(rc, i), "state"))) == NULL ||
@@ -799,7 +809,7 @@ relay_status_routes_text(const struct relay_status *rs, struct buf *o, size_t ma
 	size_t i, j;
 	int k;
 
-	if (!rs->routing)
+	if (!rs->routing && rs->nroutes == 0)
 		return;
 	buf_adds(o, "routes (weir-send asks each batch's first upstream first; fallback_when "
 	    "passes it over):\n");
@@ -822,8 +832,20 @@ relay_status_routes_text(const struct relay_status *rs, struct buf *o, size_t ma
 			    self->st.down_since + u->when.s[RK_UNREACHABLE] * 1000));
 			break;
 		default:
-			buf_printf(o, "  %s: takes its mail%s\n", u->name,
-			    self->st.down_since || self->st.auth_since ? " (one probe at a time)" : "");
+			/* Its fallback_when does not name its trouble: the mail
+			 * waits for it (issue 31: not "takes its mail"). */
+			if (self->st.auth_until > rs->gnow_ms)
+				buf_printf(o, "  %s: keeps its mail: authentication suspended "
+				    "until %s\n", u->name, ms_iso(d, sizeof d, self->st.auth_until));
+			else if (self->st.susp_until > rs->gnow_ms)
+				buf_printf(o, "  %s: keeps its mail: suspended until %s\n", u->name,
+				    ms_iso(d, sizeof d, self->st.susp_until));
+			else if (self->st.down_since)
+				buf_printf(o, "  %s: keeps its mail: unreachable since %s\n", u->name,
+				    ms_iso(d, sizeof d, self->st.down_since));
+			else
+				buf_printf(o, "  %s: takes its mail%s\n", u->name,
+				    self->st.auth_since ? ", one probe at a time" : "");
 			break;
 		}
 	}
@@ -841,6 +863,8 @@ relay_status_routes_text(const struct relay_status *rs, struct buf *o, size_t ma
 				buf_printf(o, " (%s ", r->primary);
 				why_words(o, rs, up_find((struct relay_status *)rs, r->primary), r->why);
 				buf_addc(o, ')');
+			} else if (r->why == RS_WHY_OPERATOR) {
+				buf_adds(o, " (requeued there by the operator)");
 			} else if (r->holding) {
 				buf_adds(o, " (held there: ");
 				why_words(o, rs, up_find((struct relay_status *)rs, r->via), RK_UNREACHABLE);
@@ -899,7 +923,7 @@ routes_json(const struct relay_status *rs, struct buf *o)
 		json_cstr(o, r->primary);
 		buf_adds(o, ",\"why\":");
 		json_cstr(o, r->why >= 0 ? route_kind_word((enum route_kind)r->why) :
-		    r->holding ? "unreachable" : NULL);
+		    r->why == RS_WHY_OPERATOR ? "operator" : r->holding ? "unreachable" : NULL);
 		buf_printf(o, ",\"held_there\":%s}", r->holding ? "true" : "false");
 	}
 	buf_printf(o, "],\"messages_left_out\":%llu}", rs->routes_left_out);

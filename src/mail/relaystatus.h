@@ -122,11 +122,13 @@ struct rs_up {
 };
 
 /* One message's recipients that go through one upstream (item 5). */
+#define RS_WHY_OPERATOR	(-2)
 struct rs_route {
 	char qid[QUEUE_ID_MAX];
 	const char *via, *primary;	/* upstream names (the config's) */
 	int why;			/* the condition that passed primary over;
-					 * -1: via is the primary */
+					 * -1: via is the primary; RS_WHY_OPERATOR:
+					 * weir requeue --via sent it there */
 	int holding;			/* the primary holds it (unreachable, not long enough) */
 	unsigned long long recipients;
 };

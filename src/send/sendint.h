@@ -17,7 +17,8 @@
  *                via.c       where a batch goes: its recipients' group
  *                            (recipient_domains), the fallback conditions
  *                            it carries, the next upstream of its route
- *                            when the gate answers LATER
+ *                            when the gate answers LATER, and back to its
+ *                            primary once that takes mail (recalled)
  *                  | a grant -> deliver_granted
  *   3 deliver    deliver.c   run slots per upstream: a deliverer of the
  *                            job's own, or a kept session (session.c);
@@ -153,6 +154,11 @@ struct msg {
 	uint64_t waits_mono;	/* the wait_since that line is of */
 	char *sender;
 	size_t up;		/* index in cfg->upstreams, or NO_UPSTREAM */
+	size_t via_up;		/* the upstream the operator sends its pass
+				 * through (weir requeue --via), or NO_UPSTREAM */
+	size_t wait_up;		/* the primary whose route's trouble its retry
+				 * waits on (relay-level: not reached, refused
+				 * us), or NO_UPSTREAM (via.c) */
 	struct evtimer *due;	/* the next attempt */
 	int queued;		/* waiting in its upstream's FIFO */
 	struct job *job;	/* the attempt in flight */
@@ -165,6 +171,9 @@ struct msg {
 	size_t pass_up;		/* the pass's group (via.c): recipients whose
 				 * primary comes before it are passed over */
 	int pass_bounced;	/* a batch wrote bounce notes not yet sent */
+	int pass_again;		/* a group of the pass went on past its upstream's
+				 * suspension or spell: a new pass at once, not a
+				 * retry (complete.c) */
 	long long prio;		/* its class's priority (policy.conf), once known */
 	int prio_known;
 	int held;		/* hold/N: no attempt (control.c) */
@@ -209,6 +218,10 @@ struct job {
 	 * which of the primary's route up is (0: the primary itself). */
 	size_t primary, hop;
 	uint64_t ask_seq;	/* s->ask_seq when last asked of the gate */
+	int recall;		/* asked at a fallback, to be asked of its primary
+				 * again: a CANCEL is out for its tag (via.c) */
+	int forced;		/* at its message's via_up, the operator's: no
+				 * route, no conditions (via.c) */
 };
 
 /* Per upstream: s->ups[i] for cfg->upstreams[i], then one for messages
@@ -243,9 +256,13 @@ struct upq {
 	uint64_t counts[GP_NCOUNTS], told[GP_NCOUNTS];
 	int told_ok;
 	/* As a primary (via.c): the fallback its mail goes through now
-	 * (NULL: itself), since the request numbered via_seq. */
+	 * (NULL: itself), since the request numbered via_seq; when to ask
+	 * it again for one of its batches at a fallback (monotonic ms; 0:
+	 * no need), when the gate said asking it again makes sense. */
 	char *via;
 	uint64_t via_seq;
+	uint64_t scout_at;
+	int waited_on;			/* messages' retries wait on its route (wait_up) */
 };
 
 struct sched {
@@ -291,6 +308,7 @@ struct sched {
 	int gate_up;
 	uint32_t next_tag;
 	uint64_t ask_seq;	/* requests asked so far (via.c) */
+	struct evtimer *scout;	/* the earliest upq's scout_at is due (via.c) */
 	uint64_t gate_backoff;
 	struct evtimer *gate_retry;
 	struct evtimer *counts_timer;	/* COUNTS lines are due */
@@ -383,8 +401,20 @@ unsigned via_away(const struct sched *s, size_t up);
 /* After outcome how of j: ask again at once (the gate judges its
  * primary unreachable and passes it over in time)? */
 int via_again(const struct sched *s, const struct job *j, enum outcome_kind how);
-/* j's outcome how: a return to its primary, logged and counted. */
+/* j's outcome how: a return to its primary, logged and counted; then
+ * its batches waiting at fallbacks are asked of it again. */
 void via_done(struct sched *s, const struct job *j, enum outcome_kind how);
+/* The gate dropped j, recalled from a fallback (gate_recall): asked of
+ * its primary again. */
+void via_recalled(struct sched *s, struct job *j);
+/* j, a new batch of m: at the upstream the operator named (m->via_up),
+ * if any. */
+void via_force(struct sched *s, struct job *j);
+/* j (m's batch) ended with outcome how and ntemp recipients put off:
+ * whether m's retry now waits on its primary's route (relay-level
+ * trouble), which a probe tries and a success wakes. */
+void via_waits(struct sched *s, struct msg *m, const struct job *j, enum outcome_kind how,
+    size_t ntemp);
 
 /* 2 gatelink.c */
 void gate_start(struct sched *s);
@@ -393,6 +423,10 @@ void gate_start(struct sched *s);
 void gate_request(struct sched *s, struct job *j);
 void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply);
+/* j, waiting at a fallback, is wanted at its primary: CANCEL its
+ * request; via_recalled() once the gate dropped it (at once if the gate
+ * is not there), unless a grant or a LATER for it crossed the CANCEL. */
+void gate_recall(struct sched *s, struct job *j);
 /* The grant *tag goes to a deliverer now (START: weir-gate counts it as
  * in use from here): 0, or -1 when the gate cannot be told (then *tag is
  * 0, the grant lost: nothing of it may go out). */

@@ -633,3 +633,48 @@ Test(journal, auth_suspension_keeps_its_credentials)
 	free(path);
 	free(dir);
 }
+
+/* Issue 31: a quota's suspension (WG_QUOTA) is journalled as such (Q)
+ * and comes back a quota's, so fallback_when's quota still counts it
+ * after a restart; a throttle's (U) does not. */
+Test(journal, quota_suspension_replays_as_a_quota)
+{
+	char *dir = tl_tmpdir(), *path = xasprintf("%s/j", dir);
+	struct journal j;
+	struct wgate g;
+	struct wg_req *a;
+	struct wg_up *u;
+	uint64_t id;
+	const int64_t W = 1700000000000LL;
+	int quota;
+
+	for (quota = 1; quota >= 0; quota--) {
+		unlink(path);
+		wg_init(&g, &noops);
+		cr_assert_eq(journal_open(&j, path, &g, NULL, 10000, W, 0), 0);
+		wg_set_policy(&g, &pol, 0, 10000);
+		a = grant(&g, 10000);
+		journal_grant(&j, a, 10000, W);
+		u = a->up;
+		id = a->id;
+		(void)wg_report(&g, a, quota ? WG_QUOTA : WG_THROTTLED,
+		    "554 5.2.0 SubmissionQuotaExceededException", 10100);
+		cr_assert_eq(u->susp_quota, quota);
+		journal_end(&j, id, 'S', 10100, W + 100);
+		journal_suspend(&j, u, 0, 10100, W + 100);
+		cr_assert_eq(journal_sync(&j), 0);
+		journal_close(&j);
+		wg_free(&g);
+
+		wg_init(&g, &noops);
+		cr_assert_eq(journal_open(&j, path, &g, NULL, 11000, W + 1000, 0), 0);
+		u = wg_find(&g, "up");
+		cr_assert_gt(u->susp_until, 11000);
+		cr_assert_eq(u->susp_quota, quota, "quota %d", quota);
+		journal_close(&j);
+		wg_free(&g);
+	}
+	tl_rmtree(dir);
+	free(path);
+	free(dir);
+}

@@ -269,6 +269,7 @@ end_at(struct wgate *g, struct rec *x, enum wg_outcome o, int64_t at)
 {
 	struct wg_done d;
 	const char *reply = o == WG_THROTTLED ? "421 4.7.0 slow down" :
+	    o == WG_QUOTA ? "554 5.2.0 SubmissionQuotaExceededException" :
 	    o == WG_AUTHFAIL ? "535 5.7.8 bad credentials" :
 	    o == WG_UNREACHED || o == WG_NOGREETING ? "connect: Connection refused" : NULL;
 	size_t i;
@@ -1623,5 +1624,43 @@ Test(window, throttled_by_what_is_left)
 	cr_assert_eq(L[0].why, RK_THROTTLED);
 	cr_assert_eq(L[0].until, 61000 + 120000);
 	cr_assert_eq(g.ups->nwait, 1, "quota alone: it waits out the suspension");
+	wg_free(&g);
+}
+
+/* A quota reply (issue 31): suspended as a throttle, but for a quota's
+ * default periods (2 h, no throttle_reply pattern takes it) and counted
+ * by fallback_when's quota as a full window until the suspension ends;
+ * a rate limit's suspension is not. */
+Test(window, quota_reply_counts_as_a_full_window)
+{
+	static const char *const q1h[] = { "quota 1h", NULL }, *const t3h[] = { "throttled 3h",
+		NULL };
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 60, UNIT_MESSAGES) };
+	struct route_state st;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 1000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	end(&g, &S.rec[0], WG_QUOTA);
+	cr_assert_eq(g.ups->susp_until, 1000 + 2 * 3600 * 1000, "a quota's 2 h");
+	cr_assert(g.ups->susp_quota);
+	wg_route_state(g.ups, NULL, S.now, &st);
+	cr_assert_eq(st.free_at, g.ups->susp_until);
+	acq_unless(&g, q1h);
+	acq_unless(&g, t3h);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(nL, 1, "quota 1h: passed over; throttled 3h: waits");
+	cr_assert_eq(L[0].why, RK_QUOTA);
+	cr_assert_eq(L[0].until, g.ups->susp_until);
+	/* Over, and a rate limit now: its own periods, no quota. */
+	S.now = g.ups->susp_until + 1;
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	end(&g, &S.rec[1], WG_THROTTLED);
+	cr_assert(!g.ups->susp_quota);
+	wg_route_state(g.ups, NULL, S.now, &st);
+	cr_assert_lt(st.free_at, g.ups->susp_until);
 	wg_free(&g);
 }
