@@ -44,7 +44,9 @@
  *         fallback carried), batch_took (a deliverer took fewer recipients
  *         than the batch; by 4); gate_use (a grant goes to a deliverer;
  *         by 3) and gate_tell (what became of a grant; by 3, 4, flight.c
- *         and reload.c), the kept sessions' connection slots
+ *         and reload.c), gate_recall (a request waiting at the gate
+ *         cancelled, to be asked elsewhere; by via.c, and control.c for
+ *         `requeue --via`), the kept sessions' connection slots
  *         (gate_request_slot, gate_release, gate_cancel; by session.c).
  *   to 3: deliver_kick (a run slot is free; by session.c and reload.c),
  *         deliver_exited (a session's deliverer is done with its job;
@@ -68,8 +70,8 @@
  *   wait.c     the waiting credit and its note in sched/ (by 1, 3, 4
  *              and control.c)
  *   notice.c   the admin's notice of an OAuth login needed (by 4)
- *   control.c  `weir hold` and the others (by 1 and 4; calls 1 and
- *              wait.c)
+ *   control.c  `weir hold` and the others (by 1 and 4; calls 1,
+ *              wait.c, and 2 for `requeue --via`: gate_recall)
  *   reload.c   SIGHUP (by 1; calls 1, 2, 3, job.c, session.c,
  *              keepalive.c)
  *   keepalive.c  the OAuth keep-alive (weir-remote -K), no message:
@@ -93,7 +95,7 @@
  *   flight.c    deliver gatelink job sched via
  *   counts.c    gatelink session
  *   via.c       batch counts gatelink job sched
- *   control.c   sched wait
+ *   control.c   gatelink sched wait
  *   reload.c    deliver gatelink job keepalive sched session via
  *   keepalive.c deliver notice
  *   main.c      sched
