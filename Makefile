@@ -11,6 +11,7 @@
 #   make deb             the Debian package and its lintian report, in $(BUILD)/package
 #   make package-test    install and use the package in a throwaway Debian 12 root (root)
 #   make soak            the long kill -9 soak (tests/soak; part of make crashtest)
+#   make flood           weir-metrics under a slow-head flood of 1000 connections
 #   make architecture    render ARCHITECTURE.md's picture (scripts/architecture.dot)
 #   make architecture-check  ARCHITECTURE.md's checks alone (scripts/architecture.sh; part of make check)
 #   make crash-race      crash replay with weir-send racing weir-queue's todo/ sync (part of
@@ -51,12 +52,14 @@ PKGS             := libconfuse
 # in the deliverer and the operator command (weir auth); weir-send and
 # weir-metrics read the token status file (json-c).  weir-metrics serves
 # HTTP with GNU libmicrohttpd and checks basic authentication with
-# crypt(3) (lib/pwfile.c, as weir check-config does); weir status and
-# weir-metrics read weir-showq's JSON listing (json-c).
+# crypt(3) (lib/pwfile.c, as weir check-config does), and hashes its
+# page's style sheet for its Content-Security-Policy (libcrypto's
+# SHA-256); weir status and weir-metrics read weir-showq's JSON listing
+# (json-c).
 PKGS_weir-remote := openssl libsasl2 libcurl json-c
 PKGS_weir        := libcurl json-c libcrypto libxcrypt
 PKGS_weir-send   := json-c
-PKGS_weir-metrics := json-c libmicrohttpd libxcrypt
+PKGS_weir-metrics := json-c libmicrohttpd libxcrypt libcrypto
 PKGS_weir-smtpd  := openssl libxcrypt
 PKGS_weir-gate   := hiredis
 TEST_PKGS        := criterion
@@ -281,6 +284,15 @@ SOAK_BIN := $(BUILD)/tests/soak/soak_test
 .PHONY: soak
 soak: all $(SOAK_BIN)
 	@BUILD=$(BUILD) TEST_JOBS=1 tests/run.sh $(SOAK_BIN)
+
+# weir-metrics under a slow-head flood at the issue's scale (1000
+# connections, FLOOD_N), from one address and from eight; make check
+# runs the same tests with 300.
+FLOOD_N ?= 1000
+.PHONY: flood
+flood: all $(BUILD)/tests/integration/metrics_test
+	@WEIR_BIN=$(abspath $(BUILD))/bin WEIR_FLOOD_N=$(FLOOD_N) \
+		$(BUILD)/tests/integration/metrics_test --filter 'metrics/slow_heads*' --verbose
 
 demo:
 	@scripts/deps.sh demo
