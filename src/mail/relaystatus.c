@@ -981,6 +981,30 @@ primary_state(const struct relay_status *rs, const struct weir_upstream *u,
 	return v;
 }
 
+/* An upstream the verdict lets take its mail, but in trouble its
+ * fallback_when does not name: its mail waits for it (issue 31: not
+ * "takes its mail").  Says so on o ("keeps its mail: ...") and returns
+ * 1; 0 when it is in no such trouble.  The text and the JSON (and so
+ * the status page) both say it from here. */
+static int
+keeps_words(struct buf *o, const struct relay_status *rs, const struct rs_up *self)
+{
+	char d[32];
+
+	if (self->st.auth_until > rs->gnow_ms)
+		buf_printf(o, "keeps its mail: authentication suspended until %s",
+		    ms_iso(d, sizeof d, self->st.auth_until));
+	else if (self->st.susp_until > rs->gnow_ms)
+		buf_printf(o, "keeps its mail: suspended until %s",
+		    ms_iso(d, sizeof d, self->st.susp_until));
+	else if (self->st.down_since)
+		buf_printf(o, "keeps its mail: unreachable since %s",
+		    ms_iso(d, sizeof d, self->st.down_since));
+	else
+		return 0;
+	return 1;
+}
+
 void
 relay_status_routes_text(const struct relay_status *rs, struct buf *o, size_t max)
 {
@@ -1012,19 +1036,11 @@ relay_status_routes_text(const struct relay_status *rs, struct buf *o, size_t ma
 			    self->st.down_since + u->when.s[RK_UNREACHABLE] * 1000));
 			break;
 		default:
-			/* Its fallback_when does not name its trouble: the mail
-			 * waits for it (issue 31: not "takes its mail"). */
-			if (self->st.auth_until > rs->gnow_ms)
-				buf_printf(o, "  %s: keeps its mail: authentication suspended "
-				    "until %s\n", u->name, ms_iso(d, sizeof d, self->st.auth_until));
-			else if (self->st.susp_until > rs->gnow_ms)
-				buf_printf(o, "  %s: keeps its mail: suspended until %s\n", u->name,
-				    ms_iso(d, sizeof d, self->st.susp_until));
-			else if (self->st.down_since)
-				buf_printf(o, "  %s: keeps its mail: unreachable since %s\n", u->name,
-				    ms_iso(d, sizeof d, self->st.down_since));
+			buf_printf(o, "  %s: ", u->name);
+			if (keeps_words(o, rs, self))
+				buf_addc(o, '\n');
 			else
-				buf_printf(o, "  %s: takes its mail%s\n", u->name,
+				buf_printf(o, "takes its mail%s\n",
 				    self->st.auth_since ? ", one probe at a time" : "");
 			break;
 		}
@@ -1089,6 +1105,9 @@ routes_json(const struct relay_status *rs, struct buf *o)
 		if (k >= 0)
 			why_words(&w, rs, self, k);
 		json_cstr(o, k >= 0 ? buf_cstr(&w) : NULL);
+		buf_adds(o, ",\"keeps\":");
+		buf_reset(&w);
+		json_cstr(o, v == RV_GO && keeps_words(&w, rs, self) ? buf_cstr(&w) : NULL);
 		buf_addc(o, '}');
 	}
 	buf_adds(o, "],\"messages\":[");

@@ -856,6 +856,11 @@ routes_card(struct buf *o, struct json_object *routes)
 		} else if (v && strcmp(v, "hold") == 0) {
 			buf_adds(o, "</b> <span class=\"badge bad\">holding its mail</span> ");
 			esc(o, jp_str(jp_get(u, "detail")));
+		} else if ((why = jp_str(jp_get(u, "keeps"))) != NULL) {
+			/* In trouble its fallback_when does not name: its mail
+			 * waits for it ("keeps its mail: ..."). */
+			buf_adds(o, "</b> <span class=\"badge bad\">keeps its mail</span> ");
+			esc(o, strncmp(why, "keeps its mail: ", 16) == 0 ? why + 16 : why);
 		} else {
 			buf_adds(o, "</b> <span class=\"badge ok\">takes its mail</span>");
 		}

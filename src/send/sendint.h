@@ -44,7 +44,9 @@
  *         fallback carried), batch_took (a deliverer took fewer recipients
  *         than the batch; by 4); gate_use (a grant goes to a deliverer;
  *         by 3) and gate_tell (what became of a grant; by 3, 4, flight.c
- *         and reload.c), the kept sessions' connection slots
+ *         and reload.c), gate_recall (a request waiting at the gate
+ *         cancelled, to be asked elsewhere; by via.c, and control.c for
+ *         `requeue --via`), the kept sessions' connection slots
  *         (gate_request_slot, gate_release, gate_cancel; by session.c).
  *   to 3: deliver_kick (a run slot is free; by session.c and reload.c),
  *         deliver_exited (a session's deliverer is done with its job;
@@ -68,8 +70,8 @@
  *   wait.c     the waiting credit and its note in sched/ (by 1, 3, 4
  *              and control.c)
  *   notice.c   the admin's notice of an OAuth login needed (by 4)
- *   control.c  `weir hold` and the others (by 1 and 4; calls 1 and
- *              wait.c)
+ *   control.c  `weir hold` and the others (by 1 and 4; calls 1,
+ *              wait.c, and 2 for `requeue --via`: gate_recall)
  *   reload.c   SIGHUP (by 1; calls 1, 2, 3, job.c, session.c,
  *              keepalive.c)
  *   keepalive.c  the OAuth keep-alive (weir-remote -K), no message:
@@ -79,7 +81,8 @@
  * report.c, cleanup.c (their own headers).
  *
  * Who calls whom, file by file (scripts/calllinks.py build/src/send
- * prints it from the objects; leaving out the six files just named):
+ * prints it from the objects; leaving out the six files just named;
+ * make check fails when the two differ):
  *   sched.c     batch control counts deliver flight gatelink keepalive
  *               reload session wait
  *   batch.c     counts gatelink job sched via
@@ -92,9 +95,10 @@
  *   flight.c    deliver gatelink job sched via
  *   counts.c    gatelink session
  *   via.c       batch counts gatelink job sched
- *   control.c   sched wait
+ *   control.c   gatelink sched wait
  *   reload.c    deliver gatelink job keepalive sched session via
  *   keepalive.c deliver notice
+ *   main.c      sched
  *   wait.c, notice.c: none
  */
 #ifndef WEIR_SENDINT_H

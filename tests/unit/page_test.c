@@ -220,6 +220,11 @@ Test(page, routes)
 	cr_assert(strstr(o.s, "<tr><td><code>1234.1795675000.123456789</code></td>"
 	    "<td class=\"n\">3</td><td>backup</td><td>isp: unreachable</td></tr>"), "%s", o.s);
 	cr_assert(strstr(o.s, "<td>isp</td><td></td></tr>"), "%s", o.s);
+	/* A primary in trouble its fallback_when does not name keeps its
+	 * mail, as weir status says: not "takes its mail". */
+	cr_assert(strstr(o.s, "<li><b>lan</b> <span class=\"badge bad\">keeps its mail</span> "
+	    "authentication suspended until 2026-11-26T07:00:00Z &lt;b&gt;</li>"), "%s", o.s);
+	cr_assert(strstr(o.s, "takes its mail") == NULL, "%s", o.s);
 	cr_assert(strstr(o.s, "<script") == NULL);
 	buf_free(&o);
 	json_object_put(doc);
