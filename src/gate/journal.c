@@ -94,7 +94,8 @@ suspend_rec(struct buf *b, const struct wg_up *u, int auth, int64_t mono, int64_
 		record(b, "C %s %" PRId64 " %" PRId64 " %" PRId64 " %016" PRIx64 " %s", u->name,
 		    until - mono + wall, until, u->auth_len, u->auth_fp, reason);
 	else
-		record(b, "%c %s %" PRId64 " %" PRId64 " %" PRId64 " %s", auth ? 'A' : 'U', u->name,
+		record(b, "%c %s %" PRId64 " %" PRId64 " %" PRId64 " %s", auth ? 'A' :
+		    u->susp_quota ? 'Q' : 'U', u->name,
 		    until - mono + wall, until, auth ? u->auth_len : u->susp_len, reason);
 }
 
@@ -302,7 +303,7 @@ replay_record(struct replay *rp, char *line)
 	struct open_grant *o;
 	struct wg_up *u;
 
-	if (line[0] == 'U' || line[0] == 'A' || line[0] == 'C') {
+	if (line[0] == 'U' || line[0] == 'Q' || line[0] == 'A' || line[0] == 'C') {
 		/* The reason, last, may hold spaces: cut it off first. */
 		char *p = line;
 		int k;
@@ -393,21 +394,23 @@ replay_record(struct replay *rp, char *line)
 			rp->max_id = (uint64_t)a - 1;
 		return 0;
 	case 'U':
+	case 'Q':
 	case 'A':
 		if (n != 5 || !policy_valid_name(f[1]) || num64(f[2], &a) < 0 || num64(f[3], &b) < 0 ||
 		    num64(f[4], &c) < 0 || c < 0 || !reason || *reason == '\0')
 			return -1;
 		if (rp->same_boot)
-			wg_replay_suspend(rp->g, f[1], f[0][0] == 'A', b, c, reason, NULL);
+			wg_replay_suspend(rp->g, f[1], f[0][0] == 'A', f[0][0] == 'Q', b, c,
+			    reason, NULL);
 		else	/* another boot: what the wall clock says is left */
-			wg_replay_suspend(rp->g, f[1], f[0][0] == 'A',
+			wg_replay_suspend(rp->g, f[1], f[0][0] == 'A', f[0][0] == 'Q',
 			    rp->now_mono + (a - rp->now_wall), c, reason, NULL);
 		return 0;
 	case 'C':
 		if (n != 6 || !policy_valid_name(f[1]) || num64(f[2], &a) < 0 || num64(f[3], &b) < 0 ||
 		    num64(f[4], &c) < 0 || c < 0 || hex64(f[5], &fp) < 0 || !reason || *reason == '\0')
 			return -1;
-		wg_replay_suspend(rp->g, f[1], 1, rp->same_boot ? b : rp->now_mono + (a - rp->now_wall),
+		wg_replay_suspend(rp->g, f[1], 1, 0, rp->same_boot ? b : rp->now_mono + (a - rp->now_wall),
 		    c, reason, &fp);
 		return 0;
 	case 'E':

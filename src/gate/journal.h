@@ -22,6 +22,9 @@
  *                                                   instead (0 0 0: nothing)
  *   I <next id>                                     the next grant id (compaction)
  *   U <upstream> <until wall> <until mono> <len ms> <reason>  suspension
+ *   Q <upstream> <until wall> <until mono> <len ms> <reason>  a quota's
+ *                                   suspension (the reply said the sender's
+ *                                   or account's quota is spent)
  *   C <upstream> <until wall> <until mono> <len ms> <credentials> <reason>
  *                                                   auth suspension of the
  *                                                   credentials whose

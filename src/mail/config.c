@@ -42,6 +42,7 @@
 #include "mail/config.h"
 #include "mail/policy.h"
 #include "mail/queue.h"
+#include "mail/replyclass.h"
 #include "mail/rewrite.h"
 
 #ifndef SYSCONFDIR
@@ -152,6 +153,9 @@ static const struct conftab_key upkeys[] = {
 	{ "recipient_domains",  K_LIST,     NULL, 0, 0, 0, UOFF(recipient_domains), NULL },
 	{ "fallback",           K_LIST,     NULL, 0, 0, 0, UOFF(fallback), NULL },
 	{ "fallback_when",      K_LIST,     NULL, 0, 0, 0, UOFF(fallback_when), NULL },
+	/* Replies this provider means otherwise than weir's table says
+	 * (mail/replyclass.h): "CLASS: PATTERN", tried before the table. */
+	{ "reply_rules",        K_LIST,     NULL, 0, 0, 0, UOFF(reply_rules), NULL },
 };
 #define NUPKEYS (sizeof upkeys / sizeof upkeys[0])
 /* from_preset and from_file have a bit for each. */
@@ -442,6 +446,22 @@ validate_route(cfg_t *cfg, cfg_opt_t *opt)
 	return -1;
 }
 
+/* reply_rules: each "CLASS: PATTERN" (mail/replyclass.h). */
+static int
+validate_reply_rules(cfg_t *cfg, cfg_opt_t *opt)
+{
+	enum reply_class cls;
+	const char *why = NULL, *pat, *v = NULL;
+	unsigned i;
+
+	for (i = 0; i < cfg_opt_size(opt) && why == NULL; i++)
+		(void)reply_rule_parse(v = cfg_opt_getnstr(opt, i), &cls, &pat, &why);
+	if (why == NULL)
+		return 0;
+	cfg_error(cfg, "%s: \"%s\": %s", opt->name, v, why);
+	return -1;
+}
+
 static int
 validate_up(cfg_t *cfg, cfg_opt_t *opt)
 {
@@ -453,6 +473,8 @@ validate_up(cfg_t *cfg, cfg_opt_t *opt)
 	if (strcmp(opt->name, "recipient_domains") == 0 || strcmp(opt->name, "fallback") == 0 ||
 	    strcmp(opt->name, "fallback_when") == 0)
 		return validate_route(cfg, opt);
+	if (strcmp(opt->name, "reply_rules") == 0)
+		return validate_reply_rules(cfg, opt);
 	return 0;
 }
 
@@ -830,32 +852,43 @@ fallback_loop(const struct weir_config *c, const struct weir_upstream *start,
 	return 0;
 }
 
+/* The line of u's key in text (mail/confparse.h), or the section's end. */
+static int
+key_line(const char *text, const struct weir_upstream *u, const char *key)
+{
+	int line = text ? confparse_key_line(text, u->name, key, NULL, u->line) : 0;
+
+	return line ? line : u->line;
+}
+
 /* Across sections: each fallback names another section, once; no
- * section is its own fallback, directly or through others. */
+ * section is its own fallback, directly or through others.  Each error
+ * names the fallback key's line. */
 static void
-check_fallbacks(struct weir_config *c, const char *f, struct buf *err)
+check_fallbacks(struct weir_config *c, const char *f, const char *text, struct buf *err)
 {
 	const struct weir_upstream **path = xcalloc(c->nupstreams + 1, sizeof *path);
 	struct weir_upstream *u, *fb;
 	size_t i, j, k;
-	int n;
+	int n, line;
 
 	for (i = 0; i < c->nupstreams; i++) {
 		u = &c->upstreams[i];
+		line = key_line(text, u, "fallback");
 		for (j = 0; j < u->fallback.n; j++) {
 			for (k = 0; k < j; k++)
 				if (strcmp(u->fallback.v[k], u->fallback.v[j]) == 0)
 					break;
 			if (k < j)
 				buf_printf(err, "%s:%d: upstream \"%s\": fallback names \"%s\" "
-				    "twice\n", f, u->line, u->name, u->fallback.v[j]);
+				    "twice\n", f, line, u->name, u->fallback.v[j]);
 			else if (strcmp(u->fallback.v[j], u->name) == 0)
 				buf_printf(err, "%s:%d: upstream \"%s\": fallback names the "
-				    "section itself\n", f, u->line, u->name);
+				    "section itself\n", f, line, u->name);
 			else if ((fb = (struct weir_upstream *)config_upstream(c,
 			    u->fallback.v[j])) == NULL)
 				buf_printf(err, "%s:%d: upstream \"%s\": fallback \"%s\" is no "
-				    "upstream section\n", f, u->line, u->name, u->fallback.v[j]);
+				    "upstream section\n", f, line, u->name, u->fallback.v[j]);
 			else
 				fb->is_fallback = 1;
 		}
@@ -864,7 +897,8 @@ check_fallbacks(struct weir_config *c, const char *f, struct buf *err)
 		u = &c->upstreams[i];
 		if ((n = fallback_loop(c, u, u, path, 0)) == 0)
 			continue;
-		buf_printf(err, "%s:%d: upstream \"%s\": fallback loop: ", f, u->line, u->name);
+		buf_printf(err, "%s:%d: upstream \"%s\": fallback loop: ", f,
+		    key_line(text, u, "fallback"), u->name);
 		for (k = 0; k < (size_t)n; k++)
 			buf_printf(err, "%s%s", k ? " -> " : "", path[k]->name);
 		buf_adds(err, " (a backup relay may not fall back, directly or through others, "
@@ -1241,7 +1275,8 @@ config_upstream_value(const struct weir_upstream *u, size_t i, struct buf *out)
 }
 
 static void
-copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *err)
+copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, const char *text,
+    struct buf *err)
 {
 	size_t i, n = cfg_size(cfg, "upstream");
 
@@ -1266,7 +1301,7 @@ copy_upstreams(struct weir_config *c, cfg_t *cfg, const char *file, struct buf *
 		when_of(u);
 		check_upstream(u, file, err);
 	}
-	check_fallbacks(c, file, err);
+	check_fallbacks(c, file, text, err);
 }
 
 static void
@@ -1516,6 +1551,7 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 	size_t i, errlen0 = err->len;
 	cfg_t *cfg = NULL;
 	struct stat st;
+	struct buf own = BUF_INIT;	/* the file's text, for keys' lines */
 
 	set_defaults(c);
 	path = config_path(cfile, &explicit);
@@ -1565,7 +1601,12 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 		snprintf(name, sizeof name, "metrics|%s", mkeys[i].name);
 		cfg_set_validate_func(cfg, name, validate_metrics);
 	}
-	if ((text ? confparse_text(cfg, path, text, err) : confparse(cfg, path, err)) < 0)
+	if (text == NULL) {
+		if (confparse_read(path, &own, err) < 0)
+			goto out;
+		text = &own;
+	}
+	if (confparse_text(cfg, path, text, err) < 0)
 		goto out;
 	conftab_copy(keys, NKEYS, c, cfg, NULL);
 	showq_set = cfg_size(cfg, "showq_socket") > 0 && cfg_getstr(cfg, "showq_socket") != NULL;
@@ -1575,7 +1616,7 @@ load(struct weir_config *c, const char *cfile, const struct buf *text, struct bu
 	if (c->gate_status_socket && strcmp(c->gate_status_socket, c->gate_socket) == 0)
 		buf_printf(err, "%s: gate_status_socket must differ from gate_socket (it "
 		    "answers anyone, and only STATUS)\n", path);
-	copy_upstreams(c, cfg, path, err);
+	copy_upstreams(c, cfg, path, text->s, err);
 	copy_listen(c, cfg, path, err);
 	copy_metrics(c, cfg, path, err);
 	c->file = xstrdup(path);
@@ -1588,6 +1629,7 @@ env_override:
 out:
 	if (cfg)
 		cfg_free(cfg);
+	buf_free(&own);
 	return rc;
 }
 

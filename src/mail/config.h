@@ -106,6 +106,7 @@ struct weir_upstream {
 	struct strlist fallback;	/* fallback: other sections' names, in order */
 	struct strlist fallback_when;	/* fallback_when: the conditions as written */
 	struct route_when when;		/* those parsed; the defaults with fallback; none without */
+	struct strlist reply_rules;	/* reply_rules: "CLASS: PATTERN" (mail/replyclass.h) */
 	int is_fallback;		/* some section's fallback names it */
 	/* Provider presets (mail/config.c, "Presets"): the preset named
 	 * (preset), its file, which keys it set and which this section set

@@ -12,6 +12,77 @@
 #include "mail/config.h"
 #include "mail/confparse.h"
 
+/* Does line p (up to its newline) set key: "key =" after blanks? */
+static int
+sets_key(const char *p, const char *key)
+{
+	size_t n = strlen(key);
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (strncmp(p, key, n) != 0)
+		return 0;
+	p += n;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return *p == '=';
+}
+
+/* Does line p open the section: upstream "name" (the title quoted)? */
+static int
+opens_section(const char *p, const char *name)
+{
+	size_t n = strlen(name);
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (strncmp(p, "upstream", 8) != 0 || (p[8] != ' ' && p[8] != '\t'))
+		return 0;
+	p += 8;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return *p == '"' && strncmp(p + 1, name, n) == 0 && p[1 + n] == '"';
+}
+
+/* Does line p (up to its newline) hold "quoted", quotes included? */
+static int
+holds_quoted(const char *p, const char *quoted)
+{
+	const char *nl = strchr(p, '\n'), *q;
+	size_t n = strlen(quoted);
+
+	for (q = p; (q = strchr(q, '"')) != NULL && (nl == NULL || q < nl); q++)
+		if (strncmp(q + 1, quoted, n) == 0 && q[1 + n] == '"')
+			return 1;
+	return 0;
+}
+
+int
+confparse_key_line(const char *text, const char *section, const char *key, const char *quoted,
+    int last)
+{
+	const char *p = text;
+	int line = 1, in = section == NULL;
+
+	for (; p && *p; line++) {
+		if (section && !in && opens_section(p, section)) {
+			in = 1;
+			if (key == NULL && quoted == NULL)
+				return line;
+		}
+		if (in && key && sets_key(p, key))
+			return line;
+		if (in && quoted && holds_quoted(p, quoted))
+			return line;
+		if (section && in && last > 0 && line >= last)
+			return 0;
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return 0;
+}
+
 /* Where errfunc writes while confparse runs: libconfuse's error callback
  * has no argument of ours. */
 static struct buf *errbuf;

@@ -24,6 +24,18 @@ int confparse_read(const char *path, struct buf *text, struct buf *err);
  * 0 parsed; -1 with the errors in err. */
 int confparse_text(cfg_t *cfg, const char *path, const struct buf *text, struct buf *err);
 
+/* libconfuse keeps no line for a key, only for a section's end: the
+ * line (from 1) in text (a file as confparse_read() gives it, or the
+ * file itself) of key set as "key =" at the start of a line, at the top
+ * level (section NULL: the first line setting it) or in upstream
+ * "section" (from the line opening it to last, its closing brace; 0: no
+ * bound); key NULL: the section's opening line; with quoted (key NULL),
+ * the first line of the section holding "quoted" in double quotes (an
+ * entry of a list).  0 when not found (a default, several keys on one
+ * line). */
+int confparse_key_line(const char *text, const char *section, const char *key,
+    const char *quoted, int last);
+
 /* confparse_read() then confparse_text().  0 parsed; -1 with the errors
  * in err. */
 int confparse(cfg_t *cfg, const char *path, struct buf *err);

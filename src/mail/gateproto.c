@@ -172,9 +172,10 @@ tag(const char *s, uint32_t *out)
 }
 
 #define REPORT_USAGE "REPORT <tag> SENT <accepted> <at|-> | REFUND | UNKNOWN | NOMAIL | " \
-	"THROTTLED <text> | AUTHFAIL <text> | UNREACHED <text> | NOGREETING <text>"
+	"THROTTLED <text> | QUOTA <text> | AUTHFAIL <text> | UNREACHED <text> | NOGREETING <text>"
 #define SETTLE_USAGE "SETTLE <upstream> <grant id> SENT <accepted> <at|-> | REFUND | " \
-	"NOMAIL | THROTTLED <text> | AUTHFAIL <text> | UNREACHED <text> | NOGREETING <text>"
+	"NOMAIL | THROTTLED <text> | QUOTA <text> | AUTHFAIL <text> | UNREACHED <text> | " \
+	"NOGREETING <text>"
 
 /* The outcomes followed by a text (which may hold spaces). */
 static const struct {
@@ -183,6 +184,7 @@ static const struct {
 } text_outcomes[] = {
 	{ "THROTTLED", GP_THROTTLED }, { "AUTHFAIL", GP_AUTHFAIL },
 	{ "UNREACHED", GP_UNREACHED }, { "NOGREETING", GP_NOGREETING },
+	{ "QUOTA", GP_QUOTA },
 };
 #define NTEXT_OUTCOMES (sizeof text_outcomes / sizeof text_outcomes[0])
 

@@ -12,6 +12,8 @@
  *   REPORT <tag> SENT <accepted> <at|->    the upstream accepted the mail
  *   REPORT <tag> REFUND                    nothing reached the upstream
  *   REPORT <tag> THROTTLED <reply text>    the upstream said "slow down"
+ *   REPORT <tag> QUOTA <reply text>        it said the sender's or account's
+ *                                          quota is spent
  *   REPORT <tag> UNKNOWN                   the outcome is not known
  *   REPORT <tag> NOMAIL                    connected, but no MAIL accepted
  *   REPORT <tag> AUTHFAIL <reply text>     AUTH or TLS verification refused
@@ -19,7 +21,7 @@
  *   REPORT <tag> NOGREETING <text>         connected, but the TLS handshake,
  *                                          the greeting or EHLO failed
  *   SETTLE <upstream> <grant id> SENT <accepted> <at|-> | REFUND | NOMAIL |
- *          THROTTLED <reply text> | AUTHFAIL <reply text> |
+ *          THROTTLED <reply text> | QUOTA <reply text> | AUTHFAIL <reply text> |
  *          UNREACHED <text> | NOGREETING <text>
  *                                          what became of a grant whose
  *                                          client went away (below)
@@ -68,6 +70,12 @@
  *   was accepted (connect, TLS, EHLO, AUTH or MAIL refused): only the
  *   connections weight is logged; messages and recipients are given
  *   back.  Answer: OK.
+ *   QUOTA: as THROTTLED (logged, the upstream suspended), but the reply
+ *   said the sender's or account's quota is spent (mail/replyclass.h):
+ *   the suspension is a quota's (2 hours at first, doubling up to a
+ *   day, where no throttle_reply pattern names the reply), and the
+ *   fallback_when condition "quota" counts it as a full window until
+ *   its end (mail/route.h).  Answer: SUSPENDED with the seconds left.
  *   AUTHFAIL: AUTH was refused (535 and the like) or the TLS certificate
  *   or name check failed.  Counted as NOMAIL, and the upstream is
  *   suspended: 5 minutes, doubling on each repeat up to 1 hour; after the
@@ -189,7 +197,7 @@ enum gp_code {
 enum gp_verb { GP_ACQUIRE = 1, GP_REPORT, GP_CANCEL, GP_STATUS, GP_RESUME, GP_COUNTS,
 	GP_SETTLE, GP_START, GP_STARTS, GP_REFUSED };
 enum gp_outcome { GP_SENT = 1, GP_REFUND, GP_THROTTLED, GP_UNKNOWN, GP_NOMAIL, GP_AUTHFAIL,
-	GP_UNREACHED, GP_NOGREETING };
+	GP_UNREACHED, GP_NOGREETING, GP_QUOTA };
 
 #define GP_AT_MAX	((uint64_t)1 << 53)	/* the largest <at> taken */
 #define GP_GRACE_MAX	(366 * 86400)		/* the largest <grace> taken, seconds */

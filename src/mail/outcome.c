@@ -16,6 +16,7 @@ static const char *const names[] = {
 	[OUTCOME_UNKNOWN] = "unknown", [OUTCOME_THROTTLED] = "throttled",
 	[OUTCOME_AUTHFAIL] = "authfail", [OUTCOME_SENT] = "sent", [OUTCOME_RELAY] = "relay",
 	[OUTCOME_UNREACHED] = "unreached", [OUTCOME_NOGREETING] = "nogreeting",
+	[OUTCOME_QUOTA] = "quota",
 };
 
 const char *
@@ -33,6 +34,7 @@ outcome_gate(enum outcome_kind k)
 		[OUTCOME_THROTTLED] = GP_THROTTLED, [OUTCOME_AUTHFAIL] = GP_AUTHFAIL,
 		[OUTCOME_SENT] = GP_SENT, [OUTCOME_RELAY] = GP_SENT,
 		[OUTCOME_UNREACHED] = GP_UNREACHED, [OUTCOME_NOGREETING] = GP_NOGREETING,
+		[OUTCOME_QUOTA] = GP_QUOTA,
 	};
 
 	if (k < OUTCOME_REFUND || k > OUTCOME_LAST)
@@ -48,6 +50,7 @@ outcome_format(const struct outcome *o, struct buf *b)
 	buf_adds(b, outcome_name(o->kind));
 	switch (o->kind) {
 	case OUTCOME_THROTTLED:
+	case OUTCOME_QUOTA:
 	case OUTCOME_AUTHFAIL:
 	case OUTCOME_UNREACHED:
 	case OUTCOME_NOGREETING:
@@ -113,6 +116,7 @@ outcome_parse(const char *s, size_t n, struct outcome *o, const char **why)
 	p = s + wl;
 	switch (o->kind) {
 	case OUTCOME_THROTTLED:
+	case OUTCOME_QUOTA:
 	case OUTCOME_AUTHFAIL:
 	case OUTCOME_UNREACHED:
 	case OUTCOME_NOGREETING:

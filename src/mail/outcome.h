@@ -10,6 +10,7 @@
  *   nomail               connected, but no MAIL accepted
  *   unknown              the final dot went out, no answer was read
  *   throttled REPLY      the upstream said "slow down" (REPLY: its words)
+ *   quota REPLY          it said the sender's or account's quota is spent
  *   authfail REPLY       AUTH or the TLS certificate was refused
  *   unreached TEXT       no connection could be made (TEXT: what failed);
  *                        nothing reached the upstream, as refund
@@ -44,16 +45,16 @@
 enum outcome_kind {
 	OUTCOME_REFUND = 1, OUTCOME_STALE, OUTCOME_NOMAIL, OUTCOME_UNKNOWN,
 	OUTCOME_THROTTLED, OUTCOME_AUTHFAIL, OUTCOME_SENT, OUTCOME_RELAY, OUTCOME_UNREACHED,
-	OUTCOME_NOGREETING
+	OUTCOME_NOGREETING, OUTCOME_QUOTA
 };
-#define OUTCOME_LAST	OUTCOME_NOGREETING
+#define OUTCOME_LAST	OUTCOME_QUOTA
 
 struct outcome {
 	enum outcome_kind kind;
 	unsigned long accepted;		/* sent, relay */
 	long long at;			/* sent, relay: ms, -1: none */
 	unsigned long undone;		/* sent, relay */
-	char text[OUTCOME_MAX];		/* throttled, authfail, unreached,
+	char text[OUTCOME_MAX];		/* throttled, quota, authfail, unreached,
 					 * nogreeting: one line */
 };
 
@@ -64,7 +65,7 @@ void outcome_format(const struct outcome *o, struct buf *b);
 int outcome_parse(const char *s, size_t n, struct outcome *o, const char **why);
 const char *outcome_name(enum outcome_kind k);
 /* What weir-gate is told for each (gateproto.h's REPORT): stale is a
- * refund (nothing of it was sent), relay a send; unreached and
+ * refund (nothing of it was sent), relay a send, quota QUOTA; unreached and
  * nogreeting are UNREACHED and NOGREETING (the upstream's reach). */
 enum gp_outcome outcome_gate(enum outcome_kind k);
 

@@ -17,7 +17,6 @@
  */
 #include <confuse.h>
 #include <ctype.h>
-#include <errno.h>
 #include <fnmatch.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -25,10 +24,12 @@
 #include <strings.h>
 
 #include "lib/alloc.h"
+#include "lib/decimal.h"
 #include "lib/timefmt.h"
 #include "mail/confparse.h"
 #include "mail/conftab.h"
 #include "mail/policy.h"
+#include "mail/replyclass.h"
 
 #define NOFF CONFTAB_NOFF, NULL
 #define W(f) offsetof(struct policy_window, f), NULL
@@ -55,6 +56,7 @@ static const struct conftab_key upstream_keys[] = {
 	{ "grace",                   K_DURATION, NULL, 0, 1, POLICY_GRACE_MAX, U(grace) },
 	{ "shared",                  K_STR, NULL, 0, 0, 0, NOFF },
 	{ "shared_secret_file",      K_STR, NULL, 0, 0, 0, NOFF },
+	{ "shared_sentinel_secret_file", K_STR, NULL, 0, 0, 0, NOFF },
 };
 
 /* class "name" { } */
@@ -77,34 +79,28 @@ static const struct conftab_key top_keys[] = {
 	{ "builtin_throttle_replies", K_BOOL, NULL, 1, 0, 0, P(builtin_throttles) },
 };
 
-/* Provider replies that mean "slow down", tried after the file's own:
- * the one built-in list, for the gate's suspension periods and for the
- * deliverers' classifier (mail/trouble.c, through
- * policy_builtin_throttles).  Words about the client or the session,
- * never a bare "4.7.x" or "try again later", which greylisting says of
- * one recipient or one message.  "[ -]": a reply's first line, or the
- * gate's one-line form of a multi-line reply. */
-#define SUSP_DEFAULT	POLICY_SUSPEND_DEFAULT, POLICY_MAX_SUSPEND_DEFAULT
-static const struct policy_throttle builtin_throttles[] = {
-	{ (char *)"421[ -]*",               SUSP_DEFAULT, 1 },	/* closing */
-	{ (char *)"550[ -]5.4.5*",          3600, 24 * 3600, 1 },	/* Gmail daily limit */
-	{ (char *)"*too many*",             SUSP_DEFAULT, 1 },
-	{ (char *)"*rate limit*",           SUSP_DEFAULT, 1 },
-	{ (char *)"*ratelimit*",            SUSP_DEFAULT, 1 },
-	{ (char *)"*rate-limit*",           SUSP_DEFAULT, 1 },
-	{ (char *)"*throttl*",              SUSP_DEFAULT, 1 },	/* SES: "454 Throttling failure" */
-	{ (char *)"*slow down*",            SUSP_DEFAULT, 1 },
-	{ (char *)"*unusual rate*",         SUSP_DEFAULT, 1 },	/* Gmail's 4.7.28 */
-	{ (char *)"*quota exceeded*",       SUSP_DEFAULT, 1 },
-	{ (char *)"*sending limit*",        SUSP_DEFAULT, 1 },
-};
-#undef SUSP_DEFAULT
-
+/* Provider replies that suspend the upstream, tried after the file's
+ * own: the rows of the one table of reply classes (mail/replyclass.h)
+ * that carry a suspension (quota, rate, a 421 closing the session), for
+ * the gate's suspension periods; the deliverers' classifier
+ * (mail/trouble.c) reads the same rows. */
 size_t
 policy_builtin_throttles(const struct policy_throttle **out)
 {
-	*out = builtin_throttles;
-	return sizeof builtin_throttles / sizeof builtin_throttles[0];
+	static struct policy_throttle list[256];
+	static size_t n;
+	const struct reply_row *rows;
+	size_t nrows, i;
+
+	if (n == 0) {
+		rows = reply_rows(&nrows);
+		for (i = 0; i < nrows && n < sizeof list / sizeof list[0]; i++)
+			if (rows[i].suspend > 0)
+				list[n++] = (struct policy_throttle){ (char *)rows[i].pattern,
+				    rows[i].suspend, rows[i].max_suspend, 1 };
+	}
+	*out = list;
+	return n;
 }
 
 static const char *const unit_names[UNIT_COUNT] = {
@@ -464,9 +460,15 @@ validate_upstream(cfg_t *cfg, cfg_opt_t *opt)
 			cfg_error(cfg, "shared: \"%s\": %s", cfg_getstr(u, "shared"), why);
 			return -1;
 		}
-		free(sh.host);
-	} else if (cfg_size(u, "shared_secret_file")) {
-		cfg_error(cfg, "shared_secret_file without shared");
+		if (sh.nsent == 0 && cfg_size(u, "shared_sentinel_secret_file")) {
+			policy_shared_free(&sh);
+			cfg_error(cfg, "shared_sentinel_secret_file without redis-sentinel:// in shared");
+			return -1;
+		}
+		policy_shared_free(&sh);
+	} else if (cfg_size(u, "shared_secret_file") || cfg_size(u, "shared_sentinel_secret_file")) {
+		cfg_error(cfg, "%s without shared", cfg_size(u, "shared_secret_file") ?
+		    "shared_secret_file" : "shared_sentinel_secret_file");
 		return -1;
 	}
 	return 0;
@@ -539,6 +541,9 @@ copy_upstream(struct policy_upstream *u, cfg_t *sec)
 		u->shared = xstrdup(cfg_getstr(sec, "shared"));
 	if (cfg_size(sec, "shared_secret_file"))
 		u->shared_secret_file = xstrdup(cfg_getstr(sec, "shared_secret_file"));
+	if (cfg_size(sec, "shared_sentinel_secret_file"))
+		u->shared_sentinel_secret_file = xstrdup(cfg_getstr(sec,
+		    "shared_sentinel_secret_file"));
 	for (i = 0; i < cfg_size(sec, "window"); i++) {
 		ws = cfg_getnsec(sec, "window", i);
 		memset(&w, 0, sizeof w);
@@ -597,6 +602,7 @@ policy_load(struct policy *p, const char *path, struct buf *err)
 	const struct conftab_key *k;
 	cfg_t *cfg;
 	size_t i, nbuilt = 0;
+	const struct policy_throttle *builtin = NULL;
 	int rc = -1;
 
 	memset(p, 0, sizeof *p);
@@ -641,14 +647,14 @@ policy_load(struct policy *p, const char *path, struct buf *err)
 		copy_class(&p->cls[i], cfg_getnsec(cfg, "class", (unsigned)i));
 	copy_scalars(top_keys, NKEYS(top_keys), cfg, p);
 	if (p->builtin_throttles)
-		nbuilt = sizeof builtin_throttles / sizeof builtin_throttles[0];
+		nbuilt = policy_builtin_throttles(&builtin);
 	p->nthr = cfg_size(cfg, "throttle_reply");
 	p->thr = xcalloc(p->nthr + nbuilt + 1, sizeof *p->thr);
 	for (i = 0; i < p->nthr; i++)
 		copy_throttle(&p->thr[i], cfg_getnsec(cfg, "throttle_reply", (unsigned)i));
 	for (i = 0; i < nbuilt; i++) {
-		p->thr[p->nthr] = builtin_throttles[i];
-		p->thr[p->nthr++].pattern = xstrdup(builtin_throttles[i].pattern);
+		p->thr[p->nthr] = builtin[i];
+		p->thr[p->nthr++].pattern = xstrdup(builtin[i].pattern);
 	}
 	rc = 0;
 out:
@@ -664,12 +670,85 @@ out_opts:
 	return rc;
 }
 
+/* "HOST:PORT" in s[0..n): *host (malloc'ed) and *port (digits only).
+ * 0 ok; -1 with why. */
+static int
+host_port(const char *s, size_t n, char **host, int *port, const char **why)
+{
+	const char *colon = memrchr(s, ':', n);
+	uint64_t v;
+
+	if (colon == NULL || colon == s) {
+		*why = "each address is HOST:PORT";
+		return -1;
+	}
+	if (dec_parse(colon + 1, n - (size_t)(colon + 1 - s), 65535, &v) < 0 || v < 1) {
+		*why = "the port is 1 to 65535";
+		return -1;
+	}
+	*port = (int)v;
+	*host = xstrndup(s, (size_t)(colon - s));
+	return 0;
+}
+
+/* "/DB" at the end of a redis:// or redis-sentinel:// form, or "". */
+static int
+db_number(const char *d, int *db, const char **why)
+{
+	uint64_t v;
+
+	if (*d == '\0' || (d[0] == '/' && d[1] == '\0'))
+		return 0;
+	if (d[0] != '/' || dec_parse(d + 1, strlen(d + 1), 1000000, &v) < 0) {
+		*why = "the database is a number";
+		return -1;
+	}
+	*db = (int)v;
+	return 0;
+}
+
+static int
+sentinels_parse(const char *p, struct policy_shared *sh, const char **why)
+{
+	const char *slash = strchr(p, '/'), *a, *comma, *name, *nend;
+	char *master;
+
+	if (slash == NULL || slash == p) {
+		*why = "use redis-sentinel://HOST:PORT,HOST:PORT,.../MASTER";
+		return -1;
+	}
+	for (a = p;; a = comma + 1) {
+		comma = memchr(a, ',', (size_t)(slash - a));
+		if (comma == NULL)
+			comma = slash;
+		if (sh->nsent == POLICY_SENTINELS_MAX) {
+			*why = "at most 16 sentinels";
+			return -1;
+		}
+		if (host_port(a, (size_t)(comma - a), &sh->sent_host[sh->nsent],
+		    &sh->sent_port[sh->nsent], why) < 0)
+			return -1;
+		sh->nsent++;
+		if (comma == slash)
+			break;
+	}
+	name = slash + 1;
+	nend = strchr(name, '/');
+	if (nend == NULL)
+		nend = name + strlen(name);
+	master = xstrndup(name, (size_t)(nend - name));
+	sh->master = master;
+	if (!policy_valid_name(master)) {
+		*why = "the master's name is 1 to 64 of A-Z a-z 0-9 . - _";
+		return -1;
+	}
+	return db_number(nend, &sh->db, why);
+}
+
 int
 policy_shared_parse(const char *s, struct policy_shared *sh, const char **why)
 {
-	const char *p, *colon, *slash;
-	char *end;
-	long v;
+	const char *p, *slash;
 
 	memset(sh, 0, sizeof *sh);
 	if (strncmp(s, "unix:", 5) == 0)
@@ -683,37 +762,44 @@ policy_shared_parse(const char *s, struct policy_shared *sh, const char **why)
 		sh->unix_socket = 1;
 		return 0;
 	}
+	if (strncmp(s, "redis-sentinel://", 17) == 0) {
+		if (sentinels_parse(s + 17, sh, why) < 0) {
+			policy_shared_free(sh);
+			return -1;
+		}
+		return 0;
+	}
 	if (strncmp(s, "redis://", 8) != 0) {
-		*why = "use redis://HOST:PORT/DB, unix:/PATH or /PATH";
+		*why = "use redis://HOST:PORT/DB, redis-sentinel://HOST:PORT,.../MASTER, "
+		    "unix:/PATH or /PATH";
 		return -1;
 	}
 	p = s + 8;
-	colon = strchr(p, ':');
 	slash = strchr(p, '/');
-	if (colon == NULL || colon == p || (slash && slash < colon)) {
+	if (slash == NULL)
+		slash = p + strlen(p);
+	if (memchr(p, ':', (size_t)(slash - p)) == NULL) {
 		*why = "use redis://HOST:PORT/DB";
 		return -1;
 	}
-	errno = 0;
-	v = strtol(colon + 1, &end, 10);
-	if (errno || end == colon + 1 || v < 1 || v > 65535 || (*end != '\0' && *end != '/')) {
-		*why = "the port is 1 to 65535";
+	if (host_port(p, (size_t)(slash - p), &sh->host, &sh->port, why) < 0 ||
+	    db_number(slash, &sh->db, why) < 0) {
+		policy_shared_free(sh);
 		return -1;
 	}
-	sh->port = (int)v;
-	if (*end == '/' && end[1] != '\0') {
-		const char *d = end + 1;
-
-		errno = 0;
-		v = strtol(d, &end, 10);
-		if (errno || end == d || *end != '\0' || v < 0 || v > 1000000) {
-			*why = "the database is a number";
-			return -1;
-		}
-		sh->db = (int)v;
-	}
-	sh->host = xstrndup(p, (size_t)(colon - p));
 	return 0;
+}
+
+void
+policy_shared_free(struct policy_shared *sh)
+{
+	size_t i;
+
+	free(sh->host);
+	for (i = 0; i < sh->nsent; i++)
+		free(sh->sent_host[i]);
+	free(sh->master);
+	memset(sh, 0, sizeof *sh);
 }
 
 void
@@ -725,6 +811,7 @@ policy_free(struct policy *p)
 		free(p->up[i].name);
 		free(p->up[i].shared);
 		free(p->up[i].shared_secret_file);
+		free(p->up[i].shared_sentinel_secret_file);
 		free(p->up[i].win);
 	}
 	free(p->up);

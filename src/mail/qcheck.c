@@ -639,8 +639,8 @@ check_control(struct ctx *c, struct buf *b)
 	if (fstatat(c->q->dfd, QCTL_REPLY_DIR, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    (dir = open_dir(c, QCTL_REPLY_DIR)) != NULL) {
 		while ((e = readdir(dir)) != NULL) {
-			const char *body;
-			size_t blen;
+			const char *body, *via;
+			size_t blen, vialen;
 
 			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
 			    strcmp(e->d_name, "tmp") == 0)
@@ -652,7 +652,8 @@ check_control(struct ctx *c, struct buf *b)
 				continue;
 			}
 			if (read_file_at(c->q->dfd, path, b, QCTL_REPLY_MAX) != 0 ||
-			    qctl_reply_parse(b->s, b->len, &hb, &since, &body, &blen) < 0) {
+			    qctl_reply_parse(b->s, b->len, &hb, &since, &via, &vialen, &body,
+			    &blen) < 0) {
 				report(c, 0, "%s: malformed (weir-send rewrites it)", path);
 				continue;
 			}

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "lib/decimal.h"
+#include "mail/policy.h"
 #include "mail/qctl.h"
 #include "mail/schedfile.h"
 
@@ -74,13 +75,35 @@ qctl_hold_parse(const char *s, size_t len, long long *birth, long long *since)
 }
 
 int
+qctl_via_parse(const char *s, size_t len, char *out)
+{
+	if (len < 2 || len > POLICY_NAME_MAX + 1 || s[len - 1] != '\n' ||
+	    memchr(s, '\0', len) != NULL)
+		return -1;
+	memcpy(out, s, len - 1);
+	out[len - 1] = '\0';
+	return policy_valid_name(out) ? 0 : -1;
+}
+
+int
 qctl_reply_parse(const char *s, size_t len, long long *birth, long long *next,
-    const char **body, size_t *bodylen)
+    const char **via, size_t *vialen, const char **body, size_t *bodylen)
 {
 	const char *end = s + len, *p, *nul, *nl;
+	char name[POLICY_NAME_MAX + 1];
 
 	if (parse_line(&s, end, "birth", birth) < 0 || parse_line(&s, end, "next", next) < 0)
 		return -1;
+	*via = NULL;
+	*vialen = 0;
+	if (end - s > 4 && memcmp(s, "via ", 4) == 0) {
+		nl = memchr(s + 4, '\n', (size_t)(end - s - 4));
+		if (nl == NULL || qctl_via_parse(s + 4, (size_t)(nl + 1 - s - 4), name) < 0)
+			return -1;
+		*via = s + 4;
+		*vialen = (size_t)(nl - s - 4);
+		s = nl + 1;
+	}
 	for (p = s; p < end; p = nl + 1) {
 		nul = memchr(p, '\0', (size_t)(end - p));
 		if (nul == NULL || nul == p)

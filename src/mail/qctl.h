@@ -7,7 +7,9 @@
  *                 durably; a file whose birth is not its message's is
  *                 stale (an earlier message with the same inode) and
  *                 means nothing.
- *   reply/N       "birth B\nnext T\n" then "ADDR\0REPLY\n" per recipient
+ *   reply/N       "birth B\nnext T\n", "via NAME\n" when the operator
+ *                 sent it through upstream NAME (`weir requeue --via`),
+ *                 then "ADDR\0REPLY\n" per recipient
  *                 put off at its last attempt: the upstream's last reply
  *                 (one line) and the next attempt's wall time (0: now,
  *                 or held).  weir-send's, written when it defers (via
@@ -15,6 +17,8 @@
  *                 listings); stale when its birth is not the message's.
  *   ctl/VERB.N    a request to weir-send (hold, release, delete,
  *                 requeue); empty; weir-send acts and removes it.
+ *   ctl/via.N     requeue message N through upstream NAME now: "NAME\n"
+ *                 (at most QCTL_FILE_MAX bytes, a name as policy.h's).
  *
  * Whoever changes a message holds lock/sendmutex: weir-send, or a `weir`
  * command while weir-send is stopped.  These functions assume the caller
@@ -56,9 +60,12 @@ int qctl_hold(struct queue *q, unsigned long id, long long birth, long long now,
 int qctl_unhold(struct queue *q, unsigned long id, struct buf *why) MUST_CHECK;
 
 /* Parse reply/N: 0 ok (*body, *bodylen: the ADDR\0REPLY\n lines, each
- * checked); -1 malformed. */
+ * checked; *via, *vialen: the via line's NAME, or NULL); -1 malformed. */
 int qctl_reply_parse(const char *s, size_t len, long long *birth, long long *next,
-    const char **body, size_t *bodylen);
+    const char **via, size_t *vialen, const char **body, size_t *bodylen);
+/* Parse ctl/via.N's bytes: 0 and the name (a policy.h name) in out
+ * (POLICY_NAME_MAX + 1 bytes); -1 malformed. */
+int qctl_via_parse(const char *s, size_t len, char *out);
 /* The reply for addr in a parsed body, or NULL; *rlen its length. */
 const char *qctl_reply_find(const char *body, size_t len, const char *addr, size_t alen,
     size_t *rlen);

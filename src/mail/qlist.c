@@ -226,6 +226,7 @@ msg_start(struct qlist_msg *m, unsigned long id, struct timespec mtime, int prep
 	m->preprocessed = preprocessed;
 	m->head = m->bouncing = m->trouble = m->held = 0;
 	m->next_attempt = 0;
+	m->via_off = m->via_len = 0;
 	m->size = 0;
 	m->sender_off = m->sender_len = 0;
 	m->nitems = 0;
@@ -400,19 +401,24 @@ read_replies(const struct queue *q, struct qlist_msg *m, struct buf *file,
     const struct present *p)
 {
 	char path[QPATH_MAX];
-	const char *body, *r;
+	const char *body, *r, *via;
 	long long birth, next;
-	size_t i, blen, rlen;
+	size_t i, blen, rlen, vialen;
 
 	if (!idset_maybe(&p->reply, m->id))
 		return;
 	snprintf(path, sizeof path, QCTL_REPLY_DIR "/%lu", m->id);
 	buf_reset(file);
 	if (read_file_at(q->dfd, path, file, QCTL_REPLY_MAX) != 0 ||
-	    qctl_reply_parse(file->s, file->len, &birth, &next, &body, &blen) < 0 ||
+	    qctl_reply_parse(file->s, file->len, &birth, &next, &via, &vialen, &body, &blen) < 0 ||
 	    birth != (long long)m->mtime)
 		return;
 	m->next_attempt = next;
+	if (via) {
+		m->via_off = m->text.len;
+		m->via_len = vialen;
+		buf_add(&m->text, via, vialen);
+	}
 	for (i = 0; i < m->nitems; i++) {
 		struct qlist_item *it = &m->items[i];
 
@@ -650,6 +656,11 @@ render_text(struct buf *t, const struct qlist_msg *m)
 				date[dl - 6] = '\0';
 			buf_printf(&raw, " next %s GMT", date);
 		}
+		if (m->via_len) {
+			buf_adds(&raw, " via ");
+			buf_add(&raw, m->text.s + m->via_off, m->via_len);
+			buf_adds(&raw, " (requeued)");
+		}
 		clean_add(t, raw.s, raw.len);
 		buf_addc(t, '\n');
 	}
@@ -705,6 +716,10 @@ render_json(struct buf *t, const struct qlist_msg *m)
 		buf_printf(t, "\"%s\"", when);
 	} else
 		buf_adds(t, "null");
+	if (m->via_len) {	/* only while weir requeue --via holds */
+		buf_adds(t, ",\"via\":");
+		json_str(t, m->text.s + m->via_off, m->via_len);
+	}
 	buf_adds(t, ",\"recipients\":[");
 	for (i = n = 0; i < m->nitems; i++) {
 		const struct qlist_item *it = &m->items[i];
@@ -784,4 +799,41 @@ int
 qlist_print(const struct queue *q, int fd, struct qlist_stats *st, struct buf *why)
 {
 	return qlist_write(q, fd, QLIST_TEXT, st, why);
+}
+
+int
+qlist_count(const struct queue *q, struct qlist_count *c, struct buf *why)
+{
+	struct qents todo = { NULL, 0, 0 }, info = { NULL, 0, 0 };
+	unsigned long *tids = NULL;
+	size_t i;
+	int rc = -1;
+
+	memset(c, 0, sizeof *c);
+	/* todo/ first, as qlist_scan: a message preprocessed meanwhile is
+	 * in one of the two. */
+	if (scan_dir(q->dfd, qdir_name[Q_TODO], &todo, why) < 0 || scan_info(q, &info, why) < 0)
+		goto out;
+	tids = xcalloc(todo.n + 1, sizeof *tids);
+	for (i = 0; i < todo.n; i++) {
+		tids[i] = todo.v[i].id;
+		if (c->messages == 0 || todo.v[i].mtime.tv_sec < c->oldest)
+			c->oldest = todo.v[i].mtime.tv_sec;
+		c->messages++;
+	}
+	c->todo = todo.n;
+	qsort(tids, todo.n, sizeof *tids, id_cmp);
+	for (i = 0; i < info.n; i++) {
+		if (bsearch(&info.v[i].id, tids, todo.n, sizeof *tids, id_cmp))
+			continue;
+		if (c->messages == 0 || info.v[i].mtime.tv_sec < c->oldest)
+			c->oldest = info.v[i].mtime.tv_sec;
+		c->messages++;
+	}
+	rc = 0;
+out:
+	free(todo.v);
+	free(info.v);
+	free(tids);
+	return rc;
 }

@@ -62,6 +62,8 @@ struct qlist_msg {
 	int bouncing;		/* a bounce/ file exists */
 	int held;		/* hold/N (mail/qctl.h): `weir hold` */
 	long long next_attempt;	/* reply/N's next attempt, wall time; 0: none known */
+	size_t via_off, via_len;	/* reply/N's via: the upstream the operator
+					 * sent it through (weir requeue --via); 0: none */
 	int trouble;		/* at least one item is a warning */
 	struct qlist_item *items;
 	size_t nitems, cap;
@@ -80,6 +82,7 @@ enum qlist_format {
 	QLIST_TEXT,		/* qmail-qread's, as above */
 	QLIST_JSON,		/* one JSON document, a message per line (relaystatus.c
 			 * reads it so); see weir(8) "queue" */
+	QLIST_SUMMARY,		/* not a listing: weir-showq's "summary" (mail/qsummary.h) */
 };
 
 /* Write the listing of q to fd.  0 listed without trouble, 1 listed with
@@ -88,6 +91,14 @@ enum qlist_format {
  * not a whole document). */
 int qlist_write(const struct queue *q, int fd, enum qlist_format f, struct qlist_stats *st,
     struct buf *why);
+/* The messages the listing would list, by names and modification times
+ * alone (no file is opened): info/'s and todo/'s, the oldest queue time
+ * (0: none).  0 ok; -1 a folder cannot be read (why). */
+struct qlist_count {
+	unsigned long long messages, todo;
+	time_t oldest;
+};
+int qlist_count(const struct queue *q, struct qlist_count *c, struct buf *why);
 /* qlist_write(q, fd, QLIST_TEXT, st, why). */
 int qlist_print(const struct queue *q, int fd, struct qlist_stats *st, struct buf *why);
 

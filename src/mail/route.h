@@ -15,11 +15,16 @@
  *   authentication D  it has been refusing our credentials (an AUTH
  *                  suspension, or the probe after one; an OAuth login
  *                  needed is reported as such) for D or more (default 0s)
- *   quota D        a window is full and its next free slot for this
- *                  request is more than D away (default 1h)
- *   throttled D    a throttle suspension has more than D left (default
- *                  30m; off unless named: some providers count spreading
- *                  mail over accounts as evasion)
+ *   quota D        the upstream's quota leaves no room for this request
+ *                  for more than D (default 1h): weir's own (a window is
+ *                  full and its next free slot is more than D away) or
+ *                  the provider's (it answered that the sender's or
+ *                  account's quota is spent: that suspension's end is a
+ *                  free slot no sooner, the gate's free_at says so)
+ *   throttled D    a throttle suspension (a rate's or a quota's) has
+ *                  more than D left (default 30m; off unless named: some
+ *                  providers count spreading mail over accounts as
+ *                  evasion)
  * Without fallback_when, a section with fallbacks has unreachable 10m,
  * authentication 0s and quota 1h.
  *
@@ -83,7 +88,8 @@ struct route_state {
 	int64_t auth_until;	/* its suspension's end (<= now: probing) */
 	int auth_probe_out;	/* after it, the one probe allowed is out */
 	int64_t susp_until;	/* a throttle suspension's end; 0: none */
-	int64_t free_at;	/* the windows have room for this request then;
+	int64_t free_at;	/* the windows have room for this request then,
+				 * and a quota's suspension is over;
 				 * -1: only a held grant's report can tell */
 };
 

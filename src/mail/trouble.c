@@ -1,7 +1,8 @@
 /*
  * trouble.c: reply and situation to action; the rules are listed in
- * trouble.h and nowhere else.  Trusts: nothing.  Config keys: none (see
- * trouble.h for policy.conf's throttle_reply).
+ * trouble.h and nowhere else, the classes of replies in replyclass.c.
+ * Trusts: nothing.  Config keys: none (see trouble.h for policy.conf's
+ * throttle_reply and weir.conf's reply_rules).
  */
 #include <fnmatch.h>
 #include <stdio.h>
@@ -11,55 +12,32 @@
 #include "lib/alloc.h"
 #include "mail/trouble.h"
 
-
-/* A RCPT refusal that is about us, not the recipient. */
-static const char *const builtin_relay[] = {
-	"530 *",
-	"*relay*denied*",
-	"*relaying denied*",
-	"*not permitted to relay*",
-	"*relay not permitted*",
-	"*relay access denied*",
-	"*authentication required*",
-	"*must authenticate*",
-	"*sender*not*authori*",
-	"5?? 5.7.0 *",
-	"5?? 5.7.1 *relay*",
-	"5?? 5.7.8 *",
+struct pat {
+	char *p;
+	enum reply_class cls;
+	char *where;
 };
 
 struct patlist {
-	char **p;
+	struct pat *v;
 	size_t n;
 };
 
 struct trouble_rules {
-	struct patlist custom;		/* policy.conf's throttle_reply, tried first */
-	struct patlist builtin;		/* policy.c's built-in throttle list */
+	struct patlist rules;		/* the upstream's reply_rules, tried first */
+	struct patlist custom;		/* policy.conf's throttle_reply */
 	int builtin_off;		/* policy.conf: builtin_throttle_replies = false */
-	struct patlist throttle, relay;	/* added by trouble_add_throttle/_relay */
+	struct patlist added;		/* trouble_add_throttle/_relay */
 };
 
 static void
-pat_add(struct patlist *l, const char *p)
+pat_add(struct patlist *l, const char *p, enum reply_class cls, const char *where)
 {
-	l->p = xrealloc(l->p, (l->n + 1) * sizeof *l->p);
-	l->p[l->n++] = xstrdup(p);
-}
-
-struct trouble_rules *
-trouble_new(void)
-{
-	struct trouble_rules *t = xcalloc(1, sizeof *t);
-	const struct policy_throttle *thr;
-	size_t i, n = policy_builtin_throttles(&thr);
-
-	/* The "slow down" replies: the one list, policy.c's. */
-	for (i = 0; i < n; i++)
-		pat_add(&t->builtin, thr[i].pattern);
-	for (i = 0; i < sizeof builtin_relay / sizeof builtin_relay[0]; i++)
-		pat_add(&t->relay, builtin_relay[i]);
-	return t;
+	l->v = xrealloc(l->v, (l->n + 1) * sizeof *l->v);
+	l->v[l->n].p = xstrdup(p);
+	l->v[l->n].cls = cls;
+	l->v[l->n].where = where ? xstrdup(where) : NULL;
+	l->n++;
 }
 
 static void
@@ -67,9 +45,17 @@ pat_free(struct patlist *l)
 {
 	size_t i;
 
-	for (i = 0; i < l->n; i++)
-		free(l->p[i]);
-	free(l->p);
+	for (i = 0; i < l->n; i++) {
+		free(l->v[i].p);
+		free(l->v[i].where);
+	}
+	free(l->v);
+}
+
+struct trouble_rules *
+trouble_new(void)
+{
+	return xcalloc(1, sizeof(struct trouble_rules));
 }
 
 void
@@ -78,14 +64,32 @@ trouble_free(struct trouble_rules *t)
 	if (t == NULL)
 		return;
 	pat_free(&t->custom);
-	pat_free(&t->builtin);
-	pat_free(&t->throttle);
-	pat_free(&t->relay);
+	pat_free(&t->rules);
+	pat_free(&t->added);
 	free(t);
 }
 
-void trouble_add_throttle(struct trouble_rules *t, const char *p) { pat_add(&t->throttle, p); }
-void trouble_add_relay(struct trouble_rules *t, const char *p) { pat_add(&t->relay, p); }
+void trouble_add_throttle(struct trouble_rules *t, const char *p) { pat_add(&t->added, p, RC_RATE, NULL); }
+void trouble_add_relay(struct trouble_rules *t, const char *p) { pat_add(&t->added, p, RC_RELAY, NULL); }
+
+void
+trouble_add_rule(struct trouble_rules *t, enum reply_class cls, const char *pattern,
+    const char *where)
+{
+	pat_add(&t->rules, pattern, cls, where);
+}
+
+void
+trouble_add_rules(struct trouble_rules *t, const struct strlist *rules)
+{
+	enum reply_class cls;
+	const char *pat, *why;
+	size_t i;
+
+	for (i = 0; i < rules->n; i++)
+		if (reply_rule_parse(rules->v[i], &cls, &pat, &why) == 0)
+			trouble_add_rule(t, cls, pat, NULL);
+}
 
 void
 trouble_add_policy(struct trouble_rules *t, const struct policy *p)
@@ -94,30 +98,21 @@ trouble_add_policy(struct trouble_rules *t, const struct policy *p)
 
 	for (i = 0; i < p->nthr; i++)
 		if (!p->thr[i].builtin)
-			pat_add(&t->custom, p->thr[i].pattern);
+			pat_add(&t->custom, p->thr[i].pattern, RC_RATE, NULL);
 	if (!p->builtin_throttles)
 		t->builtin_off = 1;
 }
 
-/* "CODE first-line-text", matched against each pattern. */
+/* The first pattern of l that takes line: its index, or -1. */
 static int
-matches(const struct patlist *l, const struct smtp_reply *r)
+find(const struct patlist *l, const char *line)
 {
-	char line[SMTP_REPLY_LINE_MAX + 8];
-	size_t i, n = 0;
-	int k;
+	size_t i;
 
-	k = snprintf(line, sizeof line, "%03d ", r->code);
-	if (k < 0)
-		return 0;
-	n = (size_t)k;
-	for (i = 0; i < r->text.len && r->text.s[i] != '\n' && n + 1 < sizeof line; i++)
-		line[n++] = r->text.s[i];
-	line[n] = '\0';
 	for (i = 0; i < l->n; i++)
-		if (fnmatch(l->p[i], line, FNM_CASEFOLD) == 0)
-			return 1;
-	return 0;
+		if (fnmatch(l->v[i].p, line, FNM_CASEFOLD) == 0)
+			return (int)i;
+	return -1;
 }
 
 static int
@@ -133,45 +128,79 @@ positive(enum smtp_stage st, int code)
 	}
 }
 
-/* A RCPT (or end-of-data) reply whose enhanced status code is about the
- * recipient, not about us: X.1.x addressing, X.2.x mailbox ("552 5.2.2
- * mailbox full, quota exceeded"), X.5.3 too many recipients (a cap on
- * one transaction).  Such a reply is never a throttle, whatever its text. */
-static int
-about_recipient(enum smtp_stage st, const struct smtp_reply *r)
+enum trouble_action
+trouble_action_of(enum smtp_stage st, enum reply_class c, int code, int suspends)
 {
-	const char *e = r->esc;
+	switch (c) {
+	case RC_QUOTA:
+	case RC_RATE:
+		return suspends ? T_SUSPEND : T_DEFER;
+	case RC_UNAVAILABLE:
+		/* At the greeting: not reached (weir-remote says so). */
+		return st != STAGE_BANNER && code == 421 && suspends ? T_SUSPEND : T_DEFER;
+	case RC_RECIPIENT:
+		if (code / 100 != 5)
+			return T_DEFER;
+		return st == STAGE_RCPT || st == STAGE_DATA || st == STAGE_DATA_END ? T_BOUNCE :
+		    T_DEFER;
+	default:
+		return T_DEFER;
+	}
+}
 
-	if (st != STAGE_RCPT && st != STAGE_DATA_END)
-		return 0;
-	if (e[0] == '\0' || e[1] != '.')
-		return 0;
-	return e[2] == '1' || e[2] == '2' || (e[2] == '5' && strcmp(e + 3, ".3") == 0);
+void
+trouble_judge(const struct trouble_rules *t, enum smtp_stage st, const struct smtp_reply *r,
+    struct trouble_verdict *v)
+{
+	char line[REPLY_LINE_MAX];
+	const struct reply_row *rows;
+	size_t nrows;
+	int k, suspends = 1;
+
+	memset(v, 0, sizeof *v);
+	v->index = -1;
+	if (positive(st, r->code)) {
+		v->action = T_ACCEPT;
+		v->origin = TO_POSITIVE;
+		return;
+	}
+	reply_line(r, line, sizeof line);
+	if ((k = find(&t->rules, line)) >= 0) {
+		v->origin = TO_RULE;
+		v->cls = t->rules.v[k].cls;
+		v->pattern = t->rules.v[k].p;
+		v->where = t->rules.v[k].where;
+		v->index = k;
+	} else if ((k = find(&t->custom, line)) >= 0) {
+		v->origin = TO_POLICY;
+		v->cls = RC_RATE;
+		v->pattern = t->custom.v[k].p;
+	} else if ((k = find(&t->added, line)) >= 0) {
+		v->origin = TO_ADDED;
+		v->cls = t->added.v[k].cls;
+		v->pattern = t->added.v[k].p;
+	} else if ((k = reply_row_find(st, line)) >= 0) {
+		rows = reply_rows(&nrows);
+		v->origin = TO_TABLE;
+		v->cls = rows[k].cls;
+		v->pattern = rows[k].pattern;
+		v->index = k;
+		suspends = !t->builtin_off;
+	} else {
+		v->origin = TO_DEFAULT;
+		v->cls = reply_class_default(st, r->code);
+		suspends = !t->builtin_off;	/* a bare 421 is a built-in row's too */
+	}
+	v->action = trouble_action_of(st, v->cls, r->code, suspends);
 }
 
 enum trouble_action
 trouble_reply(const struct trouble_rules *t, enum smtp_stage st, const struct smtp_reply *r)
 {
-	if (positive(st, r->code))
-		return T_ACCEPT;
-	if (matches(&t->custom, r))
-		return T_SUSPEND;
-	if (!about_recipient(st, r) && ((!t->builtin_off && matches(&t->builtin, r)) ||
-	    matches(&t->throttle, r)))
-		return T_SUSPEND;
-	/* A positive-class reply where it is not expected (a 3xx to RCPT, a
-	 * 250 to DATA) is a protocol error: never permanent. */
-	if (r->code / 100 != 5)
-		return T_DEFER;
-	switch (st) {
-	case STAGE_RCPT:
-		return matches(&t->relay, r) ? T_DEFER : T_BOUNCE;
-	case STAGE_DATA:
-	case STAGE_DATA_END:
-		return T_BOUNCE;
-	default:
-		return T_DEFER;	/* the relay refusing us */
-	}
+	struct trouble_verdict v;
+
+	trouble_judge(t, st, r, &v);
+	return v.action;
 }
 
 enum trouble_action

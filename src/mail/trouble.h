@@ -6,28 +6,30 @@
  *
  * Rules, in order:
  *   1. A positive reply (2xx; 354 to DATA; 334 during AUTH) is ACCEPT.
- *   2. Any other reply matching a throttle_reply pattern of policy.conf
- *      (trouble_add_policy) is SUSPEND, whatever the stage.  Then one
- *      matching a built-in throttle pattern (policy.c's list, the one the
- *      gate uses too: policy_builtin_throttles; left out when policy.conf
- *      says builtin_throttle_replies = false; 421, words about the client
- *      or session: rate limit, throttling, slow down, quota exceeded,
- *      sending limit, too many; Google's "550 5.4.5") is SUSPEND, 4xx
- *      and 5xx alike (the daily limit is not a bounce) -- except a RCPT
- *      or end-of-data reply whose enhanced code is about the recipient
- *      (X.1.x, X.2.x such as "552 5.2.2 quota exceeded", X.5.3 too many
- *      recipients), which goes on to rules 4 and 5.  Greylisting ("451
- *      4.7.1 greylisted, try again later") is no throttle: it defers
- *      that one recipient or message.
- *   3. Anything before the recipients (connect, banner, EHLO, STARTTLS,
- *      TLS, AUTH, MAIL FROM) is the relay refusing us, never the mail:
- *      DEFER for 4xx and 5xx alike.  So is a RCPT reply matching a relay
- *      pattern ("relaying denied", "authentication required", 530).
- *   4. 4xx elsewhere is DEFER, and so is a positive class where the step
- *      does not expect it (a 250 to DATA); 5xx on RCPT bounces that
- *      recipient; 5xx on DATA or after the end of data bounces the
- *      message.
- *   5. Every situation that is not a reply (timeout, connection lost,
+ *   2. Any other reply is given a class (mail/replyclass.h): by the
+ *      upstream's own reply_rules of weir.conf first (trouble_add_rule),
+ *      then by policy.conf's throttle_reply patterns (class rate,
+ *      trouble_add_policy), then by patterns added with
+ *      trouble_add_throttle (rate) and trouble_add_relay (relay), then
+ *      by the built-in table's rows (replyclass.c), else by its code and
+ *      stage (reply_class_default).
+ *   3. The class gives the action:
+ *        quota, rate   SUSPEND at any stage, 4xx and 5xx alike (a day's
+ *                      quota is not a bounce); with policy.conf's
+ *                      builtin_throttle_replies = false a built-in row's
+ *                      quota or rate is DEFER (it still never bounces)
+ *        unavailable   at the greeting DEFER (the upstream is not
+ *                      reached: weir-remote reports it so, as a failed
+ *                      greeting); a 421 later SUSPENDs (as rate), any
+ *                      other DEFERs
+ *        recipient     a 5xx at RCPT bounces that recipient, at DATA or
+ *                      after the final dot the message; anything else
+ *                      DEFERs (before the recipients a refusal is about
+ *                      us, never the mail)
+ *        auth, relay, temporary   DEFER
+ *      A positive-class reply where the step does not expect it (a 250
+ *      to DATA) is of class temporary: DEFER.
+ *   4. Every situation that is not a reply (timeout, connection lost,
  *      malformed reply, TLS or certificate failure, STARTTLS missing,
  *      no usable AUTH mechanism, local errors) is DEFER, except the
  *      message problems that no retry can cure (a line over 998 bytes, a
@@ -47,7 +49,9 @@
 
 #include <stddef.h>
 
+#include "mail/config.h"
 #include "mail/policy.h"
+#include "mail/replyclass.h"
 #include "mail/smtpreply.h"
 
 enum trouble_action {
@@ -55,23 +59,6 @@ enum trouble_action {
 	T_DEFER,
 	T_BOUNCE,
 	T_SUSPEND,
-};
-
-/* The step a reply answers, or where a situation arose. */
-enum smtp_stage {
-	STAGE_CONNECT,
-	STAGE_BANNER,
-	STAGE_EHLO,
-	STAGE_STARTTLS,
-	STAGE_TLS,
-	STAGE_AUTH,
-	STAGE_MAIL,
-	STAGE_RCPT,
-	STAGE_DATA,		/* the DATA command: 354 expected */
-	STAGE_DATA_END,		/* the reply after "." */
-	STAGE_QUIT,
-	STAGE_LOCAL,		/* before any connection: reading the message */
-	STAGE_COUNT
 };
 
 enum trouble_situation {
@@ -96,16 +83,52 @@ struct trouble_rules;
 struct trouble_rules *trouble_new(void);
 void trouble_free(struct trouble_rules *t);
 void trouble_add_throttle(struct trouble_rules *t, const char *pattern);
+/* One of the upstream's reply_rules (weir.conf): a reply its pattern
+ * takes is of class cls; where ("file:line", may be NULL) is shown by
+ * weir check-config --reply. */
+void trouble_add_rule(struct trouble_rules *t, enum reply_class cls, const char *pattern,
+    const char *where);
 void trouble_add_relay(struct trouble_rules *t, const char *pattern);
+/* An upstream's reply_rules (struct weir_upstream, checked by the config
+ * loader): each "CLASS: PATTERN" added with trouble_add_rule, where NULL. */
+void trouble_add_rules(struct trouble_rules *t, const struct strlist *rules);
 /* policy.conf's own throttle_reply patterns (not its built-in ones),
- * tried before every other rule; with its builtin_throttle_replies =
- * false, the built-in throttle patterns no longer count (those added by
- * trouble_add_throttle still do). */
+ * tried after the upstream's rules, before every other; with its
+ * builtin_throttle_replies = false, the built-in table's quota and rate
+ * rows no longer suspend (patterns added by trouble_add_throttle
+ * still do). */
 void trouble_add_policy(struct trouble_rules *t, const struct policy *p);
 
+/* Where a reply's class came from. */
+enum trouble_origin {
+	TO_POSITIVE,		/* a positive reply: no class */
+	TO_RULE,		/* the upstream's reply_rules (weir.conf) */
+	TO_POLICY,		/* policy.conf's throttle_reply */
+	TO_ADDED,		/* trouble_add_throttle, trouble_add_relay */
+	TO_TABLE,		/* a built-in row (replyclass.c) */
+	TO_DEFAULT,		/* no pattern: its code and stage */
+};
+
+/* What a reply means, and why. */
+struct trouble_verdict {
+	enum trouble_action action;
+	enum reply_class cls;
+	enum trouble_origin origin;
+	const char *pattern;	/* the pattern that took it (TO_POLICY .. TO_TABLE) */
+	int index;		/* TO_TABLE: the row; TO_RULE: the rule's number */
+	const char *where;	/* TO_RULE: "file:line" of the rule, or NULL */
+};
+
 /* What a complete reply at this stage means. */
+void trouble_judge(const struct trouble_rules *t, enum smtp_stage st, const struct smtp_reply *r,
+    struct trouble_verdict *v);
 enum trouble_action trouble_reply(const struct trouble_rules *t, enum smtp_stage st,
     const struct smtp_reply *r);
+/* The action for a reply of class c with code at st (rule 3); suspends:
+ * 0 when a quota or rate class must not suspend (a built-in row with
+ * builtin_throttle_replies = false). */
+enum trouble_action trouble_action_of(enum smtp_stage st, enum reply_class c, int code,
+    int suspends);
 /* What a failure that is not a reply means. */
 enum trouble_action trouble_situation(enum trouble_situation sit);
 

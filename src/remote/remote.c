@@ -212,7 +212,7 @@ outcome(const struct smtp_result *res)
 	if (res->stale)
 		return OUTCOME_STALE;	/* a kept session's: nothing of it sent */
 	if (res->suspend)
-		return OUTCOME_THROTTLED;
+		return res->quota ? OUTCOME_QUOTA : OUTCOME_THROTTLED;
 	if (res->authfail)
 		return OUTCOME_AUTHFAIL;
 	if (!res->greeted)
@@ -323,15 +323,17 @@ gate_report(struct gate *g, const struct smtp_result *res)
 }
 
 /* What replies mean (mail/trouble.h): policy.conf's throttle_reply
- * patterns first, then the built-in rules.  Without a readable policy
- * file, the built-in rules alone (logged, unless there is none). */
+ * patterns first, then upstream up's reply_rules, then the built-in
+ * rules.  Without a readable policy file, the rest alone (logged,
+ * unless there is none). */
 static struct trouble_rules *
-rules_new(const struct weir_config *cfg)
+rules_new(const struct weir_config *cfg, const struct weir_upstream *up)
 {
 	struct trouble_rules *t = trouble_new();
 	struct policy pol;
 	struct buf err = BUF_INIT;
 
+	trouble_add_rules(t, &up->reply_rules);
 	memset(&pol, 0, sizeof pol);
 	if (cfg->policy_file == NULL || (access(cfg->policy_file, F_OK) < 0 && errno == ENOENT))
 		return t;
@@ -503,7 +505,7 @@ probe(const char *cfile, const char *upname)
 			buf_printf(&out, "%s failed: %s\n", !p.secret ? "secret" : "tls", err.s);
 		goto out;
 	}
-	rules = rules_new(&cfg);
+	rules = rules_new(&cfg, up);
 	p.rules = rules;
 	log_info("probing upstream %s at %s:%u: no mail, no grant", up->name, p.host, p.port);
 	smtp_probe(&p, &res);
@@ -615,7 +617,7 @@ remote_get_ready(struct remote *r, struct buf *why)
 	} else {
 		if (how.len)
 			log_debug("upstream %s: OAuth: %s", r->up->name, how.s);
-		r->rules = rules_new(&r->cfg);
+		r->rules = rules_new(&r->cfg, r->up);
 		r->p.rules = r->rules;
 	}
 	buf_free(&err);

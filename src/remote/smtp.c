@@ -77,6 +77,7 @@ struct smtp_session {
 	struct conn c;
 	int connected, usable, banner_seen, tls_active;
 	struct smtp_reply r;
+	enum reply_class cls;		/* r's class (judge) */
 	struct caps caps;
 	struct buf err;
 	char peer[80];
@@ -158,6 +159,30 @@ fail(struct smtp_session *s, enum trouble_action a, const char *fmt, ...)
 	}
 }
 
+/* What the reply in s->r means at st (mail/trouble.h); its class kept
+ * in s->cls. */
+static enum trouble_action
+judge(struct smtp_session *s, enum smtp_stage st)
+{
+	struct trouble_verdict v;
+
+	trouble_judge(s->p->rules, st, &s->r, &v);
+	s->cls = v.cls;
+	return v.action;
+}
+
+/* The reply in s->r (its one line: line) suspends the upstream: for the
+ * gate, with whether it said the quota is spent. */
+static void
+suspending(struct smtp_session *s, const char *line)
+{
+	s->res->suspend = 1;
+	if (s->cls == RC_QUOTA)
+		s->res->quota = 1;
+	buf_reset(&s->res->throttle);
+	buf_adds(&s->res->throttle, line);
+}
+
 /* A failed reply at a stage, in qmail-remote's words. */
 static enum state
 fail_reply(struct smtp_session *s, enum smtp_stage st, enum trouble_action a, const char *what)
@@ -165,10 +190,8 @@ fail_reply(struct smtp_session *s, enum smtp_stage st, enum trouble_action a, co
 	char line[SMTP_REPLY_LINE_MAX * 2];
 
 	oneline(s, line, sizeof line);
-	if (a == T_SUSPEND) {
-		buf_reset(&s->res->throttle);
-		buf_adds(&s->res->throttle, line);
-	}
+	if (a == T_SUSPEND)
+		suspending(s, line);
 	if (st <= STAGE_MAIL)
 		s->res->relay_failure = 1;
 	/* A kept connection the server closes (421) before this message's
@@ -336,7 +359,7 @@ st_banner(struct smtp_session *s)
 	if (get_reply(s, STAGE_BANNER, s->up->timeout_banner, &next) < 0)
 		return next;
 	s->banner_seen = 1;
-	a = trouble_reply(s->p->rules, STAGE_BANNER, &s->r);
+	a = judge(s, STAGE_BANNER);
 	if (a != T_ACCEPT)
 		return fail_reply(s, STAGE_BANNER, a, "greeting failed");
 	if (s->probe) {
@@ -505,7 +528,7 @@ st_ehlo(struct smtp_session *s, int helo)
 	if (put(s, cmd, (size_t)n, s->up->timeout_command, STAGE_EHLO, &next) < 0 ||
 	    get_reply(s, STAGE_EHLO, s->up->timeout_command, &next) < 0)
 		return next;
-	a = trouble_reply(s->p->rules, STAGE_EHLO, &s->r);
+	a = judge(s, STAGE_EHLO);
 	if (a == T_ACCEPT) {
 		if (helo)
 			memset(&s->caps, 0, sizeof s->caps);
@@ -536,7 +559,7 @@ st_starttls(struct smtp_session *s)
 	if (put(s, "STARTTLS\r\n", 10, s->up->timeout_command, STAGE_STARTTLS, &next) < 0 ||
 	    get_reply(s, STAGE_STARTTLS, s->up->timeout_command, &next) < 0)
 		return next;
-	a = trouble_reply(s->p->rules, STAGE_STARTTLS, &s->r);
+	a = judge(s, STAGE_STARTTLS);
 	if (a != T_ACCEPT || s->r.code != 220)
 		return fail_reply(s, STAGE_STARTTLS, a == T_ACCEPT ? T_DEFER : a,
 		    "STARTTLS was refused");
@@ -632,7 +655,7 @@ st_auth(struct smtp_session *s)
 		if (auth_put(s, resp.s ? resp.s : "", NULL, &next) < 0)
 			goto out;
 	}
-	a = trouble_reply(s->p->rules, STAGE_AUTH, &s->r);
+	a = judge(s, STAGE_AUTH);
 	if (a != T_ACCEPT || s->r.code / 100 != 2) {
 		char what[96];
 
@@ -752,7 +775,7 @@ st_mail(struct smtp_session *s)
 	if (put(s, cmd.s, cmd.len, s->up->timeout_mail, STAGE_MAIL, &next) < 0 ||
 	    get_reply(s, STAGE_MAIL, s->up->timeout_mail, &next) < 0)
 		goto out;
-	a = trouble_reply(s->p->rules, STAGE_MAIL, &s->r);
+	a = judge(s, STAGE_MAIL);
 	if (a != T_ACCEPT)
 		next = fail_reply(s, STAGE_MAIL, a, "sender was rejected");
 	else
@@ -797,7 +820,7 @@ st_rcpt(struct smtp_session *s)
 	}
 	if (get_reply(s, STAGE_RCPT, s->up->timeout_rcpt, &next) < 0)
 		return next;
-	a = trouble_reply(s->p->rules, STAGE_RCPT, &s->r);
+	a = judge(s, STAGE_RCPT);
 	oneline(s, line, sizeof line);
 	switch (a) {
 	case T_ACCEPT:
@@ -813,9 +836,7 @@ st_rcpt(struct smtp_session *s)
 		    s->peer, line);
 		break;
 	case T_SUSPEND:
-		s->res->suspend = 1;
-		buf_reset(&s->res->throttle);
-		buf_adds(&s->res->throttle, line);
+		suspending(s, line);
 		/* FALLTHROUGH */
 	default:
 		set_rcpt(s, i, 's', "%s does not like recipient.\nRemote host said: %s\n",
@@ -874,11 +895,8 @@ txn_failed(struct smtp_session *s, enum trouble_action a, const char *what)
 	char line[SMTP_REPLY_LINE_MAX * 2], text[SMTP_REPLY_LINE_MAX * 3];
 
 	oneline(s, line, sizeof line);
-	if (a == T_SUSPEND) {
-		s->res->suspend = 1;
-		buf_reset(&s->res->throttle);
-		buf_adds(&s->res->throttle, line);
-	}
+	if (a == T_SUSPEND)
+		suspending(s, line);
 	snprintf(text, sizeof text, "%s %s.\nRemote host said: %s\n", s->peer, what, line);
 	settle(s, a == T_BOUNCE ? 'h' : 's', text);
 	log_debug("%s: %s: %s", s->peer, trouble_action_name(a), line);
@@ -899,7 +917,7 @@ st_data(struct smtp_session *s)
 		return next;
 	if (get_reply(s, STAGE_DATA, s->up->timeout_data_init, &next) < 0)
 		return next;
-	a = trouble_reply(s->p->rules, STAGE_DATA, &s->r);
+	a = judge(s, STAGE_DATA);
 	if (a != T_ACCEPT)
 		return txn_failed(s, a, "failed on DATA command");
 	return S_BODY;
@@ -947,7 +965,7 @@ st_dot(struct smtp_session *s)
 	if (get_reply(s, STAGE_DATA_END, s->up->timeout_data_end, &next) < 0)
 		return next;
 	s->res->dot_unanswered = 0;
-	a = trouble_reply(s->p->rules, STAGE_DATA_END, &s->r);
+	a = judge(s, STAGE_DATA_END);
 	if (a != T_ACCEPT)
 		return txn_failed(s, a, "failed after I sent the message");
 	s->res->accepted_at = (int64_t)clock_mono_ms();
@@ -969,7 +987,7 @@ st_rset(struct smtp_session *s)
 	if (put(s, "RSET\r\n", 6, s->up->timeout_command, STAGE_MAIL, &next) < 0 ||
 	    get_reply(s, STAGE_MAIL, s->up->timeout_command, &next) < 0)
 		return next;
-	a = trouble_reply(s->p->rules, STAGE_MAIL, &s->r);
+	a = judge(s, STAGE_MAIL);
 	if (a != T_ACCEPT)
 		return fail_reply(s, STAGE_MAIL, a, "RSET failed");
 	s->need_rset = 0;

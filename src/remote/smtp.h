@@ -75,6 +75,7 @@ struct smtp_result {
 	char kind;		/* 'K', 'Z' or 'D' */
 	struct buf text;	/* the message report's text */
 	int suspend;		/* a throttle reply was seen: suspend the relay */
+	int quota;		/* it was a quota reply (mail/replyclass.h) */
 	int authfail;		/* AUTH refused (5xx) or the TLS certificate failed */
 	struct buf throttle;	/* that reply (or the TLS failure), one line */
 	int relay_failure;	/* connect, TLS, AUTH or MAIL FROM failed */

@@ -221,6 +221,8 @@ batch_start(struct sched *s, struct msg *m)
 		return;
 	}
 	free(prim);
+	if (j->n > 0)
+		via_force(s, j);
 	if (j->n == 0) {
 		job_free(s, j);
 		/* Only bad addresses were left in this pass: a retry if an

@@ -63,6 +63,9 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 	}
 	if (o.kind == OUTCOME_THROTTLED)
 		log_warnx("msg %s: the upstream is throttling us: %s", j->m->qid, o.text);
+	else if (o.kind == OUTCOME_QUOTA)
+		log_warnx("msg %s: upstream %s says the sender's or account's quota is spent: %s",
+		    j->m->qid, s->ups[j->up].name, o.text);
 	if (o.kind == OUTCOME_AUTHFAIL && (known = authreply_find(o.text)) != NULL) {
 		log_warnx("msg %s: upstream %s refused authentication: %s; %s says %s: %s",
 		    j->m->qid, s->ups[j->up].name, o.text, known->provider, known->means,
@@ -172,7 +175,8 @@ settle(struct sched *s, struct job *j, size_t i, struct rresult *r, enum outcome
 	 * and only a recipient's own temporary failure, in a "sent"
 	 * session, can expire it. */
 	if (r->st == RS_PERM && (how == OUTCOME_RELAY || how == OUTCOME_REFUND ||
-	    how == OUTCOME_NOMAIL || how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL ||
+	    how == OUTCOME_NOMAIL || how == OUTCOME_THROTTLED || how == OUTCOME_QUOTA ||
+	    how == OUTCOME_AUTHFAIL ||
 	    how == OUTCOME_UNREACHED || how == OUTCOME_NOGREETING))
 		r->st = RS_TEMP;
 	if (r->st == RS_TEMP && r->own && how == OUTCOME_SENT && expired) {
@@ -231,7 +235,20 @@ static void
 next_step(struct sched *s, struct msg *m, enum outcome_kind how, int more, size_t next_off,
     size_t ntemp, int again, size_t group, long long now)
 {
-	if (how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL || again) {
+	int waits_at_gate = how == OUTCOME_THROTTLED || how == OUTCOME_QUOTA ||
+	    how == OUTCOME_AUTHFAIL || again;
+
+	if (waits_at_gate && more && group != NO_UPSTREAM) {
+		/* This group's upstream is suspended or unreachable: the pass
+		 * goes on with the next group now, and comes back to this one
+		 * at once when it is over (batch.c), to wait at the gate then
+		 * without holding the other groups back. */
+		m->pass_up = group + 1;
+		m->pass_off = 0;
+		m->pass_deferred = 1;
+		m->pass_again = 1;
+		sched_at(s, m, now);
+	} else if (waits_at_gate) {
 		/* The same batch, after the suspension at the gate, or where
 		 * the gate sends it (the primary's probe, or a fallback). */
 		sched_at(s, m, now);
@@ -273,7 +290,8 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	long long now = sched_wall();
 	/* The upstream said slow down, or refused our credentials: the
 	 * gate suspends it; the message waits there, no attempt counted. */
-	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_AUTHFAIL;
+	int throttled = how == OUTCOME_THROTTLED || how == OUTCOME_QUOTA ||
+	    how == OUTCOME_AUTHFAIL;
 	int expired = now - m->birth - wait_credit(m) > s->lifetime;
 	int again = via_again(s, j, how);
 	int more;
@@ -289,6 +307,7 @@ apply(struct sched *s, struct job *j, enum outcome_kind how, size_t undone)
 	m->pass_bounced |= t.nperm != 0;
 	if (t.ntemp && !throttled)
 		wait_warn(s, m, j, res);
+	via_waits(s, m, j, how, t.ntemp);
 	via_done(s, j, how);
 	free(res);
 	free(t.done);

@@ -14,7 +14,12 @@
  * effect when the attempt ends, a delete waits for it (its request stays
  * until then).
  *
- * Trusts: ctl/ names, parsed strictly.  Config keys: none.
+ * `weir requeue --via NAME` leaves ctl/via.N holding NAME: the message's
+ * next pass goes through upstream NAME (via.c), reply/N says so for the
+ * listings, and its pass's end forgets it.
+ *
+ * Trusts: ctl/ names and via.N's bytes, parsed strictly.  Config keys:
+ * upstream names.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,8 +33,8 @@
 #include "mail/qctl.h"
 #include "send/sendint.h"
 
-enum verb { V_HOLD, V_RELEASE, V_DELETE, V_REQUEUE, V_N };
-static const char *const verbs[V_N] = { "hold", "release", "delete", "requeue" };
+enum verb { V_HOLD, V_RELEASE, V_DELETE, V_REQUEUE, V_VIA, V_N };
+static const char *const verbs[V_N] = { "hold", "release", "delete", "requeue", "via" };
 
 static void
 on_again(struct evloop *ev, struct evtimer *t, void *arg)
@@ -89,12 +94,14 @@ reply_save(struct sched *s, struct msg *m, long long next)
 	snprintf(path, sizeof path, QCTL_REPLY_DIR "/%lu", m->id);
 	m->replies_dirty = 0;
 	m->next_saved = next;
-	if (m->replies.len == 0) {
+	if (m->replies.len == 0 && m->via_up == NO_UPSTREAM) {
 		if (unlinkat(q->dfd, path, 0) < 0 && errno != ENOENT)
 			log_warn("msg %s: unlink %s", m->qid, path);
 		return;
 	}
 	buf_printf(&b, "birth %lld\nnext %lld\n", m->birth, next);
+	if (m->via_up != NO_UPSTREAM && m->via_up < s->cfg->nupstreams)
+		buf_printf(&b, "via %s\n", s->cfg->upstreams[m->via_up].name);
 	buf_add(&b, m->replies.s, m->replies.len);
 	fd = openat(q->dfd, QCTL_REPLY_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
 	    O_CLOEXEC, 0644);
@@ -114,7 +121,8 @@ control_next(struct sched *s, struct msg *m, long long when)
 {
 	if (m->held || m->del_pending)
 		when = 0;
-	if (m->replies_dirty || (m->replies.len && when != m->next_saved))
+	if (m->replies_dirty || ((m->replies.len || m->via_up != NO_UPSTREAM) &&
+	    when != m->next_saved))
 		reply_save(s, m, when);
 }
 
@@ -224,6 +232,26 @@ delete(struct sched *s, struct msg *m, struct buf *why)
 	return 0;
 }
 
+/* ctl/via.N's upstream: its index in the config, or NO_UPSTREAM
+ * (logged). */
+static size_t
+via_of(struct sched *s, unsigned long id)
+{
+	char path[64], name[POLICY_NAME_MAX + 1];
+	struct buf b = BUF_INIT;
+	const struct weir_upstream *u = NULL;
+
+	snprintf(path, sizeof path, QCTL_DIR "/via.%lu", id);
+	if (read_file_at(s->o->q->dfd, path, &b, QCTL_FILE_MAX) != 0 ||
+	    qctl_via_parse(b.s ? b.s : "", b.len, name) < 0)
+		log_warnx("ctl: %s: not an upstream's name; ignored", path);
+	else if ((u = config_upstream(s->cfg, name)) == NULL)
+		log_warnx("ctl: %s: no upstream \"%s\" in %s; ignored", path, name,
+		    s->cfg->file ? s->cfg->file : "the configuration");
+	buf_free(&b);
+	return u ? (size_t)(u - s->cfg->upstreams) : NO_UPSTREAM;
+}
+
 /* 1: done with the request; 0: it waits (an attempt in flight, or the
  * message is not yet preprocessed). */
 static int
@@ -266,6 +294,26 @@ act(struct sched *s, enum verb v, unsigned long id)
 		}
 		log_info("msg %s: requeued by the operator", m->qid);
 		sched_at(s, m, now);	/* through the gate, as always */
+		break;
+	case V_VIA:
+		if (m->held) {
+			log_info("msg %s: requeue: held; release it", m->qid);
+			break;
+		}
+		if ((m->via_up = via_of(s, id)) == NO_UPSTREAM)
+			break;
+		m->replies_dirty = 1;
+		log_info("msg %s: requeued by the operator through upstream %s%s", m->qid,
+		    s->cfg->upstreams[m->via_up].name, m->job && m->job->state != J_ASKING ?
+		    " (after the attempt in flight)" : "");
+		/* A batch still waiting at the gate moves now (via.c). */
+		if (m->job && m->job->state == J_ASKING && m->job->up != m->via_up)
+			gate_recall(s, m->job);
+		if (!m->job) {
+			m->pass_off = 0;	/* its next pass, from the top, goes there */
+			m->pass_up = 0;
+		}
+		sched_at(s, m, now);
 		break;
 	case V_DELETE:
 		if (m->job) {

@@ -10,6 +10,10 @@
  *                   LATER (the primary's fallback_when holds) sends the
  *                   batch to the next upstream of its route (via.c);
  *                   a session's connection slot goes to session.c
+ *   gate_recall()   a request waiting at a fallback is CANCELled, to be
+ *                   asked of its primary again (via.c) once the gate's
+ *                   OK says it is gone (a GRANT or LATER that crossed
+ *                   the CANCEL decides instead)
  *   gate_use()      a grant goes to a deliverer (START)
  *   gate_tell()     what became of a grant (REPORT, or SETTLE for one
  *                   the connection that held it took away)
@@ -64,6 +68,7 @@ gate_granted(struct sched *s, struct job *j, uint32_t cap)
 	struct msg *m = j->m;
 
 	j->state = J_GRANTED;
+	j->recall = 0;	/* granted before the gate read our CANCEL: it goes here */
 	batch_granted(u, j->n, cap);
 	if (!via_placed(s, j)) {
 		/* A reload sent the message to another upstream (or none). */
@@ -74,7 +79,8 @@ gate_granted(struct sched *s, struct job *j, uint32_t cap)
 	if (now < u->hold_until) {
 		/* Granted before the gate read our throttle report: give it
 		 * back and ask again once the hold is over (not at once: a
-		 * gate that did not suspend would grant it again at once). */
+		 * gate that did not suspend would grant it again at once); the
+		 * gate's SUSPENDED answer ends the hold. */
 		gate_tell(s, j, GP_REFUND, 0, NULL);
 		job_free(s, j);
 		sched_held(s, m, sched_wall() + (long long)((u->hold_until - now + 999) / 1000));
@@ -128,23 +134,44 @@ on_reply(struct sched *s, const struct gp_reply *r)
 
 		log_warnx("weir-gate suspended the upstream for %llu s",
 		    (unsigned long long)r->secs);
+		/* Every grant the gate made before it read the report came
+		 * before this answer (one connection, in order): the hold is
+		 * over, the gate holds the upstream's requests from now on,
+		 * and its RESUME lets them go at once (weir resume). */
 		for (i = 0; i < s->nups; i++)
 			if (s->ups[i].throttle_tag == r->tag && r->tag != 0) {
-				s->ups[i].hold_until = clock_mono_ms() + r->secs * 1000;
+				s->ups[i].hold_until = 0;
 				s->ups[i].throttle_tag = 0;
 			}
 		return;
 	}
 	case GP_R_LATER:
-		/* Its primary's fallback_when holds: the next upstream. */
-		if (j && j->state == J_ASKING)
+		/* Its primary's fallback_when holds: the next upstream; a
+		 * recalled one is dropped: to its primary. */
+		if (j && j->state == J_ASKING && j->recall) {
+			j->recall = 0;
+			via_recalled(s, j);
+		} else if (j && j->state == J_ASKING) {
 			via_later(s, j, r->why, r->secs);
-		else
+		} else {
 			log_warnx("weir-gate: LATER for unknown request %u", r->tag);
+		}
 		return;
 	case GP_R_OK:
+		/* A CANCEL of a recalled request done. */
+		if (j && j->state == J_ASKING && j->recall) {
+			j->recall = 0;
+			via_recalled(s, j);
+		}
 		return;
 	case GP_R_ERR:
+		if (j && j->recall && j->state == J_ASKING) {
+			/* The CANCEL crossed what the gate had sent already:
+			 * that reply decided. */
+			log_debug("weir-gate: %s %s (request %u, recalled)", gp_code_name(r->code),
+			    r->text, r->tag);
+			return;
+		}
 		if (j && j->state == J_ASKING) {
 			gate_refused(s, j, r->code, r->text);
 			return;
@@ -279,7 +306,11 @@ gate_down(struct sched *s, const char *why)
 	 * Granted jobs that have not started must not start now. */
 	for (j = s->jobs; j; j = next) {
 		next = j->next;
-		if (j->state == J_ASKING)
+		if (j->state == J_ASKING && j->recall) {
+			j->recall = 0;
+			j->tag = 0;
+			via_recalled(s, j);	/* asked of its primary when the gate is back */
+		} else if (j->state == J_ASKING)
 			j->tag = 0;
 		else if (j->state == J_GRANTED)
 			job_drop(s, j);
@@ -349,6 +380,20 @@ gate_release(struct sched *s, uint32_t tag, int used)
 }
 
 void
+gate_recall(struct sched *s, struct job *j)
+{
+	if (j->recall)
+		return;
+	if (!s->gate_up || j->tag == 0) {
+		via_recalled(s, j);	/* nothing asked: straight to its primary */
+		return;
+	}
+	j->recall = 1;
+	if (gc_cancel(&s->gc, j->tag) < 0)
+		gate_lost_soon(s, "a cancel");
+}
+
+void
 gate_cancel(struct sched *s, uint32_t tag)
 {
 	if (s->gate_up && tag != 0 && gc_cancel(&s->gc, tag) < 0)
@@ -377,7 +422,7 @@ gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted
 	}
 	/* An AUTHFAIL sets no hold (throttle_tag): the gate's suspension
 	 * paces the tries, and its RESUME or a reload lifts it at once. */
-	if (how == GP_THROTTLED)
+	if (how == GP_THROTTLED || how == GP_QUOTA)
 		s->ups[j->up].throttle_tag = j->tag;
 	k = gc_report(&s->gc, j->tag, how, accepted, how == GP_SENT ? j->sent_at : -1, reply);
 	j->tag = 0;

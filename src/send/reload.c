@@ -286,6 +286,8 @@ remap_messages(struct sched *s, const struct weir_config *n, unsigned long **ado
 			}
 			m->up = up;
 			m->pass_up = 0;	/* the groups may be numbered anew (via.c) */
+			m->wait_up = NO_UPSTREAM;	/* its retry time stands */
+			m->via_up = NO_UPSTREAM;	/* the upstreams are numbered anew */
 		}
 	return moved;
 }

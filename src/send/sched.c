@@ -226,11 +226,18 @@ msg_forget(struct sched *s, struct msg *m)
 int
 msg_pass_over(struct msg *m)
 {
-	int deferred = m->pass_deferred;
+	int deferred = m->pass_deferred && !m->pass_again;
 
 	m->pass_off = 0;
 	m->pass_deferred = 0;
+	m->pass_again = 0;
 	m->pass_up = 0;
+	if (m->via_up != NO_UPSTREAM) {
+		/* The operator's upstream was for this pass: the next attempt
+		 * routes as ever (reply/N says so again). */
+		m->via_up = NO_UPSTREAM;
+		m->replies_dirty = 1;
+	}
 	return deferred;
 }
 
@@ -402,6 +409,8 @@ msg_load(struct sched *s, unsigned long id)
 	m->sender = sender_get(s, sender.addr, sender.len);
 	u = config_upstream_for(s->cfg, m->sender);
 	m->up = u ? (size_t)(u - s->cfg->upstreams) : NO_UPSTREAM;
+	m->wait_up = NO_UPSTREAM;
+	m->via_up = NO_UPSTREAM;
 	wait_note_restore(s, m);
 	control_restore(s, m);
 	msg_insert(s, m);

@@ -17,7 +17,8 @@
  *                via.c       where a batch goes: its recipients' group
  *                            (recipient_domains), the fallback conditions
  *                            it carries, the next upstream of its route
- *                            when the gate answers LATER
+ *                            when the gate answers LATER, and back to its
+ *                            primary once that takes mail (recalled)
  *                  | a grant -> deliver_granted
  *   3 deliver    deliver.c   run slots per upstream: a deliverer of the
  *                            job's own, or a kept session (session.c);
@@ -43,7 +44,9 @@
  *         fallback carried), batch_took (a deliverer took fewer recipients
  *         than the batch; by 4); gate_use (a grant goes to a deliverer;
  *         by 3) and gate_tell (what became of a grant; by 3, 4, flight.c
- *         and reload.c), the kept sessions' connection slots
+ *         and reload.c), gate_recall (a request waiting at the gate
+ *         cancelled, to be asked elsewhere; by via.c, and control.c for
+ *         `requeue --via`), the kept sessions' connection slots
  *         (gate_request_slot, gate_release, gate_cancel; by session.c).
  *   to 3: deliver_kick (a run slot is free; by session.c and reload.c),
  *         deliver_exited (a session's deliverer is done with its job;
@@ -67,8 +70,8 @@
  *   wait.c     the waiting credit and its note in sched/ (by 1, 3, 4
  *              and control.c)
  *   notice.c   the admin's notice of an OAuth login needed (by 4)
- *   control.c  `weir hold` and the others (by 1 and 4; calls 1 and
- *              wait.c)
+ *   control.c  `weir hold` and the others (by 1 and 4; calls 1,
+ *              wait.c, and 2 for `requeue --via`: gate_recall)
  *   reload.c   SIGHUP (by 1; calls 1, 2, 3, job.c, session.c,
  *              keepalive.c)
  *   keepalive.c  the OAuth keep-alive (weir-remote -K), no message:
@@ -78,7 +81,8 @@
  * report.c, cleanup.c (their own headers).
  *
  * Who calls whom, file by file (scripts/calllinks.py build/src/send
- * prints it from the objects; leaving out the six files just named):
+ * prints it from the objects; leaving out the six files just named;
+ * make check fails when the two differ):
  *   sched.c     batch control counts deliver flight gatelink keepalive
  *               reload session wait
  *   batch.c     counts gatelink job sched via
@@ -91,9 +95,10 @@
  *   flight.c    deliver gatelink job sched via
  *   counts.c    gatelink session
  *   via.c       batch counts gatelink job sched
- *   control.c   sched wait
+ *   control.c   gatelink sched wait
  *   reload.c    deliver gatelink job keepalive sched session via
  *   keepalive.c deliver notice
+ *   main.c      sched
  *   wait.c, notice.c: none
  */
 #ifndef WEIR_SENDINT_H
@@ -152,6 +157,11 @@ struct msg {
 	uint64_t waits_mono;	/* the wait_since that line is of */
 	const char *sender;	/* kept once for all its messages (sched.c, sender_get) */
 	size_t up;		/* index in cfg->upstreams, or NO_UPSTREAM */
+	size_t via_up;		/* the upstream the operator sends its pass
+				 * through (weir requeue --via), or NO_UPSTREAM */
+	size_t wait_up;		/* the primary whose route's trouble its retry
+				 * waits on (relay-level: not reached, refused
+				 * us), or NO_UPSTREAM (via.c) */
 	struct evtimer *due;	/* the next attempt */
 	struct job *job;	/* the attempt in flight */
 	/* An attempt is a pass over the not-done recipients, a batch at a
@@ -173,6 +183,9 @@ struct msg {
 	unsigned queued:1;	/* waiting in its upstream's FIFO */
 	unsigned pass_deferred:1;
 	unsigned pass_bounced:1;	/* a batch wrote bounce notes not yet sent */
+	unsigned pass_again:1;	/* a group of the pass went on past its upstream's
+				 * suspension or spell: a new pass at once, not a
+				 * retry (complete.c) */
 	unsigned prio_known:1;
 	unsigned held:1;		/* hold/N: no attempt (control.c) */
 	unsigned del_pending:1;	/* `weir delete` waits for the attempt in flight */
@@ -211,6 +224,10 @@ struct job {
 	 * which of the primary's route up is (0: the primary itself). */
 	size_t primary, hop;
 	uint64_t ask_seq;	/* s->ask_seq when last asked of the gate */
+	int recall;		/* asked at a fallback, to be asked of its primary
+				 * again: a CANCEL is out for its tag (via.c) */
+	int forced;		/* at its message's via_up, the operator's: no
+				 * route, no conditions (via.c) */
 };
 
 /* Per upstream: s->ups[i] for cfg->upstreams[i], then one for messages
@@ -245,9 +262,13 @@ struct upq {
 	uint64_t counts[GP_NCOUNTS], told[GP_NCOUNTS];
 	int told_ok;
 	/* As a primary (via.c): the fallback its mail goes through now
-	 * (NULL: itself), since the request numbered via_seq. */
+	 * (NULL: itself), since the request numbered via_seq; when to ask
+	 * it again for one of its batches at a fallback (monotonic ms; 0:
+	 * no need), when the gate said asking it again makes sense. */
 	char *via;
 	uint64_t via_seq;
+	uint64_t scout_at;
+	int waited_on;			/* messages' retries wait on its route (wait_up) */
 };
 
 struct sched {
@@ -304,6 +325,7 @@ struct sched {
 	int gate_up;
 	uint32_t next_tag;
 	uint64_t ask_seq;	/* requests asked so far (via.c) */
+	struct evtimer *scout;	/* the earliest upq's scout_at is due (via.c) */
 	uint64_t gate_backoff;
 	struct evtimer *gate_retry;
 	struct evtimer *counts_timer;	/* COUNTS lines are due */
@@ -396,8 +418,20 @@ unsigned via_away(const struct sched *s, size_t up);
 /* After outcome how of j: ask again at once (the gate judges its
  * primary unreachable and passes it over in time)? */
 int via_again(const struct sched *s, const struct job *j, enum outcome_kind how);
-/* j's outcome how: a return to its primary, logged and counted. */
+/* j's outcome how: a return to its primary, logged and counted; then
+ * its batches waiting at fallbacks are asked of it again. */
 void via_done(struct sched *s, const struct job *j, enum outcome_kind how);
+/* The gate dropped j, recalled from a fallback (gate_recall): asked of
+ * its primary again. */
+void via_recalled(struct sched *s, struct job *j);
+/* j, a new batch of m: at the upstream the operator named (m->via_up),
+ * if any. */
+void via_force(struct sched *s, struct job *j);
+/* j (m's batch) ended with outcome how and ntemp recipients put off:
+ * whether m's retry now waits on its primary's route (relay-level
+ * trouble), which a probe tries and a success wakes. */
+void via_waits(struct sched *s, struct msg *m, const struct job *j, enum outcome_kind how,
+    size_t ntemp);
 
 /* 2 gatelink.c */
 void gate_start(struct sched *s);
@@ -406,6 +440,10 @@ void gate_start(struct sched *s);
 void gate_request(struct sched *s, struct job *j);
 void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
     const char *reply);
+/* j, waiting at a fallback, is wanted at its primary: CANCEL its
+ * request; via_recalled() once the gate dropped it (at once if the gate
+ * is not there), unless a grant or a LATER for it crossed the CANCEL. */
+void gate_recall(struct sched *s, struct job *j);
 /* The grant *tag goes to a deliverer now (START: weir-gate counts it as
  * in use from here): 0, or -1 when the gate cannot be told (then *tag is
  * 0, the grant lost: nothing of it may go out). */

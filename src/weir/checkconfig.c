@@ -12,8 +12,9 @@
  *     belongs to the deliverer; the token state (mail/oauth.h) is there
  *     (else: run weir auth login NAME), in a folder the deliverer owns,
  *     the deliverer's and 0600; its status does not say the provider
- *     refuses the refresh token (an error naming the command) or that
- *     the last refresh failed (a warning);
+ *     refuses the refresh token or that the last refresh failed (a
+ *     warning: an upstream that needs a login, no token yet included,
+ *     needs attention, its configuration is not broken);
  *   - admin is a fully qualified address that is not local to this host
  *     (local recipients are rewritten to it), hostname is a sane domain
  *     name; the queue exists;
@@ -42,10 +43,15 @@
  *     (with send_user set); metrics.auth_file is a password file
  *     (lib/pwfile.h) of mode 0600 that metrics.user owns.
  *
+ * With --reply "REPLY", what that reply of an upstream means, and why,
+ * for each upstream (replycheck.c) instead of the checks.
+ *
  * Every finding is one line on standard output, "FILE:LINE: what" for an
  * error and "FILE:LINE: warning: what" for a warning (without LINE when
  * the key is not in the file: a default), then a summary line.  Exit 0
- * when there is no error (warnings allowed), 1 when there is one.
+ * when there is no error (warnings allowed: an upstream that needs
+ * attention, a login, is one, and weir starts and serves the others), 1
+ * when there is one (a broken configuration: do not start).
  *
  * libconfuse keeps no line for a key, only for a section's end: the line
  * of a key is found by looking for "key =" at the start of a line (at
@@ -74,6 +80,7 @@
 #include "lib/pwfile.h"
 #include "lib/timefmt.h"
 #include "mail/config.h"
+#include "mail/confparse.h"
 #include "mail/libexec.h"
 #include "mail/oauth.h"
 #include "mail/policy.h"
@@ -90,22 +97,29 @@ struct check {
 	char deliverer[64];	/* its name, for the hint */
 	struct buf text;	/* weir.conf's bytes, for key lines */
 	int errors, warnings;
+	struct buf *out;	/* NULL: findings on stdout; else the errors only,
+				 * a line each (check_config_refusals) */
 };
 
 static void PRINTFLIKE(4, 5)
 finding(struct check *k, int warn, const char *where, const char *fmt, ...)
 {
 	va_list ap;
+	char what[2048];
 
-	printf("%s: %s", where, warn ? "warning: " : "");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
 	if (warn)
 		k->warnings++;
 	else
 		k->errors++;
+	if (k->out && warn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	if (k->out)
+		buf_printf(k->out, "%s: %s\n", where, what);
+	else
+		printf("%s: %s%s\n", where, warn ? "warning: " : "", what);
 }
 
 /* Each line of a parser's error text ("file:line: what\n" ...). */
@@ -122,63 +136,11 @@ parser_errors(struct check *k, const struct buf *err)
 	}
 }
 
-/* Does line p (up to its newline) set key: "key =" after blanks? */
-static int
-sets_key(const char *p, const char *key)
-{
-	size_t n = strlen(key);
-
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (strncmp(p, key, n) != 0)
-		return 0;
-	p += n;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	return *p == '=';
-}
-
-/* Does line p open the section: upstream "name" (the title quoted)? */
-static int
-opens_section(const char *p, const char *name)
-{
-	size_t n = strlen(name);
-
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (strncmp(p, "upstream", 8) != 0 || (p[8] != ' ' && p[8] != '\t'))
-		return 0;
-	p += 8;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	return *p == '"' && strncmp(p + 1, name, n) == 0 && p[1 + n] == '"';
-}
-
-/* The line of key in weir.conf: at the top level (section NULL: the
- * first line setting it), or in upstream section (from the line opening
- * it to last, its closing brace); key NULL: the section's first line.
- * 0 when not found. */
+/* The line of key in weir.conf (mail/confparse.h); 0 when not found. */
 static int
 find_line(const struct check *k, const char *section, const char *key, int last)
 {
-	const char *p = k->text.s;
-	int line = 1, in = section == NULL;
-
-	for (; p && *p; line++) {
-		if (section && !in && opens_section(p, section)) {
-			in = 1;
-			if (key == NULL)
-				return line;
-		}
-		if (in && key && sets_key(p, key))
-			return line;
-		if (section && in && line >= last)
-			return 0;
-		p = strchr(p, '\n');
-		if (p)
-			p++;
-	}
-	return 0;
+	return confparse_key_line(k->text.s, section, key, NULL, last);
 }
 
 /* "weir.conf:12" for a top-level key set in the file, else "weir.conf". */
@@ -601,12 +563,11 @@ sender_domains(const struct weir_config *c, const struct weir_upstream *u, char 
 			domain_add(v, n, u->senders.v[i] + 2, strlen(u->senders.v[i] + 2));
 }
 
-/* Backup relays: each has a policy section of its own, and its sender
- * rewriting leaves none of the senders u's mail carries outside the
- * domains it takes. */
+/* Backup relays (their policy sections: policy_findings): each one's
+ * sender rewriting leaves none of the senders u's mail carries outside
+ * the domains it takes. */
 static void
-check_fallbacks(struct check *k, const struct weir_config *c, const struct weir_upstream *u,
-    const struct policy *pol, int have_policy)
+check_fallbacks(struct check *k, const struct weir_config *c, const struct weir_upstream *u)
 {
 	const struct weir_upstream *f;
 	struct buf out = BUF_INIT;
@@ -625,14 +586,6 @@ check_fallbacks(struct check *k, const struct weir_config *c, const struct weir_
 		if ((f = config_upstream(c, u->fallback.v[i])) == NULL)
 			continue;	/* config.c said so */
 		up_where(k, u, "fallback", where, sizeof where);
-		for (j = 0; have_policy && j < pol->nup; j++)
-			if (strcmp(pol->up[j].name, f->name) == 0)
-				break;
-		if (have_policy && j == pol->nup)
-			finding(k, 0, where, "upstream \"%s\": its fallback \"%s\" has no upstream "
-			    "\"%s\" section of its own in %s: a backup relay needs its provider's "
-			    "limits (the \"*\" section is not enough)", u->name, f->name, f->name,
-			    pol->file);
 		if (rewrite_of(c, f, &rw) < 0) {
 			rewrite_free(&rw);
 			continue;
@@ -698,6 +651,7 @@ check_private(struct check *k, const char *where, const struct weir_upstream *u,
 
 /* The oauth section (config.c checked its keys): the client secret, the
  * CAs, and the token state: there, the deliverer's, 0600, and alive. */
+#define NEEDS_LOGIN " (the other upstreams are served)"
 static void
 check_oauth(struct check *k, const struct weir_upstream *u)
 {
@@ -732,10 +686,13 @@ check_oauth(struct check *k, const struct weir_upstream *u)
 	}
 	up_where(k, u, "token_file", where, sizeof where);
 	rundir_of(o->token_file, dir, sizeof dir);
+	/* A login needed is the upstream's trouble, not a broken
+	 * configuration: a warning, and weir starts for the others. */
 	if (stat(dir, &sb) < 0) {
-		finding(k, 0, where, "upstream \"%s\": no token yet (%s, the folder of token_file: "
-		    "%s): mail through it waits; run weir auth login %s (it makes the folder)",
-		    u->name, dir, strerror(errno), u->name);
+		finding(k, errno == ENOENT, where, "upstream \"%s\": no token yet (%s, the folder of "
+		    "token_file: %s): mail through it waits%s; run weir auth login %s (it makes the "
+		    "folder)", u->name, dir, strerror(errno), errno == ENOENT ? NEEDS_LOGIN : "",
+		    u->name);
 		return;
 	}
 	if (k->have_deliverer && sb.st_uid != k->deliverer_uid)
@@ -748,9 +705,9 @@ check_oauth(struct check *k, const struct weir_upstream *u)
 		return;
 	}
 	if (stat(o->token_file, &sb) < 0) {
-		finding(k, 0, where, "upstream \"%s\": token_file %s: %s: mail through it waits; "
-		    "run weir auth login %s", u->name, o->token_file, errno == ENOENT ?
-		    "no token yet" : strerror(errno), u->name);
+		finding(k, errno == ENOENT, where, "upstream \"%s\": token_file %s: %s: mail through "
+		    "it waits%s; run weir auth login %s", u->name, o->token_file, errno == ENOENT ?
+		    "no token yet" : strerror(errno), errno == ENOENT ? NEEDS_LOGIN : "", u->name);
 		return;
 	}
 	if (check_private(k, where, u, "token_file", o->token_file, &sb) < 0)
@@ -759,16 +716,82 @@ check_oauth(struct check *k, const struct weir_upstream *u)
 		finding(k, 1, where, "upstream \"%s\": %s", u->name, why.s);
 	else if (st.login_needed) {
 		oauth_time(when, sizeof when, st.error_at);
-		finding(k, 0, where, "upstream \"%s\": %s (since %s): %s", u->name,
-		    OAUTH_APP_ONLY(o) ? "the provider refuses the application's credentials, or a "
-		    "token could not be saved" : st.refused ? "the provider refuses the refresh "
-		    "token" : "a login is needed", when, st.error);
+		finding(k, 1, where, "upstream \"%s\": %s (since %s): %s: mail through it waits%s; "
+		    "%s %s", u->name, OAUTH_APP_ONLY(o) ? "the provider refuses the application's "
+		    "credentials, or a token could not be saved" : st.refused ? "the provider refuses "
+		    "the refresh token" : "a login is needed", when, st.error, NEEDS_LOGIN,
+		    OAUTH_APP_ONLY(o) ? "weir auth test" : "run weir auth login", u->name);
 	} else if (st.error_at) {
 		oauth_time(when, sizeof when, st.error_at);
 		finding(k, 1, where, "upstream \"%s\": the last token refresh failed (%s): %s",
 		    u->name, when, st.error);
 	}
 	buf_free(&why);
+}
+
+/* What weir.conf's upstream u and the policy say together (weir run
+ * refuses these too: check_config_refusals): a name the gate protocol
+ * carries, a section of the policy (or "*"), and for each fallback a
+ * section of its own. */
+static void
+policy_findings(struct check *k, const struct weir_config *c, const struct weir_upstream *u,
+    const struct policy *pol, int have_policy)
+{
+	const struct weir_upstream *f;
+	char where[512];
+	size_t i, j;
+
+	up_where(k, u, NULL, where, sizeof where);
+	if (!policy_valid_name(u->name))
+		finding(k, 0, where, "upstream \"%s\": a name is 1 to %d of A-Z a-z 0-9 . - _ "
+		    "(it travels in weir-gate's protocol)", u->name, POLICY_NAME_MAX);
+	else if (have_policy && policy_upstream(pol, u->name) == NULL)
+		finding(k, 0, where, "upstream \"%s\" has no upstream \"%s\" section in %s: "
+		    "weir-gate refuses to grant sends through it", u->name, u->name, pol->file);
+	up_where(k, u, "fallback", where, sizeof where);
+	for (i = 0; have_policy && i < u->fallback.n; i++) {
+		if ((f = config_upstream(c, u->fallback.v[i])) == NULL)
+			continue;	/* config.c said so */
+		for (j = 0; j < pol->nup; j++)
+			if (strcmp(pol->up[j].name, f->name) == 0)
+				break;
+		if (j == pol->nup)
+			finding(k, 0, where, "upstream \"%s\": its fallback \"%s\" has no upstream "
+			    "\"%s\" section of its own in %s: a backup relay needs its provider's "
+			    "limits (the \"*\" section is not enough)", u->name, f->name, f->name,
+			    pol->file);
+	}
+}
+
+int
+check_config_refusals(const struct weir_config *c, struct buf *out)
+{
+	struct check k;
+	struct policy pol;
+	struct buf err = BUF_INIT;
+	size_t i;
+	int n;
+
+	memset(&k, 0, sizeof k);
+	memset(&pol, 0, sizeof pol);
+	k.cfile = c->file;
+	k.out = out;
+	if (c->file && read_file_at(AT_FDCWD, c->file, &k.text, 1 << 24) != 0)
+		buf_reset(&k.text);
+	if (policy_load(&pol, c->policy_file, &err) < 0) {
+		buf_add(out, err.s ? err.s : "", err.len);
+		k.errors++;
+	} else {
+		/* The presets' limits, as weir-gate and cmd_check_config take them. */
+		config_preset_limits(c->upstreams, c->nupstreams, &pol);
+		for (i = 0; i < c->nupstreams; i++)
+			policy_findings(&k, c, &c->upstreams[i], &pol, 1);
+	}
+	n = k.errors;
+	policy_free(&pol);
+	buf_free(&err);
+	buf_free(&k.text);
+	return n;
 }
 
 static void
@@ -779,13 +802,7 @@ check_upstream(struct check *k, const struct weir_config *c, const struct weir_u
 	struct buf why = BUF_INIT;
 	struct stat st;
 
-	up_where(k, u, NULL, where, sizeof where);
-	if (!policy_valid_name(u->name))
-		finding(k, 0, where, "upstream \"%s\": a name is 1 to %d of A-Z a-z 0-9 . - _ "
-		    "(it travels in weir-gate's protocol)", u->name, POLICY_NAME_MAX);
-	else if (have_policy && policy_upstream(pol, u->name) == NULL)
-		finding(k, 0, where, "upstream \"%s\" has no upstream \"%s\" section in %s: "
-		    "weir-gate refuses to grant sends through it", u->name, u->name, pol->file);
+	policy_findings(k, c, u, pol, have_policy);
 	if (u->secret_file) {
 		up_where(k, u, "secret_file", where, sizeof where);
 		if (stat(u->secret_file, &st) < 0)
@@ -813,7 +830,7 @@ check_upstream(struct check *k, const struct weir_config *c, const struct weir_u
 	if (u->oauth.present)
 		check_oauth(k, u);
 	check_rewrite(k, c, u);
-	check_fallbacks(k, c, u, pol, have_policy);
+	check_fallbacks(k, c, u);
 	up_where(k, u, "verify", where, sizeof where);
 	if (u->tls != UP_TLS_NONE && !u->verify && !u->fingerprint)
 		finding(k, 1, where, "upstream \"%s\": verify = false and no fingerprint: "
@@ -922,12 +939,12 @@ cmd_check_config(int argc, char **argv, const char *cfile)
 	struct check k;
 	int cfg_ok, have_policy = 0;
 	size_t i, nfile = 0;
+	const char *reply = argc == 3 && strcmp(argv[1], "--reply") == 0 ? argv[2] : NULL;
 
-	(void)argv;
 	memset(&k, 0, sizeof k);
 	memset(&pol, 0, sizeof pol);
-	if (argc != 1) {
-		log_warnx("usage: weir [-c FILE] check-config");
+	if (argc != 1 && reply == NULL) {
+		log_warnx("usage: weir [-c FILE] check-config [--reply \"REPLY\"]");
 		return 2;
 	}
 	cfg_ok = config_load(&c, cfile, &err) == 0;
@@ -945,6 +962,16 @@ cmd_check_config(int argc, char **argv, const char *cfile)
 	}
 	else
 		parser_errors(&k, &err);
+	if (reply && cfg_ok) {
+		/* What a reply means (replycheck.c), instead of the checks. */
+		int rc = check_reply(&c, have_policy ? &pol : NULL, k.text.s, reply);
+
+		policy_free(&pol);
+		config_free(&c);
+		buf_free(&k.text);
+		buf_free(&err);
+		return rc;
+	}
 	check_hostname(&k, &c);
 	check_admin(&k, &c);
 	check_queue(&k, &c);

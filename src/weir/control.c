@@ -1,5 +1,6 @@
 /*
- * control.c: `weir hold|release|requeue [-w SECONDS] ID...` and `weir
+ * control.c: `weir hold|release|requeue [-w SECONDS] ID...`, `weir requeue
+ * --via UPSTREAM ID...` (the next pass through UPSTREAM: ctl/via.N) and `weir
  * delete [-w SECONDS] ID...|--all|--from PATTERN|--to PATTERN`: the
  * operator's queue control (QUEUE.md, "Held messages and control
  * requests").
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "lib/io.h"
 #include "lib/log.h"
 #include "mail/qctl.h"
 #include "mail/qlist.h"
@@ -120,21 +122,34 @@ req_path(char *buf, size_t n, const char *verb, unsigned long id)
 	snprintf(buf, n, QCTL_DIR "/%s.%lu", verb, id);
 }
 
+/* ctl/VERB.N; via.N holds the upstream's name (mail/qctl.h). */
 static int
-request(struct queue *q, const char *verb, unsigned long id)
+request(struct queue *q, const char *verb, unsigned long id, const char *via)
 {
 	char path[64];
-	int fd;
+	struct buf b = BUF_INIT;
+	int fd, rc = 0;
 
 	req_path(path, sizeof path, verb, id);
 	/* 0644: root may ask; weir-send removes it as the folder's owner. */
-	fd = openat(q->dfd, path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = openat(q->dfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		log_warn("create %s/%s", q->path, path);
 		return -1;
 	}
-	close(fd);
-	return 0;
+	if (via) {
+		buf_printf(&b, "%s\n", via);
+		if (full_write(fd, b.s, b.len) < 0) {
+			log_warn("write %s/%s", q->path, path);
+			rc = -1;
+		}
+		buf_free(&b);
+	}
+	if (close(fd) < 0 && rc == 0) {
+		log_warn("close %s/%s", q->path, path);
+		rc = -1;
+	}
+	return rc;
 }
 
 static void
@@ -249,6 +264,8 @@ result(struct queue *q, const char *verb, unsigned long id, int asked, long wait
 		ok = held ? NULL : "released";
 	else if (held)
 		ok = NULL, bad = "held: release it instead";
+	else if (strcmp(verb, "via") == 0)
+		ok = "requeued through the upstream named (weir-send's log says so)";
 	else
 		ok = "requeued";
 	if (ok)
@@ -264,6 +281,8 @@ usage(const char *verb)
 {
 	if (strcmp(verb, "delete") == 0)
 		log_warnx("usage: weir delete [-w SECONDS] ID...|--all|--from PATTERN|--to PATTERN");
+	else if (strcmp(verb, "requeue") == 0)
+		log_warnx("usage: weir requeue [-w SECONDS] [--via UPSTREAM] ID...");
 	else
 		log_warnx("usage: weir %s [-w SECONDS] ID...", verb);
 	return 2;
@@ -272,7 +291,7 @@ usage(const char *verb)
 int
 cmd_control(int argc, char **argv, struct weir_config *cfg)
 {
-	const char *verb = argv[0];
+	const char *verb = argv[0], *via = NULL;
 	struct select sel = { 0, NULL, NULL };
 	struct ids ids = { NULL, NULL, 0, 0 };
 	struct qlist_stats qs;
@@ -292,6 +311,9 @@ cmd_control(int argc, char **argv, struct weir_config *cfg)
 			wait_s = strtol(argv[++i], &end, 10);
 			if (*end || wait_s < 0 || wait_s > 86400)
 				return usage(verb);
+		} else if (strcmp(verb, "requeue") == 0 && strcmp(argv[i], "--via") == 0 &&
+		    i + 1 < argc && via == NULL) {
+			via = argv[++i];
 		} else if (strcmp(verb, "delete") == 0 && strcmp(argv[i], "--all") == 0) {
 			sel.field = 'a';
 		} else if (strcmp(verb, "delete") == 0 && i + 1 < argc &&
@@ -313,6 +335,15 @@ cmd_control(int argc, char **argv, struct weir_config *cfg)
 		free(ids.full);
 		return usage(verb);
 	}
+	if (via && config_upstream(cfg, via) == NULL) {
+		log_warnx("requeue --via %s: no upstream \"%s\" in %s", via, via,
+		    cfg->file ? cfg->file : "the configuration");
+		free(ids.v);
+		free(ids.full);
+		return 2;
+	}
+	if (via)
+		verb = "via";	/* the request's name: ctl/via.N (mail/qctl.h) */
 	if (queue_open(&q, cfg->queue_dir, cfg->queue_split) < 0) {
 		log_warn("cannot open the queue %s", cfg->queue_dir);
 		free(ids.v);
@@ -360,18 +391,19 @@ cmd_control(int argc, char **argv, struct weir_config *cfg)
 		goto out;
 	case 1:		/* weir-send is stopped: we hold its lock */
 		for (i = 0; (size_t)i < ids.n; i++) {
-			int later = strcmp(verb, "release") == 0 || strcmp(verb, "requeue") == 0;
+			int later = strcmp(verb, "release") == 0 || strcmp(verb, "requeue") == 0 ||
+			    strcmp(verb, "via") == 0;
 
 			if (qctl_state(&q, ids.v[i], &st, &birth) < 0 || st == QS_NONE ||
 			    !later) {
 				if (st != QS_NONE && !later && act_direct(&q, verb, ids.v[i], birth) < 0)
 					rc = 1;
 				rc |= result(&q, verb, ids.v[i], 0, wait_s);
-			} else if (request(&q, verb, ids.v[i]) < 0) {
+			} else if (request(&q, verb, ids.v[i], via) < 0) {
 				rc = 1;
 			} else {
 				printf("%lu: weir-send is not running: it does the %s when it "
-				    "starts\n", ids.v[i], verb);
+				    "starts\n", ids.v[i], via ? "requeue" : verb);
 			}
 		}
 		goto out;
@@ -394,7 +426,7 @@ cmd_control(int argc, char **argv, struct weir_config *cfg)
 		}
 	}
 	for (i = 0; (size_t)i < ids.n; i++)
-		if (request(&q, verb, ids.v[i]) < 0) {
+		if (request(&q, verb, ids.v[i], via) < 0) {
 			rc = 2;
 			goto out;
 		}

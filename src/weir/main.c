@@ -28,7 +28,7 @@ static const struct {
 	{ "hold",         cmd_control,     NULL, "[-w S] ID...       keep messages: no attempt, no expiry" },
 	{ "release",      cmd_control,     NULL, "[-w S] ID...       let held messages go (tried now)" },
 	{ "delete",       cmd_control,     NULL, "[-w S] ID...|--all|--from PAT|--to PAT  remove messages, no bounce" },
-	{ "requeue",      cmd_control,     NULL, "[-w S] ID...       try messages now (through the gate)" },
+	{ "requeue",      cmd_control,     NULL, "[-w S] [--via UP] ID... try now (through the gate; UP's)" },
 	{ "resume",       cmd_resume,      NULL, "UPSTREAM           lift the upstream's suspension now (weir-gate)" },
 	{ "queue",        cmd_queue,       NULL, "[--json]           list the queue, as mailq" },
 	{ "status",       cmd_status,      NULL, "[--json|--watch]   the gate, the queue, the time to drain it" },

@@ -43,6 +43,11 @@
  * says so once and does not start it, where weir-showq would exit at
  * every start.
  *
+ * It starts nothing when the configuration is one weir check-config
+ * refuses: the policy file does not load, or it and weir.conf disagree
+ * (check_config_refusals: the same lines, "FILE:LINE: what"); weir.conf
+ * itself was loaded by main.c, which refuses its errors.
+ *
  * Programs are found with libexec_path().  Config keys: queue_dir (for
  * the lock), the upstreams' timeouts (the wait), showq_socket, and
  * those of the children; this file looks only at whether a listen
@@ -424,12 +429,30 @@ cmd_run(int argc, char **argv, struct weir_config *cfg)
 		{ "weir-metrics", NULL }, { "weir-showq", NULL }, { "weir-queued", NULL },
 	};
 	struct run r;
+	struct buf refused = BUF_INIT;
 	size_t i, d;
+	int nref;
 
 	if (argc != 1) {
 		log_warnx("usage: weir [-c FILE] run (unexpected \"%s\")", argv[1]);
 		return 2;
 	}
+	/* What check-config refuses in the configuration, refused here with
+	 * the same lines; mail is still queued meanwhile (the injectors
+	 * need only the queue's place). */
+	if ((nref = check_config_refusals(cfg, &refused)) > 0) {
+		const char *p = refused.s, *nl;
+
+		for (; p && *p; p = nl ? nl + 1 : NULL) {
+			nl = strchr(p, '\n');
+			log_warnx("%.*s", (int)(nl ? nl - p : (long)strlen(p)), p);
+		}
+		log_warnx("not starting: %d error%s in the configuration (weir check-config says "
+		    "the same); mail is still queued", nref, nref == 1 ? "" : "s");
+		buf_free(&refused);
+		return 1;
+	}
+	buf_free(&refused);
 	memset(&r, 0, sizeof r);
 	r.cfile = cfg->file;
 	r.ev = evloop_new();

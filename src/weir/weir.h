@@ -31,5 +31,16 @@ int cmd_auth(int argc, char **argv, struct weir_config *cfg);
 void auth_status_out(struct buf *o, const struct weir_config *cfg, int json, time_t now);
 /* Loads the config itself (its errors are findings): gets -c's argument. */
 int cmd_check_config(int argc, char **argv, const char *cfile);
+/* The errors weir run refuses to start with, as check-config says them,
+ * a line each in out ("FILE:LINE: what"): the policy file does not
+ * load, or it and weir.conf disagree (an upstream without a policy
+ * section, a fallback without one of its own).  How many. */
+int check_config_refusals(const struct weir_config *c, struct buf *out);
+/* check-config --reply: what reply means at each step for each upstream
+ * of c, with pol (NULL: none read) and weir.conf's text for lines
+ * (replycheck.c); the exit status. */
+struct policy;
+int check_reply(const struct weir_config *c, const struct policy *pol, const char *text,
+    const char *reply);
 
 #endif

@@ -944,7 +944,9 @@ Test(remote, pipelined_rcpt_550_and_mail_553)
 	    "553 5.7.1 Sender not owned\n");
 }
 
-Test(remote, banner_421_suspends)
+/* A 421 greeting is the upstream not reached (issue 31): deferred, as
+ * a failed greeting. */
+Test(remote, banner_421_is_no_greeting)
 {
 	static const char *const flags[] = { "--reply", "banner=421 4.3.2 Busy", NULL };
 

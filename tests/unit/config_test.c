@@ -665,8 +665,13 @@ Test(config, fallback_errors)
 	bad("upstream \"a\" {\n  host = a\n  fallback = {\"b\"}\n}\n"
 	    "upstream \"b\" {\n  host = b\n  fallback = {\"c\"}\n}\n"
 	    "upstream \"c\" {\n  host = c\n  fallback = {\"a\"}\n}\n",
-	    "weir.conf:4: upstream \"a\": fallback loop: a -> b -> c -> a");
-	bad("upstream \"a\" {\n  host = a\n  fallback = {\"a\"}\n}\n", "names the section itself");
+	    "weir.conf:3: upstream \"a\": fallback loop: a -> b -> c -> a");
+	/* The fallback key's own line, not the section's closing brace
+	 * (issue 31, item 9). */
+	bad("upstream \"a\" {\n  host = a\n  fallback = {\"a\"}\n\n}\n",
+	    "weir.conf:3: upstream \"a\": fallback names the section itself");
+	bad("upstream \"a\" {\n  fallback = {\"nope\"}\n  host = a\n}\n",
+	    "weir.conf:2: upstream \"a\": fallback \"nope\" is no upstream section");
 	bad("upstream \"a\" {\n  host = a\n  fallback = {\"b\", \"b\"}\n}\n"
 	    "upstream \"b\" {\n  host = b\n}\n", "fallback names \"b\" twice");
 	bad("upstream \"a\" {\n  host = a\n  fallback = {\"nope\"}\n}\n",
@@ -683,4 +688,27 @@ Test(config, fallback_errors)
 	    "recipient_domains: \"*.\": not a domain");
 	bad("upstream \"a\" {\n  host = a\n  recipient_domains = {\"a b\"}\n}\n",
 	    "recipient_domains: \"a b\"");
+}
+
+/* reply_rules (issue 31): "CLASS: PATTERN", checked with the line. */
+Test(config, reply_rules)
+{
+	struct weir_config c;
+	struct buf err = BUF_INIT;
+	char *p = conf("upstream \"a\" {\n  host = a.example\n"
+	    "  reply_rules = {\"quota: 554 5.2.0 *STOREDRV*\", \"temporary: 550 5.7.1 *\"}\n}\n");
+
+	cr_assert_eq(config_load(&c, p, &err), 0, "%s", err.s);
+	cr_assert_eq(c.upstreams[0].reply_rules.n, 2);
+	cr_assert_str_eq(c.upstreams[0].reply_rules.v[1], "temporary: 550 5.7.1 *");
+	config_free(&c);
+	free(p);
+	bad("upstream \"a\" {\n  host = a\n\n  reply_rules = {\"quota: 5*\", \"often: 4*\"}\n}\n",
+	    "weir.conf:4: reply_rules: \"often: 4*\": not \"CLASS: PATTERN\"");
+	bad("upstream \"a\" {\n  host = a\n  reply_rules = {\"quota:554 *\"}\n}\n",
+	    "one blank after the class");
+	bad("upstream \"a\" {\n  host = a\n  reply_rules = {\"quota 554 *\"}\n}\n",
+	    "not \"CLASS: PATTERN\"");
+	bad("upstream \"a\" {\n  host = a\n  reply_rules = {\"none: 554 *\"}\n}\n",
+	    "not \"CLASS: PATTERN\"");
 }

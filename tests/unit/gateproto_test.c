@@ -64,6 +64,16 @@ Test(gateproto, report_cancel_status)
 	cr_assert_str_eq(r.text, "421 4.7.0 Try  again later ");
 	gp_fmt_request(&b, &r);
 	cr_assert_str_eq(b.s, "REPORT 3 THROTTLED 421 4.7.0 Try  again later \n");
+	/* A quota reply (issue 31): its own word, its text kept whole. */
+	cr_assert_eq(req("REPORT 4 QUOTA 554 5.2.0 SubmissionQuotaExceededException; x", &r), GP_OK);
+	cr_assert_eq(r.outcome, GP_QUOTA);
+	cr_assert_str_eq(r.text, "554 5.2.0 SubmissionQuotaExceededException; x");
+	buf_reset(&b);
+	gp_fmt_request(&b, &r);
+	cr_assert_str_eq(b.s, "REPORT 4 QUOTA 554 5.2.0 SubmissionQuotaExceededException; x\n");
+	cr_assert_eq(req("SETTLE a 2 QUOTA 452 4.5.3 Daily sending quota exceeded", &r), GP_OK);
+	cr_assert(r.verb == GP_SETTLE && r.outcome == GP_QUOTA);
+	cr_assert_eq(req("REPORT 4 QUOTA", &r), GP_SYNTAX);
 	cr_assert_eq(req("CANCEL 9", &r), GP_OK);
 	cr_assert(r.verb == GP_CANCEL && r.tag == 9);
 	cr_assert_eq(req("STATUS JSON", &r), GP_OK);

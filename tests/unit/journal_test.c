@@ -22,10 +22,10 @@
 static const struct wg_ops noops = { NULL, NULL, NULL, NULL, NULL };
 
 static struct policy_window win = { 100, 60, UNIT_MESSAGES, 0, 0, 0 };
-static struct policy_upstream pup = { (char *)"up", &win, 1, 0, 0, 0, 0, 0, 0, 0 };
+static struct policy_upstream pup = { (char *)"up", &win, 1, 0, 0, 0, 0, 0, 0, 0, 0 };
 static struct policy pol = { .up = &pup, .nup = 1, .builtin_throttles = 1 };
 static struct policy_window bigwin = { 1000000, 10, UNIT_MESSAGES, 0, 0, 0 };
-static struct policy_upstream bigup = { (char *)"up", &bigwin, 1, 0, 0, 0, 0, 0, 0, 0 };
+static struct policy_upstream bigup = { (char *)"up", &bigwin, 1, 0, 0, 0, 0, 0, 0, 0, 0 };
 static struct policy bigpol = { .up = &bigup, .nup = 1, .builtin_throttles = 1 };
 
 static struct wg_req *
@@ -317,7 +317,7 @@ Test(journal, unreported_grant_gets_the_grace_period)
 	size_t n;
 	uint32_t w[UNIT_COUNT] = { 1, 1, 0 };
 	static struct policy_window one = { 1, 1, UNIT_MESSAGES, 0, 0, 0 };
-	static struct policy_upstream oneup = { (char *)"up", &one, 1, 0, 0, 0, 0, 0, 0, 0 };
+	static struct policy_upstream oneup = { (char *)"up", &one, 1, 0, 0, 0, 0, 0, 0, 0, 0 };
 	static struct policy onepol = { .up = &oneup, .nup = 1, .builtin_throttles = 1 };
 
 	wg_init(&g, &noops);
@@ -367,7 +367,7 @@ Test(journal, unreported_grant_gets_its_upstreams_grace)
 	struct wg_req *a;
 	int64_t t[4];
 	size_t n;
-	static struct policy_upstream graceup = { (char *)"up", &win, 1, 0, 0, 0, 3, 0, 0, 0 };
+	static struct policy_upstream graceup = { (char *)"up", &win, 1, 0, 0, 0, 3, 0, 0, 0, 0 };
 	static struct policy gracepol = { .up = &graceup, .nup = 1, .builtin_throttles = 1 };
 
 	wg_init(&g, &noops);
@@ -478,9 +478,9 @@ Test(journal, settlement_replays_and_ids_stay_unique)
 	u = wg_find(&g, "up");
 	cr_assert_eq(u->ln, 2);
 	cr_assert_eq(g.next_id, top);
-	cr_assert_eq(wg_settle(&g, u, ida, WG_SENT, NULL, 10800, 11000, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, ida, WG_SENT, NULL, 10800, 1, 11000, &d), 1);
 	journal_settle(&j, u, ida, &d, 11000, W + 1000);
-	cr_assert_eq(wg_settle(&g, u, idb, WG_REFUND, NULL, -1, 11000, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, idb, WG_REFUND, NULL, -1, 0, 11000, &d), 1);
 	journal_settle(&j, u, idb, &d, 11000, W + 1000);
 	cr_assert_eq(journal_sync(&j), 0);
 	journal_close(&j);
@@ -629,6 +629,51 @@ Test(journal, auth_suspension_keeps_its_credentials)
 	journal_close(&j);
 	wg_free(&g);
 	buf_free(&text);
+	tl_rmtree(dir);
+	free(path);
+	free(dir);
+}
+
+/* Issue 31: a quota's suspension (WG_QUOTA) is journalled as such (Q)
+ * and comes back a quota's, so fallback_when's quota still counts it
+ * after a restart; a throttle's (U) does not. */
+Test(journal, quota_suspension_replays_as_a_quota)
+{
+	char *dir = tl_tmpdir(), *path = xasprintf("%s/j", dir);
+	struct journal j;
+	struct wgate g;
+	struct wg_req *a;
+	struct wg_up *u;
+	uint64_t id;
+	const int64_t W = 1700000000000LL;
+	int quota;
+
+	for (quota = 1; quota >= 0; quota--) {
+		unlink(path);
+		wg_init(&g, &noops);
+		cr_assert_eq(journal_open(&j, path, &g, NULL, 10000, W, 0), 0);
+		wg_set_policy(&g, &pol, 0, 10000);
+		a = grant(&g, 10000);
+		journal_grant(&j, a, 10000, W);
+		u = a->up;
+		id = a->id;
+		(void)wg_report(&g, a, quota ? WG_QUOTA : WG_THROTTLED,
+		    "554 5.2.0 SubmissionQuotaExceededException", 10100);
+		cr_assert_eq(u->susp_quota, quota);
+		journal_end(&j, id, 'S', 10100, W + 100);
+		journal_suspend(&j, u, 0, 10100, W + 100);
+		cr_assert_eq(journal_sync(&j), 0);
+		journal_close(&j);
+		wg_free(&g);
+
+		wg_init(&g, &noops);
+		cr_assert_eq(journal_open(&j, path, &g, NULL, 11000, W + 1000, 0), 0);
+		u = wg_find(&g, "up");
+		cr_assert_gt(u->susp_until, 11000);
+		cr_assert_eq(u->susp_quota, quota, "quota %d", quota);
+		journal_close(&j);
+		wg_free(&g);
+	}
 	tl_rmtree(dir);
 	free(path);
 	free(dir);

@@ -85,7 +85,8 @@ Test(trouble, throttle_replies_suspend_whatever_the_stage)
 {
 	cr_assert_eq(act(STAGE_RCPT, "421 4.7.0 closing\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_MAIL, "421 closing\r\n"), T_SUSPEND);
-	cr_assert_eq(act(STAGE_BANNER, "421 busy\r\n"), T_SUSPEND);
+	/* At the greeting a 421 is the upstream not reached (issue 31). */
+	cr_assert_eq(act(STAGE_BANNER, "421 busy\r\n"), T_DEFER);
 	cr_assert_eq(act(STAGE_RCPT, "550 5.4.5 Daily user sending quota exceeded.\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_DATA_END, "550 5.4.5 Daily sending limit\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_MAIL, "454 Throttling failure: Maximum sending rate exceeded.\r\n"),
@@ -257,8 +258,10 @@ Test(trouble, builtin_throttle_replies_false)
 	cr_assert_eq(act(STAGE_MAIL, "421 4.7.0 Try again later\r\n"), T_DEFER);
 	cr_assert_eq(act(STAGE_MAIL, "450 Rate limit exceeded\r\n"), T_DEFER);
 	cr_assert_eq(act(STAGE_RCPT, "452 Too many messages from your IP\r\n"), T_DEFER);
+	/* A quota reply no longer suspends, but never bounces either (issue
+	 * 31: it bounced before). */
 	cr_assert_eq(act(STAGE_DATA_END, "550 5.4.5 Daily user sending quota exceeded.\r\n"),
-	    T_BOUNCE);
+	    T_DEFER);
 	/* Patterns added by hand stay (they are not the built-in list). */
 	trouble_add_throttle(rules, "554 5.7.0 spammy*");
 	cr_assert_eq(act(STAGE_DATA_END, "554 5.7.0 Spammy\r\n"), T_SUSPEND);
@@ -276,4 +279,30 @@ Test(trouble, builtin_throttle_replies_true)
 	cr_assert_eq(act(STAGE_MAIL, "421 4.7.0 Try again later\r\n"), T_SUSPEND);
 	cr_assert_eq(act(STAGE_MAIL, "450 Rate limit exceeded\r\n"), T_SUSPEND);
 	policy_free(&p);
+}
+
+/* An upstream's reply_rules (weir.conf, issue 31) come first: before
+ * the policy's throttle_reply patterns and the built-in table; a 5xx
+ * made temporary is never a bounce, a class of quota suspends as one. */
+Test(trouble, upstream_rules_first)
+{
+	struct trouble_verdict v;
+	struct smtp_reply r;
+	const char *why = NULL;
+	static const char wire[] = "550 5.7.1 Unfortunately, try later\r\n";
+
+	cr_assert_eq(act(STAGE_RCPT, "550 5.7.1 Unfortunately, try later\r\n"), T_BOUNCE);
+	trouble_add_throttle(rules, "550 5.7.1 *");
+	trouble_add_rule(rules, RC_TEMPORARY, "550 5.7.1 *try later*", "weir.conf:7");
+	trouble_add_rule(rules, RC_QUOTA, "554 5.7.0 *account limit*", NULL);
+	smtp_reply_init(&r);
+	cr_assert_eq(smtp_reply_parse(&r, wire, strlen(wire), &why), REPLY_DONE);
+	trouble_judge(rules, STAGE_RCPT, &r, &v);
+	cr_assert_eq(v.action, T_DEFER);
+	cr_assert_eq(v.cls, RC_TEMPORARY);
+	cr_assert_eq(v.origin, TO_RULE);
+	cr_assert_str_eq(v.where, "weir.conf:7");
+	smtp_reply_free(&r);
+	cr_assert_eq(act(STAGE_DATA_END, "554 5.7.0 your account limit is reached\r\n"), T_SUSPEND);
+	cr_assert_eq(act(STAGE_DATA_END, "554 5.7.0 spam\r\n"), T_BOUNCE);
 }

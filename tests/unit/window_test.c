@@ -269,6 +269,7 @@ end_at(struct wgate *g, struct rec *x, enum wg_outcome o, int64_t at)
 {
 	struct wg_done d;
 	const char *reply = o == WG_THROTTLED ? "421 4.7.0 slow down" :
+	    o == WG_QUOTA ? "554 5.2.0 SubmissionQuotaExceededException" :
 	    o == WG_AUTHFAIL ? "535 5.7.8 bad credentials" :
 	    o == WG_UNREACHED || o == WG_NOGREETING ? "connect: Connection refused" : NULL;
 	size_t i;
@@ -544,7 +545,7 @@ Test(window, settle_logs_the_send_at_its_time)
 	cr_assert_eq(wg_next_wake(&g, S.now), 300 + 600000 + 10000);
 	/* The first one's deliverer read the 250 at 8 s. */
 	S.now = 8500;
-	cr_assert_eq(wg_settle(&g, u, id0, WG_SENT, NULL, 8000, S.now, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, id0, WG_SENT, NULL, 8000, 1, S.now, &d), 1);
 	cr_assert(d.logged && d.from == 8000 && d.t == 8000);
 	settled(&S.rec[0], &d);
 	cr_assert_eq(u->ln, 2);
@@ -554,12 +555,12 @@ Test(window, settle_logs_the_send_at_its_time)
 	cr_assert_eq(wg_pump(&g, S.now), 0);
 	cr_assert_eq(wg_next_wake(&g, S.now), 18000);
 	/* Settled once: again, or an id never unknown, changes nothing. */
-	cr_assert_eq(wg_settle(&g, u, id0, WG_SENT, NULL, 8000, S.now, &d), 0);
-	cr_assert_eq(wg_settle(&g, u, 999, WG_REFUND, NULL, -1, S.now, &d), 0);
-	cr_assert_eq(wg_settle(&g, u, id1, WG_UNKNOWN, NULL, -1, S.now, &d), 0);
+	cr_assert_eq(wg_settle(&g, u, id0, WG_SENT, NULL, 8000, 1, S.now, &d), 0);
+	cr_assert_eq(wg_settle(&g, u, 999, WG_REFUND, NULL, -1, 0, S.now, &d), 0);
+	cr_assert_eq(wg_settle(&g, u, id1, WG_UNKNOWN, NULL, -1, 0, S.now, &d), 0);
 	cr_assert_eq(u->ln, 2);
 	/* The second's deliverer never sent it: the slot is free now. */
-	cr_assert_eq(wg_settle(&g, u, id1, WG_REFUND, NULL, -1, S.now, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, id1, WG_REFUND, NULL, -1, 0, S.now, &d), 1);
 	cr_assert(!d.logged);
 	settled(&S.rec[1], &d);
 	cr_assert_eq(u->ln, 1);
@@ -599,12 +600,12 @@ Test(window, settle_nomail_and_clamps)
 	cr_assert_eq(wg_win_used(u, 0), 2);
 	cr_assert_eq(wg_win_used(u, 1), 2);
 	S.now = 3000;
-	cr_assert_eq(wg_settle(&g, u, id0, WG_NOMAIL, NULL, -1, S.now, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, id0, WG_NOMAIL, NULL, -1, 0, S.now, &d), 1);
 	cr_assert(d.logged && d.t == 3000 && d.w[UNIT_MESSAGES] == 0 && d.w[UNIT_CONNECTIONS] == 1);
 	settled(&S.rec[0], &d);
 	cr_assert_eq(wg_win_used(u, 0), 1);
 	cr_assert_eq(wg_win_used(u, 1), 2);
-	cr_assert_eq(wg_settle(&g, u, id1, WG_SENT, NULL, 500, S.now, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, id1, WG_SENT, NULL, 500, 1, S.now, &d), 1);
 	cr_assert(d.logged && d.t == 1000, "logged at %lld", (long long)d.t);
 	settled(&S.rec[1], &d);
 	cr_assert_eq(wg_win_used(u, 0), 1);
@@ -638,7 +639,7 @@ Test(window, settle_after_a_short_window_let_it_go)
 	wg_expire(u, S.now);
 	cr_assert_eq(wg_win_used(u, 0), 0);
 	cr_assert_eq(wg_win_used(u, 1), 1);
-	cr_assert_eq(wg_settle(&g, u, id, WG_SENT, NULL, 900, S.now, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, id, WG_SENT, NULL, 900, 1, S.now, &d), 1);
 	settled(&S.rec[0], &d);
 	wg_expire(u, S.now);
 	cr_assert_eq(wg_win_used(u, 0), 0);
@@ -1623,5 +1624,43 @@ Test(window, throttled_by_what_is_left)
 	cr_assert_eq(L[0].why, RK_THROTTLED);
 	cr_assert_eq(L[0].until, 61000 + 120000);
 	cr_assert_eq(g.ups->nwait, 1, "quota alone: it waits out the suspension");
+	wg_free(&g);
+}
+
+/* A quota reply (issue 31): suspended as a throttle, but for a quota's
+ * default periods (2 h, no throttle_reply pattern takes it) and counted
+ * by fallback_when's quota as a full window until the suspension ends;
+ * a rate limit's suspension is not. */
+Test(window, quota_reply_counts_as_a_full_window)
+{
+	static const char *const q1h[] = { "quota 1h", NULL }, *const t3h[] = { "throttled 3h",
+		NULL };
+	struct tpol p;
+	struct wgate g;
+	struct policy_window w[] = { SW(100, 60, UNIT_MESSAGES) };
+	struct route_state st;
+
+	tpol_init(&p, w, 1);
+	sim_reset(&p, &g, 1000);
+	acq(&g, NULL, 1, 1, 0, WG_OK);
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	end(&g, &S.rec[0], WG_QUOTA);
+	cr_assert_eq(g.ups->susp_until, 1000 + 2 * 3600 * 1000, "a quota's 2 h");
+	cr_assert(g.ups->susp_quota);
+	wg_route_state(g.ups, NULL, S.now, &st);
+	cr_assert_eq(st.free_at, g.ups->susp_until);
+	acq_unless(&g, q1h);
+	acq_unless(&g, t3h);
+	cr_assert_eq(wg_pump(&g, S.now), 0);
+	cr_assert_eq(nL, 1, "quota 1h: passed over; throttled 3h: waits");
+	cr_assert_eq(L[0].why, RK_QUOTA);
+	cr_assert_eq(L[0].until, g.ups->susp_until);
+	/* Over, and a rate limit now: its own periods, no quota. */
+	S.now = g.ups->susp_until + 1;
+	cr_assert_eq(wg_pump(&g, S.now), 1);
+	end(&g, &S.rec[1], WG_THROTTLED);
+	cr_assert(!g.ups->susp_quota);
+	wg_route_state(g.ups, NULL, S.now, &st);
+	cr_assert_lt(st.free_at, g.ups->susp_until);
 	wg_free(&g);
 }

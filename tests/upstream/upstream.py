@@ -15,8 +15,10 @@ as "PORT <n>" on stdout once listening).
 Other flags make it misbehave in the ways a real provider can:
 
   --reply STAGE=REPLY    answer STAGE with REPLY ("550 5.1.1 no"); STAGE is
-                         banner, ehlo, mail, rcpt, rcpt:ADDR, data, dataend
-                         (a 421 reply also closes the connection)
+                         banner, ehlo, mail, mail:SENDER, rcpt, rcpt:ADDR,
+                         data, dataend, dataend:ADDR (ADDR the message's
+                         first recipient) (a 421 reply also closes the
+                         connection)
   --reply-file FILE      more --reply values, one STAGE=REPLY a line (for
                          lists too long for a command line)
   --hang STAGE           never answer STAGE: banner, ehlo, starttls, tls
@@ -247,8 +249,9 @@ class Handler:
         server.idle_stop()
         record(event="mail", sender=address, options=options, tls=tls_on(server),
                auth=session.authenticated, conn=conn(server))
-        if "mail" in REPLIES:
-            return self.closing(server, REPLIES["mail"])
+        reply = REPLIES.get("mail:" + address, REPLIES.get("mail"))
+        if reply:
+            return self.closing(server, reply)
         envelope.mail_from = address
         envelope.mail_options.extend(options)
         return "250 2.1.0 OK"
@@ -286,8 +289,10 @@ class Handler:
         # itself is shielded from that.
         await asyncio.shield(asyncio.ensure_future(accept()))
         server.idle_start()
-        if "dataend" in REPLIES:
-            return self.closing(server, REPLIES["dataend"])
+        first = envelope.rcpt_tos[0] if envelope.rcpt_tos else ""
+        reply = REPLIES.get("dataend:" + first, REPLIES.get("dataend"))
+        if reply:
+            return self.closing(server, reply)
         return "250 2.0.0 OK queued as TEST1"
 
     async def handle_RSET(self, server, session, envelope):
