@@ -140,33 +140,8 @@ struct present {
 static void
 idset_add_dir(int dfd, const char *dir, struct idset *set)
 {
-	struct dirent *de;
-	unsigned long id;
-	DIR *d;
-	int fd;
-
-	fd = openat(dfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
-		if (fd >= 0)
-			close(fd);
+	if (queue_dir_ids(dfd, dir, &set->v, &set->n, &set->cap) < 0)
 		set->known = 0;
-		return;
-	}
-	for (;;) {
-		errno = 0;
-		if ((de = readdir(d)) == NULL)
-			break;
-		if (queue_parse_id(de->d_name, &id) < 0)
-			continue;
-		if (set->n == set->cap) {
-			set->cap = set->cap ? set->cap * 2 : 64;
-			set->v = xrealloc(set->v, set->cap * sizeof *set->v);
-		}
-		set->v[set->n++] = id;
-	}
-	if (errno != 0)
-		set->known = 0;
-	closedir(d);
 }
 
 static int id_cmp(const void *a, const void *b);

@@ -95,6 +95,40 @@ queue_parse_id(const char *name, unsigned long *id)
 	return 0;
 }
 
+int
+queue_dir_ids(int dfd, const char *dir, unsigned long **v, size_t *n, size_t *cap)
+{
+	struct dirent *de;
+	unsigned long id;
+	int fd, saved;
+	DIR *d;
+
+	fd = openat(dfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
+		saved = errno;
+		if (fd >= 0)
+			close(fd);
+		errno = saved;
+		return -1;
+	}
+	for (;;) {
+		errno = 0;
+		if ((de = readdir(d)) == NULL)
+			break;
+		if (queue_parse_id(de->d_name, &id) < 0)
+			continue;
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 256;
+			*v = xrealloc(*v, *cap * sizeof **v);
+		}
+		(*v)[(*n)++] = id;
+	}
+	saved = errno;
+	closedir(d);
+	errno = saved;
+	return saved ? -1 : 0;
+}
+
 const char *
 queue_msgid(char out[QUEUE_ID_MAX], unsigned long id, const struct timespec *t)
 {

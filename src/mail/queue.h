@@ -51,6 +51,12 @@ void queue_dirpath(char buf[QPATH_MAX], const struct queue *q, enum qdir d, unsi
  * long).  0 ok, -1 not a message number. */
 int queue_parse_id(const char *name, unsigned long *id);
 
+/* The ids of the message files of folder dir (names queue_parse_id
+ * takes), appended to *v: *n of them, room for *cap.  0, or -1 with
+ * errno when the folder could not be opened or read (what was read
+ * stays). */
+int queue_dir_ids(int dfd, const char *dir, unsigned long **v, size_t *n, size_t *cap);
+
 /* A message's id in logs, replies, bounces and listings:
  * "INODE.SEC.NSEC", its inode (qmail's id) and its queue time (todo/'s
  * mtime, kept as info/'s) to the nanosecond, NSEC in 9 digits.

@@ -668,28 +668,8 @@ static void start_done(struct sched *s);
 static void
 list_ids(struct sched *s, const char *dir, unsigned long **v, size_t *n, size_t *cap)
 {
-	struct dirent *e;
-	unsigned long id;
-	DIR *d;
-	int fd;
-
-	fd = openat(s->o->q->dfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
-		log_warn("open %s", dir);
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	while ((e = readdir(d)) != NULL) {
-		if (queue_parse_id(e->d_name, &id) < 0)
-			continue;
-		if (*n == *cap) {
-			*cap = *cap ? *cap * 2 : 256;
-			*v = xrealloc(*v, *cap * sizeof **v);
-		}
-		(*v)[(*n)++] = id;
-	}
-	closedir(d);
+	if (queue_dir_ids(s->o->q->dfd, dir, v, n, cap) < 0)
+		log_warn("read %s", dir);
 }
 
 static void

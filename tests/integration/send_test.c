@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
+#include "relay_helpers.h"	/* rt_vmrss_kb */
 #include "send_fixture.h"
 
 TestSuite(send, .init = sf_setup, .fini = sf_teardown, .timeout = 120);
@@ -138,24 +139,6 @@ Test(send, sends_while_loading_a_deep_queue)
 	free(log);
 }
 
-/* VmRSS of pid in kB, or -1. */
-static long
-rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
 /*
  * Issue 36: a list post's messages share their sender, and weir-send
  * keeps it once.  20,000 messages from one 900-byte address, held at the
@@ -176,7 +159,7 @@ Test(send, one_sender_kept_once)
 	sf_policy("upstream \"up1\" { rate = \"1 per 1h\" }\n");
 	sf_start_send(&sf.d1, 0);
 	sf_wait_idle("started on", 1, SF_QUIET, 5000);
-	rss0 = rss_kb(sf.d1.pid);
+	rss0 = rt_vmrss_kb(sf.d1.pid);
 	shd_stop(&sf.d1);
 	for (i = 0; i < N; i++) {
 		n = snprintf(rc, sizeof rc, "Tm%zu@example.net", i);
@@ -184,7 +167,7 @@ Test(send, one_sender_kept_once)
 	}
 	sf_start_send(&sf.d1, 0);
 	cr_assert(sh_wait_for(sf_log_has, ": started on ", 60000), "%s", sf_send_log(&sf.d1));
-	rss1 = rss_kb(sf.d1.pid);
+	rss1 = rt_vmrss_kb(sf.d1.pid);
 	cr_assert(rss0 > 0 && rss1 > 0, "VmRSS %ld and %ld kB", rss0, rss1);
 	cr_assert((rss1 - rss0) * 1024 / N < 600, "weir-send grew by %ld bytes a message (%ld to "
 	    "%ld kB for %d messages)", (rss1 - rss0) * 1024 / N, rss0, rss1, N);

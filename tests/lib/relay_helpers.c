@@ -1094,34 +1094,16 @@ rt_mailq_count(const char *mq)
 	return strtol(p + 19, NULL, 10);
 }
 
-long
-rt_status_kb(pid_t pid, const char *key)
-{
-	char path[64], line[256];
-	size_t n = strlen(key);
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof line, f))
-		if (strncmp(line, key, n) == 0 && line[n] == ':' &&
-		    sscanf(line + n + 1, " %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
-long long
-rt_proc_io(pid_t pid, const char *key)
+/* The number after "key:" in /proc/pid/file, or -1. */
+static long long
+proc_field(pid_t pid, const char *file, const char *key)
 {
 	char path[64], line[256];
 	size_t n = strlen(key);
 	long long v = -1;
 	FILE *f;
 
-	snprintf(path, sizeof path, "/proc/%ld/io", (long)pid);
+	snprintf(path, sizeof path, "/proc/%ld/%s", (long)pid, file);
 	if ((f = fopen(path, "r")) == NULL)
 		return -1;
 	while (fgets(line, sizeof line, f))
@@ -1130,6 +1112,18 @@ rt_proc_io(pid_t pid, const char *key)
 			break;
 	fclose(f);
 	return v;
+}
+
+long
+rt_status_kb(pid_t pid, const char *key)
+{
+	return (long)proc_field(pid, "status", key);
+}
+
+long long
+rt_proc_io(pid_t pid, const char *key)
+{
+	return proc_field(pid, "io", key);
 }
 
 long
