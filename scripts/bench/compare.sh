@@ -1009,7 +1009,10 @@ load_one() {
 		echo "$sys: nothing sent after the restart ($(sys_left "$sys") left)" >&2
 		echo "restart - - load $(load)" >>"$out"
 	fi
-	[ "$sys" = weir ] && echo "weirsend $(printf '%.2f' "$(calc "$(stamp_of 'weir-send.*: started on' 1) - $t0")")" >>"$out"
+	# weir-send's "started on": every message loaded (the first are sent
+	# meanwhile).
+	[ "$sys" = weir ] && wait_log 'weir-send.*: started on' 1 600 &&
+		echo "weirsend $(printf '%.2f' "$(calc "$(stamp_of 'weir-send.*: started on' 1) - $t0")")" >>"$out"
 	sleep 5
 	sid_procs "$SID" >"$scratch/$kind-$sys.mem2"
 	echo "left $(sys_left "$sys")" >>"$out"
@@ -1089,8 +1092,9 @@ load_part() {
 	echo "   session s: CPU of the system's own processes meanwhile (the daemon that lists for a"
 	echo "   user, and the sending that goes on); the ratios below count it with the command's"
 	echo
-	echo "   SIGKILL to every process, $((PER + 1)) s, a start: the first message at the upstream"
-	printf '   %-9s %18s %14s %22s  %s\n' system "first send after s" "CPU s to it" "weir-send started at s" load
+	echo "   SIGKILL to every process, $((PER + 1)) s, a start: the first message at the upstream;"
+	echo "   all loaded: weir-send's \"started on\" line (every message of info/ taken in)"
+	printf '   %-9s %18s %14s %22s  %s\n' system "first send after s" "CPU s to it" "all loaded at s" load
 	for sys in $SYSTEMS; do
 		read -r fs fc _ l1 l2 l3 <<<"$(val restart "$scratch/$kind-$sys.out")"
 		ws=$(val weirsend "$scratch/$kind-$sys.out")
