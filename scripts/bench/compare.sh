@@ -950,7 +950,7 @@ load_one() {
 	pids="" wtime="" wpid="" stamper="" SID=""
 	export WEIR_SHOWQ=1
 	# shellcheck disable=SC2064 # SID as it is then
-	trap '[ -z "$SID" ] || sid_kill9 "$SID"; lib_cleanup' EXIT
+	trap '[ -z "$SID" ] || sid_kill9 "$SID" || true; lib_cleanup' EXIT
 	trap 'exit 1' TERM
 	out=$scratch/$kind-$sys.out
 	rec=$scratch/$kind-$sys.rec
