@@ -949,7 +949,7 @@ load_one() {
 	local sys=$1 kind=$2 rec c0 c1 s0 s1 t0 t1 tf k0 out big
 	pids="" wtime="" wpid="" stamper="" SID=""
 	export WEIR_SHOWQ=1
-	# shellcheck disable=SC2064 # SID as it is then
+	# The system's session as it is at exit (a restart makes another).
 	trap '[ -z "$SID" ] || sid_kill9 "$SID" || true; lib_cleanup' EXIT
 	trap 'exit 1' TERM
 	out=$scratch/$kind-$sys.out
