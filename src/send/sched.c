@@ -729,7 +729,7 @@ scan_info(struct sched *s)
 		qsort(todo, ntodo, sizeof *todo, id_cmp);
 	/* Those in todo/ too are S4: scan_todo preprocesses them. */
 	for (i = k = 0; i < s->nload; i++)
-		if (!bsearch(&s->load[i], todo, ntodo, sizeof *todo, id_cmp))
+		if (ntodo == 0 || !bsearch(&s->load[i], todo, ntodo, sizeof *todo, id_cmp))
 			s->load[k++] = s->load[i];
 	s->nload = k;
 	s->load_skip = xcalloc(k + 1, 1);
