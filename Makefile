@@ -193,7 +193,8 @@ $(FAULTINJ): tests/fault/faultinj.c | $(PATHS_H)
 # The two README commands first make sure the Debian packages are there.
 check:
 	@scripts/deps.sh check
-	@scripts/architecture.sh
+	@$(MAKE) --no-print-directory $(BUILD)/bin/weir-send
+	@BUILD=$(BUILD) scripts/architecture.sh
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory test-run
 	@$(MAKE) --no-print-directory crash-check

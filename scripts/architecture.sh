@@ -10,7 +10,11 @@
 #    src/mail only src/lib and src/mail, a program's folder only those
 #    two and itself;
 #  - ARCHITECTURE.md names a file that is not there (a path from the top
-#    of the tree; a bare name in its weir-send section is in src/send/).
+#    of the tree; a bare name in its weir-send section is in src/send/);
+#  - weir-send's circle (its files that reach each other through their
+#    calls) has another number of links than src/send/sendint.h says
+#    (scripts/sendcircle.sh, on BUILD's objects: make check builds them
+#    first).
 set -eu
 cd "$(dirname "$0")/.."
 bad=0
@@ -64,5 +68,6 @@ while read -r f; do
 		"which is not in the tree" >&2; bad=1; }
 done <"${TMPDIR:-/tmp}/weir-arch.$$"
 rm -f "${TMPDIR:-/tmp}/weir-arch.$$"
+scripts/sendcircle.sh "${BUILD:-build}/src/send" || bad=1
 [ $bad -eq 0 ] && echo "architecture: picture current, dependency rule kept, every file named there"
 exit $bad
