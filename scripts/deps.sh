@@ -18,8 +18,10 @@ demo="$build $peers"
 # strace holds `weir run` in its first system calls in supervise_test;
 # oauth_test: tinyproxy is the HTTP proxy to the stand-in identity
 # provider, iptables closes the direct way in the test's own network
-# namespace, python3-cryptography checks the signed JWTs in idp.py.
-check="$build $peers redis-server libcriterion-dev util-linux swaks libnet-ssleay-perl clang libclang-rt-14-dev groff-base man-db curl prometheus postfix bsd-mailx mutt chromium graphviz strace tinyproxy iptables python3-cryptography"
+# namespace, python3-cryptography checks the signed JWTs in idp.py;
+# universal-ctags lists the functions for scripts/samenames.sh (run by
+# scripts/architecture.sh).
+check="$build $peers redis-server libcriterion-dev util-linux swaks libnet-ssleay-perl clang libclang-rt-14-dev groff-base man-db curl prometheus postfix bsd-mailx mutt chromium graphviz strace tinyproxy iptables python3-cryptography universal-ctags"
 # postfix for smtp-sink, smtp-source and the private Postfix peers of the
 # benchmarks (installed unconfigured: it must not become an MTA here)
 bench="$build $peers strace gnuplot-nox postfix"

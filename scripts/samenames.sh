@@ -6,17 +6,20 @@
 # (libprogs.a).  Static functions of the same name in two folders (each
 # program's on_hup, usage) are left alone.  Each line: NAME: the places,
 # folder/file:line, * on those with external linkage (nm on BUILD's
-# objects; `make all` first).  Prints nothing when there is none.
+# objects; `make all` first; make check runs it on BUILD/arch through
+# scripts/architecture.sh).  Prints nothing when there is none.
 # Needs ctags (universal or exuberant) and nm.
 BUILD=${1:-build}
 cd "$(dirname "$0")/.." || exit 1
-ctags -x --c-kinds=f --language-force=C src/*/*.c | while read -r name kind line file rest; do
-	[ "$name" = main ] && continue
-	ext=
-	nm -g --defined-only "$BUILD/${file%.c}.o" 2>/dev/null | awk '{ print $3 }' |
-	    grep -qx "$name" && ext='*'
-	echo "$name ${file#src/}:$line$ext"
-done | awk '
+ext=$(mktemp) || exit 1
+trap 'rm -f "$ext"' EXIT
+# Each file's names with external linkage, from its object: "FILE NAME".
+for f in src/*/*.c; do
+	nm -g --defined-only "$BUILD/${f%.c}.o" 2>/dev/null | awk -v f="$f" 'NF == 3 { print f, $3 }'
+done >"$ext"
+ctags -x --c-kinds=f --language-force=C src/*/*.c | awk '
+NR == FNR { ext[$1, $2] = 1; next }
+$1 != "main" { print $1, substr($4, 5) ":" $3 ((($4, $1) in ext) ? "*" : "") }' "$ext" - | awk '
 { split($2, p, "/"); at[$1] = at[$1] " " $2; if ($2 ~ /\*$/) ext[$1] = 1
   if (!(($1, p[1]) in seen)) { seen[$1, p[1]] = 1; folders[$1]++ } }
 END { for (n in folders) if (folders[n] > 1 && ext[n]) print n ":" at[n] }' | sort

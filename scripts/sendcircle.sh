@@ -1,19 +1,20 @@
 #!/bin/sh
 # scripts/sendcircle.sh OBJDIR: weir-send's circle must not grow.  The
 # circle is the largest set of weir-send's files that reach each other
-# through their calls (scripts/calllinks.py's "largest cycle", read from
-# the objects in OBJDIR, those of src/send); src/send/sendint.h says how
-# many links it has ("... have N links among them").  Fails, naming
-# both figures, when the objects' circle has more links than that (a
-# new call between two of its files, or a file drawn into it), and when
-# it has fewer (then the header's figure is lowered, so that what was
-# won stays won).  Run by scripts/architecture.sh (make check).
+# through their calls: scripts/calllinks.py's "largest cycle", read from
+# the objects of src/send in OBJDIR (make architecture-check's
+# BUILD/arch/src/send).  src/send/sendint.h says how many links it has
+# ("... have N links among them").  Fails, naming both figures, when the
+# objects' circle has more links than that (a new call between two of
+# its files, or a file drawn into it), and when it has fewer (then the
+# header's figure is lowered, so that what was won stays won).  Run by
+# scripts/architecture.sh (make check, through make architecture-check).
 set -eu
 cd "$(dirname "$0")/.."
 objdir=${1:-}
 header=src/send/sendint.h
 if [ -z "$objdir" ] || ! ls "$objdir"/*.o >/dev/null 2>&1; then
-	echo "sendcircle: no objects in ${objdir:-(none given)}; usage: $0 OBJDIR (BUILD/src/send)" >&2
+	echo "sendcircle: no objects in ${objdir:-(none given)}; usage: $0 OBJDIR (BUILD/arch/src/send)" >&2
 	exit 2
 fi
 said=$(tr -d '\n*' <"$header" | tr -s ' \t' '  ' |

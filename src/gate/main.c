@@ -55,7 +55,7 @@ status(const char *sock, const char *rsock, int json)
 	struct gp_reply r;
 	const char *why = "connection closed", *used;
 
-	if ((used = gc_connect_status(&gc, sock, rsock)) == NULL)
+	if ((used = gc_connect_status(&gc, sock, rsock, 0)) == NULL)
 		fatal(111, "connect %s", sock);
 	sock = used;
 	if (gc_status(&gc, json) < 0)

@@ -485,8 +485,8 @@ do_report(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	switch (rq->outcome) {
 	case GP_SENT:
 		/* <at> is rounded down: the 250 came before its end. */
+		q->r->accepted = rq->accepted;
 		wg_report_at(&s->g, q->r, WG_SENT, NULL, rq->at < 0 ? -1 : rq->at + 1, now, &d);
-		u->n_rcpt_accepted += rq->accepted;
 		journal_done(s, id, &d, 'S', now);
 		reply_simple(c, GP_R_OK, rq->tag, 0);
 		break;
@@ -571,7 +571,7 @@ do_settle(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	/* A shared store counts the send too, until the grace: so does the
 	 * gate, never less than the store. */
 	if (u->shared || !wg_settle(&s->g, u, rq->grant, how[rq->outcome], rq->text,
-	    rq->at < 0 ? -1 : rq->at + 1, now, &d)) {
+	    rq->at < 0 ? -1 : rq->at + 1, rq->accepted, now, &d)) {
 		reply_simple(c, GP_R_OK, 0, 0);
 		return;
 	}
@@ -694,8 +694,7 @@ do_status(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 	struct gp_reply r;
 	struct status_history h = { (int64_t)rq->history_s * 1000, held_for_status, s };
 
-	gate_status(&body, &s->g, rq->json, now, s->wmm, s->jbroken, s->sh,
-	    rq->history_s ? &h : NULL);
+	gate_status(&body, &s->g, rq->json, now, s->wmm, s->jbroken, s->sh, &h);
 	memset(&r, 0, sizeof r);
 	r.verb = GP_R_STATUS;
 	r.length = body.len;

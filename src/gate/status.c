@@ -1,11 +1,16 @@
 /*
- * status.c: weir-gate's status, for people and as JSON: every window's
- * use, grants held, waiting requests per class, the next grant time, the
+ * status.c: weir-gate's status, for people and as JSON (the document's
+ * members and what each means: mail/gatestatus.h, whose names this file
+ * writes): every window's use, grants held and the deliveries in flight
+ * among them, waiting requests per class, the next grant time, the next
+ * free slot (the windows' room and the suspensions' end), the
  * suspensions with their reasons and ends, whether the journal is
  * durable, the sends of unknown outcome a window still counts (each
  * holds its slot until the upstream's grace is over), counters (since
- * the gate started; rcpt_accepted sums the recipient counts of the SENT
- * reports, JSON only), and weir-send's latest COUNTS for the upstream,
+ * the gate started; a send is a SENT report with a recipient accepted;
+ * rcpt_accepted sums the recipient counts of the SENT reports, JSON
+ * only), when the upstream's backlog began (JSON), and weir-send's
+ * latest COUNTS for the upstream,
  * if it sent any ("send" in JSON), with how often its mail went to a
  * fallback and came back.  The state fallbacks are judged on (mail/
  * route.h): an unreachable spell with its reason and next probe, in
@@ -30,6 +35,7 @@
 #include "lib/alloc.h"
 #include "mail/credfp.h"
 #include "mail/gateproto.h"
+#include "mail/gatestatus.h"
 
 /* weir-send's count i of u (gateproto.h's enum gp_count). */
 #define C(i) ((unsigned long long)u->counts[i])
@@ -150,9 +156,14 @@ text_unknown(struct buf *b, const struct wg_up *u, int64_t wmm)
 		buf_printf(b, "  outcome unknown: %zu more sends\n", n - UNKNOWN_SHOWN);
 }
 
+static int64_t next_slot(struct wg_up *u, int64_t now);
+static long long in_flight(struct wg_up *u, const struct status_history *h);
+
 static void
-text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh)
+text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh,
+    const struct status_history *hist)
 {
+	long long fl = in_flight(u, hist);
 	struct cls_count cc[32];
 	struct shared_view v;
 	size_t i, ncc;
@@ -236,7 +247,10 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	ncc = count_classes(u, cc, 32);
 	for (i = 0; i < ncc; i++)
 		buf_printf(b, "%s%s %zu", i ? ", " : " (", cc[i].name, cc[i].n);
-	buf_adds(b, ncc ? ")\n" : "\n");
+	buf_adds(b, ncc ? ")" : "");
+	if (fl >= 0)
+		buf_printf(b, "; deliveries in flight: %lld", fl);
+	buf_addc(b, '\n');
 	next = wg_head_fit(u, now);
 	if (next == -1 && !u->in_policy)
 		buf_adds(b, "  next grant: when a policy names this upstream\n");
@@ -246,11 +260,17 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 		wall_str(when, sizeof when, next + wmm);
 		buf_printf(b, "  next grant: %s (in %lld ms)\n", when, (long long)(next - now));
 	}
-	buf_printf(b, "  totals: granted %llu, sent %llu, refunded %llu, throttled %llu, "
-	    "unknown %llu, no mail %llu, auth failed %llu, unknown settled later %llu, "
-	    "unreachable %llu, passed over %llu\n",
+	if ((next = next_slot(u, now)) > now) {
+		wall_str(when, sizeof when, next + wmm);
+		buf_printf(b, "  next free slot: %s (in %lld ms)%s\n", when, (long long)(next - now),
+		    next == u->susp_until || next == u->auth_until ? ", the suspension's end" : "");
+	}
+	buf_printf(b, "  totals: granted %llu, sent %llu, sent with no recipient accepted %llu, "
+	    "refunded %llu, throttled %llu, unknown %llu, no mail %llu, auth failed %llu, unknown "
+	    "settled later %llu, unreachable %llu, passed over %llu\n",
 	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
-	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
+	    (unsigned long long)u->n_sent_none, (unsigned long long)u->n_refunded,
+	    (unsigned long long)u->n_throttled,
 	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
 	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_settled,
 	    (unsigned long long)u->n_unreached, (unsigned long long)u->n_later);
@@ -275,6 +295,36 @@ json_ms(struct buf *b, int64_t t, int64_t wmm)
 		buf_adds(b, "null");
 }
 
+/* ,"key": (first: without the comma) */
+static void
+key(struct buf *b, const char *k)
+{
+	buf_printf(b, ",\"%s\":", k);
+}
+
+/* ,"key": a time t on the now axis as wall ms, or null when t < 0. */
+static void
+key_at(struct buf *b, const char *k, int64_t t, int64_t wmm)
+{
+	key(b, k);
+	if (t >= 0)
+		buf_printf(b, "%lld", (long long)(t + wmm));
+	else
+		buf_adds(b, "null");
+}
+
+static void
+key_bool(struct buf *b, const char *k, int v)
+{
+	buf_printf(b, ",\"%s\":%s", k, v ? "true" : "false");
+}
+
+static void
+key_num(struct buf *b, const char *k, unsigned long long v)
+{
+	buf_printf(b, ",\"%s\":%llu", k, v);
+}
+
 /* "route": what route.h's judge reads (weir status says where each
  * waiting message goes from it), and the requests passed over. */
 static void
@@ -283,26 +333,24 @@ json_route(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm)
 	struct route_state st;
 
 	wg_route_state(u, NULL, now, &st);
-	buf_adds(b, ",\"route\":{\"unreachable_since_ms\":");
+	key(b, GS_ROUTE);
+	buf_printf(b, "{\"%s\":", GS_R_UNREACHABLE_SINCE_MS);
 	json_ms(b, st.down_since, wmm);
-	buf_adds(b, ",\"unreachable_reason\":");
+	key(b, GS_R_UNREACHABLE_REASON);
 	if (st.down_since > 0)
 		quoted(b, u->down_reason ? u->down_reason : "");
 	else
 		buf_adds(b, "null");
-	buf_adds(b, ",\"probe_at_ms\":");
+	key(b, GS_R_PROBE_AT_MS);
 	json_ms(b, st.down_since > 0 ? st.probe_at : 0, wmm);
-	buf_printf(b, ",\"probe_out\":%s,\"auth_trouble_since_ms\":",
-	    st.probe_out ? "true" : "false");
+	key_bool(b, GS_R_PROBE_OUT, st.probe_out);
+	key(b, GS_R_AUTH_SINCE_MS);
 	json_ms(b, st.auth_since, wmm);
-	buf_printf(b, ",\"auth_probe_out\":%s,\"free_at_ms\":", st.auth_probe_out ? "true" :
-	    "false");
-	if (st.free_at >= 0)
-		buf_printf(b, "%lld", (long long)(st.free_at + wmm));
-	else
-		buf_adds(b, "null");
-	buf_printf(b, ",\"passed_over\":%llu,\"unreachable_reports\":%llu}",
-	    (unsigned long long)u->n_later, (unsigned long long)u->n_unreached);
+	key_bool(b, GS_R_AUTH_PROBE_OUT, st.auth_probe_out);
+	key_at(b, GS_R_FREE_AT_MS, st.free_at, wmm);
+	key_num(b, GS_R_PASSED_OVER, u->n_later);
+	key_num(b, GS_R_UNREACHABLE_REPORTS, u->n_unreached);
+	buf_addc(b, '}');
 }
 
 /* A calendar window's last boundary at or before now. */
@@ -337,14 +385,53 @@ win_free_at(const struct wg_up *u, size_t i, int64_t now)
 	return -1;
 }
 
+/* When one message could next be granted on the now axis (mail/
+ * gatestatus.h's next_slot_ms): the windows' room for it, and the end
+ * of each suspension; -1: only a report frees it, or no policy. */
+static int64_t
+next_slot(struct wg_up *u, int64_t now)
+{
+	struct route_state st;
+	int64_t t;
+
+	wg_route_state(u, NULL, now, &st);
+	if ((t = st.free_at) < 0)
+		return -1;
+	if (u->susp_until > t)
+		t = u->susp_until;
+	if (u->auth_until > t)
+		t = u->auth_until;
+	return t;
+}
+
+/* Deliveries in flight (gatestatus.h's in_flight): held grants for a
+ * message, handed to a deliverer; -1 when the held grants cannot be
+ * listed. */
+static long long
+in_flight(struct wg_up *u, const struct status_history *h)
+{
+	struct wg_req **held;
+	size_t i, n;
+	long long k = 0;
+
+	if (h == NULL || h->held == NULL)
+		return -1;
+	held = h->held(h->arg, u, &n);
+	for (i = 0; held && i < n; i++)
+		k += held[i]->started && held[i]->w[UNIT_MESSAGES] > 0;
+	free(held);
+	return k;
+}
+
 /* "history" (STATUS JSON <seconds>): since_ms, when the period began;
  * complete_since_ms, from when on every send is there (later than
  * since_ms when the ring was full and dropped some); sends, each
- * [t, from, messages, recipients, connections] in wall ms (from < t:
- * maybe accepted at any instant between, an unknown outcome); held,
- * each [granted, messages, recipients, connections]; waiting, each
- * [queued, messages, recipients, connections, class] in queue order.
- * At most STATUS_LIST_MAX held and waiting each. */
+ * [t, from, messages, recipients, connections, accepted] in wall ms
+ * (from < t: maybe accepted at any instant between, an unknown outcome;
+ * accepted null: not known); held, each [granted, messages, recipients,
+ * connections]; waiting, each [queued, messages, recipients,
+ * connections, class] in queue order.  At most STATUS_LIST_MAX held and
+ * waiting each. */
 static void
 json_history(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm,
     const struct status_history *h)
@@ -355,25 +442,37 @@ json_history(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm,
 
 	if (u->hdropped > complete)
 		complete = u->hdropped;
-	buf_printf(b, ",\"history\":{\"since_ms\":%lld,\"complete_since_ms\":%lld,\"sends\":[",
-	    (long long)(since + wmm), (long long)(complete + wmm));
+	key(b, GS_HISTORY);
+	buf_printf(b, "{\"%s\":%lld", GS_H_SINCE_MS, (long long)(since + wmm));
+	key(b, GS_H_COMPLETE_SINCE_MS);
+	buf_printf(b, "%lld", (long long)(complete + wmm));
+	key(b, GS_H_SENDS);
+	buf_addc(b, '[');
 	for (i = k = 0; i < u->hn; i++) {
 		const struct wg_send *e = wg_history_at(u, i);
 
 		if (e->t <= since)
 			continue;
-		buf_printf(b, "%s[%lld,%lld,%u,%u,%u]", k++ ? "," : "", (long long)(e->t + wmm),
+		buf_printf(b, "%s[%lld,%lld,%u,%u,%u,", k++ ? "," : "", (long long)(e->t + wmm),
 		    (long long)(e->from + wmm), e->w[UNIT_MESSAGES], e->w[UNIT_RECIPIENTS],
 		    e->w[UNIT_CONNECTIONS]);
+		if (e->ok < 0)
+			buf_adds(b, "null]");
+		else
+			buf_printf(b, "%ld]", (long)e->ok);
 	}
-	buf_adds(b, "],\"held\":[");
+	buf_addc(b, ']');
+	key(b, GS_H_HELD);
+	buf_addc(b, '[');
 	held = h->held ? h->held(h->arg, u, &n) : NULL;
 	for (i = 0; held && i < n && i < STATUS_LIST_MAX; i++)
 		buf_printf(b, "%s[%lld,%u,%u,%u]", i ? "," : "", (long long)(held[i]->since + wmm),
 		    held[i]->w[UNIT_MESSAGES], held[i]->w[UNIT_RECIPIENTS],
 		    held[i]->w[UNIT_CONNECTIONS]);
 	free(held);
-	buf_adds(b, "],\"waiting\":[");
+	buf_addc(b, ']');
+	key(b, GS_H_WAITING);
+	buf_addc(b, '[');
 	for (r = u->wait_head, i = 0; r && i < STATUS_LIST_MAX; r = r->next, i++) {
 		buf_printf(b, "%s[%lld,%u,%u,%u,", i ? "," : "", (long long)(r->since + wmm),
 		    r->w[UNIT_MESSAGES], r->w[UNIT_RECIPIENTS], r->w[UNIT_CONNECTIONS]);
@@ -384,114 +483,156 @@ json_history(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm,
 }
 
 static void
+json_window(struct buf *b, struct wg_up *u, size_t i, const struct shared_view *v, int64_t now,
+    int64_t wmm)
+{
+	const struct wg_win *w = &u->win[i];
+
+	buf_printf(b, "%s{\"%s\":%lld", i ? "," : "", GS_W_LIMIT, (long long)w->limit);
+	key_num(b, GS_W_PER_S, (unsigned long long)(w->per / 1000));
+	key(b, GS_W_UNIT);
+	quoted(b, policy_unit_name(w->unit));
+	key_bool(b, GS_W_CALENDAR, w->calendar);
+	key_num(b, GS_W_LOGGED, (unsigned long long)w->sum);
+	key_num(b, GS_W_HELD, (unsigned long long)u->held[w->unit]);
+	key_num(b, GS_W_USED, (unsigned long long)wg_win_used(u, i));
+	/* Every host's, as Redis counts them (null: no answer). */
+	if (v->ok) {
+		key(b, GS_W_ALL_HOSTS);
+		buf_printf(b, "{\"%s\":%lld", GS_W_LOGGED, (long long)v->lg[i]);
+		key_num(b, GS_W_HELD, (unsigned long long)v->hd[i]);
+		key_num(b, GS_W_USED, (unsigned long long)(v->lg[i] + v->hd[i]));
+		buf_addc(b, '}');
+	} else if (u->shared) {
+		key(b, GS_W_ALL_HOSTS);
+		buf_adds(b, "null");
+	}
+	if (w->calendar)
+		key_num(b, GS_W_PERIOD_START_MS, (unsigned long long)(period_start(w, now) + wmm));
+	key_at(b, GS_W_FREE_AT_MS, win_free_at(u, i, now), wmm);
+	buf_addc(b, '}');
+}
+
+/* The counters since the gate started, and weir-send's. */
+static void
+json_counts(struct buf *b, const struct wg_up *u)
+{
+	static const char *const what[] = { GS_S_QUEUED, GS_S_DELIVERED, GS_S_DEFERRED,
+		GS_S_BOUNCED };
+	size_t i;
+
+	key_num(b, GS_GRANTED, u->n_granted);
+	key_num(b, GS_SENT, u->n_sent);
+	key_num(b, GS_SENT_NONE, u->n_sent_none);
+	key_num(b, GS_REFUNDED, u->n_refunded);
+	key_num(b, GS_THROTTLED, u->n_throttled);
+	key_num(b, GS_UNKNOWN, u->n_unknown);
+	key_num(b, GS_NOMAIL, u->n_nomail);
+	key_num(b, GS_AUTHFAIL, u->n_authfail);
+	key_num(b, GS_SETTLED, u->n_settled);
+	key_num(b, GS_RCPT_ACCEPTED, u->n_rcpt_accepted);
+	if (!u->has_counts)
+		return;
+	key(b, GS_SEND);
+	buf_printf(b, "{\"%s\":{", GS_S_MESSAGES);
+	for (i = 0; i < 4; i++)
+		buf_printf(b, "%s\"%s\":%llu", i ? "," : "", what[i], C(2 * i));
+	buf_addc(b, '}');
+	key(b, GS_S_RECIPIENTS);
+	buf_addc(b, '{');
+	for (i = 0; i < 4; i++)
+		buf_printf(b, "%s\"%s\":%llu", i ? "," : "", what[i], C(2 * i + 1));
+	buf_addc(b, '}');
+	key_num(b, GS_S_SESSIONS_OPEN, C(GP_C_SESSIONS));
+	key(b, GS_S_FALLBACK);
+	buf_printf(b, "{\"%s\":%llu", GS_S_SWITCHES, C(GP_C_SWITCHES));
+	key_num(b, GS_S_RETURNS, C(GP_C_RETURNS));
+	buf_adds(b, "}}");
+}
+
+static void
 json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh,
     const struct status_history *hist)
 {
 	struct cls_count cc[32];
 	struct shared_view v;
 	size_t i, ncc, n;
-	int64_t next;
+	long long fl;
 	uint64_t s;
 
-	buf_adds(b, "{\"name\":");
+	buf_printf(b, "{\"%s\":", GS_NAME);
 	quoted(b, u->name);
-	buf_printf(b, ",\"in_policy\":%s,\"suspended\":%s", u->in_policy ? "true" : "false",
-	    u->susp_until > now ? "true" : "false");
+	key_bool(b, GS_IN_POLICY, u->in_policy);
+	key_bool(b, GS_SUSPENDED, u->susp_until > now);
 	if (u->susp_until > now) {
-		buf_printf(b, ",\"suspended_until_ms\":%lld,\"suspend_reason\":",
-		    (long long)(u->susp_until + wmm));
+		key_num(b, GS_SUSPENDED_UNTIL_MS, (unsigned long long)(u->susp_until + wmm));
+		key(b, GS_SUSPEND_REASON);
 		quoted(b, u->susp_reason ? u->susp_reason : "");
 	}
-	buf_printf(b, ",\"auth_suspended\":%s", u->auth_until > now ? "true" : "false");
+	key_bool(b, GS_AUTH_SUSPENDED, u->auth_until > now);
 	if (u->auth_until > now) {
-		buf_printf(b, ",\"auth_suspended_until_ms\":%lld,\"auth_reason\":",
-		    (long long)(u->auth_until + wmm));
+		key_num(b, GS_AUTH_UNTIL_MS, (unsigned long long)(u->auth_until + wmm));
+		key(b, GS_AUTH_REASON);
 		quoted(b, u->auth_reason ? u->auth_reason : "");
 	}
-	buf_printf(b, ",\"probe\":%s", u->probe ? "true" : "false");
+	key_bool(b, GS_PROBE, u->probe);
 	json_route(b, u, now, wmm);
 	view_get(&v, sh, u, now, wmm);
 	if (u->shared) {
 		const char *why, *store = shared_store(sh, u->name);
 		int st = shared_state(sh, u->name, &why);
 
-		buf_printf(b, ",\"shared\":\"%s\"", st == 0 ? "ok" : st == 1 ? "down" : "unknown");
+		key(b, GS_SHARED);
+		quoted(b, st == 0 ? "ok" : st == 1 ? "down" : "unknown");
 		if (store) {
-			buf_adds(b, ",\"shared_store\":");
+			key(b, GS_SHARED_STORE);
 			quoted(b, store);
 		}
 		if (st == 1) {
-			buf_adds(b, ",\"shared_error\":");
+			key(b, GS_SHARED_ERROR);
 			quoted(b, why);
 		}
 	}
-	buf_adds(b, ",\"windows\":[");
-	for (i = 0; i < u->nwin; i++) {
-		const struct wg_win *w = &u->win[i];
-
-		buf_printf(b, "%s{\"limit\":%lld,\"per_s\":%lld,\"unit\":\"%s\",\"calendar\":%s,"
-		    "\"logged\":%lld,\"held\":%lld,\"used\":%lld", i ? "," : "",
-		    (long long)w->limit, (long long)(w->per / 1000), policy_unit_name(w->unit),
-		    w->calendar ? "true" : "false", (long long)w->sum,
-		    (long long)u->held[w->unit], (long long)wg_win_used(u, i));
-		/* Every host's, as Redis counts them (null: no answer). */
-		if (v.ok)
-			buf_printf(b, ",\"all_hosts\":{\"logged\":%lld,\"held\":%lld,\"used\":%lld}",
-			    (long long)v.lg[i], (long long)v.hd[i], (long long)(v.lg[i] + v.hd[i]));
-		else if (u->shared)
-			buf_adds(b, ",\"all_hosts\":null");
-		if (w->calendar)
-			buf_printf(b, ",\"period_start_ms\":%lld", (long long)(period_start(w, now) + wmm));
-		if (win_free_at(u, i, now) >= 0)
-			buf_printf(b, ",\"free_at_ms\":%lld", (long long)(win_free_at(u, i, now) + wmm));
-		else
-			buf_adds(b, ",\"free_at_ms\":null");
-		buf_addc(b, '}');
-	}
+	key(b, GS_WINDOWS);
+	buf_addc(b, '[');
+	for (i = 0; i < u->nwin; i++)
+		json_window(b, u, i, &v, now, wmm);
+	buf_addc(b, ']');
 	view_free(&v);
-	buf_printf(b, "],\"grace_s\":%lld,\"unknown_sends\":[", (long long)(u->grace / 1000));
+	key_num(b, GS_GRACE_S, (unsigned long long)(u->grace / 1000));
+	key(b, GS_UNKNOWN_SENDS);
+	buf_addc(b, '[');
 	for (s = counted_from(u), n = 0; s < u->lseq + u->ln; s++) {
 		const struct wg_send *e = wg_log_at(u, s);
 
 		if (e->from != e->t)
-			buf_printf(b, "%s{\"granted_ms\":%lld,\"until_ms\":%lld}", n++ ? "," : "",
-			    (long long)(e->from + wmm), (long long)(e->t + wmm));
+			buf_printf(b, "%s{\"%s\":%lld,\"%s\":%lld}", n++ ? "," : "", GS_U_GRANTED_MS,
+			    (long long)(e->from + wmm), GS_U_UNTIL_MS, (long long)(e->t + wmm));
 	}
-	buf_printf(b, "],\"held\":%zu,\"max_connections\":%lld,\"waiting\":%zu,\"waiting_by_class\":{",
-	    u->nheld, (long long)u->max_conn, u->nwait);
+	buf_addc(b, ']');
+	key_num(b, GS_HELD, u->nheld);
+	key(b, GS_IN_FLIGHT);
+	if ((fl = in_flight(u, hist)) >= 0)
+		buf_printf(b, "%lld", fl);
+	else
+		buf_adds(b, "null");
+	key_num(b, GS_MAX_CONNECTIONS, (unsigned long long)u->max_conn);
+	key_num(b, GS_WAITING, u->nwait);
+	key(b, GS_WAITING_BY_CLASS);
+	buf_addc(b, '{');
 	ncc = count_classes(u, cc, 32);
 	for (i = 0; i < ncc; i++) {
 		buf_adds(b, i ? "," : "");
 		quoted(b, cc[i].name);
 		buf_printf(b, ":%zu", cc[i].n);
 	}
-	next = wg_head_fit(u, now);
-	buf_adds(b, "},\"next_grant_ms\":");
-	if (next >= 0)
-		buf_printf(b, "%lld", (long long)(next + wmm));
-	else
-		buf_adds(b, "null");
-	buf_printf(b, ",\"granted\":%llu,\"sent\":%llu,\"refunded\":%llu,\"throttled\":%llu,"
-	    "\"unknown\":%llu,\"nomail\":%llu,\"authfail\":%llu,\"settled\":%llu,"
-	    "\"rcpt_accepted\":%llu",
-	    (unsigned long long)u->n_granted, (unsigned long long)u->n_sent,
-	    (unsigned long long)u->n_refunded, (unsigned long long)u->n_throttled,
-	    (unsigned long long)u->n_unknown, (unsigned long long)u->n_nomail,
-	    (unsigned long long)u->n_authfail, (unsigned long long)u->n_settled,
-	    (unsigned long long)u->n_rcpt_accepted);
-	if (u->has_counts) {
-		static const char *const what[] = { "queued", "delivered", "deferred", "bounced" };
-
-		buf_adds(b, ",\"send\":{\"messages\":{");
-		for (i = 0; i < 4; i++)
-			buf_printf(b, "%s\"%s\":%llu", i ? "," : "", what[i], C(2 * i));
-		buf_adds(b, "},\"recipients\":{");
-		for (i = 0; i < 4; i++)
-			buf_printf(b, "%s\"%s\":%llu", i ? "," : "", what[i], C(2 * i + 1));
-		buf_printf(b, "},\"sessions_open\":%llu,\"fallback\":{\"switches\":%llu,"
-		    "\"returns\":%llu}}", C(GP_C_SESSIONS), C(GP_C_SWITCHES), C(GP_C_RETURNS));
-	}
-	if (hist)
+	buf_addc(b, '}');
+	key_at(b, GS_NEXT_GRANT_MS, wg_head_fit(u, now), wmm);
+	key_at(b, GS_NEXT_SLOT_MS, next_slot(u, now), wmm);
+	key(b, GS_BACKLOG_SINCE_MS);
+	json_ms(b, wg_backlog_since(u, now), wmm);
+	json_counts(b, u);
+	if (hist && hist->ms > 0)
 		json_history(b, u, now, wmm, hist);
 	buf_addc(b, '}');
 }
@@ -504,14 +645,14 @@ gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_
 	char when[64];
 
 	if (json) {
-		buf_printf(b, "{\"now_ms\":%lld,\"journal_durable\":%s,",
-		    (long long)(now + wall_minus_mono), journal_error ? "false" : "true");
+		buf_printf(b, "{\"%s\":%lld", GS_NOW_MS, (long long)(now + wall_minus_mono));
+		key_bool(b, GS_JOURNAL_DURABLE, journal_error == NULL);
 		if (journal_error) {
-			buf_adds(b, "\"journal_error\":");
+			key(b, GS_JOURNAL_ERROR);
 			quoted(b, journal_error);
-			buf_addc(b, ',');
 		}
-		buf_adds(b, "\"upstreams\":[");
+		key(b, GS_UPSTREAMS);
+		buf_addc(b, '[');
 	} else {
 		wall_str(when, sizeof when, now + wall_minus_mono);
 		buf_printf(b, "weir-gate status at %s\n", when);
@@ -526,7 +667,7 @@ gate_status(struct buf *b, struct wgate *g, int json, int64_t now, int64_t wall_
 				buf_addc(b, ',');
 			json_up(b, u, now, wall_minus_mono, sh, hist);
 		} else {
-			text_up(b, u, now, wall_minus_mono, sh);
+			text_up(b, u, now, wall_minus_mono, sh, hist);
 		}
 	}
 	if (json)

@@ -8,8 +8,9 @@
 #include "gate/window.h"
 #include "lib/buf.h"
 
-/* STATUS JSON <seconds>: how far back, and the grants of an upstream
- * held now (the server's to know: an array to free, *n long). */
+/* STATUS JSON <seconds>: how far back (0: no history), and the grants of
+ * an upstream held now (the server's to know: an array to free, *n
+ * long; they give the deliveries in flight, also without a history). */
 struct status_history {
 	int64_t ms;
 	struct wg_req **(*held)(void *arg, const struct wg_up *u, size_t *n);
@@ -24,8 +25,9 @@ struct status_history {
  * made durable (nothing is granted), or NULL. */
 struct shared;
 /* sh: the shared stores (their state and counts per shared upstream, asked
- * of Redis now), or NULL.  hist: with json, each upstream's "history"
- * (status.c); NULL: none. */
+ * of Redis now), or NULL.  hist: the held grants, and with json and
+ * hist->ms, each upstream's "history" (status.c); NULL: neither (the
+ * deliveries in flight are then not known). */
 void gate_status(struct buf *b, struct wgate *g, int json, int64_t now,
     int64_t wall_minus_mono, const char *journal_error, struct shared *sh,
     const struct status_history *hist);

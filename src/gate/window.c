@@ -139,7 +139,8 @@ log_end(const struct wg_up *u)
  * not later than that of an entry already gone: see wg_expire); the
  * others count it. */
 static void
-log_insert(struct wg_up *u, int64_t from, int64_t t, const uint32_t w[UNIT_COUNT], uint64_t id)
+log_insert(struct wg_up *u, int64_t from, int64_t t, const uint32_t w[UNIT_COUNT], uint64_t id,
+    int32_t ok)
 {
 	struct wg_send *nl, *a, *b;
 	size_t i, k;
@@ -163,6 +164,7 @@ log_insert(struct wg_up *u, int64_t from, int64_t t, const uint32_t w[UNIT_COUNT
 	nl->from = from;
 	nl->t = t;
 	nl->id = from < t ? id : 0;
+	nl->ok = ok;
 	memcpy(nl->w, w, sizeof nl->w);
 	u->ln++;
 	history_add(u, nl);
@@ -389,6 +391,34 @@ wg_set_policy(struct wgate *g, const struct policy *pol, int64_t wall_minus_mono
 
 /* ---- requests ---- */
 
+/* Its backlog (window.h, WG_BUSY_GAP_MS), after a change at now: busy
+ * while a request for a message waits or a message's grant is held. */
+static void
+busy_note(struct wg_up *u, int64_t now)
+{
+	const struct wg_req *r;
+	int busy = u->held[UNIT_MESSAGES] > 0;
+
+	for (r = u->wait_head; r && !busy; r = r->next)
+		busy = r->w[UNIT_MESSAGES] > 0;
+	if (!busy) {
+		if (u->busy_since && !u->idle_since)
+			u->idle_since = now;
+		return;
+	}
+	if (!u->busy_since || (u->idle_since && now - u->idle_since > WG_BUSY_GAP_MS))
+		u->busy_since = now;
+	u->idle_since = 0;
+}
+
+int64_t
+wg_backlog_since(const struct wg_up *u, int64_t now)
+{
+	if (!u->busy_since || (u->idle_since && now - u->idle_since > WG_BUSY_GAP_MS))
+		return 0;
+	return u->busy_since;
+}
+
 enum wg_code
 wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *sender,
     const uint32_t w[UNIT_COUNT], const struct route_when *unless, void *owner, int64_t now,
@@ -448,6 +478,7 @@ wg_acquire(struct wgate *g, const char *upstream, const char *cls, const char *s
 	else
 		u->wait_head = r;
 	u->nwait++;
+	busy_note(u, now);
 	*out = r;
 	return WG_OK;
 }
@@ -697,6 +728,7 @@ wg_pump(struct wgate *g, int64_t now)
 		 * behind them may go. */
 		if (refuse_avoided(g, u, now) > 0)
 			n += pump_up(g, u, now);
+		busy_note(u, now);
 	}
 	return n;
 }
@@ -809,14 +841,14 @@ auth_suspend(struct wg_up *u, const char *reply, int64_t now)
 }
 
 /* Log weight w over [from, t] (an interval: the unknown outcome of
- * grant id) and say so in *d. */
+ * grant id; ok: the recipients accepted, wg_send's) and say so in *d. */
 static void
 log_done(struct wg_up *u, struct wg_done *d, int64_t from, int64_t t,
-    const uint32_t w[UNIT_COUNT], uint64_t id)
+    const uint32_t w[UNIT_COUNT], uint64_t id, int32_t ok)
 {
 	if (w[UNIT_MESSAGES] == 0 && w[UNIT_RECIPIENTS] == 0 && w[UNIT_CONNECTIONS] == 0)
 		return;
-	log_insert(u, from, t, w, id);
+	log_insert(u, from, t, w, id, ok);
 	d->logged = 1;
 	d->from = from < t ? from : t;
 	d->t = t;
@@ -824,12 +856,13 @@ log_done(struct wg_up *u, struct wg_done *d, int64_t from, int64_t t,
 }
 
 /* Log what outcome o says of a send of weight w (grant id) granted at
- * since, at now (SENT: at `at`, clamped into [since, now]; -1: now), and
- * suspend as it says; into *d.  Counted in u's totals. */
+ * since, at now (SENT: at `at`, clamped into [since, now]; -1: now; with
+ * accepted recipients), and suspend as it says; into *d.  Counted in u's
+ * totals. */
 static void
 account(struct wgate *g, struct wg_up *u, int64_t since, const uint32_t w[UNIT_COUNT],
-    uint64_t id, enum wg_outcome o, const char *reply, int64_t at, int64_t now,
-    struct wg_done *d)
+    uint64_t id, enum wg_outcome o, const char *reply, int64_t at, uint32_t accepted,
+    int64_t now, struct wg_done *d)
 {
 	uint32_t conn[UNIT_COUNT] = { 0 };
 	int64_t t;
@@ -844,8 +877,13 @@ account(struct wgate *g, struct wg_up *u, int64_t since, const uint32_t w[UNIT_C
 		t = at < 0 || at > now ? now : at;
 		if (t < since)
 			t = since;
-		log_done(u, d, t, t, w, 0);
-		u->n_sent++;
+		log_done(u, d, t, t, w, 0, (int32_t)accepted);
+		/* A send: a transaction the upstream accepted a recipient of. */
+		if (accepted > 0)
+			u->n_sent++;
+		else
+			u->n_sent_none++;
+		u->n_rcpt_accepted += accepted;
 		/* A success ends the growth; not one granted before the
 		 * suspension, which says nothing of the upstream since. */
 		if (since >= u->susp_start)
@@ -854,22 +892,22 @@ account(struct wgate *g, struct wg_up *u, int64_t since, const uint32_t w[UNIT_C
 			u->auth_len = 0;
 		break;
 	case WG_UNKNOWN:
-		log_done(u, d, since, now + u->grace, w, id);
+		log_done(u, d, since, now + u->grace, w, id, 0);
 		u->n_unknown++;
 		break;
 	case WG_NOMAIL:
-		log_done(u, d, now, now, conn, 0);
+		log_done(u, d, now, now, conn, 0, 0);
 		u->n_nomail++;
 		break;
 	case WG_UNREACHED:
 		u->n_unreached++;	/* no connection: nothing to log */
 		break;
 	case WG_NOGREETING:
-		log_done(u, d, now, now, conn, 0);
+		log_done(u, d, now, now, conn, 0, 0);
 		u->n_unreached++;
 		break;
 	case WG_AUTHFAIL:
-		log_done(u, d, now, now, conn, 0);
+		log_done(u, d, now, now, conn, 0, 0);
 		u->n_authfail++;
 		/* Connections already open when the suspension began fail the
 		 * same way: one episode, one doubling, one log line.  One
@@ -883,7 +921,7 @@ account(struct wgate *g, struct wg_up *u, int64_t since, const uint32_t w[UNIT_C
 	case WG_THROTTLED:
 	case WG_QUOTA:
 		/* The attempt reached the upstream: it may well count it. */
-		log_done(u, d, now, now, w, 0);
+		log_done(u, d, now, now, w, 0, 0);
 		u->n_throttled++;
 		/* Sends granted before the suspension in force began were in
 		 * flight when it came: the same "slow down", which must not
@@ -947,8 +985,9 @@ wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o, const char *r
 	}
 	if (r->id == u->probe_id)
 		u->probe_id = 0;
-	account(g, u, r->since, r->w, r->id, o, reply, at, now, &d);
+	account(g, u, r->since, r->w, r->id, o, reply, at, r->accepted, now, &d);
 	note_reach(u, o, r->w, r->has_unless ? &r->unless : NULL, reply, now, &d);
+	busy_note(u, now);
 	if (u->shared) {
 		u->shared_retry = 0;	/* a slot may be free again */
 		if (g->ops.ended)
@@ -974,7 +1013,7 @@ unknown_entry(const struct wg_up *u, uint64_t id)
 
 int
 wg_settle(struct wgate *g, struct wg_up *u, uint64_t id, enum wg_outcome o, const char *reply,
-    int64_t at, int64_t now, struct wg_done *d)
+    int64_t at, uint32_t accepted, int64_t now, struct wg_done *d)
 {
 	uint64_t p = id ? unknown_entry(u, id) : 0;
 	struct wg_send e;
@@ -985,7 +1024,7 @@ wg_settle(struct wgate *g, struct wg_up *u, uint64_t id, enum wg_outcome o, cons
 	e = *wg_log_at(u, p - 1);
 	log_remove(u, p - 1);
 	u->n_settled++;
-	account(g, u, e.from, e.w, 0, o, reply, at, now, d);
+	account(g, u, e.from, e.w, 0, o, reply, at, accepted, now, d);
 	note_reach(u, o, e.w, NULL, reply, now, d);
 	return 1;
 }
@@ -1009,6 +1048,7 @@ wg_cancel(struct wgate *g, struct wg_req *r, int64_t now, struct wg_done *d)
 		memset(d, 0, sizeof *d);
 	unlink_wait(u, r);
 	free(r);
+	busy_note(u, now);
 	/* An upstream a request named but no policy does, left with nothing:
 	 * forget it, so that names made up by clients do not pile up. */
 	if (!u->in_policy && u->ln == 0 && u->nwait == 0 && u->nheld == 0 &&
@@ -1060,7 +1100,7 @@ void
 wg_replay_send(struct wgate *g, const char *upstream, int64_t from, int64_t t,
     const uint32_t w[UNIT_COUNT], uint64_t id)
 {
-	log_insert(get_up(g, upstream), from, t, w, id);
+	log_insert(get_up(g, upstream), from, t, w, id, -1);
 }
 
 void
@@ -1074,7 +1114,7 @@ wg_replay_settle(struct wgate *g, const char *upstream, uint64_t id, int64_t t,
 		return;		/* gone from the log: nothing left to change */
 	log_remove(u, p - 1);
 	if (w[UNIT_MESSAGES] || w[UNIT_RECIPIENTS] || w[UNIT_CONNECTIONS])
-		log_insert(u, t, t, w, 0);
+		log_insert(u, t, t, w, 0, -1);
 }
 
 /* Replay one suspension into its fields: the latest end wins, the longest

@@ -89,6 +89,9 @@ struct wg_send {
 	int64_t from, t;
 	uint64_t id;		/* from < t: the grant; else 0 */
 	uint32_t w[UNIT_COUNT];
+	int32_t ok;		/* a WG_SENT's recipients the upstream accepted (0: none,
+				 * and any other outcome); -1: not known (an entry
+				 * the journal gave back) */
 };
 
 /* What a report or a cancel did, for the caller's journal and log. */
@@ -131,6 +134,12 @@ struct wg_req;
  * back, the sends the windows still counted. */
 #define WG_HISTORY_MS	(3600LL * 1000)
 #define WG_HISTORY_MAX	4096
+
+/* An upstream's backlog (status: where a drain's progress counts from):
+ * a spell during which it has a request for a message waiting or a
+ * message's grant held, gaps of at most WG_BUSY_GAP_MS (between one
+ * batch's report and the next one's request) included. */
+#define WG_BUSY_GAP_MS	(60 * 1000)
 
 struct wg_up {
 	char *name;
@@ -196,8 +205,13 @@ struct wg_up {
 	 * the head waits for the store. */
 	int shared;
 	int64_t shared_retry;
-	/* Counters for status. */
-	uint64_t n_granted, n_sent, n_refunded, n_throttled, n_unknown, n_nomail, n_authfail;
+	/* Its backlog (WG_BUSY_GAP_MS): when the spell began (0: none yet),
+	 * and when it last had nothing for a message (0: busy now). */
+	int64_t busy_since, idle_since;
+	/* Counters for status.  n_sent: SENT reports with a recipient
+	 * accepted (a send); n_sent_none: those with none. */
+	uint64_t n_granted, n_sent, n_sent_none, n_refunded, n_throttled, n_unknown, n_nomail,
+	    n_authfail;
 	uint64_t n_unreached;	/* UNREACHED and NOGREETING reports */
 	uint64_t n_later;	/* requests answered LATER */
 	uint64_t n_rcpt_accepted;	/* recipients the SENT reports say were accepted */
@@ -218,6 +232,8 @@ struct wg_req {
 	int granted;
 	int started;			/* in use (handed to a deliverer): 1 unless the
 					 * caller says otherwise (a client's STARTS) */
+	uint32_t accepted;		/* the caller's, before a WG_SENT report: the
+					 * recipients the upstream accepted */
 	int64_t since;			/* queued at; granted at once granted */
 	struct route_when unless;	/* not to wait here when one holds (route.h) */
 	int has_unless;
@@ -290,18 +306,20 @@ int64_t wg_next_wake(struct wgate *g, int64_t now);
 /* End a granted request.  For WG_THROTTLED and WG_AUTHFAIL, reply is the
  * upstream's reply (matched against throttle_reply).  at: for WG_SENT the
  * instant of acceptance, clamped into [grant, now], or -1 for now; else
- * ignored.  Fills *d if not NULL.  Returns the suspension end (ms on the
- * `now` axis) when the report suspended the upstream, else 0.  Frees r. */
+ * ignored.  WG_SENT counts as a send (n_sent) when r->accepted > 0.
+ * Fills *d if not NULL.  Returns the suspension end (ms on the `now`
+ * axis) when the report suspended the upstream, else 0.  Frees r. */
 int64_t wg_report_at(struct wgate *g, struct wg_req *r, enum wg_outcome o,
     const char *reply, int64_t at, int64_t now, struct wg_done *d);
 /* A send of unknown outcome in u's log, grant id's, whose outcome o is
  * known after all (its client is gone: the caller checks): taken out of
  * its interval and logged as a report of o at now would log it (WG_SENT
- * at `at`, clamped into the interval's start and now), suspending as it
- * would.  Fills *d.  1 done; 0 when the log holds no such send (already
- * settled, expired, never unknown) or o is WG_UNKNOWN: nothing changes. */
+ * at `at`, clamped into the interval's start and now, with accepted
+ * recipients), suspending as it would.  Fills *d.  1 done; 0 when the log
+ * holds no such send (already settled, expired, never unknown) or o is
+ * WG_UNKNOWN: nothing changes. */
 int wg_settle(struct wgate *g, struct wg_up *u, uint64_t id, enum wg_outcome o,
-    const char *reply, int64_t at, int64_t now, struct wg_done *d);
+    const char *reply, int64_t at, uint32_t accepted, int64_t now, struct wg_done *d);
 /* The same with at = -1 and no *d. */
 int64_t wg_report(struct wgate *g, struct wg_req *r, enum wg_outcome o,
     const char *reply, int64_t now);
@@ -320,6 +338,8 @@ int wg_reach_reset(struct wg_up *u);
 /* u's state for route_judge, for a request of weights w (NULL: one
  * message, one recipient, no connection). */
 void wg_route_state(struct wg_up *u, const uint32_t *w, int64_t now, struct route_state *st);
+/* When u's backlog began (WG_BUSY_GAP_MS; ms on the now axis), 0: none. */
+int64_t wg_backlog_since(const struct wg_up *u, int64_t now);
 /* u's credentials were refused without a grant (REFUSED: weir-send's
  * OAuth keep-alive found its refresh token dead): suspended as by a
  * WG_AUTHFAIL, nothing logged in a window.  1 if that began a

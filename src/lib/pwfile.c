@@ -16,7 +16,8 @@
 
 #define PWFILE_MAX (1024 * 1024)
 
-/* A hash to spend the same time on when the user is unknown. */
+/* A hash to spend time on when the user is unknown and the file has no
+ * hash to spend it on (no line). */
 static const char dummy_hash[] =
     "$6$weirdummysalt$gWIBSFHsXG/6Nk3PZEIPalYbSa1AVxUZJyNGTYUMoLz/jmcCP/lsoJqMLNvdFxkpERvxRqn3H3Ri6mKWi7zVQ0";
 
@@ -48,7 +49,7 @@ pw_check(const char *path, const char *user, const char *pass, struct buf *why)
 {
 	struct buf file = BUF_INIT;
 	enum pw_result res = PW_TROUBLE;
-	const char *line, *hash = NULL;
+	const char *line, *hash = NULL, *first = NULL;
 	struct stat st;
 	size_t ulen = strlen(user);
 	unsigned lineno = 0;
@@ -108,6 +109,8 @@ pw_check(const char *path, const char *user, const char *pass, struct buf *why)
 			buf_printf(why, "%s:%u: not \"user:$id$salt$hash\"", path, lineno);
 			goto out;
 		}
+		if (first == NULL)
+			first = colon + 1;
 		if (found == NULL && (size_t)(colon - line) == ulen && memcmp(line, user, ulen) == 0) {
 			found = (char *)line;
 			hash = colon + 1;
@@ -115,7 +118,10 @@ pw_check(const char *path, const char *user, const char *pass, struct buf *why)
 		if (nl == NULL)
 			break;
 	}
-	res = hash_matches(pass, hash ? hash : dummy_hash) && hash ? PW_OK : PW_BAD;
+	/* An unknown user costs what a known one does: the file's first
+	 * hash, of the scheme and cost its users have (a yescrypt file's
+	 * unknown user must not answer in a fiftieth of the time). */
+	res = hash_matches(pass, hash ? hash : first ? first : dummy_hash) && hash ? PW_OK : PW_BAD;
 out:
 	close(fd);
 	buf_free(&file);

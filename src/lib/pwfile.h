@@ -10,7 +10,8 @@
  * names its line), never a guess.  The file must be a regular file not
  * readable or writable by group or others, at most 1 MB.  pw_check reads
  * it at each call, so a change needs no restart; an unknown user costs
- * the same crypt(3) as a known one.
+ * a crypt(3) of the file's first hash, as long as a user of that scheme
+ * and cost (a file of one scheme: as long as any of its users).
  *
  * Trusts: the file (its owner).  Config keys: none (the callers pass
  * listen.password_file or metrics.auth_file).

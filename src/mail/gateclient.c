@@ -8,15 +8,20 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
 #include "mail/gateclient.h"
 
-int
-gc_connect(struct gate_client *gc, const char *path)
+/* gc_connect, every wait on the socket (its connect too: a gate that
+ * does not accept) at most timeout_ms when it is > 0; a non-blocking
+ * socket when it is < 0. */
+static int
+connect_by(struct gate_client *gc, const char *path, int timeout_ms)
 {
+	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
 	struct sockaddr_un sa;
 	int fd, saved;
 
@@ -29,30 +34,41 @@ gc_connect(struct gate_client *gc, const char *path)
 	memset(&sa, 0, sizeof sa);
 	sa.sun_family = AF_UNIX;
 	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (timeout_ms < 0 ? SOCK_NONBLOCK : 0), 0);
 	if (fd < 0)
 		return -1;
-	while (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-		if (errno == EINTR)
-			continue;
-		saved = errno;
-		close(fd);
-		errno = saved;
-		return -1;
-	}
+	/* An AF_UNIX connect waits for room in the listen backlog as long
+	 * as SO_SNDTIMEO says. */
+	if (timeout_ms > 0 && (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0))
+		goto fail;
+	while (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+		if (errno != EINTR)
+			goto fail;
 	gc->fd = fd;
 	return 0;
+fail:
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
+int
+gc_connect(struct gate_client *gc, const char *path)
+{
+	return connect_by(gc, path, 0);
 }
 
 const char *
-gc_connect_status(struct gate_client *gc, const char *sock, const char *rsock)
+gc_connect_status(struct gate_client *gc, const char *sock, const char *rsock, int timeout_ms)
 {
 	int e;
 
-	if (gc_connect(gc, sock) == 0)
+	if (connect_by(gc, sock, timeout_ms) == 0)
 		return sock;
 	e = errno;
-	if (rsock != NULL && gc_connect(gc, rsock) == 0)
+	if (rsock != NULL && connect_by(gc, rsock, timeout_ms) == 0)
 		return rsock;
 	errno = e;
 	return NULL;

@@ -33,8 +33,12 @@ struct gate_client {
 int gc_connect(struct gate_client *gc, const char *path) MUST_CHECK;
 /* For STATUS: connect to sock or, when that fails and rsock is set, to
  * rsock (the gate's read-only status socket: a user outside weir-send's
- * group).  The path connected to, or NULL with sock's errno. */
-const char *gc_connect_status(struct gate_client *gc, const char *sock, const char *rsock);
+ * group).  timeout_ms > 0: each connect, and each send and receive on
+ * the connection, waits at most that long (a gate that does not accept,
+ * read or answer); < 0: a non-blocking socket (a connect that would wait:
+ * EAGAIN).  The path connected to, or NULL with sock's errno. */
+const char *gc_connect_status(struct gate_client *gc, const char *sock, const char *rsock,
+    int timeout_ms);
 void gc_close(struct gate_client *gc);
 
 /* Send one request.  0 ok, -1 with errno.  cls, sender: NULL or "" for none. */

@@ -77,7 +77,8 @@ qctl_hold_parse(const char *s, size_t len, long long *birth, long long *since)
 int
 qctl_via_parse(const char *s, size_t len, char *out)
 {
-	if (len < 2 || len > POLICY_NAME_MAX + 1 || s[len - 1] != '\n')
+	if (len < 2 || len > POLICY_NAME_MAX + 1 || s[len - 1] != '\n' ||
+	    memchr(s, '\0', len) != NULL)
 		return -1;
 	memcpy(out, s, len - 1);
 	out[len - 1] = '\0';

@@ -691,3 +691,40 @@ qlist_print(const struct queue *q, int fd, struct qlist_stats *st, struct buf *w
 {
 	return qlist_write(q, fd, QLIST_TEXT, st, why);
 }
+
+int
+qlist_count(const struct queue *q, struct qlist_count *c, struct buf *why)
+{
+	struct qents todo = { NULL, 0, 0 }, info = { NULL, 0, 0 };
+	unsigned long *tids = NULL;
+	size_t i;
+	int rc = -1;
+
+	memset(c, 0, sizeof *c);
+	/* todo/ first, as qlist_scan: a message preprocessed meanwhile is
+	 * in one of the two. */
+	if (scan_dir(q->dfd, qdir_name[Q_TODO], &todo, why) < 0 || scan_info(q, &info, why) < 0)
+		goto out;
+	tids = xcalloc(todo.n + 1, sizeof *tids);
+	for (i = 0; i < todo.n; i++) {
+		tids[i] = todo.v[i].id;
+		if (c->messages == 0 || todo.v[i].mtime.tv_sec < c->oldest)
+			c->oldest = todo.v[i].mtime.tv_sec;
+		c->messages++;
+	}
+	c->todo = todo.n;
+	qsort(tids, todo.n, sizeof *tids, id_cmp);
+	for (i = 0; i < info.n; i++) {
+		if (bsearch(&info.v[i].id, tids, todo.n, sizeof *tids, id_cmp))
+			continue;
+		if (c->messages == 0 || info.v[i].mtime.tv_sec < c->oldest)
+			c->oldest = info.v[i].mtime.tv_sec;
+		c->messages++;
+	}
+	rc = 0;
+out:
+	free(todo.v);
+	free(info.v);
+	free(tids);
+	return rc;
+}

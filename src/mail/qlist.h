@@ -81,6 +81,7 @@ int qlist_scan(const struct queue *q, qlist_fn fn, void *arg, struct qlist_stats
 enum qlist_format {
 	QLIST_TEXT,		/* qmail-qread's, as above */
 	QLIST_JSON,		/* one JSON document; see weir(8) "queue" */
+	QLIST_SUMMARY,		/* not a listing: weir-showq's "summary" (mail/qsummary.h) */
 };
 
 /* Write the listing of q to fd.  0 listed without trouble, 1 listed with
@@ -89,6 +90,14 @@ enum qlist_format {
  * not a whole document). */
 int qlist_write(const struct queue *q, int fd, enum qlist_format f, struct qlist_stats *st,
     struct buf *why);
+/* The messages the listing would list, by names and modification times
+ * alone (no file is opened): info/'s and todo/'s, the oldest queue time
+ * (0: none).  0 ok; -1 a folder cannot be read (why). */
+struct qlist_count {
+	unsigned long long messages, todo;
+	time_t oldest;
+};
+int qlist_count(const struct queue *q, struct qlist_count *c, struct buf *why);
 /* qlist_write(q, fd, QLIST_TEXT, st, why). */
 int qlist_print(const struct queue *q, int fd, struct qlist_stats *st, struct buf *why);
 

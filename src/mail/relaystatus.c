@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,12 @@
 #include "lib/json.h"
 #include "lib/jsonparse.h"
 #include "lib/timefmt.h"
+#include "mail/credfp.h"
 #include "mail/gateclient.h"
+#include "mail/gatestatus.h"
 #include "mail/oauth.h"
 #include "mail/qlist.h"
+#include "mail/qsummary.h"
 #include "mail/queue.h"
 #include "mail/relaystatus.h"
 #include "mail/schedfile.h"
@@ -90,6 +94,21 @@ add_reason(struct relay_status *rs, const char *reply, size_t n)
 	rs->reasons = xrealloc(rs->reasons, (rs->nreasons + 1) * sizeof *rs->reasons);
 	rs->reasons[rs->nreasons].reply = m;
 	rs->reasons[rs->nreasons++].recipients = 1;
+}
+
+/* n recipients of message m that go through upstream sp: the backlog
+ * its windows pace, and a deferred message's retry time (item 3). */
+static void
+up_add(struct relay_status *rs, struct rs_up *sp, unsigned long long n, const struct rs_msg *m)
+{
+	sp->messages++;
+	sp->recipients += n;
+	sp->sends += sp->cap ? (n + sp->cap - 1) / sp->cap : 1;
+	if (m->preprocessed && !m->held && m->next_attempt > (long long)rs->now) {
+		sp->deferred++;
+		if (m->next_attempt > sp->retry_last)
+			sp->retry_last = m->next_attempt;
+	}
 }
 
 /* ---- routes (relaystatus.h, item 5) ---- */
@@ -178,12 +197,8 @@ route_msg(struct relay_status *rs, const struct rs_msg *m, int list)
 		}
 		mine[j].recipients++;
 	}
-	for (j = 0; j < n; j++) {
-		sp = up_find(rs, mine[j].via);
-		sp->messages++;
-		sp->recipients += mine[j].recipients;
-		sp->sends += sp->cap ? (mine[j].recipients + sp->cap - 1) / sp->cap : 1;
-	}
+	for (j = 0; j < n; j++)
+		up_add(rs, up_find(rs, mine[j].via), mine[j].recipients, m);
 	if (list && rs->nroutes + n > RS_ROUTES_MAX) {
 		rs->routes_left_out++;
 	} else if (list && n > 0) {
@@ -233,11 +248,7 @@ count_msg(struct relay_status *rs, const struct rs_msg *m)
 	}
 	u = config_upstream_for(rs->cfg, m->sender);
 	sp = u ? up_find(rs, u->name) : NULL;
-	if (sp == NULL)
-		sp = &rs->other;
-	sp->messages++;
-	sp->recipients += m->left;
-	sp->sends += sp->cap ? (m->left + sp->cap - 1) / sp->cap : 1;
+	up_add(rs, sp ? sp : &rs->other, m->left, m);
 }
 
 /* qlist_scan's messages. */
@@ -324,7 +335,7 @@ count_listed(struct relay_status *rs, struct json_object *o)
 
 /* The queue through weir-showq (this process may not read it). */
 static int
-queue_by_showq(struct relay_status *rs)
+queue_by_showq(struct relay_status *rs, int showq_ms)
 {
 	struct buf text = BUF_INIT, why = BUF_INIT;
 	struct json_object *doc = NULL, *msgs;
@@ -336,7 +347,7 @@ queue_by_showq(struct relay_status *rs)
 		buf_printf(&rs->qwhy, "memfd_create: %s", strerror(errno));
 		return -1;
 	}
-	k = showq_ask(rs->cfg->showq_socket, QLIST_JSON, fd, RS_SHOWQ_TIMEOUT_MS, &why);
+	k = showq_ask(rs->cfg->showq_socket, QLIST_JSON, fd, showq_ms, &why);
 	if (k < 0) {
 		buf_printf(&rs->qwhy, "%s", why.s);
 		goto out;
@@ -370,14 +381,14 @@ out:
 }
 
 static int
-queue_read(struct relay_status *rs)
+queue_read(struct relay_status *rs, int showq_ms)
 {
 	struct qlist_stats qs;
 	struct queue q;
 	int rc;
 
 	if (rs->cfg->showq_socket && showq_needed(rs->cfg->queue_dir) == 1)
-		return queue_by_showq(rs);
+		return queue_by_showq(rs, showq_ms);
 	rs->qsrc = rs->cfg->queue_dir;
 	if (queue_open(&q, rs->cfg->queue_dir, rs->cfg->queue_split) < 0) {
 		buf_printf(&rs->qwhy, "%s", strerror(errno));
@@ -431,7 +442,7 @@ gate_ask_one(struct gate_client *gc, int json, struct buf *body, struct buf *why
 	k = gc_wait_reply(gc, &r, &perr);
 	if (k <= 0) {
 		buf_printf(why, "%s", k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ?
-		    "no answer within 5 seconds" : perr);
+		    "no answer in time" : perr);
 		return -1;
 	}
 	if (r.verb != GP_R_STATUS) {
@@ -444,30 +455,26 @@ gate_ask_one(struct gate_client *gc, int json, struct buf *body, struct buf *why
 
 /* STATUS from the gate's socket, or from its read-only status socket
  * when the first cannot be reached (a user outside weir-send's group);
- * rs->gsock is the one that answered. */
+ * rs->gsock is the one that answered.  The JSON document, with the
+ * history for RS_JSON; the text too for RS_GATE_TEXT (to be printed,
+ * never read).  Each answer within timeout_ms. */
 static int
-gate_ask(struct relay_status *rs, int json)
+gate_ask(struct relay_status *rs, int flags, int timeout_ms)
 {
 	struct gate_client gc;
-	struct timeval tv = { RS_GATE_TIMEOUT_S, 0 };
 	const char *used;
 	int rc = -1;
 
 	rs->gsock = rs->cfg->gate_socket;
 	if ((used = gc_connect_status(&gc, rs->cfg->gate_socket,
-	    rs->cfg->gate_status_socket)) == NULL) {
-		buf_printf(&rs->gwhy, "%s", strerror(errno));
+	    rs->cfg->gate_status_socket, timeout_ms)) == NULL) {
+		buf_printf(&rs->gwhy, "%s", errno == EAGAIN ? "its socket's backlog is full: it "
+		    "does not accept" : strerror(errno));
 		return -1;
 	}
 	rs->gsock = used;
-	if (setsockopt(gc.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
-	    setsockopt(gc.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0) {
-		buf_printf(&rs->gwhy, "setsockopt: %s", strerror(errno));
-		goto out;
-	}
-	/* The JSON for the routes' state (item 5) in any case. */
-	if (gate_ask_one(&gc, 0, &rs->gtext, &rs->gwhy) < 0 ||
-	    gate_ask_one(&gc, json ? 2 : 1, &rs->gjson, &rs->gwhy) < 0)
+	if (gate_ask_one(&gc, flags & RS_JSON ? 2 : 1, &rs->gjson, &rs->gwhy) < 0 ||
+	    ((flags & RS_GATE_TEXT) && gate_ask_one(&gc, 0, &rs->gtext, &rs->gwhy) < 0))
 		goto out;
 	rc = 0;
 out:
@@ -490,71 +497,6 @@ add_win(struct rs_up *u, long long limit, enum policy_unit unit, long long per, 
 	u->known = 1;
 }
 
-/* A calendar window's phase, from the policy's same window; 0 (UTC
- * midnight for a daily one) when the policy does not have it. */
-static long long
-calendar_align(const struct relay_status *rs, const char *up, long long limit,
-    enum policy_unit unit, long long per)
-{
-	const struct policy_upstream *pu = rs->have_pol ? policy_upstream(&rs->pol, up) : NULL;
-	size_t i;
-
-	for (i = 0; pu && i < pu->nwin; i++)
-		if (pu->win[i].calendar && pu->win[i].limit == limit && pu->win[i].unit == unit &&
-		    pu->win[i].per == per)
-			return pu->win[i].align;
-	return 0;
-}
-
-/* The numbers of the gate's text status (see relaystatus.h). */
-static void
-gate_numbers(struct relay_status *rs, const char *text)
-{
-	const char *p = text, *nl, *q;
-	struct rs_up *cur = NULL;
-	char line[1024], unit[32];
-	long long limit, per, used, of, secs;
-	enum policy_unit pu;
-
-	for (; p && *p; p = nl ? nl + 1 : NULL) {
-		nl = strchr(p, '\n');
-		snprintf(line, sizeof line, "%.*s", (int)(nl ? nl - p : (long)strlen(p)), p);
-		if (strncmp(line, "upstream ", 9) == 0) {
-			char name[POLICY_NAME_MAX + 1];
-			size_t n = strcspn(line + 9, ":");
-
-			cur = NULL;
-			if (n == 0 || n > POLICY_NAME_MAX || line[9 + n] != ':')
-				continue;
-			memcpy(name, line + 9, n);
-			name[n] = '\0';
-			if ((cur = up_find(rs, name)) == NULL)
-				continue;
-			cur->listed = 1;
-			/* Not in the policy: the gate refuses it, nothing to go by. */
-			cur->known = strstr(line, " (not in the policy)") == NULL;
-			if ((q = strstr(line, " suspended until ")) != NULL &&
-			    (q = strchr(q, '(')) != NULL && sscanf(q, "(%lld s)", &secs) == 1)
-				cur->suspended = secs;
-		} else if (cur && sscanf(line, "  window %lld %31s per %llds", &limit, unit,
-		    &per) == 3 && (q = strstr(line, " = ")) != NULL &&
-		    sscanf(q, " = %lld of %lld", &used, &of) == 2 && of == limit &&
-		    policy_unit_parse(unit, &pu) == 0 && limit > 0 && per > 0) {
-			int cal = strstr(line, " (calendar):") != NULL;
-
-			add_win(cur, limit, pu, per, used, cal,
-			    cal ? calendar_align(rs, cur->name, limit, pu, per) : 0);
-		} else if (cur && cur->nwin > 0 && strncmp(line, "    all hosts: ", 15) == 0 &&
-		    (q = strstr(line, " = ")) != NULL && sscanf(q, " = %lld of %lld", &used,
-		    &of) == 2 && of == cur->win[cur->nwin - 1].limit &&
-		    used > cur->win[cur->nwin - 1].used) {
-			/* A shared upstream: every host's use of the window
-			 * just read, as Redis counts it, paces the backlog. */
-			cur->win[cur->nwin - 1].used = used;
-		}
-	}
-}
-
 /* A time member of the gate's JSON, wall ms; 0 when absent or null. */
 static int64_t
 ms_of(struct json_object *o, const char *key)
@@ -564,38 +506,103 @@ ms_of(struct json_object *o, const char *key)
 	return jp_ll(jp_get(o, key), &v) == 0 && v > 0 ? (int64_t)v : 0;
 }
 
-/* Each upstream's state for route.h's judge, from the gate's JSON. */
+/* Window w of the gate's document into u: its use (every host's, as
+ * Redis counts it, when that is higher: it paces the backlog), and a
+ * calendar window's boundaries from its period's start.  A window that
+ * does not read is left out of the estimate, never guessed. */
 static void
-gate_routes(struct relay_status *rs)
+gate_window(struct rs_up *u, struct json_object *w)
 {
-	struct buf why = BUF_INIT;
-	struct json_object *doc, *ups, *u, *r;
-	struct rs_up *sp;
-	long long v;
+	long long limit, per, used, all, start = 0;
+	enum policy_unit unit;
+	int cal = jp_bool(jp_get(w, GS_W_CALENDAR)) == 1;
+	const char *us = jp_str(jp_get(w, GS_W_UNIT));
+
+	if (jp_ll(jp_get(w, GS_W_LIMIT), &limit) < 0 || jp_ll(jp_get(w, GS_W_PER_S), &per) < 0 ||
+	    jp_ll(jp_get(w, GS_W_USED), &used) < 0 || us == NULL ||
+	    policy_unit_parse(us, &unit) < 0 || limit <= 0 || per <= 0 ||
+	    (cal && jp_ll(jp_get(w, GS_W_PERIOD_START_MS), &start) < 0))
+		return;
+	if (jp_ll(jp_get(jp_get(w, GS_W_ALL_HOSTS), GS_W_USED), &all) == 0 && all > used)
+		used = all;
+	add_win(u, limit, unit, per, used, cal, cal ? (start / 1000) % per : 0);
+}
+
+/* The drain's progress of sp (gatestatus.h): the sends of upstream u's
+ * history since its backlog began (or the history's start, if later),
+ * each with a recipient accepted (or not known: a send the journal gave
+ * back). */
+static void
+gate_progress(struct rs_up *sp, struct json_object *u)
+{
+	struct json_object *h = jp_get(u, GS_HISTORY), *sends = jp_get(h, GS_H_SENDS), *e;
+	long long t, m, ok;
 	size_t i;
 
+	sp->backlog_since = ms_of(u, GS_BACKLOG_SINCE_MS);
+	sp->progress_from = ms_of(h, GS_H_COMPLETE_SINCE_MS);
+	if (sp->backlog_since == 0 || h == NULL)
+		return;
+	if (sp->progress_from < sp->backlog_since)
+		sp->progress_from = sp->backlog_since;
+	sp->sent_since = 0;
+	for (i = 0; i < jp_len(sends); i++) {
+		e = jp_at(sends, i);
+		if (jp_ll(jp_at(e, GS_SEND_T), &t) == 0 && t >= sp->progress_from &&
+		    jp_ll(jp_at(e, GS_SEND_M), &m) == 0 && m > 0 &&
+		    (jp_at(e, GS_SEND_ACCEPTED) == NULL ||
+		    (jp_ll(jp_at(e, GS_SEND_ACCEPTED), &ok) == 0 && ok > 0)))
+			sp->sent_since++;
+	}
+}
+
+/* What the estimate, the routes and the summary need of the gate's
+ * JSON (kept in rs->gdoc): each upstream's windows and their use, its
+ * suspensions' time left, its state for route.h's judge (wall ms), its
+ * backlog's progress. */
+static void
+gate_read(struct relay_status *rs)
+{
+	struct buf why = BUF_INIT;
+	struct json_object *doc, *ups, *u, *r, *wins;
+	struct rs_up *sp;
+	long long v;
+	int64_t until;
+	size_t i, j;
+
 	doc = json_parse_strict(rs->gjson.s ? rs->gjson.s : "", rs->gjson.len, GP_STATUS_MAX, &why);
-	ups = jp_get(doc, "upstreams");
-	if (jp_ll(jp_get(doc, "now_ms"), &v) == 0 && v > 0)
+	ups = jp_get(doc, GS_UPSTREAMS);
+	if (jp_ll(jp_get(doc, GS_NOW_MS), &v) == 0 && v > 0)
 		rs->gnow_ms = v;
 	for (i = 0; i < jp_len(ups); i++) {
 		u = jp_at(ups, i);
-		if (jp_str(jp_get(u, "name")) == NULL ||
-		    (sp = up_find(rs, jp_str(jp_get(u, "name")))) == NULL)
+		if (jp_str(jp_get(u, GS_NAME)) == NULL ||
+		    (sp = up_find(rs, jp_str(jp_get(u, GS_NAME)))) == NULL)
 			continue;
-		r = jp_get(u, "route");
-		sp->st.down_since = ms_of(r, "unreachable_since_ms");
-		sp->st.probe_at = ms_of(r, "probe_at_ms");
-		sp->st.probe_out = jp_bool(jp_get(r, "probe_out")) == 1;
-		sp->st.auth_since = ms_of(r, "auth_trouble_since_ms");
-		sp->st.auth_until = ms_of(u, "auth_suspended_until_ms");
-		sp->st.auth_probe_out = jp_bool(jp_get(r, "auth_probe_out")) == 1;
-		sp->st.susp_until = ms_of(u, "suspended_until_ms");
-		sp->st.free_at = ms_of(r, "free_at_ms") ? ms_of(r, "free_at_ms") : -1;
-		if (sp->st.down_since && jp_str(jp_get(r, "unreachable_reason")))
-			sp->down_reason = xstrdup(jp_str(jp_get(r, "unreachable_reason")));
+		sp->listed = 1;
+		/* Not in the policy: the gate refuses it, nothing to go by. */
+		sp->known = jp_bool(jp_get(u, GS_IN_POLICY)) == 1;
+		wins = jp_get(u, GS_WINDOWS);
+		for (j = 0; sp->known && j < jp_len(wins); j++)
+			gate_window(sp, jp_at(wins, j));
+		r = jp_get(u, GS_ROUTE);
+		sp->st.down_since = ms_of(r, GS_R_UNREACHABLE_SINCE_MS);
+		sp->st.probe_at = ms_of(r, GS_R_PROBE_AT_MS);
+		sp->st.probe_out = jp_bool(jp_get(r, GS_R_PROBE_OUT)) == 1;
+		sp->st.auth_since = ms_of(r, GS_R_AUTH_SINCE_MS);
+		sp->st.auth_until = ms_of(u, GS_AUTH_UNTIL_MS);
+		sp->st.auth_probe_out = jp_bool(jp_get(r, GS_R_AUTH_PROBE_OUT)) == 1;
+		sp->st.susp_until = ms_of(u, GS_SUSPENDED_UNTIL_MS);
+		sp->st.free_at = ms_of(r, GS_R_FREE_AT_MS) ? ms_of(r, GS_R_FREE_AT_MS) : -1;
+		if (sp->st.down_since && jp_str(jp_get(r, GS_R_UNREACHABLE_REASON)))
+			sp->down_reason = xstrdup(jp_str(jp_get(r, GS_R_UNREACHABLE_REASON)));
+		/* The suspension that ends last, in whole seconds. */
+		until = sp->st.susp_until > sp->st.auth_until ? sp->st.susp_until : sp->st.auth_until;
+		if (until > rs->gnow_ms)
+			sp->suspended = (until - rs->gnow_ms + 999) / 1000;
+		gate_progress(sp, u);
 	}
-	json_object_put(doc);
+	rs->gdoc = doc;
 	buf_free(&why);
 }
 
@@ -644,19 +651,151 @@ estimate(struct rs_up *u, time_t now)
 	}
 	if (u->estimate >= 0 && u->messages > 0)
 		u->estimate += u->suspended;
+	/* Deferred mail goes no sooner than its retry time. */
+	if (u->estimate >= 0 && u->retry_last > (long long)now &&
+	    u->retry_last - (long long)now > u->estimate) {
+		u->estimate = u->retry_last - (long long)now;
+		u->retry_bound = 1;
+	}
+}
+
+/* ---- the summary (relaystatus.h, item 0) ---- */
+
+static void PRINTFLIKE(4, 5)
+problem(struct relay_status *rs, const char *upstream, const char *todo, const char *fmt, ...)
+{
+	struct rs_problem *p;
+	char what[2048];
+	va_list ap;
+
+	rs->problems = xrealloc(rs->problems, (rs->nproblems + 1) * sizeof *rs->problems);
+	p = &rs->problems[rs->nproblems++];
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	p->upstream = upstream;
+	p->what = xstrdup(what);
+	p->todo = todo ? xstrdup(todo) : NULL;
+}
+
+/* An upstream's trouble, from the gate's document u (NULL: not listed)
+ * and its OAuth status. */
+static void
+up_problems(struct relay_status *rs, const struct weir_upstream *cu, struct json_object *u)
+{
+	const struct rs_up *sp = up_find(rs, cu->name);
+	struct oauth_status st;
+	struct buf fix = BUF_INIT, why = BUF_INIT;
+	char when[32];
+	const char *s;
+
+	if (cu->oauth.present && (oauth_status_load(&cu->oauth, &st, &why) != 1 || st.login_needed)) {
+		buf_printf(&fix, "weir auth login %s", cu->name);
+		problem(rs, cu->name, fix.s, "its OAuth provider refuses the refresh token, or there "
+		    "is none yet: its mail waits");
+	}
+	if (u == NULL)
+		goto out;
+	if (jp_bool(jp_get(u, GS_IN_POLICY)) == 0) {
+		buf_reset(&fix);
+		buf_printf(&fix, "add an upstream \"%s\" section to %s", cu->name, rs->cfg->policy_file);
+		problem(rs, cu->name, fix.s, "no policy names it: weir-gate grants nothing");
+	}
+	if (sp->st.auth_until > rs->gnow_ms) {
+		buf_reset(&fix);
+		cred_fix(&fix, cu->name, cu->oauth.present, jp_str(jp_get(u, GS_AUTH_REASON)));
+		buf_printf(&fix, "; weir resume %s tries again now", cu->name);
+		date_iso(when, sizeof when, (time_t)(sp->st.auth_until / 1000));
+		problem(rs, cu->name, fix.s, "authentication refused: suspended until %s (%s)", when,
+		    (s = jp_str(jp_get(u, GS_AUTH_REASON))) ? s : "");
+	}
+	if (sp->st.susp_until > rs->gnow_ms) {
+		buf_reset(&fix);
+		buf_printf(&fix, "weir resume %s lifts it", cu->name);
+		date_iso(when, sizeof when, (time_t)(sp->st.susp_until / 1000));
+		problem(rs, cu->name, fix.s, "suspended until %s: it said %s", when,
+		    (s = jp_str(jp_get(u, GS_SUSPEND_REASON))) ? s : "");
+	}
+	if (sp->st.down_since) {
+		date_iso(when, sizeof when, (time_t)(sp->st.down_since / 1000));
+		problem(rs, cu->name, cu->fallback.n ? "its mail goes to its fallbacks meanwhile" :
+		    NULL, "unreachable since %s (%s): probed until it answers", when,
+		    sp->down_reason ? sp->down_reason : "?");
+	}
+	if ((s = jp_str(jp_get(u, GS_SHARED))) && strcmp(s, "down") == 0)
+		problem(rs, cu->name, NULL, "its shared store does not answer (%s): weir-gate grants "
+		    "nothing", (s = jp_str(jp_get(u, GS_SHARED_ERROR))) ? s : "?");
+out:
+	buf_free(&fix);
+	buf_free(&why);
+}
+
+/* The problems, and the line that says them first. */
+static void
+summarize(struct relay_status *rs)
+{
+	struct json_object *ups = jp_get(rs->gdoc, GS_UPSTREAMS), *u;
+	const char *n, *s;
+	char d[64];
+	size_t i, j;
+
+	if (!rs->gate_ok)
+		problem(rs, NULL, "see that weir runs (weir run, or systemctl status weir) and its "
+		    "log", "weir-gate is not answering (%s): nothing is sent", buf_cstr(&rs->gwhy));
+	else if (jp_bool(jp_get(rs->gdoc, GS_JOURNAL_DURABLE)) == 0)
+		problem(rs, NULL, "see weir-gate's log", "weir-gate's journal is not durable (%s): "
+		    "nothing is granted", (s = jp_str(jp_get(rs->gdoc, GS_JOURNAL_ERROR))) ? s : "?");
+	if (!rs->q_ok)
+		problem(rs, NULL, NULL, "the queue cannot be read (%s)", buf_cstr(&rs->qwhy));
+	if (rs->cfg->nupstreams == 0)
+		problem(rs, NULL, "dpkg-reconfigure weir, or an upstream section; weir presets",
+		    "no upstream is configured in %s: mail is queued and nothing is sent",
+		    rs->cfg->file ? rs->cfg->file : "weir.conf");
+	for (i = 0; i < rs->cfg->nupstreams; i++) {
+		const struct weir_upstream *cu = &rs->cfg->upstreams[i];
+
+		for (j = 0, u = NULL; j < jp_len(ups); j++)
+			if ((n = jp_str(jp_get(jp_at(ups, j), GS_NAME))) && strcmp(n, cu->name) == 0)
+				u = jp_at(ups, j);
+		up_problems(rs, cu, u);
+	}
+	if (rs->nproblems > 0) {
+		const struct rs_problem *p = &rs->problems[0];
+
+		buf_printf(&rs->line, "%zu problem%s: %s%s%s", rs->nproblems,
+		    rs->nproblems == 1 ? "" : "s", p->upstream ? "upstream " : "",
+		    p->upstream ? p->upstream : "", p->upstream ? ": " : "");
+		buf_adds(&rs->line, p->what);
+		if (p->todo)
+			buf_printf(&rs->line, " (%s)", p->todo);
+		if (rs->nproblems > 1)
+			buf_printf(&rs->line, "; and %zu more", rs->nproblems - 1);
+		return;
+	}
+	buf_printf(&rs->line, "mail flows: %zu upstream%s active", rs->nup, rs->nup == 1 ? "" :
+	    "s");
+	if (rs->messages == 0)
+		buf_adds(&rs->line, "; the queue is empty");
+	else {
+		duration_format(d, sizeof d, rs->now > rs->oldest ? (long long)(rs->now -
+		    rs->oldest) : 0);
+		buf_printf(&rs->line, "; %llu message%s queued, the oldest %s old", rs->messages,
+		    rs->messages == 1 ? "" : "s", d);
+	}
 }
 
 /* ---- gathering ---- */
 
-int
-relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int flags)
+static void
+begin(struct relay_status *rs, const struct weir_config *cfg)
 {
 	struct buf perr = BUF_INIT;
-	size_t i, j;
+	size_t i;
 
 	memset(rs, 0, sizeof *rs);
 	rs->cfg = cfg;
 	rs->now = time(NULL);
+	rs->gnow_ms = (long long)rs->now * 1000;
 	rs->have_pol = policy_load(&rs->pol, cfg->policy_file, &perr) == 0;
 	if (rs->have_pol)
 		config_preset_limits(cfg->upstreams, cfg->nupstreams, &rs->pol);
@@ -666,6 +805,7 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 	rs->other.st.free_at = -1;
 	for (i = 0; i < rs->nup; i++) {
 		rs->up[i].st.free_at = -1;	/* not known: no quota reason */
+		rs->up[i].sent_since = -1;
 		rs->routing |= cfg->upstreams[i].fallback.n > 0 ||
 		    cfg->upstreams[i].recipient_domains.n > 0;
 		const struct policy_upstream *pu = rs->have_pol ?
@@ -677,12 +817,17 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 		    rs->up[i].cap)
 			rs->up[i].cap = (unsigned)pu->max_recipients;
 	}
-	rs->gate_ok = gate_ask(rs, flags & RS_JSON) == 0;
-	rs->gnow_ms = (long long)rs->now * 1000;
-	if (rs->gate_ok) {
-		gate_numbers(rs, rs->gtext.s ? rs->gtext.s : "");
-		gate_routes(rs);
-	}
+}
+
+/* Everything after the gate's part. */
+static int
+finish(struct relay_status *rs, int showq_ms)
+{
+	const struct weir_config *cfg = rs->cfg;
+	size_t i, j;
+
+	if (rs->gate_ok)
+		gate_read(rs);
 	/* What the gate does not list (it has not seen the upstream yet, or
 	 * does not answer): the policy's windows, nothing used. */
 	for (i = 0; rs->have_pol && i < rs->nup; i++) {
@@ -702,8 +847,10 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 		rs->winsrc = cfg->policy_file;
 	else
 		rs->winsrc = "nowhere (no gate, and the policy file does not load)";
-	rs->q_ok = queue_read(rs) == 0;
+	rs->q_ok = queue_read(rs, showq_ms) == 0;
 	keep_reasons(rs);
+	/* weir-send's kept sessions: sched/sessions, or weir-showq's summary. */
+	rs->have_qs = qsummary_get(cfg, showq_ms, &rs->qs, &rs->qs_from, &rs->qs_why) == 0;
 	for (i = 0; i < rs->nup; i++) {
 		estimate(&rs->up[i], rs->now);
 		rs->up[i].at_least = -1;
@@ -713,7 +860,31 @@ relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int fla
 			rs->up[i].estimate = -1;
 		}
 	}
+	summarize(rs);
 	return rs->gate_ok && rs->q_ok;
+}
+
+int
+relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int flags,
+    int gate_ms)
+{
+	begin(rs, cfg);
+	rs->gate_ok = gate_ask(rs, flags, gate_ms) == 0;
+	return finish(rs, RS_SHOWQ_TIMEOUT_MS);
+}
+
+int
+relay_status_from(struct relay_status *rs, const struct weir_config *cfg, const char *gsock,
+    const char *gjson, size_t glen, const char *gwhy, int showq_ms)
+{
+	begin(rs, cfg);
+	rs->gsock = gsock;
+	if (gjson)
+		buf_add(&rs->gjson, gjson, glen);
+	else
+		buf_adds(&rs->gwhy, gwhy);
+	rs->gate_ok = gjson != NULL;
+	return finish(rs, showq_ms);
 }
 
 void
@@ -732,6 +903,15 @@ relay_status_free(struct relay_status *rs)
 	free(rs->reasons);
 	if (rs->have_pol)
 		policy_free(&rs->pol);
+	json_object_put(rs->gdoc);
+	for (i = 0; i < rs->nproblems; i++) {
+		free(rs->problems[i].what);
+		free(rs->problems[i].todo);
+	}
+	free(rs->problems);
+	buf_free(&rs->line);
+	qsummary_free(&rs->qs);
+	buf_free(&rs->qs_why);
 	buf_free(&rs->gtext);
 	buf_free(&rs->gjson);
 	buf_free(&rs->gwhy);
@@ -801,6 +981,30 @@ primary_state(const struct relay_status *rs, const struct weir_upstream *u,
 	return v;
 }
 
+/* An upstream the verdict lets take its mail, but in trouble its
+ * fallback_when does not name: its mail waits for it (issue 31: not
+ * "takes its mail").  Says so on o ("keeps its mail: ...") and returns
+ * 1; 0 when it is in no such trouble.  The text and the JSON (and so
+ * the status page) both say it from here. */
+static int
+keeps_words(struct buf *o, const struct relay_status *rs, const struct rs_up *self)
+{
+	char d[32];
+
+	if (self->st.auth_until > rs->gnow_ms)
+		buf_printf(o, "keeps its mail: authentication suspended until %s",
+		    ms_iso(d, sizeof d, self->st.auth_until));
+	else if (self->st.susp_until > rs->gnow_ms)
+		buf_printf(o, "keeps its mail: suspended until %s",
+		    ms_iso(d, sizeof d, self->st.susp_until));
+	else if (self->st.down_since)
+		buf_printf(o, "keeps its mail: unreachable since %s",
+		    ms_iso(d, sizeof d, self->st.down_since));
+	else
+		return 0;
+	return 1;
+}
+
 void
 relay_status_routes_text(const struct relay_status *rs, struct buf *o, size_t max)
 {
@@ -832,19 +1036,11 @@ relay_status_routes_text(const struct relay_status *rs, struct buf *o, size_t ma
 			    self->st.down_since + u->when.s[RK_UNREACHABLE] * 1000));
 			break;
 		default:
-			/* Its fallback_when does not name its trouble: the mail
-			 * waits for it (issue 31: not "takes its mail"). */
-			if (self->st.auth_until > rs->gnow_ms)
-				buf_printf(o, "  %s: keeps its mail: authentication suspended "
-				    "until %s\n", u->name, ms_iso(d, sizeof d, self->st.auth_until));
-			else if (self->st.susp_until > rs->gnow_ms)
-				buf_printf(o, "  %s: keeps its mail: suspended until %s\n", u->name,
-				    ms_iso(d, sizeof d, self->st.susp_until));
-			else if (self->st.down_since)
-				buf_printf(o, "  %s: keeps its mail: unreachable since %s\n", u->name,
-				    ms_iso(d, sizeof d, self->st.down_since));
+			buf_printf(o, "  %s: ", u->name);
+			if (keeps_words(o, rs, self))
+				buf_addc(o, '\n');
 			else
-				buf_printf(o, "  %s: takes its mail%s\n", u->name,
+				buf_printf(o, "takes its mail%s\n",
 				    self->st.auth_since ? ", one probe at a time" : "");
 			break;
 		}
@@ -909,6 +1105,9 @@ routes_json(const struct relay_status *rs, struct buf *o)
 		if (k >= 0)
 			why_words(&w, rs, self, k);
 		json_cstr(o, k >= 0 ? buf_cstr(&w) : NULL);
+		buf_adds(o, ",\"keeps\":");
+		buf_reset(&w);
+		json_cstr(o, v == RV_GO && keeps_words(&w, rs, self) ? buf_cstr(&w) : NULL);
 		buf_addc(o, '}');
 	}
 	buf_adds(o, "],\"messages\":[");
@@ -933,54 +1132,39 @@ routes_json(const struct relay_status *rs, struct buf *o)
 void
 relay_status_sessions(const struct relay_status *rs, struct buf *o, int json)
 {
-	const struct weir_config *cfg = rs->cfg;
-	struct buf b = BUF_INIT;
-	char path[4096], name[POLICY_NAME_MAX + 1], when[32], d[64];
-	const char *p, *nl, *sp;
-	long long pid, since, sent;
-	size_t n = 0;
-	int end;
+	const struct qsummary *q = &rs->qs;
+	char when[32], d[64];
+	size_t i;
 
-	snprintf(path, sizeof path, "%s/%s", cfg->queue_dir, SCHED_SESSIONS);
-	if (read_file_at(AT_FDCWD, path, &b, 1 << 20) < 0) {
+	if (!rs->have_qs || !q->have_sessions) {
 		if (json)
 			buf_adds(o, "null");
 		else
-			buf_printf(o, "sessions with the upstreams: unknown (%s: %s)\n", path,
-			    errno == ENOENT ? "weir-send has not run" : strerror(errno));
-		buf_free(&b);
+			buf_printf(o, "sessions with the upstreams: unknown (%s)\n", rs->have_qs ?
+			    "weir-send has not run" : rs->qs_why.s ? rs->qs_why.s : "?");
 		return;
 	}
 	buf_adds(o, json ? "[" : "sessions with the upstreams (weir-send):\n");
-	for (p = b.s; p && *p; p = nl + 1) {
-		if ((nl = strchr(p, '\n')) == NULL)
-			break;
-		sp = memchr(p, ' ', (size_t)(nl - p));
-		end = 0;
-		if (sp == NULL || sp == p || sp - p > POLICY_NAME_MAX ||
-		    sscanf(sp, " %lld %lld %lld%n", &pid, &since, &sent, &end) != 3 ||
-		    sp + end != nl || pid <= 0 || since < 0 || sent < 0)
-			continue;
-		memcpy(name, p, (size_t)(sp - p));
-		name[sp - p] = '\0';
-		date_iso(when, sizeof when, (time_t)since);
+	for (i = 0; i < q->nsessions; i++) {
+		const struct schedsession *ss = &q->sessions[i];
+
+		date_iso(when, sizeof when, (time_t)ss->since);
 		if (json) {
-			buf_adds(o, n ? ",{\"upstream\":" : "{\"upstream\":");
-			json_cstr(o, name);
-			buf_printf(o, ",\"pid\":%lld,\"since\":\"%s\",\"messages\":%lld}", pid,
-			    when, sent);
+			buf_adds(o, i ? ",{\"upstream\":" : "{\"upstream\":");
+			json_cstr(o, ss->upstream);
+			buf_printf(o, ",\"pid\":%lld,\"since\":\"%s\",\"messages\":%lld}", ss->pid,
+			    when, ss->messages);
 		} else {
-			duration_format(d, sizeof d, rs->now > since ? (long long)rs->now - since : 0);
+			duration_format(d, sizeof d, rs->now > ss->since ? (long long)rs->now -
+			    ss->since : 0);
 			buf_printf(o, "  upstream %s: pid %lld, open %s (since %s), %lld message%s\n",
-			    name, pid, d, when, sent, sent == 1 ? "" : "s");
+			    ss->upstream, ss->pid, d, when, ss->messages, ss->messages == 1 ? "" : "s");
 		}
-		n++;
 	}
 	if (json)
 		buf_addc(o, ']');
-	else if (n == 0)
+	else if (q->nsessions == 0)
 		buf_adds(o, "  none open\n");
-	buf_free(&b);
 }
 
 void
@@ -1044,6 +1228,19 @@ relay_status_json(const struct relay_status *rs, struct buf *o)
 		json_cstr(o, rs->gate_ok ? "the gate's JSON status is not an object" :
 		    rs->gwhy.s);
 	}
+	buf_printf(o, ",\n\"summary\":{\"ok\":%s,\"line\":", rs->nproblems ? "false" : "true");
+	json_cstr(o, rs->line.s);
+	buf_adds(o, ",\"problems\":[");
+	for (i = 0; i < rs->nproblems; i++) {
+		buf_adds(o, i ? ",{\"upstream\":" : "{\"upstream\":");
+		json_cstr(o, rs->problems[i].upstream);
+		buf_adds(o, ",\"what\":");
+		json_cstr(o, rs->problems[i].what);
+		buf_adds(o, ",\"do\":");
+		json_cstr(o, rs->problems[i].todo);
+		buf_addc(o, '}');
+	}
+	buf_adds(o, "]}");
 	buf_adds(o, ",\n\"queue\":{\"dir\":");
 	json_cstr(o, rs->cfg->queue_dir);
 	buf_adds(o, ",\"read_from\":");
@@ -1106,6 +1303,17 @@ relay_status_json(const struct relay_status *rs, struct buf *o)
 			buf_adds(o, "null");
 		else
 			buf_printf(o, "%lld", u->at_least);
+		buf_printf(o, ",\"deferred\":{\"messages\":%llu,\"last_retry_s\":", u->deferred);
+		if (u->retry_last > (long long)rs->now)
+			buf_printf(o, "%lld", u->retry_last - (long long)rs->now);
+		else
+			buf_adds(o, "null");
+		buf_printf(o, "},\"retry_bound\":%s,\"progress\":", u->retry_bound ? "true" : "false");
+		if (u->sent_since >= 0)
+			buf_printf(o, "{\"backlog_since_ms\":%lld,\"from_ms\":%lld,\"sent\":%lld}",
+			    u->backlog_since, u->progress_from, u->sent_since);
+		else
+			buf_adds(o, "null");
 		buf_adds(o, ",\"limited_by\":");
 		if (u->bottleneck)
 			buf_printf(o, "{\"limit\":%lld,\"unit\":\"%s\",\"per_s\":%lld,\"used\":%lld,"

@@ -3,10 +3,13 @@
  * status` (text, --json, --watch) and weir-metrics' status page and
  * /status.json, so that they cannot disagree:
  *
- *   1. weir-gate's status through mail/gateclient.h: its text (read for
- *      the numbers of step 3) and, for JSON, its document with each
- *      upstream's last hour (STATUS JSON 3600: sends, held grants and
- *      waiting requests with their times), embedded as "gate".
+ *   1. weir-gate's status through mail/gateclient.h: its JSON document
+ *      (its members: mail/gatestatus.h), for JSON with each upstream's
+ *      last hour (STATUS JSON 3600: sends, held grants and waiting
+ *      requests with their times), embedded as "gate"; the numbers of
+ *      steps 3 and 5 are read from it.  With RS_GATE_TEXT also its text
+ *      for people, which `weir status` prints as it came and nothing
+ *      reads.
  *   2. The queue, through qlist_scan (the scan mailq and `weir queue`
  *      use), or, when this process may not read the queue (showq_needed:
  *      an account of its own, as weir-metrics'), through weir-showq's
@@ -32,10 +35,10 @@
  *                     suspension.
  *      It is a lower bound: it assumes every attempt succeeds and counts
  *      no time for the deliveries themselves.  The windows and their use
- *      come from the gate (what it enforces now; a calendar window's
- *      boundaries from policy_file, else UTC midnight's phase); for an
- *      upstream the gate does not list yet, from policy_file with nothing
- *      used.  "unknown" when there is nothing to go by: no policy for the
+ *      come from the gate (what it enforces now, every host's use of a
+ *      shared window when that is higher; a calendar window's boundaries
+ *      from its period_start_ms); for an upstream the gate does not list
+ *      yet, from policy_file with nothing used.  "unknown" when there is nothing to go by: no policy for the
  *      upstream (the gate would refuse it), or weir-gate not answering
  *      (nothing is sent until it does: the policy's figure is then
  *      given as what it will take at least once the gate is back).
@@ -58,13 +61,8 @@
  *      error, whether a login is needed ("oauth" in the JSON; `weir
  *      status` prints it for people through src/weir/auth.c).
  *
- * The gate's text status is read for the numbers of step 3 (lines
- * "upstream NAME: ..." and "  window N UNIT per Ts...: ... = U of N", as
- * src/gate/status.c writes them, and for an upstream whose windows are
- * shared through Redis the line below each, "    all hosts: ... = U of
- * N", every host's use, which counts when it is higher); a line that
- * does not parse leaves that window out of the estimate, it is never
- * guessed.
+ * A window of the gate's document that does not read (a member missing
+ * or of another kind) is left out of the estimate, never guessed.
  *
  * The JSON document (relay_status_json) is `weir status --json`'s; see
  * weir(8).  It holds no message content and no address: counts, the
@@ -86,10 +84,11 @@
 #include "lib/buf.h"
 #include "mail/config.h"
 #include "mail/policy.h"
+#include "mail/qsummary.h"
 #include "mail/queue.h"
 #include "mail/route.h"
 
-#define RS_GATE_TIMEOUT_S 5		/* for each of the gate's answers */
+#define RS_GATE_TIMEOUT_MS 5000	/* `weir status`: for the gate's connect and each answer */
 #define RS_HISTORY_S	3600		/* the gate's history asked for JSON */
 #define RS_REASONS_MAX	10		/* deferral reasons listed */
 #define RS_SHOWQ_MAX	(16 << 20)	/* bytes of weir-showq's listing read */
@@ -119,6 +118,22 @@ struct rs_up {
 	/* Its state for route.h's judge, from the gate's JSON (wall ms). */
 	struct route_state st;
 	char *down_reason;		/* the unreachable spell's; NULL: none */
+	/* Deferred messages (a retry time ahead), the last retry time (wall
+	 * s), and whether that bounds the estimate. */
+	unsigned long long deferred;
+	long long retry_last;
+	int retry_bound;
+	/* The drain's progress (wall ms): its backlog's start, counted from
+	 * (the backlog's start, or the history's if later), sends since
+	 * (-1: not known). */
+	long long backlog_since, progress_from, sent_since;
+};
+
+/* Something that keeps mail from flowing, for the summary (item 0). */
+struct rs_problem {
+	const char *upstream;		/* the config's name; NULL: the relay's */
+	char *what;			/* the upstream's words as they came */
+	char *todo;			/* what mends or lifts it; NULL: nothing to do */
 };
 
 /* One message's recipients that go through one upstream (item 5). */
@@ -144,7 +159,8 @@ struct rs_reason {
 };
 
 enum rs_flags {
-	RS_JSON = 1,			/* ask the gate's JSON document too */
+	RS_JSON = 1,			/* the gate's document with its history */
+	RS_GATE_TEXT = 2,		/* the gate's text too (to print it) */
 };
 
 struct relay_status {
@@ -152,7 +168,8 @@ struct relay_status {
 	time_t now;
 	const char *gsock;		/* the gate socket asked (that answered) */
 	int gate_ok;
-	struct buf gtext, gjson, gwhy;	/* the gate's text, JSON; why it did not answer */
+	struct buf gtext, gjson, gwhy;	/* the gate's text (RS_GATE_TEXT), JSON; why it
+					 * did not answer */
 	const char *winsrc;		/* where the windows came from */
 	int q_ok;
 	struct buf qwhy;		/* why the queue could not be read */
@@ -174,11 +191,27 @@ struct relay_status {
 	struct rs_route *routes;	/* item 5, in queue order */
 	size_t nroutes;
 	unsigned long long routes_left_out;	/* messages beyond RS_ROUTES_MAX */
+	struct json_object *gdoc;	/* the gate's document, parsed; NULL: none */
+	struct qsummary qs;		/* weir-send's sessions (item 4) */
+	int have_qs;
+	const char *qs_from;
+	struct buf qs_why;
+	struct rs_problem *problems;	/* item 0 */
+	size_t nproblems;
+	struct buf line;		/* the summary line */
 };
 
-/* Gather it all now.  Returns 1 when the gate answered and the queue was
- * read (what could not be had is said in rs all the same). */
-int relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int flags);
+/* Gather it all now, waiting at most gate_ms for the gate's connect and
+ * each of its answers.  Returns 1 when the gate answered and the queue
+ * was read (what could not be had is said in rs all the same). */
+int relay_status_get(struct relay_status *rs, const struct weir_config *cfg, int flags,
+    int gate_ms);
+/* The same with the gate's part had already (weir-metrics asks it in its
+ * own loop): gjson[0..glen) its document from gsock (with its history,
+ * for a JSON status), or NULL when it did not answer (gwhy: why); the
+ * queue within showq_ms. */
+int relay_status_from(struct relay_status *rs, const struct weir_config *cfg, const char *gsock,
+    const char *gjson, size_t glen, const char *gwhy, int showq_ms);
 void relay_status_free(struct relay_status *rs);
 
 /* `weir status --json`'s document (with RS_JSON). */

@@ -146,3 +146,22 @@ schedfile_find_wait(const struct schedwait *v, size_t n, unsigned long id)
 	key.id = id;
 	return bsearch(&key, v, n, sizeof *v, by_id);
 }
+
+int
+schedfile_parse_session(const char *s, size_t len, struct schedsession *ss)
+{
+	const char *sp = memchr(s, ' ', len), *p, *end = s + len;
+	size_t n;
+
+	if (sp == NULL || (n = (size_t)(sp - s)) == 0 || n > POLICY_NAME_MAX)
+		return -1;
+	memcpy(ss->upstream, s, n);
+	ss->upstream[n] = '\0';
+	if (!policy_valid_name(ss->upstream))
+		return -1;
+	p = sp + 1;
+	if (number(&p, end, ' ', &ss->pid) < 0 || number(&p, end, ' ', &ss->since) < 0 ||
+	    number(&p, end, '\n', &ss->messages) < 0 || p != end || ss->pid == 0)
+		return -1;
+	return 0;
+}

@@ -41,6 +41,7 @@
 #define WEIR_SCHEDFILE_H
 
 #include "lib/buf.h"
+#include "mail/policy.h"
 #include "mail/queue.h"
 
 #define SCHED_DIR	"sched"
@@ -92,5 +93,14 @@ const struct schedwait *schedfile_find_wait(const struct schedwait *v, size_t n,
 
 /* sched/alive: one number and a newline.  0 ok; -1 malformed. */
 int schedfile_parse_alive(const char *s, size_t len, long long *t);
+
+/* One line of sched/sessions (QUEUE.md): "UPSTREAM PID SINCE SENT\n",
+ * the upstream a policy name, the numbers lib/decimal.h's (PID not 0).
+ * 0 ok; -1 malformed. */
+struct schedsession {
+	char upstream[POLICY_NAME_MAX + 1];
+	long long pid, since, messages;
+};
+int schedfile_parse_session(const char *s, size_t len, struct schedsession *ss);
 
 #endif

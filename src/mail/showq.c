@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -50,10 +51,12 @@ showq_parse_request(const char *s, size_t n, enum qlist_format *f, struct buf *w
 		*f = QLIST_TEXT;
 	else if (len == 5 && memcmp(s, "json\n", 5) == 0)
 		*f = QLIST_JSON;
+	else if (len == 8 && memcmp(s, "summary\n", 8) == 0)
+		*f = QLIST_SUMMARY;
 	else {
 		buf_adds(why, "unknown request \"");
 		add_printable(why, s, len - 1);
-		buf_adds(why, "\" (want \"list\" or \"json\")");
+		buf_adds(why, "\" (want \"list\", \"json\" or \"summary\")");
 		return -1;
 	}
 	return 0;
@@ -163,13 +166,14 @@ int
 showq_ask(const char *path, enum qlist_format f, int outfd, int timeout_ms, struct buf *why)
 {
 	uint64_t deadline = clock_mono_ms() + (uint64_t)timeout_ms;
+	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
 	struct sockaddr_un sa;
 	struct showq_head h;
 	struct buf reason = BUF_INIT;
 	char in[SHOWQ_HEAD_MAX + 4096];
 	unsigned long long got = 0;
 	size_t have = 0, nl, start;
-	const char *req = f == QLIST_JSON ? "json\n" : "list\n";
+	const char *req = f == QLIST_JSON ? "json\n" : f == QLIST_SUMMARY ? "summary\n" : "list\n";
 	ssize_t r;
 	int fd, rc = -1;
 
@@ -184,6 +188,12 @@ showq_ask(const char *path, enum qlist_format f, int outfd, int timeout_ms, stru
 		buf_printf(why, "weir-showq: socket: %s", strerror(errno));
 		return -1;
 	}
+	/* A connect waits for room in weir-showq's backlog as long as
+	 * SO_SNDTIMEO says (AF_UNIX); so does the request's write. */
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0) {
+		buf_printf(why, "weir-showq: setsockopt: %s", strerror(errno));
+		goto out;
+	}
 	while (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
 		if (errno == EINTR)
 			continue;
@@ -194,7 +204,7 @@ showq_ask(const char *path, enum qlist_format f, int outfd, int timeout_ms, stru
 			buf_printf(why, "weir-showq: connect %s: %s", path, strerror(errno));
 		goto out;
 	}
-	if (full_write(fd, req, 5) < 0) {
+	if (full_write(fd, req, strlen(req)) < 0) {
 		buf_printf(why, "weir-showq: send the request: %s", strerror(errno));
 		goto out;
 	}

@@ -7,9 +7,11 @@
  *
  * One request per connection, then the server closes:
  *
- *   request   "list\n" (mailq's listing) or "json\n" (`weir queue
- *             --json`'s); nothing else, nothing after it, at most
- *             SHOWQ_REQ_MAX bytes, within the server's deadline.
+ *   request   "list\n" (mailq's listing), "json\n" (`weir queue
+ *             --json`'s) or "summary\n" (counts and weir-send's kept
+ *             sessions, mail/qsummary.h: weir-metrics'); nothing else,
+ *             nothing after it, at most SHOWQ_REQ_MAX bytes, within the
+ *             server's deadline.
  *   answer    one header line, then the bytes it announces:
  *             "ok RC LEN\n"       the listing, LEN bytes; RC 0, or 1 when
  *                                 some message had trouble (listed with a
@@ -20,7 +22,7 @@
  *             "error REASON\n"    the request was refused; nothing follows
  *
  * The listing is qlist_write()'s, byte for byte what root gets from the
- * queue itself.  Headers are at most SHOWQ_HEAD_MAX bytes, parsed
+ * queue itself; the summary qsummary_json()'s.  Headers are at most SHOWQ_HEAD_MAX bytes, parsed
  * strictly (no leading zeros, no trailing bytes); an answer longer or
  * shorter than announced is an error.
  *
@@ -66,8 +68,9 @@ int showq_parse_head(const char *s, size_t n, struct showq_head *h, struct buf *
  * there: reading it says why, as before). */
 int showq_needed(const char *queue_dir);
 
-/* Ask weir-showq at path for the listing in format f and copy it to
- * outfd.  0 or 1: listed, as qlist_write; -1 no listing from weir-showq
+/* Ask weir-showq at path for the listing in format f (QLIST_SUMMARY:
+ * the summary) and copy it to outfd, all within timeout_ms (the connect
+ * too).  0 or 1: listed, as qlist_write; -1 no listing from weir-showq
  * (why: "weir is not running (weir-showq: connect PATH: ...)", or what
  * went wrong); -2 weir-showq could not read the queue: what it listed
  * before that is written, why has its reason. */

@@ -3,35 +3,32 @@
  * with HELP and TYPE lines, its samples together; what each one counts
  * is in weir-metrics(8)).
  *
- *   the gate  one STATUS JSON request through mail/gateclient.h, with a
- *             deadline; its document is read with lib/jsonparse.h (json-c,
- *             strict, at most GP_STATUS_MAX bytes), and a field that is
- *             missing or not a number leaves its sample out (never
- *             guessed).  No answer: weir_gate_up 0 and no gate
- *             families.
- *   the queue the entries of mess/0..split-1 (every message, as qmail-
- *             qstat counts) with the oldest one's mtime, and of todo/ (not
- *             yet preprocessed).  Only names and mtimes: no file is opened,
- *             so weir-metrics needs only the queue group's read access.
+ *   the gate  its STATUS JSON document (members: mail/gatestatus.h), read
+ *             with lib/jsonparse.h (json-c, strict, at most GP_STATUS_MAX
+ *             bytes); a field that is missing or not a number leaves its
+ *             sample out (never guessed).  No document: weir_gate_up 0
+ *             and no gate families.  The daemon asks it in its loop
+ *             (http.c); metrics_collect (the textfile) asks it here, with
+ *             a deadline.
+ *   the queue its summary (mail/qsummary.h): the messages as the listing
+ *             counts them, not yet preprocessed, the oldest; read from
+ *             the queue when this process may, else asked of weir-showq,
+ *             so that weir-metrics needs no right to the queue.
  *
- * Trusts: the gate's document as far as jsonparse.c parses it; nothing in
- * the queue.  Config keys: gate_status_socket or gate_socket, queue_dir,
- * queue_split (through struct metrics_src).
+ * Trusts: the gate's document as far as jsonparse.c parses it, weir-
+ * showq's summary as far as qsummary_parse does.  Config keys:
+ * gate_status_socket or gate_socket, and those of mail/qsummary.h
+ * (through struct metrics_src).
  */
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/time.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "lib/jsonparse.h"
 #include "lib/log.h"
 #include "mail/gateclient.h"
-#include "mail/queue.h"
+#include "mail/gatestatus.h"
+#include "mail/qsummary.h"
 #include "metrics/metrics.h"
 
 /* ---- output helpers ---- */
@@ -79,17 +76,11 @@ gate_fetch(const struct metrics_src *src, struct buf *body)
 {
 	struct gate_client gc;
 	struct gp_reply r;
-	struct timeval tv;
 	const char *why = "connection closed";
 	int rc = -1;
 
-	tv.tv_sec = src->gate_timeout_ms / 1000;
-	tv.tv_usec = (src->gate_timeout_ms % 1000) * 1000;
-	if (gc_connect(&gc, src->gate_socket) < 0)
+	if (gc_connect_status(&gc, src->gate_socket, NULL, src->gate_timeout_ms) == NULL)
 		return -1;
-	if (setsockopt(gc.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
-	    setsockopt(gc.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
-		goto out;
 	if (gc_status(&gc, 1) < 0 || gc_wait_reply(&gc, &r, &why) != 1 ||
 	    r.verb != GP_R_STATUS)
 		goto out;
@@ -104,7 +95,7 @@ out:
 static struct json_object *
 upstreams(struct json_object *doc)
 {
-	struct json_object *a = jp_get(doc, "upstreams");
+	struct json_object *a = jp_get(doc, GS_UPSTREAMS);
 
 	return a && json_object_is_type(a, json_type_array) ? a : NULL;
 }
@@ -112,7 +103,7 @@ upstreams(struct json_object *doc)
 static const char *
 up_name(struct json_object *u)
 {
-	return jp_str(jp_get(u, "name"));
+	return jp_str(jp_get(u, GS_NAME));
 }
 
 /* The window label of window i of u: its period ("60s"), with "#2", "#3"
@@ -122,15 +113,15 @@ static int
 window_labels(struct json_object *wins, size_t i, char *out, size_t max)
 {
 	struct json_object *w = jp_at(wins, i);
-	const char *unit = jp_str(jp_get(w, "unit")), *u2;
+	const char *unit = jp_str(jp_get(w, GS_W_UNIT)), *u2;
 	long long per, per2;
 	size_t j, same = 1;
 
-	if (jp_ll(jp_get(w, "per_s"), &per) < 0 || unit == NULL)
+	if (jp_ll(jp_get(w, GS_W_PER_S), &per) < 0 || unit == NULL)
 		return -1;
 	for (j = 0; j < i; j++) {
-		u2 = jp_str(jp_get(jp_at(wins, j), "unit"));
-		if (jp_ll(jp_get(jp_at(wins, j), "per_s"), &per2) == 0 && per2 == per && u2 &&
+		u2 = jp_str(jp_get(jp_at(wins, j), GS_W_UNIT));
+		if (jp_ll(jp_get(jp_at(wins, j), GS_W_PER_S), &per2) == 0 && per2 == per && u2 &&
 		    strcmp(u2, unit) == 0)
 			same++;
 	}
@@ -151,7 +142,7 @@ window_family(struct buf *o, struct json_object *ups, const char *name, const ch
 
 	family(o, name, "gauge", help);
 	for (i = 0; i < jp_len(ups); i++) {
-		struct json_object *wins = jp_get(jp_at(ups, i), "windows");
+		struct json_object *wins = jp_get(jp_at(ups, i), GS_WINDOWS);
 		const char *up = up_name(jp_at(ups, i));
 
 		if (up == NULL)
@@ -205,8 +196,8 @@ static void
 suspension(struct buf *o, struct json_object *ups, long long now_ms)
 {
 	static const char *const kinds[][3] = {
-		{ "throttle", "suspended", "suspended_until_ms" },
-		{ "auth", "auth_suspended", "auth_suspended_until_ms" },
+		{ "throttle", GS_SUSPENDED, GS_SUSPENDED_UNTIL_MS },
+		{ "auth", GS_AUTH_SUSPENDED, GS_AUTH_UNTIL_MS },
 	};
 	size_t i, k;
 	long long until;
@@ -240,15 +231,17 @@ static void
 reports(struct buf *o, struct json_object *ups)
 {
 	static const char *const outcomes[][2] = {
-		{ "sent", "sent" }, { "refunded", "refunded" }, { "throttled", "throttled" },
-		{ "unknown", "unknown" }, { "nomail", "nomail" }, { "authfail", "authfail" },
+		{ "sent", GS_SENT }, { "sent_none", GS_SENT_NONE }, { "refunded", GS_REFUNDED },
+		{ "throttled", GS_THROTTLED }, { "unknown", GS_UNKNOWN }, { "nomail", GS_NOMAIL },
+		{ "authfail", GS_AUTHFAIL },
 	};
 	size_t i, k;
 	char lab[64];
 
 	family(o, "weir_gate_reports_total", "counter",
 	    "Outcomes the deliverers reported to the gate since it started, by outcome "
-	    "(sent: the upstream accepted the transaction).");
+	    "(sent: the upstream accepted a recipient of the transaction; sent_none: it "
+	    "accepted none).");
 	for (i = 0; i < jp_len(ups); i++)
 		for (k = 0; k < sizeof outcomes / sizeof outcomes[0]; k++)
 			if (up_name(jp_at(ups, i))) {
@@ -263,12 +256,13 @@ reports(struct buf *o, struct json_object *ups)
 static void
 send_counts(struct buf *o, struct json_object *ups)
 {
-	static const char *const outcomes[] = { "queued", "delivered", "deferred", "bounced" };
+	static const char *const outcomes[] = { GS_S_QUEUED, GS_S_DELIVERED, GS_S_DEFERRED,
+		GS_S_BOUNCED };
 	static const char *const fam[][3] = {
-		{ "weir_messages_total", "messages", "Messages weir-send counted since it started, "
+		{ "weir_messages_total", GS_S_MESSAGES, "Messages weir-send counted since it started, "
 		    "by outcome (queued: preprocessed for the upstream; delivered, deferred, "
 		    "bounced: attempts with at least one recipient so)." },
-		{ "weir_recipients_total", "recipients", "Recipients weir-send counted since it "
+		{ "weir_recipients_total", GS_S_RECIPIENTS, "Recipients weir-send counted since it "
 		    "started, by outcome (queued: preprocessed for the upstream; delivered, "
 		    "deferred, bounced: each attempt's result)." },
 	};
@@ -276,13 +270,13 @@ send_counts(struct buf *o, struct json_object *ups)
 	char lab[64];
 
 	for (i = 0; i < jp_len(ups); i++)
-		n += up_name(jp_at(ups, i)) && jp_get(jp_at(ups, i), "send") != NULL;
+		n += up_name(jp_at(ups, i)) && jp_get(jp_at(ups, i), GS_SEND) != NULL;
 	if (n == 0)
 		return;
 	for (f = 0; f < 2; f++) {
 		family(o, fam[f][0], "counter", fam[f][2]);
 		for (i = 0; i < jp_len(ups); i++) {
-			struct json_object *c = jp_get(jp_get(jp_at(ups, i), "send"), fam[f][1]);
+			struct json_object *c = jp_get(jp_get(jp_at(ups, i), GS_SEND), fam[f][1]);
 
 			for (k = 0; k < 4 && c && up_name(jp_at(ups, i)); k++) {
 				snprintf(lab, sizeof lab, "outcome=\"%s\"", outcomes[k]);
@@ -291,13 +285,15 @@ send_counts(struct buf *o, struct json_object *ups)
 			}
 		}
 	}
-	up_family(o, ups, "weir_sessions_open", "gauge", "send.sessions_open",
+	up_family(o, ups, "weir_sessions_open", "gauge", GS_SEND "." GS_S_SESSIONS_OPEN,
 	    "Kept sessions weir-send has open to the upstream (as of its last report, "
 	    "at most a second old).");
-	up_family(o, ups, "weir_fallback_switches_total", "counter", "send.fallback.switches",
+	up_family(o, ups, "weir_fallback_switches_total", "counter",
+	    GS_SEND "." GS_S_FALLBACK "." GS_S_SWITCHES,
 	    "Times the upstream's mail began going through a fallback (weir.conf's fallback), "
 	    "since weir-send started.");
-	up_family(o, ups, "weir_fallback_returns_total", "counter", "send.fallback.returns",
+	up_family(o, ups, "weir_fallback_returns_total", "counter",
+	    GS_SEND "." GS_S_FALLBACK "." GS_S_RETURNS,
 	    "Times the upstream's mail came back to it from a fallback, since weir-send "
 	    "started.");
 }
@@ -313,13 +309,13 @@ route_families(struct buf *o, struct json_object *ups)
 	    "1 while the upstream could not be reached (no connection, TLS handshake, greeting "
 	    "or EHLO got through since its last failure), else 0.");
 	for (i = 0; i < jp_len(ups); i++)
-		if (up_name(jp_at(ups, i)) && jp_get(jp_at(ups, i), "route")) {
+		if (up_name(jp_at(ups, i)) && jp_get(jp_at(ups, i), GS_ROUTE)) {
 			buf_adds(o, "weir_upstream_unreachable{upstream=");
 			label_value(o, up_name(jp_at(ups, i)));
-			buf_printf(o, "} %d\n", jp_get(jp_get(jp_at(ups, i), "route"),
-			    "unreachable_since_ms") != NULL);
+			buf_printf(o, "} %d\n", jp_get(jp_get(jp_at(ups, i), GS_ROUTE),
+			    GS_R_UNREACHABLE_SINCE_MS) != NULL);
 		}
-	up_family(o, ups, "weir_gate_passed_over_total", "counter", "route.passed_over",
+	up_family(o, ups, "weir_gate_passed_over_total", "counter", GS_ROUTE "." GS_R_PASSED_OVER,
 	    "Requests the gate sent to a fallback (answered LATER: their fallback_when held) "
 	    "since it started.");
 }
@@ -336,22 +332,23 @@ gate_text(struct buf *o, struct json_object *doc)
 		return;
 	family(o, "weir_gate_journal_durable", "gauge",
 	    "1 while the gate's journal is durable (0: it grants nothing).");
-	buf_printf(o, "weir_gate_journal_durable %d\n", is_true(jp_get(doc, "journal_durable")));
-	window_family(o, ups, "weir_window_used", "used",
+	buf_printf(o, "weir_gate_journal_durable %d\n", is_true(jp_get(doc, GS_JOURNAL_DURABLE)));
+	window_family(o, ups, "weir_window_used", GS_W_USED,
 	    "Weight the window holds now: sends logged in it plus grants held.");
-	window_family(o, ups, "weir_window_limit", "limit",
+	window_family(o, ups, "weir_window_limit", GS_W_LIMIT,
 	    "The window's limit, in its unit, per its period.");
-	up_family(o, ups, "weir_grants_waiting", "gauge", "waiting",
+	up_family(o, ups, "weir_grants_waiting", "gauge", GS_WAITING,
 	    "Requests waiting for a grant.");
-	up_family(o, ups, "weir_deliveries_in_flight", "gauge", "held",
-	    "Grants held: deliveries under way, not yet reported.");
-	if (jp_ll(jp_get(doc, "now_ms"), &now_ms) == 0)
+	up_family(o, ups, "weir_deliveries_in_flight", "gauge", GS_IN_FLIGHT,
+	    "Deliveries in flight: grants for a message handed to a deliverer, not yet "
+	    "reported (a kept session's idle connection is none).");
+	if (jp_ll(jp_get(doc, GS_NOW_MS), &now_ms) == 0)
 		suspension(o, ups, now_ms);
-	up_family(o, ups, "weir_gate_grants_total", "counter", "granted",
+	up_family(o, ups, "weir_gate_grants_total", "counter", GS_GRANTED,
 	    "Grants the gate gave since it started.");
 	reports(o, ups);
 	route_families(o, ups);
-	up_family(o, ups, "weir_recipients_accepted_total", "counter", "rcpt_accepted",
+	up_family(o, ups, "weir_recipients_accepted_total", "counter", GS_RCPT_ACCEPTED,
 	    "Recipients the upstream accepted, as the deliverers reported them to the gate, "
 	    "since the gate started.");
 	send_counts(o, ups);
@@ -359,84 +356,28 @@ gate_text(struct buf *o, struct json_object *doc)
 
 /* ---- the queue ---- */
 
-/* Count the entries of one folder (relative to dfd); oldest mtime. */
-static int
-count_dir(int dfd, const char *rel, unsigned long long *n, time_t *oldest)
-{
-	struct dirent *de;
-	struct stat st;
-	unsigned long id;
-	DIR *d;
-	int fd;
-
-	if ((fd = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return -1;
-	if ((d = fdopendir(fd)) == NULL) {
-		close(fd);
-		return -1;
-	}
-	while ((errno = 0, de = readdir(d)) != NULL) {
-		if (queue_parse_id(de->d_name, &id) < 0)
-			continue;
-		(*n)++;
-		if (oldest && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    (*oldest == 0 || st.st_mtime < *oldest))
-			*oldest = st.st_mtime;
-	}
-	fd = errno;
-	closedir(d);
-	errno = fd;
-	return fd ? -1 : 0;
-}
-
-void
-metrics_queue_scan(const char *dir, unsigned split, struct metrics_queue *q)
-{
-	char rel[QPATH_MAX];
-	unsigned i;
-	int dfd;
-
-	memset(q, 0, sizeof *q);
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		log_warn("queue %s", dir);
-		return;
-	}
-	q->ok = 1;
-	for (i = 0; i < split && q->ok; i++) {
-		snprintf(rel, sizeof rel, "mess/%u", i);
-		if (count_dir(dfd, rel, &q->messages, &q->oldest) < 0) {
-			log_warn("queue %s/%s", dir, rel);
-			q->ok = 0;
-		}
-	}
-	if (q->ok && count_dir(dfd, "todo", &q->todo, NULL) < 0) {
-		log_warn("queue %s/todo", dir);
-		q->ok = 0;
-	}
-	close(dfd);
-}
-
 static void
-queue_text(struct buf *o, const struct metrics_queue *q, time_t now)
+queue_text(struct buf *o, const struct qsummary *q, time_t now)
 {
-	family(o, "weir_queue_up", "gauge", "1 if the queue's folders could be read, else 0.");
-	buf_printf(o, "weir_queue_up %d\n", q->ok);
-	if (!q->ok)
+	family(o, "weir_queue_up", "gauge", "1 if the queue's summary could be had (from the "
+	    "queue, or from weir-showq), else 0.");
+	buf_printf(o, "weir_queue_up %d\n", q != NULL);
+	if (q == NULL)
 		return;
 	family(o, "weir_queue_messages", "gauge",
-	    "Messages in the queue (mess/), preprocessed or not.");
+	    "Messages in the queue, preprocessed or not, as the listing counts them.");
 	buf_printf(o, "weir_queue_messages %llu\n", q->messages);
 	family(o, "weir_queue_messages_not_preprocessed", "gauge",
 	    "Messages in todo/, not yet preprocessed by weir-send.");
 	buf_printf(o, "weir_queue_messages_not_preprocessed %llu\n", q->todo);
 	family(o, "weir_queue_oldest_message_age_seconds", "gauge",
-	    "Age of the oldest message (its mess/ file's mtime); 0 when the queue is empty.");
+	    "Age of the oldest message (its queue time); 0 when the queue is empty.");
 	buf_printf(o, "weir_queue_oldest_message_age_seconds %lld\n",
 	    q->oldest && now > q->oldest ? (long long)(now - q->oldest) : 0LL);
 }
 
 void
-metrics_format(const char *json, size_t jlen, const struct metrics_queue *q, time_t now,
+metrics_format(const char *json, size_t jlen, const struct qsummary *q, time_t now,
     struct buf *out)
 {
 	struct buf why = BUF_INIT;
@@ -453,14 +394,20 @@ metrics_format(const char *json, size_t jlen, const struct metrics_queue *q, tim
 int
 metrics_collect(const struct metrics_src *src, struct buf *out)
 {
-	struct buf body = BUF_INIT;
-	struct metrics_queue q;
-	int up;
+	struct buf body = BUF_INIT, why = BUF_INIT;
+	struct qsummary q;
+	const char *from;
+	int up, qok;
 
 	up = gate_fetch(src, &body) == 0;
-	metrics_queue_scan(src->queue_dir, src->queue_split, &q);
-	metrics_format(up ? (body.s ? body.s : "") : NULL, body.len, &q, time(NULL), out);
+	if (!(qok = qsummary_get(src->cfg, src->queue_timeout_ms, &q, &from, &why) == 0))
+		log_warnx("the queue's summary (%s): %s", from, why.s);
+	metrics_format(up ? (body.s ? body.s : "") : NULL, body.len, qok ? &q : NULL, time(NULL),
+	    out);
 	metrics_oauth(src->cfg, out);
+	if (qok)
+		qsummary_free(&q);
 	buf_free(&body);
+	buf_free(&why);
 	return up;
 }

@@ -84,10 +84,9 @@ main(int argc, char **argv)
 	memset(&o, 0, sizeof o);
 	/* STATUS is all it asks: the read-only socket, which needs no group. */
 	o.src.gate_socket = cfg.gate_status_socket ? cfg.gate_status_socket : cfg.gate_socket;
-	o.src.queue_dir = cfg.queue_dir;
-	o.src.queue_split = cfg.queue_split;
 	o.src.cfg = &cfg;
 	o.src.gate_timeout_ms = GATE_TIMEOUT_MS;
+	o.src.queue_timeout_ms = QUEUE_WAIT_MS;
 	if (once) {
 		metrics_collect(&o.src, &text);
 		if (metrics_textfile(once, &text) < 0)

@@ -41,6 +41,7 @@
 #include "lib/jsonparse.h"
 #include "lib/timefmt.h"
 #include "mail/credfp.h"
+#include "mail/gatestatus.h"
 #include "mail/policy.h"
 #include "mail/relaystatus.h"
 #include "metrics/metrics.h"
@@ -175,6 +176,10 @@ page_mask(struct json_object *doc)
 	ups = jp_get(jp_get(doc, "routes"), "upstreams");
 	for (i = 0; i < jp_len(ups); i++)
 		mask_member(jp_at(ups, i), "detail");
+	ups = jp_get(jp_get(doc, "summary"), "problems");
+	for (i = 0; i < jp_len(ups); i++)
+		mask_member(jp_at(ups, i), "what");
+	mask_member(jp_get(doc, "summary"), "line");
 }
 
 /* ---- the chart ---- */
@@ -407,6 +412,8 @@ charts(struct buf *o, struct json_object *up, struct json_object *w, int u, long
 
 /* ---- sections ---- */
 
+static void bar(struct buf *o, const char *cls, double a, double b);
+
 static const char *const unit_names[] = { "messages", "recipients", "connections" };
 
 static int
@@ -441,16 +448,15 @@ window(struct buf *o, struct json_object *up, struct json_object *w, long long n
 	if (jp_bool(jp_get(w, "calendar")) == 1)
 		buf_adds(o, "<span class=\"mut\">resets at fixed times</span>");
 	buf_printf(o, "<span class=\"mut\">%lld logged + %lld held</span>", logged, held);
-	if (json_object_object_get_ex(w, "free_at_ms", NULL)) {
-		if (num(jp_get(w, "free_at_ms"), &free_at) < 0)
-			buf_adds(o, "<span>next free slot: when a delivery in flight is "
-			    "reported</span>");
-		else if (free_at <= now_ms)
-			buf_adds(o, "<span>next free slot: <b>now</b></span>");
-		else {
+	/* The window's own room; the upstream's next slot (suspensions
+	 * too) is said once, above the windows. */
+	if (json_object_object_get_ex(w, GS_W_FREE_AT_MS, NULL)) {
+		if (num(jp_get(w, GS_W_FREE_AT_MS), &free_at) < 0)
+			buf_adds(o, "<span>full until a grant held is reported</span>");
+		else if (free_at > now_ms) {
 			clock_str(when, sizeof when, free_at, now_ms);
 			rel_str(rel, sizeof rel, free_at, now_ms);
-			buf_printf(o, "<span>next free slot: <b>%s</b>%s</span>", when, rel);
+			buf_printf(o, "<span>full until <b>%s</b>%s</span>", when, rel);
 		}
 	}
 	buf_adds(o, "</div>");
@@ -470,10 +476,9 @@ window(struct buf *o, struct json_object *up, struct json_object *w, long long n
 				pm = 100 - po;
 			}
 			buf_printf(o, "<div class=\"share\"><span>all relays: <b>%lld of %lld</b> "
-			    "(this relay %lld, the others %lld)</span><div class=\"bar\">"
-			    "<span class=\"mine\" style=\"width:%.1f%%\"></span><span class=\"others\" "
-			    "style=\"width:%.1f%%\"></span></div></div>", au, limit, au - other, other,
-			    pm, po);
+			    "(this relay %lld, the others %lld)</span>", au, limit, au - other, other);
+			bar(o, "", pm, po);
+			buf_adds(o, "</div>");
 		}
 	}
 	charts(o, up, w, u, now_ms);
@@ -546,29 +551,28 @@ by_name(struct json_object *arr, const char *name)
 	return by_key(arr, "name", name);
 }
 
-/* Sends of upstream gup's history at or after from (in its messages). */
-static long long
-sends_since(struct json_object *gup, long long from)
+/* A bar with parts a and b (percent, b the others'), in SVG: a style
+ * attribute would need the CSP to allow every inline style. */
+static void
+bar(struct buf *o, const char *cls, double a, double b)
 {
-	struct json_object *sends = jp_get(jp_get(gup, "history"), "sends");
-	long long n = 0;
-	size_t i;
-
-	for (i = 0; i < jp_len(sends); i++)
-		n += ll_or(jp_at(jp_at(sends, i), 0), 0) >= from && weight(jp_at(sends, i), 0, 2) > 0;
-	return n;
+	buf_printf(o, "<svg class=\"bar%s\" viewBox=\"0 0 100 1\" preserveAspectRatio=\"none\" "
+	    "aria-hidden=\"true\"><rect width=\"%.1f\" height=\"1\"/>", cls, a);
+	if (b > 0)
+		buf_printf(o, "<rect class=\"others\" x=\"%.1f\" width=\"%.1f\" height=\"1\"/>", a, b);
+	buf_adds(o, "</svg>");
 }
 
-/* The drain estimate d of upstream gup, and while a backlog drains, a
- * bar of the sends made since the oldest message came (or since the
- * history's start, if later) against those and the ones to go. */
+/* The drain estimate d of an upstream (relaystatus.h, item 3): what it
+ * leaves to retry times, and while a backlog drains, a bar of the sends
+ * it has made against those and the ones to go. */
 static void
-drain(struct buf *o, struct json_object *d, struct json_object *gup, long long oldest_ms,
-    long long now_ms)
+drain(struct buf *o, struct json_object *d, long long now_ms)
 {
-	struct json_object *lim = jp_get(d, "limited_by");
+	struct json_object *lim = jp_get(d, "limited_by"), *def = jp_get(d, "deferred");
+	struct json_object *pr = jp_get(d, "progress");
 	long long msgs = ll_or(jp_get(d, "messages"), 0), rcpts = ll_or(jp_get(d, "recipients"), 0);
-	long long sends = ll_or(jp_get(d, "sends"), 0), secs, least, from, done;
+	long long sends = ll_or(jp_get(d, "sends"), 0), secs, least, from, done, n, retry;
 	char dur[64], when[64], per[64];
 
 	buf_printf(o, "<p><b>%lld message%s</b>, %lld recipient%s, %lld send%s: ", msgs,
@@ -585,7 +589,7 @@ drain(struct buf *o, struct json_object *d, struct json_object *gup, long long o
 		buf_printf(o, "unknown: weir-gate is not answering (once it does, at least %s)", dur);
 	} else
 		buf_adds(o, "unknown: no policy for it (weir-gate refuses it)");
-	if (lim) {
+	if (lim && jp_bool(jp_get(d, "retry_bound")) != 1) {
 		const char *unit = jp_str(jp_get(lim, "unit"));
 
 		duration_format(per, sizeof per, ll_or(jp_get(lim, "per_s"), 0));
@@ -593,19 +597,21 @@ drain(struct buf *o, struct json_object *d, struct json_object *gup, long long o
 		esc(o, unit ? unit : "?");
 		buf_printf(o, " per %s", per);
 	}
+	if ((n = ll_or(jp_get(def, "messages"), 0)) > 0 &&
+	    num(jp_get(def, "last_retry_s"), &retry) == 0) {
+		duration_format(dur, sizeof dur, retry);
+		buf_printf(o, "; %lld deferred message%s wait%s for %s retry time, the last in "
+		    "<b>%s</b>%s", n, plural(n), n == 1 ? "s" : "", n == 1 ? "its" : "their", dur,
+		    jp_bool(jp_get(d, "retry_bound")) == 1 ? ", which sets the estimate" : "");
+	}
 	buf_adds(o, "</p>");
-	if (sends > 0 && gup && oldest_ms >= 0) {
-		from = ll_or(jp_get(jp_get(gup, "history"), "since_ms"), now_ms - HOUR_MS);
-		if (oldest_ms > from)
-			from = oldest_ms;
-		done = sends_since(gup, from);
+	if (sends > 0 && pr && num(jp_get(pr, "from_ms"), &from) == 0 &&
+	    num(jp_get(pr, "sent"), &done) == 0) {
 		clock_str(when, sizeof when, from, now_ms);
-		buf_printf(o, "<div class=\"bar big\" role=\"progressbar\" aria-valuenow=\"%lld\" "
-		    "aria-valuemin=\"0\" aria-valuemax=\"%lld\"><span style=\"width:%.1f%%\"></span>"
-		    "</div><p class=\"mut\">%lld of %lld sends made since %s (%s), %lld to go</p>",
-		    done, done + sends, 100.0 * (double)done / (double)(done + sends), done,
-		    done + sends, when, from == oldest_ms ? "the oldest message came" :
-		    "an hour ago", sends);
+		bar(o, " big", 100.0 * (double)done / (double)(done + sends), 0);
+		buf_printf(o, "<p class=\"mut\">%lld of %lld sends made since %s (%s), %lld to go</p>",
+		    done, done + sends, when, from == ll_or(jp_get(pr, "backlog_since_ms"), -1) ?
+		    "the backlog began" : "the gate's history begins", sends);
 	}
 }
 
@@ -635,16 +641,43 @@ oauth_token(struct buf *o, struct json_object *oa, const char *name, long long n
 	}
 }
 
+/* The upstream's next free slot (gatestatus.h's next_slot_ms: the
+ * windows' room and the suspensions' end) and the next grant. */
+static void
+next_times(struct buf *o, struct json_object *gup, long long now_ms)
+{
+	long long t, su = 0, au = 0;
+	char when[64], rel[64];
+
+	if (json_object_object_get_ex(gup, GS_NEXT_SLOT_MS, NULL)) {
+		if (num(jp_get(gup, GS_NEXT_SLOT_MS), &t) < 0)
+			buf_adds(o, "<span>next free slot: when a grant held is reported</span>");
+		else if (t <= now_ms)
+			buf_adds(o, "<span>next free slot: <b>now</b></span>");
+		else {
+			(void)num(jp_get(gup, GS_SUSPENDED_UNTIL_MS), &su);
+			(void)num(jp_get(gup, GS_AUTH_UNTIL_MS), &au);
+			clock_str(when, sizeof when, t, now_ms);
+			rel_str(rel, sizeof rel, t, now_ms);
+			buf_printf(o, "<span>next free slot: <b>%s</b>%s%s</span>", when, rel,
+			    t == su || t == au ? ", when the suspension ends" : "");
+		}
+	}
+	if (num(jp_get(gup, GS_NEXT_GRANT_MS), &t) == 0) {
+		clock_str(when, sizeof when, t, now_ms);
+		rel_str(rel, sizeof rel, t, now_ms);
+		buf_printf(o, "<span>next grant: <b>%s</b>%s</span>", when, t > now_ms ? rel : "");
+	}
+}
+
 static void
 upstream(struct buf *o, const char *name, struct json_object *gup, struct json_object *d,
-    struct json_object *sessions, struct json_object *oa, long long oldest_ms, long long now_ms,
-    int gate_up)
+    struct json_object *oa, long long now_ms, int gate_up)
 {
-	struct json_object *wins = jp_get(gup, "windows");
-	int susp = jp_bool(jp_get(gup, "suspended")) == 1 ||
-	    jp_bool(jp_get(gup, "auth_suspended")) == 1;
-	long long next, held, waiting, sopen = 0;
-	char when[64], rel[64];
+	struct json_object *wins = jp_get(gup, GS_WINDOWS), *send = jp_get(gup, GS_SEND);
+	int susp = jp_bool(jp_get(gup, GS_SUSPENDED)) == 1 ||
+	    jp_bool(jp_get(gup, GS_AUTH_SUSPENDED)) == 1;
+	long long n;
 	const char *s;
 	size_t i;
 
@@ -661,7 +694,7 @@ upstream(struct buf *o, const char *name, struct json_object *gup, struct json_o
 		buf_adds(o, " <span class=\"badge mut\">not known to weir-gate yet</span>");
 	else if (susp)
 		buf_adds(o, " <span class=\"badge bad\">suspended</span>");
-	else if (jp_bool(jp_get(gup, "in_policy")) == 0)
+	else if (jp_bool(jp_get(gup, GS_IN_POLICY)) == 0)
 		buf_adds(o, " <span class=\"badge bad\">not in the policy</span>");
 	else
 		buf_adds(o, " <span class=\"badge ok\">active</span>");
@@ -670,31 +703,30 @@ upstream(struct buf *o, const char *name, struct json_object *gup, struct json_o
 		oauth_token(o, oa, name, now_ms);
 	if (gup) {
 		suspension(o, gup, name, oa != NULL, now_ms);
-		if (jp_bool(jp_get(gup, "probe")) == 1)
+		if (jp_bool(jp_get(gup, GS_PROBE)) == 1)
 			buf_adds(o, "<p>Probing: one delivery at a time until one gets through.</p>");
-		held = ll_or(jp_get(gup, "held"), 0);
-		waiting = ll_or(jp_get(gup, "waiting"), 0);
-		buf_printf(o, "<p class=\"facts\"><span>grants held (in flight): <b>%lld</b></span>"
-		    "<span>requests waiting: <b>%lld</b></span>", held, waiting);
-		if (num(jp_get(gup, "next_grant_ms"), &next) == 0) {
-			clock_str(when, sizeof when, next, now_ms);
-			rel_str(rel, sizeof rel, next, now_ms);
-			buf_printf(o, "<span>next grant: <b>%s</b>%s</span>", when, next > now_ms ?
-			    rel : "");
-		}
-		for (i = 0; i < jp_len(sessions); i++)
-			if ((s = jp_str(jp_get(jp_at(sessions, i), "upstream"))) && strcmp(s, name) == 0)
-				sopen++;
-		buf_printf(o, "<span>sessions open: <b>%lld</b></span></p>", sopen);
-		if ((s = jp_str(jp_get(gup, "shared"))) != NULL) {
+		buf_adds(o, "<p class=\"facts\">");
+		next_times(o, gup, now_ms);
+		if (num(jp_get(gup, GS_IN_FLIGHT), &n) == 0)
+			buf_printf(o, "<span>deliveries in flight: <b>%lld</b></span>", n);
+		buf_printf(o, "<span>requests waiting: <b>%lld</b></span>",
+		    ll_or(jp_get(gup, GS_WAITING), 0));
+		/* weir-send's own count, as weir_sessions_open says it. */
+		if (num(jp_get(send, GS_S_SESSIONS_OPEN), &n) == 0)
+			buf_printf(o, "<span>kept sessions open: <b>%lld</b></span>", n);
+		else
+			buf_adds(o, "<span>kept sessions open: not known (no word from weir-send "
+			    "yet)</span>");
+		buf_adds(o, "</p>");
+		if ((s = jp_str(jp_get(gup, GS_SHARED))) != NULL) {
 			buf_adds(o, "<p>Windows shared with other relays through ");
-			esc(o, jp_str(jp_get(gup, "shared_store")));
+			esc(o, jp_str(jp_get(gup, GS_SHARED_STORE)));
 			buf_printf(o, ": the store %s", strcmp(s, "ok") == 0 ? "answers" :
 			    strcmp(s, "down") == 0 ? "<b>does not answer</b>: nothing is granted" :
 			    "has not been asked yet");
-			if (jp_str(jp_get(gup, "shared_error"))) {
+			if (jp_str(jp_get(gup, GS_SHARED_ERROR))) {
 				buf_adds(o, " (");
-				esc(o, jp_str(jp_get(gup, "shared_error")));
+				esc(o, jp_str(jp_get(gup, GS_SHARED_ERROR)));
 				buf_adds(o, ")");
 			}
 			buf_adds(o, ".</p>");
@@ -704,7 +736,7 @@ upstream(struct buf *o, const char *name, struct json_object *gup, struct json_o
 	}
 	if (d) {
 		buf_adds(o, "<h3>Drain</h3>");
-		drain(o, d, gup, oldest_ms, now_ms);
+		drain(o, d, now_ms);
 	}
 	buf_adds(o, "</section>");
 }
@@ -795,6 +827,11 @@ routes_card(struct buf *o, struct json_object *routes)
 		} else if (v && strcmp(v, "hold") == 0) {
 			buf_adds(o, "</b> <span class=\"badge bad\">holding its mail</span> ");
 			esc(o, jp_str(jp_get(u, "detail")));
+		} else if ((why = jp_str(jp_get(u, "keeps"))) != NULL) {
+			/* In trouble its fallback_when does not name: its mail
+			 * waits for it ("keeps its mail: ..."). */
+			buf_adds(o, "</b> <span class=\"badge bad\">keeps its mail</span> ");
+			esc(o, strncmp(why, "keeps its mail: ", 16) == 0 ? why + 16 : why);
 		} else {
 			buf_adds(o, "</b> <span class=\"badge ok\">takes its mail</span>");
 		}
@@ -865,7 +902,7 @@ sessions_list(struct buf *o, struct json_object *sessions, long long now_ms)
 	buf_adds(o, "</section>");
 }
 
-static const char style[] =
+const char page_style[] =
     ":root{--fg:#1c2331;--mut:#5d6678;--bg:#f4f5f8;--card:#fff;--line:#d8dce4;"
     "--ok:#1d7a3c;--bad:#b3261e;--badbg:#fdecea;--use:#3565c8;--usefill:rgba(53,101,200,.13);"
     "--send:#1c2331;--held:#c96a00;--wait:#b3261e;--limit:#b3261e;--plot:#fafbfc;--others:#93a4c8}"
@@ -906,9 +943,13 @@ static const char style[] =
     ".k.wait{width:0;height:0;border-left:.35rem solid transparent;border-right:.35rem solid "
     "transparent;border-top:.6rem solid var(--wait)}.k.limit{height:0;border-top:2px dashed "
     "var(--limit)}.k.use{background:var(--usefill);border-top:2px solid var(--use)}"
-    ".bar{display:flex;height:.6rem;background:var(--line);border-radius:.3rem;overflow:hidden;"
-    "margin:.3rem 0}.bar.big{height:1rem}.bar span{display:block;height:100%;background:var(--use)}"
-    ".bar .others{background:var(--others)}.share{margin:.2rem 0 .4rem}"
+    "svg.bar{display:block;width:100%;height:.6rem;background:var(--line);border-radius:.3rem;"
+    "margin:.3rem 0}svg.bar.big{height:1rem}.bar rect{fill:var(--use)}"
+    ".bar .others{fill:var(--others)}.share{margin:.2rem 0 .4rem}"
+    ".summary{border-radius:8px;padding:.7rem .9rem;margin:.6rem 0;font-size:1.02rem;"
+    "border:1px solid var(--line);border-left:6px solid var(--ok);background:var(--card)}"
+    ".summary.bad{border-left-color:var(--bad);background:var(--badbg)}"
+    ".summary ul{margin:.35rem 0 0;padding-left:1.1rem}.summary li{margin:.2rem 0}"
     "table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem .4rem;"
     "border-bottom:1px solid var(--line)}th{font-weight:600;color:var(--mut);font-size:.85rem}"
     ".n{text-align:right;font-variant-numeric:tabular-nums}"
@@ -917,34 +958,81 @@ static const char style[] =
     "ul.reasons{padding-left:1.2rem;margin:.3rem 0}footer{color:var(--mut);font-size:.82rem;"
     "padding:.5rem 0 1.5rem}footer a{color:inherit}";
 
+/* The summary (relaystatus.h, item 0): whether mail flows, what keeps
+ * it from flowing and what to do, first. */
+static void
+summary(struct buf *o, struct json_object *sum)
+{
+	struct json_object *ps = jp_get(sum, "problems"), *p;
+	const char *up, *todo;
+	size_t i, n = jp_len(ps);
+
+	if (sum == NULL)
+		return;
+	if (n == 0) {
+		buf_adds(o, "<div class=\"summary\" role=\"status\"><b>");
+		esc(o, jp_str(jp_get(sum, "line")));
+		buf_adds(o, "</b></div>");
+		return;
+	}
+	buf_printf(o, "<div class=\"summary bad\" role=\"alert\"><b>%zu problem%s</b><ul>", n,
+	    n == 1 ? "" : "s");
+	for (i = 0; i < n; i++) {
+		p = jp_at(ps, i);
+		buf_adds(o, "<li>");
+		if ((up = jp_str(jp_get(p, "upstream"))) != NULL) {
+			buf_adds(o, "<b>upstream ");
+			esc(o, up);
+			buf_adds(o, "</b>: ");
+		}
+		esc(o, jp_str(jp_get(p, "what")));
+		if ((todo = jp_str(jp_get(p, "do"))) != NULL) {
+			buf_adds(o, ". <span class=\"todo\">To do: ");
+			esc(o, todo);
+			buf_adds(o, "</span>");
+		}
+		buf_adds(o, "</li>");
+	}
+	buf_adds(o, "</ul></div>");
+}
+
+/* Is upstream name among the summary's problems? */
+static int
+in_trouble(struct json_object *sum, const char *name)
+{
+	return by_upstream(jp_get(sum, "problems"), name) != NULL;
+}
+
 void
 page_render(struct buf *o, struct json_object *doc, const char *host, long long now_ms)
 {
-	struct json_object *gate = jp_get(doc, "gate"), *gups = jp_get(gate, "upstreams");
+	struct json_object *gate = jp_get(doc, "gate"), *gups = jp_get(gate, GS_UPSTREAMS);
 	struct json_object *dups = jp_get(jp_get(doc, "drain_estimate"), "upstreams");
 	struct json_object *sessions = jp_get(doc, "sessions"), *oas = jp_get(doc, "oauth");
-	long long oldest = iso_ms(jp_str(jp_get(jp_get(doc, "queue"), "oldest_queue_time")));
+	struct json_object *sum = jp_get(doc, "summary");
+	size_t np = jp_len(jp_get(sum, "problems"));
 	const char *name;
 	char when[64];
 	size_t i;
+	int pass;
 
 	/* The gate's clock, as its history's times are. */
-	(void)num(jp_get(gate, "now_ms"), &now_ms);
+	(void)num(jp_get(gate, GS_NOW_MS), &now_ms);
 	clock_str(when, sizeof when, now_ms, now_ms);
 	buf_printf(o, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 	    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-	    "<meta http-equiv=\"refresh\" content=\"%d\"><title>weir on ", PAGE_REFRESH_S);
+	    "<meta http-equiv=\"refresh\" content=\"%d\"><title>", PAGE_REFRESH_S);
+	if (np)
+		buf_printf(o, "%zu problem%s: ", np, np == 1 ? "" : "s");
+	else if (sum)
+		buf_adds(o, "OK: ");
+	buf_adds(o, "weir on ");
 	esc(o, host);
-	buf_printf(o, "</title><style>%s</style></head><body><main><header><h1>weir on ", style);
+	buf_printf(o, "</title><style>%s</style></head><body><main><header><h1>weir on ", page_style);
 	esc(o, host);
 	buf_printf(o, "</h1><span class=\"mut\">at %s, refreshed every %d s</span></header>",
 	    when, PAGE_REFRESH_S);
-	buf_adds(o, "<p class=\"legend\"><span><i class=\"k send\"></i>a send, at its "
-	    "logged time</span><span><i class=\"k maybe\"></i>maybe sent (outcome "
-	    "unknown)</span><span><i class=\"k held\"></i>a delivery in flight, since its "
-	    "grant</span><span><i class=\"k wait\"></i>a request waiting, since it came</span>"
-	    "<span><i class=\"k limit\"></i>the limit</span><span><i class=\"k use\"></i>the "
-	    "window's use</span></p>");
+	summary(o, sum);
 	if (gate == NULL) {
 		buf_adds(o, "<p class=\"alert\"><b>weir-gate is not answering</b>");
 		if (jp_str(jp_get(doc, "gate_error"))) {
@@ -952,21 +1040,31 @@ page_render(struct buf *o, struct json_object *doc, const char *host, long long 
 			esc(o, jp_str(jp_get(doc, "gate_error")));
 		}
 		buf_adds(o, ". Nothing is sent until it does.</p>");
-	} else if (jp_bool(jp_get(gate, "journal_durable")) == 0) {
+	} else if (jp_bool(jp_get(gate, GS_JOURNAL_DURABLE)) == 0) {
 		buf_adds(o, "<p class=\"alert\"><b>weir-gate's journal is not durable</b>: it grants "
 		    "nothing until it is (");
-		esc(o, jp_str(jp_get(gate, "journal_error")));
+		esc(o, jp_str(jp_get(gate, GS_JOURNAL_ERROR)));
 		buf_adds(o, ").</p>");
 	}
-	for (i = 0; i < jp_len(gups); i++)
-		if ((name = jp_str(jp_get(jp_at(gups, i), "name"))) != NULL)
-			upstream(o, name, jp_at(gups, i), by_name(dups, name), sessions,
-			    by_upstream(oas, name), oldest, now_ms, 1);
-	for (i = 0; i < jp_len(dups); i++)
-		if ((name = jp_str(jp_get(jp_at(dups, i), "name"))) != NULL &&
-		    by_name(gups, name) == NULL)
-			upstream(o, name, NULL, jp_at(dups, i), sessions, by_upstream(oas, name),
-			    oldest, now_ms, gate != NULL);
+	/* The upstreams in trouble first, then the others. */
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < jp_len(gups); i++)
+			if ((name = jp_str(jp_get(jp_at(gups, i), GS_NAME))) != NULL &&
+			    in_trouble(sum, name) == !pass)
+				upstream(o, name, jp_at(gups, i), by_name(dups, name),
+				    by_upstream(oas, name), now_ms, 1);
+		for (i = 0; i < jp_len(dups); i++)
+			if ((name = jp_str(jp_get(jp_at(dups, i), "name"))) != NULL &&
+			    by_name(gups, name) == NULL && in_trouble(sum, name) == !pass)
+				upstream(o, name, NULL, jp_at(dups, i), by_upstream(oas, name), now_ms,
+				    gate != NULL);
+	}
+	buf_adds(o, "<p class=\"legend\"><span><i class=\"k send\"></i>a send, at its "
+	    "logged time</span><span><i class=\"k maybe\"></i>maybe sent (outcome "
+	    "unknown)</span><span><i class=\"k held\"></i>a grant held, since it was "
+	    "given</span><span><i class=\"k wait\"></i>a request waiting, since it came</span>"
+	    "<span><i class=\"k limit\"></i>the limit</span><span><i class=\"k use\"></i>the "
+	    "window's use</span></p>");
 	queue(o, jp_get(doc, "queue"), now_ms);
 	routes_card(o, jp_get(doc, "routes"));
 	sessions_list(o, sessions, now_ms);

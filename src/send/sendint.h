@@ -86,11 +86,12 @@
  * report.c, cleanup.c (their own headers).
  *
  * Who calls whom, file by file (scripts/calllinks.py build/src/send
- * prints it from the objects; leaving out the six files just named).
- * The files that reach each other through these calls (the circle:
- * sched, batch, via, deliver, session, flight, complete, job, counts,
- * control, reload, keepalive) have 48 links among them;
- * scripts/sendcircle.sh fails make check when there are more:
+ * prints it from the objects; leaving out the six files just named;
+ * make check fails when the two differ).  The files that reach each
+ * other through these calls (the circle: sched, batch, via, deliver,
+ * session, flight, complete, job, counts, control, reload, keepalive)
+ * have 48 links among them; scripts/sendcircle.sh fails make check
+ * when there are more (or fewer, until this figure is lowered):
  *   sched.c     batch control counts deliver flight gatelink keepalive
  *               reload session wait
  *   batch.c     counts deliver gatelink job sched session via

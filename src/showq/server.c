@@ -20,6 +20,7 @@
 #include "lib/log.h"
 #include "lib/unixlisten.h"
 #include "mail/qlist.h"
+#include "mail/qsummary.h"
 #include "mail/queue.h"
 #include "mail/rundir.h"
 #include "mail/showq.h"
@@ -113,6 +114,26 @@ read_request(int fd, const struct showq_opts *o, enum qlist_format *f)
 	return 0;
 }
 
+/* The summary (mail/qsummary.h) into fd: 0, or -1 with why. */
+static int
+summary(const struct queue *q, int fd, struct buf *why)
+{
+	struct qsummary s;
+	struct buf b = BUF_INIT;
+	int rc = -1;
+
+	if (qsummary_read(q, &s, why) < 0)
+		return -1;
+	qsummary_json(&s, &b);
+	if (full_write(fd, b.s, b.len) < 0)
+		buf_printf(why, "write: %s", strerror(errno));
+	else
+		rc = 0;
+	qsummary_free(&s);
+	buf_free(&b);
+	return rc;
+}
+
 int
 showq_answer(int fd, const struct showq_opts *o)
 {
@@ -136,7 +157,7 @@ showq_answer(int fd, const struct showq_opts *o)
 		/* The same listing root's mailq prints (mailq.c), into memory,
 		 * so that the header can say how long it is and how it ended. */
 		buf_printf(&why, "%s: ", o->queue_dir);
-		lrc = qlist_write(&q, mfd, f, &st, &why);
+		lrc = f == QLIST_SUMMARY ? summary(&q, mfd, &why) : qlist_write(&q, mfd, f, &st, &why);
 	}
 	if (mfd >= 0 && fstat(mfd, &sb) < 0) {
 		log_warn("fstat the listing");

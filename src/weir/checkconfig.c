@@ -12,8 +12,9 @@
  *     belongs to the deliverer; the token state (mail/oauth.h) is there
  *     (else: run weir auth login NAME), in a folder the deliverer owns,
  *     the deliverer's and 0600; its status does not say the provider
- *     refuses the refresh token (an error naming the command) or that
- *     the last refresh failed (a warning);
+ *     refuses the refresh token or that the last refresh failed (a
+ *     warning: an upstream that needs a login, no token yet included,
+ *     needs attention, its configuration is not broken);
  *   - admin is a fully qualified address that is not local to this host
  *     (local recipients are rewritten to it), hostname is a sane domain
  *     name; the queue exists;
@@ -48,7 +49,9 @@
  * Every finding is one line on standard output, "FILE:LINE: what" for an
  * error and "FILE:LINE: warning: what" for a warning (without LINE when
  * the key is not in the file: a default), then a summary line.  Exit 0
- * when there is no error (warnings allowed), 1 when there is one.
+ * when there is no error (warnings allowed: an upstream that needs
+ * attention, a login, is one, and weir starts and serves the others), 1
+ * when there is one (a broken configuration: do not start).
  *
  * libconfuse keeps no line for a key, only for a section's end: the line
  * of a key is found by looking for "key =" at the start of a line (at
@@ -648,6 +651,7 @@ check_private(struct check *k, const char *where, const struct weir_upstream *u,
 
 /* The oauth section (config.c checked its keys): the client secret, the
  * CAs, and the token state: there, the deliverer's, 0600, and alive. */
+#define NEEDS_LOGIN " (the other upstreams are served)"
 static void
 check_oauth(struct check *k, const struct weir_upstream *u)
 {
@@ -682,10 +686,13 @@ check_oauth(struct check *k, const struct weir_upstream *u)
 	}
 	up_where(k, u, "token_file", where, sizeof where);
 	rundir_of(o->token_file, dir, sizeof dir);
+	/* A login needed is the upstream's trouble, not a broken
+	 * configuration: a warning, and weir starts for the others. */
 	if (stat(dir, &sb) < 0) {
-		finding(k, 0, where, "upstream \"%s\": no token yet (%s, the folder of token_file: "
-		    "%s): mail through it waits; run weir auth login %s (it makes the folder)",
-		    u->name, dir, strerror(errno), u->name);
+		finding(k, errno == ENOENT, where, "upstream \"%s\": no token yet (%s, the folder of "
+		    "token_file: %s): mail through it waits%s; run weir auth login %s (it makes the "
+		    "folder)", u->name, dir, strerror(errno), errno == ENOENT ? NEEDS_LOGIN : "",
+		    u->name);
 		return;
 	}
 	if (k->have_deliverer && sb.st_uid != k->deliverer_uid)
@@ -698,9 +705,9 @@ check_oauth(struct check *k, const struct weir_upstream *u)
 		return;
 	}
 	if (stat(o->token_file, &sb) < 0) {
-		finding(k, 0, where, "upstream \"%s\": token_file %s: %s: mail through it waits; "
-		    "run weir auth login %s", u->name, o->token_file, errno == ENOENT ?
-		    "no token yet" : strerror(errno), u->name);
+		finding(k, errno == ENOENT, where, "upstream \"%s\": token_file %s: %s: mail through "
+		    "it waits%s; run weir auth login %s", u->name, o->token_file, errno == ENOENT ?
+		    "no token yet" : strerror(errno), errno == ENOENT ? NEEDS_LOGIN : "", u->name);
 		return;
 	}
 	if (check_private(k, where, u, "token_file", o->token_file, &sb) < 0)
@@ -709,10 +716,11 @@ check_oauth(struct check *k, const struct weir_upstream *u)
 		finding(k, 1, where, "upstream \"%s\": %s", u->name, why.s);
 	else if (st.login_needed) {
 		oauth_time(when, sizeof when, st.error_at);
-		finding(k, 0, where, "upstream \"%s\": %s (since %s): %s", u->name,
-		    OAUTH_APP_ONLY(o) ? "the provider refuses the application's credentials, or a "
-		    "token could not be saved" : st.refused ? "the provider refuses the refresh "
-		    "token" : "a login is needed", when, st.error);
+		finding(k, 1, where, "upstream \"%s\": %s (since %s): %s: mail through it waits%s; "
+		    "%s %s", u->name, OAUTH_APP_ONLY(o) ? "the provider refuses the application's "
+		    "credentials, or a token could not be saved" : st.refused ? "the provider refuses "
+		    "the refresh token" : "a login is needed", when, st.error, NEEDS_LOGIN,
+		    OAUTH_APP_ONLY(o) ? "weir auth test" : "run weir auth login", u->name);
 	} else if (st.error_at) {
 		oauth_time(when, sizeof when, st.error_at);
 		finding(k, 1, where, "upstream \"%s\": the last token refresh failed (%s): %s",

@@ -46,6 +46,12 @@ text_out(struct buf *o, const struct relay_status *s)
 	char d[64], when[32];
 	size_t i;
 
+	buf_printf(o, "weir: %s\n", s->line.s);
+	for (i = 0; s->nproblems > 1 && i < s->nproblems; i++)
+		buf_printf(o, "  %s%s%s%s%s%s\n", s->problems[i].upstream ? "upstream " : "",
+		    s->problems[i].upstream ? s->problems[i].upstream : "",
+		    s->problems[i].upstream ? ": " : "", s->problems[i].what,
+		    s->problems[i].todo ? "; " : "", s->problems[i].todo ? s->problems[i].todo : "");
 	if (s->gate_ok) {
 		buf_printf(o, "weir-gate (%s):\n", sock);
 		for (p = gtext->s; p && *p; p = nl ? nl + 1 : NULL) {
@@ -114,8 +120,19 @@ text_out(struct buf *o, const struct relay_status *s)
 			duration_format(d, sizeof d, u->suspended);
 			buf_printf(o, ", of which %s suspended", d);
 		}
+		if (u->deferred > 0 && u->retry_last > (long long)now) {
+			duration_format(d, sizeof d, u->retry_last - (long long)now);
+			buf_printf(o, "; %llu deferred, the last retry in %s%s", u->deferred, d,
+			    u->retry_bound ? " (which sets it)" : "");
+		}
 		if (u->estimate < 0)
 			buf_addc(o, ')');
+		if (u->sent_since >= 0) {
+			date_iso(when, sizeof when, (time_t)(u->progress_from / 1000));
+			buf_printf(o, "; %lld sent since %s (%s)", u->sent_since, when,
+			    u->progress_from == u->backlog_since ? "the backlog began" :
+			    "the gate's history begins");
+		}
 		buf_addc(o, '\n');
 	}
 	if (s->other.messages)
@@ -190,7 +207,8 @@ static int
 status_once(struct weir_config *cfg, enum status_mode mode, struct buf *out)
 {
 	struct relay_status rs;
-	int ok = relay_status_get(&rs, cfg, mode == ST_JSON ? RS_JSON : 0);
+	int ok = relay_status_get(&rs, cfg, mode == ST_JSON ? RS_JSON : mode == ST_TEXT ?
+	    RS_JSON | RS_GATE_TEXT : 0, RS_GATE_TIMEOUT_MS);
 
 	if (mode == ST_JSON)
 		relay_status_json(&rs, out);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "lib/jsonparse.h"
+#include "mail/qsummary.h"
 #include "metrics/metrics.h"
 #include "fuzz.h"
 
@@ -25,7 +26,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *s = (const char *)data;
 	struct buf why = BUF_INIT, page = BUF_INIT, text = BUF_INIT;
-	struct metrics_queue q = { 1, 3, 1, 1000 };
+	struct qsummary q = { .messages = 3, .todo = 1, .oldest = 1000 };
 	struct json_object *doc = json_parse_strict(s, size, 1 << 20, &why);
 	int up;
 

@@ -689,6 +689,11 @@ Test(fallback, status_of_a_suspended_primary_that_keeps_its_mail)
 	cr_assert(strstr(st, "  isp: keeps its mail: authentication suspended until "), "%s", st);
 	cr_assert(strstr(st, "takes its mail") == NULL, "%s", st);
 	free(st);
+	/* The status document (and so the page) says the same. */
+	st = weir("status", "--json", 0);
+	cr_assert(strstr(st, "\"keeps\":\"keeps its mail: authentication suspended until "),
+	    "%s", st);
+	free(st);
 	free(extra);
 	free(wrong);
 }

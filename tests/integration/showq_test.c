@@ -268,7 +268,7 @@ Test(showq, bad_requests_refused_daemon_goes_on)
 	start_showq();
 	ask_raw(S("bogus\n"), &a);
 	cr_assert_str_eq(buf_cstr(&a),
-	    "error unknown request \"bogus\" (want \"list\" or \"json\")\n");
+	    "error unknown request \"bogus\" (want \"list\", \"json\" or \"summary\")\n");
 	buf_reset(&a);
 	memset(big, 'x', sizeof big);
 	ask_raw(big, sizeof big, &a);

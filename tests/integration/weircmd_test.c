@@ -345,7 +345,10 @@ Test(weircmd, status_without_gate)
 
 	weir(args, &r);
 	cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.out.s);
-	want = xasprintf("weir-gate (%s): not answering: No such file or directory\n", sock);
+	/* The summary first, then the gate's part. */
+	want = xasprintf("weir: 1 problem: weir-gate is not answering (No such file or "
+	    "directory): nothing is sent (see that weir runs (weir run, or systemctl status "
+	    "weir) and its log)\nweir-gate (%s): not answering: No such file or directory\n", sock);
 	cr_assert(strncmp(r.out.s, want, strlen(want)) == 0, "%s", r.out.s);
 	cr_assert(strstr(r.out.s, "  messages: 4 (not yet preprocessed: 4)\n"
 	    "  recipients not done: 28\n"), "%s", r.out.s);

@@ -26,6 +26,11 @@
 #     as held to nobody by weir-showq once /etc/init.d/weir started weir,
 #     released, and goes out (init.d start, status, reload, stop; a
 #     broken weir.conf refused by start).
+#  6b. (issue 33) With an OAuth upstream that needs a login (no token
+#     yet) and weir-metrics as the package runs it (its own account, the
+#     gate's status socket): check-config warns and exits 0, /etc/init.d/weir
+#     starts weir, the other upstream's mail flows, /metrics has the
+#     queue's families and weir-send's sessions, the page names the login.
 #  7. dpkg --purge: users, groups, statoverrides, spool, journal and
 #     /etc/weir are gone, and the root's file list is the one of step 2
 #     but for what dpkg and adduser keep by design.
@@ -358,6 +363,70 @@ echo 'this line is not weir.conf' >>"$root/etc/weir/weir.conf"
 check "/etc/init.d/weir start refuses a broken weir.conf" sh -c "! chroot '$root' /etc/init.d/weir start >'$work/init-broken.log' 2>&1"
 check "... and names file:line" grep -q '/etc/weir/weir.conf:[0-9]' "$work/init-broken.log"
 cp "$work/weir.conf.good" "$root/etc/weir/weir.conf"
+
+# ---- issue 33: start-up apart from attention; weir-metrics as the package runs it ----
+step "sysvinit: an upstream that needs a login, and weir-metrics under its own account"
+# weir is stopped.  An OAuth upstream with no token yet (it needs weir
+# auth login) beside isp, and the metrics section weir.conf's comment
+# shows (user weir-metrics, in none of weir's groups; the gate's status
+# socket).  /etc/init.d/weir start must start weir all the same, isp's
+# mail flow, and the page and /metrics say what is so.
+cp "$root/etc/weir/policy.conf" "$work/policy.conf.good"
+mport=$(free_port)
+cat >>"$root/etc/weir/weir.conf" <<CONF
+
+upstream "mso" {
+  host     = "127.0.0.1"
+  port     = 9
+  username = "me@mso.example"
+  senders  = {"*@mso.example"}
+  oauth {
+    provider        = generic
+    client_id       = "c"
+    scope           = "smtp"
+    device_endpoint = "https://idp.example/devicecode"
+    token_endpoint  = "https://idp.example/token"
+    token_file      = "/var/lib/weir/oauth/mso"
+  }
+}
+gate_status_socket = "/run/weir-status/gate.sock"
+metrics {
+  address = "127.0.0.1:$mport"
+  user    = "weir-metrics"
+}
+CONF
+printf '\nupstream "mso" {\n  rate = {"10 per 1m"}\n}\n' >>"$root/etc/weir/policy.conf"
+check "weir check-config: mso needs a login, a warning, exit 0" sh -c \
+	"chroot '$root' weir check-config >'$work/cc-login.log' 2>&1 &&
+	grep -q 'warning: upstream \"mso\": .*no token yet' '$work/cc-login.log'"
+sed 's/^/    /' "$work/cc-login.log"
+: >"$work/init.log"
+check "/etc/init.d/weir start with an upstream that needs a login" init_d start
+check "... and it said so" grep -q 'warning: upstream "mso"' "$work/init.log"
+check "weir-metrics listens" wait_for 20 listening "$mport"
+check "weir-metrics runs as weir-metrics" runs_as weir-metrics weir-metrics
+check "sendmail as nobody, for isp" sh -c \
+	"printf 'Subject: the other upstream\n\nflows\n' |
+	chroot --userspec=nobody:nogroup '$root' /usr/sbin/sendmail -f cron@relay.example.org other@example.com"
+check "isp's mail flows meanwhile" wait_for 60 arrived 4
+scrape() { /usr/bin/curl -sf "http://127.0.0.1:$mport$1" >"$work/scrape.out"; }
+has() {	# PATH TEXT: the answer to PATH holds TEXT
+	scrape "$1" && grep -qF -- "$2" "$work/scrape.out"
+}
+check "/metrics: weir_gate_up 1" wait_for 10 has /metrics "weir_gate_up 1"
+check "/metrics: the queue's families, through weir-showq" has /metrics "weir_queue_up 1"
+check "/metrics: weir_queue_messages" has /metrics "weir_queue_messages "
+check "/metrics: weir-send's kept sessions" wait_for 10 has /metrics 'weir_sessions_open{upstream="isp"}'
+check "the page: the login first, with its command" has / "weir auth login mso"
+check "the page: weir-send's sessions known" sh -c \
+	"/usr/bin/curl -sf http://127.0.0.1:$mport/ >'$work/page.html' &&
+	grep -q '<h2>Sessions</h2>' '$work/page.html' && ! grep -q 'weir-send has not run' '$work/page.html'"
+check "weir-metrics logged no Permission denied" sh -c "! grep 'weir-metrics.*Permission denied' '$root/var/log/weir.log'"
+check "/etc/init.d/weir stop" init_d stop
+check "init.d stop stopped every daemon (weir-metrics too)" wait_for 10 sh -c "[ -z \"\$(for p in /proc/[0-9]*; do [ \"\$(readlink \$p/root)\" = '$root' ] && echo x; done)\" ]"
+cp "$work/weir.conf.good" "$root/etc/weir/weir.conf"
+cp "$work/policy.conf.good" "$root/etc/weir/policy.conf"
+# ---- end of issue 33's step ----
 
 step "dpkg --purge weir"
 in_root dpkg --purge weir >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; exit 1; }

@@ -478,9 +478,9 @@ Test(journal, settlement_replays_and_ids_stay_unique)
 	u = wg_find(&g, "up");
 	cr_assert_eq(u->ln, 2);
 	cr_assert_eq(g.next_id, top);
-	cr_assert_eq(wg_settle(&g, u, ida, WG_SENT, NULL, 10800, 11000, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, ida, WG_SENT, NULL, 10800, 1, 11000, &d), 1);
 	journal_settle(&j, u, ida, &d, 11000, W + 1000);
-	cr_assert_eq(wg_settle(&g, u, idb, WG_REFUND, NULL, -1, 11000, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, idb, WG_REFUND, NULL, -1, 0, 11000, &d), 1);
 	journal_settle(&j, u, idb, &d, 11000, W + 1000);
 	cr_assert_eq(journal_sync(&j), 0);
 	journal_close(&j);

@@ -10,6 +10,7 @@
 
 #include "lib/alloc.h"
 #include "mail/config.h"
+#include "mail/qsummary.h"
 #include "metrics/metrics.h"
 #include "testlib.h"
 
@@ -27,7 +28,7 @@ Test(metrics_format, from_a_gate_document)
 	    "{\"limit\":100,\"per_s\":86400,\"unit\":\"recipients\",\"used\":\"x\"}],"
 	    "\"held\":1,\"waiting\":2,\"granted\":9,\"sent\":7,\"refunded\":1,\"throttled\":1,"
 	    "\"unknown\":0,\"nomail\":0,\"authfail\":0,\"rcpt_accepted\":12}]}";
-	struct metrics_queue q = { 1, 4, 1, 900 };
+	struct qsummary q = { .messages = 4, .todo = 1, .oldest = 900 };
 	struct buf out = BUF_INIT;
 
 	metrics_format(doc, strlen(doc), &q, 1000, &out);
@@ -47,6 +48,30 @@ Test(metrics_format, from_a_gate_document)
 	metrics_format(S("{\"upstreams\": [}"), &q, 1000, &out);
 	cr_assert(strstr(out.s, "\nweir_gate_up 0\n"));
 	cr_assert_null(strstr(out.s, "weir_window"));
+	buf_free(&out);
+}
+
+/* One meaning per figure (issue 33): weir_deliveries_in_flight is the
+ * gate's in_flight (two kept sessions idle: grants held, nothing in
+ * flight), a send one with a recipient accepted (sent_none apart). */
+Test(metrics_format, in_flight_and_sends)
+{
+	const char *doc = "{\"now_ms\":1000000,\"journal_durable\":true,\"upstreams\":["
+	    "{\"name\":\"a\",\"windows\":[],\"held\":2,\"in_flight\":0,\"waiting\":0,"
+	    "\"sent\":126,\"sent_none\":14,\"rcpt_accepted\":126}]}";
+	struct qsummary q = { .messages = 4, .todo = 1, .oldest = 900 };
+	struct buf out = BUF_INIT;
+
+	metrics_format(doc, strlen(doc), &q, 1000, &out);
+	cr_assert(strstr(out.s, "\nweir_deliveries_in_flight{upstream=\"a\"} 0\n"), "%s", out.s);
+	cr_assert(strstr(out.s, "\nweir_gate_reports_total{upstream=\"a\",outcome=\"sent\"} 126\n"));
+	cr_assert(strstr(out.s, "\nweir_gate_reports_total{upstream=\"a\",outcome=\"sent_none\"} "
+	    "14\n"), "%s", out.s);
+	buf_reset(&out);
+	/* The queue's summary not had: weir_queue_up 0, no queue family. */
+	metrics_format(doc, strlen(doc), NULL, 1000, &out);
+	cr_assert(strstr(out.s, "\nweir_queue_up 0\n"));
+	cr_assert_null(strstr(out.s, "weir_queue_messages"));
 	buf_free(&out);
 }
 
@@ -90,7 +115,7 @@ Test(metrics_format, route_and_fallback_families)
 		"\nweir_upstream_unreachable{upstream=\"a\"} 1\n",
 		"\nweir_upstream_unreachable{upstream=\"b\"} 0\n",
 	};
-	struct metrics_queue q = { 1, 4, 1, 900 };
+	struct qsummary q = { .messages = 4, .todo = 1, .oldest = 900 };
 	struct buf out = BUF_INIT;
 	size_t k;
 

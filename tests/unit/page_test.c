@@ -78,8 +78,8 @@ Test(page, hostile_document_escaped_and_masked)
 	    "before).</p>"), "%s", o.s);
 	/* Shared: 8 of 10 for all relays, 5 of them this one's. */
 	cr_assert(strstr(o.s, "all relays: <b>8 of 10</b> (this relay 5, the others 3)"), "%s", o.s);
-	cr_assert(strstr(o.s, "<span class=\"mine\" style=\"width:50.0%\"></span><span "
-	    "class=\"others\" style=\"width:30.0%\"></span>"));
+	cr_assert(strstr(o.s, "<rect width=\"50.0\" height=\"1\"/><rect class=\"others\" "
+	    "x=\"50.0\" width=\"30.0\" height=\"1\"/>"), "%s", o.s);
 	cr_assert(strstr(o.s, "Windows shared with other relays through redis://10.0.0.5:6379/0: "
 	    "the store answers."));
 	/* The calendar window: its use is drawn, no note; its free slot
@@ -87,7 +87,7 @@ Test(page, hostile_document_escaped_and_masked)
 	cr_assert(strstr(o.s, "7 of 100 recipients per 1d</span><span class=\"mut\">resets at "
 	    "fixed times</span>"), "%s", o.s);
 	cr_assert(strstr(o.s, "A window longer than the hour") == NULL);
-	cr_assert(strstr(o.s, "next free slot: when a delivery in flight is reported"));
+	cr_assert(strstr(o.s, "full until a grant held is reported"));
 	cr_assert_eq(strstr(strstr(o.s, "per 1d"), "class=\"use\"") != NULL, 1);
 	/* Without an oauth section, the secret is what to fix. */
 	json_object_object_del(doc, "oauth");
@@ -104,22 +104,23 @@ Test(page, hostile_document_escaped_and_masked)
 
 Test(page, gate_down_and_progress)
 {
-	struct json_object *doc = load("status"), *down = load("gate_down"), *q;
+	struct json_object *doc = load("status"), *down = load("gate_down"), *pr;
 	struct buf o = BUF_INIT;
 
-	/* isp: 5 sends since the oldest message came, 18 to go. */
+	/* isp: 5 sends since its backlog began, 18 to go. */
 	page_render(&o, doc, "relay.example", now_of(doc));
-	cr_assert(strstr(o.s, "5 of 23 sends made since 06:43:32 UTC (the oldest message "
-	    "came), 18 to go</p>"), "%s", o.s);
-	cr_assert(strstr(o.s, "<span style=\"width:21.7%\"></span>"));
-	/* backup: 1 done (its throttled try), 1 to go. */
-	cr_assert(strstr(o.s, "1 of 2 sends made since 06:43:32 UTC"), "%s", o.s);
+	cr_assert(strstr(o.s, "5 of 23 sends made since 06:43:33 UTC (the backlog began), 18 to "
+	    "go</p>"), "%s", o.s);
+	cr_assert(strstr(o.s, "<rect width=\"21.7\" height=\"1\"/>"), "%s", o.s);
+	/* backup: its one try was throttled, no send. */
+	cr_assert(strstr(o.s, "0 of 1 sends made since 06:43:33 UTC"), "%s", o.s);
 	buf_reset(&o);
-	/* A message older than the hour: the bar counts from an hour ago. */
-	q = jp_get(doc, "queue");
-	json_object_object_add(q, "oldest_queue_time", json_object_new_string("2026-11-26T05:00:00Z"));
+	/* A backlog older than the gate's history: counted from there. */
+	pr = jp_get(jp_at(jp_get(jp_get(doc, "drain_estimate"), "upstreams"), 0), "progress");
+	json_object_object_add(pr, "from_ms", json_object_new_int64(1795671819883));
 	page_render(&o, doc, "relay.example", now_of(doc));
-	cr_assert(strstr(o.s, "5 of 23 sends made since 05:43:39 UTC (an hour ago)"), "%s", o.s);
+	cr_assert(strstr(o.s, "5 of 23 sends made since 05:43:39 UTC (the gate's history "
+	    "begins)"), "%s", o.s);
 	buf_reset(&o);
 	/* The gate down: said, for each upstream; no bar without its history. */
 	page_render(&o, down, "relay.example", now_of(doc));
@@ -131,6 +132,74 @@ Test(page, gate_down_and_progress)
 	buf_free(&o);
 	json_object_put(doc);
 	json_object_put(down);
+}
+
+/*
+ * One meaning per figure, as the gate and relaystatus give them (issue
+ * 33): in flight is the gate's in_flight (isp holds one grant, its kept
+ * session's, and has nothing in flight); the kept sessions are weir-
+ * send's count; a suspended upstream's next free slot is the
+ * suspension's end, not "now"; deferred mail's retry time is said and
+ * sets the estimate.
+ */
+Test(page, one_meaning_per_figure)
+{
+	struct json_object *doc = load("status");
+	struct buf o = BUF_INIT;
+	char *isp, *bk;
+
+	page_render(&o, doc, "relay.example", now_of(doc));
+	isp = strstr(o.s, "<h2>upstream isp ");
+	bk = strstr(o.s, "<h2>upstream backup ");
+	cr_assert(isp && bk, "%s", o.s);
+	cr_assert(strstr(isp, "deliveries in flight: <b>0</b>"), "%s", isp);
+	cr_assert(strstr(isp, "kept sessions open: <b>1</b>"), "%s", isp);
+	cr_assert(strstr(isp, "3 deferred messages wait for their retry time, the last in "
+	    "<b>20m</b>, which sets the estimate"), "%s", isp);
+	cr_assert(strstr(isp, "about <b>20m</b>"), "%s", isp);
+	*strstr(bk, "</section>") = '\0';
+	cr_assert(strstr(bk, "next free slot: <b>07:13:33 UTC</b> (in 29m53s), when the "
+	    "suspension ends"), "%s", bk);
+	cr_assert(strstr(bk, "next free slot: <b>now</b>") == NULL, "%s", bk);
+	buf_free(&o);
+	json_object_put(doc);
+}
+
+/*
+ * The summary first (issue 33): one box before anything else saying
+ * what is wrong and what to do, the title saying it too, and the
+ * upstream in trouble before the healthy one (on a phone, on the first
+ * screen: statuspage_test looks); without trouble, "Mail flows".
+ */
+Test(page, summary_first)
+{
+	struct json_object *doc = load("status"), *sum;
+	struct buf o = BUF_INIT;
+	const char *box, *first;
+
+	page_render(&o, doc, "relay.example", now_of(doc));
+	cr_assert(strstr(o.s, "<title>1 problem: weir on relay.example</title>"), "%s", o.s);
+	box = strstr(o.s, "<div class=\"summary bad\" role=\"alert\"><b>1 problem</b><ul><li><b>"
+	    "upstream backup</b>: suspended until 2026-11-26T07:13:33Z: it said 421 4.7.0 Too many "
+	    "messages from &lt;address&gt; slow down. <span class=\"todo\">To do: weir resume backup "
+	    "lifts it</span></li></ul></div>");
+	first = strstr(o.s, "<section");
+	cr_assert(box && first && box < first, "%s", o.s);
+	cr_assert(strstr(o.s, "<h2>upstream backup ") < strstr(o.s, "<h2>upstream isp "),
+	    "the suspended upstream is not first");
+	buf_reset(&o);
+	sum = jp_get(doc, "summary");
+	json_object_object_add(sum, "ok", json_object_new_boolean(1));
+	json_object_object_add(sum, "problems", json_object_new_array());
+	json_object_object_add(sum, "line", json_object_new_string("mail flows: 2 upstreams "
+	    "active; 19 messages queued, the oldest 7s old"));
+	page_render(&o, doc, "relay.example", now_of(doc));
+	cr_assert(strstr(o.s, "<title>OK: weir on relay.example</title>"), "%s", o.s);
+	cr_assert(strstr(o.s, "<div class=\"summary\" role=\"status\"><b>mail flows: 2 "
+	    "upstreams active; 19 messages queued, the oldest 7s old</b></div>"), "%s", o.s);
+	cr_assert(strstr(o.s, "<h2>upstream isp ") < strstr(o.s, "<h2>upstream backup "));
+	buf_free(&o);
+	json_object_put(doc);
 }
 
 /* Backup relays (weir.conf's fallback): each upstream passed over with
@@ -151,6 +220,11 @@ Test(page, routes)
 	cr_assert(strstr(o.s, "<tr><td><code>1234.1795675000.123456789</code></td>"
 	    "<td class=\"n\">3</td><td>backup</td><td>isp: unreachable</td></tr>"), "%s", o.s);
 	cr_assert(strstr(o.s, "<td>isp</td><td></td></tr>"), "%s", o.s);
+	/* A primary in trouble its fallback_when does not name keeps its
+	 * mail, as weir status says: not "takes its mail". */
+	cr_assert(strstr(o.s, "<li><b>lan</b> <span class=\"badge bad\">keeps its mail</span> "
+	    "authentication suspended until 2026-11-26T07:00:00Z &lt;b&gt;</li>"), "%s", o.s);
+	cr_assert(strstr(o.s, "takes its mail") == NULL, "%s", o.s);
 	cr_assert(strstr(o.s, "<script") == NULL);
 	buf_free(&o);
 	json_object_put(doc);

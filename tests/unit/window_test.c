@@ -545,7 +545,7 @@ Test(window, settle_logs_the_send_at_its_time)
 	cr_assert_eq(wg_next_wake(&g, S.now), 300 + 600000 + 10000);
 	/* The first one's deliverer read the 250 at 8 s. */
 	S.now = 8500;
-	cr_assert_eq(wg_settle(&g, u, id0, WG_SENT, NULL, 8000, S.now, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, id0, WG_SENT, NULL, 8000, 1, S.now, &d), 1);
 	cr_assert(d.logged && d.from == 8000 && d.t == 8000);
 	settled(&S.rec[0], &d);
 	cr_assert_eq(u->ln, 2);
@@ -555,12 +555,12 @@ Test(window, settle_logs_the_send_at_its_time)
 	cr_assert_eq(wg_pump(&g, S.now), 0);
 	cr_assert_eq(wg_next_wake(&g, S.now), 18000);
 	/* Settled once: again, or an id never unknown, changes nothing. */
-	cr_assert_eq(wg_settle(&g, u, id0, WG_SENT, NULL, 8000, S.now, &d), 0);
-	cr_assert_eq(wg_settle(&g, u, 999, WG_REFUND, NULL, -1, S.now, &d), 0);
-	cr_assert_eq(wg_settle(&g, u, id1, WG_UNKNOWN, NULL, -1, S.now, &d), 0);
+	cr_assert_eq(wg_settle(&g, u, id0, WG_SENT, NULL, 8000, 1, S.now, &d), 0);
+	cr_assert_eq(wg_settle(&g, u, 999, WG_REFUND, NULL, -1, 0, S.now, &d), 0);
+	cr_assert_eq(wg_settle(&g, u, id1, WG_UNKNOWN, NULL, -1, 0, S.now, &d), 0);
 	cr_assert_eq(u->ln, 2);
 	/* The second's deliverer never sent it: the slot is free now. */
-	cr_assert_eq(wg_settle(&g, u, id1, WG_REFUND, NULL, -1, S.now, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, id1, WG_REFUND, NULL, -1, 0, S.now, &d), 1);
 	cr_assert(!d.logged);
 	settled(&S.rec[1], &d);
 	cr_assert_eq(u->ln, 1);
@@ -600,12 +600,12 @@ Test(window, settle_nomail_and_clamps)
 	cr_assert_eq(wg_win_used(u, 0), 2);
 	cr_assert_eq(wg_win_used(u, 1), 2);
 	S.now = 3000;
-	cr_assert_eq(wg_settle(&g, u, id0, WG_NOMAIL, NULL, -1, S.now, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, id0, WG_NOMAIL, NULL, -1, 0, S.now, &d), 1);
 	cr_assert(d.logged && d.t == 3000 && d.w[UNIT_MESSAGES] == 0 && d.w[UNIT_CONNECTIONS] == 1);
 	settled(&S.rec[0], &d);
 	cr_assert_eq(wg_win_used(u, 0), 1);
 	cr_assert_eq(wg_win_used(u, 1), 2);
-	cr_assert_eq(wg_settle(&g, u, id1, WG_SENT, NULL, 500, S.now, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, id1, WG_SENT, NULL, 500, 1, S.now, &d), 1);
 	cr_assert(d.logged && d.t == 1000, "logged at %lld", (long long)d.t);
 	settled(&S.rec[1], &d);
 	cr_assert_eq(wg_win_used(u, 0), 1);
@@ -639,7 +639,7 @@ Test(window, settle_after_a_short_window_let_it_go)
 	wg_expire(u, S.now);
 	cr_assert_eq(wg_win_used(u, 0), 0);
 	cr_assert_eq(wg_win_used(u, 1), 1);
-	cr_assert_eq(wg_settle(&g, u, id, WG_SENT, NULL, 900, S.now, &d), 1);
+	cr_assert_eq(wg_settle(&g, u, id, WG_SENT, NULL, 900, 1, S.now, &d), 1);
 	settled(&S.rec[0], &d);
 	wg_expire(u, S.now);
 	cr_assert_eq(wg_win_used(u, 0), 0);
