@@ -13,15 +13,17 @@ peers="openssl python3-aiosmtpd libsasl2-modules libsasl2-modules-db"
 demo="$build $peers"
 # check: postfix is also a private upstream in wire_test; bsd-mailx and mutt
 # are real sendmail callers in callers_test; promtool (prometheus) checks
-# weir-metrics' output; redis-server is the shared store of redis_test;
+# weir-metrics' output; redis-server is the shared store of redis_test,
+# redis-sentinel its failover in sentinel_test (and shared_window.sh);
 # chromium (headless) loads weir-metrics' status page in statuspage_test;
 # strace holds `weir run` in its first system calls in supervise_test;
-# oauth_test: tinyproxy is the HTTP proxy to the stand-in identity
-# provider, iptables closes the direct way in the test's own network
-# namespace, python3-cryptography checks the signed JWTs in idp.py;
+# valgrind runs weir-gate while redis_test kills its Redis (memory errors
+# on that path); oauth_test: tinyproxy is the HTTP proxy to the stand-in
+# identity provider, iptables closes the direct way in the test's own
+# network namespace, python3-cryptography checks the signed JWTs in idp.py;
 # universal-ctags lists the functions for scripts/samenames.sh (run by
 # scripts/architecture.sh).
-check="$build $peers redis-server libcriterion-dev util-linux swaks libnet-ssleay-perl clang libclang-rt-14-dev groff-base man-db curl prometheus postfix bsd-mailx mutt chromium graphviz strace tinyproxy iptables python3-cryptography universal-ctags"
+check="$build $peers redis-server redis-sentinel libcriterion-dev util-linux swaks libnet-ssleay-perl clang libclang-rt-14-dev groff-base man-db curl prometheus postfix bsd-mailx mutt chromium graphviz strace valgrind tinyproxy iptables python3-cryptography universal-ctags"
 # postfix for smtp-sink, smtp-source and the private Postfix peers of the
 # benchmarks (installed unconfigured: it must not become an MTA here)
 bench="$build $peers strace gnuplot-nox postfix"

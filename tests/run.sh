@@ -25,7 +25,7 @@ BUILD=${BUILD:-build}
 WEIR_BIN=$(cd "$BUILD/bin" && pwd)
 WEIR_FAULTINJ=$(cd "$BUILD/tests" && pwd)/faultinj.so
 export WEIR_BIN WEIR_FAULTINJ
-WAIT_JOBS="faultmatrix_test relay_test shared_relay_test send_test send_gate_test send_reload_test fallback_test"
+WAIT_JOBS="faultmatrix_test relay_test shared_relay_test sentinel_test send_test send_gate_test send_reload_test fallback_test"
 LANE2="redis_test gate_test promise_test send_faults_test send_notes_test supervise_test"
 [ "${TEST_LANE2:-1}" = 0 ] && { WAIT_JOBS="$WAIT_JOBS $LANE2"; LANE2=; }
 # Criterion's own .timeout did not stop a test blocked in a read (seen:

@@ -8,6 +8,10 @@
  *   gatebench SOCKET latency N        N sequential acquire->grant on one
  *                                     connection (each reported); prints
  *                                     median, p99, max in microseconds
+ *   gatebench SOCKET gap SECONDS      acquire->grant, report, again, for
+ *                                     SECONDS on one connection; prints
+ *                                     the longest wait for a grant and
+ *                                     when it began (wall clock)
  *   gatebench SOCKET hold N SECONDS   N waiting requests (one connection
  *                                     each) held open for SECONDS; prints
  *                                     nothing
@@ -159,6 +163,36 @@ latency(const char *sock, long n)
 }
 
 static void
+gap(const char *sock, int secs)
+{
+	struct gate_client gc;
+	double t, end = now_s() + secs, worst = 0;
+	struct timespec wall, worst_wall = { 0, 0 };
+	uint32_t tag = 0;
+	char when[32];
+
+	if (gc_connect(&gc, sock) < 0)
+		fatal(1, "connect");
+	while (now_s() < end) {
+		t = now_s();
+		clock_gettime(CLOCK_REALTIME, &wall);
+		if (gc_acquire(&gc, ++tag, "up", NULL, NULL, 1, 1, 0) < 0)
+			fatal(1, "write");
+		expect(&gc, GP_R_GRANT);
+		if (now_s() - t > worst) {
+			worst = now_s() - t;
+			worst_wall = wall;
+		}
+		if (gc_report_sent(&gc, tag, 1, -1) < 0)
+			fatal(1, "write");
+		expect(&gc, GP_R_OK);
+	}
+	strftime(when, sizeof when, "%H:%M:%S", gmtime(&worst_wall.tv_sec));
+	printf("longest wait for a grant: %.3f s, from %s.%03ld UTC (%u grants)\n", worst, when,
+	    worst_wall.tv_nsec / 1000000, tag);
+}
+
+static void
 hold(const char *sock, long n, int secs)
 {
 	struct gate_client *gc = xcalloc((size_t)n, sizeof *gc);
@@ -265,12 +299,14 @@ main(int argc, char **argv)
 		rate(argv[1], atol(argv[3]), atoi(argv[4]));
 	else if (argc == 4 && strcmp(argv[2], "latency") == 0)
 		latency(argv[1], atol(argv[3]));
+	else if (argc == 4 && strcmp(argv[2], "gap") == 0)
+		gap(argv[1], atoi(argv[3]));
 	else if (argc == 5 && strcmp(argv[2], "hold") == 0)
 		hold(argv[1], atol(argv[3]), atoi(argv[4]));
 	else if (argc == 6 && strcmp(argv[2], "window") == 0)
 		window(argv[1], atoi(argv[3]), atoi(argv[4]), atof(argv[5]));
 	else {
-		fprintf(stderr, "usage: gatebench SOCKET rate N CONNS | latency N | hold N SECONDS"
+		fprintf(stderr, "usage: gatebench SOCKET rate N CONNS | latency N | gap SECONDS | hold N SECONDS"
 		    " | window CLIENTS SECONDS PER_MS\n");
 		return 2;
 	}

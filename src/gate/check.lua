@@ -1,13 +1,11 @@
--- check.lua: does Redis still hold the history (shared.c's shared_tick)?
--- KEYS: epoch hostmark hold.  ARGV: keep holdms.  1: this host must
--- write its history back (Redis came back empty: no grant to anyone for
--- holdms meanwhile); 0: nothing to do.
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  local tm = redis.call('TIME')
-  redis.call('SET', KEYS[1], tm[1], 'PX', ARGV[1])
-  redis.call('SET', KEYS[3], 1, 'PX', ARGV[2])
-  return 1
-end
-if redis.call('EXISTS', KEYS[2]) == 0 then return 1 end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return 0
+-- check.lua (after common.lua): once a second per gate and upstream
+-- (shared.c's shared_tick): does the store hold this host's history, and
+-- does a rebuild hold the grants?
+-- ARGV[6..7]: holdms poll.  Returns {w, ms}: w 1 when this host must
+-- write its history back; ms, how long a rebuild still holds every
+-- grant (0: none).
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+local w = 0
+if not whole(now) then w = 1 end
+return {w, rebuilt(now, tonumber(ARGV[6]), tonumber(ARGV[7]))}

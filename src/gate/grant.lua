@@ -1,38 +1,36 @@
--- grant.lua: may this grant go now, for every host (shared.c's
--- shared_admit).  Run atomically by Redis at Redis's own clock.
--- KEYS: log held heldw epoch hostmark hold susp.  ARGV: id m r c lease
--- maxconn poll holdms keep nwin, then per window: limit per unit(1..3)
--- calendar phase.  Returns {code, ms, now}: 1 granted; 0 wait ms; 2 write
--- this host's history back first; 3 suspended for ms.
+-- grant.lua (after common.lua): may this grant go now, for every host
+-- (shared.c's shared_admit).  Run atomically by Redis at Redis's own clock.
+-- KEYS[6..9]: log held heldw susp.  ARGV[6..]: id m r c lease maxconn poll
+-- holdms recheck nwin, then per window: limit per unit(1..3) calendar
+-- phase.  Returns {code, ms, now}: 1 granted; 0 wait ms; 2 write this
+-- host's history back first; 3 suspended for ms; 4 a rebuild holds every
+-- grant for ms.  A window that an unknown outcome helps fill is asked
+-- again after recheck ms at most: its host may settle it (SETTLE).
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-local keep = tonumber(ARGV[9])
+local keep = tonumber(ARGV[3])
 local pat = '^(%-?%d+) (%d+) (%d+) (%d+)$'
-if redis.call('EXISTS', KEYS[4]) == 0 then
-  redis.call('SET', KEYS[4], now, 'PX', keep)
-  redis.call('SET', KEYS[6], 1, 'PX', ARGV[8])
-  return {2, 0, now}
-end
-if redis.call('EXISTS', KEYS[5]) == 0 then return {2, 0, now} end
-local h = redis.call('PTTL', KEYS[6])
-if h > 0 then return {0, h, now} end
-local s = redis.call('PTTL', KEYS[7])
+local poll = tonumber(ARGV[12])
+if not whole(now) then return {2, 0, now} end
+local h = rebuilt(now, tonumber(ARGV[13]), poll)
+if h > 0 then return {4, h, now} end
+local s = redis.call('PTTL', KEYS[9])
 if s > 0 then return {3, s, now} end
-local w = {tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])}
-local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'WITHSCORES')
+local w = {tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])}
+local old = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'WITHSCORES')
 for i = 1, #old, 2 do
-  local v = redis.call('HGET', KEYS[3], old[i])
+  local v = redis.call('HGET', KEYS[8], old[i])
   if v then
     local g, a, b, c = string.match(v, pat)
-    redis.call('ZADD', KEYS[1], old[i + 1], old[i] .. ' ' .. g .. ' ' .. a .. ' ' .. b .. ' ' .. c)
-    redis.call('HDEL', KEYS[3], old[i])
+    redis.call('ZADD', KEYS[6], old[i + 1], old[i] .. ' ' .. g .. ' ' .. a .. ' ' .. b .. ' ' .. c)
+    redis.call('HDEL', KEYS[8], old[i])
   end
-  redis.call('ZREM', KEYS[2], old[i])
+  redis.call('ZREM', KEYS[7], old[i])
 end
 local held = {0, 0, 0}
-local ids = redis.call('ZRANGE', KEYS[2], 0, -1)
+local ids = redis.call('ZRANGE', KEYS[7], 0, -1)
 for _, id in ipairs(ids) do
-  local v = redis.call('HGET', KEYS[3], id)
+  local v = redis.call('HGET', KEYS[8], id)
   if v then
     local g, a, b, c = string.match(v, pat)
     held[1] = held[1] + tonumber(a)
@@ -40,37 +38,40 @@ for _, id in ipairs(ids) do
     held[3] = held[3] + tonumber(c)
   end
 end
-local poll = tonumber(ARGV[7])
-local maxc = tonumber(ARGV[6])
+local maxc = tonumber(ARGV[11])
 if maxc > 0 and w[3] > 0 and held[3] + w[3] > maxc then return {0, poll, now} end
-local nwin = tonumber(ARGV[10])
+local nwin = tonumber(ARGV[15])
 local maxper = 0
 for i = 0, nwin - 1 do
-  local p = tonumber(ARGV[12 + 5 * i])
+  local p = tonumber(ARGV[17 + 5 * i])
   if p > maxper then maxper = p end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - maxper)
-local lg = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. (now - maxper), '+inf', 'WITHSCORES')
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - maxper)
+local lg = redis.call('ZRANGEBYSCORE', KEYS[6], '(' .. (now - maxper), '+inf', 'WITHSCORES')
 local ent = {}
 for i = 1, #lg, 2 do
   local id, f, a, b, c = string.match(lg[i], '^(%S+) (%-?%d+) (%d+) (%d+) (%d+)$')
-  ent[#ent + 1] = {tonumber(lg[i + 1]), tonumber(a), tonumber(b), tonumber(c)}
+  local t = tonumber(lg[i + 1])
+  ent[#ent + 1] = {t, tonumber(a), tonumber(b), tonumber(c), tonumber(f) < t}
 end
 local wait = 0
 for i = 0, nwin - 1 do
-  local lim = tonumber(ARGV[11 + 5 * i])
-  local per = tonumber(ARGV[12 + 5 * i])
-  local u = tonumber(ARGV[13 + 5 * i])
-  local cal = tonumber(ARGV[14 + 5 * i])
-  local ph = tonumber(ARGV[15 + 5 * i])
+  local lim = tonumber(ARGV[16 + 5 * i])
+  local per = tonumber(ARGV[17 + 5 * i])
+  local u = tonumber(ARGV[18 + 5 * i])
+  local cal = tonumber(ARGV[19 + 5 * i])
+  local ph = tonumber(ARGV[20 + 5 * i])
   if w[u] > 0 then
     local need = held[u] + w[u]
     if need > lim then return {0, poll, now} end
     local start = now - per + 1
     if cal == 1 then start = now - ((now - ph) % per) end
-    local sum = 0
+    local sum, open = 0, false
     for _, e in ipairs(ent) do
-      if e[1] >= start then sum = sum + e[u + 1] end
+      if e[1] >= start then
+        sum = sum + e[u + 1]
+        open = open or (e[5] and e[u + 1] > 0)
+      end
     end
     local excess = sum + need - lim
     if excess > 0 then
@@ -81,6 +82,7 @@ for i = 0, nwin - 1 do
           if acc >= excess then
             local at = e[1] + per
             if cal == 1 then at = e[1] - ((e[1] - ph) % per) + per end
+            if open and at - now > tonumber(ARGV[14]) then at = now + tonumber(ARGV[14]) end
             if at - now > wait then wait = at - now end
             break
           end
@@ -90,7 +92,7 @@ for i = 0, nwin - 1 do
   end
 end
 if wait > 0 then return {0, wait, now} end
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[1], now .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])
-for k = 1, 5 do redis.call('PEXPIRE', KEYS[k], keep) end
+redis.call('ZADD', KEYS[7], now + tonumber(ARGV[10]), ARGV[6])
+redis.call('HSET', KEYS[8], ARGV[6], now .. ' ' .. ARGV[7] .. ' ' .. ARGV[8] .. ' ' .. ARGV[9])
+for k = 6, 8 do keepfor(KEYS[k], keep) end
 return {1, 0, now}

@@ -29,5 +29,5 @@ elseif kind == 'N' then
   r = '0'
 end
 redis.call('ZADD', KEYS[1], at, ARGV[1] .. ' ' .. from .. ' ' .. m .. ' ' .. r .. ' ' .. c)
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
+keepfor(KEYS[1], ARGV[5])
 return now

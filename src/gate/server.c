@@ -329,7 +329,7 @@ on_admit(void *arg, struct wg_req *r, int64_t now, int64_t *retry)
 		return 0;
 	}
 	held = held_of(s, r->up, &n);
-	ok = shared_admit(s->sh, pu, r, held, n, now, s->wmm, r->up->grace, retry);
+	ok = shared_admit(s->sh, pu, r, held, n, now, retry);
 	free(held);
 	return ok;
 }
@@ -568,14 +568,16 @@ do_settle(struct server *s, struct client *c, const struct gp_req *rq, int64_t n
 		reply_err(c, 0, GP_STATE, "a client holds that grant: it reports it");
 		return;
 	}
-	/* A shared store counts the send too, until the grace: so does the
-	 * gate, never less than the store. */
-	if (u->shared || !wg_settle(&s->g, u, rq->grant, how[rq->outcome], rq->text,
+	if (!wg_settle(&s->g, u, rq->grant, how[rq->outcome], rq->text,
 	    rq->at < 0 ? -1 : rq->at + 1, rq->accepted, now, &d)) {
 		reply_simple(c, GP_R_OK, 0, 0);
 		return;
 	}
 	journal_settle(&s->j, u, rq->grant, &d, now, now + s->wmm);
+	/* The store has it as an unknown outcome too: this gate writes its
+	 * history back, the settled send in it, at its next check. */
+	if (u->shared)
+		shared_rewrite(s->sh, u->name);
 	if (rq->outcome == GP_THROTTLED || rq->outcome == GP_QUOTA || rq->outcome == GP_AUTHFAIL)
 		suspended(s, u, rq->outcome == GP_AUTHFAIL, rq->text, &d, now);
 	reach_logged(u, &d, now);
@@ -1014,6 +1016,27 @@ watch_policy(struct server *s)
 
 /* ---- the heart ---- */
 
+/* A descriptor of the shared stores (a sentinel's +switch-master). */
+static void
+on_shared_fd(struct evloop *ev, int fd, int events, void *arg)
+{
+	struct server *s = arg;
+
+	(void)ev; (void)events;
+	shared_readable(s->sh, fd, now_mono());
+}
+
+static void
+shared_watch(void *arg, int fd, int on)
+{
+	struct server *s = arg;
+
+	if (on)
+		evloop_watch(s->ev, fd, EV_READ, on_shared_fd, s);
+	else
+		evloop_unwatch(s->ev, fd);
+}
+
 static void
 on_timer(struct evloop *ev, struct evtimer *t, void *arg)
 {
@@ -1090,16 +1113,19 @@ live_records(struct server *s)
 	return n;
 }
 
-static int64_t tick_shared(struct server *s, int64_t now, int64_t next);
+static int64_t tick_shared(struct server *s, int64_t now);
 
 static void
 settle(struct server *s)
 {
-	int64_t now = now_mono(), next;
+	int64_t now = now_mono(), next, tnext;
 	struct creq *q, *n;
 	struct client *c, *cn;
 	struct gp_reply r;
 
+	/* The shared stores first: one that came back is written back to
+	 * before anything is granted through it. */
+	tnext = tick_shared(s, now);
 	/* Nothing is granted while the journal is not durable; reports are
 	 * kept in memory and go into the rewrite. */
 	if (s->jbroken == NULL && !s->stopping)
@@ -1136,7 +1162,8 @@ settle(struct server *s)
 	    compact(s, now) < 0)
 		journal_broke(s, "compaction");
 	next = s->jbroken ? -1 : wg_next_wake(&s->g, now);
-	next = tick_shared(s, now, next);
+	if (tnext >= 0 && (next < 0 || tnext < next))
+		next = tnext;
 	if (next != s->timer_at) {
 		if (s->timer)
 			evloop_timer_cancel(s->ev, s->timer);
@@ -1147,15 +1174,15 @@ settle(struct server *s)
 	}
 }
 
-/* The shared stores' heartbeat (shared_tick); the earlier of its next
- * time and next. */
+/* The shared stores' heartbeat (shared_tick); when it is next due, or
+ * -1 (no shared upstream). */
 static int64_t
-tick_shared(struct server *s, int64_t now, int64_t next)
+tick_shared(struct server *s, int64_t now)
 {
 	const struct policy_upstream *pu;
 	struct wg_req **held;
 	struct wg_up *u;
-	int64_t t;
+	int64_t t, next = -1;
 	size_t n;
 
 	for (u = s->g.ups; u; u = u->next) {
@@ -1230,6 +1257,7 @@ gate_run(const struct gate_opts *o)
 	wg_set_policy(&s.g, s.pol, s.wmm, now_mono());
 	s.sh = shared_new_for(o->journal, now_wall(), s.grace_ms);
 	s.ev = evloop_new();
+	shared_set_watch(s.sh, shared_watch, &s);
 	s.lfd = unix_listen(o->socket, 0660, 128, SOCK_NONBLOCK, "weir-gate");
 	evloop_watch(s.ev, s.lfd, EV_READ, on_accept, &s);
 	if (o->status_socket) {

@@ -4,19 +4,28 @@
  * Every decision is one Lua script run atomically by Redis at Redis's
  * own clock (the .lua files of src/gate, each with its keys, arguments
  * and answer, made into C strings at build time by scripts/lua2c.sh);
- * this file only builds the arguments and reads the answers.
+ * this file finds the store (a Redis, or the master the sentinels name),
+ * builds the arguments and reads the answers.
  *
- * Trusts: Redis's replies (shape checked); the secret file only after
- * secretfile_check.  Config keys: shared, shared_secret_file.
+ * The history a gate has written is proven to be in the store only while
+ * it speaks to the same Redis (run id and replication id: its ident) over
+ * which every write of its own was answered.  Any failed or unanswered
+ * write, a new connection to another ident, and a gate's start make it
+ * write its own history back (restore(): its journal's sends and its held
+ * grants, in place of what the store holds of it) before it grants again;
+ * a store that is not the one the window was made whole on holds every
+ * host's grants until each wrote its own back (common.lua).
+ *
+ * Trusts: Redis's and the sentinels' replies (shape checked); the secret
+ * files only after secretfile_check.  Config keys: shared,
+ * shared_secret_file, shared_sentinel_secret_file.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gate/lua.h"		/* generated from src/gate/NAME.lua */
@@ -27,27 +36,55 @@
 
 enum { S_GRANT, S_REPORT, S_RESTORE, S_CHECK, S_RENEW, S_VIEW, S_COUNT };
 
-static const char *const scripts[S_COUNT] = { lua_grant, lua_report, lua_restore, lua_check,
-	lua_renew, lua_count };
+/* Each script; every one begins with common.lua. */
+static const char *const script_src[S_COUNT] = {
+	[S_GRANT] = lua_grant, [S_REPORT] = lua_report, [S_RESTORE] = lua_restore,
+	[S_CHECK] = lua_check, [S_RENEW] = lua_renew, [S_VIEW] = lua_count,
+};
+
+#define IDENT_MAX	96	/* "RUNID:REPLID" (40 + 1 + 40) */
+#define ADDR_MAX	300	/* "host:port" */
 
 struct sconn {
-	char *up, *spec, *secret;
+	struct shared *sh;
+	char *up, *spec, *secret, *ssecret;
+	struct policy_shared ps;	/* spec, read */
+	const char *ps_err;		/* NULL: read; else why not */
 	redisContext *c;
 	char sha[S_COUNT][41];
-	int down;		/* logged as unreachable */
-	char why[200];
+	int down;		/* logged as gone: until a script answers */
+	char why[512];
 	int64_t next_try;	/* while c == NULL: not before */
 	int64_t next_check;	/* shared_tick: not before */
 	int64_t next_renew;	/* the leases: renew then (0: at once) */
-	int adopted;		/* an earlier run's grants taken over */
+	char ident[IDENT_MAX];	/* the Redis connected to */
+	/* The ident of the store that holds every write of this gate's;
+	 * "": none proven (a start, a write that failed, another store):
+	 * write the history back before the next grant. */
+	char wrote[IDENT_MAX];
+	int lift;		/* a RESUME the store did not get */
+	int rebuilding;		/* a rebuild held the last grant or check */
+	int64_t rebuilt_at;	/* this gate's last write-back (now axis; 0: none) */
+	/* Where the store is: "host:port" or the socket; for sentinels, the
+	 * master they named, and the changes seen. */
+	char addr[ADDR_MAX];
+	unsigned switches;
+	int64_t switch_at;	/* the last change (now axis; 0: none) */
+	/* Sentinels: the one that answered last (its index), and a
+	 * subscription to its +switch-master (watched by the caller). */
+	size_t sentinel;
+	redisContext *sub;
 	struct sconn *next;
 };
 
 struct shared {
-	char *host;		/* stable: marks the write-back */
+	char *host;		/* stable: this gate's entries in the store */
 	char *run;		/* this run: in grant ids */
 	uint64_t nrest;		/* write-back ids */
 	int64_t lease_ms;	/* a grant's lease (shared.h) */
+	char *text[S_COUNT];	/* the scripts as Redis runs them */
+	shared_watch_fn *watch;
+	void *watch_arg;
 	struct sconn *conns;
 };
 
@@ -91,10 +128,13 @@ struct shared *
 shared_new(const char *host, const char *run, int64_t grace_ms)
 {
 	struct shared *sh = xcalloc(1, sizeof *sh);
+	int i;
 
 	sh->host = xstrdup(host);
 	sh->run = xstrdup(run);
 	sh->lease_ms = grace_ms > SHARED_LEASE_MIN_MS ? grace_ms : SHARED_LEASE_MIN_MS;
+	for (i = 0; i < S_COUNT; i++)
+		sh->text[i] = xasprintf("%s%s", lua_common, script_src[i]);
 	return sh;
 }
 
@@ -102,6 +142,13 @@ int64_t
 shared_lease_ms(const struct shared *sh)
 {
 	return sh->lease_ms;
+}
+
+void
+shared_set_watch(struct shared *sh, shared_watch_fn *fn, void *arg)
+{
+	sh->watch = fn;
+	sh->watch_arg = arg;
 }
 
 /* How often the leases are renewed. */
@@ -138,6 +185,17 @@ shared_new_for(const char *journal, int64_t wall_ms, int64_t grace_ms)
 }
 
 static void
+unsubscribe(struct sconn *sc)
+{
+	if (sc->sub == NULL)
+		return;
+	if (sc->sh->watch)
+		sc->sh->watch(sc->sh->watch_arg, sc->sub->fd, 0);
+	redisFree(sc->sub);
+	sc->sub = NULL;
+}
+
+static void
 sconn_close(struct sconn *sc)
 {
 	if (sc->c)
@@ -149,186 +207,419 @@ void
 shared_free(struct shared *sh)
 {
 	struct sconn *sc, *n;
+	int i;
 
 	if (sh == NULL)
 		return;
 	for (sc = sh->conns; sc; sc = n) {
 		n = sc->next;
 		sconn_close(sc);
+		unsubscribe(sc);
 		free(sc->up);
 		free(sc->spec);
 		free(sc->secret);
+		free(sc->ssecret);
+		policy_shared_free(&sc->ps);
 		free(sc);
 	}
+	for (i = 0; i < S_COUNT; i++)
+		free(sh->text[i]);
 	free(sh->host);
 	free(sh->run);
 	free(sh);
 }
 
+/* The store failed us: no grant until it answers, its history unproven.
+ * why may point into the connection (its errstr): it is copied before
+ * the connection is freed.  One log line when the store goes. */
 static void
 mark_down(struct sconn *sc, const char *why, int64_t now)
 {
-	sconn_close(sc);
-	sc->next_try = now + SHARED_RETRY_MS;
 	snprintf(sc->why, sizeof sc->why, "%s", why);
+	sconn_close(sc);
+	sc->wrote[0] = '\0';
+	sc->next_try = now + SHARED_RETRY_MS;
 	if (!sc->down)
 		log_warnx("upstream %s: shared store %s unreachable: %s; no grant until it answers",
-		    sc->up, sc->spec, why);
+		    sc->up, sc->spec, sc->why);
 	sc->down = 1;
 }
 
-/* The secret file's "password" or "user password", checked like the
- * upstream's. 0 ok; -1 with why. */
-static int
-read_secret(const char *path, char **user, char **pass, struct buf *why)
+/* A script answered: one log line when the store comes back. */
+static void
+mark_up(struct sconn *sc)
 {
-	char data[SECRET_MAX + 1], *sp;
-	struct stat st;
-	ssize_t n;
-	int fd, rc = -1;
-
-	*user = *pass = NULL;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		buf_printf(why, "shared_secret_file %s: %s", path, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) < 0) {
-		buf_printf(why, "shared_secret_file %s: %s", path, strerror(errno));
-		goto out;
-	}
-	if (secretfile_check(&st, path, why) < 0)
-		goto out;
-	n = read(fd, data, SECRET_MAX);
-	if (n < 0) {
-		buf_printf(why, "shared_secret_file %s: %s", path, strerror(errno));
-		goto out;
-	}
-	data[n] = '\0';
-	while (n > 0 && (data[n - 1] == '\n' || data[n - 1] == '\r' || data[n - 1] == ' '))
-		data[--n] = '\0';
-	if (n == 0) {
-		buf_printf(why, "shared_secret_file %s: empty", path);
-		goto out;
-	}
-	sp = strchr(data, ' ');
-	if (sp) {
-		*sp = '\0';
-		*user = xstrdup(data);
-		*pass = xstrdup(sp + 1);
-	} else {
-		*pass = xstrdup(data);
-	}
-	rc = 0;
-out:
-	explicit_bzero(data, sizeof data);
-	close(fd);
-	return rc;
+	if (sc->down)
+		log_info("upstream %s: shared store %s answers again (%s)", sc->up, sc->spec,
+		    sc->addr);
+	sc->down = 0;
+	sc->why[0] = '\0';
 }
 
-/* Connect, authenticate, select, load the scripts. 0 ok; -1 marked down. */
+/* The secret file at path (config key key): "password" or "user
+ * password".  0 ok; -1 with why. */
+static int
+read_secret(const char *key, const char *path, char **user, char **pass, struct buf *why)
+{
+	struct buf b = BUF_INIT;
+	char *sp;
+
+	*user = *pass = NULL;
+	if (secretfile_read(key, path, &b, why) < 0)
+		return -1;
+	while (b.len > 0 && (b.s[b.len - 1] == ' ' || b.s[b.len - 1] == '\r'))
+		b.s[--b.len] = '\0';
+	if (b.len == 0) {
+		buf_printf(why, "%s %s: empty", key, path);
+		secret_wipe(&b);
+		return -1;
+	}
+	sp = memchr(b.s, ' ', b.len);
+	if (sp) {
+		*user = xstrndup(b.s, (size_t)(sp - b.s));
+		*pass = xstrdup(sp + 1);
+	} else {
+		*pass = xstrdup(buf_cstr(&b));
+	}
+	secret_wipe(&b);
+	return 0;
+}
+
+static void
+pass_free(char *pass)
+{
+	if (pass) {
+		explicit_bzero(pass, strlen(pass));
+		free(pass);
+	}
+}
+
+/* One command that must not fail (AUTH, SELECT...): its reply, or NULL
+ * with "what: error" in why. */
+static redisReply *
+command(redisContext *c, struct buf *why, const char *what, const char *fmt, ...)
+{
+	redisReply *rep;
+	va_list ap;
+
+	va_start(ap, fmt);
+	rep = redisvCommand(c, fmt, ap);
+	va_end(ap);
+	if (rep == NULL) {
+		buf_printf(why, "%s: %s", what, c->errstr);
+		return NULL;
+	}
+	if (rep->type == REDIS_REPLY_ERROR) {
+		buf_printf(why, "%s: %s", what, rep->str);
+		freeReplyObject(rep);
+		return NULL;
+	}
+	return rep;
+}
+
+/* Connect to host:port (port 0: the Unix socket host) within the
+ * timeout and authenticate with the secret file (key, path; NULL: none).
+ * The context, or NULL with why. */
+static redisContext *
+dial(const char *host, int port, const char *key, const char *path, struct buf *why)
+{
+	struct timeval tv = { SHARED_TIMEOUT_MS / 1000, (SHARED_TIMEOUT_MS % 1000) * 1000 };
+	redisContext *c;
+	redisReply *rep = NULL;
+	char *user = NULL, *pass = NULL;
+
+	c = port ? redisConnectWithTimeout(host, port, tv) : redisConnectUnixWithTimeout(host, tv);
+	if (c == NULL || c->err) {
+		buf_printf(why, "connect: %s", c ? c->errstr : "out of memory");
+		goto fail;
+	}
+	if (redisSetTimeout(c, tv) != REDIS_OK) {
+		buf_printf(why, "timeout: %s", c->errstr);
+		goto fail;
+	}
+	if (path) {
+		if (read_secret(key, path, &user, &pass, why) < 0)
+			goto fail;
+		rep = user ? command(c, why, "AUTH", "AUTH %s %s", user, pass) :
+		    command(c, why, "AUTH", "AUTH %s", pass);
+		if (rep == NULL)
+			goto fail;
+		freeReplyObject(rep);
+	}
+	free(user);
+	pass_free(pass);
+	return c;
+fail:
+	free(user);
+	pass_free(pass);
+	if (c)
+		redisFree(c);
+	return NULL;
+}
+
+/* The value of field f in a flat [field, value, ...] reply, or NULL. */
+static const char *
+field(const redisReply *rep, const char *f)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < rep->elements; i += 2)
+		if (rep->element[i]->type == REDIS_REPLY_STRING &&
+		    rep->element[i + 1]->type == REDIS_REPLY_STRING &&
+		    strcmp(rep->element[i]->str, f) == 0)
+			return rep->element[i + 1]->str;
+	return NULL;
+}
+
+/* Ask every sentinel of ps for its master: the answer with the highest
+ * config epoch (a sentinel that missed a failover names the old master
+ * with an older epoch), unless the sentinel sees that master down or
+ * being replaced (flags s_down, o_down, failover_in_progress: a frozen
+ * master may still answer, as a master, to a gate that reaches it, and
+ * take writes that its promoted replica never gets).  0 with *host
+ * (malloc'ed) and *port; -1 with each sentinel's error in why. */
+static int
+ask_sentinels(struct sconn *sc, const struct policy_shared *ps, char **host, int *port,
+    struct buf *why)
+{
+	long long best = -1, epoch;
+	size_t i;
+
+	*host = NULL;
+	for (i = 0; i < ps->nsent; i++) {
+		struct buf e = BUF_INIT;
+		redisContext *c;
+		redisReply *rep = NULL;
+		const char *ip, *pt, *ep, *fl;
+		char *end;
+		long p;
+
+		c = dial(ps->sent_host[i], ps->sent_port[i], "shared_sentinel_secret_file",
+		    sc->ssecret, &e);
+		if (c)
+			rep = command(c, &e, "SENTINEL MASTER", "SENTINEL MASTER %s", ps->master);
+		if (rep && rep->type != REDIS_REPLY_ARRAY)
+			buf_adds(&e, "SENTINEL MASTER: not a list");
+		else if (rep) {
+			ip = field(rep, "ip");
+			pt = field(rep, "port");
+			ep = field(rep, "config-epoch");
+			fl = field(rep, "flags");
+			errno = 0;
+			p = pt ? strtol(pt, &end, 10) : 0;
+			if (ip == NULL || pt == NULL || ep == NULL || fl == NULL || errno || *end ||
+			    p < 1 || p > 65535 || strlen(ip) >= ADDR_MAX - 8)
+				buf_adds(&e, "SENTINEL MASTER: no ip, port, config-epoch and flags");
+			else if (strstr(fl, "s_down") || strstr(fl, "o_down") ||
+			    strstr(fl, "failover_in_progress"))
+				buf_printf(&e, "master %s:%ld is down or being replaced (%s)", ip, p,
+				    fl);
+			else if ((epoch = strtoll(ep, NULL, 10)) > best) {
+				best = epoch;
+				free(*host);
+				*host = xstrdup(ip);
+				*port = (int)p;
+				sc->sentinel = i;
+			}
+		}
+		if (rep)
+			freeReplyObject(rep);
+		if (c)
+			redisFree(c);
+		if (e.len)
+			buf_printf(why, "%ssentinel %s:%d: %s", why->len ? "; " : "",
+			    ps->sent_host[i], ps->sent_port[i], buf_cstr(&e));
+		buf_free(&e);
+	}
+	if (*host == NULL)
+		return -1;
+	buf_reset(why);
+	return 0;
+}
+
+/* Subscribe to +switch-master at the sentinel that answered last; the
+ * caller watches the descriptor.  Nothing happens when that fails: a
+ * master that goes away or turns replica is seen anyway. */
+static void
+subscribe(struct sconn *sc)
+{
+	const struct policy_shared *ps = &sc->ps;
+	struct buf why = BUF_INIT;
+	redisReply *rep;
+	size_t i = sc->sentinel;
+
+	if (sc->sub || i >= ps->nsent)
+		return;
+	sc->sub = dial(ps->sent_host[i], ps->sent_port[i], "shared_sentinel_secret_file",
+	    sc->ssecret, &why);
+	if (sc->sub && (rep = command(sc->sub, &why, "SUBSCRIBE",
+	    "SUBSCRIBE +switch-master")) != NULL)
+		freeReplyObject(rep);
+	else if (sc->sub) {
+		redisFree(sc->sub);
+		sc->sub = NULL;
+	}
+	if (sc->sub && sc->sh->watch)
+		sc->sh->watch(sc->sh->watch_arg, sc->sub->fd, 1);
+	if (sc->sub == NULL)
+		log_info("upstream %s: no subscription to the sentinels' +switch-master (%s): a "
+		    "failover is seen when the master goes", sc->up, buf_cstr(&why));
+	buf_free(&why);
+}
+
+/* The line value of "key:" in INFO's text, into out (size n). */
+static int
+info_value(const char *text, const char *key, char *out, size_t n)
+{
+	size_t kl = strlen(key), vl;
+	const char *p;
+
+	for (p = text; p; p = strchr(p, '\n')) {
+		if (*p == '\n')
+			p++;
+		if (strncmp(p, key, kl) == 0 && p[kl] == ':') {
+			p += kl + 1;
+			vl = strcspn(p, "\r\n");
+			if (vl == 0 || vl >= n)
+				return -1;
+			memcpy(out, p, vl);
+			out[vl] = '\0';
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Connect, authenticate, select, check that it is a master, read its
+ * ident, load the scripts.  0 ok; -1 marked down. */
 static int
 conn_open(struct sconn *sc, int64_t now)
 {
-	struct timeval tv = { SHARED_TIMEOUT_MS / 1000, (SHARED_TIMEOUT_MS % 1000) * 1000 };
-	struct policy_shared ps;
+	const struct policy_shared *ps = &sc->ps;
 	struct buf why = BUF_INIT;
-	char *user = NULL, *pass = NULL;
 	redisReply *rep = NULL;
-	const char *perr;
-	int i, rc = -1;
+	char role[32], runid[48], replid[48], addr[ADDR_MAX], *host = NULL;
+	int i, port = 0, rc = -1;
 
-	if (policy_shared_parse(sc->spec, &ps, &perr) < 0) {
-		mark_down(sc, perr, now);
+	if (sc->ps_err) {
+		mark_down(sc, sc->ps_err, now);
 		return -1;
 	}
-	if (ps.unix_socket)
-		sc->c = redisConnectUnixWithTimeout(ps.host, tv);
-	else
-		sc->c = redisConnectWithTimeout(ps.host, ps.port, tv);
-	if (sc->c == NULL || sc->c->err) {
-		buf_printf(&why, "connect: %s", sc->c ? sc->c->errstr : "out of memory");
+	if (ps->nsent) {
+		if (ask_sentinels(sc, ps, &host, &port, &why) < 0)
+			goto out;
+		snprintf(addr, sizeof addr, "master %s %s:%d", ps->master, host, port);
+	} else {
+		host = xstrdup(ps->host);
+		port = ps->unix_socket ? 0 : ps->port;
+		snprintf(addr, sizeof addr, "%s%s%.0d", host, port ? ":" : "", port);
+	}
+	if ((sc->c = dial(host, port, "shared_secret_file", sc->secret, &why)) == NULL)
+		goto out;
+	if (ps->db) {
+		if ((rep = command(sc->c, &why, "SELECT", "SELECT %d", ps->db)) == NULL)
+			goto out;
+		freeReplyObject(rep);
+	}
+	/* Never a replica: its writes would be lost, or refused (READONLY). */
+	if ((rep = command(sc->c, &why, "INFO", "INFO server replication")) == NULL)
+		goto out;
+	if (rep->type != REDIS_REPLY_STRING || info_value(rep->str, "role", role, sizeof role) ||
+	    info_value(rep->str, "run_id", runid, sizeof runid) ||
+	    info_value(rep->str, "master_replid", replid, sizeof replid)) {
+		buf_adds(&why, "INFO: no role, run_id and master_replid");
 		goto out;
 	}
-	if (redisSetTimeout(sc->c, tv) != REDIS_OK) {
-		buf_printf(&why, "timeout: %s", sc->c->errstr);
+	freeReplyObject(rep);
+	rep = NULL;
+	if (strcmp(role, "master") != 0) {
+		buf_printf(&why, "%s is a replica (role %s), not the master", addr, role);
 		goto out;
-	}
-	if (sc->secret) {
-		if (read_secret(sc->secret, &user, &pass, &why) < 0)
-			goto out;
-		rep = user ? redisCommand(sc->c, "AUTH %s %s", user, pass) :
-		    redisCommand(sc->c, "AUTH %s", pass);
-		if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
-			buf_printf(&why, "AUTH: %s", rep ? rep->str : sc->c->errstr);
-			goto out;
-		}
-		freeReplyObject(rep);
-		rep = NULL;
-	}
-	if (ps.db) {
-		rep = redisCommand(sc->c, "SELECT %d", ps.db);
-		if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
-			buf_printf(&why, "SELECT: %s", rep ? rep->str : sc->c->errstr);
-			goto out;
-		}
-		freeReplyObject(rep);
-		rep = NULL;
 	}
 	for (i = 0; i < S_COUNT; i++) {
-		rep = redisCommand(sc->c, "SCRIPT LOAD %s", scripts[i]);
-		if (rep == NULL || rep->type != REDIS_REPLY_STRING || rep->len != 40) {
-			buf_printf(&why, "SCRIPT LOAD: %s",
-			    rep ? (rep->str ? rep->str : "bad reply") : sc->c->errstr);
+		rep = command(sc->c, &why, "SCRIPT LOAD", "SCRIPT LOAD %s", sc->sh->text[i]);
+		if (rep == NULL)
+			goto out;
+		if (rep->type != REDIS_REPLY_STRING || rep->len != 40) {
+			buf_adds(&why, "SCRIPT LOAD: bad reply");
 			goto out;
 		}
 		memcpy(sc->sha[i], rep->str, 41);
 		freeReplyObject(rep);
 		rep = NULL;
 	}
-	if (sc->down)
-		log_info("upstream %s: shared store %s answers again", sc->up, sc->spec);
-	sc->down = 0;
+	snprintf(sc->ident, sizeof sc->ident, "%s:%s", runid, replid);
+	if (strcmp(sc->addr, addr) != 0) {
+		if (sc->addr[0] && ps->nsent) {
+			sc->switches++;
+			sc->switch_at = now;
+			log_info("upstream %s: shared store %s: %s (was %s)", sc->up, sc->spec, addr,
+			    sc->addr);
+		}
+		snprintf(sc->addr, sizeof sc->addr, "%s", addr);
+	}
+	if (ps->nsent)
+		subscribe(sc);
 	sc->next_renew = 0;	/* the leases may have run on meanwhile */
-	sc->why[0] = '\0';
 	rc = 0;
 out:
 	if (rep)
 		freeReplyObject(rep);
 	if (rc < 0)
-		mark_down(sc, buf_cstr(&why), now);
-	if (pass) {
-		explicit_bzero(pass, strlen(pass));
-		free(pass);
-	}
-	free(user);
-	free(ps.host);
+		mark_down(sc, why.len ? buf_cstr(&why) : "failed", now);
+	free(host);
 	buf_free(&why);
 	return rc;
 }
 
 static struct sconn *
-get_conn(struct shared *sh, const struct policy_upstream *pu, int64_t now)
+find_conn(const struct shared *sh, const char *up)
 {
 	struct sconn *sc;
 
-	for (sc = sh->conns; sc; sc = sc->next)
-		if (strcmp(sc->up, pu->name) == 0)
-			break;
+	for (sc = sh ? sh->conns : NULL; sc; sc = sc->next)
+		if (strcmp(sc->up, up) == 0)
+			return sc;
+	return NULL;
+}
+
+static int
+differs(const char *a, const char *b)
+{
+	return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+/* u's connection, made when the store's name or secrets changed, opened
+ * when it is not (and may be tried now); NULL: none now. */
+static struct sconn *
+get_conn(struct shared *sh, const struct policy_upstream *pu, int64_t now)
+{
+	struct sconn *sc = find_conn(sh, pu->name);
+
 	if (sc == NULL) {
 		sc = xcalloc(1, sizeof *sc);
+		sc->sh = sh;
 		sc->up = xstrdup(pu->name);
 		sc->next = sh->conns;
 		sh->conns = sc;
 	}
-	if (sc->spec == NULL || strcmp(sc->spec, pu->shared) != 0 ||
-	    (sc->secret == NULL) != (pu->shared_secret_file == NULL) ||
-	    (sc->secret && strcmp(sc->secret, pu->shared_secret_file) != 0)) {
+	if (differs(sc->spec, pu->shared) || differs(sc->secret, pu->shared_secret_file) ||
+	    differs(sc->ssecret, pu->shared_sentinel_secret_file)) {
 		sconn_close(sc);
+		unsubscribe(sc);
 		free(sc->spec);
 		free(sc->secret);
+		free(sc->ssecret);
 		sc->spec = xstrdup(pu->shared);
+		policy_shared_free(&sc->ps);
+		sc->ps_err = NULL;
+		if (policy_shared_parse(sc->spec, &sc->ps, &sc->ps_err) < 0)
+			memset(&sc->ps, 0, sizeof sc->ps);
 		sc->secret = pu->shared_secret_file ? xstrdup(pu->shared_secret_file) : NULL;
+		sc->ssecret = pu->shared_sentinel_secret_file ?
+		    xstrdup(pu->shared_sentinel_secret_file) : NULL;
+		sc->wrote[0] = '\0';
+		sc->addr[0] = '\0';
 		sc->next_try = 0;
 	}
 	if (sc->c == NULL && (now < sc->next_try || conn_open(sc, now) < 0))
@@ -348,7 +639,7 @@ run(struct sconn *sc, int i, struct args *a, size_t nkeys, int64_t now)
 
 	for (eval = 0; eval < 2; eval++) {
 		arg_add(&cmd, "%s", eval ? "EVAL" : "EVALSHA");
-		arg_add(&cmd, "%s", eval ? scripts[i] : sc->sha[i]);
+		arg_add(&cmd, "%s", eval ? sc->sh->text[i] : sc->sha[i]);
 		arg_add(&cmd, "%zu", nkeys);
 		for (k = 0; k < a->n; k++)
 			arg_add(&cmd, "%s", a->v[k]);
@@ -358,10 +649,12 @@ run(struct sconn *sc, int i, struct args *a, size_t nkeys, int64_t now)
 			mark_down(sc, sc->c->errstr, now);
 			return NULL;
 		}
-		if (rep->type != REDIS_REPLY_ERROR)
+		if (rep->type != REDIS_REPLY_ERROR) {
+			mark_up(sc);
 			return rep;
+		}
 		if (eval || strncmp(rep->str, "NOSCRIPT", 8) != 0) {
-			char why[160];
+			char why[300];
 
 			snprintf(why, sizeof why, "script: %s", rep->str);
 			freeReplyObject(rep);
@@ -371,19 +664,6 @@ run(struct sconn *sc, int i, struct args *a, size_t nkeys, int64_t now)
 		freeReplyObject(rep);
 	}
 	return NULL;
-}
-
-static void
-add_keys(struct args *a, const char *up, const char *host, int n)
-{
-	static const char *const names[] = { "log", "held", "heldw", "epoch", NULL, "hold", "susp" };
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (names[i])
-			arg_add(a, "weir:{%s}:%s", up, names[i]);
-		else
-			arg_add(a, "weir:{%s}:host:%s", up, host);
 }
 
 static int64_t
@@ -396,6 +676,47 @@ keep_ms(const struct shared *sh, const struct policy_upstream *pu)
 		if (pu->win[i].per * 1000 > k)
 			k = pu->win[i].per * 1000;
 	return k + sh->lease_ms;
+}
+
+/* The keys and arguments of common.lua's whole(), first in the scripts
+ * that call it (see there). */
+static void
+add_whole(const struct shared *sh, const struct sconn *sc, const struct policy_upstream *pu,
+    struct args *k, struct args *v)
+{
+	static const char *const names[] = { "gen", "built", "hosts", "rebuild", "waitfor" };
+	size_t i;
+
+	for (i = 0; i < sizeof names / sizeof names[0]; i++)
+		arg_add(k, "weir:{%s}:%s", pu->name, names[i]);
+	arg_add(v, "%s", sc->ident);
+	arg_add(v, "%s", sh->host);
+	arg_add(v, "%lld", (long long)keep_ms(sh, pu));
+	arg_add(v, "%d", SHARED_REBUILD_MAX_MS);
+	arg_add(v, "%d", SHARED_ALIVE_MS);
+}
+
+/* The keys log held heldw susp, for grant and restore. */
+static void
+add_window_keys(struct args *k, const char *up)
+{
+	arg_add(k, "weir:{%s}:log", up);
+	arg_add(k, "weir:{%s}:held", up);
+	arg_add(k, "weir:{%s}:heldw", up);
+	arg_add(k, "weir:{%s}:susp", up);
+}
+
+/* Keys k, then the arguments v, as one list; frees both. */
+static void
+join(struct args *k, struct args *v, struct args *out)
+{
+	size_t i;
+
+	*out = *k;
+	for (i = 0; i < v->n; i++)
+		arg_add(out, "%s", v->v[i]);
+	args_free(v);
+	memset(k, 0, sizeof *k);
 }
 
 /* n, then per held grant: id age m r c (restore and renew). */
@@ -415,81 +736,113 @@ add_held(const struct shared *sh, struct args *a, struct wg_req *const *held, si
 	}
 }
 
+/* The suspension this gate knows of for u, for a write-back: ms left, or
+ * -1 for a RESUME the store missed, or 0. */
+static int64_t
+susp_left(const struct sconn *sc, const struct wg_up *u, int64_t now)
+{
+	int64_t until = u->susp_until > u->auth_until ? u->susp_until : u->auth_until;
+
+	if (until > now)
+		return until - now;
+	return sc->lift ? -1 : 0;
+}
+
+/* Write this host's history of u back in place of what the store holds
+ * of it: the sends of its log, its held grants, its suspension.  why:
+ * for the log line.  0 done; -1 the store is down. */
 static int
 restore(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
-    struct wg_up *u, struct wg_req *const *held, size_t nheld, int64_t now, int64_t grace)
+    struct wg_up *u, struct wg_req *const *held, size_t nheld, int64_t now, const char *why)
 {
-	struct args a = { 0 };
+	struct args k = { 0 }, v = { 0 }, a;
 	redisReply *rep;
 	uint64_t s;
 
-	add_keys(&a, pu->name, sh->host, 3);
-	arg_add(&a, "weir:{%s}:host:%s", pu->name, sh->host);
-	arg_add(&a, "%lld", (long long)keep_ms(sh, pu));
-	arg_add(&a, "%lld", (long long)sh->lease_ms);
-	arg_add(&a, "%zu", u->ln);
+	add_whole(sh, sc, pu, &k, &v);
+	add_window_keys(&k, pu->name);
+	arg_add(&v, "%lld", (long long)sh->lease_ms);
+	arg_add(&v, "%lld", (long long)susp_left(sc, u, now));
+	arg_add(&v, "%zu", u->ln);
 	for (s = u->lseq; s < u->lseq + u->ln; s++) {
 		const struct wg_send *e = wg_log_at(u, s);
 
-		arg_add(&a, "%s.%s.w%llu", sh->host, sh->run, (unsigned long long)++sh->nrest);
-		arg_add(&a, "%lld", (long long)(now - e->from));
-		arg_add(&a, "%lld", (long long)(now - e->t));
-		arg_add(&a, "%u", e->w[UNIT_MESSAGES]);
-		arg_add(&a, "%u", e->w[UNIT_RECIPIENTS]);
-		arg_add(&a, "%u", e->w[UNIT_CONNECTIONS]);
+		arg_add(&v, "%s.%s.w%llu", sh->host, sh->run, (unsigned long long)++sh->nrest);
+		arg_add(&v, "%lld", (long long)(now - e->from));
+		arg_add(&v, "%lld", (long long)(now - e->t));
+		arg_add(&v, "%u", e->w[UNIT_MESSAGES]);
+		arg_add(&v, "%u", e->w[UNIT_RECIPIENTS]);
+		arg_add(&v, "%u", e->w[UNIT_CONNECTIONS]);
 	}
-	add_held(sh, &a, held, nheld, now);
-	(void)grace;
-	rep = run(sc, S_RESTORE, &a, 4, now);
+	add_held(sh, &v, held, nheld, now);
+	join(&k, &v, &a);
+	rep = run(sc, S_RESTORE, &a, 9, now);
 	args_free(&a);
 	if (rep == NULL)
 		return -1;
 	freeReplyObject(rep);
-	log_info("upstream %s: shared store %s had no history: wrote back %zu sends and %zu "
-	    "grants of this host", pu->name, sc->spec, u->ln, nheld);
+	snprintf(sc->wrote, sizeof sc->wrote, "%s", sc->ident);
+	sc->lift = 0;
+	sc->rebuilt_at = now;
+	sc->next_renew = now + renew_ms(sh);
+	log_info("upstream %s: shared store %s: wrote back this host's %zu sends and %zu grants "
+	    "(%s)", pu->name, sc->spec, u->ln, nheld, why);
 	return 0;
+}
+
+/* Before any grant: this gate's history proven in the store, or written
+ * back now.  0 ok; -1 the store is down. */
+static int
+ensure_written(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
+    struct wg_up *u, struct wg_req *const *held, size_t nheld, int64_t now)
+{
+	if (strcmp(sc->wrote, sc->ident) == 0)
+		return 0;
+	return restore(sh, sc, pu, u, held, nheld, now, sc->rebuilt_at ?
+	    "a store this gate's last writes are not proven to be in" :
+	    "this gate's start");
 }
 
 int
 shared_admit(struct shared *sh, const struct policy_upstream *pu, struct wg_req *r,
-    struct wg_req *const *held, size_t nheld, int64_t now, int64_t wmm, int64_t grace,
-    int64_t *retry)
+    struct wg_req *const *held, size_t nheld, int64_t now, int64_t *retry)
 {
 	struct sconn *sc = get_conn(sh, pu, now);
-	struct args a = { 0 };
+	struct args k = { 0 }, v = { 0 }, a = { 0 };
 	redisReply *rep = NULL;
 	long long code = 0, ms = 0;
 	int tries, rc = 0;
 	size_t i;
 
 	*retry = now + SHARED_RETRY_MS;
-	if (sc == NULL)
+	if (sc == NULL || ensure_written(sh, sc, pu, r->up, held, nheld, now) < 0)
 		return 0;
-	add_keys(&a, pu->name, sh->host, 7);
-	arg_add(&a, "%s.%s.%llu", sh->host, sh->run, (unsigned long long)r->id);
-	arg_add(&a, "%u", r->w[UNIT_MESSAGES]);
-	arg_add(&a, "%u", r->w[UNIT_RECIPIENTS]);
-	arg_add(&a, "%u", r->w[UNIT_CONNECTIONS]);
-	arg_add(&a, "%lld", (long long)sh->lease_ms);
-	arg_add(&a, "%lld", pu->max_connections);
-	arg_add(&a, "%d", SHARED_POLL_MS);
-	arg_add(&a, "%d", SHARED_HOLD_MS);
-	arg_add(&a, "%lld", (long long)keep_ms(sh, pu));
-	arg_add(&a, "%zu", pu->nwin);
+	add_whole(sh, sc, pu, &k, &v);
+	add_window_keys(&k, pu->name);
+	arg_add(&v, "%s.%s.%llu", sh->host, sh->run, (unsigned long long)r->id);
+	arg_add(&v, "%u", r->w[UNIT_MESSAGES]);
+	arg_add(&v, "%u", r->w[UNIT_RECIPIENTS]);
+	arg_add(&v, "%u", r->w[UNIT_CONNECTIONS]);
+	arg_add(&v, "%lld", (long long)sh->lease_ms);
+	arg_add(&v, "%lld", pu->max_connections);
+	arg_add(&v, "%d", SHARED_POLL_MS);
+	arg_add(&v, "%d", SHARED_HOLD_MS);
+	arg_add(&v, "%d", SHARED_RETRY_MS);
+	arg_add(&v, "%zu", pu->nwin);
 	for (i = 0; i < pu->nwin; i++) {
 		const struct policy_window *w = &pu->win[i];
 
-		arg_add(&a, "%lld", w->limit);
-		arg_add(&a, "%lld", w->per * 1000);
-		arg_add(&a, "%d", (int)w->unit + 1);
-		arg_add(&a, "%d", w->calendar);
+		arg_add(&v, "%lld", w->limit);
+		arg_add(&v, "%lld", w->per * 1000);
+		arg_add(&v, "%d", (int)w->unit + 1);
+		arg_add(&v, "%d", w->calendar);
 		/* Boundaries at wall ms == align * 1000 (mod per): Redis's
 		 * clock is a wall clock. */
-		arg_add(&a, "%lld", w->calendar ? (w->align * 1000) % (w->per * 1000) : 0);
+		arg_add(&v, "%lld", w->calendar ? (w->align * 1000) % (w->per * 1000) : 0);
 	}
-	(void)wmm;
+	join(&k, &v, &a);
 	for (tries = 0; tries < 2; tries++) {
-		rep = run(sc, S_GRANT, &a, 7, now);
+		rep = run(sc, S_GRANT, &a, 9, now);
 		if (rep == NULL)
 			goto out;
 		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
@@ -504,15 +857,18 @@ shared_admit(struct shared *sh, const struct policy_upstream *pu, struct wg_req 
 		rep = NULL;
 		if (code != 2)
 			break;
-		if (restore(sh, sc, pu, r->up, held, nheld, now, grace) < 0)
+		if (restore(sh, sc, pu, r->up, held, nheld, now,
+		    "the store began a rebuild") < 0)
 			goto out;
 	}
+	sc->rebuilding = code == 4 || code == 2;
 	switch (code) {
 	case 1:
 		rc = 1;
 		break;
 	case 0:
 	case 3:
+	case 4:
 		*retry = now + (ms > 0 ? ms : 1);
 		break;
 	default:
@@ -526,8 +882,8 @@ out:
 	return rc;
 }
 
-/* Renew the leases of held (this host's grants of pu); the first time,
- * adopt an earlier run's.  0 done; -1 the store is down. */
+/* Renew the leases of held (this host's grants of pu).  0 done; -1 the
+ * store is down. */
 static int
 renew(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
     struct wg_req *const *held, size_t nheld, int64_t now)
@@ -535,22 +891,18 @@ renew(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
 	struct args a = { 0 };
 	redisReply *rep;
 
-	if (nheld == 0 && sc->adopted)
+	if (nheld == 0)
 		return 0;
 	arg_add(&a, "weir:{%s}:held", pu->name);
 	arg_add(&a, "weir:{%s}:heldw", pu->name);
 	arg_add(&a, "%lld", (long long)sh->lease_ms);
 	arg_add(&a, "%lld", (long long)keep_ms(sh, pu));
-	arg_add(&a, "%s.", sh->host);
-	arg_add(&a, "%s.%s.", sh->host, sh->run);
-	arg_add(&a, "%d", !sc->adopted);
 	add_held(sh, &a, held, nheld, now);
 	rep = run(sc, S_RENEW, &a, 2, now);
 	args_free(&a);
 	if (rep == NULL)
 		return -1;
 	freeReplyObject(rep);
-	sc->adopted = 1;
 	return 0;
 }
 
@@ -558,52 +910,135 @@ int64_t
 shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u,
     struct wg_req *const *held, size_t nheld, int64_t now)
 {
-	struct sconn *sc;
-	struct args a = { 0 };
+	struct sconn *sc = find_conn(sh, pu->name);
+	struct args k = { 0 }, v = { 0 }, a;
 	redisReply *rep;
+	int was_proven;
 
-	for (sc = sh->conns; sc; sc = sc->next)
-		if (strcmp(sc->up, pu->name) == 0)
-			break;
 	if (sc && now < sc->next_check)
 		return sc->next_check;
-	sc = get_conn(sh, pu, now);
-	if (sc == NULL) {
-		for (sc = sh->conns; strcmp(sc->up, pu->name) != 0; sc = sc->next)
-			;
-		return sc->next_try;
-	}
+	if ((sc = get_conn(sh, pu, now)) == NULL)
+		return find_conn(sh, pu->name)->next_try;
 	sc->next_check = now + SHARED_RETRY_MS;
-	arg_add(&a, "weir:{%s}:epoch", pu->name);
-	arg_add(&a, "weir:{%s}:host:%s", pu->name, sh->host);
-	arg_add(&a, "weir:{%s}:hold", pu->name);
-	arg_add(&a, "%lld", (long long)keep_ms(sh, pu));
-	arg_add(&a, "%d", SHARED_HOLD_MS);
-	rep = run(sc, S_CHECK, &a, 3, now);
+	was_proven = strcmp(sc->wrote, sc->ident) == 0;
+	add_whole(sh, sc, pu, &k, &v);
+	arg_add(&v, "%d", SHARED_HOLD_MS);
+	arg_add(&v, "%d", SHARED_POLL_MS);
+	join(&k, &v, &a);
+	rep = run(sc, S_CHECK, &a, 5, now);
 	args_free(&a);
 	if (rep == NULL)
 		return now + SHARED_RETRY_MS;
-	if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
-		(void)restore(sh, sc, pu, u, held, nheld, now, 0);
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
+	    rep->element[1]->type != REDIS_REPLY_INTEGER) {
+		freeReplyObject(rep);
+		mark_down(sc, "script: unexpected reply", now);
+		return now + SHARED_RETRY_MS;
+	}
+	if (rep->element[0]->integer == 1)
+		sc->wrote[0] = '\0';
+	sc->rebuilding = rep->element[1]->integer > 0;
 	freeReplyObject(rep);
+	if (ensure_written(sh, sc, pu, u, held, nheld, now) < 0)
+		return now + SHARED_RETRY_MS;
+	/* Written back just now: the head may ask at once. */
+	if (!was_proven)
+		u->shared_retry = 0;
 	if (sc->c && now >= sc->next_renew && renew(sh, sc, pu, held, nheld, now) == 0)
 		sc->next_renew = now + renew_ms(sh);
+	if (sc->c && sc->sub == NULL && sc->ps.nsent)
+		subscribe(sc);
 	return sc->next_check;
+}
+
+/* The subscription of sc ended: one line, and unwatched. */
+static void
+sub_ended(struct sconn *sc)
+{
+	log_info("upstream %s: the sentinels' +switch-master subscription ended: %s", sc->up,
+	    sc->sub->errstr);
+	unsubscribe(sc);
+}
+
+/* Is sc connected where the +switch-master message t says the master
+ * now is ("... NEWIP NEWPORT"; the gate may have found it first)? */
+static int
+at_new_master(const struct sconn *sc, const char *t)
+{
+	const char *port = strrchr(t, ' '), *ip;
+	char addr[ADDR_MAX];
+	size_t al = strlen(sc->addr), l;
+
+	if (port == NULL || port == t)
+		return 0;
+	for (ip = port - 1; ip > t && ip[-1] != ' '; ip--)
+		;
+	snprintf(addr, sizeof addr, " %.*s:%s", (int)(port - ip), ip, port + 1);
+	l = strlen(addr);
+	return al >= l && strcmp(sc->addr + al - l, addr) == 0;
+}
+
+void
+shared_readable(struct shared *sh, int fd, int64_t now)
+{
+	struct sconn *sc;
+	redisReply *m;
+	void *reply;
+
+	for (sc = sh->conns; sc; sc = sc->next)
+		if (sc->sub && sc->sub->fd == fd)
+			break;
+	if (sc == NULL)
+		return;
+	if (redisBufferRead(sc->sub) != REDIS_OK) {
+		sub_ended(sc);
+		return;
+	}
+	for (;;) {
+		size_t nl = strlen(sc->ps.master);
+		const char *t;
+
+		if (redisGetReplyFromReader(sc->sub, &reply) != REDIS_OK) {
+			sub_ended(sc);
+			return;
+		}
+		if ((m = reply) == NULL)
+			return;	/* the rest when it comes */
+		/* ["message", "+switch-master", "NAME OLDIP OLDPORT NEWIP NEWPORT"] */
+		t = m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
+		    m->element[2]->type == REDIS_REPLY_STRING ? m->element[2]->str : "";
+		if (strncmp(t, sc->ps.master, nl) == 0 && t[nl] == ' ' &&
+		    !(sc->c && at_new_master(sc, t))) {
+			log_info("upstream %s: shared store %s: the sentinels switched the master "
+			    "(%s)", sc->up, sc->spec, t);
+			/* Found again at once, through the sentinels. */
+			sconn_close(sc);
+			sc->wrote[0] = '\0';
+			sc->next_try = now;
+			sc->next_check = now;
+		}
+		freeReplyObject(m);
+	}
 }
 
 void
 shared_ended(struct shared *sh, const struct policy_upstream *pu, struct wg_req *r,
     enum wg_outcome o, const struct wg_done *d, int64_t now, int64_t grace)
 {
-	struct sconn *sc = get_conn(sh, pu, now);
+	struct sconn *sc = find_conn(sh, pu->name);
 	struct args a = { 0 };
 	redisReply *rep;
 	const char *kind = "R";
 
-	/* A report Redis does not get leaves the grant held there until its
-	 * lease ends, then logged as maybe sent until then: more, never less. */
+	/* A report the store does not get now is written back with this
+	 * gate's history when it answers again (its log has it). */
 	if (sc == NULL)
 		return;
+	if (sc->c == NULL || strcmp(sc->wrote, sc->ident) != 0) {
+		sc->wrote[0] = '\0';
+		return;
+	}
 	switch (o) {
 	case WG_SENT:
 		kind = "S";
@@ -625,7 +1060,9 @@ shared_ended(struct shared *sh, const struct policy_upstream *pu, struct wg_req 
 		kind = "R";
 		break;
 	}
-	add_keys(&a, pu->name, sh->host, 3);
+	arg_add(&a, "weir:{%s}:log", pu->name);
+	arg_add(&a, "weir:{%s}:held", pu->name);
+	arg_add(&a, "weir:{%s}:heldw", pu->name);
 	arg_add(&a, "%s.%s.%llu", sh->host, sh->run, (unsigned long long)r->id);
 	arg_add(&a, "%s", kind);
 	arg_add(&a, "%lld", (long long)(o == WG_SENT && d->logged ? now - d->t : 0));
@@ -642,67 +1079,80 @@ shared_ended(struct shared *sh, const struct policy_upstream *pu, struct wg_req 
 }
 
 void
+shared_rewrite(struct shared *sh, const char *upstream)
+{
+	struct sconn *sc = find_conn(sh, upstream);
+
+	if (sc) {
+		sc->wrote[0] = '\0';
+		sc->next_check = 0;
+	}
+}
+
+void
 shared_suspend(struct shared *sh, const struct policy_upstream *pu, int64_t until, int64_t now)
 {
-	struct sconn *sc = get_conn(sh, pu, now);
+	struct sconn *sc = find_conn(sh, pu->name);
+	struct buf why = BUF_INIT;
 	redisReply *rep;
 	char *key;
 
-	if (sc == NULL)
+	if (sc == NULL) {
+		(void)get_conn(sh, pu, now);
+		sc = find_conn(sh, pu->name);
+	}
+	sc->lift = until <= now;
+	if (sc->c == NULL) {
+		/* Written back with the history (susp_left). */
+		sc->wrote[0] = '\0';
 		return;
+	}
 	key = xasprintf("weir:{%s}:susp", pu->name);
 	if (until > now)
-		rep = redisCommand(sc->c, "SET %s %s PX %lld", key, sh->host,
+		rep = command(sc->c, &why, "SET", "SET %s %s PX %lld", key, sh->host,
 		    (long long)(until - now));
 	else
-		rep = redisCommand(sc->c, "DEL %s", key);
+		rep = command(sc->c, &why, "DEL", "DEL %s", key);
 	free(key);
 	if (rep == NULL)
-		mark_down(sc, sc->c->errstr, now);
-	else
+		mark_down(sc, buf_cstr(&why), now);
+	else {
 		freeReplyObject(rep);
+		sc->lift = 0;
+	}
+	buf_free(&why);
 }
 
 int
-shared_state(const struct shared *sh, const char *upstream, const char **why)
+shared_info(const struct shared *sh, const char *upstream, struct shared_info *si)
 {
-	const struct sconn *sc;
+	const struct sconn *sc = find_conn(sh, upstream);
 
-	*why = NULL;
-	if (sh == NULL)
+	memset(si, 0, sizeof *si);
+	if (sc == NULL)
 		return -1;
-	for (sc = sh->conns; sc; sc = sc->next)
-		if (strcmp(sc->up, upstream) == 0) {
-			*why = sc->why;
-			return sc->down;
-		}
-	return -1;
-}
-
-const char *
-shared_store(const struct shared *sh, const char *upstream)
-{
-	const struct sconn *sc;
-
-	for (sc = sh ? sh->conns : NULL; sc; sc = sc->next)
-		if (strcmp(sc->up, upstream) == 0)
-			return sc->spec;
-	return NULL;
+	si->store = sc->spec;
+	si->down = sc->down;
+	si->why = sc->why;
+	si->addr = sc->addr[0] ? sc->addr : NULL;
+	si->switches = sc->switches;
+	si->switch_at = sc->switch_at;
+	si->written = !sc->down && sc->c && strcmp(sc->wrote, sc->ident) == 0;
+	si->rebuilding = sc->rebuilding;
+	si->rebuilt_at = sc->rebuilt_at;
+	return 0;
 }
 
 int
 shared_counts(struct shared *sh, const struct wg_up *u, int64_t wmm, int64_t now,
     int64_t *logged, int64_t *held)
 {
-	struct sconn *sc;
+	struct sconn *sc = find_conn(sh, u->name);
 	struct args a = { 0 };
 	redisReply *rep;
 	size_t i;
 	int rc = -1;
 
-	for (sc = sh ? sh->conns : NULL; sc; sc = sc->next)
-		if (strcmp(sc->up, u->name) == 0)
-			break;
 	if (sc == NULL || sc->c == NULL)
 		return -1;
 	arg_add(&a, "weir:{%s}:log", u->name);

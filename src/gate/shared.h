@@ -7,26 +7,48 @@
  * and max_connections over the log and the held grants of all hosts, and
  * records the grant (with a lease) in the same atomic step.  Reports go
  * to Redis too (shared_ended).  Failure is closed: no grant while Redis
- * cannot be reached.
+ * cannot be reached, nor while the store's history is not proven whole.
  *
- * Keys, per upstream U (all expire after the longest window):
+ * The store is one Redis (redis://, unix:), or the master that Redis
+ * Sentinel names (redis-sentinel://): the sentinels are asked at each
+ * connect (the answer with the highest config epoch), their
+ * +switch-master is followed (a subscription whose descriptor the caller
+ * watches: shared_set_watch, shared_readable), and a Redis that says it
+ * is a replica is never written to.
+ *
+ * A gate's history is proven in the store while it speaks to the Redis
+ * (ident: "RUNID:REPLID", its run id and replication id, read at
+ * connect) that answered every write of its own; otherwise (its start,
+ * a write that failed or got no answer, another Redis: restarted,
+ * promoted, from an older snapshot) it writes its own history back from
+ * its journal (its log and held grants) before it grants again.  A store
+ * whose ident is not the one the window was made whole on begins a
+ * rebuild: no grant to any host for SHARED_HOLD_MS, and until every host
+ * that was alive when the store's history ends wrote its own back, at
+ * most SHARED_REBUILD_MAX_MS (common.lua).
+ *
+ * Keys, per upstream U (all expire after the longest window + lease):
  *   weir:{U}:log     zset: "id from m r c" scored by t (ms, Redis time):
  *                    a send accepted at some instant in [from, t]
  *   weir:{U}:held    zset: grant id scored by its lease's end (renewed
  *                    by the holding gate while the grant is held)
  *   weir:{U}:heldw   hash: grant id -> "granted m r c"
- *   weir:{U}:epoch   present while Redis holds the history; missing:
- *                    Redis came back empty
- *   weir:{U}:hold    no grant to anyone while it lives (write-back time)
- *   weir:{U}:host:H  host H has written its own history back
+ *   weir:{U}:gen     the ident of the Redis the history was made whole on
+ *   weir:{U}:built   hash: the hosts that wrote their history back on it
+ *   weir:{U}:hosts   zset: each host by its last call (Redis ms)
+ *   weir:{U}:rebuild while a rebuild holds every grant: its start
+ *   weir:{U}:waitfor set: the hosts the rebuild still waits for
  *   weir:{U}:susp    a suspension every host honours (PX = its length)
+ * Ids (grants, log entries) begin with "HOST.": a host's own entries.
  *
  * The calls are synchronous hiredis calls with a short timeout
- * (SHARED_TIMEOUT_MS): a Redis that does not answer stalls the gate's
- * loop for at most that long, then counts as down for SHARED_RETRY_MS.
+ * (SHARED_TIMEOUT_MS): a Redis or a sentinel that does not answer stalls
+ * the gate's loop for at most that long, then counts as down for
+ * SHARED_RETRY_MS.
  *
- * Trusts: Redis's replies (shape checked).  Config keys: shared,
- * shared_secret_file (policy.conf).
+ * Trusts: Redis's and the sentinels' replies (shape checked).  Config
+ * keys: shared, shared_secret_file, shared_sentinel_secret_file
+ * (policy.conf).
  */
 #ifndef WEIR_GATE_SHARED_H
 #define WEIR_GATE_SHARED_H
@@ -39,7 +61,8 @@
 #include "mail/policy.h"
 
 #define SHARED_TIMEOUT_MS	500		/* connect and each command */
-#define SHARED_RETRY_MS		1000		/* while down: try again after */
+#define SHARED_RETRY_MS		1000		/* while down: try again after;
+						 * while up: check once per */
 #define SHARED_POLL_MS		200		/* waiting on other hosts' grants */
 /* A grant's lease: the gate's grace (-g: how long after its last sign of
  * life a send may still be accepted), at least SHARED_LEASE_MIN_MS.  The
@@ -49,7 +72,14 @@
  * renewal and then counts as sent at any instant until then. */
 #define SHARED_LEASE_MIN_MS	5000
 #define SHARED_RENEW_MAX_MS	60000
-#define SHARED_HOLD_MS		3000		/* write-back time after an empty restart */
+/* A rebuild holds every grant at least SHARED_HOLD_MS (every live gate
+ * checks once per SHARED_RETRY_MS: time for each to write its history
+ * back), then until the hosts whose last call came within
+ * SHARED_ALIVE_MS of the store's last one have, at most
+ * SHARED_REBUILD_MAX_MS (a host that died meanwhile never will). */
+#define SHARED_HOLD_MS		3000
+#define SHARED_ALIVE_MS		5000
+#define SHARED_REBUILD_MAX_MS	10000
 
 struct shared;
 
@@ -64,47 +94,62 @@ struct shared *shared_new_for(const char *journal, int64_t wall_ms, int64_t grac
 int64_t shared_lease_ms(const struct shared *sh);
 void shared_free(struct shared *sh);
 
-/* Ask Redis for r (head of its upstream, fitting locally).  pu: its
- * policy section; wmm: wall ms minus `now` ms.  1: granted; 0: not now,
- * ask again at *retry.  held: this host's grants of the upstream still
- * held (for a write-back after Redis restarted empty). */
-int shared_admit(struct shared *sh, const struct policy_upstream *pu, struct wg_req *r,
-    struct wg_req *const *held, size_t nheld, int64_t now, int64_t wmm, int64_t grace,
-    int64_t *retry);
+/* The descriptors to watch for reading (a sentinel's +switch-master):
+ * fn(arg, fd, 1) when one opens, fn(arg, fd, 0) before it is closed; the
+ * caller then calls shared_readable(sh, fd, now) when fd is readable,
+ * and shared_tick soon after. */
+typedef void shared_watch_fn(void *arg, int fd, int on);
+void shared_set_watch(struct shared *sh, shared_watch_fn *fn, void *arg);
+void shared_readable(struct shared *sh, int fd, int64_t now);
 
-/* Once a second per shared upstream u (section pu): is Redis there, and
- * does it still hold the history?  If it came back empty, write this
- * host's history (u's log, its held grants) back now, before any host
- * grants again.  Renews the leases of held (this host's grants of u
- * still held), at once after Redis answers again; the first time, also
- * extends the grants an earlier run of this host left held to a lease
- * from now (the journal counts them until now + grace too).  Returns
- * when to call again. */
+/* Ask Redis for r (head of its upstream, fitting locally).  pu: its
+ * policy section.  1: granted; 0: not now, ask again at *retry.  held:
+ * this host's grants of the upstream still held (for a write-back). */
+int shared_admit(struct shared *sh, const struct policy_upstream *pu, struct wg_req *r,
+    struct wg_req *const *held, size_t nheld, int64_t now, int64_t *retry);
+
+/* Once a second per shared upstream u (section pu): is the store there,
+ * and does it hold this host's history?  If not proven, write it back
+ * now (u's log, its held grants).  Renews the leases of held (this
+ * host's grants of u still held).  Returns when to call again. */
 int64_t shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u,
     struct wg_req *const *held, size_t nheld, int64_t now);
 
 /* r (granted through shared_admit) ended with o; d: what the local engine
- * logged; at: the report's <at> or -1. */
+ * logged. */
 void shared_ended(struct shared *sh, const struct policy_upstream *pu, struct wg_req *r,
     enum wg_outcome o, const struct wg_done *d, int64_t now, int64_t grace);
+
+/* This gate's history of upstream changed in a way no script says (a
+ * SETTLE): written back at the next shared_tick. */
+void shared_rewrite(struct shared *sh, const char *upstream);
 
 /* A suspension until `until` (now axis) seen here: every host honours it.
  * until == 0: lift it (RESUME). */
 void shared_suspend(struct shared *sh, const struct policy_upstream *pu, int64_t until,
     int64_t now);
 
-/* The store of an upstream: 0 answers; 1 unreachable (*why: the last
- * error); -1 never asked (not shared, or no grant asked yet). */
-int shared_state(const struct shared *sh, const char *upstream, const char **why);
-
-/* The store of an upstream as policy.conf names it, or NULL (not asked
- * yet). */
-const char *shared_store(const struct shared *sh, const char *upstream);
+/* The store of an upstream, for status. */
+struct shared_info {
+	const char *store;	/* as policy.conf names it */
+	int down;		/* it does not answer: */
+	const char *why;	/*   the last error */
+	const char *addr;	/* where it was found: "HOST:PORT", the socket, or
+				 * "master NAME HOST:PORT" (sentinels); NULL:
+				 * never */
+	unsigned switches;	/* sentinels: changes of master seen */
+	int64_t switch_at;	/*   the last (now axis; 0: none) */
+	int written;		/* this gate's history is proven in it */
+	int rebuilding;		/* a rebuild held the last grant or check */
+	int64_t rebuilt_at;	/* this gate's last write-back (now axis; 0: none) */
+};
+/* 0 with *si; -1: not asked yet (not shared, or no grant asked yet). */
+int shared_info(const struct shared *sh, const char *upstream, struct shared_info *si);
 
 /* u's windows as Redis counts them now, every host's sends and grants:
  * logged[i] and held[i] for u->win[i] (wmm: wall ms minus `now` ms, for
  * calendar boundaries).  0 ok; -1 the store does not answer or was
- * never asked (see shared_state). */
+ * never asked. */
 int shared_counts(struct shared *sh, const struct wg_up *u, int64_t wmm, int64_t now,
     int64_t *logged, int64_t *held);
 

@@ -159,6 +159,28 @@ text_unknown(struct buf *b, const struct wg_up *u, int64_t wmm)
 static int64_t next_slot(struct wg_up *u, int64_t now);
 static long long in_flight(struct wg_up *u, const struct status_history *h);
 
+/* Where the shared store was found, its switches of master and whether
+ * the window is whole (shared.h): one line. */
+static void
+text_store(struct buf *b, const struct shared_info *si, int64_t now)
+{
+	buf_printf(b, "    at %s", si->addr ? si->addr : "(not found yet)");
+	if (si->switches)
+		buf_printf(b, " (%u switch%s of master, the last %lld s ago)", si->switches,
+		    si->switches == 1 ? "" : "es", (long long)((now - si->switch_at) / 1000));
+	if (si->down)
+		buf_adds(b, "; window: unknown");
+	else if (si->written && !si->rebuilding)
+		buf_adds(b, "; window: whole");
+	else
+		buf_adds(b, "; window: REBUILDING (no grant until every host wrote its history back)");
+	if (si->rebuilt_at)
+		buf_printf(b, "; this host's history written back %lld s ago",
+		    (long long)((now - si->rebuilt_at) / 1000));
+	buf_addc(b, '\n');
+}
+
+
 static void
 text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared *sh,
     const struct status_history *hist)
@@ -208,21 +230,18 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	/* Asked first: a store that stopped answering is marked so. */
 	view_get(&v, sh, u, now, wmm);
 	if (u->shared) {
-		const char *why, *store = shared_store(sh, u->name);
+		struct shared_info si;
 
-		buf_printf(b, "  shared store %s: ", store ? store : "(none yet)");
-		switch (shared_state(sh, u->name, &why)) {
-		case 0:
-			buf_adds(b, "answers (windows count every host's sends; \"all hosts\": "
-			    "as Redis counts them)\n");
-			break;
-		case 1:
-			buf_printf(b, "UNREACHABLE (%s): granting nothing\n", why);
-			break;
-		default:
-			buf_adds(b, "not asked yet\n");
-			break;
-		}
+		if (shared_info(sh, u->name, &si) < 0)
+			buf_adds(b, "  shared store (none yet): not asked yet\n");
+		else if (si.down)
+			buf_printf(b, "  shared store %s: UNREACHABLE (%s): granting nothing\n",
+			    si.store, si.why);
+		else
+			buf_printf(b, "  shared store %s: answers (windows count every host's sends; "
+			    "\"all hosts\": as Redis counts them)\n", si.store);
+		if (si.store)
+			text_store(b, &si, now);
 	}
 	for (i = 0; i < u->nwin; i++) {
 		const struct wg_win *w = &u->win[i];
@@ -323,6 +342,23 @@ static void
 key_num(struct buf *b, const char *k, unsigned long long v)
 {
 	buf_printf(b, ",\"%s\":%llu", k, v);
+}
+
+/* text_store()'s facts in JSON (mail/gatestatus.h): shared_master, shared_switches,
+ * shared_last_switch_ms, shared_window, shared_written_back_ms. */
+static void
+json_store(struct buf *b, const struct shared_info *si, int st, int64_t wmm)
+{
+	key(b, GS_SHARED_MASTER);
+	if (si->addr)
+		quoted(b, si->addr);
+	else
+		buf_adds(b, "null");
+	key_num(b, GS_SHARED_SWITCHES, si->switches);
+	key_at(b, GS_SHARED_LAST_SWITCH_MS, si->switch_at ? si->switch_at : -1, wmm);
+	key(b, GS_SHARED_WINDOW);
+	quoted(b, st != 0 ? "unknown" : si->written && !si->rebuilding ? "whole" : "rebuilding");
+	key_at(b, GS_SHARED_WRITTEN_BACK_MS, si->rebuilt_at ? si->rebuilt_at : -1, wmm);
 }
 
 /* "route": what route.h's judge reads (weir status says where each
@@ -579,19 +615,20 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	json_route(b, u, now, wmm);
 	view_get(&v, sh, u, now, wmm);
 	if (u->shared) {
-		const char *why, *store = shared_store(sh, u->name);
-		int st = shared_state(sh, u->name, &why);
+		struct shared_info si;
+		int st = shared_info(sh, u->name, &si) < 0 ? -1 : si.down;
 
 		key(b, GS_SHARED);
 		quoted(b, st == 0 ? "ok" : st == 1 ? "down" : "unknown");
-		if (store) {
+		if (si.store) {
 			key(b, GS_SHARED_STORE);
-			quoted(b, store);
+			quoted(b, si.store);
 		}
 		if (st == 1) {
 			key(b, GS_SHARED_ERROR);
-			quoted(b, why);
+			quoted(b, si.why);
 		}
+		json_store(b, &si, st, wmm);
 	}
 	key(b, GS_WINDOWS);
 	buf_addc(b, '[');

@@ -31,7 +31,16 @@
  *                      passed_over, unreachable_reports (counters)
  *   shared             with a shared store only: "ok", "down" or
  *                      "unknown"; shared_store (its address),
- *                      shared_error (when down)
+ *                      shared_error (when down); shared_master (where
+ *                      the gate found it: an address, or "master NAME
+ *                      HOST:PORT" as Redis Sentinel names it; null: not
+ *                      yet), shared_switches (changes of master
+ *                      followed), shared_last_switch_ms, shared_window
+ *                      ("whole": this gate's history is in the store
+ *                      and no rebuild holds the grants; "rebuilding";
+ *                      "unknown": the store does not answer),
+ *                      shared_written_back_ms (this gate's last
+ *                      write-back of its history)
  *   windows            each: limit, per_s, unit ("messages",
  *                      "recipients", "connections"), calendar, logged,
  *                      held, used (= logged + held), free_at_ms (when it
@@ -114,6 +123,11 @@
 #define GS_SHARED		"shared"
 #define GS_SHARED_STORE		"shared_store"
 #define GS_SHARED_ERROR		"shared_error"
+#define GS_SHARED_MASTER	"shared_master"
+#define GS_SHARED_SWITCHES	"shared_switches"
+#define GS_SHARED_LAST_SWITCH_MS "shared_last_switch_ms"
+#define GS_SHARED_WINDOW	"shared_window"
+#define GS_SHARED_WRITTEN_BACK_MS "shared_written_back_ms"
 #define GS_WINDOWS		"windows"
 #define GS_GRACE_S		"grace_s"
 #define GS_UNKNOWN_SENDS	"unknown_sends"

@@ -17,7 +17,6 @@
  */
 #include <confuse.h>
 #include <ctype.h>
-#include <errno.h>
 #include <fnmatch.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include <strings.h>
 
 #include "lib/alloc.h"
+#include "lib/decimal.h"
 #include "lib/timefmt.h"
 #include "mail/confparse.h"
 #include "mail/conftab.h"
@@ -56,6 +56,7 @@ static const struct conftab_key upstream_keys[] = {
 	{ "grace",                   K_DURATION, NULL, 0, 1, POLICY_GRACE_MAX, U(grace) },
 	{ "shared",                  K_STR, NULL, 0, 0, 0, NOFF },
 	{ "shared_secret_file",      K_STR, NULL, 0, 0, 0, NOFF },
+	{ "shared_sentinel_secret_file", K_STR, NULL, 0, 0, 0, NOFF },
 };
 
 /* class "name" { } */
@@ -459,9 +460,15 @@ validate_upstream(cfg_t *cfg, cfg_opt_t *opt)
 			cfg_error(cfg, "shared: \"%s\": %s", cfg_getstr(u, "shared"), why);
 			return -1;
 		}
-		free(sh.host);
-	} else if (cfg_size(u, "shared_secret_file")) {
-		cfg_error(cfg, "shared_secret_file without shared");
+		if (sh.nsent == 0 && cfg_size(u, "shared_sentinel_secret_file")) {
+			policy_shared_free(&sh);
+			cfg_error(cfg, "shared_sentinel_secret_file without redis-sentinel:// in shared");
+			return -1;
+		}
+		policy_shared_free(&sh);
+	} else if (cfg_size(u, "shared_secret_file") || cfg_size(u, "shared_sentinel_secret_file")) {
+		cfg_error(cfg, "%s without shared", cfg_size(u, "shared_secret_file") ?
+		    "shared_secret_file" : "shared_sentinel_secret_file");
 		return -1;
 	}
 	return 0;
@@ -534,6 +541,9 @@ copy_upstream(struct policy_upstream *u, cfg_t *sec)
 		u->shared = xstrdup(cfg_getstr(sec, "shared"));
 	if (cfg_size(sec, "shared_secret_file"))
 		u->shared_secret_file = xstrdup(cfg_getstr(sec, "shared_secret_file"));
+	if (cfg_size(sec, "shared_sentinel_secret_file"))
+		u->shared_sentinel_secret_file = xstrdup(cfg_getstr(sec,
+		    "shared_sentinel_secret_file"));
 	for (i = 0; i < cfg_size(sec, "window"); i++) {
 		ws = cfg_getnsec(sec, "window", i);
 		memset(&w, 0, sizeof w);
@@ -660,12 +670,85 @@ out_opts:
 	return rc;
 }
 
+/* "HOST:PORT" in s[0..n): *host (malloc'ed) and *port (digits only).
+ * 0 ok; -1 with why. */
+static int
+host_port(const char *s, size_t n, char **host, int *port, const char **why)
+{
+	const char *colon = memrchr(s, ':', n);
+	uint64_t v;
+
+	if (colon == NULL || colon == s) {
+		*why = "each address is HOST:PORT";
+		return -1;
+	}
+	if (dec_parse(colon + 1, n - (size_t)(colon + 1 - s), 65535, &v) < 0 || v < 1) {
+		*why = "the port is 1 to 65535";
+		return -1;
+	}
+	*port = (int)v;
+	*host = xstrndup(s, (size_t)(colon - s));
+	return 0;
+}
+
+/* "/DB" at the end of a redis:// or redis-sentinel:// form, or "". */
+static int
+db_number(const char *d, int *db, const char **why)
+{
+	uint64_t v;
+
+	if (*d == '\0' || (d[0] == '/' && d[1] == '\0'))
+		return 0;
+	if (d[0] != '/' || dec_parse(d + 1, strlen(d + 1), 1000000, &v) < 0) {
+		*why = "the database is a number";
+		return -1;
+	}
+	*db = (int)v;
+	return 0;
+}
+
+static int
+sentinels_parse(const char *p, struct policy_shared *sh, const char **why)
+{
+	const char *slash = strchr(p, '/'), *a, *comma, *name, *nend;
+	char *master;
+
+	if (slash == NULL || slash == p) {
+		*why = "use redis-sentinel://HOST:PORT,HOST:PORT,.../MASTER";
+		return -1;
+	}
+	for (a = p;; a = comma + 1) {
+		comma = memchr(a, ',', (size_t)(slash - a));
+		if (comma == NULL)
+			comma = slash;
+		if (sh->nsent == POLICY_SENTINELS_MAX) {
+			*why = "at most 16 sentinels";
+			return -1;
+		}
+		if (host_port(a, (size_t)(comma - a), &sh->sent_host[sh->nsent],
+		    &sh->sent_port[sh->nsent], why) < 0)
+			return -1;
+		sh->nsent++;
+		if (comma == slash)
+			break;
+	}
+	name = slash + 1;
+	nend = strchr(name, '/');
+	if (nend == NULL)
+		nend = name + strlen(name);
+	master = xstrndup(name, (size_t)(nend - name));
+	sh->master = master;
+	if (!policy_valid_name(master)) {
+		*why = "the master's name is 1 to 64 of A-Z a-z 0-9 . - _";
+		return -1;
+	}
+	return db_number(nend, &sh->db, why);
+}
+
 int
 policy_shared_parse(const char *s, struct policy_shared *sh, const char **why)
 {
-	const char *p, *colon, *slash;
-	char *end;
-	long v;
+	const char *p, *slash;
 
 	memset(sh, 0, sizeof *sh);
 	if (strncmp(s, "unix:", 5) == 0)
@@ -679,37 +762,44 @@ policy_shared_parse(const char *s, struct policy_shared *sh, const char **why)
 		sh->unix_socket = 1;
 		return 0;
 	}
+	if (strncmp(s, "redis-sentinel://", 17) == 0) {
+		if (sentinels_parse(s + 17, sh, why) < 0) {
+			policy_shared_free(sh);
+			return -1;
+		}
+		return 0;
+	}
 	if (strncmp(s, "redis://", 8) != 0) {
-		*why = "use redis://HOST:PORT/DB, unix:/PATH or /PATH";
+		*why = "use redis://HOST:PORT/DB, redis-sentinel://HOST:PORT,.../MASTER, "
+		    "unix:/PATH or /PATH";
 		return -1;
 	}
 	p = s + 8;
-	colon = strchr(p, ':');
 	slash = strchr(p, '/');
-	if (colon == NULL || colon == p || (slash && slash < colon)) {
+	if (slash == NULL)
+		slash = p + strlen(p);
+	if (memchr(p, ':', (size_t)(slash - p)) == NULL) {
 		*why = "use redis://HOST:PORT/DB";
 		return -1;
 	}
-	errno = 0;
-	v = strtol(colon + 1, &end, 10);
-	if (errno || end == colon + 1 || v < 1 || v > 65535 || (*end != '\0' && *end != '/')) {
-		*why = "the port is 1 to 65535";
+	if (host_port(p, (size_t)(slash - p), &sh->host, &sh->port, why) < 0 ||
+	    db_number(slash, &sh->db, why) < 0) {
+		policy_shared_free(sh);
 		return -1;
 	}
-	sh->port = (int)v;
-	if (*end == '/' && end[1] != '\0') {
-		const char *d = end + 1;
-
-		errno = 0;
-		v = strtol(d, &end, 10);
-		if (errno || end == d || *end != '\0' || v < 0 || v > 1000000) {
-			*why = "the database is a number";
-			return -1;
-		}
-		sh->db = (int)v;
-	}
-	sh->host = xstrndup(p, (size_t)(colon - p));
 	return 0;
+}
+
+void
+policy_shared_free(struct policy_shared *sh)
+{
+	size_t i;
+
+	free(sh->host);
+	for (i = 0; i < sh->nsent; i++)
+		free(sh->sent_host[i]);
+	free(sh->master);
+	memset(sh, 0, sizeof *sh);
 }
 
 void
@@ -721,6 +811,7 @@ policy_free(struct policy *p)
 		free(p->up[i].name);
 		free(p->up[i].shared);
 		free(p->up[i].shared_secret_file);
+		free(p->up[i].shared_sentinel_secret_file);
 		free(p->up[i].win);
 	}
 	free(p->up);

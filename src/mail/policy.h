@@ -72,6 +72,7 @@ struct policy_upstream {
 				 * ("redis://host:port/db", "unix:/path",
 				 * "/path"); NULL: this gate alone */
 	char *shared_secret_file; /* "password" or "user password"; NULL: none */
+	char *shared_sentinel_secret_file; /* the same for the sentinels */
 	int line;
 };
 
@@ -124,14 +125,23 @@ int policy_reset_parse(const char *s, long long *per, long long *align, const ch
  * (they travel in the gate protocol and the journal as words). */
 int policy_valid_name(const char *s);
 
-/* shared = "redis://HOST:PORT[/DB]", "unix:/PATH" or "/PATH". */
+/* shared = "redis://HOST:PORT[/DB]", "unix:/PATH", "/PATH", or
+ * "redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER[/DB]": the sentinels
+ * (at most POLICY_SENTINELS_MAX) that name the master MASTER (1 to
+ * POLICY_NAME_MAX of A-Z a-z 0-9 . - _).  policy_shared_free frees it. */
+#define POLICY_SENTINELS_MAX 16
 struct policy_shared {
-	char *host;		/* host name, or the socket's path; the caller frees */
+	char *host;		/* host name, or the socket's path; NULL: sentinels */
 	int unix_socket;
 	int port;
 	int db;
+	size_t nsent;		/* sentinels (then host is NULL) */
+	char *sent_host[POLICY_SENTINELS_MAX];
+	int sent_port[POLICY_SENTINELS_MAX];
+	char *master;		/* the master's name at the sentinels */
 };
 int policy_shared_parse(const char *s, struct policy_shared *sh, const char **why);
+void policy_shared_free(struct policy_shared *sh);
 
 const char *policy_unit_name(enum policy_unit u);
 int policy_unit_parse(const char *s, enum policy_unit *u);

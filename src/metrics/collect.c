@@ -320,6 +320,51 @@ route_families(struct buf *o, struct json_object *ups)
 	    "since it started.");
 }
 
+/* A shared window's store (weir-gate(8), SHARED WINDOWS): whether it
+ * answers, where its master is and its switches, whether the window is
+ * whole; only the upstreams with one. */
+static void
+shared_families(struct buf *o, struct json_object *ups)
+{
+	static const char *const fam[][3] = {
+		{ "weir_shared_store_up", GS_SHARED, "ok" },
+		{ "weir_shared_window_whole", GS_SHARED_WINDOW, "whole" },
+	};
+	static const char *const help[] = {
+		"1 while the upstream's shared store (Redis) answers, else 0.",
+		"1 while this gate's history is in the shared store and no rebuild holds the "
+		"grants, else 0 (rebuilding after a failover or a restart, or not answering).",
+	};
+	const char *s, *up;
+	size_t i, f;
+
+	for (f = 0; f < 2; f++) {
+		family(o, fam[f][0], "gauge", help[f]);
+		for (i = 0; i < jp_len(ups); i++)
+			if ((up = up_name(jp_at(ups, i))) && (s = jp_str(jp_get(jp_at(ups, i),
+			    fam[f][1])))) {
+				buf_printf(o, "%s{upstream=", fam[f][0]);
+				label_value(o, up);
+				buf_printf(o, "} %d\n", strcmp(s, fam[f][2]) == 0);
+			}
+	}
+	family(o, "weir_shared_master_info", "gauge",
+	    "1, labelled with where the gate found the shared store: its address, or the "
+	    "master the sentinels name (\"master NAME HOST:PORT\").");
+	for (i = 0; i < jp_len(ups); i++)
+		if ((up = up_name(jp_at(ups, i))) &&
+		    (s = jp_str(jp_get(jp_at(ups, i), GS_SHARED_MASTER)))) {
+			buf_adds(o, "weir_shared_master_info{upstream=");
+			label_value(o, up);
+			buf_adds(o, ",master=");
+			label_value(o, s);
+			buf_adds(o, "} 1\n");
+		}
+	up_family(o, ups, "weir_shared_master_switches_total", "counter", GS_SHARED_SWITCHES,
+	    "Switches of the shared store's master (Redis Sentinel) the gate followed since it "
+	    "started.");
+}
+
 static void
 gate_text(struct buf *o, struct json_object *doc)
 {
@@ -348,6 +393,7 @@ gate_text(struct buf *o, struct json_object *doc)
 	    "Grants the gate gave since it started.");
 	reports(o, ups);
 	route_families(o, ups);
+	shared_families(o, ups);
 	up_family(o, ups, "weir_recipients_accepted_total", "counter", GS_RCPT_ACCEPTED,
 	    "Recipients the upstream accepted, as the deliverers reported them to the gate, "
 	    "since the gate started.");

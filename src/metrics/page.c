@@ -670,6 +670,34 @@ next_times(struct buf *o, struct json_object *gup, long long now_ms)
 	}
 }
 
+/* Where the shared store was found (its master, under Redis Sentinel),
+ * its switches, and whether the window is whole or being rebuilt: the
+ * gate's shared_* members (weir-gate(8), SHARED WINDOWS). */
+static void
+shared_store(struct buf *o, struct json_object *gup, long long now_ms)
+{
+	const char *m = jp_str(jp_get(gup, GS_SHARED_MASTER)), *w;
+	long long n, at;
+	char when[64], rel[64];
+
+	if (m) {
+		buf_adds(o, "; found at ");
+		esc(o, m);
+	}
+	if (num(jp_get(gup, GS_SHARED_SWITCHES), &n) == 0 && n > 0 &&
+	    num(jp_get(gup, GS_SHARED_LAST_SWITCH_MS), &at) == 0) {
+		clock_str(when, sizeof when, at, now_ms);
+		rel_str(rel, sizeof rel, at, now_ms);
+		buf_printf(o, " after %lld switch%s of master, the last at %s%s", n,
+		    n == 1 ? "" : "es", when, rel);
+	}
+	if ((w = jp_str(jp_get(gup, GS_SHARED_WINDOW))) != NULL && strcmp(w, "rebuilding") == 0)
+		buf_adds(o, "; <b>the window is being rebuilt</b>: nothing is granted until every "
+		    "relay has written its own sends back");
+	else if (w && strcmp(w, "whole") == 0)
+		buf_adds(o, "; the window is whole");
+}
+
 static void
 upstream(struct buf *o, const char *name, struct json_object *gup, struct json_object *d,
     struct json_object *oa, long long now_ms, int gate_up)
@@ -729,6 +757,7 @@ upstream(struct buf *o, const char *name, struct json_object *gup, struct json_o
 				esc(o, jp_str(jp_get(gup, GS_SHARED_ERROR)));
 				buf_adds(o, ")");
 			}
+			shared_store(o, gup, now_ms);
 			buf_adds(o, ".</p>");
 		}
 		for (i = 0; i < jp_len(wins); i++)

@@ -466,12 +466,13 @@ Test(fallback, kill9_during_a_switch_sends_nothing_twice)
 	killed = rt_now();
 	rt_upstream_start(&t, "good", NULL, port);
 	rt_send_start(&t);
-	/* Drained: a kill during another message's elimination may leave
-	 * its mess/ file alone (S2, as qmail; removed after 36 hours), as
-	 * relay_test kill9 allows: at most one. */
+	/* Drained: a kill during the elimination of a batch of ended
+	 * messages may leave their mess/ files alone (S2, as qmail; removed
+	 * after 36 hours): one per message of the batch (sched.c), so no
+	 * count is promised, only that nothing else is left. */
 	cr_assert(rt_wait(rt_drained, &t, NULL, 90000), "not drained after 90 s:\n...%s",
 	    rt_send_logs_tail(&t, 4000));
-	cr_assert_leq(qt_leftovers(&t.s.qt), 1);
+	qt_assert_only_s2(&t.s.qt, "after the kill");
 	rt_rec_load(&t, &ri);
 	rt_rec_load_file(b.record, &rg);
 	each_once(&ri, &rg, "r", 12);

@@ -28,19 +28,24 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <hiredis/hiredis.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "gate/shared.h"
 #include "lib/alloc.h"
+#include "lib/jsonparse.h"
 #include "mail/gateclient.h"
+#include "mail/gatestatus.h"
 #include "testlib.h"
 
 #define NGATE 3
@@ -48,6 +53,9 @@
 static char *dir, *rsock, *policy, *wconf;
 static char *gsock[NGATE], *gjournal[NGATE], *glog[NGATE];
 static pid_t gpid[NGATE], rpid = -1;
+/* Redis servers on loopback TCP (a master and a replica) */
+static pid_t tpid[2] = { -1, -1 };
+static unsigned tport[2];
 
 static int64_t
 now_us(void)
@@ -128,14 +136,24 @@ start_gate(int i)
 	start_gate_g(i, NULL);
 }
 
+/* The policy: one upstream "up" at rate, shared through store (NULL:
+ * the Unix socket's Redis), and extra lines. */
 static void
-write_policy(const char *rate)
+write_policy_at(const char *rate, const char *store, const char *extra)
 {
-	char *text = xasprintf("upstream \"up\" {\n  rate = {\"%s\"}\n  shared = \"unix:%s\"\n}\n",
-	    rate, rsock);
+	char *sock = xasprintf("unix:%s", rsock);
+	char *text = xasprintf("upstream \"up\" {\n  rate = {\"%s\"}\n  shared = \"%s\"\n%s}\n",
+	    rate, store ? store : sock, extra ? extra : "");
 
 	tl_write(policy, text, strlen(text));
 	free(text);
+	free(sock);
+}
+
+static void
+write_policy(const char *rate)
+{
+	write_policy_at(rate, NULL, NULL);
 }
 
 static void
@@ -169,6 +187,8 @@ teardown(void)
 		free(glog[i]);
 	}
 	reap(&rpid);
+	reap(&tpid[0]);
+	reap(&tpid[1]);
 	tl_rmtree(dir);
 	free(dir);
 	free(rsock);
@@ -190,6 +210,19 @@ log_has(int i, const char *s)
 	return has;
 }
 
+/* How many times gate i's log holds s. */
+static size_t
+log_count(int i, const char *s)
+{
+	struct buf b = BUF_INIT;
+	size_t n;
+
+	tl_read(glog[i], &b);
+	n = tl_count(buf_cstr(&b), s);
+	buf_free(&b);
+	return n;
+}
+
 static void
 wait_log(int i, const char *s, int ms)
 {
@@ -206,27 +239,6 @@ wait_log(int i, const char *s, int ms)
 	}
 }
 
-/* Wait up to ms for gc's next reply; 1 got it (*r), 0 none came. */
-static int
-reply_within(struct gate_client *gc, struct gp_reply *r, int ms)
-{
-	struct pollfd p = { gc->fd, POLLIN, 0 };
-	const char *why;
-	int rc;
-
-	for (;;) {
-		rc = gc_next_reply(gc, r, &why);
-		cr_assert(rc >= 0, "protocol: %s", why);
-		if (rc == 1)
-			return 1;
-		rc = poll(&p, 1, ms);
-		cr_assert(rc >= 0);
-		if (rc == 0)
-			return 0;
-		cr_assert_eq(gc_fill(gc), 1, "the gate closed");
-	}
-}
-
 /* Send one message now: acquire (conns connections: 0 for a kept
  * session's message, its slot held apart), wait for the grant (up to
  * ms), report. */
@@ -236,11 +248,11 @@ send_conns(struct gate_client *gc, uint32_t tag, uint32_t conns, int ms)
 	struct gp_reply r;
 
 	cr_assert_eq(gc_acquire(gc, tag, "up", NULL, NULL, 1, 1, conns), 0);
-	if (!reply_within(gc, &r, ms))
+	if (!tl_gate_reply(gc, &r, ms))
 		return 0;
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	cr_assert_eq(gc_report_sent(gc, tag, 1, -1), 0);
-	cr_assert_eq(reply_within(gc, &r, 10000), 1);
+	cr_assert_eq(tl_gate_reply(gc, &r, 10000), 1);
 	cr_assert_eq(r.verb, GP_R_OK);
 	return 1;
 }
@@ -362,12 +374,57 @@ Test(redis, down_means_no_grant)
 	{
 		struct gp_reply r;
 
-		cr_assert_eq(reply_within(&gc, &r, 10000), 1, "no grant after Redis is back");
+		cr_assert_eq(tl_gate_reply(&gc, &r, 10000), 1, "no grant after Redis is back");
 		cr_assert_eq(r.verb, GP_R_GRANT);
 	}
 	cr_assert(log_has(0, "answers again"));
-	cr_assert(log_has(0, "had no history: wrote back"));
+	/* Once at its start, once when the store came back. */
+	cr_assert_eq(log_count(0, "wrote back this host's"), 2);
 	gc_close(&gc);
+	free(bin);
+}
+
+/*
+ * Redis killed under a gate run by valgrind: the line saying the store
+ * went names why, and valgrind finds no error (mark_down() copied the
+ * reason out of the hiredis context it had just freed: valgrind's
+ * "Invalid read", a line ending in garbage).  The gate is stopped
+ * (SIGTERM) so that valgrind's exit status says what it saw.
+ */
+Test(redis, store_killed_under_valgrind, .timeout = 120)
+{
+	char *bin = tl_bin("weir-gate");
+	const char *argv[] = { "valgrind", "-q", "--error-exitcode=70", "--leak-check=no",
+		bin, "-c", wconf, "-p", policy, "-s", gsock[0], "-j", gjournal[0], NULL };
+	struct gate_client gc;
+	struct buf b = BUF_INIT;
+	const char *line, *p;
+	int st;
+
+	write_policy("100 per 1s");
+	gpid[0] = spawn(argv, glog[0]);
+	wait_sock(gsock[0], gpid[0], glog[0]);
+	cr_assert_eq(gc_connect(&gc, gsock[0]), 0);
+	cr_assert_eq(send_one(&gc, 1, 20000), 1);
+	reap(&rpid);
+	wait_log(0, "unreachable: ", 20000);
+	gc_close(&gc);
+	cr_assert_eq(kill(gpid[0], SIGTERM), 0);
+	while (waitpid(gpid[0], &st, 0) < 0)
+		cr_assert_eq(errno, EINTR);
+	gpid[0] = -1;
+	tl_read(glog[0], &b);
+	line = strstr(buf_cstr(&b), "unreachable: ");
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 70, "valgrind found errors:\n%s",
+	    buf_cstr(&b));
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d:\n%s", st, buf_cstr(&b));
+	/* The reason as hiredis said it: words, not freed memory. */
+	line += strlen("unreachable: ");
+	for (p = line; *p != ';' && *p != '\n' && *p; p++)
+		cr_assert(*p >= ' ' && *p <= '~', "a byte 0x%02x in the reason:\n%s",
+		    (unsigned char)*p, buf_cstr(&b));
+	cr_assert(p - line >= 8 && *p == ';', "no reason:\n%s", buf_cstr(&b));
+	buf_free(&b);
 	free(bin);
 }
 
@@ -387,11 +444,11 @@ Test(redis, empty_restart_writes_back_first)
 	/* Redis restarted without persistence: its history is gone. */
 	reap(&rpid);
 	rpid = tl_redis_start(dir, rsock);
-	wait_log(0, "wrote back 3 sends", 5000);
+	wait_log(0, "wrote back this host's 3 sends", 5000);
 	/* Gate 1 has sent nothing itself; only the written-back history
 	 * keeps it from granting (the hold after an empty restart is 3 s). */
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(&b, &r, 6000), 0, "gate 1 granted: the window was forgotten");
+	cr_assert_eq(tl_gate_reply(&b, &r, 6000), 0, "gate 1 granted: the window was forgotten");
 	gc_close(&a);
 	gc_close(&b);
 }
@@ -404,7 +461,7 @@ grant_after(struct gate_client *gc, int ms)
 	int64_t t0 = now_us();
 	struct gp_reply r;
 
-	if (!reply_within(gc, &r, ms))
+	if (!tl_gate_reply(gc, &r, ms))
 		return -1;
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	return (double)(now_us() - t0) / 1e6;
@@ -412,21 +469,23 @@ grant_after(struct gate_client *gc, int ms)
 
 #define LEASE_S (SHARED_LEASE_MIN_MS / 1000)
 
-/* Gates 0 (-g grace0) and 1 (-g 0) under rate, a client of each; a's
- * first request granted and held. */
-static void
-hold_one(const char *rate, const char *grace0, struct gate_client *a, struct gate_client *b)
+/* Gates 0 (-g grace0) and 1 (-g grace1) under rate, a client of each;
+ * a's first request granted and held; its grant id. */
+static uint64_t
+hold_one(const char *rate, const char *grace0, const char *grace1, struct gate_client *a,
+    struct gate_client *b)
 {
 	struct gp_reply r;
 
 	write_policy(rate);
 	start_gate_g(0, grace0);
-	start_gate_g(1, "0");
+	start_gate_g(1, grace1);
 	cr_assert_eq(gc_connect(a, gsock[0]), 0);
 	cr_assert_eq(gc_connect(b, gsock[1]), 0);
 	cr_assert_eq(gc_acquire(a, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(a, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(a, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
+	return r.id;
 }
 
 Test(redis, lease_renewed_while_held_ends_after_death, .timeout = 60)
@@ -436,10 +495,10 @@ Test(redis, lease_renewed_while_held_ends_after_death, .timeout = 60)
 	double got;
 
 	/* Gate 0 grants one and its client holds it (a slow delivery). */
-	hold_one("1 per 2s", "0", &a, &b);
+	(void)hold_one("1 per 2s", "0", "0", &a, &b);
 	/* Three leases long, gate 1 gets nothing: gate 0 renews. */
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(&b, &r, 3 * LEASE_S * 1000), 0,
+	cr_assert_eq(tl_gate_reply(&b, &r, 3 * LEASE_S * 1000), 0,
 	    "granted while another host's grant is held and renewed");
 	/* Gate 0 dies holding it: free once the lease ends (a send that may
 	 * have happened until then, so one period more), not in an hour. */
@@ -457,7 +516,7 @@ Test(redis, restarted_gate_takes_over_its_grants, .timeout = 60)
 	struct gate_client a, b;
 	double got;
 
-	hold_one("1 per 1s", "8s", &a, &b);
+	(void)hold_one("1 per 1s", "8s", "0", &a, &b);
 	/* Killed holding it, down for 5 s (the scenario), restarted: its
 	 * journal counts the grant until the restart + 8 s, and so must
 	 * Redis, though the lease gate 0 last renewed ends sooner. */
@@ -498,24 +557,24 @@ Test(redis, session_slots_count_across_hosts, .timeout = 60)
 	cr_assert_eq(gc_connect(&a, gsock[0]), 0);
 	cr_assert_eq(gc_connect(&b, gsock[1]), 0);
 	cr_assert_eq(gc_acquire(&a, 1, "up", NULL, NULL, 0, 0, 1), 0);
-	cr_assert_eq(reply_within(&a, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(&a, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 0, 0, 1), 0);
-	cr_assert_eq(reply_within(&b, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(&b, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	/* A third session, on gate 1: both slots are held, one by the other
 	 * host.  Meanwhile gate 0's session sends a message a second. */
 	cr_assert_eq(gc_acquire(&b, 2, "up", NULL, NULL, 0, 0, 1), 0);
 	for (t = 10; t < 10 + 3 * LEASE_S; t++) {
 		cr_assert_eq(send_conns(&a, t, 0, 5000), 1, "a session's message waited for a connection slot");
-		cr_assert_eq(reply_within(&b, &r, 1000), 0,
+		cr_assert_eq(tl_gate_reply(&b, &r, 1000), 0,
 		    "a third connection granted with max_connections 2 (after %u s)", t - 10);
 	}
 	/* Gate 0's session ends: its slot frees and the third is granted. */
 	cr_assert_eq(gc_report_nomail(&a, 1), 0);
-	cr_assert_eq(reply_within(&a, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(&a, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_OK);
-	cr_assert_eq(reply_within(&b, &r, 5000), 1, "no slot once a session ended");
+	cr_assert_eq(tl_gate_reply(&b, &r, 5000), 1, "no slot once a session ended");
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	cr_assert_eq(r.tag, 2);
 	gc_close(&a);
@@ -526,19 +585,37 @@ Test(redis, session_slots_count_across_hosts, .timeout = 60)
 static char *
 gate_status_of(int i, int json)
 {
-	char *bin = tl_bin("weir-gate");
-	const char *argv[] = { bin, "-c", wconf, "-s", gsock[i], "status", json ? "json" : NULL,
-		NULL };
-	struct tl_run run = { .argv = argv };
-	struct tl_result res;
-	char *out;
+	return tl_gate_status(wconf, gsock[i], json);
+}
 
-	tl_run(&run, &res);
-	cr_assert_eq(res.status, 0, "status: exit %d: %s", res.status, buf_cstr(&res.err));
-	out = xstrdup(buf_cstr(&res.out));
-	tl_result_free(&res);
-	free(bin);
-	return out;
+/* Every member of a shared store that mail/gatestatus.h declares is in
+ * the gate's JSON st, of its kind (gatestatus_test holds the rest of the
+ * document to the header; a store's members need Redis). */
+static void
+shared_members_declared(const char *st)
+{
+	struct buf why = BUF_INIT;
+	struct json_object *doc = json_parse_strict(st, strlen(st), 1 << 20, &why), *up, *v;
+	size_t i, n = 0;
+
+	cr_assert_not_null(doc, "%s", buf_cstr(&why));
+	up = jp_at(jp_get(doc, GS_UPSTREAMS), 0);
+	for (i = 0; i < gs_nmembers; i++) {
+		const char *name = gs_members[i].path + strlen("upstreams[].");
+		unsigned k = gs_members[i].kind;
+
+		if (strncmp(gs_members[i].path, "upstreams[].shared", 18) != 0 ||
+		    strcmp(name, GS_SHARED_ERROR) == 0)	/* only when down */
+			continue;
+		cr_assert(json_object_object_get_ex(up, name, &v), "no %s in %s", name, st);
+		cr_assert(v == NULL ? (k & GS_K_NULL) : json_object_is_type(v, json_type_string) ?
+		    (k & GS_K_STR) : json_object_is_type(v, json_type_int) && (k & GS_K_INT),
+		    "%s is not of its declared kind in %s", name, st);
+		n++;
+	}
+	cr_assert_eq(n, 7, "%zu shared members declared", n);
+	json_object_put(doc);
+	buf_free(&why);
 }
 
 Test(redis, status_shows_every_hosts_count)
@@ -561,7 +638,7 @@ Test(redis, status_shows_every_hosts_count)
 	cr_assert_eq(send_one(&a, 2, 5000), 1);
 	cr_assert_eq(send_one(&b, 1, 5000), 1);
 	cr_assert_eq(gc_acquire(&b, 2, "up", NULL, NULL, 1, 1, 1), 0);
-	cr_assert_eq(reply_within(&b, &r, 5000), 1);
+	cr_assert_eq(tl_gate_reply(&b, &r, 5000), 1);
 	cr_assert_eq(r.verb, GP_R_GRANT);
 	st = gate_status_of(0, 0);
 	cr_assert(strstr(st, "shared store unix:"), "%s", st);
@@ -573,6 +650,16 @@ Test(redis, status_shows_every_hosts_count)
 	cr_assert(strstr(st, "\"logged\":1,\"held\":1,\"used\":2,\"all_hosts\":{\"logged\":3,"
 	    "\"held\":1,\"used\":4}"), "%s", st);
 	cr_assert(strstr(st, "\"shared\":\"ok\",\"shared_store\":\"unix:"), "%s", st);
+	/* Where the store is, and the window whole (no switch: a Redis). */
+	{
+		char *m = xasprintf("\"shared_master\":\"%s\",\"shared_switches\":0,"
+		    "\"shared_last_switch_ms\":null,\"shared_window\":\"whole\","
+		    "\"shared_written_back_ms\":1", rsock);
+
+		cr_assert(strstr(st, m), "no %s in\n%s", m, st);
+		free(m);
+	}
+	shared_members_declared(st);
 	free(st);
 	/* weir status shows it too (the gate's text). */
 	text = xasprintf("gate_socket = \"%s\"\nqueue_dir = \"%s/queue\"\npolicy_file = \"%s\"\n",
@@ -592,4 +679,396 @@ Test(redis, status_shows_every_hosts_count)
 	gc_close(&b);
 	free(sconf);
 	free(bin);
+}
+
+/* ---- a store that misbehaves (issue 35) ---- */
+
+/* A connection of the test's to Redis i on TCP. */
+static redisContext *
+tcp_redis(int i)
+{
+	redisContext *c = redisConnect("127.0.0.1", (int)tport[i]);
+
+	cr_assert(c != NULL && !c->err, "redis %u: %s", tport[i], c ? c->errstr : "no memory");
+	return c;
+}
+
+/* A command on c that must not fail; its reply. */
+static redisReply *
+rcmd(redisContext *c, const char *fmt, ...)
+{
+	redisReply *rep;
+	va_list ap;
+
+	va_start(ap, fmt);
+	rep = redisvCommand(c, fmt, ap);
+	va_end(ap);
+	cr_assert(rep != NULL && rep->type != REDIS_REPLY_ERROR, "%s: %s", fmt,
+	    rep ? rep->str : c->errstr);
+	return rep;
+}
+
+static void
+rcmd_ok(redisContext *c, const char *fmt, const char *arg)
+{
+	freeReplyObject(rcmd(c, fmt, arg));
+}
+
+/* An integer field of INFO's text on c. */
+static long long
+info_ll(redisContext *c, const char *section, const char *key)
+{
+	redisReply *rep = rcmd(c, "INFO %s", section);
+	char *k = xasprintf("\n%s:", key);
+	const char *p = strstr(rep->str, k);
+	long long v;
+
+	cr_assert(p != NULL, "INFO %s: no %s", section, key);
+	v = atoll(p + strlen(k));
+	freeReplyObject(rep);
+	free(k);
+	return v;
+}
+
+/* Redis i on TCP; with a port of Redis to follow, its replica. */
+static void
+start_tcp(int i, unsigned master)
+{
+	char mp[16];
+	const char *extra[] = { "--replicaof", "127.0.0.1", mp, NULL };
+
+	tport[i] = tl_free_port();
+	snprintf(mp, sizeof mp, "%u", master);
+	tpid[i] = tl_redis_start_tcp(dir, tport[i], master ? extra : NULL);
+}
+
+/* Wait (up to ms) until a counter of INFO on c reaches at least n. */
+static void
+wait_info(redisContext *c, const char *section, const char *key, long long n, int ms)
+{
+	int64_t end = now_us() + (int64_t)ms * 1000;
+
+	while (info_ll(c, section, key) < n) {
+		cr_assert(now_us() < end, "INFO %s: %s stays below %lld", section, key, n);
+		poll(NULL, 0, 20);
+	}
+}
+
+/*
+ * A gate pointed at a replica: one line when the store is found
+ * unusable, however often the gate tries again, and one when it answers
+ * (the replica promoted).  Before: "answers again" (SCRIPT LOAD works on
+ * a replica) and "unreachable" (READONLY on the first script) every
+ * second.
+ */
+Test(redis, replica_one_line_each_way, .timeout = 60)
+{
+	redisContext *rc;
+	struct gate_client gc;
+	struct gp_reply r;
+	long long conns;
+	char *store, *st;
+
+	start_tcp(0, 0);
+	start_tcp(1, tport[0]);
+	rc = tcp_redis(1);
+	store = xasprintf("redis://127.0.0.1:%u", tport[1]);
+	write_policy_at("100 per 1s", store, NULL);
+	start_gate(0);
+	cr_assert_eq(gc_connect(&gc, gsock[0]), 0);
+	cr_assert_eq(gc_acquire(&gc, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	/* The gate has come back five times (a second apart). */
+	conns = info_ll(rc, "stats", "total_connections_received");
+	wait_info(rc, "stats", "total_connections_received", conns + 5, 20000);
+	cr_assert_eq(tl_gate_reply(&gc, &r, 0), 0, "granted through a replica");
+	cr_assert_eq(log_count(0, "unreachable"), 1, "the log flaps");
+	cr_assert_eq(log_count(0, "answers again"), 0, "the log flaps");
+	st = gate_status_of(0, 0);
+	cr_assert(strstr(st, "is a replica (role slave), not the master"), "%s", st);
+	free(st);
+	/* Promoted: the gate writes its history back and grants. */
+	rcmd_ok(rc, "REPLICAOF NO ONE", NULL);
+	cr_assert_eq(tl_gate_reply(&gc, &r, 10000), 1, "no grant once the replica was promoted");
+	cr_assert_eq(r.verb, GP_R_GRANT);
+	cr_assert_eq(log_count(0, "unreachable"), 1);
+	cr_assert_eq(log_count(0, "answers again"), 1);
+	gc_close(&gc);
+	redisFree(rc);
+	free(store);
+}
+
+/* The "ACL SETUSER weir ..." lines of weir-gate(8), run on Redis at the
+ * Unix socket, with the password PASSWORD made password; how many. */
+static size_t
+acl_from_manual(const char *password)
+{
+	struct buf man = BUF_INIT;
+	redisContext *c = redisConnectUnix(rsock);
+	char *line, *w, *save = NULL, *v[32];
+	size_t lines = 0, n, i;
+
+	cr_assert(c && !c->err);
+	tl_read("src/gate/weir-gate.8", &man);
+	for (line = strstr(man.s, "\nACL SETUSER weir "); line;
+	    line = strstr(line + 1, "\nACL SETUSER weir ")) {
+		char *copy = xstrndup(line + 1, strcspn(line + 1, "\n"));
+		redisReply *rep;
+
+		n = 0;
+		for (w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+			cr_assert(n < 32);
+			/* A troff escape would not be what Redis reads. */
+			cr_assert(strchr(w, '\\') == NULL, "an escape in the ACL line: %s", w);
+			v[n++] = strcmp(w, ">PASSWORD") == 0 ? xasprintf(">%s", password) : xstrdup(w);
+		}
+		rep = redisCommandArgv(c, (int)n, (const char **)v, NULL);
+		cr_assert(rep && rep->type != REDIS_REPLY_ERROR, "%s: %s", line + 1,
+		    rep ? rep->str : c->errstr);
+		freeReplyObject(rep);
+		for (i = 0; i < n; i++)
+			free(v[i]);
+		free(copy);
+		lines++;
+	}
+	cr_assert_gt(lines, 0, "weir-gate(8) prints no \"ACL SETUSER weir\" line");
+	redisFree(c);
+	buf_free(&man);
+	return lines;
+}
+
+/*
+ * The ACL user weir-gate(8) prints, made in a real Redis 7 (which checks
+ * each command a script runs), is all the gate needs: it grants; and it
+ * is no more (no other key, no FLUSHALL).  A refused command (the user
+ * then loses ZADD) gives one line, however often the gate tries, and
+ * one when the right is back.
+ */
+Test(redis, acl_user_from_the_manual, .timeout = 60)
+{
+	char *secret = xasprintf("%s/redis.secret", dir), *opt;
+	redisContext *u;
+	redisReply *rep;
+	struct gate_client gc;
+	struct gp_reply r;
+	long long tries;
+	size_t i;
+
+	acl_from_manual("pw-8a7b");
+	tl_write(secret, "weir pw-8a7b\n", 13);
+	cr_assert_eq(chmod(secret, 0600), 0);
+	opt = xasprintf("  shared_secret_file = \"%s\"\n", secret);
+	write_policy_at("100 per 1s", NULL, opt);
+	start_gate(0);
+	cr_assert_eq(gc_connect(&gc, gsock[0]), 0);
+	cr_assert_eq(send_one(&gc, 1, 10000), 1, "no grant as the ACL user of the manual");
+	cr_assert_eq(log_count(0, "unreachable"), 0);
+	/* The user may do no more. */
+	u = redisConnectUnix(rsock);
+	cr_assert(u && !u->err);
+	rep = redisCommand(u, "AUTH weir pw-8a7b");
+	cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+	freeReplyObject(rep);
+	rep = redisCommand(u, "GET other:key");
+	cr_assert(rep && rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "NOPERM"),
+	    "the ACL user reads any key");
+	freeReplyObject(rep);
+	rep = redisCommand(u, "FLUSHALL");
+	cr_assert(rep && rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "NOPERM"),
+	    "the ACL user may FLUSHALL");
+	freeReplyObject(rep);
+	redisFree(u);
+	/* One right taken away: every script is refused; one line. */
+	{
+		redisContext *c = redisConnectUnix(rsock);
+
+		cr_assert(c && !c->err);
+		freeReplyObject(redisCommand(c, "ACL LOG RESET"));
+		freeReplyObject(redisCommand(c, "ACL SETUSER weir -zadd"));
+		cr_assert_eq(gc_acquire(&gc, 2, "up", NULL, NULL, 1, 1, 1), 0);
+		/* Refused five times over (the ACL log counts them). */
+		for (tries = 0; tries < 5;) {
+			rep = redisCommand(c, "ACL LOG 1");
+			cr_assert(rep && rep->type == REDIS_REPLY_ARRAY);
+			tries = 0;
+			if (rep->elements == 1)
+				for (i = 0; i + 1 < rep->element[0]->elements; i += 2)
+					if (strcmp(rep->element[0]->element[i]->str, "count") == 0)
+						tries = rep->element[0]->element[i + 1]->integer;
+			freeReplyObject(rep);
+			poll(NULL, 0, 50);
+		}
+		cr_assert_eq(tl_gate_reply(&gc, &r, 0), 0, "granted without ZADD");
+		cr_assert_eq(log_count(0, "unreachable"), 1, "the log flaps");
+		cr_assert(log_has(0, "can't run this command"));
+		cr_assert_eq(log_count(0, "answers again"), 0, "the log flaps");
+		freeReplyObject(redisCommand(c, "ACL SETUSER weir +zadd"));
+		cr_assert_eq(tl_gate_reply(&gc, &r, 10000), 1, "no grant once ZADD is back");
+		cr_assert_eq(r.verb, GP_R_GRANT);
+		cr_assert_eq(log_count(0, "answers again"), 1);
+		redisFree(c);
+	}
+	gc_close(&gc);
+	free(secret);
+	free(opt);
+}
+
+/* Gates 0 and 1 under "3 per 30s" on store (NULL: the Unix socket's);
+ * each sends one, then the store's history is kept by keep, then gate 0
+ * sends one more: 3 of 3. */
+static void
+three_sent_two_kept(const char *store, struct gate_client *a, struct gate_client *b,
+    void (*keep)(void *), void *arg)
+{
+	write_policy_at("3 per 30s", store, NULL);
+	start_gate(0);
+	start_gate(1);
+	cr_assert_eq(gc_connect(a, gsock[0]), 0);
+	cr_assert_eq(gc_connect(b, gsock[1]), 0);
+	cr_assert_eq(send_one(b, 1, 10000), 1);
+	cr_assert_eq(send_one(a, 1, 10000), 1);
+	keep(arg);
+	cr_assert_eq(send_one(a, 2, 5000), 1);
+}
+
+/* Gate 1 asks again: the store it now uses lacks gate 0's last send; it
+ * must wait until gate 0 wrote its two back, and then for the window
+ * (30 s). */
+static void
+gate1_must_wait(struct gate_client *a, struct gate_client *b)
+{
+	struct gp_reply r;
+
+	cr_assert_eq(gc_acquire(b, 2, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(tl_gate_reply(b, &r, 8000), 0,
+	    "gate 1 granted: the store's older history was trusted");
+	wait_log(0, "wrote back this host's 2 sends", 1000);
+	gc_close(a);
+	gc_close(b);
+}
+
+static void
+save_snapshot(void *arg)
+{
+	redisContext *c = redisConnectUnix(rsock);
+
+	(void)arg;
+	cr_assert(c && !c->err);
+	rcmd_ok(c, "SAVE", NULL);
+	redisFree(c);
+}
+
+/*
+ * Redis killed and started again from an older snapshot (its RDB of
+ * before gate 0's last send, which still holds the window's marks and
+ * every host's): before, trusted, and gate 1 was granted a fourth send
+ * within 30 s.
+ */
+Test(redis, older_snapshot_is_rebuilt, .timeout = 60)
+{
+	struct gate_client a, b;
+
+	three_sent_two_kept(NULL, &a, &b, save_snapshot, NULL);
+	reap(&rpid);
+	rpid = tl_redis_start(dir, rsock);	/* loads dump.rdb */
+	gate1_must_wait(&a, &b);
+}
+
+/* The replica (Redis 1) stops following the master and keeps what it has:
+ * promoted now, it lacks what comes after. */
+static void
+promote_replica(void *arg)
+{
+	redisContext *m = tcp_redis(0), *rc = tcp_redis(1);
+	redisReply *rep;
+
+	(void)arg;
+	/* Caught up, then cut off. */
+	rep = rcmd(m, "WAIT 1 5000");
+	cr_assert_eq(rep->integer, 1, "the replica does not follow");
+	freeReplyObject(rep);
+	rcmd_ok(rc, "REPLICAOF NO ONE", NULL);
+	redisFree(m);
+	redisFree(rc);
+}
+
+/*
+ * The gates pointed (policy reload) at a replica promoted after the
+ * master took gate 0's last grant (asynchronous replication: a
+ * failover's promoted replica): before, trusted, as above.
+ */
+Test(redis, promoted_replica_is_rebuilt, .timeout = 60)
+{
+	struct gate_client a, b;
+	char *m, *rpl;
+	int i;
+
+	start_tcp(0, 0);
+	start_tcp(1, tport[0]);
+	m = xasprintf("redis://127.0.0.1:%u", tport[0]);
+	rpl = xasprintf("redis://127.0.0.1:%u", tport[1]);
+	three_sent_two_kept(m, &a, &b, promote_replica, NULL);
+	write_policy_at("3 per 30s", rpl, NULL);
+	for (i = 0; i < 2; i++)
+		cr_assert_eq(kill(gpid[i], SIGHUP), 0);
+	gate1_must_wait(&a, &b);
+	free(m);
+	free(rpl);
+}
+
+/*
+ * A grant refunded while the store was away (frozen: SIGSTOP) is given
+ * back in the store once it answers again (gate 0 writes its history
+ * back), not held for its lease (the gates' grace, 60 s): gate 1 is
+ * granted within seconds of the thaw.
+ */
+Test(redis, outcome_learned_while_away_is_settled, .timeout = 60)
+{
+	struct gate_client a, b;
+	struct gp_reply r;
+	double got;
+
+	(void)hold_one("1 per 1s", "60s", "60s", &a, &b);
+	cr_assert_eq(kill(rpid, SIGSTOP), 0);
+	wait_log(0, "unreachable", 10000);
+	cr_assert_eq(gc_report_refund(&a, 1), 0);
+	cr_assert_eq(tl_gate_reply(&a, &r, 5000), 1);
+	cr_assert_eq(r.verb, GP_R_OK);
+	cr_assert_eq(kill(rpid, SIGCONT), 0);
+	wait_log(0, "answers again", 10000);
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	got = grant_after(&b, 10000);
+	cr_assert(got >= 0, "gate 1 not granted within 10 s: the refunded grant still holds its "
+	    "slot in the store");
+	gc_close(&a);
+	gc_close(&b);
+}
+
+/*
+ * SETTLE on a shared upstream: a grant whose client went away counts as
+ * an unknown outcome, in the store too, until its grace (60 s here); a
+ * SETTLE REFUND (a deliverer that outlived its weir-send said nothing
+ * reached the upstream) frees its slot for every host at once: gate 0
+ * writes its history back.  Before, the gate answered OK and the slot
+ * stayed taken, here and in the store, for the grace.
+ */
+Test(redis, settled_send_frees_its_slot_everywhere, .timeout = 60)
+{
+	struct gate_client a, b, c;
+	struct gp_reply r;
+	uint64_t id;
+	double got;
+
+	id = hold_one("1 per 2s", "60s", "60s", &a, &b);
+	gc_close(&a);	/* its client gone: an unknown outcome for 60 s */
+	cr_assert_eq(gc_acquire(&b, 1, "up", NULL, NULL, 1, 1, 1), 0);
+	cr_assert_eq(tl_gate_reply(&b, &r, 3000), 0, "granted beside an unknown outcome");
+	cr_assert_eq(gc_connect(&c, gsock[0]), 0);
+	cr_assert_eq(gc_settle(&c, "up", id, GP_REFUND, 0, -1, NULL), 0);
+	cr_assert_eq(tl_gate_reply(&c, &r, 5000), 1);
+	cr_assert_eq(r.verb, GP_R_OK);
+	got = grant_after(&b, 10000);
+	cr_assert(got >= 0, "gate 1 not granted 10 s after the settlement: the store still "
+	    "counts the unknown outcome");
+	gc_close(&b);
+	gc_close(&c);
 }

@@ -305,6 +305,20 @@ qt_leftovers(struct qt *q)
 }
 
 void
+qt_assert_only_s2(struct qt *q, const char *what)
+{
+	struct buf list = BUF_INIT;
+	const char *p;
+	int n = leftovers(q, &list);
+
+	/* Each entry is " folder/..."; mess/ alone is S2. */
+	for (p = buf_cstr(&list); (p = strchr(p, ' ')) != NULL; p++)
+		cr_assert(strncmp(p + 1, "mess/", 5) == 0, "%s: %d file(s) left, not only "
+		    "mess/ files (S2):%s", what, n, buf_cstr(&list));
+	buf_free(&list);
+}
+
+void
 qt_assert_clean(struct qt *q, const char *what)
 {
 	struct buf list = BUF_INIT;

@@ -63,6 +63,10 @@ size_t qt_list(struct qt *q, const char *folder, unsigned long **ids);
 /* Regular files left in mess/ (every split subfolder that is a folder),
  * intd/, todo/, pid/, info/, local/, remote/, bounce/. */
 int qt_leftovers(struct qt *q);
+/* Fails unless every file left in the message folders is a mess/ file:
+ * S2, the state a kill during elimination may leave (QUEUE.md), as
+ * many as the batch being eliminated held. */
+void qt_assert_only_s2(struct qt *q, const char *what);
 /* Assert nothing is left, with a listing in the failure message. */
 void qt_assert_clean(struct qt *q, const char *what);
 

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -346,38 +349,91 @@ tl_upstream_start(const char *const *args, const char *log, unsigned *port)
 }
 
 pid_t
-tl_redis_start(const char *dir, const char *sock)
+tl_start_listening(const char *const *argv, const char *log, const char *sock, unsigned port)
 {
-	char *log = xasprintf("%s/redis.log", dir);
-	pid_t pid;
+	pid_t pid, parent = getpid();
 	int i, st, fd;
 
-	unlink(sock);
 	pid = fork();
 	cr_assert(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
 		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
 			_exit(127);
-		execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", sock,
-		    "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir,
-		    (char *)NULL);
+		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	for (i = 0; i < 1000 && !tl_sock_answers(sock); i++) {
+	for (i = 0; i < 1000; i++) {
+		if (sock ? tl_sock_answers(sock) : tl_port_answers(port))
+			return pid;
 		if (waitpid(pid, &st, WNOHANG) == pid) {
 			struct buf b = BUF_INIT;
 
 			tl_read(log, &b);
-			cr_assert_fail("redis-server exited before %s answered: %s", sock,
-			    buf_cstr(&b));
+			cr_assert_fail("%s exited before it answered: %s", argv[0], buf_cstr(&b));
 		}
 		poll(NULL, 0, 10);
 	}
-	cr_assert(tl_sock_answers(sock), "redis-server does not answer on %s", sock);
+	cr_assert_fail("%s does not answer after 10 s", argv[0]);
+	return -1;
+}
+
+pid_t
+tl_redis_start(const char *dir, const char *sock)
+{
+	char *log = xasprintf("%s/redis.log", dir);
+	const char *argv[] = { "redis-server", "--port", "0", "--unixsocket", sock,
+		"--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", dir, NULL };
+	pid_t pid;
+
+	unlink(sock);
+	pid = tl_start_listening(argv, log, sock, 0);
 	free(log);
 	return pid;
+}
+
+pid_t
+tl_redis_start_tcp(const char *dir, unsigned port, const char *const *extra)
+{
+	const char *argv[40] = { "redis-server", "--bind", "127.0.0.1", "--port", NULL,
+		"--save", "", "--appendonly", "no", "--dir", dir };
+	char p[16], *log;
+	size_t n = 11;
+	pid_t pid;
+
+	snprintf(p, sizeof p, "%u", port);
+	argv[4] = p;
+	while (extra && *extra) {
+		cr_assert(n < sizeof argv / sizeof argv[0] - 1, "too many arguments");
+		argv[n++] = *extra++;
+	}
+	argv[n] = NULL;
+	log = xasprintf("%s/redis-%u.log", dir, port);
+	pid = tl_start_listening(argv, log, NULL, port);
+	free(log);
+	return pid;
+}
+
+unsigned
+tl_free_port(void)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof sa;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	unsigned p;
+
+	cr_assert(fd >= 0);
+	memset(&sa, 0, sizeof sa);
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert(bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+	cr_assert(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
+	p = ntohs(sa.sin_port);
+	close(fd);
+	return p;
 }
 
 void
@@ -424,6 +480,70 @@ tl_redis_cmd(struct tl_redis *r, const char *fmt, ...)
 	cr_assert(rep != NULL && rep->type != REDIS_REPLY_ERROR, "%s: %s", fmt,
 	    rep ? rep->str : r->c->errstr);
 	freeReplyObject(rep);
+}
+
+/* The value of "key:" in INFO's text. */
+static char *
+info_field(const char *text, const char *key)
+{
+	const char *p = strstr(text, key);
+
+	cr_assert(p != NULL && p[strlen(key)] == ':', "INFO has no %s", key);
+	p += strlen(key) + 1;
+	return xstrndup(p, strcspn(p, "\r\n"));
+}
+
+void
+tl_redis_whole(struct tl_redis *r, const char *up, const char *host)
+{
+	redisReply *rep = redisCommand(r->c, "INFO server replication");
+	char *run, *repl;
+
+	cr_assert(rep != NULL && rep->type == REDIS_REPLY_STRING, "INFO");
+	run = info_field(rep->str, "\nrun_id");
+	repl = info_field(rep->str, "\nmaster_replid");
+	freeReplyObject(rep);
+	tl_redis_cmd(r, "SET weir:{%s}:gen %s:%s", up, run, repl);
+	tl_redis_cmd(r, "HSET weir:{%s}:built %s 1", up, host);
+	free(run);
+	free(repl);
+}
+
+int
+tl_gate_reply(struct gate_client *gc, struct gp_reply *r, int ms)
+{
+	struct pollfd p = { gc->fd, POLLIN, 0 };
+	const char *why;
+	int rc;
+
+	for (;;) {
+		rc = gc_next_reply(gc, r, &why);
+		cr_assert(rc >= 0, "protocol: %s", why);
+		if (rc == 1)
+			return 1;
+		rc = poll(&p, 1, ms);
+		cr_assert(rc >= 0);
+		if (rc == 0)
+			return 0;
+		cr_assert_eq(gc_fill(gc), 1, "the gate closed");
+	}
+}
+
+char *
+tl_gate_status(const char *conf, const char *sock, int json)
+{
+	char *bin = tl_bin("weir-gate"), *out;
+	const char *argv[] = { bin, "-c", conf, "-s", sock, "status", json ? "json" : NULL, NULL };
+	struct tl_run run = { .argv = argv };
+	struct tl_result res;
+
+	tl_run(&run, &res);
+	cr_assert_eq(res.status, 0, "weir-gate status: exit %d: %s", res.status,
+	    buf_cstr(&res.err));
+	out = xstrdup(buf_cstr(&res.out));
+	tl_result_free(&res);
+	free(bin);
+	return out;
 }
 
 int

@@ -12,6 +12,7 @@
 
 #include "lib/buf.h"
 #include "lib/log.h"
+#include "mail/gateclient.h"
 
 /* A fresh folder under $TMPDIR (or /tmp), removed by tl_rmtree(). */
 char *tl_tmpdir(void);
@@ -79,6 +80,20 @@ pid_t tl_upstream_start(const char *const *args, const char *log, unsigned *port
  * holds what did. */
 pid_t tl_upstream_spawn(const char *const *argv, const char *log, unsigned *port, char *said,
     size_t saidsz);
+/* Start argv (a daemon that listens) with stdout and stderr appended to
+ * log, dying with the test; return its pid once the Unix socket sock
+ * (or, sock NULL, the loopback TCP port) accepts a connection (10 s at
+ * most; fails the test with the log otherwise). */
+pid_t tl_start_listening(const char *const *argv, const char *log, const char *sock,
+    unsigned port);
+/* A loopback TCP port nobody listens on now (the kernel's pick). */
+unsigned tl_free_port(void);
+/* 1 if 127.0.0.1:port accepts a connection (testlib_sock.c). */
+int tl_port_answers(unsigned port);
+/* A redis-server on 127.0.0.1:port in dir, without persistence, then
+ * the extra arguments (NULL-ended, or NULL: later ones override), its
+ * output appended to dir/redis-PORT.log, dying with the test. */
+pid_t tl_redis_start_tcp(const char *dir, unsigned port, const char *const *extra);
 /* A redis-server of the test's own, listening on the Unix socket sock
  * only (no TCP port), without persistence, in dir (its output appended
  * to dir/redis.log), dying with the test.  Returns its pid once it
@@ -98,6 +113,15 @@ void tl_redis_up(struct tl_redis *r);
 void tl_redis_down(struct tl_redis *r);
 /* A command on r->c (as hiredis's redisCommand) that must not fail. */
 void tl_redis_cmd(struct tl_redis *r, const char *fmt, ...) PRINTFLIKE(2, 3);
+/* The store's history of upstream up made whole on r (its gen, as
+ * weir-gate reads the Redis's ident: "RUNID:REPLID", src/gate/shared.h)
+ * with host's written back: no rebuild holds the first grant. */
+void tl_redis_whole(struct tl_redis *r, const char *up, const char *host);
+/* Wait up to ms for gc's next reply from weir-gate: 1 with *r, 0 if none
+ * came (fails the test on a protocol error or a closed connection). */
+int tl_gate_reply(struct gate_client *gc, struct gp_reply *r, int ms);
+/* `weir-gate -c conf -s sock status [json]` (exit 0 asserted), malloc'ed. */
+char *tl_gate_status(const char *conf, const char *sock, int json);
 /* 1 if the Unix stream socket at path accepts a connection (a daemon is
  * up), else 0.  In testlib_sock.c, free of Criterion: the crash-replay
  * harness uses it too. */

@@ -6,7 +6,9 @@
  * Trusts: nothing; a socket that cannot be made or reached just does not
  * answer.  Test code only.
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +20,23 @@
 #include <unistd.h>
 
 #include "testlib.h"
+
+int
+tl_port_answers(unsigned port)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ok;
+
+	if (fd < 0)
+		return 0;
+	memset(&sa, 0, sizeof sa);
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+	close(fd);
+	return ok;
+}
 
 int
 tl_sock_answers(const char *path)

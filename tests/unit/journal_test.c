@@ -22,10 +22,10 @@
 static const struct wg_ops noops = { NULL, NULL, NULL, NULL, NULL };
 
 static struct policy_window win = { 100, 60, UNIT_MESSAGES, 0, 0, 0 };
-static struct policy_upstream pup = { (char *)"up", &win, 1, 0, 0, 0, 0, 0, 0, 0 };
+static struct policy_upstream pup = { (char *)"up", &win, 1, 0, 0, 0, 0, 0, 0, 0, 0 };
 static struct policy pol = { .up = &pup, .nup = 1, .builtin_throttles = 1 };
 static struct policy_window bigwin = { 1000000, 10, UNIT_MESSAGES, 0, 0, 0 };
-static struct policy_upstream bigup = { (char *)"up", &bigwin, 1, 0, 0, 0, 0, 0, 0, 0 };
+static struct policy_upstream bigup = { (char *)"up", &bigwin, 1, 0, 0, 0, 0, 0, 0, 0, 0 };
 static struct policy bigpol = { .up = &bigup, .nup = 1, .builtin_throttles = 1 };
 
 static struct wg_req *
@@ -317,7 +317,7 @@ Test(journal, unreported_grant_gets_the_grace_period)
 	size_t n;
 	uint32_t w[UNIT_COUNT] = { 1, 1, 0 };
 	static struct policy_window one = { 1, 1, UNIT_MESSAGES, 0, 0, 0 };
-	static struct policy_upstream oneup = { (char *)"up", &one, 1, 0, 0, 0, 0, 0, 0, 0 };
+	static struct policy_upstream oneup = { (char *)"up", &one, 1, 0, 0, 0, 0, 0, 0, 0, 0 };
 	static struct policy onepol = { .up = &oneup, .nup = 1, .builtin_throttles = 1 };
 
 	wg_init(&g, &noops);
@@ -367,7 +367,7 @@ Test(journal, unreported_grant_gets_its_upstreams_grace)
 	struct wg_req *a;
 	int64_t t[4];
 	size_t n;
-	static struct policy_upstream graceup = { (char *)"up", &win, 1, 0, 0, 0, 3, 0, 0, 0 };
+	static struct policy_upstream graceup = { (char *)"up", &win, 1, 0, 0, 0, 3, 0, 0, 0, 0 };
 	static struct policy gracepol = { .up = &graceup, .nup = 1, .builtin_throttles = 1 };
 
 	wg_init(&g, &noops);

@@ -126,6 +126,41 @@ Test(metrics_format, route_and_fallback_families)
 	buf_free(&out);
 }
 
+/* A shared window's store: whether it answers, the window whole, where
+ * its master is (a label, escaped), its switches; nothing for an
+ * upstream without a store. */
+Test(metrics_format, shared_store_families)
+{
+	const char *doc = "{\"now_ms\":1000000,\"journal_durable\":true,\"upstreams\":["
+	    "{\"name\":\"a\",\"windows\":[],\"shared\":\"ok\",\"shared_store\":\"redis-sentinel:"
+	    "//s1:26379/m\",\"shared_master\":\"master m 10.0.0.2:6379\",\"shared_switches\":2,"
+	    "\"shared_last_switch_ms\":990000,\"shared_window\":\"rebuilding\","
+	    "\"shared_written_back_ms\":999000},"
+	    "{\"name\":\"b\",\"windows\":[],\"shared\":\"down\",\"shared_master\":\"x\\\"y\","
+	    "\"shared_switches\":0,\"shared_window\":\"unknown\"},"
+	    "{\"name\":\"c\",\"windows\":[]}]}";
+	static const char *const want[] = {
+		"\nweir_shared_store_up{upstream=\"a\"} 1\n",
+		"\nweir_shared_store_up{upstream=\"b\"} 0\n",
+		"\nweir_shared_window_whole{upstream=\"a\"} 0\n",
+		"\nweir_shared_window_whole{upstream=\"b\"} 0\n",
+		"\nweir_shared_master_info{upstream=\"a\",master=\"master m 10.0.0.2:6379\"} 1\n",
+		"\nweir_shared_master_info{upstream=\"b\",master=\"x\\\"y\"} 1\n",
+		"\nweir_shared_master_switches_total{upstream=\"a\"} 2\n",
+		"\nweir_shared_master_switches_total{upstream=\"b\"} 0\n",
+	};
+	struct qsummary q = { .messages = 4, .todo = 1, .oldest = 900 };
+	struct buf out = BUF_INIT;
+	size_t k;
+
+	metrics_format(doc, strlen(doc), &q, 1000, &out);
+	for (k = 0; k < sizeof want / sizeof want[0]; k++)
+		cr_assert(strstr(out.s, want[k]), "no \"%s\" in:\n%s", want[k] + 1, out.s);
+	cr_assert_null(strstr(out.s, "weir_shared_store_up{upstream=\"c\"}"), "%s", out.s);
+	cr_assert_null(strstr(out.s, "weir_shared_master_info{upstream=\"c\""), "%s", out.s);
+	buf_free(&out);
+}
+
 Test(config_metrics, absent_present_and_errors, .init = setup, .fini = teardown)
 {
 	struct weir_config c;

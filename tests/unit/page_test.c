@@ -229,3 +229,32 @@ Test(page, routes)
 	buf_free(&o);
 	json_object_put(doc);
 }
+
+/* A shared window's store through Redis Sentinel: where its master is
+ * (escaped), its last switch, and a rebuild said in bold; then whole. */
+Test(page, shared_store_master_and_rebuild)
+{
+	struct json_object *doc = load("hostile"), *isp;
+	struct buf o = BUF_INIT;
+	long long now;
+
+	now = now_of(doc);
+	isp = jp_at(jp_get(jp_get(doc, "gate"), "upstreams"), 0);
+	cr_assert_str_eq(jp_str(jp_get(isp, "name")), "isp");
+	json_object_object_add(isp, "shared_master", json_object_new_string("master m<1> "
+	    "10.0.0.7:6379"));
+	json_object_object_add(isp, "shared_switches", json_object_new_int64(2));
+	json_object_object_add(isp, "shared_last_switch_ms", json_object_new_int64(now - 90000));
+	json_object_object_add(isp, "shared_window", json_object_new_string("rebuilding"));
+	page_render(&o, doc, "relay.example", now);
+	cr_assert(strstr(o.s, "through redis://10.0.0.5:6379/0: the store answers; found at master "
+	    "m&lt;1&gt; 10.0.0.7:6379 after 2 switches of master, the last at "), "%s", o.s);
+	cr_assert(strstr(o.s, " (1m30s ago); <b>the window is being rebuilt</b>: nothing is granted "
+	    "until every relay has written its own sends back.</p>"), "%s", o.s);
+	json_object_object_add(isp, "shared_window", json_object_new_string("whole"));
+	buf_reset(&o);
+	page_render(&o, doc, "relay.example", now);
+	cr_assert(strstr(o.s, " ago); the window is whole.</p>"), "%s", o.s);
+	buf_free(&o);
+	json_object_put(doc);
+}

@@ -259,3 +259,40 @@ Test(policy, shared_store_forms)
 	cr_assert_eq(policy_shared_parse("redis://x:6379/db", &sh, &why), -1);
 	cr_assert_eq(policy_shared_parse("relative.sock", &sh, &why), -1);
 }
+
+Test(policy, shared_sentinel_forms)
+{
+	struct policy_shared sh;
+	const char *why;
+
+	cr_assert_eq(policy_shared_parse("redis-sentinel://10.0.0.1:26379,s2.example:26380,"
+	    "10.0.0.3:26379/mymaster", &sh, &why), 0, "%s", why);
+	cr_assert_null(sh.host);
+	cr_assert_eq(sh.nsent, 3);
+	cr_assert_str_eq(sh.sent_host[1], "s2.example");
+	cr_assert_eq(sh.sent_port[1], 26380);
+	cr_assert_str_eq(sh.sent_host[2], "10.0.0.3");
+	cr_assert_str_eq(sh.master, "mymaster");
+	cr_assert_eq(sh.db, 0);
+	policy_shared_free(&sh);
+	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1/m.1/3", &sh, &why), 0, "%s", why);
+	cr_assert_eq(sh.nsent, 1);
+	cr_assert_eq(sh.db, 3);
+	policy_shared_free(&sh);
+	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1/", &sh, &why), -1);
+	cr_assert_str_eq(why, "the master's name is 1 to 64 of A-Z a-z 0-9 . - _");
+	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1,/m", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1,h:70000/m", &sh, &why), -1);
+	cr_assert_str_eq(why, "the port is 1 to 65535");
+	cr_assert_eq(policy_shared_parse("redis-sentinel://h/m", &sh, &why), -1);
+	/* Ports and databases are digits, nothing else (strtol took "+1", " 1"). */
+	cr_assert_eq(policy_shared_parse("redis-sentinel://h:+1/m", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis://h: 6379", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis://h:6379/+2", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1/m x", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1/m/x", &sh, &why), -1);
+	cr_assert_eq(policy_shared_parse("redis-sentinel://h:1,h:2,h:3,h:4,h:5,h:6,h:7,h:8,h:9,"
+	    "h:10,h:11,h:12,h:13,h:14,h:15,h:16,h:17/m", &sh, &why), -1);
+	cr_assert_str_eq(why, "at most 16 sentinels");
+}

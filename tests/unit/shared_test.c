@@ -37,8 +37,7 @@ setup(void)
 {
 	tl_redis_up(&R);
 	/* A store that holds a history, and this host's written back. */
-	tl_redis_cmd(&R, "SET weir:{up}:epoch 1");
-	tl_redis_cmd(&R, "SET weir:{up}:host:h 1");
+	tl_redis_whole(&R, "up", "h");
 	sh = shared_new("h", "r", 0);
 	memset(&pu, 0, sizeof pu);
 	pu.name = (char *)"up";
@@ -80,7 +79,7 @@ ask(uint64_t id, struct wg_req **out, int64_t *wait)
 {
 	struct wg_req *r = req(id);
 	int64_t now = mono(), retry;
-	int ok = shared_admit(sh, &pu, r, NULL, 0, now, 0, 0, &retry);
+	int ok = shared_admit(sh, &pu, r, NULL, 0, now, &retry);
 
 	*wait = retry - now;
 	if (ok && out)
@@ -134,8 +133,7 @@ Test(shared, several_windows)
 	/* The 60 s window: one more fits once the 10 s one frees; then
 	 * the fifth waits for the longer window. */
 	tl_redis_cmd(&R, "FLUSHALL");
-	tl_redis_cmd(&R, "SET weir:{up}:epoch 1");
-	tl_redis_cmd(&R, "SET weir:{up}:host:h 1");
+	tl_redis_whole(&R, "up", "h");
 	set_win(0, 10, 10, 0);
 	pu.nwin = 2;
 	for (i = 0; i < 4; i++) {
@@ -244,4 +242,43 @@ Test(shared, suspension_for_all)
 	cr_assert(wait > 4000 && wait <= 5000, "wait %lld", (long long)wait);
 	shared_suspend(sh, &pu, 0, mono());
 	cr_assert_eq(ask(2, NULL, &wait), 1);
+}
+
+/*
+ * Hosts with different leases (each gate's grace): a call of the one
+ * with the shorter never shortens the life of what the other's needs.
+ * Before, each script set the keys' expiry to its own host's keep, and a
+ * host with -g 0 made a 10-minute lease's grant vanish in seconds.
+ */
+Test(shared, shorter_lease_keeps_longer_history)
+{
+	struct shared *brief = shared_new("b", "r", 0);
+	struct wg_req *r;
+	int64_t wait;
+	redisReply *ttl;
+
+	shared_free(sh);
+	sh = shared_new("h", "r", 600000);	/* 10 minutes */
+	tl_redis_cmd(&R, "HSET weir:{up}:built b 1");
+	set_win(0, 10, 10, 0);
+	cr_assert_eq(ask(1, &r, &wait), 1);	/* held by h */
+	/* b's calls: a grant, reported. */
+	{
+		struct shared *mine = sh;
+		struct wg_req *x;
+
+		sh = brief;
+		cr_assert_eq(ask(2, &x, &wait), 1);
+		sent(x);
+		sh = mine;
+	}
+	ttl = redisCommand(R.c, "PTTL weir:{up}:held");
+	cr_assert(ttl && ttl->type == REDIS_REPLY_INTEGER);
+	cr_assert_gt(ttl->integer, 600000, "h's held grant expires in %lld ms", ttl->integer);
+	freeReplyObject(ttl);
+	ttl = redisCommand(R.c, "PTTL weir:{up}:gen");
+	cr_assert_gt(ttl->integer, 600000, "the window's mark expires in %lld ms", ttl->integer);
+	freeReplyObject(ttl);
+	free(r);
+	shared_free(brief);
 }

@@ -181,7 +181,6 @@ pump(void)
 	int64_t now = floor_ms(), retry;
 	uint64_t bg[MAXREQ];
 	size_t nb = 0, i;
-	const char *why;
 
 	T.ncg = 0;
 	(void)wg_pump(&T.g, now);
@@ -195,9 +194,11 @@ pump(void)
 		memcpy(r->w, q->w, sizeof r->w);
 		r->granted = 1;
 		r->since = now;
-		if (!shared_admit(T.sh, &T.bu, r, NULL, 0, now, 0, T.grace, &retry)) {
+		if (!shared_admit(T.sh, &T.bu, r, NULL, 0, now, &retry)) {
+			struct shared_info si;
+
 			free(r);
-			cr_assert_neq(shared_state(T.sh, "up", &why), 1, "redis: %s", why);
+			cr_assert(shared_info(T.sh, "up", &si) == 0 && !si.down, "redis: %s", si.why);
 			T.bretry = retry;
 			break;
 		}
@@ -371,8 +372,7 @@ run_seed(unsigned seed)
 	T.grace = (int64_t)rnd(2000);
 	tl_redis_cmd(&R, "FLUSHALL");
 	/* A store that holds a history, and this host's written back. */
-	tl_redis_cmd(&R, "SET weir:{up}:epoch 1");
-	tl_redis_cmd(&R, "SET weir:{up}:host:h 1");
+	tl_redis_whole(&R, "up", "h");
 	set_clock();
 	random_policy();
 	wg_init(&T.g, &ops);
