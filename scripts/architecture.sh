@@ -27,6 +27,9 @@
 #    side as trusted as the reader);
 #  - weir-send's stage map (src/send/sendint.h, "Who calls whom") is not
 #    what scripts/calllinks.py reads from its objects;
+#  - weir-send's circle (its files that reach each other through their
+#    calls) has another number of links than src/send/sendint.h says
+#    (scripts/sendcircle.sh);
 #  - scripts/samenames.sh finds a function name defined in two folders;
 #  - src/mail/README.md does not list every module of src/mail (a .c or
 #    .h without its suffix), or lists one that is not there.
@@ -142,6 +145,7 @@ done <"$tmp"
 scripts/calllinks.py --check src/send/sendint.h "$objdir/src/send" || {
 	echo "architecture: src/send/sendint.h's map is not what scripts/calllinks.py reads" \
 		"from the objects" >&2; bad=1; }
+scripts/sendcircle.sh "$objdir/src/send" || bad=1
 
 scripts/samenames.sh "$objdir" >"$tmp"
 [ ! -s "$tmp" ] || { sed 's/^/architecture: a function name in two folders: /' "$tmp" >&2; bad=1; }
@@ -160,6 +164,6 @@ while read -r m; do
 done <"$tmp"
 
 [ $bad -eq 0 ] && echo "architecture: picture drawn from the code and current, programs," \
-	"interfaces with their tests, dependency rule, weir-send's map, names and" \
+	"interfaces with their tests, dependency rule, weir-send's map and circle, names and" \
 	"src/mail's modules as the code has them"
 exit $bad

@@ -9,8 +9,9 @@ that B.o defines (nm); calls within a file, static functions and what
 comes from libweir.a are not counted.  Prints each file's links, then
 the totals: files, links, function names used across files, and the
 largest cycle (strongly connected component: files that reach each
-other through their calls) with the links inside it.  -v names the
-functions behind each link.  A `static inline` in a header is not a
+other through their calls) with the links inside it and how many pairs
+of files call each other.  -v names the functions behind each link, and
+those pairs.  A `static inline` in a header is not a
 call and is not seen.  sendint.h's stage map lists weir-send's links
 as this prints them.
 
@@ -167,10 +168,17 @@ def main(argv):
             print(f'{a}: {" ".join(c[:-2] for c in callees)}')
     cycle = largest_cycle(sorted(uses), links)
     inside = [k for k in links if k[0] in cycle and k[1] in cycle]
+    mutual = sorted((a[:-2], b[:-2]) for a, b in links if a < b and (b, a) in links)
     print(f'{len(uses)} files, {len(links)} links, '
           f'{sum(len(v) for v in links.values())} functions used across files')
+    if verbose:
+        print(f'calling each other: {" ".join(f"{a}/{b}" for a, b in mutual) or "none"}')
+    if len(cycle) < 2:
+        print('largest cycle: none')
+        return 0
     print(f'largest cycle: {len(cycle)} files ({" ".join(sorted(c[:-2] for c in cycle))}), '
-          f'{len(inside)} links, {sum(len(links[k]) for k in inside)} functions used')
+          f'{len(inside)} links, {sum(len(links[k]) for k in inside)} functions used, '
+          f'{len(mutual)} pair{"" if len(mutual) == 1 else "s"} calling each other')
 
 
 if __name__ == '__main__':

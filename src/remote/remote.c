@@ -1,42 +1,32 @@
 /*
- * remote.c: weir-remote's logic between main() and the state machine:
- * arguments, the upstream, the message, the secret, the reports; see
- * remote.h for the interface.  Three modes: one message (qmail-remote's
- * way, with -n -r FD for weir-send's deliverers of their own), the probe
- * (-T), and the kept session server (-S), whose loop is session.c; the
- * parts they share are declared in remoteint.h.
- *
- * The gate (see remote.h) is spoken to only through mail/gateclient.h,
- * in gate_acquire() and gate_report() below.
+ * remote.c: weir-remote's shared core, what each of its modes uses (the
+ * one-message run, single.c; the kept session, session.c; the probe,
+ * probe.c; run.c picks the mode): the upstream and how to reach it, the
+ * secret and TLS, what the upstream's replies mean, the message read and
+ * its sender rewritten, the reports and the outcome line.  It calls
+ * none of the modes.  remote.h is the interface, remoteint.h declares
+ * what is shared here.
  *
  * Sender rewriting (mail/rewrite.h) is applied in remote_rewrite_sender(),
  * before the session: the envelope sender handed to smtp_deliver() and
  * the From: address in the wire form of the message (remote/body.h),
  * never the queue file.
  *
- * Trusts: the caller's arguments, weir.conf.  Config keys: hostname,
- * gate_socket, upstream sections (rewrite_* among them).
+ * Trusts: weir.conf.  Config keys: hostname, policy_file (its
+ * throttle_reply patterns), upstream sections (rewrite_* among them).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/alloc.h"
-#include "lib/decimal.h"
-#include "lib/evloop.h"
 #include "lib/io.h"
 #include "lib/log.h"
 #include "lib/privdrop.h"
 #include "mail/config.h"
-#include "mail/gateclient.h"
-#include "mail/oauth.h"
 #include "mail/outcome.h"
 #include "mail/queue.h"
 #include "mail/rewrite.h"
@@ -117,9 +107,10 @@ remote_whole_result(struct smtp_result *res, size_t nrcpt, const char *fmt, ...)
 	whole_text(res, nrcpt, text);
 }
 
-/* The same, its reports on fd (one message's run): its exit status. */
-static int PRINTFLIKE(3, 4)
-whole(int fd, size_t nrcpt, const char *fmt, ...)
+/* The same, its reports on fd (one message's trouble, bad usage): the
+ * exit status. */
+int
+remote_whole(int fd, size_t nrcpt, const char *fmt, ...)
 {
 	struct smtp_result res;
 	va_list ap;
@@ -135,68 +126,6 @@ whole(int fd, size_t nrcpt, const char *fmt, ...)
 	return r;
 }
 
-struct gate {
-	struct gate_client gc;
-	int on;			/* connected and granted */
-	uint32_t tag;
-	unsigned max_rcpt;
-};
-
-/* 1: go ahead (granted, or no gate here); 0: do not send, reason in why. */
-static int
-gate_acquire(struct gate *g, const char *path, const struct weir_upstream *up,
-    const char *sender, size_t nrcpt, struct buf *why)
-{
-	struct gp_reply r;
-	const char *perr = NULL;
-	int k;
-
-	memset(g, 0, sizeof *g);
-	g->gc.fd = -1;
-	if (up->name == NULL) {
-		log_debug("no upstream section: not asking weir-gate");
-		return 1;
-	}
-	if (gc_connect(&g->gc, path) < 0) {
-		if (errno == ENOENT) {
-			log_warnx("no weir-gate at %s: sending without a grant", path);
-			return 1;
-		}
-		buf_printf(why, "weir-gate at %s: %s", path, strerror(errno));
-		return 0;
-	}
-	g->tag = 1;
-	if (gc_acquire(&g->gc, g->tag, up->name, NULL,
-	    gp_valid_word(sender, GP_SENDER_MAX) ? sender : NULL, 1,
-	    nrcpt > GP_WEIGHT_MAX ? GP_WEIGHT_MAX : (uint32_t)nrcpt, 1) < 0) {
-		buf_printf(why, "weir-gate: sending the request: %s", strerror(errno));
-		goto fail;
-	}
-	log_debug("waiting for a grant from weir-gate for upstream %s", up->name);
-	k = gc_wait_reply(&g->gc, &r, &perr);
-	if (k <= 0) {
-		buf_printf(why, "weir-gate: %s", k == 0 ? "closed the connection" :
-		    perr ? perr : strerror(errno));
-		goto fail;
-	}
-	if (r.verb == GP_R_ERR) {
-		buf_printf(why, "weir-gate refused: %s %s", gp_code_name(r.code), r.text);
-		goto fail;
-	}
-	if (r.verb != GP_R_GRANT || r.tag != g->tag) {
-		buf_printf(why, "weir-gate: unexpected reply");
-		goto fail;
-	}
-	g->on = 1;
-	g->max_rcpt = r.max_rcpt;
-	log_debug("weir-gate granted send %llu (recipients per transaction: %u)",
-	    (unsigned long long)r.id, r.max_rcpt);
-	return 1;
-fail:
-	gc_close(&g->gc);
-	return 0;
-}
-
 /* What the gate must hear: nothing reached the upstream (no connection
  * was made, so no window of any unit was used); it said slow down; it
  * refused our credentials or certificate; the session ended before MAIL
@@ -204,8 +133,8 @@ fail:
  * out and no answer came (it may have taken the message, at any moment
  * until the final-dot timeout); or the send happened, with this many
  * recipients accepted. */
-static enum outcome_kind
-outcome(const struct smtp_result *res)
+enum outcome_kind
+remote_outcome_kind(const struct smtp_result *res)
 {
 	if (!res->connected)
 		return res->unreached ? OUTCOME_UNREACHED : OUTCOME_REFUND;
@@ -227,8 +156,8 @@ outcome(const struct smtp_result *res)
 /* The text that goes with outcome k: the throttle reply or certificate
  * failure, or for an upstream not reached what failed (the report's
  * first line). */
-static void
-outcome_text(const struct smtp_result *res, enum outcome_kind k, char *out, size_t max)
+void
+remote_outcome_text(const struct smtp_result *res, enum outcome_kind k, char *out, size_t max)
 {
 	const char *t = res->throttle.s ? res->throttle.s : "";
 	size_t n;
@@ -251,30 +180,12 @@ remote_outcome(const struct smtp_result *res, struct buf *line)
 	struct outcome o;
 
 	memset(&o, 0, sizeof o);
-	o.kind = outcome(res);
+	o.kind = remote_outcome_kind(res);
 	o.accepted = res->delivered;
 	o.at = res->accepted_at;
 	o.undone = res->undone;
-	outcome_text(res, o.kind, o.text, sizeof o.text);
+	remote_outcome_text(res, o.kind, o.text, sizeof o.text);
 	outcome_format(&o, line);
-}
-
-/* The outcome line b on fd. */
-static void
-line_write(int fd, const struct buf *b)
-{
-	if (full_write(fd, b->s, b->len) < 0)
-		log_warn("writing the outcome to fd %d", fd);
-}
-
-static void
-outcome_write(int fd, const struct smtp_result *res)
-{
-	struct buf b = BUF_INIT;
-
-	remote_outcome(res, &b);
-	line_write(fd, &b);
-	buf_free(&b);
 }
 
 void
@@ -288,46 +199,12 @@ remote_not_sent(const struct remote *r, struct buf *line)
 	outcome_format(&o, line);
 }
 
-/* Tell the gate how it went: throttled, nothing sent, or how many. */
-static void
-gate_report(struct gate *g, const struct smtp_result *res)
-{
-	struct gp_reply r;
-	const char *perr = NULL;
-	char text[GP_TEXT_MAX + 1];
-	int k;
-
-	log_debug("outcome: %zu of %zu recipient(s) accepted, %zu not attempted%s%s%s%s",
-	    res->delivered, res->nrcpt, res->undone,
-	    res->relay_failure ? ", relay-level failure" : "",
-	    res->dot_unanswered ? ", no answer to the final dot" : "",
-	    res->suspend ? ", throttled: " : res->authfail ? ", refused us: " : "",
-	    res->suspend || res->authfail ? res->throttle.s : "");
-	if (!g->on)
-		return;
-	outcome_text(res, outcome(res), text, sizeof text);
-	k = gc_report(&g->gc, g->tag, outcome_gate(outcome(res)), (uint32_t)res->delivered,
-	    res->accepted_at, text);
-	if (k < 0)
-		log_warn("weir-gate: reporting (the gate counts the send as made)");
-	else if ((k = gc_wait_reply(&g->gc, &r, &perr)) <= 0)
-		log_warnx("weir-gate: no answer to the report: %s", k == 0 ? "closed" :
-		    perr ? perr : "error");
-	else if (r.verb == GP_R_SUSPENDED)
-		log_warnx("weir-gate suspended the upstream for %llu s",
-		    (unsigned long long)r.secs);
-	else if (r.verb == GP_R_ERR)
-		log_warnx("weir-gate: report refused: %s %s", gp_code_name(r.code), r.text);
-	gc_close(&g->gc);
-	g->on = 0;
-}
-
 /* What replies mean (mail/trouble.h): policy.conf's throttle_reply
  * patterns first, then upstream up's reply_rules, then the built-in
  * rules.  Without a readable policy file, the rest alone (logged,
  * unless there is none). */
-static struct trouble_rules *
-rules_new(const struct weir_config *cfg, const struct weir_upstream *up)
+struct trouble_rules *
+remote_rules(const struct weir_config *cfg, const struct weir_upstream *up)
 {
 	struct trouble_rules *t = trouble_new();
 	struct policy pol;
@@ -421,8 +298,8 @@ done:
 	return 0;
 }
 
-static unsigned
-default_port(int tls)
+unsigned
+remote_default_port(int tls)
 {
 	return tls == UP_TLS_SMTPS ? 465 : tls == UP_TLS_NONE ? 25 : 587;
 }
@@ -431,8 +308,8 @@ default_port(int tls)
  * none) into p.  0 ok; -1 with the reason in err; -2 the OAuth provider
  * refused the credentials (secret.h), the reason in err.  how: what the
  * OAuth step did. */
-static int
-prepare(const struct weir_upstream *up, struct smtp_params *p, struct buf *secret,
+int
+remote_prepare(const struct weir_upstream *up, struct smtp_params *p, struct buf *secret,
     struct tokenok *tok, struct buf *how, struct buf *err)
 {
 	int rc;
@@ -455,82 +332,6 @@ prepare(const struct weir_upstream *up, struct smtp_params *p, struct buf *secre
 	return 0;
 }
 
-/* weir-remote -T -u NAME: the probe (see remote.h).  Exit 0 when every
- * step worked, 1 when one failed (its line says which and why), 2 for
- * bad usage. */
-static int
-probe(const char *cfile, const char *upname)
-{
-	struct weir_config cfg;
-	const struct weir_upstream *up;
-	struct buf err = BUF_INIT, secret = BUF_INIT, out = BUF_INIT, how = BUF_INIT;
-	struct smtp_params p;
-	struct smtp_result res;
-	struct trouble_rules *rules = NULL;
-	struct tokenok tok = { 0, -1 };
-	int rc = 1, have_cfg = 0, k;
-	size_t i;
-
-	memset(&p, 0, sizeof p);
-	memset(&res, 0, sizeof res);
-	if (config_load(&cfg, cfile, &err) < 0) {
-		for (i = 0; i < err.len; i++)	/* "file:line: what" lines, on one */
-			if (err.s[i] == '\n')
-				err.s[i] = i + 1 < err.len ? ' ' : '\0';
-		buf_printf(&out, "config failed: %s\n", err.s);
-		goto out;
-	}
-	have_cfg = 1;
-	if ((up = config_upstream(&cfg, upname)) == NULL) {
-		buf_printf(&out, "config failed: no upstream \"%s\" in %s\n", upname,
-		    cfg.file ? cfg.file : "the configuration");
-		goto out;
-	}
-	if (up->host == NULL) {
-		/* A delivery takes the caller's host; the probe has none. */
-		buf_printf(&out, "config failed: upstream \"%s\" has no host to connect to\n",
-		    upname);
-		goto out;
-	}
-	p.up = up;
-	p.host = up->host;
-	p.port = up->port ? up->port : default_port(up->tls);
-	p.helo = cfg.hostname;
-	k = prepare(up, &p, &secret, &tok, &how, &err);
-	if (up->oauth.present)	/* the token step, before the SMTP ones */
-		buf_printf(&out, "token %s: %s\n", p.secret ? "ok" : "failed",
-		    p.secret ? how.s : err.s);
-	if (k < 0) {
-		if (!up->oauth.present || p.secret)
-			buf_printf(&out, "%s failed: %s\n", !p.secret ? "secret" : "tls", err.s);
-		goto out;
-	}
-	rules = rules_new(&cfg, up);
-	p.rules = rules;
-	log_info("probing upstream %s at %s:%u: no mail, no grant", up->name, p.host, p.port);
-	smtp_probe(&p, &res);
-	tokenok_done(&tok, res.auth_ok);
-	secret_wipe(&secret);
-	buf_add(&out, res.steps.s ? res.steps.s : "", res.steps.len);
-	rc = res.probe_failed ? 1 : 0;
-out:
-	if (full_write(STDOUT_FILENO, out.s ? out.s : "", out.len) < 0) {
-		log_warn("writing the probe's lines");
-		rc = 1;
-	}
-	tokenok_done(&tok, 0);
-	smtp_result_free(&res);
-	secret_wipe(&secret);
-	trouble_free(rules);
-	tls_client_free(p.tls);
-	buf_free(&err);
-	buf_free(&out);
-	buf_free(&how);
-	if (have_cfg)
-		config_free(&cfg);
-	return rc;
-}
-
 /* -n in a set-id process: the kernel cleared the PR_SET_PDEATHSIG
  * weir-send set (it does so on every set-id exec), and the delivery must
  * still die with weir-send (remote.h, send/deliver.c).  If the parent is
@@ -543,8 +344,6 @@ remote_die_with_parent(pid_t parent, int sig)
 	if (parent <= 1 || getppid() != parent)
 		fatalx(111, "the caller (pid %ld) is gone; not sending", (long)parent);
 }
-
-
 
 /* "file:line: what" lines of a config error, on one line. */
 static void
@@ -589,7 +388,7 @@ remote_find_upstream(struct remote *r, const char *cfile, const char *upname, co
 	}
 	r->p.up = r->up;
 	r->p.host = r->up->host ? r->up->host : host;
-	r->p.port = r->up->port ? r->up->port : default_port(r->up->tls);
+	r->p.port = r->up->port ? r->up->port : remote_default_port(r->up->tls);
 	r->p.helo = r->cfg.hostname;
 	log_debug("upstream %s: %s:%u, tls %s%s", r->up->name ? r->up->name : "(none)",
 	    r->p.host, r->p.port, r->up->tls == UP_TLS_SMTPS ? "smtps" :
@@ -609,7 +408,7 @@ remote_get_ready(struct remote *r, struct buf *why)
 	struct buf err = BUF_INIT, how = BUF_INIT;
 	int rc = 0, k;
 
-	if ((k = prepare(r->up, &r->p, &r->secret, &r->tok, &how, &err)) < 0) {
+	if ((k = remote_prepare(r->up, &r->p, &r->secret, &r->tok, &how, &err)) < 0) {
 		buf_printf(why, "weir-remote: %s. (#4.3.0)\n", err.s);
 		if (k == -2)
 			buf_adds(&r->refused, err.s);
@@ -617,7 +416,7 @@ remote_get_ready(struct remote *r, struct buf *why)
 	} else {
 		if (how.len)
 			log_debug("upstream %s: OAuth: %s", r->up->name, how.s);
-		r->rules = rules_new(&r->cfg, r->up);
+		r->rules = remote_rules(&r->cfg, r->up);
 		r->p.rules = r->rules;
 	}
 	buf_free(&err);
@@ -671,156 +470,4 @@ remote_open_message(struct body *body, const char *qid, int mfd, size_t nrcpt,
 	message_name(body, name, sizeof name);
 	log_warnx("%s: %s", name, bad->text.s);
 	return -1;
-}
-
-/* One message from the caller (fd 0), as qmail-remote takes it. */
-static int
-single(const char *cfile, const char *upname, const char *qid, int use_gate, int outfd,
-    pid_t parent, const char *host, const char *sender, const char *const *rcpts, size_t nrcpt)
-{
-	struct remote r;
-	struct buf why = BUF_INIT, envsender = BUF_INIT;
-	struct body body;
-	struct smtp_result res;
-	struct gate gate;
-	int rc;
-
-	memset(&r, 0, sizeof r);
-	memset(&body, 0, sizeof body);	/* body_close() is safe on it */
-	memset(&gate, 0, sizeof gate);
-	gate.gc.fd = -1;
-	if (remote_find_upstream(&r, cfile, upname, host, sender, &why) < 0) {
-		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
-		goto out;
-	}
-	if (remote_open_message(&body, qid, STDIN_FILENO, nrcpt, &res) < 0) {
-		rc = remote_emit(STDOUT_FILENO, &res);
-		smtp_result_free(&res);
-		goto out;
-	}
-	if (remote_rewrite_sender(r.up, r.cfg.hostname, sender, &body, &envsender, &why) < 0) {
-		rc = whole(STDOUT_FILENO, nrcpt, "weir-remote: configuration: %s. (#4.3.0)\n",
-		    why.s);
-		goto out;
-	}
-	if (remote_get_ready(&r, &why) < 0) {
-		rc = whole(STDOUT_FILENO, nrcpt, "%s", why.s);
-		if (outfd >= 0) {
-			struct buf b = BUF_INIT;
-
-			remote_not_sent(&r, &b);
-			line_write(outfd, &b);
-			buf_free(&b);
-		}
-		goto out;
-	}
-	if (!use_gate && config_untrusted_env())
-		remote_die_with_parent(parent, SIGKILL);
-	if (use_gate && !gate_acquire(&gate, r.cfg.gate_socket, r.up, sender, nrcpt, &why)) {
-		rc = whole(STDOUT_FILENO, nrcpt, "weir-remote: %s; not sending. (#4.3.0)\n",
-		    why.s);
-		goto out;
-	}
-	r.p.max_rcpt = gate.max_rcpt;
-	smtp_deliver(&r.p, buf_cstr(&envsender), rcpts, nrcpt, &body, &res);
-	tokenok_done(&r.tok, res.auth_ok);
-	secret_wipe(&r.secret);
-	gate_report(&gate, &res);
-	if (outfd >= 0)
-		outcome_write(outfd, &res);
-	rc = remote_emit(STDOUT_FILENO, &res);
-	smtp_result_free(&res);
-out:
-	if (gate.gc.fd >= 0)
-		gc_close(&gate.gc);
-	body_close(&body);
-	remote_free(&r);
-	buf_free(&why);
-	buf_free(&envsender);
-	return rc;
-}
-
-/* An open descriptor above 2 named by s: it, or -1. */
-static int
-open_fd(const char *s)
-{
-	uint64_t fd;
-
-	return dec_parse(s, strlen(s), 1024, &fd) == 0 && fd >= 3 && fcntl((int)fd, F_GETFD) >= 0 ?
-	    (int)fd : -1;
-}
-
-int
-remote_run(int argc, char **argv, pid_t parent)
-{
-	const char *cfile = NULL, *upname = NULL, *qid = NULL;
-	int opt, use_gate = 1, outfd = -1, test = 0, keep = 0, flight = -1, alive = 0;
-	struct timespec qtime;
-	unsigned long inode;
-
-	opterr = 0;
-	while ((opt = getopt(argc, argv, "+c:f:Knq:r:STu:")) != -1) {
-		switch (opt) {
-		case 'c': cfile = optarg; break;
-		case 'K': alive = 1; break;
-		case 'f':
-			if ((flight = open_fd(optarg)) < 0)
-				return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
-				    "-f needs an open descriptor above 2. (#4.3.5)\n");
-			break;
-		case 'n': use_gate = 0; break;
-		case 'q':
-			if (queue_parse_msgid(optarg, &inode, &qtime) < 0)
-				return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
-				    "-q needs a queue id INODE.SEC.NSEC. (#4.3.5)\n");
-			qid = optarg;
-			break;
-		case 'S': keep = 1; break;
-		case 'T': test = 1; break;
-		case 'r':
-			if ((outfd = open_fd(optarg)) < 0)
-				return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
-				    "-r needs an open descriptor above 2. (#4.3.5)\n");
-			break;
-		case 'u': upname = optarg; break;
-		default:
-			return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: "
-			    "unknown option -%c. (#4.3.5)\n", optopt);
-		}
-	}
-	if (alive) {
-		if (upname == NULL || optind != argc || !use_gate || outfd >= 0 || keep || test ||
-		    flight >= 0) {
-			log_warnx("usage: weir-remote [-c FILE] -K -u UPSTREAM");
-			return OAUTH_KA_USAGE;
-		}
-		return remote_keepalive(cfile, upname);
-	}
-	if (!use_gate && config_untrusted_env())
-		remote_die_with_parent(parent, SIGKILL);
-	if (flight >= 0 && !keep) {
-		log_warnx("usage: -f goes with -S");
-		return 2;
-	}
-	if (test) {
-		if (upname == NULL || optind != argc || use_gate == 0 || outfd >= 0 || keep) {
-			log_warnx("usage: weir-remote [-c FILE] -T -u UPSTREAM");
-			return 2;
-		}
-		return probe(cfile, upname);
-	}
-	if (keep) {
-		/* The caller holds a grant for each message it hands over. */
-		if (upname == NULL || argc - optind != 1 || outfd >= 0) {
-			log_warnx("usage: weir-remote [-c FILE] -S [-f FD] -u UPSTREAM host");
-			return 2;
-		}
-		return remote_session(cfile, upname, argv[optind], parent, flight);
-	}
-	if (argc - optind < 3)
-		return whole(STDOUT_FILENO, 0, "weir-remote was invoked improperly: usage: "
-		    "weir-remote [-c FILE] [-u UPSTREAM] [-n [-r FD]] [-q ID] host sender recip... "
-		    "(#4.3.5)\n");
-	return single(cfile, upname, qid, use_gate, outfd, parent, argv[optind], argv[optind + 1],
-	    (const char *const *)argv + optind + 2, (size_t)(argc - optind - 2));
 }

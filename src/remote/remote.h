@@ -46,8 +46,8 @@
  * asks weir-gate (gate_socket) for one before connecting: ACQUIRE for
  * the upstream's name, 1 message, the recipients, 1 connection; the
  * grant's recipient cap bounds the one transaction (smtp.h).  Afterwards
- * it reports the outcome (see outcome() in remote.c): SENT with the
- * recipients accepted and the instant of the 250, UNKNOWN, NOMAIL,
+ * it reports the outcome (remote_outcome_kind() in remote.c): SENT with
+ * the recipients accepted and the instant of the 250, UNKNOWN, NOMAIL,
  * REFUND, THROTTLED or AUTHFAIL.  No socket at
  * gate_socket (ENOENT) means no gate runs here: weir-remote sends, and
  * logs that it did so without a grant.  A gate that exists but does not
@@ -74,7 +74,7 @@
  *
  * Trusts: its caller (weir-send or qmail-rspawn) for the arguments; the
  * administrator for weir.conf and the secret.  Config keys: hostname
- * (for EHLO), gate_socket (see the gate seam in remote.c), and the
+ * (for EHLO), gate_socket (the one-message run, single.c), and the
  * upstream sections.
  */
 #ifndef WEIR_REMOTE_H

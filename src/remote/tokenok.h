@@ -1,7 +1,7 @@
 /*
  * tokenok.h: the end of an OAuth alarm at an accepted AUTH (mail/oauth.h,
  * oauth_token_worked).  weir-remote runs TLS and SMTP as its caller
- * (set-user-id: remote.c's prepare), which may not write the token
+ * (set-user-id: remote.c's remote_prepare), which may not write the token
  * status file; so, only while that file says a login is needed (or an
  * error), a helper forked before the change of ids keeps the deliverer's
  * identity and waits on a pipe for word that the upstream accepted AUTH

@@ -1,7 +1,8 @@
 /*
  * batch.c: stage 2 of an attempt (sendint.h), the batches: a message
  * from its upstream's FIFO becomes a job of some of its not-done
- * recipients, asked of weir-gate (gatelink.c).
+ * recipients, asked of weir-gate (through gatelink.c, which decides
+ * nothing), and what the gate answers decides its way on.
  *
  *   batch_pump()  takes messages from an upstream's FIFO while the
  *                 upstream has fewer than concurrency + LOOKAHEAD jobs
@@ -14,10 +15,29 @@
  *                 domain (via.c: the message moves to that upstream's
  *                 FIFO first); a message with none left goes to its
  *                 retry or its end
+ *   batch_ask()   the request: with a connection unless a kept session
+ *                 will carry it (session.c), with its route's conditions
+ *                 (via.c)
+ *   batch_answer() the gate's answer to it, all it means for the batch,
+ *                 in one place: a grant goes to a run slot (deliver.c),
+ *                 unless a reload moved the message (the grant given
+ *                 back, the message to its FIFO) or a throttle's hold is
+ *                 on (given back, asked again when the hold ends);
+ *                 LATER, to the next upstream of its route (via.c); a
+ *                 refusal as too big, asked again smaller; any other
+ *                 refusal, a retry in SYSFAIL_S; for a batch recalled to
+ *                 its primary (via.c), the OK to its CANCEL or a LATER
+ *                 that crossed it sends it there, a grant that crossed it
+ *                 keeps it where it is
+ *   batch_suspended(), batch_gate_up(), batch_gate_lost()  the gate's
+ *                 SUSPENDED ends the hold its report set (complete.c);
+ *                 the connection made asks what waits, lost drops the
+ *                 granted jobs (back to their FIFO) and sends recalled
+ *                 ones to their primary
  *
  * The size of a batch is learnt per upstream (struct upq, fit_lo and
- * fit_hi) from what the gate granted (batch_granted) or refused as too
- * big (batch_shrink), and from how many recipients a deliverer took in
+ * fit_hi) from what the gate granted (fit_granted) or refused as too
+ * big (fit_shrink), and from how many recipients a deliverer took in
  * one transaction (batch_took); a reload forgets it.
  *
  * Trusts: remote/S/N through rcptfile_load() (a batch in the middle of
@@ -60,8 +80,10 @@ fit_toobig(struct upq *u, size_t n)
 	return 1;
 }
 
-void
-batch_granted(struct upq *u, size_t n, uint32_t cap)
+/* A batch of n was granted, with the gate's cap per request (0: none
+ * said). */
+static void
+fit_granted(struct upq *u, size_t n, uint32_t cap)
 {
 	if (cap)
 		u->cap = cap;
@@ -69,8 +91,10 @@ batch_granted(struct upq *u, size_t n, uint32_t cap)
 		u->fit_lo = n;	/* it fits */
 }
 
-void
-batch_shrink(struct sched *s, struct job *j)
+/* j was refused as too big (j->n > 1): it shrinks to the next size to
+ * ask for. */
+static void
+fit_shrink(struct sched *s, struct job *j)
 {
 	struct upq *u = &s->ups[j->up];
 	size_t n;
@@ -234,7 +258,7 @@ batch_start(struct sched *s, struct msg *m)
 			sched_at(s, m, trouble ? sched_wall() + SYSFAIL_S : sched_wall());
 		return;
 	}
-	gate_request(s, j);
+	batch_ask(s, j);
 }
 
 /* Does m outrank a request for up still waiting at the gate? */
@@ -266,5 +290,160 @@ batch_pump(struct sched *s, size_t up)
 		m->queued = 0;
 		m->qnext = NULL;
 		batch_start(s, m);
+	}
+}
+
+void
+batch_ask(struct sched *s, struct job *j)
+{
+	/* On a kept session, the session holds the connection. */
+	j->conn = !sess_wanted(s, j->up) || !sess_fits(j);
+	gatelink_ask(s, j, via_unless(s, j));
+}
+
+/* ---- the gate's answers (gatelink.c hands them here) ---- */
+
+/* j is granted: to a run slot (deliver.c), unless a reload sent its
+ * message elsewhere or a throttle holds its upstream. */
+static void
+granted(struct sched *s, struct job *j, uint32_t cap)
+{
+	uint64_t now = clock_mono_ms();
+	struct upq *u = &s->ups[j->up];
+	struct msg *m = j->m;
+
+	j->state = J_GRANTED;
+	j->recall = 0;	/* granted before the gate read our CANCEL: it goes here */
+	fit_granted(u, j->n, cap);
+	if (!via_placed(s, j)) {
+		/* A reload sent the message to another upstream (or none). */
+		(void)gatelink_tell(s, j, GP_REFUND, 0, NULL);
+		job_drop(s, j);
+		return;
+	}
+	if (now < u->hold_until) {
+		/* Granted before the gate read our throttle report: give it
+		 * back and ask again once the hold is over (not at once: a
+		 * gate that did not suspend would grant it again at once); the
+		 * gate's SUSPENDED answer ends the hold. */
+		(void)gatelink_tell(s, j, GP_REFUND, 0, NULL);
+		job_free(s, j);
+		sched_held(s, m, sched_wall() + (long long)((u->hold_until - now + 999) / 1000));
+		return;
+	}
+	/* The grant covers the weight we asked for; a smaller cap only
+	 * shapes the next requests. */
+	deliver_granted(s, j);
+}
+
+/* j is refused: TOOBIG, smaller; anything else, a retry. */
+static void
+refused(struct sched *s, struct job *j, enum gp_code code, const char *text)
+{
+	struct msg *m = j->m;
+
+	if (code == GP_TOOBIG && j->n > 1) {
+		/* More recipients than a window or cap allows at once: halve
+		 * this batch; the next ones stay below this size (each
+		 * refusal lowers it, so they converge on the size that fits). */
+		fit_shrink(s, j);
+		log_info("msg %s: weir-gate: %s; asking for %zu recipients", m->qid,
+		    text, j->n);
+		batch_ask(s, j);
+		return;
+	}
+	log_warnx("msg %s: weir-gate refused: %s %s; will try again in %d s", m->qid,
+	    gp_code_name(code), text, SYSFAIL_S);
+	job_free(s, j);
+	sched_at(s, m, sched_wall() + SYSFAIL_S);
+}
+
+int
+batch_answer(struct sched *s, struct job *j, const struct gp_reply *r)
+{
+	if (j->state != J_ASKING)
+		return 0;
+	switch (r->verb) {
+	case GP_R_GRANT:
+		j->grant = r->id;
+		j->grace = r->grace;
+		granted(s, j, r->max_rcpt);
+		return 1;
+	case GP_R_LATER:
+		/* Its primary's fallback_when holds: the next upstream; a
+		 * recalled one is dropped: to its primary. */
+		if (j->recall) {
+			j->recall = 0;
+			via_recalled(s, j);
+		} else {
+			via_later(s, j, r->why, r->secs);
+		}
+		return 1;
+	case GP_R_OK:
+		/* A CANCEL of a recalled request done. */
+		if (j->recall) {
+			j->recall = 0;
+			via_recalled(s, j);
+		}
+		return 1;
+	case GP_R_ERR:
+		if (j->recall) {
+			/* The CANCEL crossed what the gate had sent already:
+			 * that reply decided. */
+			log_debug("weir-gate: %s %s (request %u, recalled)", gp_code_name(r->code),
+			    r->text, r->tag);
+			return 1;
+		}
+		refused(s, j, r->code, r->text);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+void
+batch_suspended(struct sched *s, uint32_t tag, uint64_t secs)
+{
+	size_t i;
+
+	log_warnx("weir-gate suspended the upstream for %llu s", (unsigned long long)secs);
+	/* Every grant the gate made before it read the report came before
+	 * this answer (one connection, in order): the hold is over, the gate
+	 * holds the upstream's requests from now on, and its RESUME lets
+	 * them go at once (weir resume). */
+	for (i = 0; i < s->nups; i++)
+		if (s->ups[i].throttle_tag == tag && tag != 0) {
+			s->ups[i].hold_until = 0;
+			s->ups[i].throttle_tag = 0;
+		}
+}
+
+void
+batch_gate_up(struct sched *s)
+{
+	struct job *j;
+
+	for (j = s->jobs; j && s->gate_up; j = j->next)
+		if (j->state == J_ASKING && j->tag == 0)
+			batch_ask(s, j);
+	counts_connected(s);
+}
+
+void
+batch_gate_lost(struct sched *s)
+{
+	struct job *j, *next;
+
+	/* Waiting requests died with the connection: asked again when it
+	 * is back (a recalled one at its primary).  Granted jobs that have
+	 * not started must not start now. */
+	for (j = s->jobs; j; j = next) {
+		next = j->next;
+		if (j->state == J_ASKING && j->recall) {
+			j->recall = 0;
+			via_recalled(s, j);
+		} else if (j->state == J_GRANTED) {
+			job_drop(s, j);
+		}
 	}
 }

@@ -32,7 +32,7 @@ complete_unrun(struct sched *s, struct job *j)
 	struct msg *m = j->m;
 
 	wait_end(m);
-	gate_tell(s, j, GP_REFUND, 0, NULL);
+	(void)gatelink_tell(s, j, GP_REFUND, 0, NULL);
 	job_free(s, j);
 	sched_at(s, m, sched_wall() + SYSFAIL_S);
 }
@@ -52,6 +52,7 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 	int crashed = WIFSIGNALED(j->status);
 	int oauth = j->up < s->cfg->nupstreams && s->cfg->upstreams[j->up].oauth.present;
 	const struct authreply *known;
+	uint32_t tag;
 
 	*undone = 0;
 	memset(&o, 0, sizeof o);
@@ -88,8 +89,14 @@ tell_gate(struct sched *s, struct job *j, size_t *undone)
 			*undone = o.undone;
 		j->sent_at = o.at;
 	}
-	gate_tell(s, j, outcome_gate(o.kind), o.accepted > j->n ? (uint32_t)j->n :
+	tag = gatelink_tell(s, j, outcome_gate(o.kind), o.accepted > j->n ? (uint32_t)j->n :
 	    (uint32_t)o.accepted, o.text);
+	/* A throttle holds the upstream's grants (apply) until the gate
+	 * answers this report with its suspension (batch_suspended).  An
+	 * AUTHFAIL holds nothing: the gate's suspension paces the tries, and
+	 * its RESUME or a reload lifts it at once. */
+	if (tag != 0 && (o.kind == OUTCOME_THROTTLED || o.kind == OUTCOME_QUOTA))
+		s->ups[j->up].throttle_tag = tag;
 	return o.kind;
 }
 

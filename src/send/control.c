@@ -308,7 +308,7 @@ act(struct sched *s, enum verb v, unsigned long id)
 		    " (after the attempt in flight)" : "");
 		/* A batch still waiting at the gate moves now (via.c). */
 		if (m->job && m->job->state == J_ASKING && m->job->up != m->via_up)
-			gate_recall(s, m->job);
+			via_recall(s, m->job);
 		if (!m->job) {
 			m->pass_off = 0;	/* its next pass, from the top, goes there */
 			m->pass_up = 0;

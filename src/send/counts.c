@@ -36,7 +36,7 @@ counts_tell(struct sched *s)
 		}
 		if (u->told_ok ? memcmp(u->told, u->counts, sizeof u->told) == 0 : !any)
 			continue;
-		if (gate_counts(s, u->name, u->counts) < 0)
+		if (gatelink_counts(s, u->name, u->counts) < 0)
 			return;
 		memcpy(u->told, u->counts, sizeof u->told);
 		u->told_ok = 1;

@@ -72,7 +72,7 @@ give_back_grants(struct sched *s, size_t up)
 		u->ghead = g->gnext;
 		if (u->ghead == NULL)
 			u->gtail = NULL;
-		gate_tell(s, g, GP_REFUND, 0, NULL);
+		(void)gatelink_tell(s, g, GP_REFUND, 0, NULL);
 		job_drop(s, g);
 	}
 }
@@ -83,7 +83,7 @@ deliver_refund_unstarted(struct sched *s, size_t up)
 	struct job *g;
 
 	for (g = s->ups[up].ghead; g; g = g->gnext)
-		gate_tell(s, g, GP_REFUND, 0, NULL);
+		(void)gatelink_tell(s, g, GP_REFUND, 0, NULL);
 }
 
 /* j is done once its deliverer exited (or its session said so) and its
@@ -322,7 +322,7 @@ spawn(struct sched *s, struct job *j)
 	}
 	if (deliver_open(s, j, &mfd, wr) < 0)
 		return -1;
-	if (gate_use(s, &j->tag) < 0) {
+	if (gatelink_use(s, &j->tag) < 0) {
 		j->grant = 0;
 		close(mfd);
 		close(wr[0]);

@@ -15,7 +15,7 @@
  * the message on it gets a job, as if this weir-send had handed it over,
  * completed the usual way (complete.c) from the report and outcome the
  * deliverer wrote there.  The grant it had from weir-gate was dropped
- * with the dead weir-send's connection, so gate_tell settles it (SETTLE)
+ * with the dead weir-send's connection, so gatelink_tell settles it (SETTLE)
  * instead of reporting it: the send is logged at the 250's time, not
  * over its grace.  Until then the message is in no queue (its job holds
  * it, and a run slot of its upstream): it is never sent twice because
@@ -237,7 +237,7 @@ settle_file(struct sched *s, int fd, const char *name, struct job *j)
 		if (!f.taken) {
 			log_info("msg %s: its deliverer never took it (weir-send died): again",
 			    j->m->qid);
-			gate_tell(s, j, GP_REFUND, 0, NULL);
+			(void)gatelink_tell(s, j, GP_REFUND, 0, NULL);
 			j->m->pass_deferred = 0;	/* the pass starts again from the top */
 			job_drop(s, j);
 		} else if (!f.done) {

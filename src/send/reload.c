@@ -364,7 +364,7 @@ reload_sighup(struct sched *s)
 		sched_fifo_append(s, fifo[i]);
 	free(fifo);
 	while ((j = misplaced_grant(s)) != NULL) {
-		gate_tell(s, j, GP_REFUND, 0, NULL);
+		(void)gatelink_tell(s, j, GP_REFUND, 0, NULL);
 		job_drop(s, j);
 	}
 	for (i = 0; i < s->nups; i++)

@@ -958,6 +958,17 @@ loop(struct sched *s)
 	fatal(111, "event loop");
 }
 
+/* Where weir-gate's answers go (gatelink.c decides nothing): what one
+ * means for a batch, batch.c says; for a session's slot, session.c. */
+static const struct gatelink_ops gate_ops = {
+	.answer = batch_answer,
+	.slot = sess_answer,
+	.suspended = batch_suspended,
+	.connected = batch_gate_up,
+	.slots_lost = sess_forget_slots,
+	.lost = batch_gate_lost,
+};
+
 int
 sched_run(const struct sched_opts *o)
 {
@@ -1018,7 +1029,7 @@ sched_run(const struct sched_opts *o)
 	if (s.notes_ok)
 		(void)note_waits_load(o->q, &s.found, &s.nfound);	/* until wait_sweep_start */
 	s.waits_at = s.alive_before;	/* what its lines are worth, until then */
-	gate_start(&s);
+	gatelink_open(&s, &gate_ops);
 	keepalive_check(&s);
 	rearm_trigger(&s);
 	cleanup_pass(o->q, (time_t)sched_wall());

@@ -9,11 +9,9 @@
  *                            end (sched_finish: S5 to S1)
  *                  | sched_enqueue -> batch_pump
  *   2 ask        batch.c     a batch of the message's not-done
- *                            recipients: a job (job.c)
- *                  | gate_request
- *                gatelink.c  the job asked of weir-gate; its grant or
- *                            refusal.  The only file that talks to the
- *                            gate (mail/gateclient.h)
+ *                            recipients: a job (job.c), asked of the
+ *                            gate (batch_ask); what the gate's answer
+ *                            means for it (batch_answer)
  *                via.c       where a batch goes: its recipients' group
  *                            (recipient_domains), the fallback conditions
  *                            it carries, the next upstream of its route
@@ -25,9 +23,18 @@
  *                            its report and outcome pipes read
  *                  | pipes read, deliverer done -> complete_job
  *                  | (or it could not run -> complete_unrun)
- *   4 complete   complete.c  the outcome to the gate (gate_tell), the
+ *   4 complete   complete.c  the outcome to the gate (gatelink_tell), the
  *                            report applied (D marks, bounce notes, the
  *                            delay warning); the message's next step
+ *
+ * Under the stages, gatelink.c, the gate protocol's adapter: the only
+ * file that talks to the gate (mail/gateclient.h), calling no other
+ * file here.  Any stage writes through it (gatelink_ask by batch.c,
+ * gatelink_cancel by via.c and session.c, gatelink_use by 3,
+ * gatelink_tell by 2, 3, 4, flight.c and reload.c, the slots by
+ * session.c, gatelink_counts by counts.c); the gate's answers come back
+ * through the callbacks sched.c sets once (struct gatelink_ops): to
+ * batch.c for a job's request, to session.c for a session's slot.
  *
  * A job (struct job: a batch on its way) is made and freed in job.c and
  * nowhere else: job_new (by batch.c; by flight.c for a delivery an
@@ -42,12 +49,9 @@
  *   to 2: batch_pump (a run slot is free: more may ask; by
  *         deliver_kick, and by deliver.c for the primary of a batch a
  *         fallback carried), batch_took (a deliverer took fewer recipients
- *         than the batch; by 4); gate_use (a grant goes to a deliverer;
- *         by 3) and gate_tell (what became of a grant; by 3, 4, flight.c
- *         and reload.c), gate_recall (a request waiting at the gate
- *         cancelled, to be asked elsewhere; by via.c, and control.c for
- *         `requeue --via`), the kept sessions' connection slots
- *         (gate_request_slot, gate_release, gate_cancel; by session.c).
+ *         than the batch; by 4); via_recall (a request waiting at the
+ *         gate cancelled, to be asked elsewhere; by via.c itself, and
+ *         control.c for `requeue --via`).
  *   to 3: deliver_kick (a run slot is free; by session.c and reload.c),
  *         deliver_exited (a session's deliverer is done with its job;
  *         by session.c, and flight.c for an earlier run's),
@@ -58,7 +62,8 @@
  * Stage 1's helpers call nothing onward (sched_next_retry,
  * msg_pass_over; sched_wall is this header's).  A deliverer's end
  * (SIGCHLD) reaches deliver.c (deliver_on_child) and, for a session's,
- * session.c (sess_reaped); a gate reply reaches gatelink.c (on_reply).
+ * session.c (sess_reaped); a gate reply reaches gatelink.c (on_reply),
+ * which hands it on (struct gatelink_ops).
  *
  * Beside the stages:
  *   session.c  kept sessions (weir-remote -S), stage 3's: their slots
@@ -71,7 +76,7 @@
  *              and control.c)
  *   notice.c   the admin's notice of an OAuth login needed (by 4)
  *   control.c  `weir hold` and the others (by 1 and 4; calls 1,
- *              wait.c, and 2 for `requeue --via`: gate_recall)
+ *              wait.c, and via.c for `requeue --via`: via_recall)
  *   reload.c   SIGHUP (by 1; calls 1, 2, 3, job.c, session.c,
  *              keepalive.c)
  *   keepalive.c  the OAuth keep-alive (weir-remote -K), no message:
@@ -82,11 +87,14 @@
  *
  * Who calls whom, file by file (scripts/calllinks.py build/src/send
  * prints it from the objects; leaving out the six files just named;
- * make check fails when the two differ):
+ * make check fails when the two differ).  The files that reach each
+ * other through these calls (the circle: sched, batch, via, deliver,
+ * session, flight, complete, job, counts, control, reload, keepalive)
+ * have 48 links among them; scripts/sendcircle.sh fails make check
+ * when there are more (or fewer, until this figure is lowered):
  *   sched.c     batch control counts deliver flight gatelink keepalive
  *               reload session wait
- *   batch.c     counts gatelink job sched via
- *   gatelink.c  batch counts deliver job sched session via
+ *   batch.c     counts deliver gatelink job sched session via
  *   deliver.c   batch complete gatelink job keepalive session wait
  *   complete.c  batch control counts gatelink job notice sched via
  *               wait
@@ -95,11 +103,11 @@
  *   flight.c    deliver gatelink job sched via
  *   counts.c    gatelink session
  *   via.c       batch counts gatelink job sched
- *   control.c   gatelink sched wait
+ *   control.c   sched via wait
  *   reload.c    deliver gatelink job keepalive sched session via
  *   keepalive.c deliver notice
  *   main.c      sched
- *   wait.c, notice.c: none
+ *   gatelink.c, wait.c, notice.c: none
  */
 #ifndef WEIR_SENDINT_H
 #define WEIR_SENDINT_H
@@ -133,6 +141,7 @@ struct sender;
 struct dsess;
 struct pending;
 struct keepalive;
+struct gatelink_ops;
 
 /*
  * A message waits from the moment it is due (new, or its retry time has
@@ -320,7 +329,8 @@ struct sched {
 	long long waits_at;	/* sched/alive's last value: sched/waits' lines count up to it */
 	uint64_t waits_hash;	/* of its bytes then (0: not there) */
 	size_t sweep_pos;	/* next bucket of tab to sweep */
-	/* the gate */
+	/* the gate (gatelink.c) */
+	const struct gatelink_ops *gate_ops;
 	struct gate_client gc;
 	int gate_up;
 	uint32_t next_tag;
@@ -379,14 +389,23 @@ void job_drop(struct sched *s, struct job *j);	/* freed; its message back to the
 /* 2 batch.c */
 /* Messages from up's FIFO to jobs, asked of the gate. */
 void batch_pump(struct sched *s, size_t up);
-/* What was learnt of up's batch size (struct upq): a batch of n was
- * granted, with the gate's cap per request (0: none said); j was
- * refused as too big: it shrinks to the next size to ask for (j->n > 1);
- * the upstream took only `tried` recipients of a batch in one
- * transaction: 1 if that is news. */
-void batch_granted(struct upq *u, size_t n, uint32_t cap);
-void batch_shrink(struct sched *s, struct job *j);
+/* What was learnt of up's batch size (struct upq): the upstream took
+ * only `tried` recipients of a batch in one transaction: 1 if that is
+ * news. */
 int batch_took(struct upq *u, size_t tried);
+/* Ask the gate for j (again): whether a kept session will carry it,
+ * and its route's conditions (via.c). */
+void batch_ask(struct sched *s, struct job *j);
+/* The gate's answers (gatelink.c's callbacks, struct gatelink_ops):
+ * all that an answer to j's request means for the batch and its message
+ * (a grant to deliver.c, LATER to via.c, TOOBIG asked again smaller,
+ * another refusal a retry); SUSPENDED, the end of a throttle's hold;
+ * the connection made (what waits is asked) or lost (granted jobs go
+ * back to their FIFO, recalled ones to their primary). */
+int batch_answer(struct sched *s, struct job *j, const struct gp_reply *r);
+void batch_suspended(struct sched *s, uint32_t tag, uint64_t secs);
+void batch_gate_up(struct sched *s);
+void batch_gate_lost(struct sched *s);
 
 /* The batch's size for its upstream now (a fallback's cap may be
  * smaller): recipients beyond it are left for the next batch. */
@@ -421,7 +440,12 @@ int via_again(const struct sched *s, const struct job *j, enum outcome_kind how)
 /* j's outcome how: a return to its primary, logged and counted; then
  * its batches waiting at fallbacks are asked of it again. */
 void via_done(struct sched *s, const struct job *j, enum outcome_kind how);
-/* The gate dropped j, recalled from a fallback (gate_recall): asked of
+/* j, waiting at a fallback, is wanted at its primary (or at the
+ * operator's upstream): its request CANCELled, and via_recalled() once
+ * the gate's OK says it is gone (at once if nothing is asked), unless a
+ * grant or a LATER for it crossed the CANCEL (batch.c decides). */
+void via_recall(struct sched *s, struct job *j);
+/* The gate dropped j, recalled from a fallback (via_recall): asked of
  * its primary again. */
 void via_recalled(struct sched *s, struct job *j);
 /* j, a new batch of m: at the upstream the operator named (m->via_up),
@@ -433,29 +457,54 @@ void via_force(struct sched *s, struct job *j);
 void via_waits(struct sched *s, struct msg *m, const struct job *j, enum outcome_kind how,
     size_t ntemp);
 
-/* 2 gatelink.c */
-void gate_start(struct sched *s);
-/* Ask the gate for j's grant (ACQUIRE); if the gate is not there, when
- * it is back. */
-void gate_request(struct sched *s, struct job *j);
-void gate_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
-    const char *reply);
-/* j, waiting at a fallback, is wanted at its primary: CANCEL its
- * request; via_recalled() once the gate dropped it (at once if the gate
- * is not there), unless a grant or a LATER for it crossed the CANCEL. */
-void gate_recall(struct sched *s, struct job *j);
+/* 2 gatelink.c: the gate protocol's adapter; it decides nothing and calls
+ * no other file of weir-send: the answers go to these callbacks, set
+ * once by the scheduler (sched.c), as weir-gate's engine reports through
+ * struct wg_ops (gate/window.h). */
+struct gatelink_ops {
+	/* The gate's answer r (GRANT, LATER, ERR, or OK to a CANCEL) to j's
+	 * request: 1 taken, 0 if j waits for no such answer (logged then as
+	 * one for an unknown request).  batch.c. */
+	int (*answer)(struct sched *s, struct job *j, const struct gp_reply *r);
+	/* The same for a tag no job has: 1 if it is a session's slot
+	 * request.  session.c. */
+	int (*slot)(struct sched *s, const struct gp_reply *r);
+	/* SUSPENDED: the gate's answer to the report tag.  batch.c. */
+	void (*suspended)(struct sched *s, uint32_t tag, uint64_t secs);
+	/* The connection is made (again): what waits may be asked.  batch.c. */
+	void (*connected)(struct sched *s);
+	/* It is lost, with every tag (each job's is 0 now): the sessions'
+	 * slots (session.c), then the jobs' requests and grants (batch.c). */
+	void (*slots_lost)(struct sched *s);
+	void (*lost)(struct sched *s);
+};
+/* Connect (again and again, backing off, until the gate answers);
+ * answers go to ops from then on. */
+void gatelink_open(struct sched *s, const struct gatelink_ops *ops);
+/* Ask the gate for j's grant (ACQUIRE, with j->conn, and the route's
+ * conditions unless, or NULL): j->tag names it, 0 if the gate is not
+ * there (ops->connected says when to ask again). */
+void gatelink_ask(struct sched *s, struct job *j, const struct route_when *unless);
+/* CANCEL the request tag: 0 sent (its answer: OK, or what crossed it),
+ * -1 nothing is asked under tag (0, or the gate is not there). */
+int gatelink_cancel(struct sched *s, uint32_t tag);
 /* The grant *tag goes to a deliverer now (START: weir-gate counts it as
  * in use from here): 0, or -1 when the gate cannot be told (then *tag is
  * 0, the grant lost: nothing of it may go out). */
-int gate_use(struct sched *s, uint32_t *tag);
+int gatelink_use(struct sched *s, uint32_t *tag);
+/* What became of j's grant (REPORT; SETTLE for a grant whose connection
+ * is gone): the tag whose answer (SUSPENDED, for a throttle) will come,
+ * or 0 if none will. */
+uint32_t gatelink_tell(struct sched *s, struct job *j, enum gp_outcome how, uint32_t accepted,
+    const char *reply);
 /* A session's connection slot: asked (its tag, 0 if the gate is not
- * there), given back (used: a connection was made), or no longer wanted. */
-uint32_t gate_request_slot(struct sched *s, size_t up);
-void gate_release(struct sched *s, uint32_t tag, int used);
-void gate_cancel(struct sched *s, uint32_t tag);
+ * there), given back (used: a connection was made); gatelink_cancel()
+ * when no longer wanted. */
+uint32_t gatelink_ask_slot(struct sched *s, size_t up);
+void gatelink_release(struct sched *s, uint32_t tag, int used);
 /* up's counters in a COUNTS line: 0, or -1 (the gate is not there, or
  * lost now). */
-int gate_counts(struct sched *s, const char *up, const uint64_t *counts);
+int gatelink_counts(struct sched *s, const char *up, const uint64_t *counts);
 
 /* 3 deliver.c */
 void deliver_kick(struct sched *s, size_t up);	/* granted jobs to free slots, then batch_pump */
@@ -491,8 +540,9 @@ int sess_fits(const struct job *j);	/* small enough for one request */
 /* j to an idle session of its upstream: 1 done, 0 none idle, -1 failed. */
 int sess_run(struct sched *s, struct job *j);
 void sess_open(struct sched *s, size_t up, unsigned waiting);	/* slots for waiting jobs */
-int sess_granted(struct sched *s, uint32_t tag, uint32_t max);	/* 1: a session's */
-int sess_refused(struct sched *s, uint32_t tag, const char *why);	/* 1: a session's */
+/* The gate's answer to a slot request (GRANT or ERR; gatelink.c's
+ * callback): 1 if r->tag is a session's. */
+int sess_answer(struct sched *s, const struct gp_reply *r);
 void sess_idle(struct sched *s, struct dsess *d);
 void sess_job_done(struct sched *s, struct job *j);	/* j is being freed */
 int sess_reaped(struct sched *s, pid_t pid, int status);	/* 1: a session's deliverer */

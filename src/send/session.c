@@ -172,7 +172,7 @@ sess_end(struct sched *s, struct dsess *d, const char *why)
 	if (d->state == DS_ENDING)
 		return;
 	if (d->state == DS_ASKING) {
-		gate_cancel(s, d->tag);
+		(void)gatelink_cancel(s, d->tag);
 		sess_free(s, d);
 		return;
 	}
@@ -188,7 +188,7 @@ sess_end(struct sched *s, struct dsess *d, const char *why)
 		d->sock = -1;
 	}
 	if (d->pid == 0) {
-		gate_release(s, d->tag, 0);
+		gatelink_release(s, d->tag, 0);
 		sess_free(s, d);
 	}
 }
@@ -255,7 +255,7 @@ sess_start(struct sched *s, struct dsess *d)
 	int sv[2];
 	const char *argv[12];
 
-	if (gate_use(s, &d->tag) < 0)
+	if (gatelink_use(s, &d->tag) < 0)
 		return -1;	/* its connection slot is lost with the gate */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_warn("session: socketpair");
@@ -307,7 +307,7 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 	 * the request gives the grant back through it (flight.c). */
 	if (d->flight >= 0)
 		(void)flight_hand(s, d->flight, j);	/* logged: the message goes anyway */
-	if (gate_use(s, &j->tag) < 0) {
+	if (gatelink_use(s, &j->tag) < 0) {
 		j->grant = 0;
 		buf_free(&req);
 		for (i = 0; i < SP_NFD; i++)
@@ -417,7 +417,7 @@ sess_open(struct sched *s, size_t up, unsigned waiting)
 		d->state = DS_ASKING;
 		d->next = s->sessions;
 		s->sessions = d;
-		if ((d->tag = gate_request_slot(s, up)) == 0) {
+		if ((d->tag = gatelink_ask_slot(s, up)) == 0) {
 			sess_free(s, d);
 			return;
 		}
@@ -437,29 +437,27 @@ asking(struct sched *s, uint32_t tag)
 }
 
 int
-sess_granted(struct sched *s, uint32_t tag, uint32_t max)
+sess_answer(struct sched *s, const struct gp_reply *r)
 {
-	struct dsess *d = asking(s, tag);
+	struct dsess *d = asking(s, r->tag);
 
 	if (d == NULL)
 		return 0;
-	d->state = DS_IDLE;
-	d->max = max;
-	d->since = sched_wall();
-	sess_idle(s, d);
-	return 1;
-}
-
-int
-sess_refused(struct sched *s, uint32_t tag, const char *why)
-{
-	struct dsess *d = asking(s, tag);
-
-	if (d == NULL)
-		return 0;
-	log_warnx("weir-gate refused a connection slot for %s: %s", s->ups[d->up].name, why);
-	sess_free(s, d);
-	return 1;
+	switch (r->verb) {
+	case GP_R_GRANT:
+		d->state = DS_IDLE;
+		d->max = r->msgs_per_conn;
+		d->since = sched_wall();
+		sess_idle(s, d);
+		return 1;
+	case GP_R_ERR:
+		log_warnx("weir-gate refused a connection slot for %s: %s", s->ups[d->up].name,
+		    r->text);
+		sess_free(s, d);
+		return 1;
+	default:
+		return 0;	/* a slot is asked without conditions: no LATER */
+	}
 }
 
 /* d has no message: more, or the idle timer, or its end. */
@@ -522,7 +520,7 @@ sess_reaped(struct sched *s, pid_t pid, int status)
 		deliver_exited(s, j, status);
 	}
 	sess_end(s, d, "the deliverer exited");
-	gate_release(s, d->tag, d->sent > 0);
+	gatelink_release(s, d->tag, d->sent > 0);
 	sess_free(s, d);
 	return 1;
 }

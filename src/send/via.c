@@ -25,7 +25,7 @@
  *   fallback's windows only until its primary takes mail again: when a
  *   batch asked of the primary is accepted there (a return, below), every
  *   batch of that primary still waiting at a fallback is recalled (its
- *   request CANCELled, gatelink.c) and asked of the primary again; and
+ *   request CANCELled: via_recall) and asked of the primary again; and
  *   when the gate's LATER said asking the primary again makes sense (the
  *   next probe, a suspension's end, a free slot), one of them is asked
  *   of it again then, if none of its batches is there to try it (the
@@ -201,6 +201,18 @@ at_primary(const struct sched *s, size_t primary)
 	return 0;
 }
 
+void
+via_recall(struct sched *s, struct job *j)
+{
+	if (j->recall)
+		return;
+	if (gatelink_cancel(s, j->tag) < 0) {
+		via_recalled(s, j);	/* nothing asked: straight to its primary */
+		return;
+	}
+	j->recall = 1;	/* the answer to the CANCEL decides (batch.c) */
+}
+
 /* Recall primary's batches waiting at a fallback (all, or the one asked
  * first): how many.  (A batch the operator sent elsewhere, forced, is
  * at hop 0: never recalled.) */
@@ -214,14 +226,14 @@ recall(struct sched *s, size_t primary, int all)
 		if (j->primary != primary || j->hop == 0 || j->state != J_ASKING || j->recall)
 			continue;
 		if (all) {
-			gate_recall(s, j);
+			via_recall(s, j);
 			n++;
 		} else if (first == NULL || j->asked < first->asked) {
 			first = j;
 		}
 	}
 	if (first) {
-		gate_recall(s, first);
+		via_recall(s, first);
 		n++;
 	}
 	return n;
@@ -408,11 +420,11 @@ via_recalled(struct sched *s, struct job *j)
 	if (j->m->via_up != NO_UPSTREAM && j->m->via_up < s->cfg->nupstreams &&
 	    j->up != j->m->via_up) {
 		via_force(s, j);	/* the operator's upstream (control.c) */
-		gate_request(s, j);
+		batch_ask(s, j);
 		return;
 	}
 	if (j->primary >= s->cfg->nupstreams || j->hop == 0) {
-		gate_request(s, j);
+		batch_ask(s, j);
 		return;
 	}
 	s->ups[j->up].jobs--;
@@ -420,7 +432,7 @@ via_recalled(struct sched *s, struct job *j)
 	j->hop = 0;
 	s->ups[j->up].jobs++;
 	batch_fit(s, j);
-	gate_request(s, j);
+	batch_ask(s, j);
 }
 
 void
@@ -463,7 +475,7 @@ via_later(struct sched *s, struct job *j, enum route_kind why, uint64_t secs)
 		p->via_seq = s->ask_seq;
 	}
 	batch_fit(s, j);
-	gate_request(s, j);
+	batch_ask(s, j);
 	scout_arm(s, (size_t)(p - s->ups), secs);
 }
 

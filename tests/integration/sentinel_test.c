@@ -595,13 +595,20 @@ Test(sentinel_relay, master_killed_mid_burst)
 	    r.n);
 	cr_assert(back - killed <= STALL_BOUND, "mail resumed %.3f s after the kill",
 	    back - killed);
-	/* Each gate's status says where the master is now, that it switched
-	 * once, and that the window is whole again. */
+	/* Each gate's status says where the master is now (as the
+	 * sentinels name it now: on a loaded machine they may fail over a
+	 * second time, the first replica promoted being slow to answer
+	 * within down-after), that it switched, and that the window is
+	 * whole again. */
+	now = wait_master(old, 0, 1000);
 	for (i = 0; i < NHOST; i++) {
-		char *st = rt_gate_status(&t[i]), *want = xasprintf("at master %s 127.0.0.1:%u (1 "
-		    "switch of master, the last", MASTER, now);
+		char *st = rt_gate_status(&t[i]), *want = xasprintf("at master %s 127.0.0.1:%u (",
+		    MASTER, now);
+		const char *p = strstr(st, want);
 
-		cr_assert(strstr(st, want) && strstr(st, "; window: whole;"), "gate %d:\n%s", i, st);
+		cr_assert(p && (strncmp(p + strlen(want), "1 switch of master, the last", 28) == 0 ||
+		    strstr(p, " switches of master, the last")) && strstr(st, "; window: whole;"),
+		    "gate %d:\n%s", i, st);
 		free(want);
 		free(st);
 	}
