@@ -33,8 +33,8 @@ fill(struct queue *q, unsigned long id, const char *path, size_t base, size_t le
 
 	if (rcptfile_parse(f->data.s, len, &todo, &done, &why) < 0) {
 		if (base)
-			log_warnx("msg %s: %s is corrupt (in the part read from byte %zu: %s); left for the admin",
-			    queue_msgid_of(q, id, qid), path, base, why.s);
+			log_warnx("msg %s: %s is corrupt (in the part read from byte %zu: %s); "
+			    "left for the admin", queue_msgid_of(q, id, qid), path, base, why.s);
 		else
 			log_warnx("msg %s: %s is corrupt (%s); left for the admin",
 			    queue_msgid_of(q, id, qid), path, why.s);
