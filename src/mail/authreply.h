@@ -19,7 +19,6 @@ struct authreply {
 	const char *provider;	/* whose reply it is */
 	const char *means;	/* what it means */
 	const char *fix;	/* what the administrator does about it */
-	int login_helps;	/* a new login or secret can be the fix */
 	const char *source;	/* the provider's document: title, date */
 };
 
