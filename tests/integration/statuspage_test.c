@@ -939,10 +939,11 @@ packaged_teardown(void)
 	accounts_remove();
 }
 
-/* The process named name (in /proc): its real uid and its groups, as
- * /proc/PID/status has them ("Uid:" and "Groups:" lines). */
+/* The child of parent named name (in /proc; another weir on the machine
+ * is not ours): its real uid and its groups, as /proc/PID/status has
+ * them ("Uid:" and "Groups:" lines, after "Name:" and "PPid:"). */
 static int
-proc_of(const char *name, uid_t *uid, char *groups, size_t max)
+proc_of(const char *name, pid_t parent, uid_t *uid, char *groups, size_t max)
 {
 	char path[64], line[512];
 	struct dirent *de;
@@ -959,6 +960,8 @@ proc_of(const char *name, uid_t *uid, char *groups, size_t max)
 		while (fgets(line, sizeof line, f)) {
 			if (strncmp(line, "Name:\t", 6) == 0 && (strncmp(line + 6, name,
 			    strlen(name)) != 0 || line[6 + strlen(name)] != '\n'))
+				break;
+			if (strncmp(line, "PPid:\t", 6) == 0 && strtol(line + 6, NULL, 10) != parent)
 				break;
 			if (strncmp(line, "Uid:\t", 5) == 0)
 				*uid = (uid_t)strtoul(line + 5, NULL, 10);
@@ -1077,7 +1080,8 @@ Test(statuspage, as_the_package_runs_it, .fini = packaged_teardown)
 	cr_assert(sh_wait_for(settled, &roots, 60000), "never a full window with a kept session:"
 	    "\n%s", rt_run_log(&t));
 	/* weir-metrics: its account, in none of weir's groups. */
-	cr_assert(proc_of("weir-metrics", &uid, groups, sizeof groups), "no weir-metrics process");
+	cr_assert(proc_of("weir-metrics", t.run, &uid, groups, sizeof groups),
+	    "no weir-metrics child of weir run %ld", (long)t.run);
 	pw = getpwnam(accts[3]);
 	cr_assert(pw && uid == pw->pw_uid, "weir-metrics runs as uid %lu", (unsigned long)uid);
 	for (i = 0; i < 3; i++) {
