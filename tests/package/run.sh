@@ -34,6 +34,14 @@
 #  7. dpkg --purge: users, groups, statoverrides, spool, journal and
 #     /etc/weir are gone, and the root's file list is the one of step 2
 #     but for what dpkg and adduser keep by design.
+#  7b. debconf: preseeded installs, one per preset family, each purged
+#     after: Gmail (a password: the block, the secret file's owner and
+#     mode, no secret left in debconf, test-relay and a message through
+#     a stand-in, dpkg-reconfigure keeping hand edits), Microsoft 365
+#     (OAuth: check-config names the sign-in; weir auth login's device
+#     grant at a stand-in identity provider, then test-relay and a
+#     message by XOAUTH2, and none of its tokens in any output) and
+#     another relay (host, port and TLS from the answers).
 #  8. With systemd: a second root with systemd, install, boot it with
 #     systemd-nspawn (host network, so loopback again); weir.service must
 #     be active with its hardening, the daemons run as their users, mail
@@ -457,10 +465,11 @@ fi
 
 step "debconf: preseeded installs, one per preset family (password, OAuth, another relay)"
 # A stand-in for the providers' relays: a certificate of the test CA for
-# smtp.gmail.com (which the root's /etc/hosts sends to loopback) and
-# localhost, AUTH pkguser@example.org:pkg-pass-1.
+# smtp.gmail.com, smtp.office365.com and login.microsoftonline.com
+# (which the root's /etc/hosts sends to loopback) and localhost, AUTH
+# pkguser@example.org:pkg-pass-1.
 (cd "$work/certs" && openssl req -new -newkey rsa:2048 -nodes -keyout relay.key -out relay.csr \
-	-subj /CN=relay -addext "subjectAltName=DNS:smtp.gmail.com,DNS:localhost,IP:127.0.0.1" \
+	-subj /CN=relay -addext "subjectAltName=DNS:smtp.gmail.com,DNS:smtp.office365.com,DNS:login.microsoftonline.com,DNS:localhost,IP:127.0.0.1" \
 	>/dev/null 2>&1 && openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -in relay.csr \
 	-days 30 -out relay.pem >/dev/null 2>&1) || { echo "package-test: cannot sign relay.pem" >&2; exit 1; }
 /usr/bin/python3 "$top/tests/upstream/upstream.py" --cert "$work/certs/relay.pem" \
@@ -469,11 +478,11 @@ step "debconf: preseeded installs, one per preset family (password, OAuth, anoth
 pids="$pids $!"
 wait_for 20 grep -q '^PORT ' "$work/relay.out" || { cat "$work/relay.err"; exit 1; }
 rport=$(sed -n 's/^PORT //p' "$work/relay.out")
-printf '127.0.0.1\tsmtp.gmail.com\n' >>"$root/etc/hosts"
+printf '127.0.0.1\tsmtp.gmail.com smtp.office365.com login.microsoftonline.com\n' >>"$root/etc/hosts"
 mount -t proc proc "$root/proc" && mounts="$root/proc $mounts"
 mount --bind /dev "$root/dev" && mounts="$root/dev $mounts"
-relayed() {	# N: the stand-in relay accepted N messages in all
-	[ "$(grep -c '"event": "data"' "$work/relay.log" 2>/dev/null)" -ge "$1" ]
+relayed() {	# N [RECORD]: the stand-in relay accepted N messages in all
+	[ "$(grep -c '"event": "data"' "$work/${2:-relay.log}" 2>/dev/null)" -ge "$1" ]
 }
 preseed() {	# "QUESTION TYPE VALUE" lines on stdin
 	sed 's/^/weir /' | chroot "$root" debconf-set-selections
@@ -486,16 +495,21 @@ no_secret_in_debconf() {	# TEXT
 	! grep -rqs -- "$1" "$root/var/cache/debconf"
 }
 # As an administrator would after the answers: the test CA and the
-# stand-in's port, by hand, inside the upstream section debconf wrote.
-hand_edit() {	# UPSTREAM
+# stand-in's port, by hand, inside the upstream section debconf wrote;
+# the LAN's listener on a free loopback port, not on every address's 25.
+hand_edit() {	# UPSTREAM [PORT]
 	cp "$work/certs/ca.pem" "$root/etc/weir/test-ca.pem"
-	sed -i "/^upstream \"$1\" {/a\\  ca_file = \"/etc/weir/test-ca.pem\"\\n  port = $rport" \
+	sed -i "/^upstream \"$1\" {/a\\  ca_file = \"/etc/weir/test-ca.pem\"\\n  port = ${2:-$rport}" \
+		"$root/etc/weir/weir.conf"
+	lport=$(free_port)
+	sed -i "s/^  address = {\"0.0.0.0:25\", \"\[::\]:25\"}\$/  address = {\"127.0.0.1:$lport\"}/" \
 		"$root/etc/weir/weir.conf"
 	echo 'concurrency = 2' >>"$root/etc/weir/weir.conf"	# and outside the block
 }
 # test-relay through UPSTREAM, then a message from sendmail as nobody
-# through weir run: the stand-in must have N messages in all.
-relay_through() {	# FAMILY UPSTREAM N
+# through weir run: the stand-in (its record RECORD, relay.log unless
+# given) must have N messages in all.
+relay_through() {	# FAMILY UPSTREAM N [RECORD]
 	check "$1: weir test-relay $2 against the stand-in" sh -c \
 		"chroot '$root' weir test-relay -v '$2' >'$work/tr-$1.log' 2>&1"
 	grep -q "^$2: passed" "$work/tr-$1.log" || sed 's/^/    /' "$work/tr-$1.log"
@@ -505,7 +519,7 @@ relay_through() {	# FAMILY UPSTREAM N
 	check "$1: sendmail as nobody" sh -c \
 		"printf 'Subject: $1\n\nthrough upstream $2\n' |
 		chroot --userspec=nobody:nogroup '$root' /usr/sbin/sendmail -f cron@relay.example.org someone@example.com"
-	check "$1: the message reached the stand-in" wait_for 60 relayed "$3"
+	check "$1: the message reached the stand-in" wait_for 60 relayed "$3" "${4:-relay.log}"
 }
 purge_weir() {
 	in_root dpkg --purge weir >"$work/purge-$1.log" 2>&1 || { cat "$work/purge-$1.log"; exit 1; }
@@ -531,6 +545,7 @@ check "gmail: the block has the account" in_block '^  username = "pkguser@exampl
 check "gmail: local senders become the account's" in_block '^  rewrite_default = "pkguser@example.org"$'
 check "gmail: hostname from the mail name" in_block '^hostname = "relay.example.org"$'
 check "gmail: the LAN may send" in_block '"127.0.0.0/8", "::1/128", "192.0.2.0/24"'
+check "gmail: on port 25 of every address" in_block '^  address = {"0.0.0.0:25", "\[::\]:25"}$'
 expect_mode /etc/weir/weir.conf "644 root:root"
 expect_mode /etc/weir/secret "600 weir-remote:root"
 check "gmail: the password is in the secret file" grep -qx pkg-pass-1 "$root/etc/weir/secret"
@@ -543,6 +558,7 @@ check "gmail: check-config shows the preset's host and the hand-edited port" sh 
 check "gmail: weir presets lists the installed presets" sh -c \
 	"chroot '$root' weir presets | grep -q '^microsoft365: Microsoft 365'"
 relay_through gmail gmail 1
+check "gmail: weir-smtpd listens where the hand edit put it" listening "$lport"
 check "gmail: the stand-in saw AUTH by the account" grep -q '"user": "pkguser@example.org", "ok": true' "$work/relay.log"
 check "gmail: weir status names the preset" sh -c \
 	"chroot '$root' weir status 2>&1 | grep -q 'upstream gmail (preset gmail):'"
@@ -567,7 +583,7 @@ check "reconfigure: weir check-config" sh -c "chroot '$root' weir check-config >
 purge_weir gmail
 
 # 2. An OAuth provider (Microsoft 365): the client's id and tenant; the
-# sign-in is left to the administrator, so mail waits.
+# sign-in is left to the administrator, so mail waits until it is done.
 preseed <<'ANS'
 weir/mailname string relay.example.org
 weir/provider select microsoft365
@@ -585,6 +601,44 @@ check "m365: postinst says the command to run" grep -q 'weir auth login microsof
 check "m365: check-config names the sign-in still to do" sh -c \
 	"chroot '$root' weir check-config 2>&1 | grep -q 'weir auth login microsoft365'"
 expect_mode /etc/weir/secret "600 weir-remote:root"
+# The sign-in as the administrator does it, at stand-ins for Entra ID
+# (tests/upstream/idp.py: the device grant, for this client id only) and
+# for Exchange Online's SMTP AUTH (upstream.py taking only idp.py's
+# access tokens, by XOAUTH2 or OAUTHBEARER), both under the names the
+# preset uses; the endpoints' port set by hand in the oauth section.
+/usr/bin/python3 "$top/tests/upstream/idp.py" --cert "$work/certs/relay.pem" \
+	--key "$work/certs/relay.key" --client-id 00001111-aaaa-2222-bbbb-3333cccc4444 \
+	--record "$work/idp.log" --issued "$work/idp.issued" --secrets "$work/idp.secrets" \
+	>"$work/idp.out" 2>"$work/idp.err" &
+pids="$pids $!"
+wait_for 20 grep -q '^PORT ' "$work/idp.out" || { cat "$work/idp.err"; exit 1; }
+iport=$(sed -n 's/^PORT //p' "$work/idp.out")
+/usr/bin/python3 "$top/tests/upstream/upstream.py" --cert "$work/certs/relay.pem" \
+	--key "$work/certs/relay.key" --oauth-issued "$work/idp.issued" --record "$work/exo.log" \
+	>"$work/exo.out" 2>"$work/exo.err" &
+pids="$pids $!"
+wait_for 20 grep -q '^PORT ' "$work/exo.out" || { cat "$work/exo.err"; exit 1; }
+hand_edit microsoft365 "$(sed -n 's/^PORT //p' "$work/exo.out")"
+idp="https://login.microsoftonline.com:$iport"
+sed -i "/^    tenant = /a\\    device_endpoint = \"$idp/devicecode\"\\n    token_endpoint = \"$idp/token\"\\n    ca_file = \"/etc/weir/test-ca.pem\"" \
+	"$root/etc/weir/weir.conf"
+check "m365: weir auth login microsoft365 (the device grant; the user enters the code)" sh -c \
+	"/usr/bin/python3 '$top/tests/upstream/oauth_user.py' --idp 'https://127.0.0.1:$iport' \
+	--ca '$work/certs/ca.pem' -- chroot '$root' weir auth login microsoft365 >'$work/login-m365.log' 2>&1" ||
+	sed 's/^/    /' "$work/login-m365.log"
+expect_mode /var/lib/weir/oauth/microsoft365 "600 weir-remote:weir-remote"
+check "m365: weir auth status" sh -c "chroot '$root' weir auth status >'$work/as-m365.log' 2>&1" ||
+	sed 's/^/    /' "$work/as-m365.log"
+check "m365: check-config no longer asks for the sign-in" sh -c \
+	"chroot '$root' weir check-config >'$work/cc-m365.log' 2>&1 && ! grep -q 'weir auth login' '$work/cc-m365.log'"
+relay_through m365 microsoft365 1 exo.log
+check "m365: the stand-in saw AUTH by an access token of the provider's" \
+	grep -Eq '"mechanism": "(XOAUTH2|OAUTHBEARER)".*"ok": true' "$work/exo.log"
+stop_weir
+# No token the provider made (idp.py's --secrets) in weir's output.
+check "m365: no token in weir's log, its outputs or debconf's database" sh -c \
+	"[ -s '$work/idp.secrets' ] && ! grep -rqsF -f '$work/idp.secrets' '$work/weir.log' '$work/login-m365.log' '$work/tr-m365.log' \
+	'$work/as-m365.log' '$work/cc-m365.log' '$root/var/cache/debconf'"
 purge_weir m365
 
 # 3. Another relay (an ISP's, here the stand-in on localhost): host,
