@@ -5,8 +5,9 @@
 -- phase.  Returns {code, ms, now}: 1 granted; 0 wait ms; 2 write this
 -- host's history back first; 3 suspended for ms (then {3, ms, now, v},
 -- v the suspension's value: "HOST KIND REPLY", shared.h); 4 a rebuild
--- holds every grant for ms.  A window that an unknown outcome helps fill is asked
--- again after recheck ms at most: its host may settle it (SETTLE).
+-- holds every grant for ms.  A window that an unknown outcome helps fill
+-- is asked again after recheck ms at most: its host may settle it
+-- (SETTLE).
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local keep = tonumber(ARGV[3])
