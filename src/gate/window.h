@@ -358,8 +358,8 @@ struct wg_susp {
 void wg_suspension(const struct wg_up *u, int64_t now, struct wg_susp *s);
 /* What the shared store holds for u now (shared.c): a suspension for ms
  * more (0: none) of host's, a quota's or not, with reason.  Returns 1
- * when that ends or shortens the one u had from it (its head may ask
- * the store again at once). */
+ * when that ends the one u had from it (its head may ask the store
+ * again at once). */
 int wg_shared_suspension(struct wg_up *u, int64_t ms, int quota, const char *host,
     const char *reason, int64_t now);
 /* When u's backlog began (WG_BUSY_GAP_MS; ms on the now axis), 0: none. */
