@@ -3,9 +3,11 @@
 -- KEYS[6..9]: log held heldw susp.  ARGV[6..]: id m r c lease maxconn poll
 -- holdms recheck nwin, then per window: limit per unit(1..3) calendar
 -- phase.  Returns {code, ms, now}: 1 granted; 0 wait ms; 2 write this
--- host's history back first; 3 suspended for ms; 4 a rebuild holds every
--- grant for ms.  A window that an unknown outcome helps fill is asked
--- again after recheck ms at most: its host may settle it (SETTLE).
+-- host's history back first; 3 suspended for ms (then {3, ms, now, v},
+-- v the suspension's value: "HOST KIND REPLY", shared.h); 4 a rebuild
+-- holds every grant for ms.  A window that an unknown outcome helps fill
+-- is asked again after recheck ms at most: its host may settle it
+-- (SETTLE).
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local keep = tonumber(ARGV[3])
@@ -15,7 +17,7 @@ if not whole(now) then return {2, 0, now} end
 local h = rebuilt(now, tonumber(ARGV[13]), poll)
 if h > 0 then return {4, h, now} end
 local s = redis.call('PTTL', KEYS[9])
-if s > 0 then return {3, s, now} end
+if s > 0 then return {3, s, now, redis.call('GET', KEYS[9])} end
 local w = {tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])}
 local old = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'WITHSCORES')
 for i = 1, #old, 2 do

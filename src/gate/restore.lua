@@ -1,9 +1,10 @@
 -- restore.lua (after common.lua): this host writes its own history back
 -- (shared.c's restore), in place of what the store holds of it.
--- KEYS[6..9]: log held heldw susp.  ARGV[6..]: lease suspms nlog, then
--- per entry: id agefrom aget m r c; then nheld, per grant: id age m r c.
--- Ages are ms before now (now rounded up, as a report's).  suspms: the
--- suspension this host knows of (made at least that long), 0 none, -1
+-- KEYS[6..9]: log held heldw susp.  ARGV[6..]: lease suspms suspval
+-- nlog, then per entry: id agefrom aget m r c; then nheld, per grant: id
+-- age m r c.  Ages are ms before now (now rounded up, as a report's).
+-- suspms: the suspension this host knows of (made at least that long,
+-- with the value suspval: "HOST KIND REPLY", shared.h), 0 none, -1
 -- lifted here while the store was away (deleted).  Marks the host's
 -- history written back.
 local tm = redis.call('TIME')
@@ -20,8 +21,8 @@ end
 for _, id in ipairs(redis.call('HKEYS', KEYS[8])) do
   if mine(id) then redis.call('HDEL', KEYS[8], id) end
 end
-local n = tonumber(ARGV[8])
-local i = 9
+local n = tonumber(ARGV[9])
+local i = 10
 for k = 1, n do
   redis.call('ZADD', KEYS[6], now - tonumber(ARGV[i + 2]), ARGV[i] .. ' ' ..
     (now - tonumber(ARGV[i + 1])) .. ' ' .. ARGV[i + 3] .. ' ' .. ARGV[i + 4] .. ' ' .. ARGV[i + 5])
@@ -39,7 +40,7 @@ local s = tonumber(ARGV[7])
 if s < 0 then
   redis.call('DEL', KEYS[9])
 elseif s > 0 and redis.call('PTTL', KEYS[9]) < s then
-  redis.call('SET', KEYS[9], ARGV[2], 'PX', s)
+  redis.call('SET', KEYS[9], ARGV[8], 'PX', s)
 end
 redis.call('HSET', KEYS[2], ARGV[2], 1)
 redis.call('SREM', KEYS[5], ARGV[2])

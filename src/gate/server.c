@@ -351,7 +351,7 @@ share_suspend(struct server *s, const struct wg_up *u, int64_t until, int64_t no
 	const struct policy_upstream *pu = policy_upstream(s->pol, u->name);
 
 	if (pu && pu->shared)
-		shared_suspend(s->sh, pu, until, now);
+		shared_suspend(s->sh, pu, u, until, now);
 }
 
 static void

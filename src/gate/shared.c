@@ -748,6 +748,54 @@ susp_left(const struct sconn *sc, const struct wg_up *u, int64_t now)
 	return sc->lift ? -1 : 0;
 }
 
+/* The value of weir:{U}:susp for this gate's suspension of u that ends
+ * at until (shared.h): "HOST KIND REPLY", malloc'ed. */
+static char *
+susp_value(const struct shared *sh, const struct wg_up *u, int64_t until)
+{
+	int auth = until == u->auth_until && until != u->susp_until;
+	const char *why = auth ? u->auth_reason : u->susp_reason;
+
+	return xasprintf("%s %s %.*s", sh->host, auth ? "auth" : u->susp_quota ? "quota" :
+	    "throttle", SHARED_REASON_MAX, why ? why : "");
+}
+
+/* What the store holds of u's suspension: ms left (<= 0: none) and the
+ * key's value v (a string, or anything else when none).  Another host's
+ * becomes u's copy of it (window.h: ssusp_*), this host's own is left to
+ * u's own suspension; one log line when another host's begins, one when
+ * it is lifted (its end: the head asks the store again at once). */
+static void
+copy_susp(const struct shared *sh, struct sconn *sc, struct wg_up *u, long long ms,
+    const redisReply *v, int64_t now)
+{
+	char host[256], kind[16], reason[SHARED_REASON_MAX + 1], *p;
+	const char *s = v && v->type == REDIS_REPLY_STRING ? v->str : "";
+	int n = 0, was = u->ssusp_until > now, quota;
+
+	host[0] = kind[0] = reason[0] = '\0';
+	if (ms > 0 && sscanf(s, "%255[^ ] %15[^ ] %n", host, kind, &n) < 1)
+		ms = 0;		/* no host: not a value any weir wrote */
+	/* "HOST" alone: an older weir's, a throttle. */
+	if (n > 0)
+		snprintf(reason, sizeof reason, "%s", s + n);
+	for (p = reason; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	if (strcmp(host, sh->host) == 0)
+		ms = 0;		/* this host's: u's own suspension says it */
+	quota = strcmp(kind, "quota") == 0;
+	if (ms > 0 && !was)
+		log_warnx("upstream %s suspended for %lld s%s by %s, through the shared store %s%s%s",
+		    u->name, (ms + 999) / 1000, quota ? " (its quota)" : "", host, sc->spec,
+		    reason[0] ? ": " : "", reason);
+	if (wg_shared_suspension(u, ms, quota, host, reason, now)) {
+		log_info("upstream %s: the suspension in the shared store %s was lifted", u->name,
+		    sc->spec);
+		u->shared_retry = 0;
+	}
+}
+
 /* Write this host's history of u back in place of what the store holds
  * of it: the sends of its log, its held grants, its suspension.  why:
  * for the log line.  0 done; -1 the store is down. */
@@ -757,12 +805,16 @@ restore(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
 {
 	struct args k = { 0 }, v = { 0 }, a;
 	redisReply *rep;
+	char *val;
 	uint64_t s;
 
 	add_whole(sh, sc, pu, &k, &v);
 	add_window_keys(&k, pu->name);
 	arg_add(&v, "%lld", (long long)sh->lease_ms);
 	arg_add(&v, "%lld", (long long)susp_left(sc, u, now));
+	val = susp_value(sh, u, u->susp_until > u->auth_until ? u->susp_until : u->auth_until);
+	arg_add(&v, "%s", val);
+	free(val);
 	arg_add(&v, "%zu", u->ln);
 	for (s = u->lseq; s < u->lseq + u->ln; s++) {
 		const struct wg_send *e = wg_log_at(u, s);
@@ -845,14 +897,20 @@ shared_admit(struct shared *sh, const struct policy_upstream *pu, struct wg_req 
 		rep = run(sc, S_GRANT, &a, 9, now);
 		if (rep == NULL)
 			goto out;
-		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3 ||
 		    rep->element[0]->type != REDIS_REPLY_INTEGER ||
-		    rep->element[1]->type != REDIS_REPLY_INTEGER) {
+		    rep->element[1]->type != REDIS_REPLY_INTEGER ||
+		    rep->elements != (rep->element[0]->integer == 3 ? 4u : 3u)) {
 			mark_down(sc, "script: unexpected reply", now);
 			goto out;
 		}
 		code = rep->element[0]->integer;
 		ms = rep->element[1]->integer;
+		/* Suspended: by whom, why; granted or waiting on the windows:
+		 * no suspension (the script looked). */
+		if (code == 3 || code == 0 || code == 1)
+			copy_susp(sh, sc, r->up, code == 3 ? ms : 0,
+			    code == 3 ? rep->element[3] : NULL, now);
 		freeReplyObject(rep);
 		rep = NULL;
 		if (code != 2)
@@ -922,16 +980,18 @@ shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u
 	sc->next_check = now + SHARED_RETRY_MS;
 	was_proven = strcmp(sc->wrote, sc->ident) == 0;
 	add_whole(sh, sc, pu, &k, &v);
+	arg_add(&k, "weir:{%s}:susp", pu->name);
 	arg_add(&v, "%d", SHARED_HOLD_MS);
 	arg_add(&v, "%d", SHARED_POLL_MS);
 	join(&k, &v, &a);
-	rep = run(sc, S_CHECK, &a, 5, now);
+	rep = run(sc, S_CHECK, &a, 6, now);
 	args_free(&a);
 	if (rep == NULL)
 		return now + SHARED_RETRY_MS;
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
 	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
-	    rep->element[1]->type != REDIS_REPLY_INTEGER) {
+	    rep->element[1]->type != REDIS_REPLY_INTEGER ||
+	    rep->element[2]->type != REDIS_REPLY_INTEGER) {
 		freeReplyObject(rep);
 		mark_down(sc, "script: unexpected reply", now);
 		return now + SHARED_RETRY_MS;
@@ -939,6 +999,7 @@ shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u
 	if (rep->element[0]->integer == 1)
 		sc->wrote[0] = '\0';
 	sc->rebuilding = rep->element[1]->integer > 0;
+	copy_susp(sh, sc, u, rep->element[2]->integer, rep->element[3], now);
 	freeReplyObject(rep);
 	if (ensure_written(sh, sc, pu, u, held, nheld, now) < 0)
 		return now + SHARED_RETRY_MS;
@@ -1090,12 +1151,13 @@ shared_rewrite(struct shared *sh, const char *upstream)
 }
 
 void
-shared_suspend(struct shared *sh, const struct policy_upstream *pu, int64_t until, int64_t now)
+shared_suspend(struct shared *sh, const struct policy_upstream *pu, const struct wg_up *u,
+    int64_t until, int64_t now)
 {
 	struct sconn *sc = find_conn(sh, pu->name);
 	struct buf why = BUF_INIT;
 	redisReply *rep;
-	char *key;
+	char *key, *val;
 
 	if (sc == NULL) {
 		(void)get_conn(sh, pu, now);
@@ -1108,10 +1170,12 @@ shared_suspend(struct shared *sh, const struct policy_upstream *pu, int64_t unti
 		return;
 	}
 	key = xasprintf("weir:{%s}:susp", pu->name);
-	if (until > now)
-		rep = command(sc->c, &why, "SET", "SET %s %s PX %lld", key, sh->host,
+	if (until > now) {
+		val = susp_value(sh, u, until);
+		rep = command(sc->c, &why, "SET", "SET %s %s PX %lld", key, val,
 		    (long long)(until - now));
-	else
+		free(val);
+	} else
 		rep = command(sc->c, &why, "DEL", "DEL %s", key);
 	free(key);
 	if (rep == NULL)

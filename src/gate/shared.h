@@ -38,7 +38,15 @@
  *   weir:{U}:hosts   zset: each host by its last call (Redis ms)
  *   weir:{U}:rebuild while a rebuild holds every grant: its start
  *   weir:{U}:waitfor set: the hosts the rebuild still waits for
- *   weir:{U}:susp    a suspension every host honours (PX = its length)
+ *   weir:{U}:susp    a suspension every host honours (PX = its length):
+ *                    "HOST KIND REPLY", the host that met it, its kind
+ *                    (quota, throttle or auth) and the upstream's reply
+ *                    (at most SHARED_REASON_MAX bytes); "HOST" alone (the
+ *                    value of a weir that stored no kind) reads as a
+ *                    throttle.  Every
+ *                    other host keeps a copy (window.h's ssusp_*) for
+ *                    fallback_when and status, as the host that met it
+ *                    has its own suspension.
  * Ids (grants, log entries) begin with "HOST.": a host's own entries.
  *
  * The calls are synchronous hiredis calls with a short timeout
@@ -80,6 +88,7 @@
 #define SHARED_HOLD_MS		3000
 #define SHARED_ALIVE_MS		5000
 #define SHARED_REBUILD_MAX_MS	10000
+#define SHARED_REASON_MAX	512	/* of the reply stored with a suspension */
 
 struct shared;
 
@@ -111,7 +120,8 @@ int shared_admit(struct shared *sh, const struct policy_upstream *pu, struct wg_
 /* Once a second per shared upstream u (section pu): is the store there,
  * and does it hold this host's history?  If not proven, write it back
  * now (u's log, its held grants).  Renews the leases of held (this
- * host's grants of u still held).  Returns when to call again. */
+ * host's grants of u still held).  Reads the store's suspension into
+ * u's copy (as shared_admit does).  Returns when to call again. */
 int64_t shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u,
     struct wg_req *const *held, size_t nheld, int64_t now);
 
@@ -124,10 +134,11 @@ void shared_ended(struct shared *sh, const struct policy_upstream *pu, struct wg
  * SETTLE): written back at the next shared_tick. */
 void shared_rewrite(struct shared *sh, const char *upstream);
 
-/* A suspension until `until` (now axis) seen here: every host honours it.
- * until == 0: lift it (RESUME). */
-void shared_suspend(struct shared *sh, const struct policy_upstream *pu, int64_t until,
-    int64_t now);
+/* A suspension of u until `until` (now axis) seen here: every host
+ * honours it, and sees its kind and reply (u's suspension that ends
+ * last).  until == 0: lift it (RESUME). */
+void shared_suspend(struct shared *sh, const struct policy_upstream *pu, const struct wg_up *u,
+    int64_t until, int64_t now);
 
 /* The store of an upstream, for status. */
 struct shared_info {

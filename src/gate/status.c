@@ -188,24 +188,28 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	long long fl = in_flight(u, hist);
 	struct cls_count cc[32];
 	struct shared_view v;
+	struct wg_susp su;
 	size_t i, ncc;
 	int64_t next;
 	char when[64];
 
 	buf_printf(b, "upstream %s:%s", u->name, u->in_policy ? "" : " (not in the policy)");
+	wg_suspension(u, now, &su);
 	/* One "suspended until" for both kinds (weir status reads it). */
-	if (u->auth_until > now && u->auth_until >= u->susp_until) {
+	if (u->auth_until > now && u->auth_until >= su.until) {
 		wall_str(when, sizeof when, u->auth_until + wmm);
 		buf_printf(b, " suspended until %s (%lld s): authentication failed\n", when,
 		    (long long)((u->auth_until - now + 999) / 1000));
-	} else if (u->susp_until > now) {
-		wall_str(when, sizeof when, u->susp_until + wmm);
-		buf_printf(b, " suspended until %s (%lld s): %s\n", when,
-		    (long long)((u->susp_until - now + 999) / 1000),
-		    u->susp_reason ? u->susp_reason : "");
+	} else if (su.until > now) {
+		wall_str(when, sizeof when, su.until + wmm);
+		buf_printf(b, " suspended until %s (%lld s%s): %s\n", when,
+		    (long long)((su.until - now + 999) / 1000), su.quota ? ", its quota" : "",
+		    su.reason ? su.reason : "");
 	} else {
 		buf_adds(b, " active\n");
 	}
+	if (su.until > now && su.host)
+		buf_printf(b, "  met by %s and shared through the store\n", su.host);
 	if (u->auth_until > now) {
 		wall_str(when, sizeof when, u->auth_until + wmm);
 		/* What mends it (mail/credfp.h), what lifts it (creds.h): a
@@ -282,7 +286,7 @@ text_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	if ((next = next_slot(u, now)) > now) {
 		wall_str(when, sizeof when, next + wmm);
 		buf_printf(b, "  next free slot: %s (in %lld ms)%s\n", when, (long long)(next - now),
-		    next == u->susp_until || next == u->auth_until ? ", the suspension's end" : "");
+		    next == su.until || next == u->auth_until ? ", the suspension's end" : "");
 	}
 	buf_printf(b, "  totals: granted %llu, sent %llu, sent with no recipient accepted %llu, "
 	    "refunded %llu, throttled %llu, unknown %llu, no mail %llu, auth failed %llu, unknown "
@@ -433,8 +437,8 @@ next_slot(struct wg_up *u, int64_t now)
 	wg_route_state(u, NULL, now, &st);
 	if ((t = st.free_at) < 0)
 		return -1;
-	if (u->susp_until > t)
-		t = u->susp_until;
+	if (st.susp_until > t)
+		t = st.susp_until;
 	if (u->auth_until > t)
 		t = u->auth_until;
 	return t;
@@ -592,6 +596,7 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 {
 	struct cls_count cc[32];
 	struct shared_view v;
+	struct wg_susp su;
 	size_t i, ncc, n;
 	long long fl;
 	uint64_t s;
@@ -599,11 +604,17 @@ json_up(struct buf *b, struct wg_up *u, int64_t now, int64_t wmm, struct shared 
 	buf_printf(b, "{\"%s\":", GS_NAME);
 	quoted(b, u->name);
 	key_bool(b, GS_IN_POLICY, u->in_policy);
-	key_bool(b, GS_SUSPENDED, u->susp_until > now);
-	if (u->susp_until > now) {
-		key_num(b, GS_SUSPENDED_UNTIL_MS, (unsigned long long)(u->susp_until + wmm));
+	wg_suspension(u, now, &su);
+	key_bool(b, GS_SUSPENDED, su.until > now);
+	if (su.until > now) {
+		key_num(b, GS_SUSPENDED_UNTIL_MS, (unsigned long long)(su.until + wmm));
 		key(b, GS_SUSPEND_REASON);
-		quoted(b, u->susp_reason ? u->susp_reason : "");
+		quoted(b, su.reason ? su.reason : "");
+		key_bool(b, GS_SUSPEND_QUOTA, su.quota);
+		if (su.host) {
+			key(b, GS_SUSPENDED_BY);
+			quoted(b, su.host);
+		}
 	}
 	key_bool(b, GS_AUTH_SUSPENDED, u->auth_until > now);
 	if (u->auth_until > now) {

@@ -37,6 +37,8 @@ free_up(struct wg_up *u)
 	free(u->log);
 	free(u->hist);
 	free(u->susp_reason);
+	free(u->ssusp_reason);
+	free(u->ssusp_host);
 	free(u->auth_reason);
 	free(u->down_reason);
 	free(u);
@@ -301,6 +303,8 @@ set_windows(struct wgate *g, struct wg_up *u, const struct policy_upstream *pu, 
 	u->max_rcpt = u->max_conn = u->msgs_per_conn = 0;
 	u->shared = pu != NULL && pu->shared != NULL;
 	u->shared_retry = 0;
+	if (!u->shared)	/* no store: no other host's suspension */
+		(void)wg_shared_suspension(u, 0, 0, NULL, NULL, now);
 	u->grace = wg_grace(g->pol, u->name, g->grace);
 	if (pu == NULL)
 		return;
@@ -561,12 +565,47 @@ wg_route_state(struct wg_up *u, const uint32_t *w, int64_t now, struct route_sta
 	st->auth_until = u->auth_until;
 	/* After an authentication suspension, one message at a time. */
 	st->auth_probe_out = u->probe && u->held[UNIT_MESSAGES] > 0;
-	st->susp_until = u->susp_until;
+	/* This gate's own suspension, or the one another host shared. */
+	st->susp_until = u->susp_until > u->ssusp_until ? u->susp_until : u->ssusp_until;
 	st->free_at = u->in_policy ? win_fit(u, w ? w : one, now) : -1;
 	/* The provider's quota is a window of its own, full until the
-	 * suspension ends at least (route.h: "quota"). */
+	 * suspension ends at least (route.h: "quota"), whichever host met
+	 * it. */
 	if (u->susp_quota && u->susp_until > now && st->free_at < u->susp_until)
 		st->free_at = u->susp_until;
+	if (u->ssusp_quota && u->ssusp_until > now && st->free_at < u->ssusp_until)
+		st->free_at = u->ssusp_until;
+}
+
+void
+wg_suspension(const struct wg_up *u, int64_t now, struct wg_susp *s)
+{
+	memset(s, 0, sizeof *s);
+	if (u->susp_until > now && u->susp_until >= u->ssusp_until) {
+		s->until = u->susp_until;
+		s->quota = u->susp_quota;
+		s->reason = u->susp_reason;
+	} else if (u->ssusp_until > now) {
+		s->until = u->ssusp_until;
+		s->quota = u->ssusp_quota;
+		s->reason = u->ssusp_reason;
+		s->host = u->ssusp_host ? u->ssusp_host : "";
+	}
+}
+
+int
+wg_shared_suspension(struct wg_up *u, int64_t ms, int quota, const char *host,
+    const char *reason, int64_t now)
+{
+	int ended = ms <= 0 && u->ssusp_until > now;
+
+	u->ssusp_until = ms > 0 ? now + ms : 0;
+	u->ssusp_quota = ms > 0 && quota;
+	free(u->ssusp_reason);
+	free(u->ssusp_host);
+	u->ssusp_reason = ms > 0 && reason ? xstrdup(reason) : NULL;
+	u->ssusp_host = ms > 0 && host ? xstrdup(host) : NULL;
+	return ended;
 }
 
 /* The verdict on r's conditions (route.h). */
@@ -1092,6 +1131,8 @@ wg_lift(struct wg_up *u, int auth_only, int64_t now)
 	if (!auth_only) {
 		u->susp_until = 0;
 		u->susp_len = 0;
+		/* RESUME lifts the store's too (shared_suspend). */
+		(void)wg_shared_suspension(u, 0, 0, NULL, NULL, now);
 	}
 	return down;
 }

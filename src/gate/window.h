@@ -173,6 +173,14 @@ struct wg_up {
 	char *susp_reason;
 	int susp_quota;		/* it is for a quota reply (WG_QUOTA): fallback_when's
 				 * quota counts it (wg_route_state) */
+	/* The suspension another host stored in the shared store (shared.c),
+	 * as this gate last read it (once a second, and at each grant it
+	 * asks): until (now axis; 0: none), a quota's, the reply and the
+	 * host.  Not journalled: the store keeps it, and the host that
+	 * wrote it writes it back.  wg_suspension() merges it with u's own. */
+	int64_t ssusp_until;
+	int ssusp_quota;
+	char *ssusp_reason, *ssusp_host;
 	/* Authentication suspension (AUTHFAIL): lifted by a reload or a
 	 * resume, or at a start whose credentials differ from auth_fp (the
 	 * caller's fingerprint of those that failed, mail/credfp.h;
@@ -338,6 +346,22 @@ int wg_reach_reset(struct wg_up *u);
 /* u's state for route_judge, for a request of weights w (NULL: one
  * message, one recipient, no connection). */
 void wg_route_state(struct wg_up *u, const uint32_t *w, int64_t now, struct route_state *st);
+/* u's throttle suspension as status and route_judge see it: its own, or
+ * the one another host shared through the store (ssusp_*) when that
+ * ends later.  until 0: none running. */
+struct wg_susp {
+	int64_t until;
+	int quota;		/* a quota's (WG_QUOTA) */
+	const char *reason;	/* the upstream's reply */
+	const char *host;	/* NULL: this gate's own; else the host that stored it */
+};
+void wg_suspension(const struct wg_up *u, int64_t now, struct wg_susp *s);
+/* What the shared store holds for u now (shared.c): a suspension for ms
+ * more (0: none) of host's, a quota's or not, with reason.  Returns 1
+ * when that ends the one u had from it (its head may ask the store
+ * again at once). */
+int wg_shared_suspension(struct wg_up *u, int64_t ms, int quota, const char *host,
+    const char *reason, int64_t now);
 /* When u's backlog began (WG_BUSY_GAP_MS; ms on the now axis), 0: none. */
 int64_t wg_backlog_since(const struct wg_up *u, int64_t now);
 /* u's credentials were refused without a grant (REFUSED: weir-send's

@@ -28,6 +28,8 @@ const struct gs_member gs_members[] = {
 	{ U GS_SUSPENDED, B },
 	{ U GS_SUSPENDED_UNTIL_MS, I | OPT },
 	{ U GS_SUSPEND_REASON, S | OPT },
+	{ U GS_SUSPEND_QUOTA, B | OPT },
+	{ U GS_SUSPENDED_BY, S | OPT },
 	{ U GS_AUTH_SUSPENDED, B },
 	{ U GS_AUTH_UNTIL_MS, I | OPT },
 	{ U GS_AUTH_REASON, S | OPT },

@@ -19,7 +19,10 @@
  *   name               the upstream (policy.conf's and weir.conf's name)
  *   in_policy          false: no policy names it, nothing is granted
  *   suspended          a throttle suspension runs: suspended_until_ms,
- *                      suspend_reason (the upstream's reply) with it
+ *                      suspend_reason (the upstream's reply),
+ *                      suspend_quota (true: the provider's quota reply),
+ *                      and suspended_by (only for another host's, shared
+ *                      through the store: that host) with it
  *   auth_suspended     an authentication suspension runs:
  *                      auth_suspended_until_ms, auth_reason with it
  *   probe              one grant at a time until a report gets through
@@ -115,6 +118,8 @@
 #define GS_SUSPENDED		"suspended"
 #define GS_SUSPENDED_UNTIL_MS	"suspended_until_ms"
 #define GS_SUSPEND_REASON	"suspend_reason"
+#define GS_SUSPEND_QUOTA	"suspend_quota"
+#define GS_SUSPENDED_BY		"suspended_by"
 #define GS_AUTH_SUSPENDED	"auth_suspended"
 #define GS_AUTH_UNTIL_MS	"auth_suspended_until_ms"
 #define GS_AUTH_REASON		"auth_reason"

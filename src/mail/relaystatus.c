@@ -767,7 +767,8 @@ up_problems(struct relay_status *rs, const struct weir_upstream *cu, struct json
 		buf_reset(&fix);
 		buf_printf(&fix, "weir resume %s lifts it", cu->name);
 		date_iso(when, sizeof when, (time_t)(sp->st.susp_until / 1000));
-		problem(rs, cu->name, fix.s, "suspended until %s: it said %s", when,
+		problem(rs, cu->name, fix.s, "suspended until %s%s: it said %s", when,
+		    jp_bool(jp_get(u, GS_SUSPEND_QUOTA)) == 1 ? " (its quota)" : "",
 		    (s = jp_str(jp_get(u, GS_SUSPEND_REASON))) ? s : "");
 	}
 	if (sp->st.down_since) {

@@ -497,6 +497,7 @@ suspension(struct buf *o, struct json_object *up, const char *name, int oauth, l
 	};
 	char when[64], rel[64];
 	struct buf fix = BUF_INIT;
+	const char *by;
 	long long until;
 	size_t k;
 
@@ -507,9 +508,16 @@ suspension(struct buf *o, struct json_object *up, const char *name, int oauth, l
 		clock_str(when, sizeof when, until, now_ms);
 		rel_str(rel, sizeof rel, until, now_ms);
 		buf_printf(o, "<div class=\"alert\"><b>Suspended until %s</b>%s. %s: <q>", when, rel,
-		    kinds[k][3]);
+		    k == 0 && jp_bool(jp_get(up, GS_SUSPEND_QUOTA)) == 1 ?
+		    "Its quota is spent; it said" : kinds[k][3]);
 		esc(o, jp_str(jp_get(up, kinds[k][2])));
 		buf_adds(o, "</q>.<br>");
+		/* Another relay's, shared through the store (weir-gate(8)). */
+		if (k == 0 && (by = jp_str(jp_get(up, GS_SUSPENDED_BY))) != NULL) {
+			buf_adds(o, "Met by ");
+			esc(o, by);
+			buf_adds(o, ", shared through the store. ");
+		}
 		if (k == 1) {
 			/* weir-gate's own advice (mail/credfp.h), as a sentence. */
 			buf_reset(&fix);

@@ -24,6 +24,16 @@
  *   redis_restarts_empty    Redis killed and started empty (no
  *                           persistence) mid-run: the gates write their
  *                           own history back before anything is granted
+ *   quota_reply_spills_at_every_host
+ *                           host 0 gets Microsoft 365's quota reply at
+ *                           RCPT and suspends the shared upstream for a
+ *                           quota's 2 h; host 1 (its isp section with
+ *                           fallback = "backup", fallback_when =
+ *                           {"quota"}) sends its mail through its backup
+ *                           at once, none to isp, and its gate and
+ *                           `weir status` call the suspension a quota's
+ *                           (before, host 1 saw only "suspended" in the
+ *                           store: its mail waited the 2 h)
  * In the three failure cases: the window holds at the upstream, every
  * message arrives at least once (a repeat only of what was in flight at
  * a kill), the queues drain and pass queue-check, no bounce.
@@ -54,6 +64,7 @@
 #define PER 3.0
 
 static struct rt t[NHOST];
+static struct rt_peer bk;	/* quota_reply_spills_at_every_host's backup */
 static pid_t rpid;
 static unsigned rport;
 static char *rdir;
@@ -88,6 +99,7 @@ setup(void)
 
 	for (i = 0; i < NHOST; i++)
 		rt_setup(&t[i], 2);
+	memset(&bk, 0, sizeof bk);
 	rdir = xasprintf("%s/redis", t[0].s.qt.tmp);
 	cr_assert(mkdir(rdir, 0700) == 0);
 	rport = tl_free_port();
@@ -97,6 +109,7 @@ static void
 teardown(void)
 {
 	hs_teardown(t, NHOST);
+	rt_peer_free(&bk);
 	redis_stop(SIGKILL);
 	free(rdir);
 }
@@ -263,4 +276,105 @@ Test(shared_relay, redis_restarts_empty)
 	hs_assert_sound(t, NHOST, &r);
 	rt_rec_free(&r);
 	hs_free_rcpts(rcpt, NHOST * FAIL_PER_HOST);
+}
+
+/* Microsoft 365's reply to a mailbox over its sending quota: "Message
+ * storage and concurrent connection throttling for SMTP Authenticated
+ * Submission" (Microsoft Learn, Exchange Online troubleshooting), read
+ * 2026-11-28; tests/data/replies.txt has it as a quota at RCPT. */
+#define MS_QUOTA "554 5.2.0 STOREDRV.Submission.Exception:SubmissionQuotaExceededException; " \
+	"Failed to process message due to a permanent exception with message Cannot submit " \
+	"message."
+
+/* `weir status` of host h (exit 0), malloc'ed. */
+static char *
+weir_status(struct rt *h)
+{
+	const char *args[] = { "-c", h->s.qt.conf, "status" };
+	struct tl_result r = rt_run(h, "weir", args, 3, NULL);
+	char *out;
+
+	cr_assert_eq(r.status, 0, "weir status: exit %d:\n%s%s", r.status, buf_cstr(&r.out),
+	    buf_cstr(&r.err));
+	out = xstrdup(buf_cstr(&r.out));
+	tl_result_free(&r);
+	return out;
+}
+
+Test(shared_relay, quota_reply_spills_at_every_host)
+{
+	const char *flags[] = { "--reply", "rcpt:q@dst.example=" MS_QUOTA, NULL };
+	const char *q = "q@dst.example";
+	char **mine = rt_addrs("b", "dst.example", 0, 3), *certs, *pol, *st;
+	struct rt_peer_count three = { &bk, 3 };
+	struct rt_rec ri, rb;
+	const char *p;
+	double queued;
+	size_t i;
+
+	redis_start(0);
+	rt_upstream_start(&t[0], "good", flags, 0);
+	rt_peer_start(&t[1], &bk, "backup", NULL, 0);
+	pol = xasprintf("upstream \"isp\" {\n  rate = {\"10 per 1s\"}\n"
+	    "  shared = \"redis://127.0.0.1:%u/0\"\n}\n"
+	    "upstream \"backup\" { rate = {\"10 per 1s\"} }\n", rport);
+	/* Host 0: isp alone.  Host 1: isp (host 0's, with its CA), its
+	 * backup when isp's quota is spent, and the backup. */
+	rt_conf_upstream(&t[0], NULL);
+	certs = t[1].certs;
+	t[1].certs = t[0].certs;
+	rt_conf_upstream_at(&t[1], "isp", t[0].port, "  fallback = {\"backup\"}\n"
+	    "  fallback_when = {\"quota\"}\n");
+	t[1].certs = certs;
+	rt_conf_upstream_at(&t[1], "backup", bk.port, "");
+	for (i = 0; i < 2; i++) {
+		rt_policy(&t[i], pol);
+		rt_gate_start(&t[i], "2s");
+	}
+	free(pol);
+	rt_sendmail(&t[0], HS_SENDER, &q, 1, "Subject: quota\n\nbody\n");
+	rt_send_start(&t[0]);
+	cr_assert(rt_wait(rt_gate_status_has, &t[0], (void *)"SubmissionQuotaExceeded", 30000),
+	    "host 0 not suspended:\n%s", rt_send_logs_tail(&t[0], 3000));
+	cr_assert_eq(hs_gate_log_count(&t[0], "suspended for 7200 s (its quota)"), 1);
+	/* Host 1's mail, after the suspension is in the store. */
+	rt_send_start(&t[1]);
+	queued = rt_now();
+	for (i = 0; i < 3; i++)
+		rt_sendmail(&t[1], HS_SENDER, (const char *const *)&mine[i], 1,
+		    "Subject: host 1\n\nbody\n");
+	cr_assert(rt_wait(rt_peer_ndata_at_least, &t[1], &three, 20000),
+	    "host 1's backup got %zu of 3: its mail waited for isp's quota\n%s",
+	    rt_rec_ndata_file(bk.record), rt_send_logs_tail(&t[1], 3000));
+	rt_wait_empty(&t[1], 20000);
+	rt_rec_load(&t[0], &ri);
+	rt_rec_load_file(bk.record, &rb);
+	cr_assert_eq(rb.n, 3);
+	rt_say("shared_relay: host 1's 3 messages at its backup %.2f s after they were queued",
+	    rb.v[2].time - queued);
+	for (i = 0; i < 3; i++) {
+		cr_assert_eq(rt_rec_count(&rb, NULL, mine[i]), 1, "%s at the backup", mine[i]);
+		cr_assert_eq(rt_rec_count(&ri, NULL, mine[i]), 0, "%s at isp", mine[i]);
+	}
+	cr_assert_eq(ri.n, 0, "isp took %zu", ri.n);
+	/* Host 1's gate and `weir status` say why: the quota host 0 met. */
+	st = rt_gate_status(&t[1]);
+	p = strstr(st, "upstream isp: ");
+	rt_say("shared_relay: host 1's gate: %.*s", p ? (int)strcspn(p, "\n") : 0, p ? p : "");
+	cr_assert(strstr(st, "upstream isp: suspended until ") &&
+	    strstr(st, "its quota): " MS_QUOTA) && strstr(st, "  met by "), "%s", st);
+	free(st);
+	st = weir_status(&t[1]);
+	cr_assert(strstr(st, "isp: passed over: quota") &&
+	    strstr(st, " (its quota): it said " MS_QUOTA), "%s", st);
+	free(st);
+	/* Host 0's message waits for isp; nobody bounced anything. */
+	st = rt_mailq(&t[0]);
+	cr_assert(strstr(st, "q@dst.example"), "host 0's message is not queued:\n%s", st);
+	free(st);
+	rt_assert_no_bounce(&t[0], &ri);
+	rt_assert_no_bounce(&t[1], &rb);
+	rt_rec_free(&ri);
+	rt_rec_free(&rb);
+	rt_addrs_free(mine, 3);
 }

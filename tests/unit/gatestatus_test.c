@@ -306,9 +306,9 @@ walk(struct json_object *o, const char *path, struct buf *seen)
  * The gate's document against mail/gatestatus.h, the interface its
  * clients read (issue 32): every member it writes is declared there
  * with its kind, and every declared member is written (those that are
- * not always there, here because a suspension, a calendar window, an
- * unknown outcome, weir-send's counts and a history are; a shared
- * store's are Redis's: redis_test).
+ * not always there, here because a suspension (another host's, shared),
+ * a calendar window, an unknown outcome, weir-send's counts and a
+ * history are; a shared store's are Redis's: redis_test).
  */
 Test(gatestatus, document_as_declared)
 {
@@ -326,6 +326,9 @@ Test(gatestatus, document_as_declared)
 	u = wg_find(&g, "up");
 	cr_assert_eq(wg_auth_refused(u, "535 5.7.8 no", 952000), 1);
 	u->has_counts = 1;
+	/* Another host's suspension, shared through a store, ending after
+	 * this gate's own: suspended_by. */
+	(void)wg_shared_suspension(u, 400000, 1, "h2", "452 4.5.3 quota", 953000);
 	acquire(953000);
 	doc = status_of(953000, 600000, "No space left on device");
 	walk(doc, "", &seen);

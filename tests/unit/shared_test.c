@@ -237,11 +237,118 @@ Test(shared, suspension_for_all)
 	int64_t wait, now = mono();
 
 	set_win(0, 10, 10, 0);
-	shared_suspend(sh, &pu, now + 5000, now);
+	up.susp_until = now + 5000;
+	shared_suspend(sh, &pu, &up, now + 5000, now);
 	cr_assert_eq(ask(1, NULL, &wait), 0);
 	cr_assert(wait > 4000 && wait <= 5000, "wait %lld", (long long)wait);
-	shared_suspend(sh, &pu, 0, mono());
+	/* This host's own: no copy of it. */
+	cr_assert_eq(up.ssusp_until, 0);
+	up.susp_until = 0;
+	shared_suspend(sh, &pu, &up, 0, mono());
 	cr_assert_eq(ask(2, NULL, &wait), 1);
+}
+
+/* The suspension's value in the store (shared.h), malloc'ed; NULL: none. */
+static char *
+susp_in_store(void)
+{
+	redisReply *rep = redisCommand(R.c, "GET weir:{up}:susp");
+	char *v;
+
+	cr_assert_not_null(rep);
+	v = rep->type == REDIS_REPLY_STRING ? xstrdup(rep->str) : NULL;
+	freeReplyObject(rep);
+	return v;
+}
+
+#define QUOTA_REPLY "554 5.2.0 STOREDRV.Submission.Exception:SubmissionQuotaExceededException"
+
+/*
+ * A quota suspension met by host h is one for host h2 too: h2's grant is
+ * refused for its time, and h2's copy (window.h's ssusp_*) says a quota's,
+ * whose, and the reply, by the grant script's answer and by the
+ * heartbeat's.  Before, the store held "h" alone and h2 saw no kind.
+ */
+Test(shared, quota_kind_for_every_host)
+{
+	struct shared *sh2 = shared_new("h2", "r2", 0);
+	struct wg_up up2;
+	struct wg_req *r = req(1);
+	int64_t now = mono(), retry;
+	char *v;
+
+	set_win(0, 10, 10, 0);
+	tl_redis_cmd(&R, "HSET weir:{up}:built h2 1");
+	up.susp_until = now + 7200 * 1000LL;
+	up.susp_quota = 1;
+	up.susp_reason = (char *)QUOTA_REPLY;
+	shared_suspend(sh, &pu, &up, up.susp_until, now);
+	v = susp_in_store();
+	cr_assert_str_eq(v, "h quota " QUOTA_REPLY);
+	free(v);
+	memset(&up2, 0, sizeof up2);
+	up2.name = (char *)"up";
+	up2.shared = 1;
+	r->up = &up2;
+	cr_assert_eq(shared_admit(sh2, &pu, r, NULL, 0, now, &retry), 0);
+	cr_assert(retry - now > 7100 * 1000LL, "retry in %lld ms", (long long)(retry - now));
+	cr_assert(up2.ssusp_until > now + 7100 * 1000LL && up2.ssusp_quota);
+	cr_assert_str_eq(up2.ssusp_host, "h");
+	cr_assert_str_eq(up2.ssusp_reason, QUOTA_REPLY);
+	/* Lifted by h (RESUME): h2's heartbeat drops its copy, and its head
+	 * may ask at once. */
+	up.susp_until = 0;
+	shared_suspend(sh, &pu, &up, 0, now);
+	up2.shared_retry = retry;
+	(void)shared_tick(sh2, &pu, &up2, NULL, 0, mono());
+	cr_assert_eq(up2.ssusp_until, 0);
+	cr_assert_eq(up2.shared_retry, 0);
+	/* A throttle by h, read by the heartbeat. */
+	up.susp_until = mono() + 5000;
+	up.susp_quota = 0;
+	up.susp_reason = (char *)"421 4.7.0 too many messages";
+	shared_suspend(sh, &pu, &up, up.susp_until, mono());
+	(void)shared_tick(sh2, &pu, &up2, NULL, 0, mono() + SHARED_RETRY_MS);
+	cr_assert(up2.ssusp_until > 0 && !up2.ssusp_quota);
+	cr_assert_str_eq(up2.ssusp_reason, "421 4.7.0 too many messages");
+	up.susp_reason = NULL;
+	(void)wg_shared_suspension(&up2, 0, 0, NULL, NULL, mono());
+	free(r);
+	shared_free(sh2);
+}
+
+/* The value an older weir stored, "HOST" alone: a throttle. */
+Test(shared, host_alone_reads_as_a_throttle)
+{
+	int64_t wait;
+
+	set_win(0, 10, 10, 0);
+	tl_redis_cmd(&R, "SET weir:{up}:susp other PX 5000");
+	cr_assert_eq(ask(1, NULL, &wait), 0);
+	cr_assert(up.ssusp_until > 0 && !up.ssusp_quota);
+	cr_assert_str_eq(up.ssusp_host, "other");
+	cr_assert_str_eq(up.ssusp_reason, "");
+	(void)wg_shared_suspension(&up, 0, 0, NULL, NULL, mono());
+}
+
+/* A write-back (a store that lost the key: restarted, emptied) puts the
+ * suspension back with its kind and reply. */
+Test(shared, write_back_keeps_the_kind)
+{
+	int64_t now = mono();
+	char *v;
+
+	set_win(0, 10, 10, 0);
+	up.susp_until = now + 7200 * 1000LL;
+	up.susp_quota = 1;
+	up.susp_reason = (char *)QUOTA_REPLY;
+	/* This gate's start: its history (and suspension) written back. */
+	(void)shared_tick(sh, &pu, &up, NULL, 0, now);
+	v = susp_in_store();
+	cr_assert_not_null(v, "no suspension written back");
+	cr_assert_str_eq(v, "h quota " QUOTA_REPLY);
+	free(v);
+	up.susp_reason = NULL;
 }
 
 /*
