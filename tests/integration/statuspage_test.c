@@ -458,9 +458,11 @@ mails_at_least(void *arg)
 /*
  * $WEIR_STATUSPAGE_RUN_S (seconds, default none): let the relay run
  * that long under load first, for a screenshot with some history.  The
- * README's: make BUILD=build/shot CPPFLAGS=-DSTATUSPAGE_TIMEOUT=3000
+ * README's: make BUILD=build/shot CPPFLAGS=-DSTATUSPAGE_TIMEOUT=3000 all
  * build/shot/tests/integration/statuspage_test, then that binary with
- * WEIR_STATUSPAGE_RUN_S=1500 and WEIR_BIN=build/shot/bin.
+ * WEIR_STATUSPAGE_RUN_S=1200 and WEIR_BIN=build/shot/bin; the page's
+ * top is test-artefacts/statuspage.html in chromium --headless
+ * --window-size=1000,1250 --screenshot.
  */
 Test(statuspage, page_in_chromium)
 {
