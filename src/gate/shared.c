@@ -1058,13 +1058,13 @@ shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u
 	int was_proven, whole;
 	int64_t own;
 
+	*lifted = 0;
 	if (sc && now < sc->next_check)
 		return sc->next_check;
 	if ((sc = get_conn(sh, pu, now)) == NULL)
 		return find_conn(sh, pu->name)->next_try;
 	sc->next_check = now + SHARED_RETRY_MS;
 	was_proven = strcmp(sc->wrote, sc->ident) == 0;
-	*lifted = 0;
 	add_whole(sh, sc, pu, &k, &v);
 	arg_add(&k, "weir:{%s}:susp", pu->name);
 	arg_add(&k, "weir:{%s}:lift", pu->name);

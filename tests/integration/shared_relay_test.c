@@ -34,16 +34,28 @@
  *                           `weir status` call the suspension a quota's
  *                           (before, host 1 saw only "suspended" in the
  *                           store: its mail waited the 2 h)
+ *   resume_at_one_host_lifts_it_where_it_was_met
+ *                           `weir resume isp` at host 1 lifts host 0's
+ *                           quota at host 0 too: its waiting mail goes at
+ *                           once, and the lift is journalled
+ *   lost_suspension_written_back_not_lifted
+ *                           the key deleted (no RESUME), then Redis
+ *                           restarted empty: host 0 stays suspended and
+ *                           writes it back; host 1 sees it again
+ *   shorter_throttle_keeps_the_quota
+ *                           host 2's 5-minute throttle, met after host 0's
+ *                           quota, leaves the quota in the store
  * In the three failure cases: the window holds at the upstream, every
  * message arrives at least once (a repeat only of what was in flight at
  * a kill), the queues drain and pass queue-check, no bounce.
  *
  * Waits are for events (the upstream's record, log lines, empty queues),
- * bounded; the 10 s outage is the scenario itself.  Every process started
- * is killed at the end, even on failure: Redis here, the rest by
- * rt_teardown (relay_helpers.h).  tests/run.sh runs the four tests at
- * once (they mostly wait); the binary then takes as long as its longest
- * test, redis_down_10s or the 45-message one (8 periods of 3 s).
+ * bounded; the 10 s outage and the 6 s final dot are the scenarios
+ * themselves.  Every process started is killed at the end, even on
+ * failure: Redis here, the rest by rt_teardown (relay_helpers.h).
+ * tests/run.sh runs the tests at once (they mostly wait); the binary
+ * then takes as long as its longest test, redis_down_10s or the
+ * 45-message one (8 periods of 3 s).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -312,6 +324,7 @@ Test(shared_relay, quota_reply_spills_at_every_host)
 	double queued;
 	size_t i;
 
+	redis_start(0);
 	rt_upstream_start(&t[0], "good", flags, 0);
 	rt_peer_start(&t[1], &bk, "backup", NULL, 0);
 	pol = xasprintf("upstream \"isp\" {\n  rate = {\"10 per 1s\"}\n"
