@@ -559,20 +559,6 @@ Test(fallback, backlog_returns_to_the_recovered_primary)
 	rt_rec_free(&rg);
 }
 
-/* A condition for rt_wait(): isp's record holds a data event for the
- * address arg (not only its RCPT). */
-static int
-delivered_at_isp(struct rt *x, void *arg)
-{
-	struct rt_rec r;
-	size_t n;
-
-	rt_rec_load(x, &r);
-	n = rt_rec_count(&r, NULL, arg);
-	rt_rec_free(&r);
-	return n > 0;
-}
-
 /* One message to x@a.example (corp's route) and y@dst.example (isp's):
  * y must reach isp within `within` seconds of the injection. */
 static void
@@ -589,7 +575,7 @@ split_message(double within)
 	rt_send_start(&t);
 	sent = rt_now();
 	rt_sendmail(&t, SENDER, rcpts, 2, "Subject: split\n\nbody\n");
-	cr_assert(rt_wait(delivered_at_isp, &t, (void *)"y@dst.example", (int)(within * 1000) +
+	cr_assert(rt_wait(rt_delivered_to, &t, (void *)"y@dst.example", (int)(within * 1000) +
 	    5000), "y never reached isp:\n%s", rt_send_logs_tail(&t, 4000));
 	rt_rec_load(&t, &ri);
 	for (i = 0; i < ri.n; i++)
@@ -629,7 +615,7 @@ Test(fallback, routes_independent_of_an_unreachable_route)
 	rt_conf_upstream_at(&t, "isp", t.port, "");
 	split_message(5.0);
 	/* corp's recipient through isp once the spell lasted 10 s. */
-	cr_assert(rt_wait(delivered_at_isp, &t, (void *)"x@a.example", 40000),
+	cr_assert(rt_wait(rt_delivered_to, &t, (void *)"x@a.example", 40000),
 	    "x never went through isp:\n%s", rt_send_logs_tail(&t, 4000));
 	rt_rec_load(&t, &ri);
 	cr_assert_eq(rt_rec_count(&ri, NULL, "x@a.example"), 1);

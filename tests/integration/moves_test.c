@@ -80,20 +80,6 @@ send1(const char *rcpt)
 	rt_sendmail(&t, SENDER, &rcpt, 1, "Subject: moves\n\nbody\n");
 }
 
-/* A condition for rt_wait(): the upstream's record holds arg (an
- * address) in a data event. */
-static int
-delivered(struct rt *x, void *arg)
-{
-	struct rt_rec r;
-	size_t n;
-
-	rt_rec_load(x, &r);
-	n = rt_rec_count(&r, NULL, arg);
-	rt_rec_free(&r);
-	return n > 0;
-}
-
 Test(moves, resume_sends_at_once)
 {
 	const char *flags[] = { "--reply", "rcpt:t@dst.example=421 4.7.0 Try again later, "
@@ -113,7 +99,7 @@ Test(moves, resume_sends_at_once)
 	send1("b@dst.example");
 	/* Both wait: nothing reaches isp during the suspension. */
 	rt_wait_log(&t, "msg ", 3, 10000);
-	cr_assert(!rt_wait(delivered, &t, (void *)"a@dst.example", 3000), "a went during the "
+	cr_assert(!rt_wait(rt_delivered_to, &t, (void *)"a@dst.example", 3000), "a went during the "
 	    "suspension");
 	/* Status agrees with what happens: all three wait at the gate for
 	 * isp (weir-send holds none back on its own). */
@@ -129,9 +115,9 @@ Test(moves, resume_sends_at_once)
 	resumed = rt_now();
 	cr_assert(strstr(out, "upstream isp: suspensions lifted"), "%s", out);
 	free(out);
-	cr_assert(rt_wait(delivered, &t, (void *)"a@dst.example", 15000) &&
-	    rt_wait(delivered, &t, (void *)"b@dst.example", 15000) &&
-	    rt_wait(delivered, &t, (void *)"t@dst.example", 15000),
+	cr_assert(rt_wait(rt_delivered_to, &t, (void *)"a@dst.example", 15000) &&
+	    rt_wait(rt_delivered_to, &t, (void *)"b@dst.example", 15000) &&
+	    rt_wait(rt_delivered_to, &t, (void *)"t@dst.example", 15000),
 	    "a, b and t did not go within 15 s of weir resume:\n%s", rt_send_logs_tail(&t, 4000));
 	cr_assert_lt(rt_now() - resumed, 15.0);
 	/* Status agrees: no message of them waits on isp. */
@@ -179,7 +165,7 @@ Test(moves, back_upstream_sends_what_waited_on_it)
 	rt_upstream_start(&t, "good", flags, isp_port);
 	back = rt_now();
 	for (i = 0; i < 3; i++)
-		cr_assert(rt_wait(delivered, &t, (void *)rcpts[i], 30000), "%s did not go within "
+		cr_assert(rt_wait(rt_delivered_to, &t, (void *)rcpts[i], 30000), "%s did not go within "
 		    "30 s of isp's return:\n%s", rcpts[i], rt_send_logs_tail(&t, 4000));
 	cr_assert_lt(rt_now() - back, 30.0);
 	rt_rec_load(&t, &ri);
@@ -216,8 +202,8 @@ Test(moves, reload_with_fixed_credentials_sends_at_once)
 	cr_assert_eq(kill(t.gate, SIGHUP), 0);
 	cr_assert_eq(kill(t.send.pid, SIGHUP), 0);
 	fixed = rt_now();
-	cr_assert(rt_wait(delivered, &t, (void *)"a@dst.example", 15000) &&
-	    rt_wait(delivered, &t, (void *)"b@dst.example", 15000),
+	cr_assert(rt_wait(rt_delivered_to, &t, (void *)"a@dst.example", 15000) &&
+	    rt_wait(rt_delivered_to, &t, (void *)"b@dst.example", 15000),
 	    "not sent within 15 s of the reload:\n%s", rt_send_logs_tail(&t, 4000));
 	cr_assert_lt(rt_now() - fixed, 15.0);
 	free(extra);
@@ -263,7 +249,7 @@ Test(moves, requeue_via_sends_through_another_upstream_now)
 	rt_gate_start(&t, "2s");
 	rt_send_start(&t);
 	rt_sendmail(&t, "alice@src.example", &r1, 1, "Subject: m1\n\nbody\n");
-	cr_assert(rt_wait(delivered, &t, (void *)r1, 20000));
+	cr_assert(rt_wait(rt_delivered_to, &t, (void *)r1, 20000));
 	rt_sendmail(&t, "x@gm.example", &r0, 1, "Subject: m0\n\nbody\n");
 	cr_assert(rt_wait(rt_peer_ndata_at_least, &t, &(struct rt_peer_count){ &b, 1 }, 20000));
 	rt_sendmail(&t, "bob@src.example", &r2, 1, "Subject: m2\n\nbody\n");

@@ -851,6 +851,18 @@ rt_ndata_at_least(struct rt *t, void *arg)
 	return rt_rec_ndata(t) >= *(size_t *)arg;
 }
 
+int
+rt_delivered_to(struct rt *t, void *arg)
+{
+	struct rt_rec r;
+	size_t n;
+
+	rt_rec_load(t, &r);
+	n = rt_rec_count(&r, NULL, arg);
+	rt_rec_free(&r);
+	return n > 0;
+}
+
 size_t
 rt_rec_count(const struct rt_rec *r, const char *sender, const char *rcpt)
 {

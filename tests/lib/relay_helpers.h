@@ -174,6 +174,9 @@ size_t rt_rec_ndata(struct rt *t);
 size_t rt_rec_ndata_file(const char *record);
 /* A condition for rt_wait(): at least *(size_t *)arg data events. */
 int rt_ndata_at_least(struct rt *t, void *arg);
+/* A condition for rt_wait(): a data event went to the address arg (not
+ * only its RCPT). */
+int rt_delivered_to(struct rt *t, void *arg);
 /* How many times rcpt was in a data event from sender. */
 size_t rt_rec_count(const struct rt_rec *r, const char *sender, const char *rcpt);
 /* The first data event before event i that went to addr, or -1. */
