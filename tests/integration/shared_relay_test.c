@@ -472,19 +472,6 @@ quota_met_at_host_0(size_t n)
 	    "host 1 has no copy of host 0's quota");
 }
 
-/* Host h's stand-in took a message for the address arg. */
-static int
-took_for(struct rt *h, void *arg)
-{
-	struct rt_rec rec;
-	size_t n;
-
-	rt_rec_load(h, &rec);
-	n = rt_rec_count(&rec, NULL, arg);
-	rt_rec_free(&rec);
-	return n > 0;
-}
-
 /*
  * `weir resume isp` at host 1 lifts the quota host 0 met, at host 0: its
  * waiting mail goes at once, its status says no suspension, and the
@@ -511,7 +498,7 @@ Test(shared_relay, resume_at_one_host_lifts_it_where_it_was_met)
 	    buf_cstr(&r.err));
 	tl_result_free(&r);
 	resumed = rt_now();
-	cr_assert(rt_wait(took_for, &t[0], (void *)ok, 20000),
+	cr_assert(rt_wait(rt_delivered_to, &t[0], (void *)ok, 20000),
 	    "host 0's mail to %s did not go after the RESUME at host 1:\n%s", ok,
 	    rt_gate_status(&t[0]));
 	rt_say("shared_relay: host 0's waiting mail went %.2f s after the RESUME at host 1",
