@@ -21,6 +21,14 @@
 --            each has written its history back
 -- A store that is not the one gen names (restarted, from an older
 -- snapshot or none; a replica promoted; emptied) begins a rebuild.
+--
+-- lifts() and lifted(), for suspend.lua, restore.lua and check.lua: the
+-- key lift ("N T HOST") counts the RESUMEs the store got: the Nth, the
+-- last, at Redis ms T, by HOST.  A host that met a suspension notes N
+-- when it stores the suspension; a larger N later, in the same store
+-- (same run id and replication id), means a RESUME somewhere lifted it.
+-- A suspension that went with no larger N was lost (a key evicted or
+-- deleted, a store emptied), never lifted: its host writes it back.
 
 local function keepfor(k, ms)
   if redis.call('PTTL', k) < tonumber(ms) then redis.call('PEXPIRE', k, ms) end
@@ -59,4 +67,34 @@ local function rebuilt(now, holdms, poll)
   if redis.call('SCARD', KEYS[5]) > 0 then return poll end
   redis.call('DEL', KEYS[4], KEYS[5])
   return 0
+end
+
+-- The lifts counted (0: none), and the host of the last ('' none).
+local function lifts(k)
+  local l = redis.call('GET', k)
+  if not l then return 0, '' end
+  local n, h = string.match(l, '^(%d+) %-?%d+ (%S+)$')
+  if not n then return 0, '' end
+  return tonumber(n), h
+end
+
+-- A suspension of ms more with value v: the store keeps, in key susp, the
+-- one that ends later (with its value).
+local function suspend(susp, ms, v)
+  if redis.call('PTTL', susp) < tonumber(ms) then redis.call('SET', susp, v, 'PX', ms) end
+end
+
+-- A RESUME at host: the suspension (key susp) goes, and lift counts one
+-- more; lift is kept at least keep ms, and as long as the suspension
+-- would have run.  Returns the lifts counted.
+local function lifted(now, susp, lift, host, keep)
+  local n = lifts(lift) + 1
+  local k = tonumber(keep)
+  local left = redis.call('PTTL', susp)
+  local was = redis.call('PTTL', lift)
+  if left > k then k = left end
+  if was > k then k = was end
+  redis.call('DEL', susp)
+  redis.call('SET', lift, n .. ' ' .. now .. ' ' .. host, 'PX', k)
+  return n
 end

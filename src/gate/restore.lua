@@ -1,12 +1,13 @@
 -- restore.lua (after common.lua): this host writes its own history back
 -- (shared.c's restore), in place of what the store holds of it.
--- KEYS[6..9]: log held heldw susp.  ARGV[6..]: lease suspms suspval
+-- KEYS[6..10]: log held heldw susp lift.  ARGV[6..]: lease suspms suspval
 -- nlog, then per entry: id agefrom aget m r c; then nheld, per grant: id
 -- age m r c.  Ages are ms before now (now rounded up, as a report's).
 -- suspms: the suspension this host knows of (made at least that long,
 -- with the value suspval: "HOST KIND REPLY", shared.h), 0 none, -1
--- lifted here while the store was away (deleted).  Marks the host's
--- history written back.
+-- lifted here while the store was away (lifted(), common.lua).  Marks
+-- the host's history written back.  Returns {now, n}: n the lifts the
+-- store counted (lifts(), common.lua).
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.ceil(tonumber(tm[2]) / 1000)
 whole(now)
@@ -38,12 +39,12 @@ for k = 1, nh do
 end
 local s = tonumber(ARGV[7])
 if s < 0 then
-  redis.call('DEL', KEYS[9])
-elseif s > 0 and redis.call('PTTL', KEYS[9]) < s then
-  redis.call('SET', KEYS[9], ARGV[8], 'PX', s)
+  lifted(now, KEYS[9], KEYS[10], ARGV[2], ARGV[3])
+elseif s > 0 then
+  suspend(KEYS[9], s, ARGV[8])
 end
 redis.call('HSET', KEYS[2], ARGV[2], 1)
 redis.call('SREM', KEYS[5], ARGV[2])
 keepfor(KEYS[2], ARGV[3])
 for k = 6, 8 do keepfor(KEYS[k], ARGV[3]) end
-return now
+return {now, (lifts(KEYS[10]))}

@@ -1184,13 +1184,17 @@ tick_shared(struct server *s, int64_t now)
 	struct wg_up *u;
 	int64_t t, next = -1;
 	size_t n;
+	int lifted;
 
 	for (u = s->g.ups; u; u = u->next) {
 		if (!u->shared || (pu = policy_upstream(s->pol, u->name)) == NULL || !pu->shared)
 			continue;
 		held = held_of(s, u, &n);
-		t = shared_tick(s->sh, pu, u, held, n, now);
+		t = shared_tick(s->sh, pu, u, held, n, now, &lifted);
 		free(held);
+		/* A RESUME at another host: journalled as this gate's own. */
+		if (lifted)
+			journal_lift(&s->j, u, 0);
 		if (t <= now)
 			t = now + 1;
 		if (next < 0 || t < next)

@@ -34,12 +34,13 @@
 #include "lib/log.h"
 #include "mail/secretfile.h"
 
-enum { S_GRANT, S_REPORT, S_RESTORE, S_CHECK, S_RENEW, S_VIEW, S_COUNT };
+enum { S_GRANT, S_REPORT, S_RESTORE, S_CHECK, S_RENEW, S_VIEW, S_SUSPEND, S_COUNT };
 
 /* Each script; every one begins with common.lua. */
 static const char *const script_src[S_COUNT] = {
 	[S_GRANT] = lua_grant, [S_REPORT] = lua_report, [S_RESTORE] = lua_restore,
 	[S_CHECK] = lua_check, [S_RENEW] = lua_renew, [S_VIEW] = lua_count,
+	[S_SUSPEND] = lua_suspend,
 };
 
 #define IDENT_MAX	96	/* "RUNID:REPLID" (40 + 1 + 40) */
@@ -63,6 +64,12 @@ struct sconn {
 	 * write the history back before the next grant. */
 	char wrote[IDENT_MAX];
 	int lift;		/* a RESUME the store did not get */
+	/* The lifts the store had counted (common.lua's lifts()) when this
+	 * host's suspension was last stored in it, and that store's ident
+	 * ("": not stored since it began or changed).  More lifts counted by
+	 * the same store: a RESUME at another host lifted it. */
+	long long lifts;
+	char lifts_at[IDENT_MAX];
 	int rebuilding;		/* a rebuild held the last grant or check */
 	int64_t rebuilt_at;	/* this gate's last write-back (now axis; 0: none) */
 	/* Where the store is: "host:port" or the socket; for sentinels, the
@@ -736,14 +743,23 @@ add_held(const struct shared *sh, struct args *a, struct wg_req *const *held, si
 	}
 }
 
+/* u's own suspension, if it runs: when it ends (0: none). */
+static int64_t
+own_until(const struct wg_up *u, int64_t now)
+{
+	int64_t until = u->susp_until > u->auth_until ? u->susp_until : u->auth_until;
+
+	return until > now ? until : 0;
+}
+
 /* The suspension this gate knows of for u, for a write-back: ms left, or
  * -1 for a RESUME the store missed, or 0. */
 static int64_t
 susp_left(const struct sconn *sc, const struct wg_up *u, int64_t now)
 {
-	int64_t until = u->susp_until > u->auth_until ? u->susp_until : u->auth_until;
+	int64_t until = own_until(u, now);
 
-	if (until > now)
+	if (until)
 		return until - now;
 	return sc->lift ? -1 : 0;
 }
@@ -758,6 +774,47 @@ susp_value(const struct shared *sh, const struct wg_up *u, int64_t until)
 
 	return xasprintf("%s %s %.*s", sh->host, auth ? "auth" : u->susp_quota ? "quota" :
 	    "throttle", SHARED_REASON_MAX, why ? why : "");
+}
+
+/* This host's suspension is in the store (sc->ident) now, which had
+ * counted n lifts. */
+static void
+stored_at(struct sconn *sc, long long n)
+{
+	sc->lifts = n;
+	snprintf(sc->lifts_at, sizeof sc->lifts_at, "%s", sc->ident);
+}
+
+/* Store u's suspension until `until` (<= now: lift it, a RESUME here)
+ * through suspend.lua.  0 done; -1 the store is down. */
+static int
+store_susp(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
+    const struct wg_up *u, int64_t until, int64_t now)
+{
+	struct args a = { 0 };
+	redisReply *rep;
+	char *val = until > now ? susp_value(sh, u, until) : xstrdup("");
+
+	arg_add(&a, "weir:{%s}:susp", pu->name);
+	arg_add(&a, "weir:{%s}:lift", pu->name);
+	arg_add(&a, "%lld", (long long)(until > now ? until - now : 0));
+	arg_add(&a, "%s", val);
+	arg_add(&a, "%s", sh->host);
+	arg_add(&a, "%lld", (long long)keep_ms(sh, pu));
+	free(val);
+	rep = run(sc, S_SUSPEND, &a, 2, now);
+	args_free(&a);
+	if (rep == NULL)
+		return -1;
+	if (rep->type != REDIS_REPLY_INTEGER) {
+		freeReplyObject(rep);
+		mark_down(sc, "script: unexpected reply", now);
+		return -1;
+	}
+	if (until > now)
+		stored_at(sc, rep->integer);
+	freeReplyObject(rep);
+	return 0;
 }
 
 /* What the store holds of u's suspension: ms left (<= 0: none) and the
@@ -810,6 +867,7 @@ restore(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
 
 	add_whole(sh, sc, pu, &k, &v);
 	add_window_keys(&k, pu->name);
+	arg_add(&k, "weir:{%s}:lift", pu->name);
 	arg_add(&v, "%lld", (long long)sh->lease_ms);
 	arg_add(&v, "%lld", (long long)susp_left(sc, u, now));
 	val = susp_value(sh, u, u->susp_until > u->auth_until ? u->susp_until : u->auth_until);
@@ -828,10 +886,17 @@ restore(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
 	}
 	add_held(sh, &v, held, nheld, now);
 	join(&k, &v, &a);
-	rep = run(sc, S_RESTORE, &a, 9, now);
+	rep = run(sc, S_RESTORE, &a, 10, now);
 	args_free(&a);
 	if (rep == NULL)
 		return -1;
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+	    rep->element[1]->type != REDIS_REPLY_INTEGER) {
+		freeReplyObject(rep);
+		mark_down(sc, "script: unexpected reply", now);
+		return -1;
+	}
+	stored_at(sc, rep->element[1]->integer);
 	freeReplyObject(rep);
 	snprintf(sc->wrote, sizeof sc->wrote, "%s", sc->ident);
 	sc->lift = 0;
@@ -964,15 +1029,36 @@ renew(struct shared *sh, struct sconn *sc, const struct policy_upstream *pu,
 	return 0;
 }
 
+/* The store counted n lifts, the last by host `by`: more than when this
+ * host's running suspension was stored in the same store (ident) mean a
+ * RESUME somewhere lifted it, and it is lifted here (as RESUME does:
+ * window.c's wg_lift).  A store that lost the key, or another store
+ * (restarted, emptied, a replica promoted), never counts as one. */
+static int
+lifted_there(struct sconn *sc, struct wg_up *u, long long n, const char *by, int64_t now)
+{
+	if (own_until(u, now) == 0 || sc->lifts_at[0] == '\0' ||
+	    strcmp(sc->lifts_at, sc->ident) != 0 || n <= sc->lifts)
+		return 0;
+	log_info("upstream %s: suspensions lifted%s (resume at %s, through the shared store %s)",
+	    u->name, wg_lift(u, 0, now) ? ", and its unreachable spell ended" : "", by, sc->spec);
+	sc->lifts_at[0] = '\0';
+	u->shared_retry = 0;
+	return 1;
+}
+
 int64_t
 shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u,
-    struct wg_req *const *held, size_t nheld, int64_t now)
+    struct wg_req *const *held, size_t nheld, int64_t now, int *lifted)
 {
 	struct sconn *sc = find_conn(sh, pu->name);
 	struct args k = { 0 }, v = { 0 }, a;
 	redisReply *rep;
-	int was_proven;
+	long long left;
+	int was_proven, whole;
+	int64_t own;
 
+	*lifted = 0;
 	if (sc && now < sc->next_check)
 		return sc->next_check;
 	if ((sc = get_conn(sh, pu, now)) == NULL)
@@ -981,31 +1067,46 @@ shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u
 	was_proven = strcmp(sc->wrote, sc->ident) == 0;
 	add_whole(sh, sc, pu, &k, &v);
 	arg_add(&k, "weir:{%s}:susp", pu->name);
+	arg_add(&k, "weir:{%s}:lift", pu->name);
 	arg_add(&v, "%d", SHARED_HOLD_MS);
 	arg_add(&v, "%d", SHARED_POLL_MS);
 	join(&k, &v, &a);
-	rep = run(sc, S_CHECK, &a, 6, now);
+	rep = run(sc, S_CHECK, &a, 7, now);
 	args_free(&a);
 	if (rep == NULL)
 		return now + SHARED_RETRY_MS;
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 4 ||
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 6 ||
 	    rep->element[0]->type != REDIS_REPLY_INTEGER ||
 	    rep->element[1]->type != REDIS_REPLY_INTEGER ||
-	    rep->element[2]->type != REDIS_REPLY_INTEGER) {
+	    rep->element[2]->type != REDIS_REPLY_INTEGER ||
+	    rep->element[4]->type != REDIS_REPLY_INTEGER ||
+	    rep->element[5]->type != REDIS_REPLY_STRING) {
 		freeReplyObject(rep);
 		mark_down(sc, "script: unexpected reply", now);
 		return now + SHARED_RETRY_MS;
 	}
-	if (rep->element[0]->integer == 1)
+	whole = rep->element[0]->integer == 0;
+	if (!whole)
 		sc->wrote[0] = '\0';
 	sc->rebuilding = rep->element[1]->integer > 0;
-	copy_susp(sh, sc, u, rep->element[2]->integer, rep->element[3], now);
+	left = rep->element[2]->integer;
+	/* A RESUME elsewhere first: it lifts this host's copy too. */
+	*lifted = lifted_there(sc, u, rep->element[4]->integer, rep->element[5]->str, now);
+	copy_susp(sh, sc, u, left, rep->element[3], now);
 	freeReplyObject(rep);
 	if (ensure_written(sh, sc, pu, u, held, nheld, now) < 0)
 		return now + SHARED_RETRY_MS;
 	/* Written back just now: the head may ask at once. */
 	if (!was_proven)
 		u->shared_retry = 0;
+	/* The key went, or ends sooner, with no RESUME counted, in a store
+	 * that holds this host's history (evicted, deleted by hand): this
+	 * host's suspension is put back. */
+	own = own_until(u, now);
+	if (was_proven && whole && own && left < own - now - SHARED_RETRY_MS &&
+	    store_susp(sh, sc, pu, u, own, now) == 0)
+		log_info("upstream %s: shared store %s lost this host's suspension (no RESUME "
+		    "counted there): written back", pu->name, sc->spec);
 	if (sc->c && now >= sc->next_renew && renew(sh, sc, pu, held, nheld, now) == 0)
 		sc->next_renew = now + renew_ms(sh);
 	if (sc->c && sc->sub == NULL && sc->ps.nsent)
@@ -1155,36 +1256,20 @@ shared_suspend(struct shared *sh, const struct policy_upstream *pu, const struct
     int64_t until, int64_t now)
 {
 	struct sconn *sc = find_conn(sh, pu->name);
-	struct buf why = BUF_INIT;
-	redisReply *rep;
-	char *key, *val;
 
 	if (sc == NULL) {
 		(void)get_conn(sh, pu, now);
 		sc = find_conn(sh, pu->name);
 	}
 	sc->lift = until <= now;
+	sc->lifts_at[0] = '\0';	/* until stored */
 	if (sc->c == NULL) {
 		/* Written back with the history (susp_left). */
 		sc->wrote[0] = '\0';
 		return;
 	}
-	key = xasprintf("weir:{%s}:susp", pu->name);
-	if (until > now) {
-		val = susp_value(sh, u, until);
-		rep = command(sc->c, &why, "SET", "SET %s %s PX %lld", key, val,
-		    (long long)(until - now));
-		free(val);
-	} else
-		rep = command(sc->c, &why, "DEL", "DEL %s", key);
-	free(key);
-	if (rep == NULL)
-		mark_down(sc, buf_cstr(&why), now);
-	else {
-		freeReplyObject(rep);
+	if (store_susp(sh, sc, pu, u, until, now) == 0)
 		sc->lift = 0;
-	}
-	buf_free(&why);
 }
 
 int

@@ -46,7 +46,16 @@
  *                    throttle.  Every
  *                    other host keeps a copy (window.h's ssusp_*) for
  *                    fallback_when and status, as the host that met it
- *                    has its own suspension.
+ *                    has its own suspension.  Of two, the one that ends
+ *                    later is kept (common.lua's suspend()).
+ *   weir:{U}:lift    "N T HOST": the store's Nth RESUME, the last, at
+ *                    Redis ms T, by HOST (PX: at least the longest window
+ *                    plus lease, and what was left of the suspension).
+ *                    The host that met a suspension notes N when it
+ *                    stores it; a larger N in the same store (ident)
+ *                    lifts its own suspension too (shared_tick).  A key
+ *                    susp that went with no larger N was lost, not
+ *                    lifted: its host writes it back.
  * Ids (grants, log entries) begin with "HOST.": a host's own entries.
  *
  * The calls are synchronous hiredis calls with a short timeout
@@ -121,9 +130,11 @@ int shared_admit(struct shared *sh, const struct policy_upstream *pu, struct wg_
  * and does it hold this host's history?  If not proven, write it back
  * now (u's log, its held grants).  Renews the leases of held (this
  * host's grants of u still held).  Reads the store's suspension into
- * u's copy (as shared_admit does).  Returns when to call again. */
+ * u's copy (as shared_admit does).  *lifted: 1 when a RESUME at another
+ * host lifted u's own suspension (lifted here, wg_lift, and logged: the
+ * caller journals it).  Returns when to call again. */
 int64_t shared_tick(struct shared *sh, const struct policy_upstream *pu, struct wg_up *u,
-    struct wg_req *const *held, size_t nheld, int64_t now);
+    struct wg_req *const *held, size_t nheld, int64_t now, int *lifted);
 
 /* r (granted through shared_admit) ended with o; d: what the local engine
  * logged. */

@@ -34,16 +34,28 @@
  *                           `weir status` call the suspension a quota's
  *                           (before, host 1 saw only "suspended" in the
  *                           store: its mail waited the 2 h)
+ *   resume_at_one_host_lifts_it_where_it_was_met
+ *                           `weir resume isp` at host 1 lifts host 0's
+ *                           quota at host 0 too: its waiting mail goes at
+ *                           once, and the lift is journalled
+ *   lost_suspension_written_back_not_lifted
+ *                           the key deleted (no RESUME), then Redis
+ *                           restarted empty: host 0 stays suspended and
+ *                           writes it back; host 1 sees it again
+ *   shorter_throttle_keeps_the_quota
+ *                           host 2's 5-minute throttle, met after host 0's
+ *                           quota, leaves the quota in the store
  * In the three failure cases: the window holds at the upstream, every
  * message arrives at least once (a repeat only of what was in flight at
  * a kill), the queues drain and pass queue-check, no bounce.
  *
  * Waits are for events (the upstream's record, log lines, empty queues),
- * bounded; the 10 s outage is the scenario itself.  Every process started
- * is killed at the end, even on failure: Redis here, the rest by
- * rt_teardown (relay_helpers.h).  tests/run.sh runs the four tests at
- * once (they mostly wait); the binary then takes as long as its longest
- * test, redis_down_10s or the 45-message one (8 periods of 3 s).
+ * bounded; the 10 s outage and the 6 s final dot are the scenarios
+ * themselves.  Every process started is killed at the end, even on
+ * failure: Redis here, the rest by rt_teardown (relay_helpers.h).
+ * tests/run.sh runs the tests at once (they mostly wait); the binary
+ * then takes as long as its longest test, redis_down_10s or the
+ * 45-message one (8 periods of 3 s).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -377,4 +389,224 @@ Test(shared_relay, quota_reply_spills_at_every_host)
 	rt_rec_free(&ri);
 	rt_rec_free(&rb);
 	rt_addrs_free(mine, 3);
+}
+
+/* redis-cli (redis-server's package depends on redis-tools) against the
+ * test's Redis: its output, malloc'ed; asserts exit 0. */
+static char *
+redis_cli(const char *cmd, const char *key)
+{
+	char port[16];
+	const char *argv[] = { "/usr/bin/redis-cli", "-p", port, cmd, key, NULL };
+	struct tl_run run = { .argv = argv };
+	struct tl_result r;
+	char *out;
+
+	snprintf(port, sizeof port, "%u", rport);
+	tl_run(&run, &r);
+	cr_assert_eq(r.status, 0, "redis-cli %s %s: exit %d: %s", cmd, key, r.status,
+	    buf_cstr(&r.err));
+	out = xstrdup(buf_cstr(&r.out));
+	tl_result_free(&r);
+	return out;
+}
+
+#define SUSP_KEY "weir:{isp}:susp"
+
+/* Host h's gate status does not hold s. */
+static int
+gate_status_lacks(struct rt *h, void *s)
+{
+	char *st = rt_gate_status(h);
+	int no = strstr(st, s) == NULL;
+
+	free(st);
+	return no;
+}
+
+/* Host h's gate log holds what at least n times (arg: struct log_n). */
+struct log_n {
+	const char *what;
+	size_t n;
+};
+
+static int
+gate_logged(struct rt *h, void *arg)
+{
+	const struct log_n *l = arg;
+
+	return hs_gate_log_count(h, l->what) >= l->n;
+}
+
+/*
+ * Hosts 0..n-1 on one isp stand-in (host 0's; its CA for all) under
+ * "10 per 1s", shared; host 0's send to q@dst.example meets Microsoft
+ * 365's quota reply; returns once host 0 is suspended and host 1 has
+ * the store's copy.  Redis runs already.
+ */
+static void
+quota_met_at_host_0(size_t n)
+{
+	const char *flags[] = { "--reply", "rcpt:q@dst.example=" MS_QUOTA, NULL };
+	const char *q = "q@dst.example";
+	char *pol, *certs;
+	size_t i;
+
+	rt_upstream_start(&t[0], "good", flags, 0);
+	pol = xasprintf("upstream \"isp\" {\n  rate = {\"10 per 1s\"}\n"
+	    "  shared = \"redis://127.0.0.1:%u/0\"\n}\n", rport);
+	for (i = 0; i < n; i++) {
+		certs = t[i].certs;
+		t[i].certs = t[0].certs;
+		rt_conf_upstream_at(&t[i], "isp", t[0].port, "");
+		t[i].certs = certs;
+		rt_policy(&t[i], pol);
+		rt_gate_start(&t[i], "2s");
+	}
+	free(pol);
+	rt_sendmail(&t[0], HS_SENDER, &q, 1, "Subject: quota\n\nbody\n");
+	rt_send_start(&t[0]);
+	cr_assert(rt_wait(rt_gate_status_has, &t[0], (void *)"SubmissionQuotaExceeded", 30000),
+	    "host 0 not suspended:\n%s", rt_send_logs_tail(&t[0], 3000));
+	cr_assert(rt_wait(rt_gate_status_has, &t[1], (void *)"  met by ", 10000),
+	    "host 1 has no copy of host 0's quota");
+}
+
+/*
+ * `weir resume isp` at host 1 lifts the quota host 0 met, at host 0: its
+ * waiting mail goes at once, its status says no suspension, and the
+ * lift is in its journal (its gate, restarted, is not suspended).
+ * Before, RESUME at host 1 deleted the store's key only: host 0 kept its
+ * own quota (journalled) for its 2 h.
+ */
+Test(shared_relay, resume_at_one_host_lifts_it_where_it_was_met)
+{
+	const char *args[] = { "-c", t[1].s.qt.conf, "resume", "isp" };
+	const char *ok = "ok@dst.example";
+	struct tl_result r;
+	double resumed;
+	char *st;
+
+	redis_start(0);
+	quota_met_at_host_0(2);
+	/* The stand-in takes everything from now on (on the same port). */
+	rt_upstream_stop(&t[0]);
+	rt_upstream_start(&t[0], "good", NULL, t[0].port);
+	rt_sendmail(&t[0], HS_SENDER, &ok, 1, "Subject: waits\n\nbody\n");
+	r = rt_run(&t[1], "weir", args, 4, NULL);
+	cr_assert_eq(r.status, 0, "weir resume at host 1: exit %d: %s", r.status,
+	    buf_cstr(&r.err));
+	tl_result_free(&r);
+	resumed = rt_now();
+	cr_assert(rt_wait(rt_delivered_to, &t[0], (void *)ok, 20000),
+	    "host 0's mail to %s did not go after the RESUME at host 1:\n%s", ok,
+	    rt_gate_status(&t[0]));
+	rt_say("shared_relay: host 0's waiting mail went %.2f s after the RESUME at host 1",
+	    rt_now() - resumed);
+	cr_assert(rt_wait(gate_status_lacks, &t[0], (void *)"suspended until", 10000),
+	    "host 0 still suspended after RESUME at host 1:\n%s", rt_gate_status(&t[0]));
+	cr_assert_eq(hs_gate_log_count(&t[0], "suspensions lifted (resume at "), 1);
+	/* Journalled: host 0's gate, restarted on its journal, is not
+	 * suspended, and writes nothing back to the store. */
+	rt_gate_kill9(&t[0]);
+	rt_gate_start(&t[0], "2s");
+	st = rt_gate_status(&t[0]);
+	cr_assert(strstr(st, "suspended until") == NULL, "host 0 suspended again after a "
+	    "restart: the lift was not journalled:\n%s", st);
+	free(st);
+	st = redis_cli("GET", SUSP_KEY);
+	cr_assert_str_eq(st, "\n", "the store holds a suspension again: %s", st);
+	free(st);
+}
+
+/*
+ * The store loses host 0's quota, with no RESUME: host 0 stays suspended,
+ * writes it back, and host 1 sees it again.  First the key alone goes
+ * (as Redis's maxmemory policy evicts a key with a time to live: DEL
+ * here), in a store that holds host 0's history; then Redis restarts
+ * empty (SIGKILL, no persistence: a new run id).  Before, the lost key
+ * stayed lost (host 1 sent on through host 0's quota); a gate that took
+ * every key gone before its time for a RESUME would lift, both times.
+ */
+Test(shared_relay, lost_suspension_written_back_not_lifted)
+{
+	struct log_n back = { "lost this host's suspension", 1 }, wrote;
+	char *v;
+
+	redis_start(0);
+	quota_met_at_host_0(2);
+	v = redis_cli("DEL", SUSP_KEY);
+	cr_assert_str_eq(v, "1\n", "DEL %s: %s", SUSP_KEY, v);
+	free(v);
+	cr_assert(rt_wait(gate_logged, &t[0], &back, 10000),
+	    "host 0 did not write its lost suspension back");
+	v = redis_cli("GET", SUSP_KEY);
+	cr_assert(strstr(v, " quota " MS_QUOTA), "the store holds %s", v);
+	free(v);
+	cr_assert(rt_wait(rt_gate_status_has, &t[1], (void *)"  met by ", 10000),
+	    "host 1 does not see host 0's quota again");
+	/* Redis restarted empty. */
+	wrote.what = "wrote back this host's";
+	wrote.n = hs_gate_log_count(&t[0], wrote.what) + 1;
+	redis_stop(SIGKILL);
+	redis_start(0);
+	cr_assert(rt_wait(gate_logged, &t[0], &wrote, 15000),
+	    "host 0 did not write its history back to the new Redis");
+	v = redis_cli("GET", SUSP_KEY);
+	cr_assert(strstr(v, " quota " MS_QUOTA), "the store holds %s", v);
+	free(v);
+	cr_assert(rt_wait(rt_gate_status_has, &t[1], (void *)"its quota): " MS_QUOTA, 10000),
+	    "host 1 does not see host 0's quota after the restart");
+	v = rt_gate_status(&t[0]);
+	cr_assert(strstr(v, "suspended until") && strstr(v, "its quota"),
+	    "host 0 is not suspended:\n%s", v);
+	free(v);
+	cr_assert_eq(hs_gate_log_count(&t[0], "suspensions lifted"), 0);
+}
+
+/* Amazon SES's reply to a sender over its rate: "Errors related to the
+ * sending quotas for your Amazon SES account" (Amazon SES Developer
+ * Guide), read 2026-11-28; tests/data/replies.txt has it as a rate
+ * reply at the final dot (a throttle: the built-in 5 minutes). */
+#define SES_RATE "454 Throttling failure: Maximum sending rate exceeded."
+
+/*
+ * Host 2's throttle, met after host 0's quota (its send was in flight
+ * when the quota came: its stand-in holds the final dot 6 s), is
+ * shorter: the store keeps host 0's quota, and host 1 still sees a
+ * quota.  Before, host 2's SET replaced it: host 1 saw a 5-minute
+ * throttle, and after it nothing.
+ */
+Test(shared_relay, shorter_throttle_keeps_the_quota)
+{
+	const char *flags[] = { "--dataend-delay", "t@dst.example=6",
+		"--reply", "dataend:t@dst.example=" SES_RATE, NULL };
+	const char *tq = "t@dst.example";
+	struct log_n thr = { " s: " SES_RATE, 1 };
+	char *v, *pol, *st;
+
+	/* Host 2: its own stand-in for isp, where a send is under way. */
+	rt_upstream_start(&t[2], "good", flags, 0);
+	rt_conf_upstream(&t[2], NULL);
+	redis_start(0);
+	pol = xasprintf("upstream \"isp\" {\n  rate = {\"10 per 1s\"}\n"
+	    "  shared = \"redis://127.0.0.1:%u/0\"\n}\n", rport);
+	rt_policy(&t[2], pol);
+	free(pol);
+	rt_gate_start(&t[2], "2s");
+	rt_sendmail(&t[2], HS_SENDER, &tq, 1, "Subject: throttle\n\nbody\n");
+	rt_send_start(&t[2]);
+	cr_assert(rt_wait(rt_record_has, &t[2], (void *)"\"delaying\"", 20000),
+	    "host 2's send is not under way");
+	quota_met_at_host_0(2);
+	cr_assert(rt_wait(gate_logged, &t[2], &thr, 20000), "host 2 met no throttle");
+	v = redis_cli("GET", SUSP_KEY);
+	cr_assert(strstr(v, " quota " MS_QUOTA), "the store holds %s", v);
+	free(v);
+	v = redis_cli("PTTL", SUSP_KEY);
+	cr_assert_gt(atoll(v), 7000 * 1000LL, "the store's suspension ends in %s ms", v);
+	free(v);
+	st = rt_gate_status(&t[1]);
+	cr_assert(strstr(st, "its quota): " MS_QUOTA), "host 1:\n%s", st);
+	free(st);
 }

@@ -22,6 +22,7 @@ static struct shared *sh;
 static struct policy_upstream pu;
 static struct policy_window win[2];
 static struct wg_up up;
+static int lifted;		/* shared_tick's */
 
 static int64_t
 mono(void)
@@ -300,7 +301,7 @@ Test(shared, quota_kind_for_every_host)
 	up.susp_until = 0;
 	shared_suspend(sh, &pu, &up, 0, now);
 	up2.shared_retry = retry;
-	(void)shared_tick(sh2, &pu, &up2, NULL, 0, mono());
+	(void)shared_tick(sh2, &pu, &up2, NULL, 0, mono(), &lifted);
 	cr_assert_eq(up2.ssusp_until, 0);
 	cr_assert_eq(up2.shared_retry, 0);
 	/* A throttle by h, read by the heartbeat. */
@@ -308,7 +309,7 @@ Test(shared, quota_kind_for_every_host)
 	up.susp_quota = 0;
 	up.susp_reason = (char *)"421 4.7.0 too many messages";
 	shared_suspend(sh, &pu, &up, up.susp_until, mono());
-	(void)shared_tick(sh2, &pu, &up2, NULL, 0, mono() + SHARED_RETRY_MS);
+	(void)shared_tick(sh2, &pu, &up2, NULL, 0, mono() + SHARED_RETRY_MS, &lifted);
 	cr_assert(up2.ssusp_until > 0 && !up2.ssusp_quota);
 	cr_assert_str_eq(up2.ssusp_reason, "421 4.7.0 too many messages");
 	up.susp_reason = NULL;
@@ -343,7 +344,7 @@ Test(shared, write_back_keeps_the_kind)
 	up.susp_quota = 1;
 	up.susp_reason = (char *)QUOTA_REPLY;
 	/* This gate's start: its history (and suspension) written back. */
-	(void)shared_tick(sh, &pu, &up, NULL, 0, now);
+	(void)shared_tick(sh, &pu, &up, NULL, 0, now, &lifted);
 	v = susp_in_store();
 	cr_assert_not_null(v, "no suspension written back");
 	cr_assert_str_eq(v, "h quota " QUOTA_REPLY);
@@ -388,4 +389,106 @@ Test(shared, shorter_lease_keeps_longer_history)
 	freeReplyObject(ttl);
 	free(r);
 	shared_free(brief);
+}
+
+/* h's quota in the store, seen by h2 (whose history is there too). */
+static struct shared *
+quota_of_h(struct wg_up *up2, int64_t now)
+{
+	struct shared *sh2 = shared_new("h2", "r2", 0);
+
+	set_win(0, 10, 10, 0);
+	tl_redis_cmd(&R, "HSET weir:{up}:built h2 1");
+	(void)shared_tick(sh, &pu, &up, NULL, 0, now, &lifted);	/* h's start */
+	up.susp_until = now + 7200 * 1000LL;
+	up.susp_quota = 1;
+	up.susp_reason = (char *)QUOTA_REPLY;
+	shared_suspend(sh, &pu, &up, up.susp_until, now);
+	memset(up2, 0, sizeof *up2);
+	up2->name = (char *)"up";
+	up2->shared = 1;
+	return sh2;
+}
+
+/*
+ * RESUME at h2 lifts the suspension h met at h itself: h's heartbeat
+ * sees the store count one more lift than when h stored its quota.
+ * Before, h kept its own quota for its 2 h.
+ */
+Test(shared, resume_elsewhere_lifts_it_where_it_was_met)
+{
+	struct wg_up up2;
+	int64_t now = mono();
+	struct shared *sh2 = quota_of_h(&up2, now);
+	char *v;
+
+	(void)shared_tick(sh, &pu, &up, NULL, 0, now + SHARED_RETRY_MS, &lifted);
+	cr_assert_eq(lifted, 0, "nothing lifted yet");
+	cr_assert_gt(up.susp_until, now);
+	shared_suspend(sh2, &pu, &up2, 0, now);		/* RESUME at h2 */
+	v = susp_in_store();
+	cr_assert_null(v, "the suspension is still in the store: %s", v);
+	(void)shared_tick(sh, &pu, &up, NULL, 0, now + 2 * SHARED_RETRY_MS, &lifted);
+	cr_assert_eq(lifted, 1, "h did not see the RESUME at h2");
+	cr_assert_eq(up.susp_until, 0);
+	cr_assert_eq(up.shared_retry, 0);
+	up.susp_reason = NULL;
+	shared_free(sh2);
+}
+
+/*
+ * A key that went with no RESUME counted (evicted, deleted by hand) is
+ * not a lift: h writes its suspension back.  Before, h did not, and
+ * every other host sent on through h's quota.
+ */
+Test(shared, lost_key_is_written_back_not_lifted)
+{
+	struct wg_up up2;
+	int64_t now = mono();
+	struct shared *sh2 = quota_of_h(&up2, now);
+	char *v;
+
+	tl_redis_cmd(&R, "DEL weir:{up}:susp");
+	(void)shared_tick(sh, &pu, &up, NULL, 0, now + SHARED_RETRY_MS, &lifted);
+	cr_assert_eq(lifted, 0, "a lost key taken for a RESUME");
+	cr_assert_gt(up.susp_until, now);
+	v = susp_in_store();
+	cr_assert_not_null(v, "h did not write its suspension back");
+	cr_assert_str_eq(v, "h quota " QUOTA_REPLY);
+	free(v);
+	up.susp_reason = NULL;
+	shared_free(sh2);
+}
+
+/*
+ * A shorter suspension stored after a longer one (h2's 300 s throttle
+ * after h's 2 h quota) leaves the longer one, with its kind.  Before,
+ * SET replaced it: after 300 s every host but h sent again.
+ */
+Test(shared, longer_suspension_kept)
+{
+	struct wg_up up2;
+	int64_t now = mono();
+	struct shared *sh2 = quota_of_h(&up2, now);
+	redisReply *ttl;
+	char *v;
+
+	up2.susp_until = now + 300 * 1000LL;
+	up2.susp_reason = (char *)"421 4.7.0 too many messages";
+	shared_suspend(sh2, &pu, &up2, up2.susp_until, now);
+	v = susp_in_store();
+	cr_assert_str_eq(v, "h quota " QUOTA_REPLY);
+	free(v);
+	ttl = redisCommand(R.c, "PTTL weir:{up}:susp");
+	cr_assert(ttl && ttl->type == REDIS_REPLY_INTEGER);
+	cr_assert_gt(ttl->integer, 7100 * 1000LL, "the quota ends in %lld ms", ttl->integer);
+	freeReplyObject(ttl);
+	/* A longer one replaces it. */
+	up2.susp_until = now + 8000 * 1000LL;
+	shared_suspend(sh2, &pu, &up2, up2.susp_until, now);
+	v = susp_in_store();
+	cr_assert_str_eq(v, "h2 throttle 421 4.7.0 too many messages");
+	free(v);
+	up.susp_reason = up2.susp_reason = NULL;
+	shared_free(sh2);
 }
