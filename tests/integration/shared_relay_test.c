@@ -313,11 +313,35 @@ weir_status(struct rt *h)
 	return out;
 }
 
+/* Host h's upstream isp at host 0's stand-in (host 0's CA), with the
+ * lines extra. */
+static void
+conf_isp_of_host_0(struct rt *h, const char *extra)
+{
+	char *certs = h->certs;
+
+	h->certs = t[0].certs;
+	rt_conf_upstream_at(h, "isp", t[0].port, extra);
+	h->certs = certs;
+}
+
+/* Host 0 sends to q@dst.example, whose RCPT its stand-in answers with
+ * Microsoft 365's quota reply (MS_QUOTA), and is suspended. */
+static void
+host_0_meets_the_quota(void)
+{
+	const char *q = "q@dst.example";
+
+	rt_sendmail(&t[0], HS_SENDER, &q, 1, "Subject: quota\n\nbody\n");
+	rt_send_start(&t[0]);
+	cr_assert(rt_wait(rt_gate_status_has, &t[0], (void *)"SubmissionQuotaExceeded", 30000),
+	    "host 0 not suspended:\n%s", rt_send_logs_tail(&t[0], 3000));
+}
+
 Test(shared_relay, quota_reply_spills_at_every_host)
 {
 	const char *flags[] = { "--reply", "rcpt:q@dst.example=" MS_QUOTA, NULL };
-	const char *q = "q@dst.example";
-	char **mine = rt_addrs("b", "dst.example", 0, 3), *certs, *pol, *st;
+	char **mine = rt_addrs("b", "dst.example", 0, 3), *pol, *st;
 	struct rt_peer_count three = { &bk, 3 };
 	struct rt_rec ri, rb;
 	const char *p;
@@ -333,21 +357,14 @@ Test(shared_relay, quota_reply_spills_at_every_host)
 	/* Host 0: isp alone.  Host 1: isp (host 0's, with its CA), its
 	 * backup when isp's quota is spent, and the backup. */
 	rt_conf_upstream(&t[0], NULL);
-	certs = t[1].certs;
-	t[1].certs = t[0].certs;
-	rt_conf_upstream_at(&t[1], "isp", t[0].port, "  fallback = {\"backup\"}\n"
-	    "  fallback_when = {\"quota\"}\n");
-	t[1].certs = certs;
+	conf_isp_of_host_0(&t[1], "  fallback = {\"backup\"}\n  fallback_when = {\"quota\"}\n");
 	rt_conf_upstream_at(&t[1], "backup", bk.port, "");
 	for (i = 0; i < 2; i++) {
 		rt_policy(&t[i], pol);
 		rt_gate_start(&t[i], "2s");
 	}
 	free(pol);
-	rt_sendmail(&t[0], HS_SENDER, &q, 1, "Subject: quota\n\nbody\n");
-	rt_send_start(&t[0]);
-	cr_assert(rt_wait(rt_gate_status_has, &t[0], (void *)"SubmissionQuotaExceeded", 30000),
-	    "host 0 not suspended:\n%s", rt_send_logs_tail(&t[0], 3000));
+	host_0_meets_the_quota();
 	cr_assert_eq(hs_gate_log_count(&t[0], "suspended for 7200 s (its quota)"), 1);
 	/* Host 1's mail, after the suspension is in the store. */
 	rt_send_start(&t[1]);
@@ -448,26 +465,19 @@ static void
 quota_met_at_host_0(size_t n)
 {
 	const char *flags[] = { "--reply", "rcpt:q@dst.example=" MS_QUOTA, NULL };
-	const char *q = "q@dst.example";
-	char *pol, *certs;
+	char *pol;
 	size_t i;
 
 	rt_upstream_start(&t[0], "good", flags, 0);
 	pol = xasprintf("upstream \"isp\" {\n  rate = {\"10 per 1s\"}\n"
 	    "  shared = \"redis://127.0.0.1:%u/0\"\n}\n", rport);
 	for (i = 0; i < n; i++) {
-		certs = t[i].certs;
-		t[i].certs = t[0].certs;
-		rt_conf_upstream_at(&t[i], "isp", t[0].port, "");
-		t[i].certs = certs;
+		conf_isp_of_host_0(&t[i], "");
 		rt_policy(&t[i], pol);
 		rt_gate_start(&t[i], "2s");
 	}
 	free(pol);
-	rt_sendmail(&t[0], HS_SENDER, &q, 1, "Subject: quota\n\nbody\n");
-	rt_send_start(&t[0]);
-	cr_assert(rt_wait(rt_gate_status_has, &t[0], (void *)"SubmissionQuotaExceeded", 30000),
-	    "host 0 not suspended:\n%s", rt_send_logs_tail(&t[0], 3000));
+	host_0_meets_the_quota();
 	cr_assert(rt_wait(rt_gate_status_has, &t[1], (void *)"  met by ", 10000),
 	    "host 1 has no copy of host 0's quota");
 }
