@@ -27,10 +27,16 @@ static enum upstream_word apply(struct sched *s, struct job *j, enum outcome_kin
 
 /* Nothing reached the upstream: give the grant back, try later. */
 void
-complete_unrun(struct sched *s, struct job *j)
+complete_unrun(struct sched *s, struct job *j, int lost)
 {
 	struct msg *m = j->m;
 
+	if (lost == GRANT_LOST) {
+		log_info("msg %s: its grant went with the connection to weir-gate; it asks "
+		    "again once the gate is back", m->qid);
+		job_drop(s, j);
+		return;
+	}
 	wait_end(m);
 	(void)gatelink_tell(s, j, GP_REFUND, 0, NULL);
 	job_free(s, j);

@@ -307,7 +307,7 @@ deliver_unopen(struct sched *s, struct job *j)
 
 /* A deliverer of j's own: remote_program -n -r 3 -c CONFIG -u UPSTREAM
  * HOST SENDER RCPT... with mess/S/N on fd 0, its report on fd 1 and its
- * word for the gate on fd 3. */
+ * word for the gate on fd 3.  0, -1, or GRANT_LOST. */
 static int
 spawn(struct sched *s, struct job *j)
 {
@@ -328,7 +328,7 @@ spawn(struct sched *s, struct job *j)
 		close(wr[0]);
 		close(wr[1]);
 		deliver_unopen(s, j);
-		return -1;
+		return GRANT_LOST;
 	}
 	argv = xcalloc(j->n + 14, sizeof *argv);
 	deliver_argv(s, j->up, argv, "-n", j->m->qid);
@@ -395,8 +395,8 @@ run_granted(struct sched *s, size_t up)
 	while ((g = *p) != NULL && u->running < s->concurrency) {
 		if (g->conn) {
 			granted_unlink(u, p);
-			if (spawn(s, g) < 0)
-				complete_unrun(s, g);
+			if ((k = spawn(s, g)) < 0)
+				complete_unrun(s, g, k);
 			else
 				deliver_running(s, g);
 			continue;
@@ -408,7 +408,7 @@ run_granted(struct sched *s, size_t up)
 		}
 		granted_unlink(u, p);
 		if (k < 0)
-			complete_unrun(s, g);
+			complete_unrun(s, g, k);
 		else
 			deliver_running(s, g);
 	}

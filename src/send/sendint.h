@@ -129,6 +129,10 @@
 #include "send/sched.h"
 
 #define SYSFAIL_S	300		/* retry after local trouble */
+/* A grant that could not go to a deliverer because the connection to
+ * weir-gate went (its START not written: the gate gives the grant back):
+ * not local trouble; the message asks again once the gate is back. */
+#define GRANT_LOST	(-2)
 #define NO_UPSTREAM	((size_t)-1)
 /* Requests weir-send keeps at the gate per upstream beyond those it can
  * run, so the gate can pick the most urgent class among them; a message
@@ -537,7 +541,8 @@ void deliver_exited(struct sched *s, struct job *j, int status);
 /* 3 session.c: kept sessions (weir-remote -S) */
 int sess_wanted(const struct sched *s, size_t up);	/* up's messages go on sessions */
 int sess_fits(const struct job *j);	/* small enough for one request */
-/* j to an idle session of its upstream: 1 done, 0 none idle, -1 failed. */
+/* j to an idle session of its upstream: 1 done, 0 none idle, -1 failed,
+ * GRANT_LOST (the session ended too if its slot went with the gate). */
 int sess_run(struct sched *s, struct job *j);
 void sess_open(struct sched *s, size_t up, unsigned waiting);	/* slots for waiting jobs */
 /* The gate's answer to a slot request (GRANT or ERR; gatelink.c's
@@ -575,8 +580,10 @@ enum upstream_word {
  * report, send the message on; j is freed. */
 enum upstream_word complete_job(struct sched *s, struct job *j);
 /* j's deliverer did not run: nothing reached the upstream; the grant
- * goes back, the message is tried later; j is freed. */
-void complete_unrun(struct sched *s, struct job *j);
+ * goes back, the message is tried later; j is freed.  lost (GRANT_LOST):
+ * the grant went with the gate's connection: the message goes back in
+ * line and asks again when the gate is back. */
+void complete_unrun(struct sched *s, struct job *j, int lost);
 
 /* counts.c */
 /* The counters (struct upq): m was preprocessed with nrcpt recipients;

@@ -248,7 +248,7 @@ on_word(struct evloop *ev, int fd, int events, void *arg)
 }
 
 /* remote_program -S [-f 3] -c CONFIG -u UPSTREAM HOST with the socket on
- * fd 0 and its flight file on fd 3. */
+ * fd 0 and its flight file on fd 3.  0, -1, or GRANT_LOST (its slot). */
 static int
 sess_start(struct sched *s, struct dsess *d)
 {
@@ -256,7 +256,7 @@ sess_start(struct sched *s, struct dsess *d)
 	const char *argv[12];
 
 	if (gatelink_use(s, &d->tag) < 0)
-		return -1;	/* its connection slot is lost with the gate */
+		return GRANT_LOST;	/* its connection slot is lost with the gate */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_warn("session: socketpair");
 		return -1;
@@ -286,7 +286,8 @@ sess_start(struct sched *s, struct dsess *d)
 }
 
 /* Hand j to d: its request (mail/sessproto.h) with mess/S/N and the
- * write ends of j's pipes.  0, or -1 (j untouched, d unusable). */
+ * write ends of j's pipes.  0, or -1 or GRANT_LOST (j untouched, d
+ * unusable). */
 static int
 hand(struct sched *s, struct dsess *d, struct job *j)
 {
@@ -296,8 +297,11 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 
 	sp_fmt_message(&req, j->m->qid, j->grace, j->m->sender, (const char *const *)j->addrs,
 	    j->n);
-	if ((d->pid == 0 && sess_start(s, d) < 0) ||
-	    deliver_open(s, j, &fds[SP_FD_MESSAGE], rfd) < 0) {
+	if (d->pid == 0 && (k = sess_start(s, d)) < 0) {
+		buf_free(&req);
+		return k;
+	}
+	if (deliver_open(s, j, &fds[SP_FD_MESSAGE], rfd) < 0) {
 		buf_free(&req);
 		return -1;
 	}
@@ -315,7 +319,7 @@ hand(struct sched *s, struct dsess *d, struct job *j)
 		deliver_unopen(s, j);
 		if (d->flight >= 0)
 			flight_clear(s, d->flight);
-		return -1;
+		return GRANT_LOST;
 	}
 	k = fd_send(d->sock, req.s, req.len, fds, SP_NFD);
 	buf_free(&req);
@@ -358,6 +362,7 @@ int
 sess_run(struct sched *s, struct job *j)
 {
 	struct dsess *d;
+	int k;
 
 	/* Not one that has carried its messages_per_connection: between its
 	 * "ready" and sess_idle (which ends it) another job may come here. */
@@ -366,9 +371,10 @@ sess_run(struct sched *s, struct job *j)
 			break;
 	if (d == NULL)
 		return 0;
-	if (hand(s, d, j) < 0) {
-		sess_end(s, d, "a message could not be handed over");
-		return -1;
+	if ((k = hand(s, d, j)) < 0) {
+		sess_end(s, d, k == GRANT_LOST ? "weir-gate was lost" :
+		    "a message could not be handed over");
+		return k;
 	}
 	return 1;
 }

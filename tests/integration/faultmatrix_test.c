@@ -507,6 +507,80 @@ Test(faultmatrix, gate_restarted)
 	rt_addrs_free(v, N);
 }
 
+/* A condition for sh_wait_for(): the file arg holds gatedrop_word. */
+static const char *gatedrop_word;
+static int
+file_has(void *arg)
+{
+	char buf[256];
+	FILE *f = fopen(arg, "r");
+	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, gatedrop_word) != NULL;
+}
+
+/*
+ * The gate gone between its GRANT and weir-send's START (the instant
+ * gate_restarted hits now and then under load): the stand-in gate
+ * tests/upstream/gatedrop.py grants the first request and goes, its
+ * socket no longer read, so the START cannot be written.  Without a kept
+ * session (session_idle 0s) the grant was meant for a deliverer of the
+ * message's own.  The message must ask again once the real gate is back
+ * and go then, not wait SYSFAIL_S (300 s) as for local trouble.
+ */
+Test(faultmatrix, gate_gone_between_grant_and_start)
+{
+	const char *rc[] = { "gone@dest.example" };
+	char *script = tl_src_path("tests/upstream/gatedrop.py");
+	char *out = xasprintf("%s/gatedrop.out", t.s.qt.tmp);
+	struct rt_rec r;
+	size_t one = 1;
+	pid_t pid;
+	int st;
+
+	sh_conf_append(&t.s, "log_level = \"verbose\"\n");
+	rt_upstream_start(&t, "good", NULL, 0);
+	rt_conf_upstream(&t, UPCONF "  session_idle = \"0s\"\n");
+	rt_policy(&t, POLICY);
+	pid = fork();
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		FILE *f = freopen(out, "w", stdout);
+
+		if (f == NULL || dup2(STDOUT_FILENO, STDERR_FILENO) < 0)
+			_exit(126);
+		execl("/usr/bin/python3", "python3", script, t.sock, (char *)NULL);
+		_exit(127);
+	}
+	gatedrop_word = "READY";
+	cr_assert(sh_wait_for(file_has, out, 15000), "gatedrop.py did not start");
+	rt_send_start(&t);
+	rt_sendmail(&t, SENDER, rc, 1, "Subject: gone\n\nhello\n");
+	gatedrop_word = "GRANTED";
+	cr_assert(sh_wait_for(file_has, out, 20000), "the stand-in gate granted nothing");
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gatedrop.py: status %d", st);
+	/* The failure happened: weir-send held the grant and lost the gate. */
+	rt_wait_log(&t, "lost weir-gate", 1, 20000);
+	rt_gate_start(&t, "2s");
+	cr_assert(rt_wait(rt_ndata_at_least, &t, &one, 30000),
+	    "the message did not go within 30 s of the gate's return:\n%s",
+	    rt_send_logs_tail(&t, 3000));
+	cr_assert_eq(rt_log_count(&t, "its grant went with the connection to weir-gate"), 1);
+	rt_wait_empty(&t, 20000);
+	rt_rec_load(&t, &r);
+	cr_assert_eq(rt_rec_count(&r, SENDER, rc[0]), 1, "delivered %zu times",
+	    rt_rec_count(&r, SENDER, rc[0]));
+	rt_assert_no_bounce(&t, &r);
+	rt_rec_free(&r);
+	rt_assert_queue_sound(&t);
+	free(script);
+	free(out);
+}
+
 /* ---- the scheduler, its deliverers and the gate killed: a short soak ---- */
 
 /* One short round of the kill -9 soak (tests/soak/soak_test.c runs the
